@@ -1,0 +1,125 @@
+#include "engine.h"
+
+#include <ATen/Parallel.h>
+#include <sys/stat.h>
+
+#include <chrono>
+
+#include "errors.h"
+#include "native_model.h"
+#include "readout.h"
+#include "scripted_model.h"
+
+namespace tq {
+namespace {
+
+at::ScalarType parse_dtype(const std::string& d) {
+  if (d == "fp32" || d == "float32") return at::kFloat;
+  if (d == "bf16" || d == "bfloat16") return at::kBFloat16;
+  throw EngineError(code::kBadRequest, "dtype must be fp32 or bf16, got " + d);
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+Engine::Engine(const EngineOptions& options) : options_(options) {
+  const auto dtype = parse_dtype(options.dtype);
+  if (options.threads > 0) at::set_num_threads(options.threads);
+  if (options.block_size <= 0 || options.max_step_tokens <= 0 || options.context_limit <= 0)
+    throw EngineError(code::kBadRequest, "blockSize, maxStepTokens and contextLimit must be positive");
+  info_.dtype = dtype == at::kFloat ? "fp32" : "bf16";
+  info_.context_limit = options.context_limit;
+  if (is_directory(options.path)) {
+    NativeModelOptions o{dtype, options.block_size, options.cache_tokens, options.max_step_tokens, options.context_limit};
+    auto native = std::make_unique<NativeModel>(options.path, o);
+    info_.format = "hf";
+    info_.stored_dtype = native->stored_dtype();
+    info_.block_size = native->cache().shape().block_size;
+    info_.cache_blocks = native->cache().shape().num_blocks;
+    info_.cache_bytes = native->cache().bytes();
+    model_ = std::move(native);
+  } else {
+    model_ = std::make_unique<ScriptedModel>(options.path, dtype);
+    info_.format = "torchscript";
+    info_.stored_dtype = info_.dtype;
+  }
+  info_.architecture = model_->describe();
+  info_.vocab_size = model_->vocab_size();
+  info_.hidden_size = model_->hidden_size();
+  info_.threads = at::get_num_threads();
+}
+
+void Engine::check_tokens(const std::vector<int64_t>& ids, const std::string& what) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= model_->vocab_size())
+      throw EngineError(code::kBadRequest, what + " token " + std::to_string(i) + " is " + std::to_string(ids[i]) +
+                                               ", outside the vocabulary [0, " + std::to_string(model_->vocab_size()) + ")");
+}
+
+AnswerResult Engine::answer(const AnswerRequest& req) {
+  if (req.questions.empty()) throw EngineError(code::kBadRequest, "a request needs at least one question");
+  check_tokens(req.state, "state");
+  PackedTokens packed;
+  packed.ids = req.state;
+  packed.segment_lengths.push_back(static_cast<int64_t>(req.state.size()));
+  AnswerResult result;
+  result.state_tokens = static_cast<int64_t>(req.state.size());
+  for (size_t qi = 0; qi < req.questions.size(); ++qi) {
+    const auto& q = req.questions[qi];
+    const std::string name = "question " + std::to_string(qi);
+    const int64_t len = static_cast<int64_t>(q.tokens.size());
+    if (len == 0) throw EngineError(code::kBadRequest, name + " has no tokens");
+    const int64_t prompt = result.state_tokens + len;
+    if (prompt > options_.context_limit)
+      throw EngineError(code::kContextOverflow,
+                        "the rendered prompt of " + name + " is " + std::to_string(prompt) +
+                            " tokens, longer than the context of " + std::to_string(options_.context_limit) + " tokens",
+                        {{"promptTokens", prompt}, {"contextLimit", options_.context_limit}, {"question", static_cast<int64_t>(qi)}});
+    check_tokens(q.tokens, name);
+    if (q.label_ids.empty()) throw EngineError(code::kBadRequest, name + " has no label ids");
+    check_tokens(q.label_ids, name + " label");
+    const int64_t at = q.readout_index < 0 ? len - 1 : q.readout_index;
+    if (at >= len) throw EngineError(code::kBadRequest, name + " readout index " + std::to_string(at) + " is past its " + std::to_string(len) + " tokens");
+    packed.output_rows.push_back(static_cast<int64_t>(packed.ids.size()) + at);
+    packed.ids.insert(packed.ids.end(), q.tokens.begin(), q.tokens.end());
+    packed.segment_lengths.push_back(len);
+    result.question_tokens += len;
+  }
+
+  auto hidden = model_->final_hidden(packed, result.forward);
+  auto t0 = std::chrono::steady_clock::now();
+  for (size_t qi = 0; qi < req.questions.size(); ++qi) {
+    const auto& labels = req.questions[qi].label_ids;
+    auto ids = at::tensor(at::ArrayRef<int64_t>(labels), at::TensorOptions().dtype(at::kLong));
+    auto h = hidden[static_cast<int64_t>(qi)];
+    auto logits = label_logits(h, model_->lm_head(), ids).contiguous();
+    QuestionAnswer a;
+    a.label_logits.assign(logits.data_ptr<float>(), logits.data_ptr<float>() + logits.numel());
+    if (req.want_hidden) {
+      auto hc = h.contiguous();
+      a.hidden.assign(hc.data_ptr<float>(), hc.data_ptr<float>() + hc.numel());
+    }
+    result.answers.push_back(std::move(a));
+  }
+  result.readout_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+at::Tensor Engine::logits_all(const std::vector<int64_t>& tokens) {
+  if (tokens.empty()) throw EngineError(code::kBadRequest, "logitsAll needs at least one token");
+  if (static_cast<int64_t>(tokens.size()) > options_.context_limit)
+    throw EngineError(code::kContextOverflow, "the sequence is " + std::to_string(tokens.size()) + " tokens, longer than the context of " +
+                                                  std::to_string(options_.context_limit) + " tokens",
+                      {{"promptTokens", static_cast<int64_t>(tokens.size())}, {"contextLimit", options_.context_limit}});
+  check_tokens(tokens, "sequence");
+  PackedTokens packed{tokens, {static_cast<int64_t>(tokens.size())}, {}};
+  for (size_t i = 0; i < tokens.size(); ++i) packed.output_rows.push_back(static_cast<int64_t>(i));
+  ForwardTimes times;
+  return full_logits(model_->final_hidden(packed, times), model_->lm_head()).contiguous();
+}
+
+}  // namespace tq

@@ -1,0 +1,70 @@
+// The engine: one loaded model and the request-level logic around it
+// (validation, packing, readout). It is used from the engine thread only.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hidden_state_model.h"
+
+namespace tq {
+
+struct EngineOptions {
+  std::string path;             // HF checkpoint folder, or a TorchScript .pt file
+  std::string dtype = "fp32";   // fp32 | bf16
+  int threads = 0;              // 0 = leave torch's default
+  int64_t block_size = 16;
+  int64_t cache_tokens = 0;     // 0 = twice the context limit
+  int64_t max_step_tokens = 2048;
+  int64_t context_limit = 32768;
+};
+
+struct QuestionSpec {
+  std::vector<int64_t> tokens;
+  std::vector<int64_t> label_ids;
+  int64_t readout_index = -1;  // into tokens; -1 = last token
+};
+
+struct AnswerRequest {
+  std::vector<int64_t> state;
+  std::vector<QuestionSpec> questions;
+  bool want_hidden = false;
+};
+
+struct QuestionAnswer {
+  std::vector<float> label_logits;
+  std::vector<float> hidden;  // filled when want_hidden
+};
+
+struct AnswerResult {
+  std::vector<QuestionAnswer> answers;
+  ForwardTimes forward;
+  double readout_ms = 0;
+  int64_t state_tokens = 0, question_tokens = 0;
+};
+
+struct EngineInfo {
+  std::string format, architecture, dtype, stored_dtype;
+  int64_t vocab_size = 0, hidden_size = 0, context_limit = 0, block_size = 0, cache_blocks = 0, cache_bytes = 0;
+  int threads = 0;
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineOptions& options);
+  AnswerResult answer(const AnswerRequest& request);
+  // Full-vocabulary logits at every position of one sequence, [T, vocab] fp32 (reference checks).
+  at::Tensor logits_all(const std::vector<int64_t>& tokens);
+  const EngineInfo& info() const { return info_; }
+  const HiddenStateModel& model() const { return *model_; }
+
+ private:
+  void check_tokens(const std::vector<int64_t>& ids, const std::string& what) const;
+  EngineOptions options_;
+  std::unique_ptr<HiddenStateModel> model_;
+  EngineInfo info_;
+};
+
+}  // namespace tq

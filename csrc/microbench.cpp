@@ -1,0 +1,44 @@
+#include "microbench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "readout.h"
+
+namespace tq {
+namespace {
+
+template <typename F>
+double median_ms(int iterations, F&& f) {
+  f();  // warm-up
+  std::vector<double> times;
+  for (int i = 0; i < std::max(1, iterations); ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations) {
+  auto a = at::randn({m, k}).to(dtype), w = (at::randn({n, k}) * 0.02).to(dtype);
+  GemmRate r;
+  r.ms = median_ms(iterations, [&] { at::linear(a, w); });
+  r.gflops = 2.0 * m * k * n / (r.ms * 1e6);
+  return r;
+}
+
+ReadoutTiming measure_readout(const at::Tensor& lm_head, int64_t labels, int iterations) {
+  auto hidden = at::randn({lm_head.size(1)});
+  auto ids = at::randperm(lm_head.size(0), at::TensorOptions().dtype(at::kLong)).slice(0, 0, labels);
+  ReadoutTiming t;
+  t.readout_ms = median_ms(iterations, [&] { label_logits(hidden, lm_head, ids); });
+  t.full_ms = median_ms(iterations, [&] { full_logits(hidden, lm_head); });
+  return t;
+}
+
+}  // namespace tq

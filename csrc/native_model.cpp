@@ -1,0 +1,86 @@
+#include "native_model.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace tq {
+namespace {
+
+at::Tensor long_tensor(const std::vector<int64_t>& v) {
+  return at::tensor(at::ArrayRef<int64_t>(v), at::TensorOptions().dtype(at::kLong));
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+NativeModel::NativeModel(const std::string& dir, const NativeModelOptions& options)
+    : options_(options), checkpoint_(std::make_unique<Checkpoint>(dir)) {
+  transformer_ = std::make_unique<Transformer>(*checkpoint_, options.dtype, options.context_limit);
+  const auto& c = checkpoint_->config();
+  const int64_t tokens = options.cache_tokens > 0 ? options.cache_tokens : 2 * options.context_limit;
+  KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size,
+                     (tokens + options.block_size - 1) / options.block_size, options.dtype};
+  cache_ = std::make_unique<KvCache>(shape);
+}
+
+at::Tensor NativeModel::final_hidden(const PackedTokens& packed, ForwardTimes& times) {
+  const auto& lens = packed.segment_lengths;
+  const int64_t n = static_cast<int64_t>(packed.ids.size());
+  // Block tables: the state's sequence, and one child sequence per question.
+  Sequence state(*cache_, lens[0]);
+  std::vector<std::unique_ptr<Sequence>> questions;
+  for (size_t s = 1; s < lens.size(); ++s) questions.push_back(std::make_unique<Sequence>(*cache_, lens[s], &state));
+
+  std::vector<int64_t> slots, segment_start;
+  slots.reserve(n);
+  for (int64_t i = 0; i < lens[0]; ++i) slots.push_back(state.slot(i));
+  for (auto& q : questions)
+    for (int64_t i = 0; i < q->length(); ++i) slots.push_back(q->slot(i));
+  int64_t offset = 0;
+  for (auto len : lens) {
+    segment_start.push_back(offset);
+    offset += len;
+  }
+  const auto segments = packed.segments();
+  auto all_ids = long_tensor(packed.ids), all_pos = long_tensor(packed.positions()), all_seg = long_tensor(segments),
+       all_slots = long_tensor(slots);
+
+  auto out = at::empty({static_cast<int64_t>(packed.output_rows.size()), hidden_size()}, at::kFloat);
+  // Step boundaries: the state and the questions never share a step, so that
+  // the two timings are separable.
+  std::vector<std::pair<int64_t, int64_t>> steps;
+  for (int64_t a = 0; a < lens[0]; a += options_.max_step_tokens) steps.push_back({a, std::min(lens[0], a + options_.max_step_tokens)});
+  for (int64_t a = lens[0]; a < n; a += options_.max_step_tokens) steps.push_back({a, std::min(n, a + options_.max_step_tokens)});
+
+  for (auto [a, b] : steps) {
+    auto t0 = std::chrono::steady_clock::now();
+    // Keys: the state up to the step's end, and each question present in the step up to the step's end.
+    std::vector<int64_t> keys;
+    for (int64_t i = 0; i < std::min(b, lens[0]); ++i) keys.push_back(i);
+    if (b > lens[0]) {
+      for (int64_t s = std::max<int64_t>(1, segments[a]); s <= segments[b - 1]; ++s)
+        for (int64_t i = segment_start[s]; i < std::min(b, segment_start[s] + lens[s]); ++i) keys.push_back(i);
+    }
+    std::vector<int64_t> local_rows, out_index;
+    for (size_t r = 0; r < packed.output_rows.size(); ++r) {
+      const int64_t row = packed.output_rows[r];
+      if (row >= a && row < b) {
+        local_rows.push_back(row - a);
+        out_index.push_back(static_cast<int64_t>(r));
+      }
+    }
+    auto key_index = long_tensor(keys);
+    StepBatch step{all_ids.slice(0, a, b),          all_pos.slice(0, a, b),          all_seg.slice(0, a, b),
+                   all_slots.slice(0, a, b),        all_slots.index_select(0, key_index), all_pos.index_select(0, key_index),
+                   all_seg.index_select(0, key_index), long_tensor(local_rows)};
+    auto hidden = transformer_->forward(step, *cache_);
+    if (!out_index.empty()) out.index_copy_(0, long_tensor(out_index), hidden);
+    (a < lens[0] ? times.state_ms : times.questions_ms) += ms_since(t0);
+  }
+  return out;
+}
+
+}  // namespace tq

@@ -1,0 +1,118 @@
+#include "transformer.h"
+
+#include <cmath>
+
+namespace tq {
+namespace {
+
+// Inverse RoPE frequencies in float64, with Llama 3's wavelength-dependent scaling.
+at::Tensor inverse_frequencies(const ModelConfig& c) {
+  auto idx = at::arange(0, c.head_dim, 2, at::kDouble);
+  auto inv = 1.0 / at::pow(c.rope_theta, idx / static_cast<double>(c.head_dim));
+  if (!c.rope_scaling) return inv;
+  const auto& s = *c.rope_scaling;
+  const double old_len = static_cast<double>(s.original_max_position_embeddings);
+  const double low_wavelen = old_len / s.low_freq_factor, high_wavelen = old_len / s.high_freq_factor;
+  auto wavelen = 2.0 * M_PI / inv;
+  auto scaled = at::where(wavelen > low_wavelen, inv / s.factor, inv);
+  auto smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  auto smoothed = (1.0 - smooth) * scaled / s.factor + smooth * scaled;
+  auto medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+  return at::where(medium, smoothed, scaled);
+}
+
+std::string layer_name(int64_t i, const char* rest) { return "model.layers." + std::to_string(i) + "." + rest; }
+
+}  // namespace
+
+Transformer::Transformer(const Checkpoint& ckpt, at::ScalarType dtype, int64_t max_positions)
+    : config_(ckpt.config()), dtype_(dtype) {
+  const auto& c = config_;
+  const int64_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  auto f32 = at::kFloat;
+  embed_ = ckpt.get("model.embed_tokens.weight", {c.vocab_size, h}, dtype);
+  final_norm_ = ckpt.get("model.norm.weight", {h}, f32);
+  if (ckpt.has("lm_head.weight") || !c.tie_word_embeddings) lm_head_ = ckpt.get("lm_head.weight", {c.vocab_size, h}, dtype);
+  else lm_head_ = embed_;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    Layer l;
+    l.input_norm = ckpt.get(layer_name(i, "input_layernorm.weight"), {h}, f32);
+    l.post_norm = ckpt.get(layer_name(i, "post_attention_layernorm.weight"), {h}, f32);
+    l.wq = ckpt.get(layer_name(i, "self_attn.q_proj.weight"), {q_dim, h}, dtype);
+    l.wk = ckpt.get(layer_name(i, "self_attn.k_proj.weight"), {kv_dim, h}, dtype);
+    l.wv = ckpt.get(layer_name(i, "self_attn.v_proj.weight"), {kv_dim, h}, dtype);
+    l.wo = ckpt.get(layer_name(i, "self_attn.o_proj.weight"), {h, q_dim}, dtype);
+    l.w_gate = ckpt.get(layer_name(i, "mlp.gate_proj.weight"), {c.intermediate_size, h}, dtype);
+    l.w_up = ckpt.get(layer_name(i, "mlp.up_proj.weight"), {c.intermediate_size, h}, dtype);
+    l.w_down = ckpt.get(layer_name(i, "mlp.down_proj.weight"), {h, c.intermediate_size}, dtype);
+    if (c.attention_bias) {
+      l.bq = ckpt.get(layer_name(i, "self_attn.q_proj.bias"), {q_dim}, dtype);
+      l.bk = ckpt.get(layer_name(i, "self_attn.k_proj.bias"), {kv_dim}, dtype);
+      l.bv = ckpt.get(layer_name(i, "self_attn.v_proj.bias"), {kv_dim}, dtype);
+    }
+    if (c.qk_norm) {
+      l.q_norm = ckpt.get(layer_name(i, "self_attn.q_norm.weight"), {c.head_dim}, f32);
+      l.k_norm = ckpt.get(layer_name(i, "self_attn.k_norm.weight"), {c.head_dim}, f32);
+    }
+    layers_.push_back(std::move(l));
+  }
+  auto angles = at::outer(at::arange(max_positions, at::kDouble), inverse_frequencies(c));
+  auto full = at::cat({angles, angles}, -1);  // rotate-half layout: both halves share a frequency
+  cos_ = full.cos().to(f32);
+  sin_ = full.sin().to(f32);
+}
+
+at::Tensor Transformer::rms_norm(const at::Tensor& x, const at::Tensor& w) const {
+  auto var = x.pow(2).mean(-1, /*keepdim=*/true);
+  return x * at::rsqrt(var + config_.rms_norm_eps) * w;
+}
+
+at::Tensor Transformer::rope(const at::Tensor& x, const at::Tensor& positions) const {
+  // x: [T, heads, head_dim] fp32
+  auto cos = cos_.index_select(0, positions).unsqueeze(1), sin = sin_.index_select(0, positions).unsqueeze(1);
+  const int64_t half = x.size(-1) / 2;
+  auto rotated = at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
+at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
+  const auto& c = config_;
+  const int64_t n_layers = static_cast<int64_t>(layers_.size());
+  auto x = embed_.index_select(0, step.token_ids).to(at::kFloat);
+  auto q_pos = step.positions, q_seg = step.segments;
+  const bool wants_output = step.output_rows.numel() > 0;
+  for (int64_t li = 0; li < n_layers; ++li) {
+    const Layer& l = layers_[li];
+    const int64_t t = x.size(0);
+    auto h = rms_norm(x, l.input_norm).to(dtype_);
+    auto q = at::linear(h, l.wq, l.bq).view({t, c.num_heads, c.head_dim}).to(at::kFloat);
+    auto k = at::linear(h, l.wk, l.bk).view({t, c.num_kv_heads, c.head_dim}).to(at::kFloat);
+    auto v = at::linear(h, l.wv, l.bv).view({t, c.num_kv_heads, c.head_dim});
+    if (c.qk_norm) {
+      q = rms_norm(q, l.q_norm);
+      k = rms_norm(k, l.k_norm);
+    }
+    k = rope(k, step.positions);
+    cache.write(li, step.slots, k, v);
+    if (li == n_layers - 1) {
+      // Past the last layer's K/V only the output rows matter: skip the rest
+      // of the layer for every other token.
+      if (!wants_output) return at::empty({0, c.hidden_size}, at::kFloat);
+      x = x.index_select(0, step.output_rows);
+      q = q.index_select(0, step.output_rows);
+      q_pos = q_pos.index_select(0, step.output_rows);
+      q_seg = q_seg.index_select(0, step.output_rows);
+    }
+    q = rope(q, q_pos);
+    AttentionInputs in{q.to(dtype_), cache.keys(li, step.key_slots), cache.values(li, step.key_slots),
+                       q_pos, q_seg, step.key_positions, step.key_segments, c.sliding_window};
+    auto attn = attention(in);
+    x = x + at::linear(attn.view({x.size(0), c.num_heads * c.head_dim}), l.wo).to(at::kFloat);
+    auto h2 = rms_norm(x, l.post_norm).to(dtype_);
+    auto mlp = at::linear(at::silu(at::linear(h2, l.w_gate)) * at::linear(h2, l.w_up), l.w_down);
+    x = x + mlp.to(at::kFloat);
+  }
+  return rms_norm(x, final_norm_);
+}
+
+}  // namespace tq

@@ -1,0 +1,41 @@
+/** A small typed wrapper over the native engine: open, answer, close. */
+import { loadAddon, NativeAnswerRequest, NativeAnswerResult, NativeEngine, NativeEngineInfo, NativeLoadOptions, TokenIds } from './native';
+
+export class Engine {
+  private constructor(private readonly native: NativeEngine, readonly info: NativeEngineInfo) {}
+
+  static async open(options: NativeLoadOptions): Promise<Engine> {
+    const { NativeEngine } = loadAddon();
+    const native = new NativeEngine();
+    try {
+      return new Engine(native, await native.load(options));
+    } catch (e) {
+      await native.close();
+      throw e;
+    }
+  }
+
+  answer(request: NativeAnswerRequest): Promise<NativeAnswerResult> {
+    return this.native.answer(request);
+  }
+
+  /** Full-vocabulary logits per position as rows, for reference checks. */
+  async logitsAll(tokens: TokenIds): Promise<Float32Array[]> {
+    const { logits, vocabSize } = await this.native.logitsAll(tokens);
+    const rows: Float32Array[] = [];
+    for (let i = 0; i < logits.length; i += vocabSize) rows.push(logits.subarray(i, i + vocabSize));
+    return rows;
+  }
+
+  gemmRate(m: number, k: number, n: number, dtype: 'fp32' | 'bf16', iterations = 10) {
+    return this.native.gemmRate({ m, k, n, dtype, iterations });
+  }
+
+  readoutTiming(labels: number, iterations = 20) {
+    return this.native.readoutTiming({ labels, iterations });
+  }
+
+  close(): Promise<void> {
+    return this.native.close();
+  }
+}

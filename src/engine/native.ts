@@ -1,0 +1,112 @@
+/**
+ * The native surface of the engine addon (csrc/addon.cpp), declared once.
+ * Everything else goes through the typed wrapper in ./engine.ts.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+
+export type Dtype = 'fp32' | 'bf16';
+export type TokenIds = Int32Array | number[];
+
+export interface NativeLoadOptions {
+  /** HF checkpoint folder (config.json + safetensors) or a TorchScript .pt file. */
+  path: string;
+  dtype?: Dtype;
+  /** torch intra-op threads; 0 or absent keeps torch's default. */
+  threads?: number;
+  /** KV cache block size in tokens (default 16). */
+  blockSize?: number;
+  /** KV cache capacity in tokens (default twice the context limit). */
+  cacheTokens?: number;
+  /** Largest number of tokens computed in one forward step (default 2048). */
+  maxStepTokens?: number;
+  /** Longest prompt (state + one question) in tokens (default 32768). */
+  contextLimit?: number;
+}
+
+export interface NativeEngineInfo {
+  format: 'hf' | 'torchscript';
+  architecture: string;
+  dtype: Dtype;
+  storedDtype: string;
+  vocabSize: number;
+  hiddenSize: number;
+  contextLimit: number;
+  blockSize: number;
+  cacheBlocks: number;
+  cacheBytes: number;
+  threads: number;
+}
+
+export interface NativeQuestion {
+  tokens: TokenIds;
+  /** Token ids of the option labels, read at the readout position. */
+  labelIds: TokenIds;
+  /** Index into `tokens` of the readout position; default the last token. */
+  readoutIndex?: number;
+}
+
+export interface NativeAnswerRequest {
+  state: TokenIds;
+  questions: NativeQuestion[];
+  /** Also return the final hidden state at each readout position. */
+  wantHidden?: boolean;
+}
+
+export interface NativeAnswer {
+  labelLogits: Float32Array;
+  hidden?: Float32Array;
+}
+
+export interface NativeAnswerResult {
+  answers: NativeAnswer[];
+  timing: { stateMs: number; questionsMs: number; readoutMs: number };
+  stateTokens: number;
+  questionTokens: number;
+}
+
+export interface NativeEngine {
+  load(options: NativeLoadOptions): Promise<NativeEngineInfo>;
+  answer(request: NativeAnswerRequest): Promise<NativeAnswerResult>;
+  /** Full-vocabulary logits at every position, row-major [tokens, vocabSize]. For reference checks. */
+  logitsAll(tokens: TokenIds): Promise<{ logits: Float32Array; vocabSize: number }>;
+  gemmRate(options: { m: number; k: number; n: number; dtype: Dtype; iterations?: number }): Promise<{ gflops: number; ms: number }>;
+  readoutTiming(options: { labels: number; iterations?: number }): Promise<{ readoutMs: number; fullMs: number }>;
+  close(): Promise<void>;
+}
+
+/** Stable codes of engine errors (csrc/errors.h). */
+export type EngineErrorCode =
+  | 'CHECKPOINT_INVALID'
+  | 'CHECKPOINT_MISSING_TENSOR'
+  | 'CHECKPOINT_TENSOR_SHAPE'
+  | 'CHECKPOINT_TRUNCATED'
+  | 'UNKNOWN_ARCHITECTURE'
+  | 'CONTEXT_OVERFLOW'
+  | 'BAD_REQUEST'
+  | 'KV_CACHE_CAPACITY'
+  | 'ENGINE_NOT_LOADED'
+  | 'ENGINE_CLOSED'
+  | 'TORCH_ERROR'
+  | 'INTERNAL';
+
+export interface EngineError extends Error {
+  code: EngineErrorCode;
+  details: Record<string, number>;
+}
+
+export function isEngineError(e: unknown): e is EngineError {
+  return e instanceof Error && typeof (e as Partial<EngineError>).code === 'string';
+}
+
+const projectRoot = path.resolve(__dirname, '..', '..');
+/** cmake-js with Ninja writes build/<name>.node, with Make build/Release/, node-gyp build/Release/. */
+const candidates = ['build/tqserve_engine.node', 'build/Release/tqserve_engine.node'];
+
+export function loadAddon(): { NativeEngine: new () => NativeEngine } {
+  for (const rel of candidates) {
+    const file = path.join(projectRoot, rel);
+    if (fs.existsSync(file)) return require(file);
+  }
+  throw new Error(`the engine addon is not built (looked for ${candidates.join(', ')}); run: npm run build:addon`);
+}

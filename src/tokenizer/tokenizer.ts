@@ -1,0 +1,88 @@
+/**
+ * Tokenization from a checkpoint's own tokenizer.json (HF `tokenizers`, native)
+ * and chat templates from its tokenizer_config.json (@huggingface/jinja).
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+import { Template } from '@huggingface/jinja';
+import { Tokenizer } from 'tokenizers';
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+interface TokenizerConfig {
+  chat_template?: string | { name: string; template: string }[];
+  bos_token?: string | { content: string } | null;
+  eos_token?: string | { content: string } | null;
+  add_bos_token?: boolean;
+}
+
+function tokenText(t: TokenizerConfig['bos_token']): string | undefined {
+  if (t == null) return undefined;
+  return typeof t === 'string' ? t : t.content;
+}
+
+export class ModelTokenizer {
+  private readonly template?: Template;
+
+  private constructor(private readonly tokenizer: Tokenizer, private readonly config: TokenizerConfig, readonly folder: string) {
+    const tpl = config.chat_template;
+    const source = Array.isArray(tpl) ? tpl.find((t) => t.name === 'default')?.template ?? tpl[0]?.template : tpl;
+    if (source) this.template = new Template(source);
+  }
+
+  static load(folder: string): ModelTokenizer {
+    const file = path.join(folder, 'tokenizer.json');
+    if (!fs.existsSync(file)) throw new Error(`${file}: missing (the checkpoint folder needs its tokenizer.json)`);
+    const cfgFile = path.join(folder, 'tokenizer_config.json');
+    const config: TokenizerConfig = fs.existsSync(cfgFile) ? JSON.parse(fs.readFileSync(cfgFile, 'utf8')) : {};
+    return new ModelTokenizer(Tokenizer.fromFile(file), config, folder);
+  }
+
+  get hasChatTemplate(): boolean {
+    return this.template !== undefined;
+  }
+
+  get bosToken(): string | undefined {
+    return tokenText(this.config.bos_token);
+  }
+
+  get eosToken(): string | undefined {
+    return tokenText(this.config.eos_token);
+  }
+
+  vocabSize(): number {
+    return this.tokenizer.getVocabSize(true);
+  }
+
+  /** Token ids of `text`; special tokens written in the text are recognised, none are added. */
+  async encode(text: string): Promise<number[]> {
+    const enc = await this.tokenizer.encode(text, null, { addSpecialTokens: false });
+    return enc.getIds();
+  }
+
+  async decode(ids: number[]): Promise<string> {
+    return this.tokenizer.decode(ids, false);
+  }
+
+  tokenToId(token: string): number | undefined {
+    return this.tokenizer.tokenToId(token) ?? undefined;
+  }
+
+  idToToken(id: number): string | undefined {
+    return this.tokenizer.idToToken(id) ?? undefined;
+  }
+
+  /** Renders messages with the checkpoint's chat template. */
+  applyChatTemplate(messages: ChatMessage[], addGenerationPrompt = true): string {
+    if (!this.template) throw new Error(`${this.folder}: tokenizer_config.json has no chat_template`);
+    return this.template.render({
+      messages,
+      add_generation_prompt: addGenerationPrompt,
+      bos_token: this.bosToken ?? '',
+      eos_token: this.eosToken ?? '',
+    });
+  }
+}

@@ -1,0 +1,43 @@
+/** Float64 reference logits from test/reference/forward.py (Debian's python3-torch). */
+import { execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { debianPython, referenceDir } from './models';
+
+/** For each sequence, its full-vocabulary float64 logits per position. */
+export function referenceLogits(model: string, sequences: number[][]): Float64Array[][] {
+  const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tq-ref-')), 'logits.bin');
+  const stdout = execFileSync(debianPython, [path.join(referenceDir, 'forward.py')], {
+    input: JSON.stringify({ model, sequences, out }),
+    encoding: 'utf8',
+  });
+  const { vocab } = JSON.parse(stdout) as { vocab: number };
+  const buf = fs.readFileSync(out);
+  fs.rmSync(path.dirname(out), { recursive: true, force: true });
+  const all = new Float64Array(buf.buffer, buf.byteOffset, buf.byteLength / 8);
+  const result: Float64Array[][] = [];
+  let offset = 0;
+  for (const seq of sequences) {
+    const rows: Float64Array[] = [];
+    for (let i = 0; i < seq.length; i++, offset += vocab) rows.push(all.subarray(offset, offset + vocab));
+    result.push(rows);
+  }
+  return result;
+}
+
+export function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  if (a.length !== b.length) throw new Error(`length ${a.length} vs ${b.length}`);
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i] - b[i]));
+  return m;
+}
+
+export function logSoftmax(x: ArrayLike<number>): number[] {
+  let max = -Infinity;
+  for (let i = 0; i < x.length; i++) max = Math.max(max, x[i]);
+  let sum = 0;
+  for (let i = 0; i < x.length; i++) sum += Math.exp(x[i] - max);
+  const lse = max + Math.log(sum);
+  return Array.from(x, (v) => v - lse);
+}

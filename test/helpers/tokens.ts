@@ -1,0 +1,26 @@
+import { ModelTokenizer } from '../../src/tokenizer/tokenizer';
+import { labelTexts, questionTexts, stateText } from './texts';
+
+export interface TokenizedTexts {
+  state: number[];
+  questions: number[][];
+  labels: number[];
+}
+
+/** The shared test texts in a model's own tokenizer; each label must be one token. */
+export async function tokenizeTexts(modelDir: string): Promise<TokenizedTexts> {
+  const tok = ModelTokenizer.load(modelDir);
+  const state = await tok.encode(stateText);
+  const questions = await Promise.all(questionTexts.map((q) => tok.encode(q)));
+  const labels: number[] = [];
+  // A label is the one token it becomes after "Answer:" (in context: SentencePiece
+  // vocabularies tokenize a bare " A" differently).
+  const base = await tok.encode('Answer:');
+  for (const l of labelTexts) {
+    const ids = await tok.encode('Answer:' + l);
+    if (ids.length !== base.length + 1 || base.some((id, i) => ids[i] !== id))
+      throw new Error(`label ${JSON.stringify(l)} is not one token after "Answer:" in ${modelDir}`);
+    labels.push(ids[ids.length - 1]);
+  }
+  return { state, questions, labels };
+}

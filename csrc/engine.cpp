@@ -21,7 +21,8 @@ at::ScalarType parse_dtype(const std::string& d) {
 
 bool is_directory(const std::string& path) {
   struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  if (::stat(path.c_str(), &st) != 0) throw EngineError(code::kCheckpointInvalid, path + ": no such file or folder");
+  return S_ISDIR(st.st_mode);
 }
 
 }  // namespace

@@ -95,8 +95,9 @@ export interface EngineError extends Error {
   details: Record<string, number>;
 }
 
+/** Not `instanceof Error`: errors made by the addon may come from another realm (e.g. jest's vm). */
 export function isEngineError(e: unknown): e is EngineError {
-  return e instanceof Error && typeof (e as Partial<EngineError>).code === 'string';
+  return typeof e === 'object' && e !== null && typeof (e as Partial<EngineError>).code === 'string' && typeof (e as Partial<EngineError>).message === 'string';
 }
 
 const projectRoot = path.resolve(__dirname, '..', '..');

@@ -104,10 +104,12 @@ const projectRoot = path.resolve(__dirname, '..', '..');
 /** cmake-js with Ninja writes build/<name>.node, with Make build/Release/, node-gyp build/Release/. */
 const candidates = ['build/tqserve_engine.node', 'build/Release/tqserve_engine.node'];
 
+/** Loads the most recently built addon. */
 export function loadAddon(): { NativeEngine: new () => NativeEngine } {
-  for (const rel of candidates) {
-    const file = path.join(projectRoot, rel);
-    if (fs.existsSync(file)) return require(file);
-  }
-  throw new Error(`the engine addon is not built (looked for ${candidates.join(', ')}); run: npm run build:addon`);
+  const built = candidates
+    .map((rel) => path.join(projectRoot, rel))
+    .filter((file) => fs.existsSync(file))
+    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
+  if (!built.length) throw new Error(`the engine addon is not built (looked for ${candidates.join(', ')}); run: npm run build:addon`);
+  return require(built[0]);
 }

@@ -1,0 +1,31 @@
+{
+  "targets": [
+    {
+      "target_name": "tqserve_engine",
+      "sources": [
+        "csrc/addon.cpp",
+        "csrc/attention.cpp",
+        "csrc/checkpoint.cpp",
+        "csrc/engine.cpp",
+        "csrc/engine_thread.cpp",
+        "csrc/kv_cache.cpp",
+        "csrc/microbench.cpp",
+        "csrc/model_config.cpp",
+        "csrc/native_model.cpp",
+        "csrc/readout.cpp",
+        "csrc/safetensors.cpp",
+        "csrc/scripted_model.cpp",
+        "csrc/transformer.cpp"
+      ],
+      "include_dirs": [
+        "<!(node -p \"require('node-addon-api').include_dir\")",
+        "/usr/include/torch/csrc/api/include"
+      ],
+      "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_CPP_EXCEPTIONS", "NODE_ADDON_API_CPP_EXCEPTIONS_ALL"],
+      "cflags!": ["-fno-exceptions", "-fno-rtti"],
+      "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
+      "cflags_cc": ["-std=c++17", "-O2", "-frtti", "-fexceptions"],
+      "libraries": ["-ltorch", "-ltorch_cpu", "-lc10"]
+    }
+  ]
+}

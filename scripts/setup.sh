@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# One-command set-up on a fresh Debian bookworm machine: system packages, then
+# `npm ci`, which also builds the engine addon (cmake-js, offline).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# libtorch (CPU) and its fast BLAS; python3-torch is the float64 reference the
+# tests compare against; nlohmann-json parses config.json and safetensors headers.
+packages=(libtorch-dev libopenblas0-pthread python3-torch python3-numpy nlohmann-json3-dev cmake g++ make python3)
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+npm ci --no-audit --no-fund

@@ -1,0 +1,36 @@
+/**
+ * binding.gyp is the documented alternative build: it must build the same
+ * addon with node-gyp (in a scratch copy, so the cmake-js build is untouched),
+ * and that addon must answer exactly like the cmake-js one.
+ */
+import { execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { Engine } from '../src/engine/engine';
+import { NativeEngine } from '../src/engine/native';
+import { tinyModel } from './helpers/models';
+
+const root = path.resolve(__dirname, '..');
+
+test('node-gyp builds the addon from binding.gyp and it answers like the cmake-js build', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-gyp-'));
+  try {
+    for (const f of ['binding.gyp', 'package.json']) fs.copyFileSync(path.join(root, f), path.join(dir, f));
+    fs.cpSync(path.join(root, 'csrc'), path.join(dir, 'csrc'), { recursive: true });
+    fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
+    execFileSync(process.execPath, [require.resolve('node-gyp/bin/node-gyp.js'), 'rebuild', '--nodedir=/usr', '-j', '2'], { cwd: dir, stdio: 'pipe' });
+    const addon = require(path.join(dir, 'build', 'Release', 'tqserve_engine.node')) as { NativeEngine: new () => NativeEngine };
+    const gyp = new addon.NativeEngine();
+    const request = { state: [1, 2, 3, 4, 5], questions: [{ tokens: [6, 7], labelIds: [8, 9, 10] }] };
+    await gyp.load({ path: tinyModel('tiny-mistral') });
+    const viaGyp = await gyp.answer(request);
+    await gyp.close();
+    const cmake = await Engine.open({ path: tinyModel('tiny-mistral') });
+    const viaCmake = await cmake.answer(request);
+    await cmake.close();
+    expect(Array.from(viaGyp.answers[0].labelLogits)).toEqual(Array.from(viaCmake.answers[0].labelLogits));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}, 600_000);

@@ -7,7 +7,10 @@
 namespace tq {
 
 namespace {
-// Upper bound on score-matrix elements per query chunk (fp32: 256 MiB).
+// Queries per chunk: small enough that a causal prefill skips most of the
+// masked triangle and the score block stays in cache, large enough for GEMM.
+constexpr int64_t kChunkQueries = 128;
+// Upper bound on score elements per chunk (fp32: 256 MiB) for very long contexts.
 constexpr int64_t kMaxScoreElements = int64_t{64} << 20;
 }  // namespace
 
@@ -19,25 +22,38 @@ at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, con
   return mask;
 }
 
-at::Tensor attention(const AttentionInputs& in) {
-  const int64_t tq = in.q.size(0), heads = in.q.size(1), dim = in.q.size(2);
-  const int64_t tk = in.k.size(0), kv_heads = in.k.size(1);
+AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos, const at::Tensor& k_seg,
+                             std::optional<int64_t> window, int64_t heads) {
+  const int64_t tq = queries.positions.size(0), tk = k_pos.size(0);
+  const int64_t chunk = std::max<int64_t>(1, std::min(kChunkQueries, kMaxScoreElements / std::max<int64_t>(1, heads * tk)));
+  AttentionPlan plan;
+  for (int64_t a = 0; a < tq; a += chunk) {
+    const int64_t b = std::min(tq, a + chunk);
+    const int64_t key_end = queries.key_end[b - 1];
+    auto visible = visibility_mask(queries.positions.slice(0, a, b), queries.segments.slice(0, a, b), k_pos.slice(0, 0, key_end),
+                                   k_seg.slice(0, 0, key_end), window);
+    auto bias = at::zeros(visible.sizes(), at::kFloat).masked_fill_(visible.logical_not(), -std::numeric_limits<float>::infinity());
+    plan.chunks.push_back({a, b, key_end, bias});
+  }
+  return plan;
+}
+
+at::Tensor attention(const at::Tensor& q_all, const at::Tensor& k, const at::Tensor& v_all, const AttentionPlan& plan) {
+  const int64_t heads = q_all.size(1), dim = q_all.size(2), kv_heads = k.size(1);
   const int64_t group = heads / kv_heads;
   const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
-  auto k_t = in.k.permute({1, 2, 0}).contiguous();  // [kv_heads, dim, Tk]
-  auto v = in.v.permute({1, 0, 2}).contiguous();    // [kv_heads, Tk, dim]
-  const int64_t chunk = std::max<int64_t>(1, kMaxScoreElements / std::max<int64_t>(1, heads * tk));
-  auto out = at::empty({tq, heads, dim}, in.q.options());
-  for (int64_t a = 0; a < tq; a += chunk) {
-    const int64_t b = std::min(tq, a + chunk), c = b - a;
+  auto k_t = k.permute({1, 2, 0}).contiguous();  // [kv_heads, dim, Tk]
+  auto v = v_all.permute({1, 0, 2}).contiguous();  // [kv_heads, Tk, dim]
+  auto out = at::empty(q_all.sizes(), q_all.options());
+  for (const auto& ch : plan.chunks) {
+    const int64_t c = ch.end - ch.begin, tk = ch.key_end;
     // Query heads sharing a KV head are stacked so one bmm serves the group.
-    auto q = (in.q.slice(0, a, b) * scale).view({c, kv_heads, group, dim}).permute({1, 2, 0, 3}).reshape({kv_heads, group * c, dim});
-    auto scores = at::bmm(q, k_t).to(at::kFloat).view({kv_heads, group, c, tk});
-    auto mask = visibility_mask(in.q_pos.slice(0, a, b), in.q_seg.slice(0, a, b), in.k_pos, in.k_seg, in.window);
-    scores.masked_fill_(mask.logical_not(), -std::numeric_limits<float>::infinity());
+    auto q = (q_all.slice(0, ch.begin, ch.end) * scale).view({c, kv_heads, group, dim}).permute({1, 2, 0, 3}).reshape({kv_heads, group * c, dim});
+    auto scores = at::bmm(q, k_t.slice(2, 0, tk)).to(at::kFloat).view({kv_heads, group, c, tk});
+    scores.add_(ch.bias);
     auto probs = at::softmax(scores, -1).to(v.scalar_type()).view({kv_heads, group * c, tk});
-    auto o = at::bmm(probs, v);  // [kv_heads, group * c, dim]
-    out.slice(0, a, b).copy_(o.view({kv_heads, group, c, dim}).permute({2, 0, 1, 3}).reshape({c, heads, dim}));
+    auto o = at::bmm(probs, v.slice(1, 0, tk));  // [kv_heads, group * c, dim]
+    out.slice(0, ch.begin, ch.end).copy_(o.view({kv_heads, group, c, dim}).permute({2, 0, 1, 3}).reshape({c, heads, dim}));
   }
   return out;
 }

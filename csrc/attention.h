@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <optional>
+#include <vector>
 
 namespace tq {
 
@@ -13,16 +14,29 @@ namespace tq {
 at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, const at::Tensor& k_pos,
                            const at::Tensor& k_seg, std::optional<int64_t> window);
 
-struct AttentionInputs {
-  at::Tensor q;  // [Tq, heads, head_dim], compute dtype
-  at::Tensor k;  // [Tk, kv_heads, head_dim]
-  at::Tensor v;  // [Tk, kv_heads, head_dim]
-  at::Tensor q_pos, q_seg, k_pos, k_seg;  // int64
-  std::optional<int64_t> window;
+// How a step's queries are cut into chunks, which prefix of the keys each
+// chunk reads, and its additive mask (0 or -inf). Built once per step and
+// shared by every layer. Keys are ordered so that each query's own key comes
+// after every key it sees; a chunk therefore reads keys [0, key_end) only,
+// which skips the masked upper triangle of a causal prefill.
+struct AttentionPlan {
+  struct Chunk {
+    int64_t begin, end, key_end;
+    at::Tensor bias;  // [end - begin, key_end] fp32
+  };
+  std::vector<Chunk> chunks;
 };
 
-// Returns [Tq, heads, head_dim] in the dtype of q. Softmax runs in fp32;
-// queries are processed in chunks so the score matrix stays bounded.
-at::Tensor attention(const AttentionInputs& in);
+struct QueryLayout {
+  at::Tensor positions, segments;  // [Tq] int64
+  std::vector<int64_t> key_end;    // per query: 1 + index of its own key; non-decreasing
+};
+
+AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos, const at::Tensor& k_seg,
+                             std::optional<int64_t> window, int64_t heads);
+
+// q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim]. Returns [Tq, heads, dim] in
+// q's dtype; scores and softmax are fp32.
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan);
 
 }  // namespace tq

@@ -64,7 +64,9 @@ at::Tensor NativeModel::final_hidden(const PackedTokens& packed, ForwardTimes& t
       for (int64_t s = std::max<int64_t>(1, segments[a]); s <= segments[b - 1]; ++s)
         for (int64_t i = segment_start[s]; i < std::min(b, segment_start[s] + lens[s]); ++i) keys.push_back(i);
     }
-    std::vector<int64_t> local_rows, out_index;
+    std::vector<int64_t> local_rows, out_index, key_end(b - a);
+    for (size_t j = 0; j < keys.size(); ++j)
+      if (keys[j] >= a) key_end[keys[j] - a] = static_cast<int64_t>(j) + 1;
     for (size_t r = 0; r < packed.output_rows.size(); ++r) {
       const int64_t row = packed.output_rows[r];
       if (row >= a && row < b) {
@@ -73,9 +75,15 @@ at::Tensor NativeModel::final_hidden(const PackedTokens& packed, ForwardTimes& t
       }
     }
     auto key_index = long_tensor(keys);
-    StepBatch step{all_ids.slice(0, a, b),          all_pos.slice(0, a, b),          all_seg.slice(0, a, b),
-                   all_slots.slice(0, a, b),        all_slots.index_select(0, key_index), all_pos.index_select(0, key_index),
-                   all_seg.index_select(0, key_index), long_tensor(local_rows)};
+    StepBatch step{all_ids.slice(0, a, b),
+                   all_pos.slice(0, a, b),
+                   all_seg.slice(0, a, b),
+                   all_slots.slice(0, a, b),
+                   key_end,
+                   all_slots.index_select(0, key_index),
+                   all_pos.index_select(0, key_index),
+                   all_seg.index_select(0, key_index),
+                   local_rows};
     auto hidden = transformer_->forward(step, *cache_);
     if (!out_index.empty()) out.index_copy_(0, long_tensor(out_index), hidden);
     (a < lens[0] ? times.state_ms : times.questions_ms) += ms_since(t0);

@@ -79,8 +79,8 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
   const auto& c = config_;
   const int64_t n_layers = static_cast<int64_t>(layers_.size());
   auto x = embed_.index_select(0, step.token_ids).to(at::kFloat);
-  auto q_pos = step.positions, q_seg = step.segments;
-  const bool wants_output = step.output_rows.numel() > 0;
+  const auto plan = plan_attention({step.positions, step.segments, step.key_end}, step.key_positions, step.key_segments,
+                                   c.sliding_window, c.num_heads);
   for (int64_t li = 0; li < n_layers; ++li) {
     const Layer& l = layers_[li];
     const int64_t t = x.size(0);
@@ -94,19 +94,22 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
     }
     k = rope(k, step.positions);
     cache.write(li, step.slots, k, v);
-    if (li == n_layers - 1) {
-      // Past the last layer's K/V only the output rows matter: skip the rest
-      // of the layer for every other token.
-      if (!wants_output) return at::empty({0, c.hidden_size}, at::kFloat);
-      x = x.index_select(0, step.output_rows);
-      q = q.index_select(0, step.output_rows);
-      q_pos = q_pos.index_select(0, step.output_rows);
-      q_seg = q_seg.index_select(0, step.output_rows);
+    auto keys = cache.keys(li, step.key_slots), values = cache.values(li, step.key_slots);
+    at::Tensor attn;
+    if (li < n_layers - 1) {
+      attn = attention(rope(q, step.positions).to(dtype_), keys, values, plan);
+    } else {
+      // Past the last layer's K/V only the output rows matter: the rest of
+      // the layer runs for them alone.
+      if (step.output_rows.empty()) return at::empty({0, c.hidden_size}, at::kFloat);
+      auto rows = at::tensor(at::ArrayRef<int64_t>(step.output_rows), at::TensorOptions().dtype(at::kLong));
+      std::vector<int64_t> key_end;
+      for (auto r : step.output_rows) key_end.push_back(step.key_end[r]);
+      QueryLayout out_queries{step.positions.index_select(0, rows), step.segments.index_select(0, rows), key_end};
+      auto out_plan = plan_attention(out_queries, step.key_positions, step.key_segments, c.sliding_window, c.num_heads);
+      x = x.index_select(0, rows);
+      attn = attention(rope(q.index_select(0, rows), out_queries.positions).to(dtype_), keys, values, out_plan);
     }
-    q = rope(q, q_pos);
-    AttentionInputs in{q.to(dtype_), cache.keys(li, step.key_slots), cache.values(li, step.key_slots),
-                       q_pos, q_seg, step.key_positions, step.key_segments, c.sliding_window};
-    auto attn = attention(in);
     x = x + at::linear(attn.view({x.size(0), c.num_heads * c.head_dim}), l.wo).to(at::kFloat);
     auto h2 = rms_norm(x, l.post_norm).to(dtype_);
     auto mlp = at::linear(at::silu(at::linear(h2, l.w_gate)) * at::linear(h2, l.w_up), l.w_down);

@@ -104,8 +104,18 @@ const projectRoot = path.resolve(__dirname, '..', '..');
 /** cmake-js with Ninja writes build/<name>.node, with Make build/Release/, node-gyp build/Release/. */
 const candidates = ['build/tqserve_engine.node', 'build/Release/tqserve_engine.node'];
 
+/**
+ * libgomp threads spin ~300k iterations after each parallel region by default;
+ * on a 2-core machine that spinning starves OpenBLAS's own threads (fp32
+ * matmuls), which measured 2x slower prefill. A short spin keeps oneDNN's bf16
+ * path fast and fixes fp32. libgomp reads this when the addon is loaded, so it
+ * is set here, before the require; a value set by the user wins.
+ */
+const defaultSpinCount = '1000';
+
 /** Loads the most recently built addon. */
 export function loadAddon(): { NativeEngine: new () => NativeEngine } {
+  process.env.GOMP_SPINCOUNT ??= defaultSpinCount;
   const built = candidates
     .map((rel) => path.join(projectRoot, rel))
     .filter((file) => fs.existsSync(file))

@@ -110,10 +110,12 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
       x = x.index_select(0, rows);
       attn = attention(rope(q.index_select(0, rows), out_queries.positions).to(dtype_), keys, values, out_plan);
     }
-    x = x + at::linear(attn.view({x.size(0), c.num_heads * c.head_dim}), l.wo).to(at::kFloat);
+    x.add_(at::linear(attn.view({x.size(0), c.num_heads * c.head_dim}), l.wo));
     auto h2 = rms_norm(x, l.post_norm).to(dtype_);
-    auto mlp = at::linear(at::silu(at::linear(h2, l.w_gate)) * at::linear(h2, l.w_up), l.w_down);
-    x = x + mlp.to(at::kFloat);
+    // In place: the [T, FFN] intermediates are the largest elementwise work of a layer.
+    auto gated = at::linear(h2, l.w_gate);
+    at::silu_(gated).mul_(at::linear(h2, l.w_up));
+    x.add_(at::linear(gated, l.w_down));
   }
   return rms_norm(x, final_norm_);
 }

@@ -1,0 +1,82 @@
+/**
+ * Engine benchmark (not a test): `npm run bench`.
+ * On the bench-size model (Llama shape of a 0.5B model, random weights) it
+ * reports, in one run: prefill tokens/s in fp32 and bf16; the time the same
+ * matmuls take alone (the machine's matmul limit for this prefill) and the
+ * share of it the engine reaches; a reference GEMM rate; and the label readout
+ * against a full lm_head projection.
+ */
+import { Engine } from '../src/engine/engine';
+import { Dtype } from '../src/engine/native';
+import { generateTestModel } from '../src/testmodels/generate';
+import { testModels } from '../src/testmodels/specs';
+import { ModelTokenizer } from '../src/tokenizer/tokenizer';
+
+const STATE_TOKENS = Number(process.env.BENCH_STATE_TOKENS ?? 1000);
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const THREADS = Number(process.env.BENCH_THREADS ?? 2);
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const fmt = (x: number, d = 1) => x.toFixed(d);
+
+async function stateTokens(dir: string): Promise<number[]> {
+  const tok = ModelTokenizer.load(dir);
+  const text =
+    'The committee reviewed the quarterly figures, noted that shipping costs had risen by a third, ' +
+    'and asked the regional offices to report any delays longer than two days before the next meeting. ';
+  const unit = await tok.encode(text);
+  const out: number[] = [];
+  while (out.length < STATE_TOKENS) out.push(...unit);
+  return out.slice(0, STATE_TOKENS);
+}
+
+/** The prefill's matmuls, timed alone at the same M: [ms, GFLOP]. */
+async function matmulLimit(engine: Engine, m: number, dtype: Dtype): Promise<[number, number]> {
+  const s = testModels['bench-llama'];
+  const q = s.heads * s.headDim, kv = s.kvHeads * s.headDim;
+  const shapes: [number, number][] = [[s.hiddenSize, q], [s.hiddenSize, kv], [s.hiddenSize, kv], [q, s.hiddenSize],
+    [s.hiddenSize, s.intermediateSize], [s.hiddenSize, s.intermediateSize], [s.intermediateSize, s.hiddenSize]];
+  let ms = 0, flop = 0;
+  for (const [k, n] of shapes) {
+    ms += (await engine.gemmRate(m, k, n, dtype, 5)).ms * s.layers;
+    flop += 2 * m * k * n * s.layers;
+  }
+  return [ms, flop / 1e9];
+}
+
+async function main() {
+  const dir = generateTestModel('bench-llama');
+  const tokens = await stateTokens(dir);
+  const s = testModels['bench-llama'];
+  console.log(`# tqserve engine benchmark`);
+  console.log(`model: bench-llama (${s.architecture}, hidden ${s.hiddenSize}, ${s.layers} layers, ${s.heads}/${s.kvHeads} heads, ` +
+    `FFN ${s.intermediateSize}, vocab ${s.vocabSize}, random N(0, ${s.std}) weights stored ${s.storedDtype})`);
+  console.log(`state: ${tokens.length} tokens; ${THREADS} threads; median of ${RUNS} runs after one warm-up\n`);
+  console.log('| dtype | prefill ms | tokens/s | same matmuls alone, ms | matmul GFLOP/s (engine / alone) | share of matmul limit | GEMM 512x896x4864 GFLOP/s |');
+  console.log('|---|---|---|---|---|---|---|');
+  const readout: string[] = [];
+  for (const dtype of ['bf16', 'fp32'] as Dtype[]) {
+    const engine = await Engine.open({ path: dir, dtype, threads: THREADS });
+    const request = { state: tokens, questions: [{ tokens: [tokens[0]], labelIds: [tokens[1], tokens[2]] }] };
+    await engine.answer(request);
+    const times: number[] = [];
+    for (let i = 0; i < RUNS; i++) times.push((await engine.answer(request)).timing.stateMs);
+    const prefill = median(times);
+    const [aloneMs, gflop] = await matmulLimit(engine, tokens.length, dtype);
+    const ref = await engine.gemmRate(512, 896, 4864, dtype, 10);
+    console.log(`| ${dtype} | ${fmt(prefill)} | ${fmt((tokens.length / prefill) * 1000, 0)} | ${fmt(aloneMs)} | ` +
+      `${fmt(gflop / (prefill / 1000), 0)} / ${fmt(gflop / (aloneMs / 1000), 0)} | ${fmt((100 * aloneMs) / prefill, 0)}% | ${fmt(ref.gflops, 0)} |`);
+    const r = await engine.readoutTiming(8, 50);
+    readout.push(`| ${dtype} | ${fmt(r.readoutMs, 4)} | ${fmt(r.fullMs, 3)} | ${fmt(r.fullMs / r.readoutMs, 0)}x |`);
+    await engine.close();
+  }
+  console.log(`\nReadout of 8 label rows vs the full lm_head projection (1 x ${s.hiddenSize} @ ${s.hiddenSize} x ${s.vocabSize}), median of 50:\n`);
+  console.log('| dtype | readout ms | full projection ms | full / readout |');
+  console.log('|---|---|---|---|');
+  readout.forEach((l) => console.log(l));
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -15,6 +15,7 @@
         "csrc/readout.cpp",
         "csrc/safetensors.cpp",
         "csrc/scripted_model.cpp",
+        "csrc/swiglu.cpp",
         "csrc/transformer.cpp"
       ],
       "include_dirs": [

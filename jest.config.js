@@ -5,5 +5,5 @@ module.exports = {
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   globalSetup: '<rootDir>/test/global-setup.ts',
   testTimeout: 300000,
-  transform: { '^.+\\.ts$': ['ts-jest', { diagnostics: { warnOnly: false }, isolatedModules: true }] },
+  transform: { '^.+\\.ts$': ['ts-jest', { diagnostics: { warnOnly: false } }] },
 };

@@ -8,7 +8,7 @@ namespace tq {
 
 struct GemmRate {
   double gflops = 0;
-  double ms = 0;  // median per GEMM
+  double ms = 0;  // fastest of the iterations
 };
 GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations);
 

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "swiglu.h"
+
 namespace tq {
 namespace {
 
@@ -112,9 +114,8 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
     }
     x.add_(at::linear(attn.view({x.size(0), c.num_heads * c.head_dim}), l.wo));
     auto h2 = rms_norm(x, l.post_norm).to(dtype_);
-    // In place: the [T, FFN] intermediates are the largest elementwise work of a layer.
     auto gated = at::linear(h2, l.w_gate);
-    at::silu_(gated).mul_(at::linear(h2, l.w_up));
+    silu_mul_(gated, at::linear(h2, l.w_up));
     x.add_(at::linear(gated, l.w_down));
   }
   return rms_norm(x, final_norm_);

@@ -4,9 +4,14 @@
  * reports, in one run: prefill tokens/s in fp32 and bf16; the time the same
  * matmuls take alone (the machine's matmul limit for this prefill) and the
  * share of it the engine reaches; a reference GEMM rate; and the label readout
- * against a full lm_head projection.
+ * against a full lm_head projection. The peer, llama.cpp (node-llama-cpp's
+ * prebuilt CPU binary), prefills the same token ids on the same weights
+ * (written as GGUF, BF16) in the same run; label probabilities of both are
+ * compared so that the timing comparison is between equal computations.
  */
 import { Engine } from '../src/engine/engine';
+import { writeLlamaGguf } from './peer/gguf';
+import { LlamaCppPeer } from './peer/llamacpp';
 import { Dtype } from '../src/engine/native';
 import { generateTestModel } from '../src/testmodels/generate';
 import { testModels } from '../src/testmodels/specs';
@@ -18,6 +23,13 @@ const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const fmt = (x: number, d = 1) => x.toFixed(d);
+const softmax = (xs: ArrayLike<number>) => {
+  const m = Math.max(...Array.from(xs));
+  const e = Array.from(xs, (x) => Math.exp(x - m));
+  const s = e.reduce((a, b) => a + b, 0);
+  return e.map((x) => x / s);
+};
+const maxAbsDiff = (a: number[], b: number[]) => Math.max(...a.map((x, i) => Math.abs(x - b[i])));
 
 async function stateTokens(dir: string): Promise<number[]> {
   const tok = ModelTokenizer.load(dir);
@@ -55,13 +67,26 @@ async function main() {
   console.log('| dtype | prefill ms | tokens/s | same matmuls alone, ms | matmul GFLOP/s (engine / alone) | share of matmul limit | GEMM 512x896x4864 GFLOP/s |');
   console.log('|---|---|---|---|---|---|---|');
   const readout: string[] = [];
+  // The state's last token is the question, so both engines read the labels at the same position.
+  const labelIds = [330, 365, 334, 384, 413, 401, 420, 382]; // ▁A ... ▁H in the Mistral vocabulary
+  const prefillRequest = { state: tokens, questions: [{ tokens: [tokens[0]], labelIds }] };
+  const request = { state: tokens.slice(0, -1), questions: [{ tokens: tokens.slice(-1), labelIds }] };
+  const ours: Record<string, { ms: number; probs: number[] }> = {};
   for (const dtype of ['bf16', 'fp32'] as Dtype[]) {
     const engine = await Engine.open({ path: dir, dtype, threads: THREADS });
-    const request = { state: tokens, questions: [{ tokens: [tokens[0]], labelIds: [tokens[1], tokens[2]] }] };
-    await engine.answer(request);
+    await engine.answer(prefillRequest);
     const times: number[] = [];
-    for (let i = 0; i < RUNS; i++) times.push((await engine.answer(request)).timing.stateMs);
+    for (let i = 0; i < RUNS; i++) times.push((await engine.answer(prefillRequest)).timing.stateMs);
     const prefill = median(times);
+    // End to end for the peer comparison: 999 state tokens + a 1-token question, engine time.
+    const whole: number[] = [];
+    let last!: Float32Array;
+    for (let i = 0; i < RUNS; i++) {
+      const r = await engine.answer(request);
+      whole.push(r.timing.stateMs + r.timing.questionsMs + r.timing.readoutMs);
+      last = r.answers[0].labelLogits;
+    }
+    ours[dtype] = { ms: median(whole), probs: softmax(last) };
     const [aloneMs, gflop] = await matmulLimit(engine, tokens.length, dtype);
     const ref = await engine.gemmRate(512, 896, 4864, dtype, 10);
     console.log(`| ${dtype} | ${fmt(prefill)} | ${fmt((tokens.length / prefill) * 1000, 0)} | ${fmt(aloneMs)} | ` +
@@ -69,6 +94,21 @@ async function main() {
     const r = await engine.readoutTiming(8, 50);
     readout.push(`| ${dtype} | ${fmt(r.readoutMs, 4)} | ${fmt(r.fullMs, 3)} | ${fmt(r.fullMs / r.readoutMs, 0)}x |`);
     await engine.close();
+  }
+  // The peer: same weights, same token ids, batch 1024, default (F16) KV cache: its best practice.
+  const peer = await LlamaCppPeer.open(writeLlamaGguf(dir), { threads: THREADS, contextSize: 2048, batchSize: 1024 });
+  await peer.prefill(tokens, labelIds);
+  const peerRuns: { ms: number; labelLogits: number[] }[] = [];
+  for (let i = 0; i < RUNS; i++) peerRuns.push(await peer.prefill(tokens, labelIds));
+  await peer.close();
+  const peerMs = median(peerRuns.map((r) => r.ms));
+  const peerProbs = softmax(peerRuns[0].labelLogits);
+  console.log(`\nPeer: llama.cpp (node-llama-cpp prebuilt CPU, GGUF BF16 of the same weights, ${THREADS} threads, batch 1024), same ${tokens.length} token ids:\n`);
+  console.log('| engine | 1,000 tokens to label logits, ms | llama.cpp / engine | max abs diff of the 8 label probabilities vs llama.cpp |');
+  console.log('|---|---|---|---|');
+  console.log(`| llama.cpp | ${fmt(peerMs)} | 1.00x | - |`);
+  for (const dtype of ['bf16', 'fp32']) {
+    console.log(`| tqserve ${dtype} | ${fmt(ours[dtype].ms)} | ${fmt(peerMs / ours[dtype].ms, 2)}x | ${maxAbsDiff(ours[dtype].probs, peerProbs).toExponential(1)} |`);
   }
   console.log(`\nReadout of 8 label rows vs the full lm_head projection (1 x ${s.hiddenSize} @ ${s.hiddenSize} x ${s.vocabSize}), median of 50:\n`);
   console.log('| dtype | readout ms | full projection ms | full / readout |');

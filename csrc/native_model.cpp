@@ -49,11 +49,11 @@ at::Tensor NativeModel::final_hidden(const PackedTokens& packed, ForwardTimes& t
        all_slots = long_tensor(slots);
 
   auto out = at::empty({static_cast<int64_t>(packed.output_rows.size()), hidden_size()}, at::kFloat);
-  // Step boundaries: the state and the questions never share a step, so that
-  // the two timings are separable.
+  // Steps of at most max_step_tokens over the flat list. The last state chunk
+  // and the questions share a step when they fit: a separate step for a few
+  // question tokens would read every weight once more (~0.1 s on a 0.5B model).
   std::vector<std::pair<int64_t, int64_t>> steps;
-  for (int64_t a = 0; a < lens[0]; a += options_.max_step_tokens) steps.push_back({a, std::min(lens[0], a + options_.max_step_tokens)});
-  for (int64_t a = lens[0]; a < n; a += options_.max_step_tokens) steps.push_back({a, std::min(n, a + options_.max_step_tokens)});
+  for (int64_t a = 0; a < n; a += options_.max_step_tokens) steps.push_back({a, std::min(n, a + options_.max_step_tokens)});
 
   for (auto [a, b] : steps) {
     auto t0 = std::chrono::steady_clock::now();
@@ -86,7 +86,10 @@ at::Tensor NativeModel::final_hidden(const PackedTokens& packed, ForwardTimes& t
                    local_rows};
     auto hidden = transformer_->forward(step, *cache_);
     if (!out_index.empty()) out.index_copy_(0, long_tensor(out_index), hidden);
-    (a < lens[0] ? times.state_ms : times.questions_ms) += ms_since(t0);
+    // A step holding both is attributed by token count.
+    const double ms = ms_since(t0), state_share = static_cast<double>(std::max<int64_t>(0, std::min(b, lens[0]) - a)) / (b - a);
+    times.state_ms += ms * state_share;
+    times.questions_ms += ms * (1 - state_share);
   }
   return out;
 }

@@ -1,7 +1,7 @@
 // An HF checkpoint run by our transformer over the paged KV cache. A request
-// is computed in steps of at most max_step_tokens: state chunks first (each
-// attending to the chunks before it through the cache), then the questions,
-// packed together, each attending to the state's cached blocks.
+// is computed in steps of at most max_step_tokens over [state, q1, q2, ...]:
+// each step attends to the earlier ones through the cache, and each question
+// to the state's blocks and its own.
 #pragma once
 #include <memory>
 

@@ -15,4 +15,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-npm ci --no-audit --no-fund
+# --omit=optional: node-llama-cpp (the benchmark peer) lists every platform's prebuilt binary as
+# optional, CUDA and Vulkan builds included; the CPU one is a direct devDependency.
+npm ci --omit=optional --no-audit --no-fund

@@ -1,0 +1,40 @@
+/** llama.cpp (node-llama-cpp's prebuilt CPU binary) as the peer engine, fed the same token ids. */
+import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
+
+// node-llama-cpp is ESM-only; TypeScript's CommonJS output would turn a plain
+// `import()` into `require()`, so the import is kept dynamic at run time.
+const importEsm = new Function('specifier', 'return import(specifier)') as (s: string) => Promise<typeof import('node-llama-cpp')>;
+
+export class LlamaCppPeer {
+  private constructor(private llama: Llama, private model: LlamaModel, private context: LlamaContext, private sequence: LlamaContextSequence) {}
+
+  static async open(ggufPath: string, options: { threads: number; contextSize: number; batchSize: number }): Promise<LlamaCppPeer> {
+    const { getLlama } = await importEsm('node-llama-cpp');
+    const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' as any });
+    const model = await llama.loadModel({ modelPath: ggufPath, gpuLayers: 0 });
+    const context = await model.createContext({ contextSize: options.contextSize, batchSize: options.batchSize, threads: options.threads, sequences: 1 });
+    return new LlamaCppPeer(llama, model, context, context.getSequence());
+  }
+
+  /** Evaluates `tokens` from an empty sequence; returns the label logits at the last token and the time. */
+  async prefill(tokens: number[], labelIds: number[]): Promise<{ ms: number; labelLogits: number[] }> {
+    const seq = this.sequence;
+    await seq.clearHistory();
+    {
+      const input = tokens.map((t, i) =>
+        i === tokens.length - 1 ? ([t as Token, { generateNext: { logits: { filter: { tokens: labelIds as Token[] } } } }] as const) : (t as Token),
+      );
+      const t0 = performance.now();
+      const out = await seq.controlledEvaluate(input as any);
+      const ms = performance.now() - t0;
+      const logits = out[tokens.length - 1]!.next.logits!;
+      return { ms, labelLogits: labelIds.map((id) => logits.get(id as Token)!) };
+    }
+  }
+
+  async close() {
+    await this.context.dispose();
+    await this.model.dispose();
+    await this.llama.dispose();
+  }
+}

@@ -117,6 +117,10 @@ at::Tensor Engine::logits_all(const std::vector<int64_t>& tokens) {
                                                   std::to_string(options_.context_limit) + " tokens",
                       {{"promptTokens", static_cast<int64_t>(tokens.size())}, {"contextLimit", options_.context_limit}});
   check_tokens(tokens, "sequence");
+  // The result is tokens x vocab floats: bound it (1 GiB) rather than fail in the allocator.
+  if (static_cast<int64_t>(tokens.size()) * model_->vocab_size() > (int64_t{1} << 28))
+    throw EngineError(code::kBadRequest, "logitsAll of " + std::to_string(tokens.size()) + " tokens x " +
+                                             std::to_string(model_->vocab_size()) + " vocabulary exceeds 2^28 logits");
   PackedTokens packed{tokens, {static_cast<int64_t>(tokens.size())}, {}};
   for (size_t i = 0; i < tokens.size(); ++i) packed.output_rows.push_back(static_cast<int64_t>(i));
   ForwardTimes times;

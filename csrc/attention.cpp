@@ -32,8 +32,17 @@ AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos
     const int64_t key_end = queries.key_end[b - 1];
     auto visible = visibility_mask(queries.positions.slice(0, a, b), queries.segments.slice(0, a, b), k_pos.slice(0, 0, key_end),
                                    k_seg.slice(0, 0, key_end), window);
-    auto bias = at::zeros(visible.sizes(), at::kFloat).masked_fill_(visible.logical_not(), -std::numeric_limits<float>::infinity());
-    plan.chunks.push_back({a, b, key_end, bias});
+    // Leading keys no query sees (behind a window), then leading keys all queries see.
+    auto seen_by_any = visible.any(0), seen_by_all = visible.all(0);
+    int64_t key_begin = 0, bias_begin;
+    const bool* any = seen_by_any.data_ptr<bool>();
+    const bool* all = seen_by_all.data_ptr<bool>();
+    while (key_begin < key_end - 1 && !any[key_begin]) ++key_begin;
+    bias_begin = key_begin;
+    while (bias_begin < key_end && all[bias_begin]) ++bias_begin;
+    auto tail = visible.slice(1, bias_begin, key_end);
+    auto bias = at::zeros(tail.sizes(), at::kFloat).masked_fill_(tail.logical_not(), -std::numeric_limits<float>::infinity());
+    plan.chunks.push_back({a, b, key_begin, key_end, bias_begin, bias});
   }
   return plan;
 }
@@ -46,13 +55,13 @@ at::Tensor attention(const at::Tensor& q_all, const at::Tensor& k, const at::Ten
   auto v = v_all.permute({1, 0, 2}).contiguous();  // [kv_heads, Tk, dim]
   auto out = at::empty(q_all.sizes(), q_all.options());
   for (const auto& ch : plan.chunks) {
-    const int64_t c = ch.end - ch.begin, tk = ch.key_end;
+    const int64_t c = ch.end - ch.begin, tk = ch.key_end - ch.key_begin;
     // Query heads sharing a KV head are stacked so one bmm serves the group.
     auto q = (q_all.slice(0, ch.begin, ch.end) * scale).view({c, kv_heads, group, dim}).permute({1, 2, 0, 3}).reshape({kv_heads, group * c, dim});
-    auto scores = at::bmm(q, k_t.slice(2, 0, tk)).to(at::kFloat).view({kv_heads, group, c, tk});
-    scores.add_(ch.bias);
+    auto scores = at::bmm(q, k_t.slice(2, ch.key_begin, ch.key_end)).to(at::kFloat).view({kv_heads, group, c, tk});
+    if (ch.bias.numel() > 0) scores.slice(3, ch.bias_begin - ch.key_begin).add_(ch.bias);
     auto probs = at::softmax(scores, -1).to(v.scalar_type()).view({kv_heads, group * c, tk});
-    auto o = at::bmm(probs, v.slice(1, 0, tk));  // [kv_heads, group * c, dim]
+    auto o = at::bmm(probs, v.slice(1, ch.key_begin, ch.key_end));  // [kv_heads, group * c, dim]
     out.slice(0, ch.begin, ch.end).copy_(o.view({kv_heads, group, c, dim}).permute({2, 0, 1, 3}).reshape({c, heads, dim}));
   }
   return out;

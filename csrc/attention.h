@@ -14,15 +14,19 @@ namespace tq {
 at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, const at::Tensor& k_pos,
                            const at::Tensor& k_seg, std::optional<int64_t> window);
 
-// How a step's queries are cut into chunks, which prefix of the keys each
-// chunk reads, and its additive mask (0 or -inf). Built once per step and
-// shared by every layer. Keys are ordered so that each query's own key comes
-// after every key it sees; a chunk therefore reads keys [0, key_end) only,
-// which skips the masked upper triangle of a causal prefill.
+// How a step's queries are cut into chunks, which keys each chunk reads, and
+// its additive mask (0 or -inf). Built once per step and shared by every
+// layer. Keys are ordered so that each query's own key comes after every key
+// it sees, so a chunk reads keys [key_begin, key_end) only (skipping the masked
+// upper triangle of a causal prefill, and keys left behind a sliding window);
+// keys [key_begin, bias_begin) are visible to every query of the chunk and
+// need no mask, which keeps the plan small for long states.
 struct AttentionPlan {
   struct Chunk {
-    int64_t begin, end, key_end;
-    at::Tensor bias;  // [end - begin, key_end] fp32
+    int64_t begin, end;           // queries
+    int64_t key_begin, key_end;   // keys read
+    int64_t bias_begin;           // first key that some query of the chunk cannot see
+    at::Tensor bias;              // [end - begin, key_end - bias_begin] fp32
   };
   std::vector<Chunk> chunks;
 };

@@ -16,19 +16,22 @@ export class LlamaCppPeer {
     return new LlamaCppPeer(llama, model, context, context.getSequence());
   }
 
-  /** Evaluates `tokens` from an empty sequence; returns the label logits at the last token and the time. */
+  /**
+   * Evaluates `tokens` from an empty sequence; returns the labels' log-probabilities at the last token
+   * (logits up to a shared constant: node-llama-cpp 3.21 returns probabilities, not logits) and the time.
+   */
   async prefill(tokens: number[], labelIds: number[]): Promise<{ ms: number; labelLogits: number[] }> {
     const seq = this.sequence;
     await seq.clearHistory();
     {
       const input = tokens.map((t, i) =>
-        i === tokens.length - 1 ? ([t as Token, { generateNext: { logits: { filter: { tokens: labelIds as Token[] } } } }] as const) : (t as Token),
+        i === tokens.length - 1 ? ([t as Token, { generateNext: { probabilities: true } }] as const) : (t as Token),
       );
       const t0 = performance.now();
       const out = await seq.controlledEvaluate(input as any);
       const ms = performance.now() - t0;
-      const logits = out[tokens.length - 1]!.next.logits!;
-      return { ms, labelLogits: labelIds.map((id) => logits.get(id as Token)!) };
+      const probs = out[tokens.length - 1]!.next.probabilities!;
+      return { ms, labelLogits: labelIds.map((id) => Math.log(probs.get(id as Token) ?? 0)) };
     }
   }
 

@@ -10,8 +10,10 @@ namespace {
 // Queries per chunk: small enough that a causal prefill skips most of the
 // masked triangle and the score block stays in cache, large enough for GEMM.
 constexpr int64_t kChunkQueries = 128;
-// Upper bound on score elements per chunk (fp32: 256 MiB) for very long contexts.
-constexpr int64_t kMaxScoreElements = int64_t{64} << 20;
+// Upper bound on score elements per chunk for long contexts (fp32: 16 MiB).
+// Below glibc's largest mmap threshold (32 MiB), freed score blocks are reused
+// from the heap instead of being mapped and page-faulted afresh per chunk.
+constexpr int64_t kMaxScoreElements = int64_t{4} << 20;
 }  // namespace
 
 at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, const at::Tensor& k_pos,

@@ -2,11 +2,11 @@
 import { ModelTokenizer } from '../src/tokenizer/tokenizer';
 import { tinyModel } from './helpers/models';
 
-test('Qwen3: ChatML template renders, and its special tokens encode as single ids', async () => {
+test('Qwen3: ChatML template renders (thinking off: an empty think block), and its special tokens encode as single ids', async () => {
   const tok = ModelTokenizer.load(tinyModel('tiny-qwen3'));
   expect(tok.hasChatTemplate).toBe(true);
   const text = tok.applyChatTemplate([{ role: 'user', content: 'Is it blue?' }]);
-  expect(text).toBe('<|im_start|>user\nIs it blue?<|im_end|>\n<|im_start|>assistant\n');
+  expect(text).toBe('<|im_start|>user\nIs it blue?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n');
   const ids = await tok.encode(text);
   expect(ids[0]).toBe(tok.tokenToId('<|im_start|>'));
   expect(ids).toContain(tok.tokenToId('<|im_end|>'));

@@ -75,12 +75,16 @@ export class ModelTokenizer {
     return this.tokenizer.idToToken(id) ?? undefined;
   }
 
-  /** Renders messages with the checkpoint's chat template. */
+  /**
+   * Renders messages with the checkpoint's chat template. `enable_thinking` is
+   * false: answers are read at once, so Qwen3's template closes an empty think block.
+   */
   applyChatTemplate(messages: ChatMessage[], addGenerationPrompt = true): string {
     if (!this.template) throw new Error(`${this.folder}: tokenizer_config.json has no chat_template`);
     return this.template.render({
       messages,
       add_generation_prompt: addGenerationPrompt,
+      enable_thinking: false,
       bos_token: this.bosToken ?? '',
       eos_token: this.eosToken ?? '',
     });

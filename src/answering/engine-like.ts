@@ -1,0 +1,24 @@
+/** What the answering pipeline needs from an engine: the child-process client in the server, the addon itself in `decide`. */
+
+export interface EngineCall {
+  state: number[];
+  questions: { tokens: number[]; labelIds: number[] }[];
+  wantHidden?: boolean;
+}
+
+export interface EngineReply {
+  answers: { labelLogits: Float32Array; hidden?: Float32Array }[];
+  timing: {
+    stateMs: number;
+    questionsMs: number;
+    readoutMs: number;
+    /** The engine call, from taking the engine to its result. */
+    engineMs: number;
+    /** From reaching the engine until it took the request. */
+    waitMs: number;
+  };
+}
+
+export interface EngineLike {
+  answer(call: EngineCall): Promise<EngineReply>;
+}

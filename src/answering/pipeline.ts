@@ -1,0 +1,108 @@
+/**
+ * One request from questions to answers: normalise, render, call the engine
+ * once (the state shared by every question), turn label logits into answers.
+ * Shared by /v1/systemone, /v1/answer and the `decide` command.
+ */
+import { QuestionType, Temperatures } from '../rendering/profile';
+import { QuestionOption, QuestionSpec, Renderer } from '../rendering/renderer';
+import { renderInstructions, renderState } from '../rendering/state';
+import { Answer, choiceAnswer, noulAnswer, scoreAnswer, softmax } from './answers';
+import { EngineLike } from './engine-like';
+
+/** A question as the wire format sends it. */
+export interface WireQuestion {
+  type: QuestionType;
+  instructions?: unknown;
+  criteria?: unknown;
+}
+
+export interface PipelineOptions {
+  /** 2: also ask each question with its options in reverse order and average the probabilities. */
+  orders: 1 | 2;
+  wantHidden?: boolean;
+}
+
+export interface QuestionResult {
+  type: QuestionType;
+  keys: string[];
+  /** Per key, averaged over the orders asked. */
+  probabilities: Map<string, number>;
+  temperature: number;
+  /** The as-sent order's raw readout. */
+  promptTokens: number[];
+  labelIds: number[];
+  labelLogits: number[];
+  hidden?: number[];
+}
+
+export interface PipelineResult {
+  questions: QuestionResult[];
+  inputTokens: number;
+  stages: { prepare: number; warm: number; questions: number; readout: number; engine: number; wait: number };
+}
+
+export function toSpec(q: WireQuestion): QuestionSpec {
+  const instructions = renderInstructions(q.instructions, Renderer.defaultInstructions(q.type));
+  let options: QuestionOption[];
+  if (q.type === 'noul') {
+    const c = (q.criteria ?? {}) as { true?: string | null; false?: string | null };
+    options = [{ key: 'true', description: c.true ?? null }, { key: 'false', description: c.false ?? null }];
+  } else if (q.type === 'choice') {
+    options = Object.entries(q.criteria as Record<string, string | null>).map(([key, description]) => ({ key, description }));
+  } else {
+    options = (q.criteria as string[]).map((description, i) => ({ key: String(i), description }));
+  }
+  return { type: q.type, instructions, options };
+}
+
+export async function runQuestions(
+  engine: EngineLike,
+  renderer: Renderer,
+  temperatures: Temperatures,
+  state: unknown,
+  questions: WireQuestion[],
+  options: PipelineOptions,
+): Promise<PipelineResult> {
+  const t0 = performance.now();
+  const specs = questions.map(toSpec);
+  const asked = options.orders === 2 ? [...specs, ...specs.map((s) => ({ ...s, options: [...s.options].reverse() }))] : specs;
+  const rendered = await renderer.render(renderState(state), asked);
+  const prepare = performance.now() - t0;
+  const reply = await engine.answer({
+    state: rendered.prefixTokens,
+    questions: rendered.questions.map((q) => ({ tokens: q.tokens, labelIds: q.labelIds })),
+    wantHidden: options.wantHidden,
+  });
+  const results: QuestionResult[] = specs.map((spec, i) => {
+    const temperature = temperatures[spec.type];
+    const sum = new Map<string, number>();
+    for (let o = 0; o < options.orders; o++) {
+      const idx = i + o * specs.length;
+      const p = softmax(reply.answers[idx].labelLogits, temperature);
+      rendered.questions[idx].keys.forEach((k, j) => sum.set(k, (sum.get(k) ?? 0) + p[j] / options.orders));
+    }
+    const q = rendered.questions[i];
+    return {
+      type: spec.type,
+      keys: spec.options.map((o) => o.key),
+      probabilities: sum,
+      temperature,
+      promptTokens: [...rendered.prefixTokens, ...q.tokens],
+      labelIds: q.labelIds,
+      labelLogits: Array.from(reply.answers[i].labelLogits),
+      hidden: reply.answers[i].hidden && Array.from(reply.answers[i].hidden!),
+    };
+  });
+  const t = reply.timing;
+  return {
+    questions: results,
+    inputTokens: rendered.prefixTokens.length + rendered.questions.slice(0, specs.length).reduce((s, q) => s + q.tokens.length, 0),
+    stages: { prepare, warm: t.stateMs, questions: t.questionsMs, readout: t.readoutMs, engine: t.engineMs, wait: t.waitMs },
+  };
+}
+
+export function wireAnswer(q: QuestionResult, criteria: unknown): Answer {
+  if (q.type === 'noul') return noulAnswer(q.probabilities);
+  if (q.type === 'choice') return choiceAnswer(q.keys, q.probabilities);
+  return scoreAnswer(criteria as string[], q.probabilities);
+}

@@ -1,0 +1,72 @@
+/**
+ * `npm run decide -- request.json [--base ...] [--dtype ...] [--threads N]`: answers one
+ * /v1/systemone request file without a server and prints the same response body.
+ * Rendering and temperature flags are those of the server (see --help there).
+ */
+import * as fs from 'fs';
+import { EngineCall, EngineLike } from '../answering/engine-like';
+import { runQuestions, WireQuestion, wireAnswer } from '../answering/pipeline';
+import { Engine } from '../engine/engine';
+import { Renderer } from '../rendering/renderer';
+import { ModelTokenizer } from '../tokenizer/tokenizer';
+import { resolveBase } from '../server/bases';
+import { toHttpError } from '../server/engine-errors';
+import { parseFlags } from '../server/flags';
+import { HttpError } from '../server/http-error';
+import { promptProfile, temperaturesOf } from '../server/profile-flags';
+import { ordersOf } from '../server/routes/systemone';
+import { validate } from '../server/validation';
+
+/** The addon in this process, timed like the engine process times it. */
+class InProcessEngine implements EngineLike {
+  constructor(private engine: Engine) {}
+  async answer(call: EngineCall) {
+    const t0 = performance.now();
+    const r = await this.engine.answer(call);
+    return { answers: r.answers, timing: { ...r.timing, engineMs: performance.now() - t0, waitMs: 0 } };
+  }
+}
+
+async function main() {
+  const [file, ...rest] = process.argv.slice(2);
+  if (!file || file.startsWith('--')) {
+    console.error('usage: npm run decide -- request.json [server flags]');
+    process.exit(2);
+  }
+  const flags = parseFlags(rest);
+  let body: any;
+  try {
+    body = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new HttpError(422, `${file}: not a readable JSON file: ${(e as Error).message}`);
+  }
+  const problem = validate('systemone', body);
+  if (problem) throw new HttpError(422, problem);
+  const base = resolveBase(flags.base as string, flags['models-dir'] as string);
+  if (base.note) console.error(`[tqserve] WARNING: ${base.note}`);
+  const renderer = await Renderer.create(ModelTokenizer.load(base.checkpoint), promptProfile(base.profile.prompt, flags));
+  const engine = await Engine.open({ path: base.checkpoint, dtype: flags.dtype as 'bf16' | 'fp32', threads: (flags.threads as number) || undefined });
+  try {
+    const names = Object.keys(body.questions);
+    const questions: WireQuestion[] = names.map((n) => body.questions[n]);
+    const r = await runQuestions(new InProcessEngine(engine), renderer, temperaturesOf(base.profile.temperatures, flags), body.state, questions, {
+      orders: ordersOf(body.orders),
+    }).catch((e) => {
+      throw toHttpError(e, (i) => names[i % names.length]);
+    });
+    const answers = Object.fromEntries(names.map((n, i) => [n, wireAnswer(r.questions[i], questions[i].criteria)]));
+    const model = typeof body.model === 'string' ? body.model : (flags['served-name'] as string | undefined) ?? base.profile.servedName;
+    console.log(JSON.stringify({ model, answers, usage: { input_tokens: r.inputTokens, output_tokens: names.length } }, null, 2));
+  } finally {
+    await engine.close();
+  }
+}
+
+main().catch((e) => {
+  if (e instanceof HttpError) {
+    console.log(JSON.stringify({ detail: e.detail }));
+    process.exit(e.status === 422 ? 3 : 4);
+  }
+  console.error(`decide: ${e instanceof Error ? e.message : String(e)}`);
+  process.exit(1);
+});

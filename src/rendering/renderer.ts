@@ -1,0 +1,162 @@
+/**
+ * Renders a state and its questions into token segments for the engine: the
+ * shared prefix (chat header and, in the state-first layout, the state) and
+ * one suffix per question ending at the readout position. Labels are found
+ * once at start-up for this tokenizer and profile, and verified in context.
+ */
+import { ModelTokenizer } from '../tokenizer/tokenizer';
+import { digitCandidates, findLabels, LabelSet, letterCandidates, MAX_OPTIONS, tokenInContext } from './labels';
+import { PromptProfile, QuestionType } from './profile';
+
+export interface QuestionOption {
+  key: string;
+  description: string | null;
+}
+
+/** A question in engine terms: its text, and its options in display order. */
+export interface QuestionSpec {
+  type: QuestionType;
+  instructions: string;
+  options: QuestionOption[];
+}
+
+export interface RenderedQuestion {
+  text: string;
+  tokens: number[];
+  /** Option keys in display order, and the token id of each one's label. */
+  keys: string[];
+  labelTexts: string[];
+  labelIds: number[];
+}
+
+export interface RenderedRequest {
+  prefixText: string;
+  prefixTokens: number[];
+  questions: RenderedQuestion[];
+}
+
+export class RenderError extends Error {}
+
+const MARK = '\u0000TQSERVE-SPLIT\u0000';
+
+const defaults: Record<QuestionType, string> = {
+  noul: 'Based on the text, is the answer yes?',
+  choice: 'Which option fits the text best?',
+  score: 'Which level fits the text best?',
+};
+
+export class Renderer {
+  private constructor(
+    readonly tokenizer: ModelTokenizer,
+    readonly profile: PromptProfile,
+    readonly usesChatTemplate: boolean,
+    /** Text from the end of the user content to the readout position. */
+    readonly tail: string,
+    readonly letters: LabelSet,
+    readonly digits: LabelSet,
+    readonly yesNo: LabelSet,
+  ) {}
+
+  static defaultInstructions(type: QuestionType): string {
+    return defaults[type];
+  }
+
+  static async create(tokenizer: ModelTokenizer, profile: PromptProfile): Promise<Renderer> {
+    const chat = profile.template === 'chat' && tokenizer.hasChatTemplate;
+    const cue = profile.answerPosition === 'cue' || !chat;
+    let tail: string;
+    if (chat) {
+      const rendered = applyTemplate(tokenizer, profile, 'X' + MARK);
+      tail = rendered.slice(rendered.indexOf(MARK) + MARK.length) + (cue ? 'Answer:' : '');
+    } else {
+      tail = '\n\nAnswer:';
+    }
+    const context = 'Which option?' + tail;
+    const letters = await findLabels(tokenizer, context, letterCandidates, cue);
+    const digits = await findLabels(tokenizer, context, digitCandidates, cue);
+    const yesNo = await findLabels(tokenizer, context, ['Yes', 'No'], cue, 2);
+    if (letters.texts.length < 2) throw new Error('the tokenizer has fewer than 2 single-token letter labels in context');
+    if (yesNo.texts.length < 2) throw new Error('"Yes" and "No" are not single distinct tokens in context; use --yes-no letters');
+    return new Renderer(tokenizer, profile, chat, tail, letters, digits, yesNo);
+  }
+
+  get spacedLabels(): boolean {
+    return this.profile.answerPosition === 'cue' || !this.usesChatTemplate;
+  }
+
+  /** The most options a choice or score question can have with this tokenizer and profile. */
+  get maxOptions(): number {
+    return Math.min(MAX_OPTIONS, this.letters.texts.length);
+  }
+
+  async render(stateText: string, questions: QuestionSpec[]): Promise<RenderedRequest> {
+    const stateBlock = `<state>\n${stateText}\n</state>`;
+    const first = this.profile.layout === 'state-first';
+    const bodies = await Promise.all(questions.map((q) => this.questionBlock(q)));
+    // The prefix is the same for every question: render once with the first question.
+    const split = (questionText: string) => {
+      const user = first ? stateBlock + MARK + questionText : MARK + questionText + '\n\n' + stateBlock;
+      const full = this.usesChatTemplate ? applyTemplate(this.tokenizer, this.profile, user) : this.plainPrefix() + user;
+      const at = full.indexOf(MARK);
+      const suffix = full.slice(at + MARK.length);
+      return { prefix: full.slice(0, at), suffix: this.usesChatTemplate ? suffix + (this.spacedLabels ? 'Answer:' : '') : suffix + this.tail };
+    };
+    const prefixText = split('').prefix;
+    const prefixTokens = await this.tokenizer.encode(prefixText);
+    const rendered: RenderedQuestion[] = [];
+    for (const body of bodies) {
+      const { suffix } = split(body.text);
+      rendered.push({ ...body, text: suffix, tokens: await this.tokenizer.encode(suffix) });
+    }
+    return { prefixText, prefixTokens, questions: rendered };
+  }
+
+  private plainPrefix(): string {
+    const bos = this.tokenizer.bosToken;
+    return bos && this.tokenizer.tokenToId(bos) !== undefined ? bos : '';
+  }
+
+  private labelsFor(q: QuestionSpec): LabelSet {
+    const n = q.options.length;
+    const set = q.type === 'noul' ? (this.profile.yesNo === 'words' ? this.yesNo : this.letters) : q.type === 'score' && this.profile.scoreLabels === 'digits' ? this.digits : q.type === 'choice' && this.profile.choiceLabels === 'digits' ? this.digits : this.letters;
+    if (n > MAX_OPTIONS) throw new RenderError(`${n} options: a question may have at most ${MAX_OPTIONS}`);
+    if (n > set.texts.length) throw new RenderError(`${n} options, but this tokenizer has only ${set.texts.length} single-token labels in this prompt format`);
+    return { texts: set.texts.slice(0, n), ids: set.ids.slice(0, n) };
+  }
+
+  /** The request's own keys as labels, when each is one distinct token in context. */
+  private async keyLabels(q: QuestionSpec): Promise<LabelSet | undefined> {
+    const ids: number[] = [];
+    for (const o of q.options) {
+      const id = await tokenInContext(this.tokenizer, 'Which option?' + this.tail, o.key, this.spacedLabels);
+      if (id === undefined || ids.includes(id)) return undefined;
+      ids.push(id);
+    }
+    return { texts: q.options.map((o) => o.key), ids };
+  }
+
+  private async questionBlock(q: QuestionSpec): Promise<Omit<RenderedQuestion, 'tokens'>> {
+    const keys = q.options.map((o) => o.key);
+    const lines = [`\n\nQuestion: ${q.instructions}`];
+    if (q.type === 'noul' && this.profile.yesNo === 'words') {
+      const labels = this.labelsFor(q);
+      lines.push(`Answer ${labels.texts.join(' or ')}.`);
+      q.options.forEach((o, i) => o.description && lines.push(`${labels.texts[i]}: ${o.description}`));
+      return { text: lines.join('\n'), keys, labelTexts: labels.texts, labelIds: labels.ids };
+    }
+    const own = q.type === 'choice' && this.profile.choiceLabels === 'keys' ? await this.keyLabels(q) : undefined;
+    const labels = own ?? this.labelsFor(q);
+    q.options.forEach((o, i) => {
+      const shown = q.type === 'noul' ? (o.key === 'true' ? 'Yes' : 'No') : q.type === 'score' ? null : own ? null : o.key;
+      const parts = [shown, o.description].filter((p): p is string => !!p);
+      lines.push(`${labels.texts[i]}.${parts.length ? ' ' + parts.join(': ') : ''}`);
+    });
+    lines.push(own ? 'Answer with the name of one option.' : 'Answer with the label of one option.');
+    return { text: lines.join('\n'), keys, labelTexts: labels.texts, labelIds: labels.ids };
+  }
+}
+
+function applyTemplate(tok: ModelTokenizer, profile: PromptProfile, user: string): string {
+  const messages = profile.systemTurn ? [{ role: 'system' as const, content: profile.systemTurn }, { role: 'user' as const, content: user }] : [{ role: 'user' as const, content: user }];
+  return tok.applyChatTemplate(messages, true);
+}

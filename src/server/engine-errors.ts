@@ -1,0 +1,23 @@
+/** Engine failures as HTTP errors. */
+import { EngineCallError, EngineDeadError } from './engine-process/client';
+import { HttpError } from './http-error';
+import { RenderError } from '../rendering/renderer';
+
+/** `questionName(i)` names the i-th question the engine was asked. */
+export function toHttpError(e: unknown, questionName: (i: number) => string): unknown {
+  if (e instanceof RenderError) return new HttpError(400, e.message);
+  if (e instanceof EngineDeadError) return new HttpError(503, e.message);
+  const wire = e instanceof EngineCallError ? e.wire : (e as { code?: string; message?: string; details?: Record<string, number> });
+  if (wire && typeof wire.code === 'string') {
+    if (wire.code === 'CONTEXT_OVERFLOW') {
+      const d = wire.details ?? {};
+      return new HttpError(
+        422,
+        `the rendered prompt of question ${JSON.stringify(questionName(d.question ?? 0))} is longer than the context: ` +
+          `${d.promptTokens} tokens, the context holds ${d.contextLimit} (lengths reported by the inference engine)`,
+      );
+    }
+    return new HttpError(400, `the engine cannot answer: ${wire.message}`);
+  }
+  return e;
+}

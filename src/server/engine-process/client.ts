@@ -1,0 +1,82 @@
+/**
+ * The server's side of the engine process: starts it, forwards calls, and
+ * notices its death (every pending call then fails with EngineDeadError).
+ */
+import { ChildProcess, fork } from 'child_process';
+import * as path from 'path';
+import { EngineCall, EngineLike, EngineReply } from '../../answering/engine-like';
+import { NativeEngineInfo, NativeLoadOptions } from '../../engine/native';
+import { HostMessage, WireError } from './protocol';
+
+export class EngineCallError extends Error {
+  constructor(readonly wire: WireError) {
+    super(wire.message);
+  }
+}
+
+export class EngineDeadError extends Error {}
+
+export class EngineClient implements EngineLike {
+  private nextId = 1;
+  private pending = new Map<number, { resolve: (r: EngineReply) => void; reject: (e: Error) => void }>();
+  deathReason?: string;
+
+  private constructor(private child: ChildProcess, readonly info: NativeEngineInfo) {}
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  /** Starts the engine process and waits until the model is loaded. */
+  static start(load: NativeLoadOptions, onDeath: (reason: string) => void): Promise<EngineClient> {
+    const host = path.join(__dirname, 'host.ts');
+    const child = fork(host, [JSON.stringify({ load })], {
+      serialization: 'advanced',
+      execArgv: ['-r', 'ts-node/register/transpile-only'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    return new Promise((resolve, reject) => {
+      let client: EngineClient | undefined;
+      child.on('message', (m: HostMessage) => {
+        if (m.kind === 'ready') {
+          client = new EngineClient(child, m.info);
+          resolve(client);
+        } else if (m.kind === 'fatal') {
+          reject(new EngineCallError(m.error));
+        } else {
+          client?.settle(m);
+        }
+      });
+      child.on('exit', (code, signal) => {
+        const reason = `the engine process exited (${signal ? `signal ${signal}` : `code ${code}`})`;
+        if (!client) return reject(new Error(reason));
+        client.deathReason = reason;
+        for (const p of client.pending.values()) p.reject(new EngineDeadError(reason));
+        client.pending.clear();
+        onDeath(reason);
+      });
+    });
+  }
+
+  private settle(m: HostMessage) {
+    if (m.kind !== 'reply' && m.kind !== 'error') return;
+    const p = this.pending.get(m.id);
+    if (!p) return;
+    this.pending.delete(m.id);
+    if (m.kind === 'reply') p.resolve(m.reply);
+    else p.reject(new EngineCallError(m.error));
+  }
+
+  answer(call: EngineCall): Promise<EngineReply> {
+    if (this.deathReason) return Promise.reject(new EngineDeadError(this.deathReason));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.child.send({ kind: 'answer', id, call });
+    });
+  }
+
+  stop() {
+    this.child.kill();
+  }
+}

@@ -1,0 +1,86 @@
+/** Start-up flags: one table gives each flag's name, kind, default and help; `--help` prints it. */
+
+type Kind = 'string' | 'number' | 'boolean' | 'choice';
+
+interface FlagDef {
+  name: string;
+  kind: Kind;
+  default?: string | number | boolean;
+  choices?: string[];
+  help: string;
+}
+
+export const flagDefs: FlagDef[] = [
+  { name: 'host', kind: 'string', default: '127.0.0.1', help: 'address to listen on' },
+  { name: 'port', kind: 'number', default: 8000, help: 'port to listen on' },
+  { name: 'base', kind: 'string', default: 'qwen3-0.6b', help: 'a named base (qwen3-0.6b, llama3.2-1b, mistral-7b), a test model (tiny-qwen3, tiny-llama, tiny-mistral, tiny-qwen2), or a checkpoint folder' },
+  { name: 'models-dir', kind: 'string', default: 'models', help: 'folder searched for named bases (<dir>/<base name>/ or <dir>/<org>--<repo>/) before the Hugging Face cache' },
+  { name: 'served-name', kind: 'string', help: "the model name the server reports (default: the base's own)" },
+  { name: 'dtype', kind: 'choice', choices: ['bf16', 'fp32'], default: 'bf16', help: 'compute dtype of the engine' },
+  { name: 'threads', kind: 'number', default: 0, help: 'engine threads (0: one per core)' },
+  { name: 'temperature-noul', kind: 'number', help: "temperature for yes/no questions (default: the base's)" },
+  { name: 'temperature-choice', kind: 'number', help: "temperature for choice questions (default: the base's)" },
+  { name: 'temperature-score', kind: 'number', help: "temperature for score questions (default: the base's)" },
+  { name: 'layout', kind: 'choice', choices: ['state-first', 'question-first'], help: "prompt layout (default: the base's); state-first shares the state between questions" },
+  { name: 'template', kind: 'choice', choices: ['chat', 'plain'], help: "chat template of the checkpoint, or plain text (default: the base's)" },
+  { name: 'system-turn', kind: 'string', help: 'system turn text, or "none" (default: the base\'s)' },
+  { name: 'answer-position', kind: 'choice', choices: ['cue', 'turn-start'], help: 'read the label after an "Answer:" cue, or at the start of the assistant turn' },
+  { name: 'choice-labels', kind: 'choice', choices: ['letters', 'digits', 'keys'], help: "labels of choice options; keys = the request's own keys when each is one token" },
+  { name: 'score-labels', kind: 'choice', choices: ['letters', 'digits'], help: 'labels of score levels' },
+  { name: 'yes-no', kind: 'choice', choices: ['words', 'letters'], help: 'yes/no questions as Yes/No words or lettered options' },
+  { name: 'debug-readout', kind: 'boolean', default: false, help: 'honour the x-service-debug request header (raw readout in responses)' },
+  { name: 'exit-grace-ms', kind: 'number', default: 1000, help: 'after the engine dies, answer 503 this long, then exit with code 70' },
+];
+
+export type Flags = Record<string, string | number | boolean | undefined>;
+
+export class FlagError extends Error {}
+
+export function parseFlags(argv: string[]): Flags {
+  const flags: Flags = {};
+  for (const d of flagDefs) flags[d.name] = d.default;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (!arg.startsWith('--')) throw new FlagError(`unexpected argument ${JSON.stringify(arg)} (flags start with --; see --help)`);
+    const eq = arg.indexOf('=');
+    const name = arg.slice(2, eq < 0 ? undefined : eq);
+    if (name === 'help') {
+      flags.help = true;
+      continue;
+    }
+    const def = flagDefs.find((d) => d.name === name);
+    if (!def) throw new FlagError(`unknown flag --${name} (see --help)`);
+    let value: string | undefined = eq < 0 ? undefined : arg.slice(eq + 1);
+    if (def.kind === 'boolean') {
+      flags[name] = value === undefined ? true : value === 'true' || value === '1';
+      continue;
+    }
+    if (value === undefined) {
+      value = argv[++i];
+      if (value === undefined) throw new FlagError(`--${name} needs a value`);
+    }
+    if (def.kind === 'number') {
+      const n = Number(value);
+      if (value.trim() === '' || !Number.isFinite(n)) throw new FlagError(`--${name} must be a number, got ${JSON.stringify(value)}`);
+      flags[name] = n;
+    } else if (def.kind === 'choice' && !def.choices!.includes(value)) {
+      throw new FlagError(`--${name} must be one of ${def.choices!.join(', ')}, got ${JSON.stringify(value)}`);
+    } else {
+      flags[name] = value;
+    }
+  }
+  const port = flags.port as number;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new FlagError(`--port must be an integer from 0 to 65535, got ${port}`);
+  for (const t of ['temperature-noul', 'temperature-choice', 'temperature-score'])
+    if (flags[t] !== undefined && !((flags[t] as number) > 0)) throw new FlagError(`--${t} must be positive`);
+  return flags;
+}
+
+export function helpText(): string {
+  const rows = flagDefs.map((d) => {
+    const value = d.kind === 'boolean' ? '' : d.kind === 'choice' ? ` <${d.choices!.join('|')}>` : ` <${d.kind}>`;
+    const def = d.default === undefined ? '' : ` (default: ${d.default})`;
+    return `  --${d.name}${value}\n      ${d.help}${def}`;
+  });
+  return ['Usage: npm start -- [flags]    (or: node -r ts-node/register/transpile-only src/server/main.ts [flags])', '', 'Flags:', ...rows, '  --help\n      this text'].join('\n');
+}

@@ -1,0 +1,76 @@
+/**
+ * `npm start -- [flags]`: resolve the base, start the engine process, serve HTTP.
+ * Exit codes: 0 after --help, 2 for a bad flag, 1 when start-up fails (bad base,
+ * busy port), 70 after the engine process died.
+ */
+import * as os from 'os';
+import { ModelTokenizer } from '../tokenizer/tokenizer';
+import { Renderer } from '../rendering/renderer';
+import { createApp } from './app';
+import { resolveBase } from './bases';
+import { EngineClient } from './engine-process/client';
+import { FlagError, Flags, helpText, parseFlags } from './flags';
+import { promptProfile, temperaturesOf } from './profile-flags';
+import { Service } from './service';
+
+export const ENGINE_DEAD_EXIT = 70;
+
+function log(message: string) {
+  console.error(`[tqserve] ${message}`);
+}
+
+async function main() {
+  let flags: Flags;
+  try {
+    flags = parseFlags(process.argv.slice(2));
+  } catch (e) {
+    if (e instanceof FlagError) {
+      console.error(`tqserve: ${e.message}`);
+      process.exit(2);
+    }
+    throw e;
+  }
+  if (flags.help) {
+    console.log(helpText());
+    return;
+  }
+  const base = resolveBase(flags.base as string, flags['models-dir'] as string);
+  if (base.note) log(`WARNING: ${base.note}`);
+  const temperatures = temperaturesOf(base.profile.temperatures, flags);
+  const renderer = await Renderer.create(ModelTokenizer.load(base.checkpoint), promptProfile(base.profile.prompt, flags));
+  const threads = (flags.threads as number) || os.cpus().length;
+
+  let service: Service | undefined;
+  const engine = await EngineClient.start({ path: base.checkpoint, dtype: flags.dtype as 'bf16' | 'fp32', threads }, (reason) => {
+    log(`${reason}: answering 503 and exiting with code ${ENGINE_DEAD_EXIT}`);
+    if (service) service.deadReason = reason;
+    setTimeout(() => process.exit(ENGINE_DEAD_EXIT), flags['exit-grace-ms'] as number);
+  });
+  service = {
+    base,
+    servedName: (flags['served-name'] as string | undefined) ?? base.profile.servedName,
+    renderer,
+    temperatures,
+    engine,
+    engineInfo: engine.info,
+    engineProcess: { pid: engine.pid, where: `child process ${engine.pid} of server ${process.pid}` },
+    debugReadout: flags['debug-readout'] as boolean,
+    startedAt: new Date(),
+  };
+  const server = createApp(service).listen(flags.port as number, flags.host as string);
+  server.on('listening', () => {
+    const a = server.address();
+    const where = typeof a === 'object' && a ? `${a.address}:${a.port}` : String(a);
+    log(`serving ${service!.servedName} (${base.checkpoint}, ${engine.info.architecture}, ${engine.info.dtype}) on http://${where}`);
+  });
+  server.on('error', (e: NodeJS.ErrnoException) => {
+    log(e.code === 'EADDRINUSE' ? `port ${flags.port} on ${flags.host} is already in use` : `cannot listen: ${e.message}`);
+    engine.stop();
+    process.exit(1);
+  });
+}
+
+main().catch((e) => {
+  log(`start-up failed: ${e instanceof Error ? e.message : String(e)}`);
+  process.exit(1);
+});

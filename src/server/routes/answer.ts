@@ -1,0 +1,68 @@
+/**
+ * POST /v1/answer: the engine's own form, below the main route. Questions are
+ * a list with `kind`, `instructions` and `options` (choice: option names, with
+ * optional `descriptions`; score: levels lowest first; noul: none, the options
+ * are ["yes", "no"]). Each answer carries its options, probabilities in the
+ * same order, and the raw readout (label token ids, label logits, temperature).
+ */
+import Router from '@koa/router';
+import { runQuestions, WireQuestion } from '../../answering/pipeline';
+import { toHttpError } from '../engine-errors';
+import { HttpError } from '../http-error';
+import { Service } from '../service';
+import { validate } from '../validation';
+import { ordersOf } from './systemone';
+
+interface AnswerQuestion {
+  kind: 'noul' | 'choice' | 'score';
+  instructions?: unknown;
+  options?: string[];
+  descriptions?: (string | null)[];
+}
+
+function toWire(q: AnswerQuestion): WireQuestion {
+  if (q.kind === 'noul') return { type: 'noul', instructions: q.instructions };
+  if (q.kind === 'score') return { type: 'score', instructions: q.instructions, criteria: q.options };
+  const criteria: Record<string, string | null> = {};
+  q.options!.forEach((o, i) => (criteria[o] = q.descriptions?.[i] ?? null));
+  return { type: 'choice', instructions: q.instructions, criteria };
+}
+
+export function answerRoute(router: Router, service: Service) {
+  router.post('/v1/answer', async (ctx) => {
+    const body = ctx.request.body as { state: unknown; questions: AnswerQuestion[]; orders?: unknown };
+    const problem = validate('answer', body);
+    if (problem) throw new HttpError(422, problem);
+    for (const [i, q] of body.questions.entries())
+      if (q.kind === 'choice' && new Set(q.options).size !== q.options!.length) throw new HttpError(422, `body.questions.${i}.options must not repeat an option`);
+    const t0 = performance.now();
+    let r;
+    try {
+      r = await runQuestions(service.engine, service.renderer, service.temperatures, body.state, body.questions.map(toWire), { orders: ordersOf(body.orders) });
+    } catch (e) {
+      throw toHttpError(e, (i) => String(i % body.questions.length));
+    }
+    ctx.body = {
+      model: service.servedName,
+      answers: r.questions.map((q, i) => ({
+        kind: q.type,
+        options: q.type === 'noul' ? ['yes', 'no'] : body.questions[i].options,
+        probabilities: q.keys.map((k) => q.probabilities.get(k)),
+        label_token_ids: q.labelIds,
+        logits: q.labelLogits,
+        temperature: q.temperature,
+      })),
+      usage: { input_tokens: r.inputTokens, output_tokens: r.questions.length },
+      timing: {
+        prepare_ms: r.stages.prepare,
+        warm_ms: r.stages.warm,
+        questions_ms: r.stages.questions,
+        readout_ms: r.stages.readout,
+        engine_ms: r.stages.engine,
+        waited_ms: r.stages.wait,
+        waited_behind_registration: false,
+        total_ms: performance.now() - t0,
+      },
+    };
+  });
+}

@@ -1,0 +1,75 @@
+/** GET /v1/models and GET /health. */
+import Router from '@koa/router';
+import { version as tqserveVersion } from '../../../package.json';
+import { MAX_OPTIONS } from '../../rendering/labels';
+import { Service } from '../service';
+
+export function infoRoutes(router: Router, service: Service) {
+  router.get('/v1/models', (ctx) => {
+    ctx.body = {
+      object: 'list',
+      data: [{ id: service.servedName, object: 'model', created: Math.floor(service.startedAt.getTime() / 1000), owned_by: 'tqserve' }],
+    };
+  });
+
+  router.get('/health', (ctx) => {
+    const { base, renderer, engineInfo: e } = service;
+    const p = renderer.profile;
+    const prompt = {
+      layout: p.layout,
+      template: renderer.usesChatTemplate ? 'chat' : 'plain',
+      system_turn: renderer.usesChatTemplate ? p.systemTurn : null,
+      answer_position: renderer.spacedLabels ? 'after the "Answer:" cue' : 'start of the assistant turn',
+      label_forms: { choice: p.choiceLabels, score: p.scoreLabels, noul: p.yesNo },
+      yes_no: p.yesNo === 'words' ? 'Yes/No words' : 'lettered options A. Yes / B. No',
+      options: 'label. key: description, in request order',
+      multi_question_scoring: 'one forward pass: the state once, each question attending to the state and itself',
+      padding: 'none',
+    };
+    ctx.body = {
+      ok: true,
+      engine: 'running',
+      version: { tqserve: tqserveVersion, engine: `tqserve-engine (libtorch, ${e.format})`, node: process.version },
+      gpu: null,
+      mode: 'cpu',
+      dtype: e.dtype,
+      threads: e.threads,
+      pad_unit: 1,
+      pad_where: 'none',
+      quantization: 'none',
+      cache_dtypes: { key: e.dtype, value: e.dtype },
+      base: {
+        name: base.profile.name,
+        served_name: service.servedName,
+        checkpoint: base.checkpoint,
+        revision: base.revision,
+        architecture: e.architecture,
+        stored_dtype: e.storedDtype,
+        random_weights: base.randomWeights,
+        ...(base.note ? { note: base.note } : {}),
+        engine_process: service.engineProcess,
+      },
+      profile: { temperatures: service.temperatures, prompt },
+      prompt_format: {
+        ...prompt,
+        context_limit: e.contextLimit,
+        labels_available: { letters: renderer.letters.texts.length, digits: renderer.digits.texts.length, max_options: renderer.maxOptions, limit: MAX_OPTIONS },
+        labels_verified_in_context: true,
+      },
+      systemone: {
+        route: '/v1/systemone',
+        rendering: {
+          state: 'string as is; object as "key: value" lines; array item by item',
+          instructions: 'objects and arrays as compact JSON; blank or absent: a default per type',
+          noul_criteria: 'the true/false descriptions are shown with the Yes/No options',
+        },
+        noul_commit: 'none: noul is P(yes), no threshold is applied',
+        abstention: { enabled: false, tasks: 0 },
+        orders: { default: 1, allowed: [1, 2], two: 'options as sent and reversed, probabilities averaged' },
+        tasks: { enabled: false, applied: [] },
+        temperatures: service.temperatures,
+      },
+      head_engine: { engine: 'serving engine (hidden state at the readout position)' },
+    };
+  });
+}

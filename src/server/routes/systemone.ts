@@ -1,0 +1,67 @@
+/** POST /v1/systemone: the published typed-question wire format. */
+import Router from '@koa/router';
+import { PipelineResult, runQuestions, WireQuestion, wireAnswer } from '../../answering/pipeline';
+import { toHttpError } from '../engine-errors';
+import { HttpError } from '../http-error';
+import { requestedDebug, requestedRoute, stagesHeader } from '../request-headers';
+import { Service } from '../service';
+import { validate } from '../validation';
+
+interface SystemOneRequest {
+  model?: string;
+  state: unknown;
+  questions: Record<string, WireQuestion>;
+  images?: string[];
+  orders?: 1 | 2 | boolean;
+}
+
+export function ordersOf(v: unknown): 1 | 2 {
+  return v === 2 || v === true ? 2 : 1;
+}
+
+function readoutOf(r: PipelineResult, names: string[], withHidden: boolean) {
+  return Object.fromEntries(
+    r.questions.map((q, i) => [
+      names[i],
+      {
+        prompt_token_ids: q.promptTokens,
+        label_token_ids: q.labelIds,
+        label_logits: q.labelLogits,
+        temperature: q.temperature,
+        ...(withHidden ? { hidden: q.hidden } : {}),
+      },
+    ]),
+  );
+}
+
+export function systemoneRoute(router: Router, service: Service) {
+  router.post('/v1/systemone', async (ctx) => {
+    const body = ctx.request.body as SystemOneRequest;
+    const problem = validate('systemone', body);
+    if (problem) throw new HttpError(422, problem);
+    const route = requestedRoute(ctx);
+    if (route === 'image' || (body.images && body.images.length > 0))
+      throw new HttpError(400, 'this server has no image engine: images need a server started with --image-model');
+    const debug = service.debugReadout ? requestedDebug(ctx) : undefined;
+    const names = Object.keys(body.questions);
+    const questions = names.map((n) => body.questions[n]);
+    let result: PipelineResult;
+    try {
+      result = await runQuestions(service.engine, service.renderer, service.temperatures, body.state, questions, {
+        orders: ordersOf(body.orders),
+        wantHidden: debug === 'hidden',
+      });
+    } catch (e) {
+      throw toHttpError(e, (i) => names[i % names.length]);
+    }
+    const answers = Object.fromEntries(names.map((n, i) => [n, wireAnswer(result.questions[i], questions[i].criteria)]));
+    ctx.set('x-service-route', 'text');
+    ctx.set('x-service-stages', stagesHeader(result.stages));
+    ctx.body = {
+      model: typeof body.model === 'string' ? body.model : service.servedName,
+      answers,
+      usage: { input_tokens: result.inputTokens, output_tokens: names.length },
+      ...(debug ? { readout: readoutOf(result, names, debug === 'hidden') } : {}),
+    };
+  });
+}

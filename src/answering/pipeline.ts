@@ -28,8 +28,9 @@ export interface QuestionResult {
   /** Per key, averaged over the orders asked. */
   probabilities: Map<string, number>;
   temperature: number;
-  /** The as-sent order's raw readout. */
+  /** The as-sent order's raw readout: the prompt is the shared state segment, then the question's own. */
   promptTokens: number[];
+  stateTokenCount: number;
   labelIds: number[];
   labelLogits: number[];
   hidden?: number[];
@@ -88,6 +89,7 @@ export async function runQuestions(
       probabilities: sum,
       temperature,
       promptTokens: [...rendered.prefixTokens, ...q.tokens],
+      stateTokenCount: rendered.prefixTokens.length,
       labelIds: q.labelIds,
       labelLogits: Array.from(reply.answers[i].labelLogits),
       hidden: reply.answers[i].hidden && Array.from(reply.answers[i].hidden!),

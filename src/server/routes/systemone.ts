@@ -25,6 +25,7 @@ function readoutOf(r: PipelineResult, names: string[], withHidden: boolean) {
       names[i],
       {
         prompt_token_ids: q.promptTokens,
+        state_token_count: q.stateTokenCount,
         label_token_ids: q.labelIds,
         label_logits: q.labelLogits,
         temperature: q.temperature,

@@ -1,0 +1,89 @@
+/** Starts the real server as a child process on a free port and talks to it over HTTP. */
+import { ChildProcess, spawn } from 'child_process';
+import * as path from 'path';
+
+const root = path.resolve(__dirname, '..', '..');
+
+export interface RunningServer {
+  url: string;
+  process: ChildProcess;
+  log: () => string;
+  post: (route: string, body: unknown, headers?: Record<string, string>) => Promise<{ status: number; body: any; headers: Headers }>;
+  get: (route: string) => Promise<{ status: number; body: any; headers: Headers }>;
+  stop: () => Promise<void>;
+  exited: Promise<number | null>;
+}
+
+/** Runs `node src/server/main.ts` (via ts-node) with `args`; resolves once it listens. */
+export function runServerProcess(args: string[], env: Record<string, string> = {}): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', path.join(root, 'src/server/main.ts'), ...args], {
+    cwd: root,
+    // Passed explicitly: jest's sandboxed process.env is not what child_process inherits.
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, output: () => out, exited };
+}
+
+export async function startServer(args: string[] = [], env: Record<string, string> = {}): Promise<RunningServer> {
+  const { child, output, exited } = runServerProcess(['--port', '0', '--base', 'tiny-qwen3', '--dtype', 'fp32', ...args], env);
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setInterval(() => {
+      const m = output().match(/on (http:\/\/[\d.]+:\d+)/);
+      if (m) {
+        clearInterval(timer);
+        resolve(m[1]);
+      }
+    }, 50);
+    exited.then((code) => {
+      clearInterval(timer);
+      reject(new Error(`server exited with ${code}:\n${output()}`));
+    });
+  });
+  const call = async (method: string, route: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const res = await fetch(url + route, {
+      method,
+      headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let parsed: any = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      /* not JSON */
+    }
+    return { status: res.status, body: parsed, headers: res.headers };
+  };
+  return {
+    url,
+    process: child,
+    log: output,
+    post: (route, body, headers) => call('POST', route, body, headers),
+    get: (route) => call('GET', route),
+    stop: async () => {
+      if (child.exitCode === null) child.kill();
+      await exited;
+    },
+    exited,
+  };
+}
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace jest {
+    interface Expect {
+      closeToValue(v: number): any;
+    }
+  }
+}
+expect.extend({
+  closeToValue(received: number, v: number) {
+    const pass = Math.abs(received - v) < 1e-9;
+    return { pass, message: () => `expected ${received} to be within 1e-9 of ${v}` };
+  },
+});

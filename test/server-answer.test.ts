@@ -1,0 +1,106 @@
+/** /v1/answer (the engine's own form) and the `decide` command, against the main route. */
+import { execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { RunningServer, startServer } from './helpers/server';
+
+const state = 'The invoice of March was paid twice; the customer asked for a refund of the second payment.';
+let server: RunningServer;
+beforeAll(async () => {
+  server = await startServer(['--temperature-choice', '0.7', '--temperature-score', '1.3']);
+});
+afterAll(() => server.stop());
+
+const logSoftmax = (xs: number[], t: number) => {
+  const s = xs.map((x) => x / t);
+  const m = Math.max(...s);
+  const lse = m + Math.log(s.reduce((a, x) => a + Math.exp(x - m), 0));
+  return s.map((x) => x - lse);
+};
+
+test('/v1/answer answers each kind with options, probabilities, the raw readout and timing', async () => {
+  const r = await server.post('/v1/answer', {
+    state,
+    questions: [
+      { kind: 'noul', instructions: 'Was the invoice paid twice?' },
+      { kind: 'choice', instructions: 'What does the customer want?', options: ['refund', 'discount', 'nothing'], descriptions: ['money back', null, null] },
+      { kind: 'score', instructions: 'How upset is the customer?', options: ['calm', 'annoyed', 'angry'] },
+    ],
+  });
+  expect(r.status).toBe(200);
+  const [noul, choice, score] = r.body.answers;
+  expect(noul.options).toEqual(['yes', 'no']);
+  expect(choice.options).toEqual(['refund', 'discount', 'nothing']);
+  expect(score.options).toEqual(['calm', 'annoyed', 'angry']);
+  for (const a of r.body.answers) {
+    expect(a.probabilities.reduce((x: number, y: number) => x + y, 0)).toBeCloseTo(1, 12);
+    expect(a.logits).toHaveLength(a.options.length);
+    expect(a.label_token_ids).toHaveLength(a.options.length);
+  }
+  expect([noul.temperature, choice.temperature, score.temperature]).toEqual([1, 0.7, 1.3]);
+  expect(r.body.timing).toMatchObject({ waited_ms: expect.any(Number), waited_behind_registration: false, engine_ms: expect.any(Number) });
+  expect(r.body.timing.waited_ms).toBeLessThan(1);
+});
+
+test('/v1/systemone probabilities equal the label log-softmax of /v1/answer raw logits at the documented temperature', async () => {
+  const options = ['refund', 'discount', 'nothing'];
+  const a = await server.post('/v1/answer', { state, questions: [{ kind: 'choice', instructions: 'What does the customer want?', options }] });
+  const s = await server.post('/v1/systemone', {
+    state,
+    questions: { want: { type: 'choice', instructions: 'What does the customer want?', criteria: { refund: null, discount: null, nothing: null } } },
+  });
+  const recomputed = logSoftmax(a.body.answers[0].logits, 0.7).map(Math.exp);
+  options.forEach((o, i) => expect(s.body.answers.want.probabilities[o]).toBeCloseTo(recomputed[i], 12));
+  // And the temperature really applies: at T=1 they would differ.
+  const plain = logSoftmax(a.body.answers[0].logits, 1).map(Math.exp);
+  expect(Math.max(...options.map((o, i) => Math.abs(s.body.answers.want.probabilities[o] - plain[i])))).toBeGreaterThan(1e-4);
+});
+
+test('/v1/answer validates its own form', async () => {
+  const bad = [
+    { state },
+    { state, questions: [] },
+    { state, questions: [{ kind: 'choice' }] },
+    { state, questions: [{ kind: 'choice', options: ['a', 'a'] }] },
+    { state, questions: [{ kind: 'rank', options: ['a'] }] },
+  ];
+  for (const body of bad) {
+    const r = await server.post('/v1/answer', body);
+    expect(r.status).toBe(422);
+    expect(r.body.detail).toEqual(expect.any(String));
+  }
+});
+
+test('decide answers a request file like the server, without a server', async () => {
+  const body = {
+    state,
+    questions: { paid: { type: 'noul', instructions: 'Was it paid twice?' }, mood: { type: 'score', criteria: ['calm', 'annoyed', 'angry'] } },
+  };
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tq-decide-')), 'request.json');
+  fs.writeFileSync(file, JSON.stringify(body));
+  const root = path.resolve(__dirname, '..');
+  const out = execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', 'src/cli/decide.ts', file, '--base', 'tiny-qwen3', '--dtype', 'fp32', '--temperature-choice', '0.7', '--temperature-score', '1.3'], {
+    cwd: root,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  const served = await server.post('/v1/systemone', body);
+  const decided = JSON.parse(out);
+  expect(decided.model).toBe('tiny-qwen3');
+  expect(decided.usage).toEqual(served.body.usage);
+  expect(decided.answers.paid.noul).toBeCloseTo(served.body.answers.paid.noul, 6);
+  expect(decided.answers.mood.score).toBeCloseTo(served.body.answers.mood.score, 6);
+  // A malformed file gets the same 422 detail, on stdout, exit code 3.
+  fs.writeFileSync(file, JSON.stringify({ state }));
+  let status = 0;
+  let stdout = '';
+  try {
+    execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', 'src/cli/decide.ts', file, '--base', 'tiny-qwen3'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  } catch (e: any) {
+    status = e.status;
+    stdout = e.stdout;
+  }
+  expect(status).toBe(3);
+  expect(JSON.parse(stdout).detail).toBe('body: missing required field "questions"');
+});

@@ -147,7 +147,9 @@ export class Renderer {
     const own = q.type === 'choice' && this.profile.choiceLabels === 'keys' ? await this.keyLabels(q) : undefined;
     const labels = own ?? this.labelsFor(q);
     q.options.forEach((o, i) => {
-      const shown = q.type === 'noul' ? (o.key === 'true' ? 'Yes' : 'No') : q.type === 'score' ? null : own ? null : o.key;
+      if (own) return lines.push(o.description ? `${o.key}: ${o.description}` : o.key);
+      // Lettered lines: "A. key: description"; a score level shows its description only, yes/no its word.
+      const shown = q.type === 'noul' ? (o.key === 'true' ? 'Yes' : 'No') : q.type === 'score' ? null : o.key;
       const parts = [shown, o.description].filter((p): p is string => !!p);
       lines.push(`${labels.texts[i]}.${parts.length ? ' ' + parts.join(': ') : ''}`);
     });

@@ -54,6 +54,8 @@ export function infoRoutes(router: Router, service: Service) {
         ...prompt,
         context_limit: e.contextLimit,
         labels_available: { letters: renderer.letters.texts.length, digits: renderer.digits.texts.length, max_options: renderer.maxOptions, limit: MAX_OPTIONS },
+        // Candidates that are not one token in context are skipped: Qwen's " 0" is two tokens, so its "digits" are letters.
+        labels_first: { letters: renderer.letters.texts.slice(0, 12), digits: renderer.digits.texts.slice(0, 12), yes_no: renderer.yesNo.texts },
         labels_verified_in_context: true,
       },
       systemone: {

@@ -80,7 +80,9 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     auto cls = DefineClass(env, "NativeEngine",
                            {InstanceMethod("load", &NativeEngine::Load), InstanceMethod("answer", &NativeEngine::Answer),
                             InstanceMethod("logitsAll", &NativeEngine::LogitsAll), InstanceMethod("gemmRate", &NativeEngine::GemmRate),
-                            InstanceMethod("readoutTiming", &NativeEngine::ReadoutTiming), InstanceMethod("close", &NativeEngine::Close)});
+                            InstanceMethod("readoutTiming", &NativeEngine::ReadoutTiming), InstanceMethod("close", &NativeEngine::Close),
+                            InstanceMethod("registerBoundary", &NativeEngine::RegisterBoundary),
+                            InstanceMethod("cacheStats", &NativeEngine::CacheStats)});
     exports.Set("NativeEngine", cls);
     return exports;
   }
@@ -142,6 +144,9 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     opts.cache_tokens = int_option(o, "cacheTokens", opts.cache_tokens);
     opts.max_step_tokens = int_option(o, "maxStepTokens", opts.max_step_tokens);
     opts.context_limit = int_option(o, "contextLimit", opts.context_limit);
+    opts.cache_mib = int_option(o, "cacheMiB", opts.cache_mib);
+    if (o.Get("prefixCache").IsBoolean()) opts.prefix_cache = o.Get("prefixCache").As<Napi::Boolean>().Value();
+    if (o.Get("registerBoundary").IsString()) opts.register_boundary = o.Get("registerBoundary").As<Napi::String>().Utf8Value();
     return schedule<tq::EngineInfo>(
         env,
         [this, opts] {
@@ -161,6 +166,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
           r.Set("cacheBlocks", static_cast<double>(i.cache_blocks));
           r.Set("cacheBytes", static_cast<double>(i.cache_bytes));
           r.Set("threads", i.threads);
+          r.Set("prefixCache", i.prefix_cache);
+          r.Set("registerBoundary", i.register_boundary);
           return r;
         });
   }
@@ -208,6 +215,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
           timing.Set("readoutMs", r.readout_ms);
           out.Set("timing", timing);
           out.Set("stateTokens", static_cast<double>(r.state_tokens));
+          out.Set("cachedTokens", static_cast<double>(r.forward.cached_tokens));
+          out.Set("boundaryTicket", static_cast<double>(r.forward.boundary_ticket));
           out.Set("questionTokens", static_cast<double>(r.question_tokens));
           return out;
         });
@@ -255,6 +264,29 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
           auto out = Napi::Object::New(env);
           out.Set("readoutMs", r.readout_ms);
           out.Set("fullMs", r.full_ms);
+          return out;
+        });
+  }
+
+  Napi::Value RegisterBoundary(const Napi::CallbackInfo& info) {
+    auto env = info.Env();
+    if (!info[0].IsNumber()) throw_bad_argument(env, "registerBoundary(ticket) needs a ticket number");
+    const int64_t ticket = info[0].As<Napi::Number>().Int64Value();
+    return schedule<bool>(
+        env, [this, ticket] { return loaded().register_boundary(ticket); },
+        [](Napi::Env env, bool& ok) -> Napi::Value { return Napi::Boolean::New(env, ok); });
+  }
+
+  Napi::Value CacheStats(const Napi::CallbackInfo& info) {
+    return schedule<tq::CacheStats>(
+        info.Env(), [this] { return loaded().cache_stats(); },
+        [](Napi::Env env, tq::CacheStats& s) -> Napi::Value {
+          auto out = Napi::Object::New(env);
+          const std::pair<const char*, int64_t> fields[] = {
+              {"lookups", s.lookups},          {"hitTokens", s.hit_tokens},         {"missTokens", s.miss_tokens},
+              {"hitBlocks", s.hit_blocks},     {"registeredBlocks", s.registered_blocks}, {"evictedBlocks", s.evicted_blocks},
+              {"cachedBlocks", s.cached_blocks}, {"freeBlocks", s.free_blocks},      {"totalBlocks", s.total_blocks}};
+          for (const auto& [k, v] : fields) out.Set(k, static_cast<double>(v));
           return out;
         });
   }

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "errors.h"
@@ -34,9 +35,19 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     throw EngineError(code::kBadRequest, "blockSize, maxStepTokens and contextLimit must be positive");
   info_.dtype = dtype == at::kFloat ? "fp32" : "bf16";
   info_.context_limit = options.context_limit;
+  if (options.register_boundary != "after" && options.register_boundary != "before")
+    throw EngineError(code::kBadRequest, "registerBoundary must be after or before, got " + options.register_boundary);
   if (is_directory(options.path)) {
-    NativeModelOptions o{dtype, options.block_size, options.cache_tokens, options.max_step_tokens, options.context_limit};
+    NativeModelOptions o{dtype, options.block_size, options.cache_tokens, options.max_step_tokens, options.context_limit, options.prefix_cache,
+                         options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After};
+    if (options.cache_mib > 0) {
+      const auto& c = read_model_config(options.path);
+      KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size, 1, dtype};
+      o.cache_tokens = std::max<int64_t>(1, options.cache_mib * (int64_t{1} << 20) / shape.bytes_per_block()) * options.block_size;
+    }
     auto native = std::make_unique<NativeModel>(options.path, o);
+    info_.prefix_cache = options.prefix_cache;
+    info_.register_boundary = options.register_boundary;
     info_.format = "hf";
     info_.stored_dtype = native->stored_dtype();
     info_.block_size = native->cache().shape().block_size;
@@ -110,6 +121,11 @@ AnswerResult Engine::answer(const AnswerRequest& req) {
   return result;
 }
 
+CacheStats Engine::cache_stats() const {
+  if (auto* native = dynamic_cast<const NativeModel*>(model_.get())) return native->cache().pool().stats();
+  return {};
+}
+
 at::Tensor Engine::logits_all(const std::vector<int64_t>& tokens) {
   if (tokens.empty()) throw EngineError(code::kBadRequest, "logitsAll needs at least one token");
   if (static_cast<int64_t>(tokens.size()) > options_.context_limit)
@@ -121,10 +137,10 @@ at::Tensor Engine::logits_all(const std::vector<int64_t>& tokens) {
   if (static_cast<int64_t>(tokens.size()) * model_->vocab_size() > (int64_t{1} << 28))
     throw EngineError(code::kBadRequest, "logitsAll of " + std::to_string(tokens.size()) + " tokens x " +
                                              std::to_string(model_->vocab_size()) + " vocabulary exceeds 2^28 logits");
-  PackedTokens packed{tokens, {static_cast<int64_t>(tokens.size())}, {}};
+  PackedTokens packed{tokens, {static_cast<int64_t>(tokens.size())}, {}, /*use_prefix_cache=*/false};
   for (size_t i = 0; i < tokens.size(); ++i) packed.output_rows.push_back(static_cast<int64_t>(i));
-  ForwardTimes times;
-  return full_logits(model_->final_hidden(packed, times), model_->lm_head()).contiguous();
+  ForwardInfo info;
+  return full_logits(model_->final_hidden(packed, info), model_->lm_head()).contiguous();
 }
 
 }  // namespace tq

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "block_pool.h"
 #include "hidden_state_model.h"
 
 namespace tq {
@@ -17,6 +18,9 @@ struct EngineOptions {
   int threads = 0;              // 0 = leave torch's default
   int64_t block_size = 16;
   int64_t cache_tokens = 0;     // 0 = twice the context limit
+  int64_t cache_mib = 0;        // KV budget in MiB; overrides cache_tokens when set
+  bool prefix_cache = true;
+  std::string register_boundary = "after";  // after | before
   int64_t max_step_tokens = 2048;
   int64_t context_limit = 32768;
 };
@@ -40,15 +44,16 @@ struct QuestionAnswer {
 
 struct AnswerResult {
   std::vector<QuestionAnswer> answers;
-  ForwardTimes forward;
+  ForwardInfo forward;
   double readout_ms = 0;
   int64_t state_tokens = 0, question_tokens = 0;
 };
 
 struct EngineInfo {
-  std::string format, architecture, dtype, stored_dtype;
+  std::string format, architecture, dtype, stored_dtype, register_boundary;
   int64_t vocab_size = 0, hidden_size = 0, context_limit = 0, block_size = 0, cache_blocks = 0, cache_bytes = 0;
   int threads = 0;
+  bool prefix_cache = false;
 };
 
 class Engine {
@@ -57,6 +62,9 @@ class Engine {
   AnswerResult answer(const AnswerRequest& request);
   // Full-vocabulary logits at every position of one sequence, [T, vocab] fp32 (reference checks).
   at::Tensor logits_all(const std::vector<int64_t>& tokens);
+  // Enters a state boundary left pending by answer() into the prefix cache; false when it was dropped.
+  bool register_boundary(int64_t ticket) { return model_->register_boundary(ticket); }
+  CacheStats cache_stats() const;
   const EngineInfo& info() const { return info_; }
   const HiddenStateModel& model() const { return *model_; }
 

@@ -2,17 +2,19 @@
 // fixed-size blocks (default 16 tokens); a sequence owns a block table, and a
 // token's slot is blocks[i / block_size] * block_size + i % block_size.
 //
-// A sequence may have a parent whose tokens come before its own (a question's
-// parent is its state). The child's own tokens start at offset 0 of its own
-// blocks, so many children share the parent's blocks without copy-on-write of
-// a partial last block. Blocks are reference counted, so that prefix caching
-// (shared blocks found by hash) plugs into the same pool.
+// A question's tokens are a sequence of their own whose positions continue
+// after the state's (positions live in PackedTokens): they start at offset 0
+// of their own blocks, so many questions share the state's blocks without
+// copy-on-write of its partial last block. A sequence may start with blocks
+// found in the prefix cache (block_pool.h); it only ever writes to blocks it
+// allocated itself.
 #pragma once
 #include <ATen/ATen.h>
 
 #include <cstdint>
-#include <memory>
 #include <vector>
+
+#include "block_pool.h"
 
 namespace tq {
 
@@ -23,33 +25,21 @@ struct KvCacheShape {
   int64_t block_size = 16;
   int64_t num_blocks = 0;
   at::ScalarType dtype = at::kFloat;
-};
 
-class BlockPool {
- public:
-  explicit BlockPool(int64_t num_blocks);
-  // Takes n free blocks with reference count 1; throws KV_CACHE_CAPACITY when short.
-  std::vector<int32_t> allocate(int64_t n);
-  void retain(const std::vector<int32_t>& blocks);
-  void release(const std::vector<int32_t>& blocks);
-  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
-  int64_t total_blocks() const { return static_cast<int64_t>(ref_count_.size()); }
-
- private:
-  std::vector<int32_t> free_;
-  std::vector<int32_t> ref_count_;
+  int64_t bytes_per_block() const { return 2 * layers * block_size * kv_heads * head_dim * static_cast<int64_t>(at::elementSize(dtype)); }
 };
 
 class KvCache {
  public:
-  explicit KvCache(const KvCacheShape& shape);
+  KvCache(const KvCacheShape& shape, uint64_t identity);
   const KvCacheShape& shape() const { return shape_; }
   BlockPool& pool() { return pool_; }
+  const BlockPool& pool() const { return pool_; }
   // Stores k, v ([T, kv_heads, head_dim]) of one layer at the given slots.
   void write(int64_t layer, const at::Tensor& slots, const at::Tensor& k, const at::Tensor& v);
   at::Tensor keys(int64_t layer, const at::Tensor& slots) const;
   at::Tensor values(int64_t layer, const at::Tensor& slots) const;
-  int64_t bytes() const;
+  int64_t bytes() const { return shape_.num_blocks * shape_.bytes_per_block(); }
 
  private:
   KvCacheShape shape_;
@@ -57,23 +47,24 @@ class KvCache {
   std::vector<at::Tensor> k_, v_;  // per layer: [num_blocks * block_size, kv_heads, head_dim]
 };
 
-// A run of tokens with its own blocks, optionally continuing a parent sequence.
-// Returns its blocks to the pool when destroyed.
+// A run of tokens with its own blocks, optionally starting with cached blocks.
+// Releases its blocks when destroyed.
 class Sequence {
  public:
-  Sequence(KvCache& cache, int64_t length, const Sequence* parent = nullptr);
+  Sequence(KvCache& cache, int64_t length, BlockPool::Match cached = {});
   ~Sequence();
   Sequence(const Sequence&) = delete;
   Sequence& operator=(const Sequence&) = delete;
 
   int64_t length() const { return length_; }
-  int64_t start_position() const { return parent_ ? parent_->start_position() + parent_->length() : 0; }
+  int64_t cached_tokens() const { return cached_tokens_; }
+  const std::vector<int32_t>& blocks() const { return blocks_; }
   int64_t slot(int64_t i) const;  // slot of own token i
 
  private:
   KvCache& cache_;
-  const Sequence* parent_;
   int64_t length_;
+  int64_t cached_tokens_;
   std::vector<int32_t> blocks_;
 };
 

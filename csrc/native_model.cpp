@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+
+#include "errors.h"
 
 namespace tq {
 namespace {
@@ -23,16 +26,34 @@ NativeModel::NativeModel(const std::string& dir, const NativeModelOptions& optio
   const int64_t tokens = options.cache_tokens > 0 ? options.cache_tokens : 2 * options.context_limit;
   KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size,
                      (tokens + options.block_size - 1) / options.block_size, options.dtype};
-  cache_ = std::make_unique<KvCache>(shape);
+  // Cached blocks are only valid for these weights in this dtype.
+  const uint64_t identity = std::hash<std::string>{}(dir + "|" + c10::toString(options.dtype) + "|" + std::to_string(options.block_size));
+  cache_ = std::make_unique<KvCache>(shape, identity);
 }
 
-at::Tensor NativeModel::final_hidden(const PackedTokens& packed, ForwardTimes& times) {
+at::Tensor NativeModel::final_hidden(const PackedTokens& packed, ForwardInfo& info) {
   const auto& lens = packed.segment_lengths;
   const int64_t n = static_cast<int64_t>(packed.ids.size());
-  // Block tables: the state's sequence, and one child sequence per question.
-  Sequence state(*cache_, lens[0]);
+  // Block tables: the state's (starting with what the prefix cache holds), then one per question.
+  const std::vector<int64_t> state_tokens(packed.ids.begin(), packed.ids.begin() + lens[0]);
+  std::unique_ptr<Sequence> state_seq;
   std::vector<std::unique_ptr<Sequence>> questions;
-  for (size_t s = 1; s < lens.size(); ++s) questions.push_back(std::make_unique<Sequence>(*cache_, lens[s], &state));
+  for (int attempt = 0;; ++attempt) {
+    try {
+      auto cached = options_.prefix_cache && packed.use_prefix_cache ? cache_->pool().match(state_tokens) : BlockPool::Match{};
+      state_seq = std::make_unique<Sequence>(*cache_, lens[0], std::move(cached));
+      for (size_t s = 1; s < lens.size(); ++s) questions.push_back(std::make_unique<Sequence>(*cache_, lens[s]));
+      break;
+    } catch (const EngineError& e) {
+      questions.clear();
+      state_seq.reset();
+      // Under memory pressure, boundaries waiting for registration give way first.
+      if (e.code() != code::kCacheCapacity || attempt > 0 || drop_pending_boundaries() == 0) throw;
+    }
+  }
+  const Sequence& state = *state_seq;
+  const int64_t cached = state.cached_tokens();
+  info.cached_tokens = cached;
 
   std::vector<int64_t> slots, segment_start;
   slots.reserve(n);
@@ -53,7 +74,8 @@ at::Tensor NativeModel::final_hidden(const PackedTokens& packed, ForwardTimes& t
   // and the questions share a step when they fit: a separate step for a few
   // question tokens would read every weight once more (~0.1 s on a 0.5B model).
   std::vector<std::pair<int64_t, int64_t>> steps;
-  for (int64_t a = 0; a < n; a += options_.max_step_tokens) steps.push_back({a, std::min(n, a + options_.max_step_tokens)});
+  // Cached state tokens are not computed again; the readout positions are in the questions, always computed.
+  for (int64_t a = cached; a < n; a += options_.max_step_tokens) steps.push_back({a, std::min(n, a + options_.max_step_tokens)});
 
   for (auto [a, b] : steps) {
     auto t0 = std::chrono::steady_clock::now();
@@ -88,10 +110,37 @@ at::Tensor NativeModel::final_hidden(const PackedTokens& packed, ForwardTimes& t
     if (!out_index.empty()) out.index_copy_(0, long_tensor(out_index), hidden);
     // A step holding both is attributed by token count.
     const double ms = ms_since(t0), state_share = static_cast<double>(std::max<int64_t>(0, std::min(b, lens[0]) - a)) / (b - a);
-    times.state_ms += ms * state_share;
-    times.questions_ms += ms * (1 - state_share);
+    info.state_ms += ms * state_share;
+    info.questions_ms += ms * (1 - state_share);
+  }
+  if (options_.prefix_cache && packed.use_prefix_cache) {
+    const bool now = options_.boundary == BoundaryRegistration::Before;
+    cache_->pool().register_prefix(state.blocks(), state_tokens, /*include_partial=*/now);
+    if (!now && lens[0] % options_.block_size != 0) {
+      // Hold the blocks until the server registers the boundary after its response.
+      PendingBoundary p{state.blocks(), state_tokens};
+      cache_->pool().retain(p.blocks);
+      info.boundary_ticket = next_ticket_++;
+      pending_.emplace(info.boundary_ticket, std::move(p));
+    }
   }
   return out;
+}
+
+bool NativeModel::register_boundary(int64_t ticket) {
+  auto it = pending_.find(ticket);
+  if (it == pending_.end()) return false;  // dropped under memory pressure
+  cache_->pool().register_prefix(it->second.blocks, it->second.tokens, /*include_partial=*/true);
+  cache_->pool().release(it->second.blocks);
+  pending_.erase(it);
+  return true;
+}
+
+int64_t NativeModel::drop_pending_boundaries() {
+  const int64_t n = static_cast<int64_t>(pending_.size());
+  for (auto& [ticket, p] : pending_) cache_->pool().release(p.blocks);
+  pending_.clear();
+  return n;
 }
 
 }  // namespace tq

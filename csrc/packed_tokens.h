@@ -11,6 +11,7 @@ struct PackedTokens {
   std::vector<int64_t> ids;
   std::vector<int64_t> segment_lengths;  // [state, question 1, question 2, ...]
   std::vector<int64_t> output_rows;      // flat indices whose hidden state is read out
+  bool use_prefix_cache = true;          // false when rows of the state itself are read out
 
   std::vector<int64_t> positions() const {
     std::vector<int64_t> out;
@@ -29,10 +30,14 @@ struct PackedTokens {
   }
 };
 
-// Wall time of the forward work, split the way the server reports it.
-struct ForwardTimes {
+// What a forward pass reports: wall time split the way the server reports it,
+// how much of the state came from the prefix cache, and the ticket of a state
+// boundary waiting to be registered (-1: none).
+struct ForwardInfo {
   double state_ms = 0;
   double questions_ms = 0;
+  int64_t cached_tokens = 0;
+  int64_t boundary_ticket = -1;
 };
 
 }  // namespace tq

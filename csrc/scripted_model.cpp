@@ -25,7 +25,7 @@ ScriptedModel::ScriptedModel(const std::string& path, at::ScalarType dtype) {
 
 ScriptedModel::~ScriptedModel() = default;
 
-at::Tensor ScriptedModel::final_hidden(const PackedTokens& packed, ForwardTimes& times) {
+at::Tensor ScriptedModel::final_hidden(const PackedTokens& packed, ForwardInfo& times) {
   auto t0 = std::chrono::steady_clock::now();
   auto opts = at::TensorOptions().dtype(at::kLong);
   auto ids = at::tensor(at::ArrayRef<int64_t>(packed.ids), opts);

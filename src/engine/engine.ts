@@ -35,6 +35,14 @@ export class Engine {
     return this.native.readoutTiming({ labels, iterations });
   }
 
+  registerBoundary(ticket: number): Promise<boolean> {
+    return this.native.registerBoundary(ticket);
+  }
+
+  cacheStats() {
+    return this.native.cacheStats();
+  }
+
   close(): Promise<void> {
     return this.native.close();
   }

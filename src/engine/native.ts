@@ -22,6 +22,12 @@ export interface NativeLoadOptions {
   maxStepTokens?: number;
   /** Longest prompt (state + one question) in tokens (default 32768). */
   contextLimit?: number;
+  /** KV cache budget in MiB; overrides cacheTokens. */
+  cacheMiB?: number;
+  /** Reuse the KV of state prefixes across requests (default true). */
+  prefixCache?: boolean;
+  /** When a state's partial last block enters the prefix cache: `after` (on registerBoundary, default) or `before` (in the call). */
+  registerBoundary?: 'after' | 'before';
 }
 
 export interface NativeEngineInfo {
@@ -36,6 +42,8 @@ export interface NativeEngineInfo {
   cacheBlocks: number;
   cacheBytes: number;
   threads: number;
+  prefixCache: boolean;
+  registerBoundary: string;
 }
 
 export interface NativeQuestion {
@@ -63,6 +71,22 @@ export interface NativeAnswerResult {
   timing: { stateMs: number; questionsMs: number; readoutMs: number };
   stateTokens: number;
   questionTokens: number;
+  /** State tokens that came from the prefix cache (not computed). */
+  cachedTokens: number;
+  /** A state boundary waiting for registerBoundary(ticket), or -1. */
+  boundaryTicket: number;
+}
+
+export interface NativeCacheStats {
+  lookups: number;
+  hitTokens: number;
+  missTokens: number;
+  hitBlocks: number;
+  registeredBlocks: number;
+  evictedBlocks: number;
+  cachedBlocks: number;
+  freeBlocks: number;
+  totalBlocks: number;
 }
 
 export interface NativeEngine {
@@ -72,6 +96,9 @@ export interface NativeEngine {
   logitsAll(tokens: TokenIds): Promise<{ logits: Float32Array; vocabSize: number }>;
   gemmRate(options: { m: number; k: number; n: number; dtype: Dtype; iterations?: number }): Promise<{ gflops: number; ms: number }>;
   readoutTiming(options: { labels: number; iterations?: number }): Promise<{ readoutMs: number; fullMs: number }>;
+  /** Enters a pending state boundary into the prefix cache; false when it was dropped under memory pressure. */
+  registerBoundary(ticket: number): Promise<boolean>;
+  cacheStats(): Promise<NativeCacheStats>;
   close(): Promise<void>;
 }
 

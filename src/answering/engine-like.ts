@@ -8,6 +8,8 @@ export interface EngineCall {
 
 export interface EngineReply {
   answers: { labelLogits: Float32Array; hidden?: Float32Array }[];
+  /** State tokens that came from the prefix cache. */
+  cachedTokens: number;
   timing: {
     stateMs: number;
     questionsMs: number;
@@ -16,6 +18,8 @@ export interface EngineReply {
     engineMs: number;
     /** From reaching the engine until it took the request. */
     waitMs: number;
+    /** A state-boundary registration was queued or running when the request arrived. */
+    waitedBehindRegistration: boolean;
   };
 }
 

@@ -39,6 +39,8 @@ export interface QuestionResult {
 export interface PipelineResult {
   questions: QuestionResult[];
   inputTokens: number;
+  cachedTokens: number;
+  waitedBehindRegistration: boolean;
   stages: { prepare: number; warm: number; questions: number; readout: number; engine: number; wait: number };
 }
 
@@ -99,6 +101,8 @@ export async function runQuestions(
   return {
     questions: results,
     inputTokens: rendered.prefixTokens.length + rendered.questions.slice(0, specs.length).reduce((s, q) => s + q.tokens.length, 0),
+    cachedTokens: reply.cachedTokens,
+    waitedBehindRegistration: t.waitedBehindRegistration,
     stages: { prepare, warm: t.stateMs, questions: t.questionsMs, readout: t.readoutMs, engine: t.engineMs, wait: t.waitMs },
   };
 }

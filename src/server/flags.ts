@@ -28,6 +28,9 @@ export const flagDefs: FlagDef[] = [
   { name: 'choice-labels', kind: 'choice', choices: ['letters', 'digits', 'keys'], help: "labels of choice options; keys = the request's own keys when each is one token" },
   { name: 'score-labels', kind: 'choice', choices: ['letters', 'digits'], help: 'labels of score levels' },
   { name: 'yes-no', kind: 'choice', choices: ['words', 'letters'], help: 'yes/no questions as Yes/No words or lettered options' },
+  { name: 'prefix-cache', kind: 'choice', choices: ['on', 'off'], default: 'on', help: 'reuse the KV of state prefixes across requests' },
+  { name: 'register-boundary', kind: 'choice', choices: ['after', 'before'], default: 'after', help: "when a state's partial last block enters the prefix cache: after the response is sent, or before the question is computed" },
+  { name: 'cache-mib', kind: 'number', default: 0, help: 'KV cache memory budget in MiB (0: room for twice the 32,768-token context); the least recently used prefixes are evicted to stay within it' },
   { name: 'debug-readout', kind: 'boolean', default: false, help: 'honour the x-service-debug request header (raw readout in responses)' },
   { name: 'exit-grace-ms', kind: 'number', default: 1000, help: 'after the engine dies, answer 503 this long, then exit with code 70' },
 ];
@@ -71,6 +74,7 @@ export function parseFlags(argv: string[]): Flags {
   }
   const port = flags.port as number;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new FlagError(`--port must be an integer from 0 to 65535, got ${port}`);
+  if (!((flags['cache-mib'] as number) >= 0)) throw new FlagError('--cache-mib must be 0 or more');
   for (const t of ['temperature-noul', 'temperature-choice', 'temperature-score'])
     if (flags[t] !== undefined && !((flags[t] as number) > 0)) throw new FlagError(`--${t} must be positive`);
   return flags;

@@ -41,7 +41,15 @@ async function main() {
   const threads = (flags.threads as number) || os.cpus().length;
 
   let service: Service | undefined;
-  const engine = await EngineClient.start({ path: base.checkpoint, dtype: flags.dtype as 'bf16' | 'fp32', threads }, (reason) => {
+  const load = {
+    path: base.checkpoint,
+    dtype: flags.dtype as 'bf16' | 'fp32',
+    threads,
+    prefixCache: flags['prefix-cache'] === 'on',
+    registerBoundary: flags['register-boundary'] as 'after' | 'before',
+    cacheMiB: flags['cache-mib'] as number,
+  };
+  const engine = await EngineClient.start(load, (reason) => {
     log(`${reason}: answering 503 and exiting with code ${ENGINE_DEAD_EXIT}`);
     if (service) service.deadReason = reason;
     setTimeout(() => process.exit(ENGINE_DEAD_EXIT), flags['exit-grace-ms'] as number);
@@ -52,6 +60,7 @@ async function main() {
     renderer,
     temperatures,
     engine,
+    cacheReport: () => engine.cacheReport(),
     engineInfo: engine.info,
     engineProcess: { pid: engine.pid, where: `child process ${engine.pid} of server ${process.pid}` },
     debugReadout: flags['debug-readout'] as boolean,

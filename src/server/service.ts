@@ -3,6 +3,8 @@ import { EngineLike } from '../answering/engine-like';
 import { Temperatures } from '../rendering/profile';
 import { Renderer } from '../rendering/renderer';
 import { ResolvedBase } from './bases';
+import { CacheReport } from './engine-process/protocol';
+import { NativeEngineInfo } from '../engine/native';
 
 export interface Service {
   base: ResolvedBase;
@@ -10,7 +12,8 @@ export interface Service {
   renderer: Renderer;
   temperatures: Temperatures;
   engine: EngineLike;
-  engineInfo: { format: string; architecture: string; dtype: string; storedDtype: string; contextLimit: number; blockSize: number; threads: number; vocabSize: number };
+  cacheReport: () => Promise<CacheReport>;
+  engineInfo: NativeEngineInfo;
   engineProcess: { pid: number | null; where: string };
   debugReadout: boolean;
   startedAt: Date;

@@ -6,7 +6,7 @@ import { ChildProcess, fork } from 'child_process';
 import * as path from 'path';
 import { EngineCall, EngineLike, EngineReply } from '../../answering/engine-like';
 import { NativeEngineInfo, NativeLoadOptions } from '../../engine/native';
-import { HostMessage, WireError } from './protocol';
+import { CacheReport, HostMessage, WireError } from './protocol';
 
 export class EngineCallError extends Error {
   constructor(readonly wire: WireError) {
@@ -18,7 +18,7 @@ export class EngineDeadError extends Error {}
 
 export class EngineClient implements EngineLike {
   private nextId = 1;
-  private pending = new Map<number, { resolve: (r: EngineReply) => void; reject: (e: Error) => void }>();
+  private pending = new Map<number, { resolve: (r: any) => void; reject: (e: Error) => void }>();
   deathReason?: string;
 
   private constructor(private child: ChildProcess, readonly info: NativeEngineInfo) {}
@@ -59,21 +59,31 @@ export class EngineClient implements EngineLike {
   }
 
   private settle(m: HostMessage) {
-    if (m.kind !== 'reply' && m.kind !== 'error') return;
+    if (m.kind !== 'reply' && m.kind !== 'error' && m.kind !== 'cache') return;
     const p = this.pending.get(m.id);
     if (!p) return;
     this.pending.delete(m.id);
     if (m.kind === 'reply') p.resolve(m.reply);
+    else if (m.kind === 'cache') p.resolve(m.report);
     else p.reject(new EngineCallError(m.error));
   }
 
-  answer(call: EngineCall): Promise<EngineReply> {
+  private call<T>(message: { kind: 'answer'; call: EngineCall } | { kind: 'cache' }): Promise<T> {
     if (this.deathReason) return Promise.reject(new EngineDeadError(this.deathReason));
     const id = this.nextId++;
-    return new Promise((resolve, reject) => {
+    return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.child.send({ kind: 'answer', id, call });
+      this.child.send({ ...message, id });
     });
+  }
+
+  answer(call: EngineCall): Promise<EngineReply> {
+    return this.call({ kind: 'answer', call });
+  }
+
+  /** The prefix cache's counters and the boundary registrations' (queued behind pending calls). */
+  cacheReport(): Promise<CacheReport> {
+    return this.call({ kind: 'cache' });
   }
 
   stop() {

@@ -1,10 +1,15 @@
 /**
- * The engine process: loads the model and answers the server's calls, one at
- * a time in arrival order (the wait before a call starts is reported).
+ * The engine process: loads the model and runs the server's calls in arrival
+ * order, reporting how long each waited. With --register-boundary after, a
+ * reply's state boundary is registered right after the reply is sent: next in
+ * line when nothing else is waiting, else behind the waiting requests
+ * (deferred), so they never wait behind it. A request that arrives while a
+ * registration is queued or running is flagged as having waited behind it.
  */
 import { Engine } from '../../engine/engine';
 import { isEngineError } from '../../engine/native';
-import { HostArgs, HostMessage, ServerMessage, WireError } from './protocol';
+import { EngineCall } from '../../answering/engine-like';
+import { BoundaryCounters, HostArgs, HostMessage, ServerMessage, WireError } from './protocol';
 
 function toWire(e: unknown): WireError {
   if (isEngineError(e)) return { code: e.code, message: e.message, details: e.details ?? {} };
@@ -13,6 +18,78 @@ function toWire(e: unknown): WireError {
 
 function send(m: HostMessage) {
   process.send!(m);
+}
+
+type Job =
+  | { kind: 'answer'; id: number; call: EngineCall; arrived: number; behindRegistration: boolean }
+  | { kind: 'register'; ticket: number }
+  | { kind: 'cache'; id: number };
+
+class Host {
+  private queue: Job[] = [];
+  private running?: Job;
+  readonly boundaries: BoundaryCounters = { pending: 0, deferred: 0, registered: 0, dropped: 0, failed: 0 };
+
+  constructor(private engine: Engine) {}
+
+  submit(m: ServerMessage) {
+    if (m.kind === 'cache') this.queue.push({ kind: 'cache', id: m.id });
+    else {
+      const behind = this.running?.kind === 'register' || this.queue.some((j) => j.kind === 'register');
+      this.queue.push({ kind: 'answer', id: m.id, call: m.call, arrived: performance.now(), behindRegistration: behind });
+    }
+    if (!this.running) this.next();
+  }
+
+  private async next() {
+    const job = this.queue.shift();
+    this.running = job;
+    if (!job) return;
+    try {
+      if (job.kind === 'answer') await this.answer(job);
+      else if (job.kind === 'register') await this.register(job.ticket);
+      else send({ kind: 'cache', id: job.id, report: { stats: await this.engine.cacheStats(), boundaries: { ...this.boundaries } } });
+    } finally {
+      setImmediate(() => this.next());
+    }
+  }
+
+  private async answer(job: Extract<Job, { kind: 'answer' }>) {
+    const started = performance.now();
+    try {
+      const r = await this.engine.answer(job.call);
+      const engineMs = performance.now() - started;
+      send({
+        kind: 'reply',
+        id: job.id,
+        reply: {
+          answers: r.answers,
+          cachedTokens: r.cachedTokens,
+          timing: { ...r.timing, engineMs, waitMs: started - job.arrived, waitedBehindRegistration: job.behindRegistration },
+        },
+      });
+      if (r.boundaryTicket >= 0) {
+        const waiting = this.queue.some((j) => j.kind === 'answer');
+        if (waiting) {
+          this.boundaries.deferred++;
+          this.queue.push({ kind: 'register', ticket: r.boundaryTicket });
+        } else {
+          this.boundaries.pending++;
+          this.queue.unshift({ kind: 'register', ticket: r.boundaryTicket });
+        }
+      }
+    } catch (e) {
+      send({ kind: 'error', id: job.id, error: toWire(e) });
+    }
+  }
+
+  private async register(ticket: number) {
+    try {
+      (await this.engine.registerBoundary(ticket)) ? this.boundaries.registered++ : this.boundaries.dropped++;
+    } catch {
+      this.boundaries.failed++;
+    }
+  }
 }
 
 async function main() {
@@ -25,21 +102,8 @@ async function main() {
     process.exit(1);
   }
   send({ kind: 'ready', info: engine.info });
-  let queue: Promise<void> = Promise.resolve();
-  process.on('message', (m: ServerMessage) => {
-    if (m.kind !== 'answer') return;
-    const arrived = performance.now();
-    queue = queue.then(async () => {
-      const started = performance.now();
-      try {
-        const r = await engine.answer(m.call);
-        const engineMs = performance.now() - started;
-        send({ kind: 'reply', id: m.id, reply: { answers: r.answers, timing: { ...r.timing, engineMs, waitMs: started - arrived } } });
-      } catch (e) {
-        send({ kind: 'error', id: m.id, error: toWire(e) });
-      }
-    });
-  });
+  const host = new Host(engine);
+  process.on('message', (m: ServerMessage) => host.submit(m));
   // The server going away ends the engine too.
   process.on('disconnect', () => process.exit(0));
 }

@@ -1,14 +1,32 @@
 /** Messages between the server and its engine process (Node IPC, advanced serialization). */
-import { NativeEngineInfo, NativeLoadOptions } from '../../engine/native';
+import { NativeCacheStats, NativeEngineInfo, NativeLoadOptions } from '../../engine/native';
 import { EngineCall, EngineReply } from '../../answering/engine-like';
 
+/** State-boundary registrations (--register-boundary after), counted by the engine process. */
+export interface BoundaryCounters {
+  /** Queued to run next, after the reply that produced them. */
+  pending: number;
+  /** Queued behind requests that were already waiting, so those did not wait behind a registration. */
+  deferred: number;
+  registered: number;
+  /** Given up: their blocks were needed by a request before they ran. */
+  dropped: number;
+  failed: number;
+}
+
+export interface CacheReport {
+  stats: NativeCacheStats;
+  boundaries: BoundaryCounters;
+}
+
 export type HostMessage =
-  | { kind: 'ready'; info: NativeEngineInfo; torchVersion?: string }
+  | { kind: 'ready'; info: NativeEngineInfo }
   | { kind: 'fatal'; error: WireError }
   | { kind: 'reply'; id: number; reply: EngineReply }
-  | { kind: 'error'; id: number; error: WireError };
+  | { kind: 'error'; id: number; error: WireError }
+  | { kind: 'cache'; id: number; report: CacheReport };
 
-export type ServerMessage = { kind: 'answer'; id: number; call: EngineCall };
+export type ServerMessage = { kind: 'answer'; id: number; call: EngineCall } | { kind: 'cache'; id: number };
 
 export interface WireError {
   code: string;

@@ -60,7 +60,8 @@ export function answerRoute(router: Router, service: Service) {
         readout_ms: r.stages.readout,
         engine_ms: r.stages.engine,
         waited_ms: r.stages.wait,
-        waited_behind_registration: false,
+        waited_behind_registration: r.waitedBehindRegistration,
+        cached_tokens: r.cachedTokens,
         total_ms: performance.now() - t0,
       },
     };

@@ -12,8 +12,9 @@ export function infoRoutes(router: Router, service: Service) {
     };
   });
 
-  router.get('/health', (ctx) => {
+  router.get('/health', async (ctx) => {
     const { base, renderer, engineInfo: e } = service;
+    const { stats, boundaries } = await service.cacheReport();
     const p = renderer.profile;
     const prompt = {
       layout: p.layout,
@@ -38,6 +39,20 @@ export function infoRoutes(router: Router, service: Service) {
       pad_where: 'none',
       quantization: 'none',
       cache_dtypes: { key: e.dtype, value: e.dtype },
+      cache: {
+        enabled: e.prefixCache,
+        block_size: e.blockSize,
+        match_unit: `block of ${e.blockSize} tokens; a registered state boundary matches to the token`,
+        cache_hit_unit: `${e.blockSize} tokens, or the whole state once its boundary is registered`,
+        hash_unit: `block of ${e.blockSize} tokens, chained (parent hash, token ids, model and dtype), verified against the stored tokens`,
+        registers_state_boundary: e.prefixCache,
+        register_boundary: e.registerBoundary,
+        ...(e.registerBoundary === 'after' ? { state_boundary: boundaries } : {}),
+        budget_bytes: e.cacheBytes,
+        blocks: { total: stats.totalBlocks, cached: stats.cachedBlocks, free: stats.freeBlocks, hit: stats.hitBlocks, registered: stats.registeredBlocks, evicted: stats.evictedBlocks },
+        tokens: { hit: stats.hitTokens, miss: stats.missTokens },
+        lookups: stats.lookups,
+      },
       base: {
         name: base.profile.name,
         served_name: service.servedName,

@@ -58,6 +58,7 @@ export function systemoneRoute(router: Router, service: Service) {
     const answers = Object.fromEntries(names.map((n, i) => [n, wireAnswer(result.questions[i], questions[i].criteria)]));
     ctx.set('x-service-route', 'text');
     ctx.set('x-service-stages', stagesHeader(result.stages));
+    if (result.waitedBehindRegistration) ctx.set('x-service-wait-behind', 'registration');
     ctx.body = {
       model: typeof body.model === 'string' ? body.model : service.servedName,
       answers,

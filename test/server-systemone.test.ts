@@ -1,7 +1,7 @@
 /** /v1/systemone over HTTP on the real server (tiny Qwen3, fp32). */
 import { ModelTokenizer } from '../src/tokenizer/tokenizer';
 import { tinyModel } from './helpers/models';
-import { RunningServer, startServer } from './helpers/server';
+import { expectSameAnswers, RunningServer, startServer } from './helpers/server';
 
 const state = 'The warehouse in Rotterdam received 42 pallets of coffee on Monday. Two were damaged by water.';
 const questions = {
@@ -58,31 +58,31 @@ test('model: absent gives the served name, sent is echoed; Authorization is igno
   });
   expect(b.status).toBe(200);
   const c = await server.post('/v1/systemone', { state, questions: { q: questions.city } });
-  expect(b.body.answers.q).toEqual(c.body.answers.q);
+  expectSameAnswers(b.body.answers, c.body.answers);
 });
 
 test('state as string, object and array; objects render as key: value lines', async () => {
   const obj = await server.post('/v1/systemone', { state: { city: 'Lyon', refund: true, items: [1, 2] }, questions: { q: questions.damaged } });
   const lines = await server.post('/v1/systemone', { state: 'city: Lyon\nrefund: true\nitems: [1,2]', questions: { q: questions.damaged } });
   expect(obj.status).toBe(200);
-  expect(obj.body.answers).toEqual(lines.body.answers);
+  expectSameAnswers(obj.body.answers, lines.body.answers);
   const arr = await server.post('/v1/systemone', { state: ['first line', { a: 1 }, 3], questions: { q: questions.damaged } });
   const arrText = await server.post('/v1/systemone', { state: 'first line\na: 1\n3', questions: { q: questions.damaged } });
-  expect(arr.body.answers).toEqual(arrText.body.answers);
+  expectSameAnswers(arr.body.answers, arrText.body.answers);
 });
 
 test('instructions: object and array are sent as compact JSON; blank and absent use the same default', async () => {
   const obj = await server.post('/v1/systemone', { state, questions: { q: { type: 'noul', instructions: { ask: 'damaged?', strict: true } } } });
   const json = await server.post('/v1/systemone', { state, questions: { q: { type: 'noul', instructions: '{"ask":"damaged?","strict":true}' } } });
-  expect(obj.body.answers).toEqual(json.body.answers);
+  expectSameAnswers(obj.body.answers, json.body.answers);
   const arr = await server.post('/v1/systemone', { state, questions: { q: { type: 'noul', instructions: ['a', 1] } } });
   const arrJson = await server.post('/v1/systemone', { state, questions: { q: { type: 'noul', instructions: '["a",1]' } } });
-  expect(arr.body.answers).toEqual(arrJson.body.answers);
+  expectSameAnswers(arr.body.answers, arrJson.body.answers);
   const blank = await server.post('/v1/systemone', { state, questions: { q: { type: 'choice', instructions: '   ', criteria: { x: null, y: null } } } });
   const absent = await server.post('/v1/systemone', { state, questions: { q: { type: 'choice', criteria: { x: null, y: null } } } });
   const named = await server.post('/v1/systemone', { state, questions: { q: { type: 'choice', instructions: 'Which option fits the text best?', criteria: { x: null, y: null } } } });
-  expect(blank.body.answers).toEqual(absent.body.answers);
-  expect(absent.body.answers).toEqual(named.body.answers);
+  expectSameAnswers(blank.body.answers, absent.body.answers);
+  expectSameAnswers(absent.body.answers, named.body.answers);
 });
 
 test('noul criteria are used in the prompt', async () => {

@@ -78,7 +78,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
  public:
   static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     auto cls = DefineClass(env, "NativeEngine",
-                           {InstanceMethod("load", &NativeEngine::Load), InstanceMethod("answer", &NativeEngine::Answer),
+                           {InstanceMethod("load", &NativeEngine::Load), InstanceMethod("answerBatch", &NativeEngine::AnswerBatch),
                             InstanceMethod("logitsAll", &NativeEngine::LogitsAll), InstanceMethod("gemmRate", &NativeEngine::GemmRate),
                             InstanceMethod("readoutTiming", &NativeEngine::ReadoutTiming), InstanceMethod("close", &NativeEngine::Close),
                             InstanceMethod("registerBoundary", &NativeEngine::RegisterBoundary),
@@ -177,17 +177,16 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     return *engine_;
   }
 
-  Napi::Value Answer(const Napi::CallbackInfo& info) {
-    auto env = info.Env();
-    if (!info[0].IsObject()) throw_bad_argument(env, "answer(request) needs a request object");
-    auto o = info[0].As<Napi::Object>();
+  static tq::AnswerRequest parse_request(Napi::Env env, const Napi::Value& v, const std::string& where) {
+    if (!v.IsObject()) throw_bad_argument(env, where + " must be a request object");
+    auto o = v.As<Napi::Object>();
     tq::AnswerRequest req;
-    req.state = int_list(env, o.Get("state"), "state");
+    req.state = int_list(env, o.Get("state"), where + "state");
     req.want_hidden = o.Get("wantHidden").ToBoolean();
-    if (!o.Get("questions").IsArray()) throw_bad_argument(env, "questions must be an array");
+    if (!o.Get("questions").IsArray()) throw_bad_argument(env, where + "questions must be an array");
     auto qs = o.Get("questions").As<Napi::Array>();
     for (uint32_t i = 0; i < qs.Length(); ++i) {
-      const std::string name = "questions[" + std::to_string(i) + "]";
+      const std::string name = where + "questions[" + std::to_string(i) + "]";
       Napi::Value qv = qs.Get(i);
       if (!qv.IsObject()) throw_bad_argument(env, name + " must be an object");
       auto q = qv.As<Napi::Object>();
@@ -197,27 +196,44 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
       spec.readout_index = int_option(q, "readoutIndex", -1);
       req.questions.push_back(std::move(spec));
     }
-    return schedule<tq::AnswerResult>(
-        env, [this, req] { return loaded().answer(req); },
-        [](Napi::Env env, tq::AnswerResult& r) -> Napi::Value {
-          auto out = Napi::Object::New(env);
-          auto answers = Napi::Array::New(env, r.answers.size());
-          for (size_t i = 0; i < r.answers.size(); ++i) {
-            auto a = Napi::Object::New(env);
-            a.Set("labelLogits", float_array(env, r.answers[i].label_logits.data(), r.answers[i].label_logits.size()));
-            if (!r.answers[i].hidden.empty()) a.Set("hidden", float_array(env, r.answers[i].hidden.data(), r.answers[i].hidden.size()));
-            answers.Set(static_cast<uint32_t>(i), a);
-          }
-          out.Set("answers", answers);
-          auto timing = Napi::Object::New(env);
-          timing.Set("stateMs", r.forward.state_ms);
-          timing.Set("questionsMs", r.forward.questions_ms);
-          timing.Set("readoutMs", r.readout_ms);
-          out.Set("timing", timing);
-          out.Set("stateTokens", static_cast<double>(r.state_tokens));
-          out.Set("cachedTokens", static_cast<double>(r.forward.cached_tokens));
-          out.Set("boundaryTicket", static_cast<double>(r.forward.boundary_ticket));
-          out.Set("questionTokens", static_cast<double>(r.question_tokens));
+    return req;
+  }
+
+  static Napi::Value result_to_js(Napi::Env env, const tq::AnswerResult& r) {
+    auto out = Napi::Object::New(env);
+    auto answers = Napi::Array::New(env, r.answers.size());
+    for (size_t i = 0; i < r.answers.size(); ++i) {
+      auto a = Napi::Object::New(env);
+      a.Set("labelLogits", float_array(env, r.answers[i].label_logits.data(), r.answers[i].label_logits.size()));
+      if (!r.answers[i].hidden.empty()) a.Set("hidden", float_array(env, r.answers[i].hidden.data(), r.answers[i].hidden.size()));
+      answers.Set(static_cast<uint32_t>(i), a);
+    }
+    out.Set("answers", answers);
+    auto timing = Napi::Object::New(env);
+    timing.Set("stateMs", r.state_ms);
+    timing.Set("questionsMs", r.questions_ms);
+    timing.Set("readoutMs", r.readout_ms);
+    out.Set("timing", timing);
+    out.Set("stateTokens", static_cast<double>(r.state_tokens));
+    out.Set("questionTokens", static_cast<double>(r.question_tokens));
+    out.Set("cachedTokens", static_cast<double>(r.cached_tokens));
+    out.Set("computedTokens", static_cast<double>(r.computed_tokens));
+    out.Set("boundaryTicket", static_cast<double>(r.boundary_ticket));
+    return out;
+  }
+
+  Napi::Value AnswerBatch(const Napi::CallbackInfo& info) {
+    auto env = info.Env();
+    if (!info[0].IsArray()) throw_bad_argument(env, "answerBatch(requests) needs an array of requests");
+    auto list = info[0].As<Napi::Array>();
+    std::vector<tq::AnswerRequest> reqs;
+    for (uint32_t i = 0; i < list.Length(); ++i)
+      reqs.push_back(parse_request(env, list.Get(i), list.Length() > 1 ? "requests[" + std::to_string(i) + "]." : ""));
+    return schedule<std::vector<tq::AnswerResult>>(
+        env, [this, reqs] { return loaded().answer_batch(reqs); },
+        [](Napi::Env env, std::vector<tq::AnswerResult>& results) -> Napi::Value {
+          auto out = Napi::Array::New(env, results.size());
+          for (size_t i = 0; i < results.size(); ++i) out.Set(static_cast<uint32_t>(i), result_to_js(env, results[i]));
           return out;
         });
   }

@@ -1,7 +1,7 @@
 // Masked multi-head attention of new queries over gathered keys, with GQA and
-// the one visibility rule of the engine: a query at (position p, segment s)
-// sees a key at (position p', segment s') when p' <= p, s' is the shared root
-// (0) or s itself, and p - p' is inside the sliding window if there is one.
+// the one visibility rule of the engine: a query at (position p, segment s,
+// whose state is segment r) sees a key at (position p', segment s') when
+// p' <= p, s' is s or r, and p - p' is inside the sliding window if any.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -11,7 +11,7 @@
 namespace tq {
 
 // [Tq, Tk] bool: true where query i may attend to key j.
-at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, const at::Tensor& k_pos,
+at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, const at::Tensor& q_root, const at::Tensor& k_pos,
                            const at::Tensor& k_seg, std::optional<int64_t> window);
 
 // How a step's queries are cut into chunks, which keys each chunk reads, and
@@ -32,7 +32,7 @@ struct AttentionPlan {
 };
 
 struct QueryLayout {
-  at::Tensor positions, segments;  // [Tq] int64
+  at::Tensor positions, segments, roots;  // [Tq] int64
   std::vector<int64_t> key_end;    // per query: 1 + index of its own key; non-decreasing
 };
 

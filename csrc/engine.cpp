@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "errors.h"
 #include "native_model.h"
@@ -72,53 +73,95 @@ void Engine::check_tokens(const std::vector<int64_t>& ids, const std::string& wh
                                                ", outside the vocabulary [0, " + std::to_string(model_->vocab_size()) + ")");
 }
 
-AnswerResult Engine::answer(const AnswerRequest& req) {
-  if (req.questions.empty()) throw EngineError(code::kBadRequest, "a request needs at least one question");
-  check_tokens(req.state, "state");
-  PackedTokens packed;
-  packed.ids = req.state;
-  packed.segment_lengths.push_back(static_cast<int64_t>(req.state.size()));
-  AnswerResult result;
-  result.state_tokens = static_cast<int64_t>(req.state.size());
+void Engine::check_request(const AnswerRequest& req, const std::string& where) const {
+  if (req.questions.empty()) throw EngineError(code::kBadRequest, where + "a request needs at least one question");
+  check_tokens(req.state, where + "state");
+  const int64_t state_len = static_cast<int64_t>(req.state.size());
   for (size_t qi = 0; qi < req.questions.size(); ++qi) {
     const auto& q = req.questions[qi];
-    const std::string name = "question " + std::to_string(qi);
+    const std::string name = where + "question " + std::to_string(qi);
     const int64_t len = static_cast<int64_t>(q.tokens.size());
     if (len == 0) throw EngineError(code::kBadRequest, name + " has no tokens");
-    const int64_t prompt = result.state_tokens + len;
+    const int64_t prompt = state_len + len;
     if (prompt > options_.context_limit)
       throw EngineError(code::kContextOverflow,
-                        "the rendered prompt of " + name + " is " + std::to_string(prompt) +
-                            " tokens, longer than the context of " + std::to_string(options_.context_limit) + " tokens",
+                        "the rendered prompt of " + name + " is " + std::to_string(prompt) + " tokens, longer than the context of " +
+                            std::to_string(options_.context_limit) + " tokens",
                         {{"promptTokens", prompt}, {"contextLimit", options_.context_limit}, {"question", static_cast<int64_t>(qi)}});
     check_tokens(q.tokens, name);
     if (q.label_ids.empty()) throw EngineError(code::kBadRequest, name + " has no label ids");
     check_tokens(q.label_ids, name + " label");
     const int64_t at = q.readout_index < 0 ? len - 1 : q.readout_index;
     if (at >= len) throw EngineError(code::kBadRequest, name + " readout index " + std::to_string(at) + " is past its " + std::to_string(len) + " tokens");
-    packed.output_rows.push_back(static_cast<int64_t>(packed.ids.size()) + at);
-    packed.ids.insert(packed.ids.end(), q.tokens.begin(), q.tokens.end());
-    packed.segment_lengths.push_back(len);
-    result.question_tokens += len;
   }
+}
 
-  auto hidden = model_->final_hidden(packed, result.forward);
-  auto t0 = std::chrono::steady_clock::now();
-  for (size_t qi = 0; qi < req.questions.size(); ++qi) {
-    const auto& labels = req.questions[qi].label_ids;
-    auto ids = at::tensor(at::ArrayRef<int64_t>(labels), at::TensorOptions().dtype(at::kLong));
-    auto h = hidden[static_cast<int64_t>(qi)];
-    auto logits = label_logits(h, model_->lm_head(), ids).contiguous();
-    QuestionAnswer a;
-    a.label_logits.assign(logits.data_ptr<float>(), logits.data_ptr<float>() + logits.numel());
-    if (req.want_hidden) {
-      auto hc = h.contiguous();
-      a.hidden.assign(hc.data_ptr<float>(), hc.data_ptr<float>() + hc.numel());
-    }
-    result.answers.push_back(std::move(a));
+std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>& reqs) {
+  if (reqs.empty()) throw EngineError(code::kBadRequest, "a batch needs at least one request");
+  for (size_t r = 0; r < reqs.size(); ++r) check_request(reqs[r], reqs.size() > 1 ? "request " + std::to_string(r) + ": " : "");
+
+  // Pack each distinct state once, followed by the questions of every request that has it.
+  std::vector<const std::vector<int64_t>*> states;  // in first-seen order
+  std::vector<size_t> state_of(reqs.size());
+  std::map<std::vector<int64_t>, size_t> index;
+  for (size_t r = 0; r < reqs.size(); ++r) {
+    auto [it, fresh] = index.emplace(reqs[r].state, states.size());
+    if (fresh) states.push_back(&reqs[r].state);
+    state_of[r] = it->second;
   }
-  result.readout_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  return result;
+  PackedTokens packed;
+  std::vector<std::vector<int64_t>> rows(reqs.size());  // per request, its questions' readout rows
+  for (size_t k = 0; k < states.size(); ++k) {
+    const int64_t root = static_cast<int64_t>(packed.segment_lengths.size());
+    packed.add_segment(*states[k], -1);
+    for (size_t r = 0; r < reqs.size(); ++r) {
+      if (state_of[r] != k) continue;
+      for (const auto& q : reqs[r].questions) {
+        const int64_t len = static_cast<int64_t>(q.tokens.size());
+        rows[r].push_back(static_cast<int64_t>(packed.ids.size()) + (q.readout_index < 0 ? len - 1 : q.readout_index));
+        packed.add_segment(q.tokens, root);
+      }
+    }
+  }
+  for (const auto& rr : rows) packed.output_rows.insert(packed.output_rows.end(), rr.begin(), rr.end());
+
+  ForwardInfo info;
+  auto hidden = model_->final_hidden(packed, info);
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<AnswerResult> results(reqs.size());
+  std::vector<char> ticket_given(info.boundary_tickets.size(), 0);
+  int64_t row = 0;
+  for (size_t r = 0; r < reqs.size(); ++r) {
+    AnswerResult& res = results[r];
+    res.state_tokens = static_cast<int64_t>(reqs[r].state.size());
+    const size_t k = state_of[r];  // ForwardInfo lists states in packing order
+    res.cached_tokens = info.cached_tokens.at(k);
+    if (!ticket_given[k]) {
+      res.boundary_ticket = info.boundary_tickets.at(k);
+      ticket_given[k] = 1;
+    }
+    for (const auto& q : reqs[r].questions) {
+      res.question_tokens += static_cast<int64_t>(q.tokens.size());
+      auto ids = at::tensor(at::ArrayRef<int64_t>(q.label_ids), at::TensorOptions().dtype(at::kLong));
+      auto h = hidden[row++];
+      auto logits = label_logits(h, model_->lm_head(), ids).contiguous();
+      QuestionAnswer a;
+      a.label_logits.assign(logits.data_ptr<float>(), logits.data_ptr<float>() + logits.numel());
+      if (reqs[r].want_hidden) {
+        auto hc = h.contiguous();
+        a.hidden.assign(hc.data_ptr<float>(), hc.data_ptr<float>() + hc.numel());
+      }
+      res.answers.push_back(std::move(a));
+    }
+  }
+  const double readout_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (auto& res : results) {
+    res.state_ms = info.state_ms;
+    res.questions_ms = info.questions_ms;
+    res.readout_ms = readout_ms;
+    res.computed_tokens = info.computed_tokens;
+  }
+  return results;
 }
 
 CacheStats Engine::cache_stats() const {
@@ -137,7 +180,9 @@ at::Tensor Engine::logits_all(const std::vector<int64_t>& tokens) {
   if (static_cast<int64_t>(tokens.size()) * model_->vocab_size() > (int64_t{1} << 28))
     throw EngineError(code::kBadRequest, "logitsAll of " + std::to_string(tokens.size()) + " tokens x " +
                                              std::to_string(model_->vocab_size()) + " vocabulary exceeds 2^28 logits");
-  PackedTokens packed{tokens, {static_cast<int64_t>(tokens.size())}, {}, /*use_prefix_cache=*/false};
+  PackedTokens packed;
+  packed.add_segment(tokens, -1);
+  packed.use_prefix_cache = false;
   for (size_t i = 0; i < tokens.size(); ++i) packed.output_rows.push_back(static_cast<int64_t>(i));
   ForwardInfo info;
   return full_logits(model_->final_hidden(packed, info), model_->lm_head()).contiguous();

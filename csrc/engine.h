@@ -44,9 +44,11 @@ struct QuestionAnswer {
 
 struct AnswerResult {
   std::vector<QuestionAnswer> answers;
-  ForwardInfo forward;
-  double readout_ms = 0;
+  double state_ms = 0, questions_ms = 0, readout_ms = 0;  // of the whole call (a batch shares them)
   int64_t state_tokens = 0, question_tokens = 0;
+  int64_t cached_tokens = 0;     // state tokens that came from the prefix cache
+  int64_t computed_tokens = 0;   // tokens the whole call computed (a batch shares it)
+  int64_t boundary_ticket = -1;  // the state's boundary awaiting register_boundary, or -1
 };
 
 struct EngineInfo {
@@ -59,7 +61,9 @@ struct EngineInfo {
 class Engine {
  public:
   explicit Engine(const EngineOptions& options);
-  AnswerResult answer(const AnswerRequest& request);
+  // Answers several requests in one forward pass. Requests with identical states share
+  // one computation of the state; nothing else crosses between requests.
+  std::vector<AnswerResult> answer_batch(const std::vector<AnswerRequest>& requests);
   // Full-vocabulary logits at every position of one sequence, [T, vocab] fp32 (reference checks).
   at::Tensor logits_all(const std::vector<int64_t>& tokens);
   // Enters a state boundary left pending by answer() into the prefix cache; false when it was dropped.
@@ -70,6 +74,7 @@ class Engine {
 
  private:
   void check_tokens(const std::vector<int64_t>& ids, const std::string& what) const;
+  void check_request(const AnswerRequest& request, const std::string& name) const;
   EngineOptions options_;
   std::unique_ptr<HiddenStateModel> model_;
   EngineInfo info_;

@@ -33,96 +33,101 @@ NativeModel::NativeModel(const std::string& dir, const NativeModelOptions& optio
 
 at::Tensor NativeModel::final_hidden(const PackedTokens& packed, ForwardInfo& info) {
   const auto& lens = packed.segment_lengths;
+  const size_t n_seg = lens.size();
   const int64_t n = static_cast<int64_t>(packed.ids.size());
-  // Block tables: the state's (starting with what the prefix cache holds), then one per question.
-  const std::vector<int64_t> state_tokens(packed.ids.begin(), packed.ids.begin() + lens[0]);
-  std::unique_ptr<Sequence> state_seq;
-  std::vector<std::unique_ptr<Sequence>> questions;
+  std::vector<int64_t> seg_start(n_seg);
+  for (size_t s = 0, offset = 0; s < n_seg; offset += lens[s], ++s) seg_start[s] = static_cast<int64_t>(offset);
+  auto tokens_of = [&](size_t s) {
+    return std::vector<int64_t>(packed.ids.begin() + seg_start[s], packed.ids.begin() + seg_start[s] + lens[s]);
+  };
+  const bool caching = options_.prefix_cache && packed.use_prefix_cache;
+
+  // Block tables: each state's (starting with what the prefix cache holds) and each question's.
+  std::vector<std::unique_ptr<Sequence>> seqs(n_seg);
   for (int attempt = 0;; ++attempt) {
     try {
-      auto cached = options_.prefix_cache && packed.use_prefix_cache ? cache_->pool().match(state_tokens) : BlockPool::Match{};
-      state_seq = std::make_unique<Sequence>(*cache_, lens[0], std::move(cached));
-      for (size_t s = 1; s < lens.size(); ++s) questions.push_back(std::make_unique<Sequence>(*cache_, lens[s]));
+      for (size_t s = 0; s < n_seg; ++s) {
+        auto cached = caching && packed.is_root(s) ? cache_->pool().match(tokens_of(s)) : BlockPool::Match{};
+        seqs[s] = std::make_unique<Sequence>(*cache_, lens[s], std::move(cached));
+      }
       break;
     } catch (const EngineError& e) {
-      questions.clear();
-      state_seq.reset();
+      for (auto& q : seqs) q.reset();
       // Under memory pressure, boundaries waiting for registration give way first.
       if (e.code() != code::kCacheCapacity || attempt > 0 || drop_pending_boundaries() == 0) throw;
     }
   }
-  const Sequence& state = *state_seq;
-  const int64_t cached = state.cached_tokens();
-  info.cached_tokens = cached;
 
-  std::vector<int64_t> slots, segment_start;
-  slots.reserve(n);
-  for (int64_t i = 0; i < lens[0]; ++i) slots.push_back(state.slot(i));
-  for (auto& q : questions)
-    for (int64_t i = 0; i < q->length(); ++i) slots.push_back(q->slot(i));
-  int64_t offset = 0;
-  for (auto len : lens) {
-    segment_start.push_back(offset);
-    offset += len;
+  // Per flat token: its slot; and the tokens to compute (cached state prefixes are skipped;
+  // the readout positions are in the questions, always computed).
+  std::vector<int64_t> slots(n), compute;
+  for (size_t s = 0; s < n_seg; ++s) {
+    for (int64_t i = 0; i < lens[s]; ++i) slots[seg_start[s] + i] = seqs[s]->slot(i);
+    for (int64_t i = seqs[s]->cached_tokens(); i < lens[s]; ++i) compute.push_back(seg_start[s] + i);
   }
   const auto segments = packed.segments();
   auto all_ids = long_tensor(packed.ids), all_pos = long_tensor(packed.positions()), all_seg = long_tensor(segments),
-       all_slots = long_tensor(slots);
+       all_root = long_tensor(packed.roots()), all_slots = long_tensor(slots);
+  std::vector<int64_t> out_of_row(n, -1);
+  for (size_t r = 0; r < packed.output_rows.size(); ++r) out_of_row[packed.output_rows[r]] = static_cast<int64_t>(r);
 
   auto out = at::empty({static_cast<int64_t>(packed.output_rows.size()), hidden_size()}, at::kFloat);
-  // Steps of at most max_step_tokens over the flat list. The last state chunk
-  // and the questions share a step when they fit: a separate step for a few
-  // question tokens would read every weight once more (~0.1 s on a 0.5B model).
-  std::vector<std::pair<int64_t, int64_t>> steps;
-  // Cached state tokens are not computed again; the readout positions are in the questions, always computed.
-  for (int64_t a = cached; a < n; a += options_.max_step_tokens) steps.push_back({a, std::min(n, a + options_.max_step_tokens)});
-
-  for (auto [a, b] : steps) {
+  const int64_t n_compute = static_cast<int64_t>(compute.size());
+  info.computed_tokens = n_compute;
+  for (int64_t a = 0; a < n_compute; a += options_.max_step_tokens) {
+    const int64_t b = std::min(n_compute, a + options_.max_step_tokens);
     auto t0 = std::chrono::steady_clock::now();
-    // Keys: the state up to the step's end, and each question present in the step up to the step's end.
-    std::vector<int64_t> keys;
-    for (int64_t i = 0; i < std::min(b, lens[0]); ++i) keys.push_back(i);
-    if (b > lens[0]) {
-      for (int64_t s = std::max<int64_t>(1, segments[a]); s <= segments[b - 1]; ++s)
-        for (int64_t i = segment_start[s]; i < std::min(b, segment_start[s] + lens[s]); ++i) keys.push_back(i);
+    const std::vector<int64_t> queries(compute.begin() + a, compute.begin() + b);
+    const int64_t last = queries.back();
+    // Keys: the tokens up to the step's last query of every segment a query is in, and of their states.
+    std::vector<char> wanted(n_seg, 0);
+    int64_t state_queries = 0;
+    for (auto q : queries) {
+      wanted[segments[q]] = wanted[packed.segment_roots[segments[q]]] = 1;
+      state_queries += packed.is_root(segments[q]);
     }
-    std::vector<int64_t> local_rows, out_index, key_end(b - a);
-    for (size_t j = 0; j < keys.size(); ++j)
-      if (keys[j] >= a) key_end[keys[j] - a] = static_cast<int64_t>(j) + 1;
-    for (size_t r = 0; r < packed.output_rows.size(); ++r) {
-      const int64_t row = packed.output_rows[r];
-      if (row >= a && row < b) {
-        local_rows.push_back(row - a);
-        out_index.push_back(static_cast<int64_t>(r));
+    std::vector<int64_t> keys, key_end(queries.size());
+    for (size_t s = 0; s < n_seg; ++s)
+      if (wanted[s])
+        for (int64_t i = seg_start[s]; i < std::min(last + 1, seg_start[s] + lens[s]); ++i) keys.push_back(i);
+    std::vector<int64_t> local_rows, out_index;
+    for (size_t j = 0, qi = 0; j < keys.size() && qi < queries.size(); ++j)
+      if (keys[j] == queries[qi]) key_end[qi++] = static_cast<int64_t>(j) + 1;
+    for (size_t qi = 0; qi < queries.size(); ++qi)
+      if (out_of_row[queries[qi]] >= 0) {
+        local_rows.push_back(static_cast<int64_t>(qi));
+        out_index.push_back(out_of_row[queries[qi]]);
       }
-    }
-    auto key_index = long_tensor(keys);
-    StepBatch step{all_ids.slice(0, a, b),
-                   all_pos.slice(0, a, b),
-                   all_seg.slice(0, a, b),
-                   all_slots.slice(0, a, b),
-                   key_end,
-                   all_slots.index_select(0, key_index),
-                   all_pos.index_select(0, key_index),
-                   all_seg.index_select(0, key_index),
+    auto q_index = long_tensor(queries), key_index = long_tensor(keys);
+    StepBatch step{all_ids.index_select(0, q_index),   all_pos.index_select(0, q_index),   all_seg.index_select(0, q_index),
+                   all_root.index_select(0, q_index),  all_slots.index_select(0, q_index), key_end,
+                   all_slots.index_select(0, key_index), all_pos.index_select(0, key_index), all_seg.index_select(0, key_index),
                    local_rows};
     auto hidden = transformer_->forward(step, *cache_);
     if (!out_index.empty()) out.index_copy_(0, long_tensor(out_index), hidden);
     // A step holding both is attributed by token count.
-    const double ms = ms_since(t0), state_share = static_cast<double>(std::max<int64_t>(0, std::min(b, lens[0]) - a)) / (b - a);
+    const double ms = ms_since(t0), state_share = static_cast<double>(state_queries) / static_cast<double>(queries.size());
     info.state_ms += ms * state_share;
     info.questions_ms += ms * (1 - state_share);
   }
-  if (options_.prefix_cache && packed.use_prefix_cache) {
-    const bool now = options_.boundary == BoundaryRegistration::Before;
-    cache_->pool().register_prefix(state.blocks(), state_tokens, /*include_partial=*/now);
-    if (!now && lens[0] % options_.block_size != 0) {
-      // Hold the blocks until the server registers the boundary after its response.
-      PendingBoundary p{state.blocks(), state_tokens};
-      cache_->pool().retain(p.blocks);
-      info.boundary_ticket = next_ticket_++;
-      pending_.emplace(info.boundary_ticket, std::move(p));
+
+  for (size_t s = 0; s < n_seg; ++s) {
+    if (!packed.is_root(s)) continue;
+    info.cached_tokens.push_back(seqs[s]->cached_tokens());
+    int64_t ticket = -1;
+    if (caching) {
+      const bool now = options_.boundary == BoundaryRegistration::Before;
+      const auto tokens = tokens_of(s);
+      cache_->pool().register_prefix(seqs[s]->blocks(), tokens, /*include_partial=*/now);
+      if (!now && lens[s] % options_.block_size != 0) {
+        // Hold the blocks until the server registers the boundary after its response.
+        PendingBoundary p{seqs[s]->blocks(), tokens};
+        cache_->pool().retain(p.blocks);
+        ticket = next_ticket_++;
+        pending_.emplace(ticket, std::move(p));
+      }
     }
+    info.boundary_tickets.push_back(ticket);
   }
   return out;
 }

@@ -31,12 +31,19 @@ at::Tensor ScriptedModel::final_hidden(const PackedTokens& packed, ForwardInfo& 
   auto ids = at::tensor(at::ArrayRef<int64_t>(packed.ids), opts);
   auto pos = at::tensor(at::ArrayRef<int64_t>(packed.positions()), opts);
   auto seg = at::tensor(at::ArrayRef<int64_t>(packed.segments()), opts);
-  auto mask = visibility_mask(pos, seg, pos, seg, std::nullopt);
+  auto root = at::tensor(at::ArrayRef<int64_t>(packed.roots()), opts);
+  auto mask = visibility_mask(pos, seg, root, pos, seg, std::nullopt);
   auto hidden = module_->forward({ids, pos, mask}).toTensor();
   if (hidden.dim() != 2 || hidden.size(0) != ids.size(0) || hidden.size(1) != hidden_size())
     throw EngineError(code::kTensorShape, "TorchScript forward must return [tokens, hidden]");
   auto rows = at::tensor(at::ArrayRef<int64_t>(packed.output_rows), opts);
+  times.computed_tokens = static_cast<int64_t>(packed.ids.size());
   times.state_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t s = 0; s < packed.segment_lengths.size(); ++s)
+    if (packed.is_root(s)) {
+      times.cached_tokens.push_back(0);
+      times.boundary_tickets.push_back(-1);
+    }
   return hidden.index_select(0, rows).to(at::kFloat);
 }
 

@@ -24,7 +24,7 @@ test('node-gyp builds the addon from binding.gyp and it answers like the cmake-j
     const gyp = new addon.NativeEngine();
     const request = { state: [1, 2, 3, 4, 5], questions: [{ tokens: [6, 7], labelIds: [8, 9, 10] }] };
     await gyp.load({ path: tinyModel('tiny-mistral') });
-    const viaGyp = await gyp.answer(request);
+    const [viaGyp] = await gyp.answerBatch([request]);
     await gyp.close();
     const cmake = await Engine.open({ path: tinyModel('tiny-mistral') });
     const viaCmake = await cmake.answer(request);

@@ -44,8 +44,10 @@ test('the second question about a state hits every state token once its boundary
 });
 
 test('a request that arrives while a boundary registration is queued says it waited behind it', async () => {
-  // A, then B and C while A runs: A's registration goes behind them (deferred). D, sent when B is
-  // answered, arrives while C runs with the registration still queued: it waits behind it.
+  // Without merging (so the order is deterministic): A, then B and C while A runs: A's registration
+  // goes behind them (deferred). D, sent when B is answered, arrives while C runs with the
+  // registrations still queued: it waits behind them.
+  const server = await startServer(['--batch-tokens', '0']);
   const post = (seed: number) => server.post('/v1/systemone', { state: longState(seed, 150), questions: { q: { type: 'noul' } } });
   const h0 = (await server.get('/health')).body.cache.state_boundary;
   const a = post(100);
@@ -60,4 +62,5 @@ test('a request that arrives while a boundary registration is queued says it wai
   expect(d.headers.get('x-service-wait-behind')).toBe('registration');
   const e = await post(100);
   expect(e.headers.get('x-service-wait-behind')).toBeNull();
+  await server.stop();
 });

@@ -20,6 +20,8 @@ export interface EngineReply {
     waitMs: number;
     /** A state-boundary registration was queued or running when the request arrived. */
     waitedBehindRegistration: boolean;
+    /** Requests merged into the forward pass that answered this one (1: alone). */
+    batchSize?: number;
   };
 }
 

@@ -15,8 +15,12 @@ export class Engine {
     }
   }
 
-  answer(request: NativeAnswerRequest): Promise<NativeAnswerResult> {
-    return this.native.answer(request);
+  async answer(request: NativeAnswerRequest): Promise<NativeAnswerResult> {
+    return (await this.native.answerBatch([request]))[0];
+  }
+
+  answerBatch(requests: NativeAnswerRequest[]): Promise<NativeAnswerResult[]> {
+    return this.native.answerBatch(requests);
   }
 
   /** Full-vocabulary logits per position as rows, for reference checks. */

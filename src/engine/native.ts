@@ -73,6 +73,8 @@ export interface NativeAnswerResult {
   questionTokens: number;
   /** State tokens that came from the prefix cache (not computed). */
   cachedTokens: number;
+  /** Tokens the whole call computed (shared by the requests of a batch). */
+  computedTokens: number;
   /** A state boundary waiting for registerBoundary(ticket), or -1. */
   boundaryTicket: number;
 }
@@ -91,7 +93,11 @@ export interface NativeCacheStats {
 
 export interface NativeEngine {
   load(options: NativeLoadOptions): Promise<NativeEngineInfo>;
-  answer(request: NativeAnswerRequest): Promise<NativeAnswerResult>;
+  /**
+   * Answers the requests in one forward pass (a batch). Requests with identical states share one
+   * computation of the state. Timings are those of the whole call. Validation is all or nothing.
+   */
+  answerBatch(requests: NativeAnswerRequest[]): Promise<NativeAnswerResult[]>;
   /** Full-vocabulary logits at every position, row-major [tokens, vocabSize]. For reference checks. */
   logitsAll(tokens: TokenIds): Promise<{ logits: Float32Array; vocabSize: number }>;
   gemmRate(options: { m: number; k: number; n: number; dtype: Dtype; iterations?: number }): Promise<{ gflops: number; ms: number }>;

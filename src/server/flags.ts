@@ -31,6 +31,7 @@ export const flagDefs: FlagDef[] = [
   { name: 'prefix-cache', kind: 'choice', choices: ['on', 'off'], default: 'on', help: 'reuse the KV of state prefixes across requests' },
   { name: 'register-boundary', kind: 'choice', choices: ['after', 'before'], default: 'after', help: "when a state's partial last block enters the prefix cache: after the response is sent, or before the question is computed" },
   { name: 'cache-mib', kind: 'number', default: 0, help: 'KV cache memory budget in MiB (0: room for twice the 32,768-token context); the least recently used prefixes are evicted to stay within it' },
+  { name: 'batch-tokens', kind: 'number', default: 16384, help: 'requests that queue while the engine is busy are merged into one forward pass up to this many tokens (0: no merging)' },
   { name: 'debug-readout', kind: 'boolean', default: false, help: 'honour the x-service-debug request header (raw readout in responses)' },
   { name: 'exit-grace-ms', kind: 'number', default: 1000, help: 'after the engine dies, answer 503 this long, then exit with code 70' },
 ];

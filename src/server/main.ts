@@ -49,7 +49,7 @@ async function main() {
     registerBoundary: flags['register-boundary'] as 'after' | 'before',
     cacheMiB: flags['cache-mib'] as number,
   };
-  const engine = await EngineClient.start(load, (reason) => {
+  const engine = await EngineClient.start({ load, batchTokens: flags['batch-tokens'] as number }, (reason) => {
     log(`${reason}: answering 503 and exiting with code ${ENGINE_DEAD_EXIT}`);
     if (service) service.deadReason = reason;
     setTimeout(() => process.exit(ENGINE_DEAD_EXIT), flags['exit-grace-ms'] as number);

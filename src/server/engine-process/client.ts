@@ -5,8 +5,8 @@
 import { ChildProcess, fork } from 'child_process';
 import * as path from 'path';
 import { EngineCall, EngineLike, EngineReply } from '../../answering/engine-like';
-import { NativeEngineInfo, NativeLoadOptions } from '../../engine/native';
-import { CacheReport, HostMessage, WireError } from './protocol';
+import { NativeEngineInfo } from '../../engine/native';
+import { CacheReport, HostArgs, HostMessage, WireError } from './protocol';
 
 export class EngineCallError extends Error {
   constructor(readonly wire: WireError) {
@@ -28,9 +28,9 @@ export class EngineClient implements EngineLike {
   }
 
   /** Starts the engine process and waits until the model is loaded. */
-  static start(load: NativeLoadOptions, onDeath: (reason: string) => void): Promise<EngineClient> {
+  static start(args: HostArgs, onDeath: (reason: string) => void): Promise<EngineClient> {
     const host = path.join(__dirname, 'host.ts');
-    const child = fork(host, [JSON.stringify({ load })], {
+    const child = fork(host, [JSON.stringify(args)], {
       serialization: 'advanced',
       execArgv: ['-r', 'ts-node/register/transpile-only'],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

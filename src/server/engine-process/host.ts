@@ -1,6 +1,8 @@
 /**
  * The engine process: loads the model and runs the server's calls in arrival
- * order, reporting how long each waited. With --register-boundary after, a
+ * order, reporting how long each waited. Calls that queue up while the engine
+ * is busy are merged into one forward pass, up to --batch-tokens tokens
+ * (requests with the same state share its computation). With --register-boundary after, a
  * reply's state boundary is registered right after the reply is sent: next in
  * line when nothing else is waiting, else behind the waiting requests
  * (deferred), so they never wait behind it. A request that arrives while a
@@ -30,7 +32,7 @@ class Host {
   private running?: Job;
   readonly boundaries: BoundaryCounters = { pending: 0, deferred: 0, registered: 0, dropped: 0, failed: 0 };
 
-  constructor(private engine: Engine) {}
+  constructor(private engine: Engine, private batchTokens: number) {}
 
   submit(m: ServerMessage) {
     if (m.kind === 'cache') this.queue.push({ kind: 'cache', id: m.id });
@@ -46,7 +48,7 @@ class Host {
     this.running = job;
     if (!job) return;
     try {
-      if (job.kind === 'answer') await this.answer(job);
+      if (job.kind === 'answer') await this.answer([job, ...this.takeBatch(job)]);
       else if (job.kind === 'register') await this.register(job.ticket);
       else send({ kind: 'cache', id: job.id, report: { stats: await this.engine.cacheStats(), boundaries: { ...this.boundaries } } });
     } finally {
@@ -54,32 +56,52 @@ class Host {
     }
   }
 
-  private async answer(job: Extract<Job, { kind: 'answer' }>) {
+  /** Further queued answer calls that fit in the batch with `first`. */
+  private takeBatch(first: Extract<Job, { kind: 'answer' }>): Extract<Job, { kind: 'answer' }>[] {
+    const size = (j: Extract<Job, { kind: 'answer' }>) => j.call.state.length + j.call.questions.reduce((s, q) => s + q.tokens.length, 0);
+    let tokens = size(first);
+    const batch: Extract<Job, { kind: 'answer' }>[] = [];
+    while (this.queue[0]?.kind === 'answer' && tokens + size(this.queue[0]) <= this.batchTokens) {
+      const next = this.queue.shift() as Extract<Job, { kind: 'answer' }>;
+      tokens += size(next);
+      batch.push(next);
+    }
+    return batch;
+  }
+
+  private async answer(jobs: Extract<Job, { kind: 'answer' }>[]) {
     const started = performance.now();
+    let results;
     try {
-      const r = await this.engine.answer(job.call);
-      const engineMs = performance.now() - started;
+      results = await this.engine.answerBatch(jobs.map((j) => j.call));
+    } catch (e) {
+      if (jobs.length === 1) return send({ kind: 'error', id: jobs[0].id, error: toWire(e) });
+      // One bad request fails a batch: answer each alone, so only it gets the error.
+      for (const j of jobs) await this.answer([j]);
+      return;
+    }
+    const engineMs = performance.now() - started;
+    jobs.forEach((job, i) => {
+      const r = results[i];
       send({
         kind: 'reply',
         id: job.id,
         reply: {
           answers: r.answers,
           cachedTokens: r.cachedTokens,
-          timing: { ...r.timing, engineMs, waitMs: started - job.arrived, waitedBehindRegistration: job.behindRegistration },
+          timing: { ...r.timing, engineMs, waitMs: started - job.arrived, waitedBehindRegistration: job.behindRegistration, batchSize: jobs.length },
         },
       });
-      if (r.boundaryTicket >= 0) {
-        const waiting = this.queue.some((j) => j.kind === 'answer');
-        if (waiting) {
-          this.boundaries.deferred++;
-          this.queue.push({ kind: 'register', ticket: r.boundaryTicket });
-        } else {
-          this.boundaries.pending++;
-          this.queue.unshift({ kind: 'register', ticket: r.boundaryTicket });
-        }
+    });
+    for (const r of results) {
+      if (r.boundaryTicket < 0) continue;
+      if (this.queue.some((j) => j.kind === 'answer')) {
+        this.boundaries.deferred++;
+        this.queue.push({ kind: 'register', ticket: r.boundaryTicket });
+      } else {
+        this.boundaries.pending++;
+        this.queue.unshift({ kind: 'register', ticket: r.boundaryTicket });
       }
-    } catch (e) {
-      send({ kind: 'error', id: job.id, error: toWire(e) });
     }
   }
 
@@ -102,7 +124,7 @@ async function main() {
     process.exit(1);
   }
   send({ kind: 'ready', info: engine.info });
-  const host = new Host(engine);
+  const host = new Host(engine, args.batchTokens);
   process.on('message', (m: ServerMessage) => host.submit(m));
   // The server going away ends the engine too.
   process.on('disconnect', () => process.exit(0));

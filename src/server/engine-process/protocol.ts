@@ -36,4 +36,6 @@ export interface WireError {
 
 export interface HostArgs {
   load: NativeLoadOptions;
+  /** Largest merged call, in tokens; a single larger request still runs alone. */
+  batchTokens: number;
 }

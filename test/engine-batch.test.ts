@@ -1,0 +1,69 @@
+/** Several requests in one forward pass answer exactly like each alone; identical states are computed once. */
+import { Engine } from '../src/engine/engine';
+import { NativeAnswerRequest } from '../src/engine/native';
+import { tinyModel } from './helpers/models';
+import { maxAbsDiff } from './helpers/reference';
+import { tokenizeTexts } from './helpers/tokens';
+
+const softmax = (x: Float32Array) => {
+  const m = Math.max(...x);
+  const e = Array.from(x, (v) => Math.exp(v - m));
+  const s = e.reduce((a, b) => a + b, 0);
+  return e.map((v) => v / s);
+};
+
+test.each(['tiny-qwen3', 'tiny-mistral'])('%s: a batch of requests with different and shared states equals each request alone (fp32, 1e-6)', async (name) => {
+  const dir = tinyModel(name);
+  const t = await tokenizeTexts(dir);
+  const other = t.state.slice(5).concat(t.state.slice(0, 5));
+  const requests: NativeAnswerRequest[] = [
+    { state: t.state, questions: [{ tokens: t.questions[0], labelIds: t.labels }] },
+    { state: other, questions: [{ tokens: t.questions[1], labelIds: t.labels }, { tokens: t.questions[2], labelIds: t.labels.slice(0, 3) }] },
+    { state: t.state, questions: [{ tokens: t.questions[3], labelIds: t.labels, readoutIndex: 2 }] },
+    { state: [], questions: [{ tokens: t.questions[0], labelIds: t.labels }] },
+  ];
+  const cold = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, prefixCache: false });
+  const batched = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, prefixCache: false, maxStepTokens: 64 });
+  try {
+    const alone: Awaited<ReturnType<Engine['answer']>>[] = [];
+    for (const r of requests) alone.push(await cold.answer(r));
+    const together = await batched.answerBatch(requests);
+    together.forEach((res, i) => {
+      expect(res.answers).toHaveLength(requests[i].questions.length);
+      res.answers.forEach((a, j) => expect(maxAbsDiff(softmax(a.labelLogits), softmax(alone[i].answers[j].labelLogits))).toBeLessThanOrEqual(1e-6));
+    });
+  } finally {
+    await cold.close();
+    await batched.close();
+  }
+});
+
+test('requests with the same state share one computation of it', async () => {
+  const dir = tinyModel('tiny-qwen3');
+  const t = await tokenizeTexts(dir);
+  const e = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, prefixCache: false });
+  try {
+    const same = await e.answerBatch(t.questions.map((q) => ({ state: t.state, questions: [{ tokens: q, labelIds: t.labels }] })));
+    const stats = await e.cacheStats();
+    expect(stats.lookups).toBe(0); // no prefix cache: the sharing is within the batch
+    expect(same).toHaveLength(4);
+    // The state once, then the four questions.
+    const questionTokens = t.questions.reduce((s, q) => s + q.length, 0);
+    expect(same.every((r) => r.computedTokens === t.state.length + questionTokens)).toBe(true);
+  } finally {
+    await e.close();
+  }
+});
+
+test('a bad request fails the batch with its index; the engine stays usable', async () => {
+  const e = await Engine.open({ path: tinyModel('tiny-qwen3'), dtype: 'fp32' });
+  try {
+    await expect(e.answerBatch([{ state: [1, 2], questions: [{ tokens: [3], labelIds: [4] }] }, { state: [1], questions: [{ tokens: [], labelIds: [4] }] }])).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('request 1: question 0 has no tokens'),
+    });
+    expect((await e.answerBatch([{ state: [1, 2], questions: [{ tokens: [3], labelIds: [4] }] }]))[0].answers).toHaveLength(1);
+  } finally {
+    await e.close();
+  }
+});

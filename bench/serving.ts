@@ -1,0 +1,142 @@
+/**
+ * Serving benchmark (not a test): `npm run bench:serving`. The real tqserve
+ * server (bf16, bench-llama, 2 threads) against llama.cpp on the same weights
+ * (GGUF) and the same prompt tokens (taken from tqserve's debug readout), in
+ * one run: a cold question on a 1,000-token state, 16 questions on one state,
+ * the state asked again (warm), 8 concurrent clients for 30 s, peak memory,
+ * and the agreement of both engines' label probabilities.
+ */
+import { execFileSync, spawn } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { writeLlamaGguf } from './peer/gguf';
+import { generateTestModel } from '../src/testmodels/generate';
+
+const root = path.resolve(__dirname, '..');
+const THREADS = Number(process.env.BENCH_THREADS ?? 2);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 30);
+const CLIENTS = 8;
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
+const softmax = (xs: number[]) => {
+  const m = Math.max(...xs);
+  const e = xs.map((x) => Math.exp(x - m));
+  const s = e.reduce((a, b) => a + b, 0);
+  return e.map((x) => x / s);
+};
+const maxDiff = (a: number[], b: number[]) => Math.max(...a.map((x, i) => Math.abs(x - b[i])));
+const peakMiB = (pid: number) => Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+
+// About 1,000 tokens of state; `variant` changes its first words so a new variant misses the cache.
+const paragraph =
+  'The committee reviewed the quarterly figures, noted that shipping costs had risen by a third, and asked the regional offices ' +
+  'to report any delays longer than two days before the next meeting, together with the names of the carriers involved. ';
+const stateText = (variant: number) => `Dossier ${variant}. ` + paragraph.repeat(20);
+const questionSet = Array.from({ length: 16 }, (_, i) =>
+  i % 2 === 0
+    ? { type: 'noul', instructions: `Does the text mention item ${i}: ${['costs', 'delays', 'carriers', 'meetings'][i % 4]}?` }
+    : { type: 'choice', instructions: `Question ${i}: what is the main topic?`, criteria: { costs: null, delays: null, carriers: null, staffing: null } },
+);
+const oneQuestion = (variant: number) => ({ state: stateText(variant), questions: { q: questionSet[1] } });
+
+async function startServer(): Promise<{ url: string; pid: number; stop: () => void }> {
+  const dir = generateTestModel('bench-llama');
+  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', 'src/server/main.ts', '--base', dir, '--dtype', 'bf16', '--threads', String(THREADS), '--port', '0', '--debug-readout'], { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  child.stderr!.on('data', (d) => (log += d));
+  const url = await new Promise<string>((resolve, reject) => {
+    const t = setInterval(() => {
+      const m = /on (http:\/\/[\d.]+:\d+)/.exec(log);
+      if (m) {
+        clearInterval(t);
+        resolve(m[1]);
+      }
+    }, 50);
+    child.on('exit', () => reject(new Error(log)));
+  });
+  return { url, pid: child.pid!, stop: () => child.kill() };
+}
+
+async function main() {
+  const dir = generateTestModel('bench-llama');
+  const gguf = writeLlamaGguf(dir);
+  const server = await startServer();
+  const post = async (body: unknown, debug = false) => {
+    const t0 = performance.now();
+    const res = await fetch(server.url + '/v1/systemone', { method: 'POST', headers: { 'content-type': 'application/json', ...(debug ? { 'x-service-debug': 'readout' } : {}) }, body: JSON.stringify(body) });
+    const json: any = await res.json();
+    if (res.status !== 200) throw new Error(JSON.stringify(json));
+    return { ms: performance.now() - t0, json, serverMs: Number(res.headers.get('x-service-server-ms')) };
+  };
+  const enginePid = ((await (await fetch(server.url + '/health')).json()) as any).base.engine_process.pid;
+
+  // Warm up the server (first-call allocations), on a state not used below.
+  await post(oneQuestion(999));
+  // Cold: a new state each time.
+  const cold = [];
+  for (let v = 0; v < 3; v++) cold.push(await post(oneQuestion(v), true));
+  const readout = cold[0].json.readout.q;
+  const stateTokens: number[] = readout.prompt_token_ids.slice(0, readout.state_token_count);
+  // Sixteen questions on one new state, in one request.
+  const sixteen = [];
+  for (let v = 10; v < 12; v++) sixteen.push(await post({ state: stateText(v), questions: Object.fromEntries(questionSet.map((q, i) => [`q${i}`, q])) }, true));
+  const sixteenReadout = Object.values<any>(sixteen[0].json.readout);
+  // Warm: the state of the first cold request again (its boundary was registered after that response).
+  const warm = [];
+  for (let i = 0; i < 5; i++) warm.push(await post(oneQuestion(0)));
+  // Concurrent clients, each with its own state, one question per request.
+  const clientReadouts = [];
+  for (let c = 0; c < CLIENTS; c++) clientReadouts.push((await post(oneQuestion(100 + c), true)).json.readout.q);
+  const latencies: number[] = [];
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async (_, c) => {
+      while (performance.now() - t0 < SECONDS * 1000) latencies.push((await post(oneQuestion(100 + c))).ms);
+    }),
+  );
+  const elapsed = (performance.now() - t0) / 1000;
+  const memory = { server: peakMiB(server.pid), engine: peakMiB(enginePid) };
+  server.stop();
+
+  // The peer, on the same tokens.
+  const input = {
+    gguf,
+    threads: THREADS,
+    state: stateTokens,
+    coldQuestion: readout.prompt_token_ids.slice(readout.state_token_count),
+    coldLabels: readout.label_token_ids,
+    sixteenState: sixteenReadout[0].prompt_token_ids.slice(0, sixteenReadout[0].state_token_count),
+    questions: sixteenReadout.map((r) => r.prompt_token_ids.slice(r.state_token_count)),
+    labels: sixteenReadout.map((r) => r.label_token_ids),
+    clientStates: clientReadouts.map((r) => r.prompt_token_ids.slice(0, r.state_token_count)),
+    concurrentSeconds: SECONDS,
+  };
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tq-bench-')), 'input.json');
+  fs.writeFileSync(file, JSON.stringify(input));
+  const peer = JSON.parse(execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', 'bench/peer/llamacpp-serving.ts', file], { cwd: root, encoding: 'utf8' }).trim().split('\n').pop()!);
+
+  const agreeCold = maxDiff(softmax(readout.label_logits), softmax(peer.coldLabels));
+  const agreeSixteen = Math.max(...sixteenReadout.map((r, i) => maxDiff(softmax(r.label_logits), softmax(peer.sixteenLabels[i]))));
+  const rows = [
+    ['one question, 1,000-token state, cold (ms)', median(cold.map((r) => r.ms)), peer.coldMs],
+    ['16 questions on one state (ms)', median(sixteen.map((r) => r.ms)), peer.sixteenMs],
+    ['the same state again, one question, warm (ms)', median(warm.map((r) => r.ms)), peer.warmMs],
+  ];
+  console.log(`# tqserve serving benchmark: bench-llama, bf16, ${THREADS} threads`);
+  console.log(`state ${stateTokens.length} tokens (16-question state ${input.sixteenState.length}); question ${input.coldQuestion.length} tokens; tqserve times are client-side over HTTP\n`);
+  console.log('| scenario | tqserve | llama.cpp | llama.cpp / tqserve |');
+  console.log('|---|---|---|---|');
+  for (const [name, ours, theirs] of rows) console.log(`| ${name} | ${(ours as number).toFixed(1)} | ${(theirs as number).toFixed(1)} | ${((theirs as number) / (ours as number)).toFixed(2)}x |`);
+  const ourRate = latencies.length / elapsed;
+  console.log(`| ${CLIENTS} clients x ${SECONDS} s: requests/s | ${ourRate.toFixed(2)} | ${peer.concurrent.perSecond.toFixed(2)} | ${(ourRate / peer.concurrent.perSecond).toFixed(2)}x (higher is better) |`);
+  console.log(`| ${CLIENTS} clients: p50 / p99 latency (ms) | ${quantile(latencies, 0.5).toFixed(0)} / ${quantile(latencies, 0.99).toFixed(0)} | ${peer.concurrent.p50.toFixed(0)} / ${peer.concurrent.p99.toFixed(0)} | ${(peer.concurrent.p50 / quantile(latencies, 0.5)).toFixed(2)}x / ${(peer.concurrent.p99 / quantile(latencies, 0.99)).toFixed(2)}x |`);
+  console.log(`| peak memory (MiB) | ${(memory.server + memory.engine).toFixed(0)} (server ${memory.server.toFixed(0)} + engine ${memory.engine.toFixed(0)}) | ${peer.peakMiB.toFixed(0)} | |`);
+  console.log(`\nlabel probabilities, max |Δp| tqserve vs llama.cpp: cold ${agreeCold.toExponential(1)}; 16 questions ${agreeSixteen.toExponential(1)}`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

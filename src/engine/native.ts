@@ -138,17 +138,19 @@ const projectRoot = path.resolve(__dirname, '..', '..');
 const candidates = ['build/tqserve_engine.node', 'build/Release/tqserve_engine.node'];
 
 /**
- * libgomp threads spin ~300k iterations after each parallel region by default;
- * on a 2-core machine that spinning starves OpenBLAS's own threads (fp32
- * matmuls), which measured 2x slower prefill. A short spin keeps oneDNN's bf16
- * path fast and fixes fp32. libgomp reads this when the addon is loaded, so it
- * is set here, before the require; a value set by the user wins.
+ * libgomp threads spin ~300k iterations after each parallel region by default.
+ * With fp32, whose matmuls run on OpenBLAS's own threads, that spinning starves
+ * them on 2 cores: prefill measured 2x slower; a short spin fixes it. With bf16
+ * (oneDNN, on libgomp's threads) the default spin is faster, most for short
+ * steps (a warm question: ~20% faster). libgomp reads this when the addon is
+ * loaded, so it is chosen here for the first engine's dtype; a value set by
+ * the user wins.
  */
-const defaultSpinCount = '1000';
+const fp32SpinCount = '1000';
 
 /** Loads the most recently built addon. */
-export function loadAddon(): { NativeEngine: new () => NativeEngine } {
-  process.env.GOMP_SPINCOUNT ??= defaultSpinCount;
+export function loadAddon(dtype: Dtype = 'fp32'): { NativeEngine: new () => NativeEngine } {
+  if (dtype === 'fp32') process.env.GOMP_SPINCOUNT ??= fp32SpinCount;
   const built = candidates
     .map((rel) => path.join(projectRoot, rel))
     .filter((file) => fs.existsSync(file))

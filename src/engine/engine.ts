@@ -5,7 +5,7 @@ export class Engine {
   private constructor(private readonly native: NativeEngine, readonly info: NativeEngineInfo) {}
 
   static async open(options: NativeLoadOptions): Promise<Engine> {
-    const { NativeEngine } = loadAddon(options.dtype);
+    const { NativeEngine } = loadAddon();
     const native = new NativeEngine();
     try {
       return new Engine(native, await native.load(options));

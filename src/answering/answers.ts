@@ -2,7 +2,6 @@
  * From label logits to the wire format's answers. Probabilities are the
  * softmax of the label logits divided by the question type's temperature.
  */
-import { QuestionType } from '../rendering/profile';
 
 export function softmax(logits: ArrayLike<number>, temperature: number): number[] {
   const scaled = Array.from(logits, (l) => l / temperature);
@@ -80,4 +79,3 @@ export function scoreAnswer(levels: string[], p: Map<string, number>): ScoreAnsw
   };
 }
 
-export type { QuestionType };

@@ -48,12 +48,12 @@ test('a request that arrives while a boundary registration is queued says it wai
   // goes behind them (deferred). D, sent when B is answered, arrives while C runs with the
   // registrations still queued: it waits behind them.
   const server = await startServer(['--batch-tokens', '0']);
-  const post = (seed: number) => server.post('/v1/systemone', { state: longState(seed, 150), questions: { q: { type: 'noul' } } });
+  const post = (seed: number, sentences = 150) => server.post('/v1/systemone', { state: longState(seed, sentences), questions: { q: { type: 'noul' } } });
   const h0 = (await server.get('/health')).body.cache.state_boundary;
   const a = post(100);
   await new Promise((r) => setTimeout(r, 5));
   const b = post(200);
-  const c = post(300);
+  const c = post(300, 600); // long, so that D surely arrives while it runs
   await b;
   const d = await post(400);
   await Promise.all([a, c]);

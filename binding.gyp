@@ -16,6 +16,7 @@
         "csrc/readout.cpp",
         "csrc/safetensors.cpp",
         "csrc/scripted_model.cpp",
+        "csrc/softmax.cpp",
         "csrc/swiglu.cpp",
         "csrc/transformer.cpp"
       ],

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "softmax.h"
+
 namespace tq {
 
 namespace {
@@ -62,7 +64,7 @@ at::Tensor attention(const at::Tensor& q_all, const at::Tensor& k, const at::Ten
     auto q = (q_all.slice(0, ch.begin, ch.end) * scale).view({c, kv_heads, group, dim}).permute({1, 2, 0, 3}).reshape({kv_heads, group * c, dim});
     auto scores = at::bmm(q, k_t.slice(2, ch.key_begin, ch.key_end)).to(at::kFloat).view({kv_heads, group, c, tk});
     if (ch.bias.numel() > 0) scores.slice(3, ch.bias_begin - ch.key_begin).add_(ch.bias);
-    auto probs = at::softmax(scores, -1).to(v.scalar_type()).view({kv_heads, group * c, tk});
+    auto probs = softmax_lastdim_(scores).to(v.scalar_type()).view({kv_heads, group * c, tk});
     auto o = at::bmm(probs, v.slice(1, ch.key_begin, ch.key_end));  // [kv_heads, group * c, dim]
     out.slice(0, ch.begin, ch.end).copy_(o.view({kv_heads, group, c, dim}).permute({2, 0, 1, 3}).reshape({c, heads, dim}));
   }

@@ -5,40 +5,20 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "vec_exp.h"
+
 namespace tq {
 namespace {
 
-constexpr int kBlock = 256;
-// Type punning through a union (supported by GCC and Clang) keeps every loop
-// below a plain elementwise loop over arrays, which the vectorizer handles;
-// bit casts of single values inside one loop defeat it.
-union Lanes {
-  uint32_t u[kBlock];
-  int32_t i[kBlock];
-  float f[kBlock];
-};
+constexpr int kBlock = kExpBlock;
+using Lanes = ExpLanes;
 
-// g[j] = silu(g[j]) * u[j] for n <= kBlock floats. exp(-g) is 2^k * e^r with
-// |r| <= ln2/2 and a degree-6 Taylor polynomial (relative error < 2e-7).
+// g[j] = silu(g[j]) * u[j] = g[j] / (1 + exp(-g[j])) * u[j], for n <= kBlock floats.
 inline void silu_mul_block(float* g, const float* u, int n) {
-  Lanes r, scale;
-  for (int j = 0; j < n; ++j) {
-    const float x = std::min(std::max(-g[j], -87.0f), 88.0f);
-    const float k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-    r.f[j] = x - k * 0.693145751953125f - k * 1.428606765330187e-06f;
-    scale.i[j] = (static_cast<int32_t>(k) + 127) << 23;  // the bits of 2^k
-  }
-  for (int j = 0; j < n; ++j) {
-    const float x = r.f[j];
-    float p = 1.0f / 720;
-    p = p * x + 1.0f / 120;
-    p = p * x + 1.0f / 24;
-    p = p * x + 1.0f / 6;
-    p = p * x + 0.5f;
-    p = p * x + 1.0f;
-    p = p * x + 1.0f;
-    g[j] = g[j] / (1.0f + p * scale.f[j]) * u[j];
-  }
+  Lanes neg, e;
+  for (int j = 0; j < n; ++j) neg.f[j] = -g[j];
+  exp_block(neg.f, e.f, n);
+  for (int j = 0; j < n; ++j) g[j] = g[j] / (1.0f + e.f[j]) * u[j];
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void silu_mul_f32(float* gate, const float* up, int64_t n) {

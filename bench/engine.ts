@@ -13,6 +13,7 @@ import { Engine } from '../src/engine/engine';
 import { writeLlamaGguf } from './peer/gguf';
 import { LlamaCppPeer } from './peer/llamacpp';
 import { Dtype } from '../src/engine/native';
+import { softmax } from '../src/answering/answers';
 import { generateTestModel } from '../src/testmodels/generate';
 import { testModels } from '../src/testmodels/specs';
 import { ModelTokenizer } from '../src/tokenizer/tokenizer';
@@ -23,12 +24,6 @@ const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const fmt = (x: number, d = 1) => x.toFixed(d);
-const softmax = (xs: ArrayLike<number>) => {
-  const m = Math.max(...Array.from(xs));
-  const e = Array.from(xs, (x) => Math.exp(x - m));
-  const s = e.reduce((a, b) => a + b, 0);
-  return e.map((x) => x / s);
-};
 const maxAbsDiff = (a: number[], b: number[]) => Math.max(...a.map((x, i) => Math.abs(x - b[i])));
 
 async function stateTokens(dir: string): Promise<number[]> {
@@ -87,7 +82,7 @@ async function main() {
       whole.push(r.timing.stateMs + r.timing.questionsMs + r.timing.readoutMs);
       last = r.answers[0].labelLogits;
     }
-    ours[dtype] = { ms: median(whole), probs: softmax(last) };
+    ours[dtype] = { ms: median(whole), probs: softmax(last, 1) };
     const [aloneMs, gflop] = await matmulLimit(engine, tokens.length, dtype);
     const ref = await engine.gemmRate(512, 896, 4864, dtype, 10);
     console.log(`| ${dtype} | ${fmt(prefill)} | ${fmt((tokens.length / prefill) * 1000, 0)} | ${fmt(aloneMs)} | ` +
@@ -103,7 +98,7 @@ async function main() {
   for (let i = 0; i < RUNS; i++) peerRuns.push(await peer.prefill(tokens, labelIds));
   await peer.close();
   const peerMs = median(peerRuns.map((r) => r.ms));
-  const peerProbs = softmax(peerRuns[0].labelLogits);
+  const peerProbs = softmax(peerRuns[0].labelLogits, 1);
   console.log(`\nPeer: llama.cpp (node-llama-cpp prebuilt CPU, GGUF BF16 of the same weights, ${THREADS} threads, batch 1024), same ${tokens.length} token ids:\n`);
   console.log('| engine | 1,000 tokens to label logits, ms | llama.cpp / engine | max abs diff of the 8 label probabilities vs llama.cpp |');
   console.log('|---|---|---|---|');

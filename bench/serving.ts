@@ -11,6 +11,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { writeLlamaGguf } from './peer/gguf';
+import { softmax } from '../src/answering/answers';
 import { generateTestModel } from '../src/testmodels/generate';
 
 const root = path.resolve(__dirname, '..');
@@ -20,12 +21,6 @@ const CLIENTS = 8;
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
-const softmax = (xs: number[]) => {
-  const m = Math.max(...xs);
-  const e = xs.map((x) => Math.exp(x - m));
-  const s = e.reduce((a, b) => a + b, 0);
-  return e.map((x) => x / s);
-};
 const maxDiff = (a: number[], b: number[]) => Math.max(...a.map((x, i) => Math.abs(x - b[i])));
 const peakMiB = (pid: number) => Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 
@@ -117,8 +112,8 @@ async function main() {
   fs.writeFileSync(file, JSON.stringify(input));
   const peer = JSON.parse(execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', 'bench/peer/llamacpp-serving.ts', file], { cwd: root, encoding: 'utf8' }).trim().split('\n').pop()!);
 
-  const agreeCold = maxDiff(softmax(readout.label_logits), softmax(peer.coldLabels));
-  const agreeSixteen = Math.max(...sixteenReadout.map((r, i) => maxDiff(softmax(r.label_logits), softmax(peer.sixteenLabels[i]))));
+  const agreeCold = maxDiff(softmax(readout.label_logits, 1), softmax(peer.coldLabels, 1));
+  const agreeSixteen = Math.max(...sixteenReadout.map((r, i) => maxDiff(softmax(r.label_logits, 1), softmax(peer.sixteenLabels[i], 1))));
   const rows = [
     ['one question, 1,000-token state, cold (ms)', median(cold.map((r) => r.ms)), peer.coldMs],
     ['16 questions on one state (ms)', median(sixteen.map((r) => r.ms)), peer.sixteenMs],

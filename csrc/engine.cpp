@@ -39,13 +39,8 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   if (options.register_boundary != "after" && options.register_boundary != "before")
     throw EngineError(code::kBadRequest, "registerBoundary must be after or before, got " + options.register_boundary);
   if (is_directory(options.path)) {
-    NativeModelOptions o{dtype, options.block_size, options.cache_tokens, options.max_step_tokens, options.context_limit, options.prefix_cache,
-                         options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After};
-    if (options.cache_mib > 0) {
-      const auto& c = read_model_config(options.path);
-      KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size, 1, dtype};
-      o.cache_tokens = std::max<int64_t>(1, options.cache_mib * (int64_t{1} << 20) / shape.bytes_per_block()) * options.block_size;
-    }
+    NativeModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
+                         options.prefix_cache, options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After};
     auto native = std::make_unique<NativeModel>(options.path, o);
     info_.prefix_cache = options.prefix_cache;
     info_.register_boundary = options.register_boundary;
@@ -91,7 +86,7 @@ void Engine::check_request(const AnswerRequest& req, const std::string& where) c
     check_tokens(q.tokens, name);
     if (q.label_ids.empty()) throw EngineError(code::kBadRequest, name + " has no label ids");
     check_tokens(q.label_ids, name + " label");
-    const int64_t at = q.readout_index < 0 ? len - 1 : q.readout_index;
+    const int64_t at = q.readout_at();
     if (at >= len) throw EngineError(code::kBadRequest, name + " readout index " + std::to_string(at) + " is past its " + std::to_string(len) + " tokens");
   }
 }
@@ -117,8 +112,7 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
     for (size_t r = 0; r < reqs.size(); ++r) {
       if (state_of[r] != k) continue;
       for (const auto& q : reqs[r].questions) {
-        const int64_t len = static_cast<int64_t>(q.tokens.size());
-        rows[r].push_back(static_cast<int64_t>(packed.ids.size()) + (q.readout_index < 0 ? len - 1 : q.readout_index));
+        rows[r].push_back(static_cast<int64_t>(packed.ids.size()) + q.readout_at());
         packed.add_segment(q.tokens, root);
       }
     }

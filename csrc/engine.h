@@ -29,6 +29,8 @@ struct QuestionSpec {
   std::vector<int64_t> tokens;
   std::vector<int64_t> label_ids;
   int64_t readout_index = -1;  // into tokens; -1 = last token
+
+  int64_t readout_at() const { return readout_index < 0 ? static_cast<int64_t>(tokens.size()) - 1 : readout_index; }
 };
 
 struct AnswerRequest {

@@ -23,9 +23,10 @@ NativeModel::NativeModel(const std::string& dir, const NativeModelOptions& optio
     : options_(options), checkpoint_(std::make_unique<Checkpoint>(dir)) {
   transformer_ = std::make_unique<Transformer>(*checkpoint_, options.dtype, options.context_limit);
   const auto& c = checkpoint_->config();
+  KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size, 0, options.dtype};
   const int64_t tokens = options.cache_tokens > 0 ? options.cache_tokens : 2 * options.context_limit;
-  KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size,
-                     (tokens + options.block_size - 1) / options.block_size, options.dtype};
+  shape.num_blocks = options.cache_mib > 0 ? std::max<int64_t>(1, options.cache_mib * (int64_t{1} << 20) / shape.bytes_per_block())
+                                           : (tokens + options.block_size - 1) / options.block_size;
   // Cached blocks are only valid for these weights in this dtype.
   const uint64_t identity = std::hash<std::string>{}(dir + "|" + c10::toString(options.dtype) + "|" + std::to_string(options.block_size));
   cache_ = std::make_unique<KvCache>(shape, identity);

@@ -19,6 +19,7 @@ struct NativeModelOptions {
   at::ScalarType dtype = at::kFloat;
   int64_t block_size = 16;
   int64_t cache_tokens = 0;  // KV capacity; 0 = twice the context limit
+  int64_t cache_mib = 0;     // KV budget in MiB; overrides cache_tokens when set
   int64_t max_step_tokens = 2048;
   int64_t context_limit = 32768;
   bool prefix_cache = true;

@@ -2,15 +2,9 @@
 import { Engine } from '../src/engine/engine';
 import { NativeAnswerRequest } from '../src/engine/native';
 import { tinyModel } from './helpers/models';
-import { maxAbsDiff } from './helpers/reference';
+import { maxAbsDiff, softmax } from './helpers/reference';
 import { tokenizeTexts } from './helpers/tokens';
 
-const softmax = (x: Float32Array) => {
-  const m = Math.max(...x);
-  const e = Array.from(x, (v) => Math.exp(v - m));
-  const s = e.reduce((a, b) => a + b, 0);
-  return e.map((v) => v / s);
-};
 
 test.each(['tiny-qwen3', 'tiny-mistral'])('%s: a batch of requests with different and shared states equals each request alone (fp32, 1e-6)', async (name) => {
   const dir = tinyModel(name);

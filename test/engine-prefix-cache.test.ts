@@ -5,18 +5,12 @@
 import { Engine } from '../src/engine/engine';
 import { NativeLoadOptions } from '../src/engine/native';
 import { tinyModel } from './helpers/models';
-import { maxAbsDiff } from './helpers/reference';
+import { maxAbsDiff, softmax } from './helpers/reference';
 import { tokenizeTexts, TokenizedTexts } from './helpers/tokens';
 import { ModelTokenizer } from '../src/tokenizer/tokenizer';
 
 const dir = tinyModel('tiny-llama');
 
-const softmax = (x: Float32Array) => {
-  const m = Math.max(...x);
-  const e = Array.from(x, (v) => Math.exp(v - m));
-  const s = e.reduce((a, b) => a + b, 0);
-  return e.map((v) => v / s);
-};
 
 async function open(options: Partial<NativeLoadOptions> = {}) {
   return Engine.open({ path: dir, dtype: 'fp32', threads: 2, ...options });

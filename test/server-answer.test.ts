@@ -3,6 +3,7 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { logSoftmax } from './helpers/reference';
 import { RunningServer, startServer } from './helpers/server';
 
 const state = 'The invoice of March was paid twice; the customer asked for a refund of the second payment.';
@@ -13,12 +14,8 @@ beforeAll(async () => {
 });
 afterAll(() => server.stop());
 
-const logSoftmax = (xs: number[], t: number) => {
-  const s = xs.map((x) => x / t);
-  const m = Math.max(...s);
-  const lse = m + Math.log(s.reduce((a, x) => a + Math.exp(x - m), 0));
-  return s.map((x) => x - lse);
-};
+/** Label log-probabilities at temperature t. */
+const logSoftmaxAt = (xs: number[], t: number) => logSoftmax(xs.map((x) => x / t));
 
 test('/v1/answer answers each kind with options, probabilities, the raw readout and timing', async () => {
   const r = await server.post('/v1/answer', {
@@ -51,10 +48,10 @@ test('/v1/systemone probabilities equal the label log-softmax of /v1/answer raw 
     state,
     questions: { want: { type: 'choice', instructions: 'What does the customer want?', criteria: { refund: null, discount: null, nothing: null } } },
   });
-  const recomputed = logSoftmax(a.body.answers[0].logits, 0.7).map(Math.exp);
+  const recomputed = logSoftmaxAt(a.body.answers[0].logits, 0.7).map(Math.exp);
   options.forEach((o, i) => expect(s.body.answers.want.probabilities[o]).toBeCloseTo(recomputed[i], 12));
   // And the temperature really applies: at T=1 they would differ.
-  const plain = logSoftmax(a.body.answers[0].logits, 1).map(Math.exp);
+  const plain = logSoftmaxAt(a.body.answers[0].logits, 1).map(Math.exp);
   expect(Math.max(...options.map((o, i) => Math.abs(s.body.answers.want.probabilities[o] - plain[i])))).toBeGreaterThan(1e-4);
 });
 

@@ -5,16 +5,14 @@
  */
 import * as fs from 'fs';
 import { EngineCall, EngineLike } from '../answering/engine-like';
-import { runQuestions, WireQuestion, wireAnswer } from '../answering/pipeline';
 import { Engine } from '../engine/engine';
 import { Renderer } from '../rendering/renderer';
 import { ModelTokenizer } from '../tokenizer/tokenizer';
 import { resolveBase } from '../server/bases';
-import { toHttpError } from '../server/engine-errors';
 import { parseFlags } from '../server/flags';
 import { HttpError } from '../server/http-error';
 import { promptProfile, temperaturesOf } from '../server/profile-flags';
-import { ordersOf } from '../server/routes/systemone';
+import { answerSystemOne, SystemOneRequest } from '../server/routes/systemone';
 import { validate } from '../server/validation';
 
 /** The addon in this process, timed like the engine process times it. */
@@ -34,7 +32,7 @@ async function main() {
     process.exit(2);
   }
   const flags = parseFlags(rest);
-  let body: any;
+  let body: SystemOneRequest;
   try {
     body = JSON.parse(fs.readFileSync(file, 'utf8'));
   } catch (e) {
@@ -47,16 +45,10 @@ async function main() {
   const renderer = await Renderer.create(ModelTokenizer.load(base.checkpoint), promptProfile(base.profile.prompt, flags));
   const engine = await Engine.open({ path: base.checkpoint, dtype: flags.dtype as 'bf16' | 'fp32', threads: (flags.threads as number) || undefined });
   try {
-    const names = Object.keys(body.questions);
-    const questions: WireQuestion[] = names.map((n) => body.questions[n]);
-    const r = await runQuestions(new InProcessEngine(engine), renderer, temperaturesOf(base.profile.temperatures, flags), body.state, questions, {
-      orders: ordersOf(body.orders),
-    }).catch((e) => {
-      throw toHttpError(e, (i) => names[i % names.length]);
-    });
-    const answers = Object.fromEntries(names.map((n, i) => [n, wireAnswer(r.questions[i], questions[i].criteria)]));
-    const model = typeof body.model === 'string' ? body.model : (flags['served-name'] as string | undefined) ?? base.profile.servedName;
-    console.log(JSON.stringify({ model, answers, usage: { input_tokens: r.inputTokens, output_tokens: names.length } }, null, 2));
+    const servedName = (flags['served-name'] as string | undefined) ?? base.profile.servedName;
+    const temperatures = temperaturesOf(base.profile.temperatures, flags);
+    const { response } = await answerSystemOne(new InProcessEngine(engine), renderer, temperatures, servedName, body);
+    console.log(JSON.stringify(response, null, 2));
   } finally {
     await engine.close();
   }

@@ -33,6 +33,10 @@ export function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   return m;
 }
 
+export function softmax(x: ArrayLike<number>): number[] {
+  return logSoftmax(x).map(Math.exp);
+}
+
 export function logSoftmax(x: ArrayLike<number>): number[] {
   let max = -Infinity;
   for (let i = 0; i < x.length; i++) max = Math.max(max, x[i]);

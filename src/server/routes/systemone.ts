@@ -1,13 +1,16 @@
 /** POST /v1/systemone: the published typed-question wire format. */
 import Router from '@koa/router';
+import { EngineLike } from '../../answering/engine-like';
 import { PipelineResult, runQuestions, WireQuestion, wireAnswer } from '../../answering/pipeline';
+import { Temperatures } from '../../rendering/profile';
+import { Renderer } from '../../rendering/renderer';
 import { toHttpError } from '../engine-errors';
 import { HttpError } from '../http-error';
 import { requestedDebug, requestedRoute, stagesHeader } from '../request-headers';
 import { Service } from '../service';
 import { validate } from '../validation';
 
-interface SystemOneRequest {
+export interface SystemOneRequest {
   model?: string;
   state: unknown;
   questions: Record<string, WireQuestion>;
@@ -35,6 +38,34 @@ function readoutOf(r: PipelineResult, names: string[], withHidden: boolean) {
   );
 }
 
+/**
+ * A validated request's response body (without the debug readout) and the pipeline's result:
+ * shared by the route and the `decide` command. Engine failures become HTTP errors.
+ */
+export async function answerSystemOne(
+  engine: EngineLike,
+  renderer: Renderer,
+  temperatures: Temperatures,
+  servedName: string,
+  body: SystemOneRequest,
+  wantHidden = false,
+) {
+  const names = Object.keys(body.questions);
+  const questions = names.map((n) => body.questions[n]);
+  let result: PipelineResult;
+  try {
+    result = await runQuestions(engine, renderer, temperatures, body.state, questions, { orders: ordersOf(body.orders), wantHidden });
+  } catch (e) {
+    throw toHttpError(e, (i) => names[i % names.length]);
+  }
+  const response = {
+    model: typeof body.model === 'string' ? body.model : servedName,
+    answers: Object.fromEntries(names.map((n, i) => [n, wireAnswer(result.questions[i], questions[i].criteria)])),
+    usage: { input_tokens: result.inputTokens, output_tokens: names.length },
+  };
+  return { names, result, response };
+}
+
 export function systemoneRoute(router: Router, service: Service) {
   router.post('/v1/systemone', async (ctx) => {
     const body = ctx.request.body as SystemOneRequest;
@@ -44,26 +75,10 @@ export function systemoneRoute(router: Router, service: Service) {
     if (route === 'image' || (body.images && body.images.length > 0))
       throw new HttpError(400, 'this server has no image engine: images need a server started with --image-model');
     const debug = service.debugReadout ? requestedDebug(ctx) : undefined;
-    const names = Object.keys(body.questions);
-    const questions = names.map((n) => body.questions[n]);
-    let result: PipelineResult;
-    try {
-      result = await runQuestions(service.engine, service.renderer, service.temperatures, body.state, questions, {
-        orders: ordersOf(body.orders),
-        wantHidden: debug === 'hidden',
-      });
-    } catch (e) {
-      throw toHttpError(e, (i) => names[i % names.length]);
-    }
-    const answers = Object.fromEntries(names.map((n, i) => [n, wireAnswer(result.questions[i], questions[i].criteria)]));
+    const { names, result, response } = await answerSystemOne(service.engine, service.renderer, service.temperatures, service.servedName, body, debug === 'hidden');
     ctx.set('x-service-route', 'text');
     ctx.set('x-service-stages', stagesHeader(result.stages));
     if (result.waitedBehindRegistration) ctx.set('x-service-wait-behind', 'registration');
-    ctx.body = {
-      model: typeof body.model === 'string' ? body.model : service.servedName,
-      answers,
-      usage: { input_tokens: result.inputTokens, output_tokens: names.length },
-      ...(debug ? { readout: readoutOf(result, names, debug === 'hidden') } : {}),
-    };
+    ctx.body = { ...response, ...(debug ? { readout: readoutOf(result, names, debug === 'hidden') } : {}) };
   });
 }

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <tuple>
 
+#include "onednn.h"
 #include "softmax.h"
 
 namespace tq {
@@ -51,22 +55,77 @@ AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos
   return plan;
 }
 
-at::Tensor attention(const at::Tensor& q_all, const at::Tensor& k, const at::Tensor& v_all, const AttentionPlan& plan) {
-  const int64_t heads = q_all.size(1), dim = q_all.size(2), kv_heads = k.size(1);
-  const int64_t group = heads / kv_heads;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
-  auto k_t = k.permute({1, 2, 0}).contiguous();  // [kv_heads, dim, Tk]
-  auto v = v_all.permute({1, 0, 2}).contiguous();  // [kv_heads, Tk, dim]
+namespace {
+
+// The two matmuls of attention as oneDNN primitives over strided views, with
+// the query and key counts as runtime dimensions: one pair per model shape
+// serves every chunk. Query heads sharing a KV head form one batch entry
+// (GQA), queries are read in place from [Tq, heads, dim], keys and values from
+// [Tk, kv_heads, dim], and the output is written in place: no permuted copies.
+// Scores come out in fp32 with the 1/sqrt(dim) scale applied.
+struct AttentionPrimitives {
+  dnnl::matmul scores, mix;
+};
+
+struct AttentionShape {
+  int64_t heads, kv_heads, dim;
+  dnnl::memory::data_type type;
+  int64_t group() const { return heads / kv_heads; }
+  // [kv_heads, group, rows, dim] views of [T, heads, dim] (queries, output).
+  dnnl::memory::desc per_head(int64_t rows) const {
+    return {{kv_heads, group(), rows, dim}, type, dnnl::memory::dims{group() * dim, dim, heads * dim, 1}};
+  }
+  // [kv_heads, 1, dim, keys]: keys of [Tk, kv_heads, dim], transposed.
+  dnnl::memory::desc keys_t(int64_t keys) const { return {{kv_heads, 1, dim, keys}, type, dnnl::memory::dims{dim, dim, 1, kv_heads * dim}}; }
+  // [kv_heads, 1, keys, dim]: values of [Tk, kv_heads, dim].
+  dnnl::memory::desc values(int64_t keys) const { return {{kv_heads, 1, keys, dim}, type, dnnl::memory::dims{dim, dim, kv_heads * dim, 1}}; }
+  dnnl::memory::desc scores(int64_t rows, int64_t keys, dnnl::memory::data_type t) const {
+    return {{kv_heads, group(), rows, keys}, t, dnnl::memory::format_tag::abcd};
+  }
+};
+
+const AttentionPrimitives& primitives_for(const AttentionShape& shape) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int64_t, int64_t, int64_t, int>, AttentionPrimitives> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(shape.heads, shape.kv_heads, shape.dim, static_cast<int>(shape.type));
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const auto any = DNNL_RUNTIME_DIM_VAL;
+  const auto f32 = dnnl::memory::data_type::f32;
+  dnnl::primitive_attr scaled;
+  scaled.set_output_scales(0, {static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.dim)))});
+  dnnl::matmul::primitive_desc scores({shape.per_head(any), shape.keys_t(any), shape.scores(any, any, f32)}, scaled, onednn::cpu());
+  dnnl::matmul::primitive_desc mix({shape.scores(any, any, shape.type), shape.values(any), shape.per_head(any)}, onednn::cpu());
+  return cache.emplace(key, AttentionPrimitives{dnnl::matmul(scores), dnnl::matmul(mix)}).first->second;
+}
+
+}  // namespace
+
+at::Tensor attention(const at::Tensor& q_all, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan) {
+  TORCH_CHECK(q_all.is_contiguous() && k.is_contiguous() && v.is_contiguous() && k.scalar_type() == q_all.scalar_type() &&
+                  v.scalar_type() == q_all.scalar_type(),
+              "attention: contiguous q, k, v of one dtype");
+  const AttentionShape shape{q_all.size(1), k.size(1), q_all.size(2), onednn::type_of(q_all.scalar_type())};
+  const auto& kernels = primitives_for(shape);
+  const int64_t row = shape.heads * shape.dim, key_row = shape.kv_heads * shape.dim;
+  const auto* q_data = static_cast<const char*>(q_all.data_ptr());
+  const auto* k_data = static_cast<const char*>(k.data_ptr());
+  const auto* v_data = static_cast<const char*>(v.data_ptr());
+  const int64_t item = q_all.element_size();
   auto out = at::empty(q_all.sizes(), q_all.options());
+  auto* out_data = static_cast<char*>(out.data_ptr());
   for (const auto& ch : plan.chunks) {
     const int64_t c = ch.end - ch.begin, tk = ch.key_end - ch.key_begin;
-    // Query heads sharing a KV head are stacked so one bmm serves the group.
-    auto q = (q_all.slice(0, ch.begin, ch.end) * scale).view({c, kv_heads, group, dim}).permute({1, 2, 0, 3}).reshape({kv_heads, group * c, dim});
-    auto scores = at::bmm(q, k_t.slice(2, ch.key_begin, ch.key_end)).to(at::kFloat).view({kv_heads, group, c, tk});
+    auto scores = at::empty({shape.kv_heads, shape.group(), c, tk}, at::kFloat);
+    onednn::run(kernels.scores, {{DNNL_ARG_SRC, onednn::wrap(shape.per_head(c), q_data + ch.begin * row * item)},
+                                 {DNNL_ARG_WEIGHTS, onednn::wrap(shape.keys_t(tk), k_data + ch.key_begin * key_row * item)},
+                                 {DNNL_ARG_DST, onednn::wrap(shape.scores(c, tk, dnnl::memory::data_type::f32), scores.data_ptr())}});
     if (ch.bias.numel() > 0) scores.slice(3, ch.bias_begin - ch.key_begin).add_(ch.bias);
-    auto probs = softmax_lastdim_(scores).to(v.scalar_type()).view({kv_heads, group * c, tk});
-    auto o = at::bmm(probs, v.slice(1, ch.key_begin, ch.key_end));  // [kv_heads, group * c, dim]
-    out.slice(0, ch.begin, ch.end).copy_(o.view({kv_heads, group, c, dim}).permute({2, 0, 1, 3}).reshape({c, heads, dim}));
+    auto probs = softmax_lastdim(scores, q_all.scalar_type());
+    onednn::run(kernels.mix, {{DNNL_ARG_SRC, onednn::wrap(shape.scores(c, tk, shape.type), probs.data_ptr())},
+                              {DNNL_ARG_WEIGHTS, onednn::wrap(shape.values(tk), v_data + ch.key_begin * key_row * item)},
+                              {DNNL_ARG_DST, onednn::wrap(shape.per_head(c), out_data + ch.begin * row * item)}});
   }
   return out;
 }

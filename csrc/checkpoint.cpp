@@ -73,6 +73,10 @@ at::Tensor Checkpoint::get(const std::string& name, at::IntArrayRef shape, at::S
   return t.scalar_type() == dtype ? t : t.to(dtype);
 }
 
+void Checkpoint::release(const at::Tensor& weight) const {
+  for (const auto& file : files_) file->release(weight.data_ptr(), weight.nbytes());
+}
+
 std::string Checkpoint::stored_dtype() const {
   if (files_.empty() || files_[0]->entries().empty()) return "unknown";
   return c10::toString(files_[0]->entries().begin()->second.dtype);

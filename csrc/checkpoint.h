@@ -21,6 +21,9 @@ class Checkpoint {
   const ModelConfig& config() const { return config_; }
   bool has(const std::string& name) const { return where_.count(name) > 0; }
   at::Tensor get(const std::string& name, at::IntArrayRef shape, at::ScalarType dtype) const;
+  // Once a weight has been copied elsewhere (packed), its mapped pages need
+  // not stay resident: keeps peak memory at one copy of the weights.
+  void release(const at::Tensor& weight) const;
   // Stored dtype of the first weight, for reporting.
   std::string stored_dtype() const;
 

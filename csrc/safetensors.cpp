@@ -102,4 +102,13 @@ at::Tensor SafetensorsFile::view(const std::string& name) const {
   return at::from_blob(base, e.shape, at::TensorOptions().dtype(e.dtype));
 }
 
+void SafetensorsFile::release(const void* data, size_t bytes) const {
+  const auto begin = reinterpret_cast<uintptr_t>(data), end = begin + bytes;
+  const auto map_begin = reinterpret_cast<uintptr_t>(map_), map_end = map_begin + size_;
+  if (!map_ || begin < map_begin || end > map_end) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 }  // namespace tq

@@ -29,6 +29,9 @@ class SafetensorsFile {
   bool has(const std::string& name) const { return entries_.count(name) > 0; }
   // A tensor viewing the mapped bytes; it stays valid while this file lives.
   at::Tensor view(const std::string& name) const;
+  // Drops the resident pages wholly inside [data, data + bytes) if they are
+  // part of this mapping (a later read faults them in again from the file).
+  void release(const void* data, size_t bytes) const;
 
  private:
   std::string path_;

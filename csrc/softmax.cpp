@@ -45,16 +45,59 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void softmax_row(fl
   for (int64_t k = 0; k < n; ++k) x[k] *= inv;
 }
 
+#if defined(__x86_64__)
+// One row: max, then exp and sum (kept in x), then the scaled probabilities
+// into out (fp32, possibly x itself, or bf16).
+TQ_AVX512 void softmax_row_avx512(float* x, int64_t n, float* out_f32, uint16_t* out_bf16) {
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 vmax = neg_inf;
+  for (int64_t i = 0; i < n; i += 16) vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, lanes_from(i, n), x + i));
+  const float max = _mm512_reduce_max_ps(vmax);
+  __m512 vsum = _mm512_setzero_ps();
+  if (max != -std::numeric_limits<float>::infinity()) {  // else nothing is visible: no such row in the engine, but stay finite
+    const __m512 shift = _mm512_set1_ps(max);
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 m = lanes_from(i, n);
+      const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+      const __mmask16 live = _mm512_mask_cmp_ps_mask(m, v, neg_inf, _CMP_NEQ_OQ);
+      const __m512 e = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(v, shift)));
+      _mm512_mask_storeu_ps(x + i, m, e);
+      vsum = _mm512_add_ps(vsum, e);
+    }
+  }
+  const float sum = _mm512_reduce_add_ps(vsum);
+  const __m512 inv = _mm512_set1_ps(sum > 0 ? 1.0f / sum : 0.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes_from(i, n);
+    const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv);
+    if (out_bf16) store_bf16(out_bf16 + i, p, m);
+    else _mm512_mask_storeu_ps(out_f32 + i, m, p);
+  }
+}
+#endif
+
 }  // namespace
 
-at::Tensor& softmax_lastdim_(at::Tensor& x) {
-  TORCH_CHECK(x.scalar_type() == at::kFloat && x.is_contiguous(), "softmax_lastdim_: a contiguous fp32 tensor");
-  const int64_t cols = x.size(-1), rows = x.numel() / std::max<int64_t>(1, cols);
-  float* data = x.data_ptr<float>();
-  at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)), [&](int64_t a, int64_t b) {
+at::Tensor softmax_lastdim(at::Tensor& scores, at::ScalarType out_dtype) {
+  TORCH_CHECK(scores.scalar_type() == at::kFloat && scores.is_contiguous(), "softmax_lastdim: contiguous fp32 scores");
+  TORCH_CHECK(out_dtype == at::kFloat || out_dtype == at::kBFloat16, "softmax_lastdim: fp32 or bf16 output");
+  const int64_t cols = scores.size(-1), rows = scores.numel() / std::max<int64_t>(1, cols);
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols));
+  float* data = scores.data_ptr<float>();
+#if defined(__x86_64__)
+  if (has_avx512()) {
+    auto out = out_dtype == at::kFloat ? scores : at::empty(scores.sizes(), scores.options().dtype(out_dtype));
+    auto* bf16 = out_dtype == at::kFloat ? nullptr : reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
+    at::parallel_for(0, rows, grain, [&](int64_t a, int64_t b) {
+      for (int64_t r = a; r < b; ++r) softmax_row_avx512(data + r * cols, cols, data + r * cols, bf16 ? bf16 + r * cols : nullptr);
+    });
+    return out;
+  }
+#endif
+  at::parallel_for(0, rows, grain, [&](int64_t a, int64_t b) {
     for (int64_t r = a; r < b; ++r) softmax_row(data + r * cols, cols);
   });
-  return x;
+  return scores.to(out_dtype);
 }
 
 }  // namespace tq

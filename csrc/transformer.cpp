@@ -1,8 +1,9 @@
 #include "transformer.h"
+#include "rowwise.h"
+#include "swiglu.h"
 
 #include <cmath>
 
-#include "swiglu.h"
 
 namespace tq {
 namespace {
@@ -37,21 +38,29 @@ Transformer::Transformer(const Checkpoint& ckpt, at::ScalarType dtype, int64_t m
   if (ckpt.has("lm_head.weight") || !c.tie_word_embeddings) lm_head_ = ckpt.get("lm_head.weight", {c.vocab_size, h}, dtype);
   else lm_head_ = embed_;
   for (int64_t i = 0; i < c.num_layers; ++i) {
+    auto weight = [&](const char* rest, at::IntArrayRef shape) { return ckpt.get(layer_name(i, rest), shape, dtype); };
+    // Packs the (stacked) weights, then lets their mapped pages go.
+    auto pack = [&](const std::vector<at::Tensor>& parts, const at::Tensor& bias) {
+      PackedLinear linear(parts.size() == 1 ? parts[0] : at::cat(parts), bias);
+      for (const auto& w : parts) ckpt.release(w);
+      return linear;
+    };
     Layer l;
     l.input_norm = ckpt.get(layer_name(i, "input_layernorm.weight"), {h}, f32);
     l.post_norm = ckpt.get(layer_name(i, "post_attention_layernorm.weight"), {h}, f32);
-    l.wq = ckpt.get(layer_name(i, "self_attn.q_proj.weight"), {q_dim, h}, dtype);
-    l.wk = ckpt.get(layer_name(i, "self_attn.k_proj.weight"), {kv_dim, h}, dtype);
-    l.wv = ckpt.get(layer_name(i, "self_attn.v_proj.weight"), {kv_dim, h}, dtype);
-    l.wo = ckpt.get(layer_name(i, "self_attn.o_proj.weight"), {h, q_dim}, dtype);
-    l.w_gate = ckpt.get(layer_name(i, "mlp.gate_proj.weight"), {c.intermediate_size, h}, dtype);
-    l.w_up = ckpt.get(layer_name(i, "mlp.up_proj.weight"), {c.intermediate_size, h}, dtype);
-    l.w_down = ckpt.get(layer_name(i, "mlp.down_proj.weight"), {h, c.intermediate_size}, dtype);
+    at::Tensor qkv_bias;
     if (c.attention_bias) {
-      l.bq = ckpt.get(layer_name(i, "self_attn.q_proj.bias"), {q_dim}, dtype);
-      l.bk = ckpt.get(layer_name(i, "self_attn.k_proj.bias"), {kv_dim}, dtype);
-      l.bv = ckpt.get(layer_name(i, "self_attn.v_proj.bias"), {kv_dim}, dtype);
+      qkv_bias = at::cat({ckpt.get(layer_name(i, "self_attn.q_proj.bias"), {q_dim}, f32), ckpt.get(layer_name(i, "self_attn.k_proj.bias"), {kv_dim}, f32),
+                          ckpt.get(layer_name(i, "self_attn.v_proj.bias"), {kv_dim}, f32)});
     }
+    // q, k and v come from one GEMM: one call instead of three at every layer.
+    l.qkv = pack({weight("self_attn.q_proj.weight", {q_dim, h}), weight("self_attn.k_proj.weight", {kv_dim, h}),
+                  weight("self_attn.v_proj.weight", {kv_dim, h})},
+                 qkv_bias);
+    l.o = pack({weight("self_attn.o_proj.weight", {h, q_dim})}, {});
+    l.gate = pack({weight("mlp.gate_proj.weight", {c.intermediate_size, h})}, {});
+    l.up = pack({weight("mlp.up_proj.weight", {c.intermediate_size, h})}, {});
+    l.down = pack({weight("mlp.down_proj.weight", {h, c.intermediate_size})}, {});
     if (c.qk_norm) {
       l.q_norm = ckpt.get(layer_name(i, "self_attn.q_norm.weight"), {c.head_dim}, f32);
       l.k_norm = ckpt.get(layer_name(i, "self_attn.k_norm.weight"), {c.head_dim}, f32);
@@ -64,42 +73,33 @@ Transformer::Transformer(const Checkpoint& ckpt, at::ScalarType dtype, int64_t m
   sin_ = full.sin().to(f32);
 }
 
-at::Tensor Transformer::rms_norm(const at::Tensor& x, const at::Tensor& w) const {
-  auto var = x.pow(2).mean(-1, /*keepdim=*/true);
-  return x * at::rsqrt(var + config_.rms_norm_eps) * w;
-}
-
-at::Tensor Transformer::rope(const at::Tensor& x, const at::Tensor& positions) const {
-  // x: [T, heads, head_dim] fp32
-  auto cos = cos_.index_select(0, positions).unsqueeze(1), sin = sin_.index_select(0, positions).unsqueeze(1);
-  const int64_t half = x.size(-1) / 2;
-  auto rotated = at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
-  return x * cos + rotated * sin;
+at::Tensor Transformer::norm(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype) const {
+  return rms_norm(x, w, config_.rms_norm_eps, out_dtype);
 }
 
 at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
   const auto& c = config_;
   const int64_t n_layers = static_cast<int64_t>(layers_.size());
+  const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
   auto x = embed_.index_select(0, step.token_ids).to(at::kFloat);
   const auto plan = plan_attention({step.positions, step.segments, step.roots, step.key_end}, step.key_positions, step.key_segments,
                                    c.sliding_window, c.num_heads);
   for (int64_t li = 0; li < n_layers; ++li) {
     const Layer& l = layers_[li];
     const int64_t t = x.size(0);
-    auto h = rms_norm(x, l.input_norm).to(dtype_);
-    auto q = at::linear(h, l.wq, l.bq).view({t, c.num_heads, c.head_dim}).to(at::kFloat);
-    auto k = at::linear(h, l.wk, l.bk).view({t, c.num_kv_heads, c.head_dim}).to(at::kFloat);
-    auto v = at::linear(h, l.wv, l.bv).view({t, c.num_kv_heads, c.head_dim});
+    auto qkv = l.qkv(norm(x, l.input_norm, dtype_), at::kFloat);
+    auto q = qkv.slice(1, 0, q_dim).view({t, c.num_heads, c.head_dim});
+    auto k = qkv.slice(1, q_dim, q_dim + kv_dim).view({t, c.num_kv_heads, c.head_dim});
+    auto v = qkv.slice(1, q_dim + kv_dim).view({t, c.num_kv_heads, c.head_dim});
     if (c.qk_norm) {
-      q = rms_norm(q, l.q_norm);
-      k = rms_norm(k, l.k_norm);
+      q = norm(q, l.q_norm, at::kFloat);
+      k = norm(k, l.k_norm, at::kFloat);
     }
-    k = rope(k, step.positions);
-    cache.write(li, step.slots, k, v);
+    cache.write(li, step.slots, rope(k, cos_, sin_, step.positions, dtype_), v);
     auto keys = cache.keys(li, step.key_slots), values = cache.values(li, step.key_slots);
     at::Tensor attn;
     if (li < n_layers - 1) {
-      attn = attention(rope(q, step.positions).to(dtype_), keys, values, plan);
+      attn = attention(rope(q, cos_, sin_, step.positions, dtype_), keys, values, plan);
     } else {
       // Past the last layer's K/V only the output rows matter: the rest of
       // the layer runs for them alone.
@@ -110,15 +110,15 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
       QueryLayout out_queries{step.positions.index_select(0, rows), step.segments.index_select(0, rows), step.roots.index_select(0, rows), key_end};
       auto out_plan = plan_attention(out_queries, step.key_positions, step.key_segments, c.sliding_window, c.num_heads);
       x = x.index_select(0, rows);
-      attn = attention(rope(q.index_select(0, rows), out_queries.positions).to(dtype_), keys, values, out_plan);
+      attn = attention(rope(q.index_select(0, rows), cos_, sin_, out_queries.positions, dtype_), keys, values, out_plan);
     }
-    x.add_(at::linear(attn.view({x.size(0), c.num_heads * c.head_dim}), l.wo));
-    auto h2 = rms_norm(x, l.post_norm).to(dtype_);
-    auto gated = at::linear(h2, l.w_gate);
-    silu_mul_(gated, at::linear(h2, l.w_up));
-    x.add_(at::linear(gated, l.w_down));
+    l.o.add_into(attn.view({x.size(0), q_dim}), x);
+    auto h2 = norm(x, l.post_norm, dtype_);
+    auto gated = l.gate(h2, dtype_);
+    silu_mul_(gated, l.up(h2, dtype_));
+    l.down.add_into(gated, x);
   }
-  return rms_norm(x, final_norm_);
+  return norm(x, final_norm_, at::kFloat);
 }
 
 }  // namespace tq

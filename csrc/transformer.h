@@ -1,7 +1,8 @@
 // The decoder-only transformer shared by Llama, Mistral, Qwen2 and Qwen3:
 // RMSNorm, GQA attention with rotate-half RoPE (optionally llama3-scaled),
 // optional QKV bias (Qwen2) and per-head q/k norms (Qwen3), SwiGLU MLP.
-// The residual stream is kept in fp32; matmuls run in the compute dtype.
+// The residual stream is kept in fp32; matmuls run in the compute dtype on
+// weights packed once for oneDNN (packed_linear.h).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -10,6 +11,7 @@
 #include "checkpoint.h"
 #include "attention.h"
 #include "kv_cache.h"
+#include "packed_linear.h"
 
 namespace tq {
 
@@ -33,13 +35,12 @@ class Transformer {
 
  private:
   struct Layer {
-    at::Tensor input_norm, post_norm;              // fp32
-    at::Tensor wq, wk, wv, wo, w_gate, w_up, w_down;  // compute dtype
-    at::Tensor bq, bk, bv;                         // undefined unless attention_bias
-    at::Tensor q_norm, k_norm;                     // undefined unless qk_norm
+    at::Tensor input_norm, post_norm;  // fp32
+    PackedLinear qkv;                  // q, k, v stacked; bias only with attention_bias
+    PackedLinear o, gate, up, down;
+    at::Tensor q_norm, k_norm;  // undefined unless qk_norm
   };
-  at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w) const;
-  at::Tensor rope(const at::Tensor& x, const at::Tensor& positions) const;
+  at::Tensor norm(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype) const;
 
   ModelConfig config_;
   at::ScalarType dtype_;

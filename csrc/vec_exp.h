@@ -42,3 +42,55 @@ inline void exp_block(const float* x, float* out, int n) {
 }
 
 }  // namespace tq
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+namespace tq {
+
+// The AVX-512 path of the elementwise kernels (softmax, SwiGLU), 16 floats at
+// a time: the same reduction and polynomial as exp_block, with scalef for the
+// 2^k (exact underflow to 0 below about -104). The portable loops above stay
+// for CPUs without AVX-512; here the intrinsics were 3-4x faster than GCC's
+// vectorization of those loops.
+#define TQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+inline bool has_avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return yes;
+}
+
+TQ_AVX512 inline __m512 exp16(__m512 x) {
+  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-104.0f));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.428606765330187e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, k);
+}
+
+// Lanes [0, n - i) of the 16 starting at i, for tails.
+TQ_AVX512 inline __mmask16 lanes_from(int64_t i, int64_t n) {
+  return n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+}
+
+TQ_AVX512 inline __m512 load_bf16(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+// Round to nearest even, as at::BFloat16 does.
+TQ_AVX512 inline void store_bf16(uint16_t* p, __m512 v, __mmask16 m) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  _mm256_mask_storeu_epi16(p, m, _mm512_cvtepi32_epi16(rounded));
+}
+
+}  // namespace tq
+#endif

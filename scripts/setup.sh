@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 # libtorch (CPU) and its fast BLAS; python3-torch is the float64 reference the
 # tests compare against; nlohmann-json parses config.json and safetensors headers.
-packages=(libtorch-dev libopenblas0-pthread python3-torch python3-numpy nlohmann-json3-dev cmake g++ make python3)
+packages=(libtorch-dev libdnnl-dev libopenblas0-pthread python3-torch python3-numpy nlohmann-json3-dev cmake g++ make python3)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -1,0 +1,38 @@
+// A linear layer whose weights are packed once, at load, into the blocked
+// layout oneDNN's brgemm kernels read. at::linear hands oneDNN the plain
+// [out, in] matrix and so re-packs it on every call: at M = 49 (a question on
+// a cached state) that re-pack cost a third of the time, and in fp32 at::linear
+// goes to OpenBLAS at half oneDNN's rate. The epilogues fuse what used to be
+// separate pass over the output: the residual add.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+namespace tq {
+
+class PackedLinear {
+ public:
+  PackedLinear() = default;
+  // weight: [out, in] in the compute dtype (bf16 or fp32); bias: [out] or undefined.
+  PackedLinear(const at::Tensor& weight, const at::Tensor& bias);
+
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+  int64_t bytes() const { return packed_.numel(); }
+
+  // x W^T (+ b) for x [M, in] in the compute dtype, returned in out_dtype.
+  at::Tensor operator()(const at::Tensor& x, at::ScalarType out_dtype) const;
+  // residual += x W^T, with residual [M, out] fp32 (oneDNN's sum post-op).
+  void add_into(const at::Tensor& x, at::Tensor& residual) const;
+
+ private:
+  void run(const at::Tensor& x, at::Tensor& out, bool add_into) const;
+
+  int64_t in_ = 0, out_ = 0;
+  at::ScalarType dtype_ = at::kFloat;
+  at::Tensor packed_;  // uint8 bytes in oneDNN's blocked layout
+  at::Tensor bias_;    // [1, out] fp32, or undefined
+};
+
+}  // namespace tq

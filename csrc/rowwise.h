@@ -1,0 +1,21 @@
+// Row-wise kernels of the transformer that this libtorch runs as chains of
+// small ops (RMSNorm: pow, mean, rsqrt, two muls and a cast; RoPE: cat, two
+// muls, an add and a cast). Each op is an OpenMP region plus a pass over
+// memory; on this 2-core machine the regions' wake-ups cost as much as the
+// arithmetic. One pass per row instead, written straight in the output dtype.
+#pragma once
+#include <ATen/ATen.h>
+
+namespace tq {
+
+// x / sqrt(mean(x^2) + eps) * weight over the last dimension. x: fp32, 2-D or
+// 3-D with a contiguous last dimension (views of a wider matrix are fine);
+// weight: fp32 [last]. Returns a contiguous tensor of x's shape in out_dtype.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, at::ScalarType out_dtype);
+
+// Rotate-half RoPE. x: fp32 [T, heads, dim] with a contiguous last dimension;
+// cos, sin: fp32 [max_positions, dim]; positions: int64 [T]. Returns a
+// contiguous [T, heads, dim] tensor in out_dtype.
+at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& positions, at::ScalarType out_dtype);
+
+}  // namespace tq

@@ -19,6 +19,7 @@
         "csrc/rowwise.cpp",
         "csrc/safetensors.cpp",
         "csrc/scripted_model.cpp",
+        "csrc/shared_prefix.cpp",
         "csrc/softmax.cpp",
         "csrc/swiglu.cpp",
         "csrc/transformer.cpp"

@@ -22,10 +22,11 @@ constexpr int64_t kChunkQueries = 128;
 constexpr int64_t kMaxScoreElements = int64_t{4} << 20;
 }  // namespace
 
-at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, const at::Tensor& q_root, const at::Tensor& k_pos,
-                           const at::Tensor& k_seg, std::optional<int64_t> window) {
+at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, const at::Tensor& q_parent, const at::Tensor& q_root,
+                           const at::Tensor& k_pos, const at::Tensor& k_seg, std::optional<int64_t> window) {
   auto qp = q_pos.unsqueeze(1), kp = k_pos.unsqueeze(0), ks = k_seg.unsqueeze(0);
-  auto mask = kp.le(qp).logical_and_(ks.eq(q_seg.unsqueeze(1)).logical_or_(ks.eq(q_root.unsqueeze(1))));
+  auto lineage = ks.eq(q_seg.unsqueeze(1)).logical_or_(ks.eq(q_parent.unsqueeze(1))).logical_or_(ks.eq(q_root.unsqueeze(1)));
+  auto mask = kp.le(qp).logical_and_(lineage);
   if (window) mask.logical_and_((qp - kp).lt(*window));
   return mask;
 }
@@ -38,8 +39,8 @@ AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos
   for (int64_t a = 0; a < tq; a += chunk) {
     const int64_t b = std::min(tq, a + chunk);
     const int64_t key_end = queries.key_end[b - 1];
-    auto visible = visibility_mask(queries.positions.slice(0, a, b), queries.segments.slice(0, a, b), queries.roots.slice(0, a, b), k_pos.slice(0, 0, key_end),
-                                   k_seg.slice(0, 0, key_end), window);
+    auto visible = visibility_mask(queries.positions.slice(0, a, b), queries.segments.slice(0, a, b), queries.parents.slice(0, a, b),
+                                   queries.roots.slice(0, a, b), k_pos.slice(0, 0, key_end), k_seg.slice(0, 0, key_end), window);
     // Leading keys no query sees (behind a window), then leading keys all queries see.
     auto seen_by_any = visible.any(0), seen_by_all = visible.all(0);
     int64_t key_begin = 0, bias_begin;

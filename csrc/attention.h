@@ -1,7 +1,8 @@
 // Masked multi-head attention of new queries over gathered keys, with GQA and
 // the one visibility rule of the engine: a query at (position p, segment s,
-// whose state is segment r) sees a key at (position p', segment s') when
-// p' <= p, s' is s or r, and p - p' is inside the sliding window if any.
+// whose parent is segment a and state is segment r) sees a key at (position
+// p', segment s') when p' <= p, s' is s, a or r, and p - p' is inside the
+// sliding window if any (packed_tokens.h).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -11,8 +12,8 @@
 namespace tq {
 
 // [Tq, Tk] bool: true where query i may attend to key j.
-at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, const at::Tensor& q_root, const at::Tensor& k_pos,
-                           const at::Tensor& k_seg, std::optional<int64_t> window);
+at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, const at::Tensor& q_parent, const at::Tensor& q_root,
+                           const at::Tensor& k_pos, const at::Tensor& k_seg, std::optional<int64_t> window);
 
 // How a step's queries are cut into chunks, which keys each chunk reads, and
 // its additive mask (0 or -inf). Built once per step and shared by every
@@ -32,7 +33,7 @@ struct AttentionPlan {
 };
 
 struct QueryLayout {
-  at::Tensor positions, segments, roots;  // [Tq] int64
+  at::Tensor positions, segments, parents, roots;  // [Tq] int64
   std::vector<int64_t> key_end;    // per query: 1 + index of its own key; non-decreasing
 };
 

@@ -11,6 +11,7 @@
 #include "native_model.h"
 #include "readout.h"
 #include "scripted_model.h"
+#include "shared_prefix.h"
 
 namespace tq {
 namespace {
@@ -107,13 +108,27 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
   PackedTokens packed;
   std::vector<std::vector<int64_t>> rows(reqs.size());  // per request, its questions' readout rows
   for (size_t k = 0; k < states.size(); ++k) {
-    const int64_t root = static_cast<int64_t>(packed.segment_lengths.size());
-    packed.add_segment(*states[k], -1);
+    const int64_t root = packed.add_segment(*states[k], -1);
+    // The state's questions from every request, with text they begin with in common packed once.
+    std::vector<std::pair<size_t, size_t>> owner;  // (request, question)
+    std::vector<const std::vector<int64_t>*> tokens;
+    std::vector<int64_t> readout_at;
     for (size_t r = 0; r < reqs.size(); ++r) {
       if (state_of[r] != k) continue;
-      for (const auto& q : reqs[r].questions) {
-        rows[r].push_back(static_cast<int64_t>(packed.ids.size()) + q.readout_at());
-        packed.add_segment(q.tokens, root);
+      rows[r].resize(reqs[r].questions.size());
+      for (size_t qi = 0; qi < reqs[r].questions.size(); ++qi) {
+        owner.emplace_back(r, qi);
+        tokens.push_back(&reqs[r].questions[qi].tokens);
+        readout_at.push_back(reqs[r].questions[qi].readout_at());
+      }
+    }
+    for (const auto& run : plan_shared_prefixes(tokens, readout_at)) {
+      const auto& first = *tokens[run.members.front()];
+      const int64_t parent =
+          run.shared_tokens > 0 ? packed.add_segment(std::vector<int64_t>(first.begin(), first.begin() + run.shared_tokens), root) : root;
+      for (size_t m : run.members) {
+        rows[owner[m].first][owner[m].second] = static_cast<int64_t>(packed.ids.size()) + readout_at[m] - run.shared_tokens;
+        packed.add_segment(std::vector<int64_t>(tokens[m]->begin() + run.shared_tokens, tokens[m]->end()), parent);
       }
     }
   }

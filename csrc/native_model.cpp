@@ -68,7 +68,7 @@ at::Tensor NativeModel::final_hidden(const PackedTokens& packed, ForwardInfo& in
   }
   const auto segments = packed.segments();
   auto all_ids = long_tensor(packed.ids), all_pos = long_tensor(packed.positions()), all_seg = long_tensor(segments),
-       all_root = long_tensor(packed.roots()), all_slots = long_tensor(slots);
+       all_parent = long_tensor(packed.parents()), all_root = long_tensor(packed.roots()), all_slots = long_tensor(slots);
   std::vector<int64_t> out_of_row(n, -1);
   for (size_t r = 0; r < packed.output_rows.size(); ++r) out_of_row[packed.output_rows[r]] = static_cast<int64_t>(r);
 
@@ -80,11 +80,12 @@ at::Tensor NativeModel::final_hidden(const PackedTokens& packed, ForwardInfo& in
     auto t0 = std::chrono::steady_clock::now();
     const std::vector<int64_t> queries(compute.begin() + a, compute.begin() + b);
     const int64_t last = queries.back();
-    // Keys: the tokens up to the step's last query of every segment a query is in, and of their states.
+    // Keys: the tokens up to the step's last query of every segment a query is in, and of its ancestors.
     std::vector<char> wanted(n_seg, 0);
     int64_t state_queries = 0;
     for (auto q : queries) {
-      wanted[segments[q]] = wanted[packed.segment_roots[segments[q]]] = 1;
+      const auto s = segments[q];
+      wanted[s] = wanted[packed.segment_parents[s]] = wanted[packed.segment_roots[s]] = 1;
       state_queries += packed.is_root(segments[q]);
     }
     std::vector<int64_t> keys, key_end(queries.size());
@@ -100,8 +101,8 @@ at::Tensor NativeModel::final_hidden(const PackedTokens& packed, ForwardInfo& in
         out_index.push_back(out_of_row[queries[qi]]);
       }
     auto q_index = long_tensor(queries), key_index = long_tensor(keys);
-    StepBatch step{all_ids.index_select(0, q_index),   all_pos.index_select(0, q_index),   all_seg.index_select(0, q_index),
-                   all_root.index_select(0, q_index),  all_slots.index_select(0, q_index), key_end,
+    StepBatch step{all_ids.index_select(0, q_index),    all_pos.index_select(0, q_index),  all_seg.index_select(0, q_index),
+                   all_parent.index_select(0, q_index), all_root.index_select(0, q_index), all_slots.index_select(0, q_index), key_end,
                    all_slots.index_select(0, key_index), all_pos.index_select(0, key_index), all_seg.index_select(0, key_index),
                    local_rows};
     auto hidden = transformer_->forward(step, *cache_);

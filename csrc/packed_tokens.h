@@ -1,8 +1,10 @@
-// Requests flattened into one token list of segments. A state is a root
-// segment; each question is a segment whose root is its state, placed after
-// it. A question's tokens see their state and their own earlier tokens only,
-// with positions continuing from the end of the state. Several states (a
-// batch of requests) may share one list: nothing crosses between them.
+// Requests flattened into one token list of segments, a forest of depth at
+// most three: a state is a root segment; a question's parent is its state, or
+// a shared segment (text several questions of the state begin with) whose
+// parent is the state. A segment's tokens see their ancestors and their own
+// earlier tokens only, with positions continuing from the end of the parent.
+// Several states (a batch of requests) may share one list: nothing crosses
+// between them. A parent is always packed before its children.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -12,27 +14,38 @@ namespace tq {
 struct PackedTokens {
   std::vector<int64_t> ids;
   std::vector<int64_t> segment_lengths;
-  std::vector<int64_t> segment_roots;  // per segment: the index of its state's segment (a state: itself)
+  std::vector<int64_t> segment_roots;    // per segment: the index of its state's segment (a state: itself)
+  std::vector<int64_t> segment_parents;  // per segment: its parent segment (a state: itself)
   std::vector<int64_t> output_rows;    // flat indices whose hidden state is read out
   bool use_prefix_cache = true;        // false when rows of the state itself are read out
 
   bool is_root(size_t s) const { return segment_roots[s] == static_cast<int64_t>(s); }
 
-  // Appends a segment; `root` is -1 for a new state.
-  void add_segment(const std::vector<int64_t>& tokens, int64_t root) {
+  // Appends a segment and returns its index; `parent` is -1 for a new state.
+  int64_t add_segment(const std::vector<int64_t>& tokens, int64_t parent) {
     const int64_t s = static_cast<int64_t>(segment_lengths.size());
     ids.insert(ids.end(), tokens.begin(), tokens.end());
     segment_lengths.push_back(static_cast<int64_t>(tokens.size()));
-    segment_roots.push_back(root < 0 ? s : root);
+    segment_roots.push_back(parent < 0 ? s : segment_roots[parent]);
+    segment_parents.push_back(parent < 0 ? s : parent);
+    return s;
   }
 
+  // Position of each segment's first token: the end of its parent's.
+  std::vector<int64_t> segment_starts() const {
+    std::vector<int64_t> start(segment_lengths.size(), 0);
+    for (size_t s = 0; s < segment_lengths.size(); ++s) {
+      const int64_t p = segment_parents[s];
+      if (p != static_cast<int64_t>(s)) start[s] = start[p] + segment_lengths[p];
+    }
+    return start;
+  }
   std::vector<int64_t> positions() const {
+    const auto start = segment_starts();
     std::vector<int64_t> out;
     out.reserve(ids.size());
-    for (size_t s = 0; s < segment_lengths.size(); ++s) {
-      const int64_t start = is_root(s) ? 0 : segment_lengths[segment_roots[s]];
-      for (int64_t i = 0; i < segment_lengths[s]; ++i) out.push_back(start + i);
-    }
+    for (size_t s = 0; s < segment_lengths.size(); ++s)
+      for (int64_t i = 0; i < segment_lengths[s]; ++i) out.push_back(start[s] + i);
     return out;
   }
   std::vector<int64_t> segments() const {
@@ -41,10 +54,14 @@ struct PackedTokens {
     for (size_t s = 0; s < segment_lengths.size(); ++s) out.insert(out.end(), segment_lengths[s], static_cast<int64_t>(s));
     return out;
   }
-  std::vector<int64_t> roots() const {
+  std::vector<int64_t> roots() const { return per_token(segment_roots); }
+  std::vector<int64_t> parents() const { return per_token(segment_parents); }
+
+ private:
+  std::vector<int64_t> per_token(const std::vector<int64_t>& per_segment) const {
     std::vector<int64_t> out;
     out.reserve(ids.size());
-    for (size_t s = 0; s < segment_lengths.size(); ++s) out.insert(out.end(), segment_lengths[s], segment_roots[s]);
+    for (size_t s = 0; s < segment_lengths.size(); ++s) out.insert(out.end(), segment_lengths[s], per_segment[s]);
     return out;
   }
 };

@@ -31,8 +31,9 @@ at::Tensor ScriptedModel::final_hidden(const PackedTokens& packed, ForwardInfo& 
   auto ids = at::tensor(at::ArrayRef<int64_t>(packed.ids), opts);
   auto pos = at::tensor(at::ArrayRef<int64_t>(packed.positions()), opts);
   auto seg = at::tensor(at::ArrayRef<int64_t>(packed.segments()), opts);
+  auto parent = at::tensor(at::ArrayRef<int64_t>(packed.parents()), opts);
   auto root = at::tensor(at::ArrayRef<int64_t>(packed.roots()), opts);
-  auto mask = visibility_mask(pos, seg, root, pos, seg, std::nullopt);
+  auto mask = visibility_mask(pos, seg, parent, root, pos, seg, std::nullopt);
   auto hidden = module_->forward({ids, pos, mask}).toTensor();
   if (hidden.dim() != 2 || hidden.size(0) != ids.size(0) || hidden.size(1) != hidden_size())
     throw EngineError(code::kTensorShape, "TorchScript forward must return [tokens, hidden]");

@@ -82,7 +82,7 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
   const int64_t n_layers = static_cast<int64_t>(layers_.size());
   const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
   auto x = embed_.index_select(0, step.token_ids).to(at::kFloat);
-  const auto plan = plan_attention({step.positions, step.segments, step.roots, step.key_end}, step.key_positions, step.key_segments,
+  const auto plan = plan_attention({step.positions, step.segments, step.parents, step.roots, step.key_end}, step.key_positions, step.key_segments,
                                    c.sliding_window, c.num_heads);
   for (int64_t li = 0; li < n_layers; ++li) {
     const Layer& l = layers_[li];
@@ -107,7 +107,8 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
       auto rows = at::tensor(at::ArrayRef<int64_t>(step.output_rows), at::TensorOptions().dtype(at::kLong));
       std::vector<int64_t> key_end;
       for (auto r : step.output_rows) key_end.push_back(step.key_end[r]);
-      QueryLayout out_queries{step.positions.index_select(0, rows), step.segments.index_select(0, rows), step.roots.index_select(0, rows), key_end};
+      QueryLayout out_queries{step.positions.index_select(0, rows), step.segments.index_select(0, rows), step.parents.index_select(0, rows),
+                              step.roots.index_select(0, rows), key_end};
       auto out_plan = plan_attention(out_queries, step.key_positions, step.key_segments, c.sliding_window, c.num_heads);
       x = x.index_select(0, rows);
       attn = attention(rope(q.index_select(0, rows), cos_, sin_, out_queries.positions, dtype_), keys, values, out_plan);

@@ -17,7 +17,7 @@ namespace tq {
 
 // The tokens one forward step computes and the cached tokens they may attend to.
 struct StepBatch {
-  at::Tensor token_ids, positions, segments, roots, slots;  // [T] int64, the new tokens
+  at::Tensor token_ids, positions, segments, parents, roots, slots;  // [T] int64, the new tokens
   std::vector<int64_t> key_end;                       // [T] 1 + index of each new token's own key
   at::Tensor key_slots, key_positions, key_segments;  // [Tk] int64, includes the new tokens
   std::vector<int64_t> output_rows;                   // indices into the new tokens, ascending

@@ -1,7 +1,7 @@
 /** Several requests in one forward pass answer exactly like each alone; identical states are computed once. */
 import { Engine } from '../src/engine/engine';
 import { NativeAnswerRequest } from '../src/engine/native';
-import { tinyModel } from './helpers/models';
+import { tinyModel, torchscriptModel } from './helpers/models';
 import { maxAbsDiff, softmax } from './helpers/reference';
 import { tokenizeTexts } from './helpers/tokens';
 
@@ -47,6 +47,57 @@ test('requests with the same state share one computation of it', async () => {
   } finally {
     await e.close();
   }
+});
+
+describe.each([
+  ['tiny-qwen3', () => tinyModel('tiny-qwen3')],
+  ['tiny-mistral (sliding window)', () => tinyModel('tiny-mistral')],
+  ['TorchScript tiny-llama', () => torchscriptModel('tiny-llama')],
+])('%s: text that questions begin with in common', (_name, modelPath) => {
+  test('is computed once, across requests, and answers equal each question alone (fp32, 1e-6)', async () => {
+    const path = modelPath();
+    const t = await tokenizeTexts(path.endsWith('.pt') ? tinyModel('tiny-llama') : path);
+    // A shared 24-token "option list" in front of each question; one question without it.
+    const shared = t.state.slice(3, 27);
+    const withShared = t.questions.map((q) => shared.concat(q));
+    const requests: NativeAnswerRequest[] = [
+      { state: t.state, questions: [{ tokens: withShared[0], labelIds: t.labels }, { tokens: t.questions[1], labelIds: t.labels }, { tokens: withShared[2], labelIds: t.labels }] },
+      { state: t.state, questions: [{ tokens: withShared[1], labelIds: t.labels }, { tokens: withShared[3], labelIds: t.labels.slice(0, 2) }] },
+    ];
+    const e = await Engine.open({ path, dtype: 'fp32', threads: 2, prefixCache: false });
+    try {
+      const together = await e.answerBatch(requests);
+      // The state once, the shared text once, then at most each question's own tokens
+      // (less where the questions' own texts begin alike too).
+      const own = t.questions.reduce((n, q) => n + q.length, 0) + t.questions[1].length;
+      expect(together[0].computedTokens).toBeLessThanOrEqual(t.state.length + shared.length + own);
+      for (const [i, r] of requests.entries())
+        for (const [j, q] of r.questions.entries()) {
+          const alone = await e.answer({ state: r.state, questions: [q] });
+          expect(maxAbsDiff(softmax(together[i].answers[j].labelLogits), softmax(alone.answers[0].labelLogits))).toBeLessThanOrEqual(1e-6);
+        }
+    } finally {
+      await e.close();
+    }
+  });
+
+  test('a readout inside the common text stays in the question: it is computed, and answers equal the question alone', async () => {
+    const path = modelPath();
+    const t = await tokenizeTexts(path.endsWith('.pt') ? tinyModel('tiny-llama') : path);
+    const shared = t.state.slice(3, 27);
+    const questions = t.questions.map((q, i) => ({ tokens: shared.concat(q), labelIds: t.labels, readoutIndex: i === 2 ? 10 : undefined }));
+    const e = await Engine.open({ path, dtype: 'fp32', threads: 2, prefixCache: false });
+    try {
+      const together = await e.answer({ state: t.state, questions });
+      expect(together.computedTokens).toBeLessThan(t.state.length + questions.reduce((n, q) => n + q.tokens.length, 0));
+      for (const [j, q] of questions.entries()) {
+        const alone = await e.answer({ state: t.state, questions: [q] });
+        expect(maxAbsDiff(softmax(together.answers[j].labelLogits), softmax(alone.answers[0].labelLogits))).toBeLessThanOrEqual(1e-6);
+      }
+    } finally {
+      await e.close();
+    }
+  });
 });
 
 test('a bad request fails the batch with its index; the engine stays usable', async () => {

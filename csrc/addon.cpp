@@ -166,6 +166,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
           r.Set("cacheBlocks", static_cast<double>(i.cache_blocks));
           r.Set("cacheBytes", static_cast<double>(i.cache_bytes));
           r.Set("threads", i.threads);
+          r.Set("kernels", i.kernels);
           r.Set("prefixCache", i.prefix_cache);
           r.Set("registerBoundary", i.register_boundary);
           return r;

@@ -12,6 +12,7 @@
 #include "readout.h"
 #include "scripted_model.h"
 #include "shared_prefix.h"
+#include "vec_exp.h"
 
 namespace tq {
 namespace {
@@ -46,6 +47,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     info_.prefix_cache = options.prefix_cache;
     info_.register_boundary = options.register_boundary;
     info_.format = "hf";
+    info_.kernels = has_avx512() ? "avx512" : "portable";
     info_.stored_dtype = native->stored_dtype();
     info_.block_size = native->cache().shape().block_size;
     info_.cache_blocks = native->cache().shape().num_blocks;
@@ -54,6 +56,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   } else {
     model_ = std::make_unique<ScriptedModel>(options.path, dtype);
     info_.format = "torchscript";
+    info_.kernels = "libtorch";
     info_.stored_dtype = info_.dtype;
   }
   info_.architecture = model_->describe();

@@ -55,6 +55,7 @@ struct AnswerResult {
 
 struct EngineInfo {
   std::string format, architecture, dtype, stored_dtype, register_boundary;
+  std::string kernels;  // which path the engine's own CPU kernels take: "avx512", "portable" or "libtorch" (TorchScript)
   int64_t vocab_size = 0, hidden_size = 0, context_limit = 0, block_size = 0, cache_blocks = 0, cache_bytes = 0;
   int threads = 0;
   bool prefix_cache = false;

@@ -46,6 +46,8 @@ inline void exp_block(const float* x, float* out, int n) {
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <cstdlib>
+
 namespace tq {
 
 // AVX-512 for the attention softmax, 16 floats at a time: the same reduction
@@ -56,8 +58,10 @@ namespace tq {
 // (1.5 vs 2.7 ms on [1000, 4864] bf16), so they stay there.
 #define TQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 
+// TQ_PORTABLE_KERNELS=1 forces the portable path, so that a test can check it on this machine.
 inline bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                          !std::getenv("TQ_PORTABLE_KERNELS");
   return yes;
 }
 

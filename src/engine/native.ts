@@ -42,6 +42,8 @@ export interface NativeEngineInfo {
   cacheBlocks: number;
   cacheBytes: number;
   threads: number;
+  /** The path of the engine's own CPU kernels: 'avx512', 'portable' (TQ_PORTABLE_KERNELS=1 or no AVX-512), or 'libtorch' (TorchScript). */
+  kernels: string;
   prefixCache: boolean;
   registerBoundary: string;
 }

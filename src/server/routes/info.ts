@@ -35,6 +35,7 @@ export function infoRoutes(router: Router, service: Service) {
       mode: 'cpu',
       dtype: e.dtype,
       threads: e.threads,
+      kernels: e.kernels,
       pad_unit: 1,
       pad_where: 'none',
       quantization: 'none',

@@ -17,10 +17,6 @@ class PackedLinear {
   // weight: [out, in] in the compute dtype (bf16 or fp32); bias: [out] or undefined.
   PackedLinear(const at::Tensor& weight, const at::Tensor& bias);
 
-  int64_t in_features() const { return in_; }
-  int64_t out_features() const { return out_; }
-  int64_t bytes() const { return packed_.numel(); }
-
   // x W^T (+ b) for x [M, in] in the compute dtype, returned in out_dtype.
   at::Tensor operator()(const at::Tensor& x, at::ScalarType out_dtype) const;
   // residual += x W^T, with residual [M, out] fp32 (oneDNN's sum post-op).

@@ -58,3 +58,28 @@ test('turn-start: the label is read right after the assistant header, without a 
   const tok = ModelTokenizer.load(tinyModel('tiny-qwen3'));
   expect(readout.port.label_token_ids[0]).toBe(tok.tokenToId('A'));
 });
+
+test('options before the instructions: questions sharing an option list begin with the same tokens (computed once by the engine)', async () => {
+  const { text, health } = await prompts(['--options-position', 'before']);
+  expect(text.port).toContain('\n\nOptions:\nA. red\nB. blue: north\nQuestion: Which port?\nAnswer with the label of one option.');
+  expect(health.prompt_format.options).toContain('before the instructions');
+  const server = await startServer(['--debug-readout', '--options-position', 'before']);
+  try {
+    const criteria = { refund: 'money back', discount: 'a lower price', nothing: null };
+    const r = await server.post(
+      '/v1/systemone',
+      { state: 'The customer wrote twice.', questions: { a: { type: 'choice', instructions: 'What does the customer want?', criteria }, b: { type: 'choice', instructions: 'What would calm them?', criteria } } },
+      { 'x-service-debug': 'readout' },
+    );
+    expect(r.status).toBe(200);
+    const own = (k: string) => r.body.readout[k].prompt_token_ids.slice(r.body.readout[k].state_token_count) as number[];
+    const [a, b] = [own('a'), own('b')];
+    let common = 0;
+    while (common < a.length && a[common] === b[common]) common++;
+    const tok = ModelTokenizer.load(tinyModel('tiny-qwen3'));
+    // The whole option list is in the common part.
+    expect(await tok.decode(a.slice(0, common))).toContain('A. refund: money back\nB. discount: a lower price\nC. nothing\nQuestion:');
+  } finally {
+    await server.stop();
+  }
+});

@@ -15,6 +15,9 @@ export interface PromptProfile {
   scoreLabels: 'letters' | 'digits';
   /** Yes/no questions: the words Yes/No as labels, or lettered options A. Yes / B. No. */
   yesNo: 'words' | 'letters';
+  /** The option list after the question's instructions, or before them: questions about one state that
+   *  share an option list then begin with the same text, which the engine computes once. */
+  optionsPosition: 'after' | 'before';
 }
 
 export const defaultProfile: PromptProfile = {
@@ -25,6 +28,7 @@ export const defaultProfile: PromptProfile = {
   choiceLabels: 'letters',
   scoreLabels: 'digits',
   yesNo: 'words',
+  optionsPosition: 'after',
 };
 
 export type QuestionType = 'noul' | 'choice' | 'score';

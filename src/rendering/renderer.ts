@@ -137,24 +137,29 @@ export class Renderer {
 
   private async questionBlock(q: QuestionSpec): Promise<Omit<RenderedQuestion, 'tokens'>> {
     const keys = q.options.map((o) => o.key);
-    const lines = [`\n\nQuestion: ${q.instructions}`];
+    const question = `Question: ${q.instructions}`;
+    // "Options:" heads the list only when it comes first, where it would otherwise read as part of the state.
+    const block = (options: string[], closing: string) =>
+      '\n\n' + (this.profile.optionsPosition === 'before' ? ['Options:', ...options, question] : [question, ...options]).concat(closing).join('\n');
     if (q.type === 'noul' && this.profile.yesNo === 'words') {
       const labels = this.labelsFor(q);
-      lines.push(`Answer ${labels.texts.join(' or ')}.`);
-      q.options.forEach((o, i) => o.description && lines.push(`${labels.texts[i]}: ${o.description}`));
-      return { text: lines.join('\n'), keys, labelTexts: labels.texts, labelIds: labels.ids };
+      const described = q.options.flatMap((o, i) => (o.description ? [`${labels.texts[i]}: ${o.description}`] : []));
+      const text = this.profile.optionsPosition === 'before'
+        ? block(described, `Answer ${labels.texts.join(' or ')}.`)
+        : '\n\n' + [question, `Answer ${labels.texts.join(' or ')}.`, ...described].join('\n');
+      return { text, keys, labelTexts: labels.texts, labelIds: labels.ids };
     }
     const own = q.type === 'choice' && this.profile.choiceLabels === 'keys' ? await this.keyLabels(q) : undefined;
     const labels = own ?? this.labelsFor(q);
-    q.options.forEach((o, i) => {
-      if (own) return lines.push(o.description ? `${o.key}: ${o.description}` : o.key);
+    const options = q.options.map((o, i) => {
+      if (own) return o.description ? `${o.key}: ${o.description}` : o.key;
       // Lettered lines: "A. key: description"; a score level shows its description only, yes/no its word.
       const shown = q.type === 'noul' ? (o.key === 'true' ? 'Yes' : 'No') : q.type === 'score' ? null : o.key;
       const parts = [shown, o.description].filter((p): p is string => !!p);
-      lines.push(`${labels.texts[i]}.${parts.length ? ' ' + parts.join(': ') : ''}`);
+      return `${labels.texts[i]}.${parts.length ? ' ' + parts.join(': ') : ''}`;
     });
-    lines.push(own ? 'Answer with the name of one option.' : 'Answer with the label of one option.');
-    return { text: lines.join('\n'), keys, labelTexts: labels.texts, labelIds: labels.ids };
+    const text = block(options, own ? 'Answer with the name of one option.' : 'Answer with the label of one option.');
+    return { text, keys, labelTexts: labels.texts, labelIds: labels.ids };
   }
 }
 

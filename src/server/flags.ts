@@ -28,6 +28,7 @@ export const flagDefs: FlagDef[] = [
   { name: 'choice-labels', kind: 'choice', choices: ['letters', 'digits', 'keys'], help: "labels of choice options; keys = the request's own keys when each is one token" },
   { name: 'score-labels', kind: 'choice', choices: ['letters', 'digits'], help: 'labels of score levels' },
   { name: 'yes-no', kind: 'choice', choices: ['words', 'letters'], help: 'yes/no questions as Yes/No words or lettered options' },
+  { name: 'options-position', kind: 'choice', choices: ['after', 'before'], help: "the option list after the question's instructions, or before them (questions sharing an option list then share its computation)" },
   { name: 'prefix-cache', kind: 'choice', choices: ['on', 'off'], default: 'on', help: 'reuse the KV of state prefixes across requests' },
   { name: 'register-boundary', kind: 'choice', choices: ['after', 'before'], default: 'after', help: "when a state's partial last block enters the prefix cache: after the response is sent, or before the question is computed" },
   { name: 'cache-mib', kind: 'number', default: 0, help: 'KV cache memory budget in MiB (0: room for twice the 32,768-token context); the least recently used prefixes are evicted to stay within it' },

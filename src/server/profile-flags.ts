@@ -12,6 +12,7 @@ export function promptProfile(base: PromptProfile, f: Flags): PromptProfile {
     choiceLabels: (f['choice-labels'] as PromptProfile['choiceLabels']) ?? base.choiceLabels,
     scoreLabels: (f['score-labels'] as PromptProfile['scoreLabels']) ?? base.scoreLabels,
     yesNo: (f['yes-no'] as PromptProfile['yesNo']) ?? base.yesNo,
+    optionsPosition: (f['options-position'] as PromptProfile['optionsPosition']) ?? base.optionsPosition,
   };
 }
 

@@ -23,7 +23,7 @@ export function infoRoutes(router: Router, service: Service) {
       answer_position: renderer.spacedLabels ? 'after the "Answer:" cue' : 'start of the assistant turn',
       label_forms: { choice: p.choiceLabels, score: p.scoreLabels, noul: p.yesNo },
       yes_no: p.yesNo === 'words' ? 'Yes/No words' : 'lettered options A. Yes / B. No',
-      options: 'label. key: description, in request order',
+      options: `label. key: description, in request order, ${p.optionsPosition} the instructions`,
       multi_question_scoring: 'one forward pass: the state once, each question attending to the state and itself',
       padding: 'none',
     };

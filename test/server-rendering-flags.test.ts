@@ -79,6 +79,16 @@ test('options before the instructions: questions sharing an option list begin wi
     const tok = ModelTokenizer.load(tinyModel('tiny-qwen3'));
     // The whole option list is in the common part.
     expect(await tok.decode(a.slice(0, common))).toContain('A. refund: money back\nB. discount: a lower price\nC. nothing\nQuestion:');
+    // ... and the engine computes it once: fewer tokens computed than the prompt holds.
+    const answered = await server.post('/v1/answer', {
+      state: 'The customer wrote again.',
+      questions: [
+        { kind: 'choice', instructions: 'What does the customer want?', options: Object.keys(criteria) },
+        { kind: 'choice', instructions: 'What would calm them?', options: Object.keys(criteria) },
+      ],
+    });
+    expect(answered.status).toBe(200);
+    expect(answered.body.timing.computed_tokens).toBeLessThanOrEqual(answered.body.usage.input_tokens - (common - 1));
   } finally {
     await server.stop();
   }

@@ -10,6 +10,8 @@ export interface EngineReply {
   answers: { labelLogits: Float32Array; hidden?: Float32Array }[];
   /** State tokens that came from the prefix cache. */
   cachedTokens: number;
+  /** Tokens the forward pass computed, for the whole batch this request was in (shared text counted once). */
+  computedTokens: number;
   timing: {
     stateMs: number;
     questionsMs: number;

@@ -40,6 +40,7 @@ export interface PipelineResult {
   questions: QuestionResult[];
   inputTokens: number;
   cachedTokens: number;
+  computedTokens: number;
   waitedBehindRegistration: boolean;
   batchSize: number;
   stages: { prepare: number; warm: number; questions: number; readout: number; engine: number; wait: number };
@@ -103,6 +104,7 @@ export async function runQuestions(
     questions: results,
     inputTokens: rendered.prefixTokens.length + rendered.questions.slice(0, specs.length).reduce((s, q) => s + q.tokens.length, 0),
     cachedTokens: reply.cachedTokens,
+    computedTokens: reply.computedTokens,
     waitedBehindRegistration: t.waitedBehindRegistration,
     batchSize: t.batchSize ?? 1,
     stages: { prepare, warm: t.stateMs, questions: t.questionsMs, readout: t.readoutMs, engine: t.engineMs, wait: t.waitMs },

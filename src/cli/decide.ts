@@ -21,7 +21,7 @@ class InProcessEngine implements EngineLike {
   async answer(call: EngineCall) {
     const t0 = performance.now();
     const r = await this.engine.answer(call);
-    return { answers: r.answers, cachedTokens: r.cachedTokens, timing: { ...r.timing, engineMs: performance.now() - t0, waitMs: 0, waitedBehindRegistration: false, batchSize: 1 } };
+    return { answers: r.answers, cachedTokens: r.cachedTokens, computedTokens: r.computedTokens, timing: { ...r.timing, engineMs: performance.now() - t0, waitMs: 0, waitedBehindRegistration: false, batchSize: 1 } };
   }
 }
 

@@ -89,6 +89,7 @@ class Host {
         reply: {
           answers: r.answers,
           cachedTokens: r.cachedTokens,
+          computedTokens: r.computedTokens,
           timing: { ...r.timing, engineMs, waitMs: started - job.arrived, waitedBehindRegistration: job.behindRegistration, batchSize: jobs.length },
         },
       });

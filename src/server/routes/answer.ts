@@ -62,6 +62,7 @@ export function answerRoute(router: Router, service: Service) {
         waited_ms: r.stages.wait,
         waited_behind_registration: r.waitedBehindRegistration,
         cached_tokens: r.cachedTokens,
+        computed_tokens: r.computedTokens,
         batch_size: r.batchSize,
         total_ms: performance.now() - t0,
       },

@@ -100,6 +100,32 @@ describe.each([
   });
 });
 
+test('bf16: a batch with shared states and shared question text answers like each question alone; the bound is measured', async () => {
+  const dir = tinyModel('tiny-qwen3');
+  const t = await tokenizeTexts(dir);
+  const shared = t.state.slice(3, 27);
+  const other = t.state.slice(5).concat(t.state.slice(0, 5));
+  const requests: NativeAnswerRequest[] = [
+    { state: t.state, questions: t.questions.map((q) => ({ tokens: shared.concat(q), labelIds: t.labels })) },
+    { state: other, questions: [{ tokens: t.questions[1], labelIds: t.labels }] },
+    { state: t.state, questions: [{ tokens: shared.concat(t.questions[0]), labelIds: t.labels.slice(0, 3) }] },
+  ];
+  const e = await Engine.open({ path: dir, dtype: 'bf16', threads: 2, prefixCache: false });
+  try {
+    const together = await e.answerBatch(requests);
+    let worst = 0;
+    for (const [i, r] of requests.entries())
+      for (const [j, q] of r.questions.entries()) {
+        const alone = await e.answer({ state: r.state, questions: [q] });
+        worst = Math.max(worst, maxAbsDiff(softmax(together[i].answers[j].labelLogits), softmax(alone.answers[0].labelLogits)));
+      }
+    console.log(`bf16 batched (shared states and question text) vs alone: max |Δp| ${worst.toExponential(2)}`);
+    expect(worst).toBeLessThan(1e-3);
+  } finally {
+    await e.close();
+  }
+});
+
 test('a bad request fails the batch with its index; the engine stays usable', async () => {
   const e = await Engine.open({ path: tinyModel('tiny-qwen3'), dtype: 'fp32' });
   try {

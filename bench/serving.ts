@@ -10,6 +10,7 @@ import { execFileSync, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import * as readline from 'readline';
 import { writeLlamaGguf } from './peer/gguf';
 import { softmax } from '../src/answering/answers';
 import { generateTestModel } from '../src/testmodels/generate';
@@ -18,6 +19,7 @@ const root = path.resolve(__dirname, '..');
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 30);
 const CLIENTS = 8;
+const COLD_PAIRS = Number(process.env.BENCH_COLD_PAIRS ?? 5);
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
@@ -54,6 +56,36 @@ async function startServer(): Promise<{ url: string; pid: number; stop: () => vo
   return { url, pid: child.pid!, stop: () => child.kill() };
 }
 
+function writeInput(input: object): string {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tq-bench-')), 'input.json');
+  fs.writeFileSync(file, JSON.stringify(input));
+  return file;
+}
+
+/** llama.cpp in its own process, running one cold question each time it is asked. */
+async function startColdPeer(input: object) {
+  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', 'bench/peer/llamacpp-serving.ts', writeInput(input), '--cold-on-request'], {
+    cwd: root,
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const lines = readline.createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  const next = async (): Promise<any> => {
+    for (;;) {
+      const { value, done } = await lines.next();
+      if (done) throw new Error('the llama.cpp peer exited');
+      if (value.startsWith('{')) return JSON.parse(value);
+    }
+  };
+  await next(); // loaded
+  return {
+    run: async (): Promise<{ ms: number; labels: number[] }> => {
+      child.stdin!.write('go\n');
+      return next();
+    },
+    stop: () => child.stdin!.end(),
+  };
+}
+
 async function main() {
   const dir = generateTestModel('bench-llama');
   const gguf = writeLlamaGguf(dir);
@@ -69,11 +101,23 @@ async function main() {
 
   // Warm up the server (first-call allocations), on a state not used below.
   await post(oneQuestion(999));
-  // Cold: a new state each time.
-  const cold = [];
-  for (let v = 0; v < 3; v++) cold.push(await post(oneQuestion(v), true));
-  const readout = cold[0].json.readout.q;
+  // The cold question's tokens for the peer (its state is the warm state below).
+  const readout = (await post(oneQuestion(0), true)).json.readout.q;
   const stateTokens: number[] = readout.prompt_token_ids.slice(0, readout.state_token_count);
+  // Cold, alternating with llama.cpp so that both meet the machine in the same state (it is shared,
+  // and its speed drifts over minutes): tqserve gets a new state each time (a prefix-cache miss),
+  // llama.cpp an emptied sequence. One untimed run of the peer first, as the server had.
+  const coldPeer = await startColdPeer({ gguf, threads: THREADS, state: stateTokens, coldQuestion: readout.prompt_token_ids.slice(readout.state_token_count), coldLabels: readout.label_token_ids });
+  await coldPeer.run();
+  const cold: number[] = [], peerCold: number[] = [];
+  let peerColdLabels: number[] = [];
+  for (let v = 1; v <= COLD_PAIRS; v++) {
+    cold.push((await post(oneQuestion(v))).ms);
+    const r = await coldPeer.run();
+    peerCold.push(r.ms);
+    peerColdLabels = r.labels;
+  }
+  coldPeer.stop();
   // Sixteen questions on one new state, in one request.
   const sixteen = [];
   for (let v = 10; v < 12; v++) sixteen.push(await post({ state: stateText(v), questions: Object.fromEntries(questionSet.map((q, i) => [`q${i}`, q])) }, true));
@@ -108,14 +152,12 @@ async function main() {
     clientStates: clientReadouts.map((r) => r.prompt_token_ids.slice(0, r.state_token_count)),
     concurrentSeconds: SECONDS,
   };
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tq-bench-')), 'input.json');
-  fs.writeFileSync(file, JSON.stringify(input));
-  const peer = JSON.parse(execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', 'bench/peer/llamacpp-serving.ts', file], { cwd: root, encoding: 'utf8' }).trim().split('\n').pop()!);
+  const peer = JSON.parse(execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', 'bench/peer/llamacpp-serving.ts', writeInput(input)], { cwd: root, encoding: 'utf8' }).trim().split('\n').pop()!);
 
-  const agreeCold = maxDiff(softmax(readout.label_logits, 1), softmax(peer.coldLabels, 1));
+  const agreeCold = maxDiff(softmax(readout.label_logits, 1), softmax(peerColdLabels, 1));
   const agreeSixteen = Math.max(...sixteenReadout.map((r, i) => maxDiff(softmax(r.label_logits, 1), softmax(peer.sixteenLabels[i], 1))));
   const rows = [
-    ['one question, 1,000-token state, cold (ms)', median(cold.map((r) => r.ms)), peer.coldMs],
+    [`one question, 1,000-token state, cold (ms; ${COLD_PAIRS} runs alternating with llama.cpp)`, median(cold), median(peerCold)],
     ['16 questions on one state (ms)', median(sixteen.map((r) => r.ms)), peer.sixteenMs],
     ['the same state again, one question, warm (ms)', median(warm.map((r) => r.ms)), peer.warmMs],
   ];

@@ -4,8 +4,11 @@
  * the token ids tqserve rendered; output: one JSON line of results on stdout.
  * Practice: the state's KV is kept in the sequence and each question is
  * evaluated on top of it, then erased (llama.cpp's prompt-cache reuse).
+ * With argv[3] = --cold-on-request it only runs cold questions, one per line
+ * read from stdin, so that the benchmark can alternate them with tqserve's.
  */
 import * as fs from 'fs';
+import * as readline from 'readline';
 import type { LlamaContextSequence, Token } from 'node-llama-cpp';
 
 const importEsm = new Function('specifier', 'return import(specifier)') as (s: string) => Promise<typeof import('node-llama-cpp')>;
@@ -46,16 +49,20 @@ async function main() {
   const ctx = await model.createContext({ contextSize: 2048, batchSize: 1024, threads: input.threads, sequences: 1 });
   const seq = ctx.getSequence();
   const n = input.state.length;
-
-  // Cold: one question on the state, from an empty sequence.
-  const cold: number[] = [];
-  let coldLabels: number[] = [];
-  for (let i = 0; i < 3; i++) {
-    await seq.clearHistory();
-    const t0 = performance.now();
-    coldLabels = await readLabels(seq, [...input.state, ...input.coldQuestion], input.coldLabels);
-    cold.push(performance.now() - t0);
+  if (process.argv[3] === '--cold-on-request') {
+    console.log(JSON.stringify({ ready: true }));
+    for await (const _line of readline.createInterface({ input: process.stdin })) {
+      await seq.clearHistory();
+      const t0 = performance.now();
+      const labels = await readLabels(seq, [...input.state, ...input.coldQuestion], input.coldLabels);
+      console.log(JSON.stringify({ ms: performance.now() - t0, labels }));
+    }
+    await ctx.dispose();
+    await model.dispose();
+    await llama.dispose();
+    return;
   }
+
   // Sixteen questions on one state: the state once, each question on top of it.
   const sixteen: number[] = [];
   let sixteenLabels: number[][] = [];
@@ -110,8 +117,6 @@ async function main() {
   const peakKiB = Number(/VmHWM:\s+(\d+)/.exec(status)![1]);
   console.log(
     JSON.stringify({
-      coldMs: median(cold),
-      coldLabels,
       sixteenMs: median(sixteen),
       sixteenLabels,
       warmMs: median(warm),

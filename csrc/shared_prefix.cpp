@@ -8,6 +8,9 @@ namespace {
 
 // A shared segment shorter than this saves too little to be worth one.
 constexpr int64_t kMinSharedTokens = 4;
+// Runs are at most this long, which bounds the cut's search at n * kMaxRun steps
+// for a batch of many alike questions (a longer run would save one prefix more per kMaxRun).
+constexpr size_t kMaxRun = 512;
 
 int64_t common_prefix(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   return std::mismatch(a.begin(), a.begin() + static_cast<int64_t>(std::min(a.size(), b.size())), b.begin()).first - a.begin();
@@ -31,7 +34,7 @@ std::vector<SharedRun> plan_shared_prefixes(const std::vector<const std::vector<
     saved[j] = saved[j - 1];  // question j - 1 alone
     cut[j] = j - 1;
     int64_t prefix = readout_at[order[j - 1]];  // the readout stays in the question's own tokens
-    for (size_t i = j - 1; i-- > 0;) {
+    for (size_t i = j - 1; i-- > 0 && j - i <= kMaxRun;) {
       prefix = std::min({prefix, adjacent[i + 1], readout_at[order[i]]});
       if (prefix < kMinSharedTokens) break;
       const int64_t gain = saved[i] + static_cast<int64_t>(j - i - 1) * prefix;

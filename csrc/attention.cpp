@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <tuple>
 
 #include "onednn.h"
@@ -86,9 +85,8 @@ struct AttentionShape {
 };
 
 const AttentionPrimitives& primitives_for(const AttentionShape& shape) {
-  static std::mutex mutex;
-  static std::map<std::tuple<int64_t, int64_t, int64_t, int>, AttentionPrimitives> cache;
-  std::lock_guard<std::mutex> lock(mutex);
+  // Per thread, as in packed_linear.cpp: a primitive runs on the thread that created it.
+  thread_local std::map<std::tuple<int64_t, int64_t, int64_t, int>, AttentionPrimitives> cache;
   const auto key = std::make_tuple(shape.heads, shape.kv_heads, shape.dim, static_cast<int>(shape.type));
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;

@@ -1,6 +1,5 @@
 #include "packed_linear.h"
 
-#include <mutex>
 #include <tuple>
 #include <unordered_map>
 
@@ -25,7 +24,9 @@ dnnl::matmul::primitive_desc describe(int64_t m, int64_t k, int64_t n, dt src, c
 }
 
 // Primitives depend on shapes and epilogue, not on the weights, so one cache
-// serves every layer. A forward pass needs a handful per distinct M.
+// serves every layer. A forward pass needs a handful per distinct M. The cache
+// is per thread: oneDNN's shared scratchpad (its default build) requires a
+// primitive to run on the thread that created it, and each engine has its own thread.
 using Key = std::tuple<int64_t, int64_t, int64_t, int, bool, int, bool>;
 struct KeyHash {
   size_t operator()(const Key& k) const {
@@ -60,28 +61,23 @@ void PackedLinear::run(const at::Tensor& x, at::Tensor& out, bool add_into) cons
   TORCH_CHECK(x.scalar_type() == dtype_ && x.size(1) == in_, "PackedLinear: input ", x.sizes(), " ", x.scalar_type(), " for weights [",
               out_, ", ", in_, "] ", dtype_);
   const dt src = onednn::type_of(dtype_), dst = onednn::type_of(out.scalar_type());
-  static std::mutex mutex;
-  static std::unordered_map<Key, Compiled, KeyHash> primitives;
-  Compiled compiled;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    const Key key{m, in_, out_, static_cast<int>(src), bias_.defined(), static_cast<int>(dst), add_into};
-    auto it = primitives.find(key);
-    if (it == primitives.end()) {
-      if (primitives.size() >= kMaxCachedPrimitives) primitives.clear();
-      dnnl::primitive_attr attr;
-      if (add_into) {
-        dnnl::post_ops ops;
-        ops.append_sum(1.0f);
-        attr.set_post_ops(ops);
-      }
-      const dnnl::memory::desc any({in_, out_}, src, tag::any);
-      auto weights = describe(kPackingRows, in_, out_, src, any, bias_.defined(), dt::f32).weights_desc();
-      auto desc = describe(m, in_, out_, src, weights, bias_.defined(), dst, attr);
-      it = primitives.emplace(key, Compiled{desc, dnnl::matmul(desc)}).first;
+  thread_local std::unordered_map<Key, Compiled, KeyHash> primitives;
+  const Key key{m, in_, out_, static_cast<int>(src), bias_.defined(), static_cast<int>(dst), add_into};
+  auto it = primitives.find(key);
+  if (it == primitives.end()) {
+    if (primitives.size() >= kMaxCachedPrimitives) primitives.clear();
+    dnnl::primitive_attr attr;
+    if (add_into) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.0f);
+      attr.set_post_ops(ops);
     }
-    compiled = it->second;
+    const dnnl::memory::desc any({in_, out_}, src, tag::any);
+    auto weights = describe(kPackingRows, in_, out_, src, any, bias_.defined(), dt::f32).weights_desc();
+    auto desc = describe(m, in_, out_, src, weights, bias_.defined(), dst, attr);
+    it = primitives.emplace(key, Compiled{desc, dnnl::matmul(desc)}).first;
   }
+  const Compiled& compiled = it->second;
   const auto& pd = compiled.desc;
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, onednn::wrap(pd.src_desc(), x.data_ptr())},
                                              {DNNL_ARG_WEIGHTS, onednn::wrap(pd.weights_desc(), packed_.data_ptr())},

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "bf16.h"
+
 namespace tq {
 namespace {
 
@@ -24,10 +26,9 @@ struct Rows {
   const float* operator[](int64_t r) const { return base + (r / inner) * outer_stride + (r % inner) * inner_stride; }
 };
 
-// out[j] = bf16(v[j]), rounding to nearest even as at::BFloat16 does.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void store_row(const float* v, uint16_t* out, int64_t n) {
   const auto* u = reinterpret_cast<const uint32_t*>(v);
-  for (int64_t j = 0; j < n; ++j) out[j] = static_cast<uint16_t>((u[j] + 0x7fffu + ((u[j] >> 16) & 1u)) >> 16);
+  for (int64_t j = 0; j < n; ++j) out[j] = bf16_bits(u[j]);
 }
 void store_row(const float* v, float* out, int64_t n) { std::copy(v, v + n, out); }
 

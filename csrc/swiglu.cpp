@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "bf16.h"
 #include "vec_exp.h"
 
 namespace tq {
@@ -34,7 +35,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void silu_mul_bf16(
       u.u[j] = static_cast<uint32_t>(up[a + j]) << 16;
     }
     silu_mul_block(g.f, u.f, m);
-    for (int j = 0; j < m; ++j) gate[a + j] = static_cast<uint16_t>((g.u[j] + 0x7fffu + ((g.u[j] >> 16) & 1u)) >> 16);  // nearest even
+    for (int j = 0; j < m; ++j) gate[a + j] = bf16_bits(g.u[j]);
   }
 }
 

@@ -138,15 +138,17 @@ export class Renderer {
   private async questionBlock(q: QuestionSpec): Promise<Omit<RenderedQuestion, 'tokens'>> {
     const keys = q.options.map((o) => o.key);
     const question = `Question: ${q.instructions}`;
-    // "Options:" heads the list only when it comes first, where it would otherwise read as part of the state.
-    const block = (options: string[], closing: string) =>
-      '\n\n' + (this.profile.optionsPosition === 'before' ? ['Options:', ...options, question] : [question, ...options]).concat(closing).join('\n');
+    // The option lines before the instructions, headed "Options:" (there they would otherwise read as
+    // part of the state), or after them; Yes/No words keep their "Answer Yes or No." right after the question.
+    const block = (options: string[], closing: string, closingFirst = false) => {
+      const lines = this.profile.optionsPosition === 'before' ? ['Options:', ...options, question, closing]
+        : closingFirst ? [question, closing, ...options] : [question, ...options, closing];
+      return '\n\n' + lines.join('\n');
+    };
     if (q.type === 'noul' && this.profile.yesNo === 'words') {
       const labels = this.labelsFor(q);
       const described = q.options.flatMap((o, i) => (o.description ? [`${labels.texts[i]}: ${o.description}`] : []));
-      const text = this.profile.optionsPosition === 'before'
-        ? block(described, `Answer ${labels.texts.join(' or ')}.`)
-        : '\n\n' + [question, `Answer ${labels.texts.join(' or ')}.`, ...described].join('\n');
+      const text = block(described, `Answer ${labels.texts.join(' or ')}.`, true);
       return { text, keys, labelTexts: labels.texts, labelIds: labels.ids };
     }
     const own = q.type === 'choice' && this.profile.choiceLabels === 'keys' ? await this.keyLabels(q) : undefined;

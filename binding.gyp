@@ -33,7 +33,9 @@
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti"],
       # As CMake's Release build compiles (-O3; GNU dialect, so FMA contraction
       # is on): both builds then give bit-identical answers.
-      "cflags_cc": ["-std=gnu++17", "-O3", "-frtti", "-fexceptions"],
+      # -fopenmp as in CMakeLists.txt: ATen's parallel_for is serial without it.
+      "cflags_cc": ["-std=gnu++17", "-O3", "-frtti", "-fexceptions", "-fopenmp"],
+      "ldflags": ["-fopenmp"],
       "libraries": ["-ltorch", "-ltorch_cpu", "-lc10", "-ldnnl"]
     }
   ]

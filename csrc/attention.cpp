@@ -1,6 +1,9 @@
 #include "attention.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -13,11 +16,10 @@ namespace tq {
 
 namespace {
 // Queries per chunk: small enough that a causal prefill skips most of the
-// masked triangle and the score block stays in cache, large enough for GEMM.
+// masked triangle, large enough for GEMM (64 measured the same).
 constexpr int64_t kChunkQueries = 128;
-// Upper bound on score elements per chunk for long contexts (fp32: 16 MiB).
-// Below glibc's largest mmap threshold (32 MiB), freed score blocks are reused
-// from the heap instead of being mapped and page-faulted afresh per chunk.
+// Upper bound on score elements per chunk (all heads) for long contexts, which
+// bounds each thread's score buffers (fp32: 16 MiB).
 constexpr int64_t kMaxScoreElements = int64_t{4} << 20;
 }  // namespace
 
@@ -59,10 +61,11 @@ namespace {
 
 // The two matmuls of attention as oneDNN primitives over strided views, with
 // the query and key counts as runtime dimensions: one pair per model shape
-// serves every chunk. Query heads sharing a KV head form one batch entry
-// (GQA), queries are read in place from [Tq, heads, dim], keys and values from
-// [Tk, kv_heads, dim], and the output is written in place: no permuted copies.
-// Scores come out in fp32 with the 1/sqrt(dim) scale applied.
+// serves every chunk. A work item is one chunk of queries and one KV head: its
+// query heads (GQA's group) form the batch, queries are read in place from
+// [Tq, heads, dim], keys and values from [Tk, kv_heads, dim], and the output is
+// written in place: no permuted copies. Scores come out in fp32 with the
+// 1/sqrt(dim) scale applied.
 struct AttentionPrimitives {
   dnnl::matmul scores, mix;
 };
@@ -71,21 +74,23 @@ struct AttentionShape {
   int64_t heads, kv_heads, dim;
   dnnl::memory::data_type type;
   int64_t group() const { return heads / kv_heads; }
-  // [kv_heads, group, rows, dim] views of [T, heads, dim] (queries, output).
+  // [1, group, rows, dim]: one KV head's query heads in [T, heads, dim] (queries, output).
   dnnl::memory::desc per_head(int64_t rows) const {
-    return {{kv_heads, group(), rows, dim}, type, dnnl::memory::dims{group() * dim, dim, heads * dim, 1}};
+    return {{1, group(), rows, dim}, type, dnnl::memory::dims{heads * dim, dim, heads * dim, 1}};
   }
-  // [kv_heads, 1, dim, keys]: keys of [Tk, kv_heads, dim], transposed.
-  dnnl::memory::desc keys_t(int64_t keys) const { return {{kv_heads, 1, dim, keys}, type, dnnl::memory::dims{dim, dim, 1, kv_heads * dim}}; }
-  // [kv_heads, 1, keys, dim]: values of [Tk, kv_heads, dim].
-  dnnl::memory::desc values(int64_t keys) const { return {{kv_heads, 1, keys, dim}, type, dnnl::memory::dims{dim, dim, kv_heads * dim, 1}}; }
+  // [1, 1, dim, keys]: one head's keys in [Tk, kv_heads, dim], transposed.
+  dnnl::memory::desc keys_t(int64_t keys) const { return {{1, 1, dim, keys}, type, dnnl::memory::dims{dim, dim, 1, kv_heads * dim}}; }
+  // [1, 1, keys, dim]: one head's values in [Tk, kv_heads, dim].
+  dnnl::memory::desc values(int64_t keys) const { return {{1, 1, keys, dim}, type, dnnl::memory::dims{dim, dim, kv_heads * dim, 1}}; }
   dnnl::memory::desc scores(int64_t rows, int64_t keys, dnnl::memory::data_type t) const {
-    return {{kv_heads, group(), rows, keys}, t, dnnl::memory::format_tag::abcd};
+    return {{1, group(), rows, keys}, t, dnnl::memory::format_tag::abcd};
   }
 };
 
+// Per thread: each worker of the parallel loop below creates and runs its own
+// (as in packed_linear.cpp, a primitive runs on the thread that created it).
+// Created inside the parallel region, they run on their one thread.
 const AttentionPrimitives& primitives_for(const AttentionShape& shape) {
-  // Per thread, as in packed_linear.cpp: a primitive runs on the thread that created it.
   thread_local std::map<std::tuple<int64_t, int64_t, int64_t, int>, AttentionPrimitives> cache;
   const auto key = std::make_tuple(shape.heads, shape.kv_heads, shape.dim, static_cast<int>(shape.type));
   auto it = cache.find(key);
@@ -99,6 +104,12 @@ const AttentionPrimitives& primitives_for(const AttentionShape& shape) {
   return cache.emplace(key, AttentionPrimitives{dnnl::matmul(scores), dnnl::matmul(mix)}).first->second;
 }
 
+struct WorkItem {
+  const AttentionPlan::Chunk* chunk;
+  int64_t kv_head;
+  int64_t cost() const { return (chunk->end - chunk->begin) * (chunk->key_end - chunk->key_begin); }
+};
+
 }  // namespace
 
 at::Tensor attention(const at::Tensor& q_all, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan) {
@@ -106,26 +117,53 @@ at::Tensor attention(const at::Tensor& q_all, const at::Tensor& k, const at::Ten
                   v.scalar_type() == q_all.scalar_type(),
               "attention: contiguous q, k, v of one dtype");
   const AttentionShape shape{q_all.size(1), k.size(1), q_all.size(2), onednn::type_of(q_all.scalar_type())};
-  const auto& kernels = primitives_for(shape);
-  const int64_t row = shape.heads * shape.dim, key_row = shape.kv_heads * shape.dim;
+  const bool bf16 = q_all.scalar_type() == at::kBFloat16;
+  const int64_t row = shape.heads * shape.dim, key_row = shape.kv_heads * shape.dim, group = shape.group();
   const auto* q_data = static_cast<const char*>(q_all.data_ptr());
   const auto* k_data = static_cast<const char*>(k.data_ptr());
   const auto* v_data = static_cast<const char*>(v.data_ptr());
   const int64_t item = q_all.element_size();
   auto out = at::empty(q_all.sizes(), q_all.options());
   auto* out_data = static_cast<char*>(out.data_ptr());
-  for (const auto& ch : plan.chunks) {
-    const int64_t c = ch.end - ch.begin, tk = ch.key_end - ch.key_begin;
-    auto scores = at::empty({shape.kv_heads, shape.group(), c, tk}, at::kFloat);
-    onednn::run(kernels.scores, {{DNNL_ARG_SRC, onednn::wrap(shape.per_head(c), q_data + ch.begin * row * item)},
-                                 {DNNL_ARG_WEIGHTS, onednn::wrap(shape.keys_t(tk), k_data + ch.key_begin * key_row * item)},
-                                 {DNNL_ARG_DST, onednn::wrap(shape.scores(c, tk, dnnl::memory::data_type::f32), scores.data_ptr())}});
-    if (ch.bias.numel() > 0) scores.slice(3, ch.bias_begin - ch.key_begin).add_(ch.bias);
-    auto probs = softmax_lastdim(scores, q_all.scalar_type());
-    onednn::run(kernels.mix, {{DNNL_ARG_SRC, onednn::wrap(shape.scores(c, tk, shape.type), probs.data_ptr())},
-                              {DNNL_ARG_WEIGHTS, onednn::wrap(shape.values(tk), v_data + ch.key_begin * key_row * item)},
-                              {DNNL_ARG_DST, onednn::wrap(shape.per_head(c), out_data + ch.begin * row * item)}});
-  }
+
+  // One parallel region per call, the threads taking items largest first: a
+  // causal prefill's later chunks read more keys. Each item's scores stay in
+  // its thread's cache from matmul to softmax to matmul, and the threads meet
+  // once per layer instead of at every step of every chunk.
+  std::vector<WorkItem> items;
+  for (const auto& ch : plan.chunks)
+    for (int64_t h = 0; h < shape.kv_heads; ++h) items.push_back({&ch, h});
+  std::stable_sort(items.begin(), items.end(), [](const WorkItem& a, const WorkItem& b) { return a.cost() > b.cost(); });
+  // Every thread joins even when there are fewer items, so that an item always
+  // runs inside the region on one thread: a oneDNN primitive partitions its
+  // work by the threads it sees when created, and the sums must not depend on
+  // the batch (answers are invariant to what else is in it).
+  std::atomic<size_t> next{0};
+  at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
+    const auto& kernels = primitives_for(shape);
+    thread_local std::vector<float> scores;
+    thread_local std::vector<uint16_t> probs_bf16;
+    for (size_t i = next++; i < items.size(); i = next++) {
+      const auto& ch = *items[i].chunk;
+      const int64_t h = items[i].kv_head, c = ch.end - ch.begin, tk = ch.key_end - ch.key_begin;
+      scores.resize(static_cast<size_t>(group * c * tk));
+      if (bf16) probs_bf16.resize(scores.size());
+      void* probs = bf16 ? static_cast<void*>(probs_bf16.data()) : static_cast<void*>(scores.data());
+      const char* q_head = q_data + (ch.begin * row + h * group * shape.dim) * item;
+      onednn::run(kernels.scores, {{DNNL_ARG_SRC, onednn::wrap(shape.per_head(c), q_head)},
+                                   {DNNL_ARG_WEIGHTS, onednn::wrap(shape.keys_t(tk), k_data + (ch.key_begin * key_row + h * shape.dim) * item)},
+                                   {DNNL_ARG_DST, onednn::wrap(shape.scores(c, tk, dnnl::memory::data_type::f32), scores.data())}});
+      const float* bias = ch.bias.numel() > 0 ? ch.bias.data_ptr<float>() : nullptr;
+      const int64_t bias_from = ch.bias_begin - ch.key_begin;
+      for (int64_t r = 0; r < group * c; ++r) {
+        float* x = scores.data() + r * tk;
+        softmax_row(x, tk, bias ? bias + (r % c) * (tk - bias_from) : nullptr, bias_from, x, bf16 ? probs_bf16.data() + r * tk : nullptr);
+      }
+      onednn::run(kernels.mix, {{DNNL_ARG_SRC, onednn::wrap(shape.scores(c, tk, shape.type), probs)},
+                                {DNNL_ARG_WEIGHTS, onednn::wrap(shape.values(tk), v_data + (ch.key_begin * key_row + h * shape.dim) * item)},
+                                {DNNL_ARG_DST, onednn::wrap(shape.per_head(c), out_data + (ch.begin * row + h * group * shape.dim) * item)}});
+    }
+  });
   return out;
 }
 

@@ -1,10 +1,9 @@
 #include "softmax.h"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <limits>
 
+#include "bf16.h"
 #include "vec_exp.h"
 
 namespace tq {
@@ -12,8 +11,11 @@ namespace {
 
 constexpr int kLanes = 16;  // partial maxima and sums, so the reductions vectorize
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void softmax_row(float* x, int64_t n) {
+// In place, then stored to the output: the loops vectorize for any target.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void softmax_row_portable(float* x, int64_t n, const float* bias, int64_t bias_from) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (bias)
+    for (int64_t i = bias_from; i < n; ++i) x[i] += bias[i - bias_from];
   float part[kLanes];
   std::fill(part, part + kLanes, kNegInf);
   int64_t i = 0;
@@ -45,11 +47,21 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void softmax_row(fl
   for (int64_t k = 0; k < n; ++k) x[k] *= inv;
 }
 
+__attribute__((target_clones("avx512f", "avx2", "default"))) void store_bf16_row(const float* x, uint16_t* out, int64_t n) {
+  const auto* u = reinterpret_cast<const uint32_t*>(x);
+  for (int64_t j = 0; j < n; ++j) out[j] = bf16_bits(u[j]);
+}
+
 #if defined(__x86_64__)
-// One row: max, then exp and sum (kept in x), then the scaled probabilities
-// into out (fp32, possibly x itself, or bf16).
-TQ_AVX512 void softmax_row_avx512(float* x, int64_t n, float* out_f32, uint16_t* out_bf16) {
+// One row: the mask added, max, then exp and sum (kept in x), then the scaled
+// probabilities into out (fp32, possibly x itself, or bf16).
+TQ_AVX512 void softmax_row_avx512(float* x, int64_t n, const float* bias, int64_t bias_from, float* out_f32, uint16_t* out_bf16) {
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  if (bias)
+    for (int64_t i = bias_from; i < n; i += 16) {
+      const __mmask16 m = lanes_from(i, n);
+      _mm512_mask_storeu_ps(x + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, bias + (i - bias_from))));
+    }
   __m512 vmax = neg_inf;
   for (int64_t i = 0; i < n; i += 16) vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, lanes_from(i, n), x + i));
   const float max = _mm512_reduce_max_ps(vmax);
@@ -78,26 +90,13 @@ TQ_AVX512 void softmax_row_avx512(float* x, int64_t n, float* out_f32, uint16_t*
 
 }  // namespace
 
-at::Tensor softmax_lastdim(at::Tensor& scores, at::ScalarType out_dtype) {
-  TORCH_CHECK(scores.scalar_type() == at::kFloat && scores.is_contiguous(), "softmax_lastdim: contiguous fp32 scores");
-  TORCH_CHECK(out_dtype == at::kFloat || out_dtype == at::kBFloat16, "softmax_lastdim: fp32 or bf16 output");
-  const int64_t cols = scores.size(-1), rows = scores.numel() / std::max<int64_t>(1, cols);
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols));
-  float* data = scores.data_ptr<float>();
+void softmax_row(float* x, int64_t n, const float* bias, int64_t bias_from, float* out_f32, uint16_t* out_bf16) {
 #if defined(__x86_64__)
-  if (has_avx512()) {
-    auto out = out_dtype == at::kFloat ? scores : at::empty(scores.sizes(), scores.options().dtype(out_dtype));
-    auto* bf16 = out_dtype == at::kFloat ? nullptr : reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
-    at::parallel_for(0, rows, grain, [&](int64_t a, int64_t b) {
-      for (int64_t r = a; r < b; ++r) softmax_row_avx512(data + r * cols, cols, data + r * cols, bf16 ? bf16 + r * cols : nullptr);
-    });
-    return out;
-  }
+  if (has_avx512()) return softmax_row_avx512(x, n, bias, bias_from, out_f32, out_bf16);
 #endif
-  at::parallel_for(0, rows, grain, [&](int64_t a, int64_t b) {
-    for (int64_t r = a; r < b; ++r) softmax_row(data + r * cols, cols);
-  });
-  return scores.to(out_dtype);
+  softmax_row_portable(x, n, bias, bias_from);
+  if (out_bf16) store_bf16_row(x, out_bf16, n);
+  else if (out_f32 != x) std::copy(x, x + n, out_f32);
 }
 
 }  // namespace tq

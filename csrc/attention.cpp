@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <tuple>
 
+#include "bf16.h"
 #include "onednn.h"
 #include "softmax.h"
 
@@ -74,17 +76,15 @@ struct AttentionShape {
   int64_t heads, kv_heads, dim;
   dnnl::memory::data_type type;
   int64_t group() const { return heads / kv_heads; }
-  // [1, group, rows, dim]: one KV head's query heads in [T, heads, dim] (queries, output).
-  dnnl::memory::desc per_head(int64_t rows) const {
-    return {{1, group(), rows, dim}, type, dnnl::memory::dims{heads * dim, dim, heads * dim, 1}};
-  }
-  // [1, 1, dim, keys]: one head's keys in [Tk, kv_heads, dim], transposed.
-  dnnl::memory::desc keys_t(int64_t keys) const { return {{1, 1, dim, keys}, type, dnnl::memory::dims{dim, dim, 1, kv_heads * dim}}; }
-  // [1, 1, keys, dim]: one head's values in [Tk, kv_heads, dim].
-  dnnl::memory::desc values(int64_t keys) const { return {{1, 1, keys, dim}, type, dnnl::memory::dims{dim, dim, kv_heads * dim, 1}}; }
-  dnnl::memory::desc scores(int64_t rows, int64_t keys, dnnl::memory::data_type t) const {
-    return {{1, group(), rows, keys}, t, dnnl::memory::format_tag::abcd};
-  }
+  // [rows, dim]: an item's queries, gathered head-major (row = head in group * chunk + query).
+  dnnl::memory::desc queries(int64_t rows) const { return {{rows, dim}, type, dnnl::memory::format_tag::ab}; }
+  // [dim, keys]: one head's keys in [Tk, kv_heads, dim], transposed.
+  dnnl::memory::desc keys_t(int64_t keys) const { return {{dim, keys}, type, dnnl::memory::dims{1, kv_heads * dim}}; }
+  // [keys, dim]: one head's values in [Tk, kv_heads, dim].
+  dnnl::memory::desc values(int64_t keys) const { return {{keys, dim}, type, dnnl::memory::dims{kv_heads * dim, 1}}; }
+  dnnl::memory::desc scores(int64_t rows, int64_t keys, dnnl::memory::data_type t) const { return {{rows, keys}, t, dnnl::memory::format_tag::ab}; }
+  // [rows, dim] fp32: the mix before the softmax's division.
+  dnnl::memory::desc mixed(int64_t rows) const { return {{rows, dim}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab}; }
 };
 
 // Per thread: each worker of the parallel loop below creates and runs its own
@@ -99,9 +99,22 @@ const AttentionPrimitives& primitives_for(const AttentionShape& shape) {
   const auto f32 = dnnl::memory::data_type::f32;
   dnnl::primitive_attr scaled;
   scaled.set_output_scales(0, {static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.dim)))});
-  dnnl::matmul::primitive_desc scores({shape.per_head(any), shape.keys_t(any), shape.scores(any, any, f32)}, scaled, onednn::cpu());
-  dnnl::matmul::primitive_desc mix({shape.scores(any, any, shape.type), shape.values(any), shape.per_head(any)}, onednn::cpu());
+  dnnl::matmul::primitive_desc scores({shape.queries(any), shape.keys_t(any), shape.scores(any, any, f32)}, scaled, onednn::cpu());
+  dnnl::matmul::primitive_desc mix({shape.scores(any, any, shape.type), shape.values(any), shape.mixed(any)}, onednn::cpu());
   return cache.emplace(key, AttentionPrimitives{dnnl::matmul(scores), dnnl::matmul(mix)}).first->second;
+}
+
+// dst[j] = src[j] * scale, in fp32 or bf16.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void store_scaled(const float* src, float scale, int64_t n, float* dst) {
+  for (int64_t j = 0; j < n; ++j) dst[j] = src[j] * scale;
+}
+__attribute__((target_clones("avx512f", "avx2", "default"))) void store_scaled(const float* src, float scale, int64_t n, uint16_t* dst) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float v = src[j] * scale;
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    dst[j] = bf16_bits(bits);
+  }
 }
 
 struct WorkItem {
@@ -141,27 +154,42 @@ at::Tensor attention(const at::Tensor& q_all, const at::Tensor& k, const at::Ten
   std::atomic<size_t> next{0};
   at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
     const auto& kernels = primitives_for(shape);
-    thread_local std::vector<float> scores;
+    thread_local std::vector<float> scores, mixed, row_scale;
     thread_local std::vector<uint16_t> probs_bf16;
+    thread_local std::vector<char> queries;
     for (size_t i = next++; i < items.size(); i = next++) {
       const auto& ch = *items[i].chunk;
-      const int64_t h = items[i].kv_head, c = ch.end - ch.begin, tk = ch.key_end - ch.key_begin;
-      scores.resize(static_cast<size_t>(group * c * tk));
+      const int64_t h = items[i].kv_head, c = ch.end - ch.begin, tk = ch.key_end - ch.key_begin, rows = group * c;
+      scores.resize(static_cast<size_t>(rows * tk));
       if (bf16) probs_bf16.resize(scores.size());
+      mixed.resize(static_cast<size_t>(rows * shape.dim));
+      row_scale.resize(static_cast<size_t>(rows));
       void* probs = bf16 ? static_cast<void*>(probs_bf16.data()) : static_cast<void*>(scores.data());
-      const char* q_head = q_data + (ch.begin * row + h * group * shape.dim) * item;
-      onednn::run(kernels.scores, {{DNNL_ARG_SRC, onednn::wrap(shape.per_head(c), q_head)},
+      const int64_t first_head = h * group;
+      // The group's query heads as one [rows, dim] matrix: one GEMM against the
+      // head's keys, read and packed once, instead of one per query head.
+      queries.resize(static_cast<size_t>(rows * shape.dim * item));
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(queries.data() + r * shape.dim * item, q_data + ((ch.begin + r % c) * row + (first_head + r / c) * shape.dim) * item,
+                    static_cast<size_t>(shape.dim * item));
+      onednn::run(kernels.scores, {{DNNL_ARG_SRC, onednn::wrap(shape.queries(rows), queries.data())},
                                    {DNNL_ARG_WEIGHTS, onednn::wrap(shape.keys_t(tk), k_data + (ch.key_begin * key_row + h * shape.dim) * item)},
-                                   {DNNL_ARG_DST, onednn::wrap(shape.scores(c, tk, dnnl::memory::data_type::f32), scores.data())}});
+                                   {DNNL_ARG_DST, onednn::wrap(shape.scores(rows, tk, dnnl::memory::data_type::f32), scores.data())}});
       const float* bias = ch.bias.numel() > 0 ? ch.bias.data_ptr<float>() : nullptr;
       const int64_t bias_from = ch.bias_begin - ch.key_begin;
-      for (int64_t r = 0; r < group * c; ++r) {
+      for (int64_t r = 0; r < rows; ++r) {  // r = head in group * c + query in chunk
         float* x = scores.data() + r * tk;
-        softmax_row(x, tk, bias ? bias + (r % c) * (tk - bias_from) : nullptr, bias_from, x, bf16 ? probs_bf16.data() + r * tk : nullptr);
+        row_scale[r] = softmax_numerators(x, tk, bias ? bias + (r % c) * (tk - bias_from) : nullptr, bias_from, x,
+                                          bf16 ? probs_bf16.data() + r * tk : nullptr);
       }
-      onednn::run(kernels.mix, {{DNNL_ARG_SRC, onednn::wrap(shape.scores(c, tk, shape.type), probs)},
+      onednn::run(kernels.mix, {{DNNL_ARG_SRC, onednn::wrap(shape.scores(rows, tk, shape.type), probs)},
                                 {DNNL_ARG_WEIGHTS, onednn::wrap(shape.values(tk), v_data + (ch.key_begin * key_row + h * shape.dim) * item)},
-                                {DNNL_ARG_DST, onednn::wrap(shape.per_head(c), out_data + (ch.begin * row + h * group * shape.dim) * item)}});
+                                {DNNL_ARG_DST, onednn::wrap(shape.mixed(rows), mixed.data())}});
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t at = (ch.begin + r % c) * row + (first_head + r / c) * shape.dim;
+        if (bf16) store_scaled(mixed.data() + r * shape.dim, row_scale[r], shape.dim, reinterpret_cast<uint16_t*>(out_data) + at);
+        else store_scaled(mixed.data() + r * shape.dim, row_scale[r], shape.dim, reinterpret_cast<float*>(out_data) + at);
+      }
     }
   });
   return out;

@@ -11,8 +11,8 @@ namespace {
 
 constexpr int kLanes = 16;  // partial maxima and sums, so the reductions vectorize
 
-// In place, then stored to the output: the loops vectorize for any target.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void softmax_row_portable(float* x, int64_t n, const float* bias, int64_t bias_from) {
+// In place (the caller stores the numerators): the loops vectorize for any target.
+__attribute__((target_clones("avx512f", "avx2", "default"))) float numerators_portable(float* x, int64_t n, const float* bias, int64_t bias_from) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   if (bias)
     for (int64_t i = bias_from; i < n; ++i) x[i] += bias[i - bias_from];
@@ -26,7 +26,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void softmax_row_po
   for (; i < n; ++i) max = std::max(max, x[i]);
   if (max == kNegInf) {  // nothing visible: no such row in the engine, but stay finite
     std::fill(x, x + n, 0.0f);
-    return;
+    return 0.0f;
   }
   std::fill(part, part + kLanes, 0.0f);
   float shifted[kExpBlock], e[kExpBlock];
@@ -43,8 +43,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void softmax_row_po
   }
   float sum = tail;
   for (int l = 0; l < kLanes; ++l) sum += part[l];
-  const float inv = 1.0f / sum;
-  for (int64_t k = 0; k < n; ++k) x[k] *= inv;
+  return 1.0f / sum;
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void store_bf16_row(const float* x, uint16_t* out, int64_t n) {
@@ -53,9 +52,9 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void store_bf16_row
 }
 
 #if defined(__x86_64__)
-// One row: the mask added, max, then exp and sum (kept in x), then the scaled
-// probabilities into out (fp32, possibly x itself, or bf16).
-TQ_AVX512 void softmax_row_avx512(float* x, int64_t n, const float* bias, int64_t bias_from, float* out_f32, uint16_t* out_bf16) {
+// One row: the mask added, max, then exp and sum, with the numerators written
+// to out (fp32, possibly x itself, or bf16) in the same pass.
+TQ_AVX512 float numerators_avx512(float* x, int64_t n, const float* bias, int64_t bias_from, float* out_f32, uint16_t* out_bf16) {
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   if (bias)
     for (int64_t i = bias_from; i < n; i += 16) {
@@ -73,30 +72,32 @@ TQ_AVX512 void softmax_row_avx512(float* x, int64_t n, const float* bias, int64_
       const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
       const __mmask16 live = _mm512_mask_cmp_ps_mask(m, v, neg_inf, _CMP_NEQ_OQ);
       const __m512 e = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(v, shift)));
-      _mm512_mask_storeu_ps(x + i, m, e);
+      if (out_bf16) store_bf16(out_bf16 + i, e, m);
+      else _mm512_mask_storeu_ps(out_f32 + i, m, e);
       vsum = _mm512_add_ps(vsum, e);
+    }
+  } else {
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 m = lanes_from(i, n);
+      if (out_bf16) store_bf16(out_bf16 + i, _mm512_setzero_ps(), m);
+      else _mm512_mask_storeu_ps(out_f32 + i, m, _mm512_setzero_ps());
     }
   }
   const float sum = _mm512_reduce_add_ps(vsum);
-  const __m512 inv = _mm512_set1_ps(sum > 0 ? 1.0f / sum : 0.0f);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = lanes_from(i, n);
-    const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv);
-    if (out_bf16) store_bf16(out_bf16 + i, p, m);
-    else _mm512_mask_storeu_ps(out_f32 + i, m, p);
-  }
+  return sum > 0 ? 1.0f / sum : 0.0f;
 }
 #endif
 
 }  // namespace
 
-void softmax_row(float* x, int64_t n, const float* bias, int64_t bias_from, float* out_f32, uint16_t* out_bf16) {
+float softmax_numerators(float* x, int64_t n, const float* bias, int64_t bias_from, float* out_f32, uint16_t* out_bf16) {
 #if defined(__x86_64__)
-  if (has_avx512()) return softmax_row_avx512(x, n, bias, bias_from, out_f32, out_bf16);
+  if (has_avx512()) return numerators_avx512(x, n, bias, bias_from, out_f32, out_bf16);
 #endif
-  softmax_row_portable(x, n, bias, bias_from);
+  const float scale = numerators_portable(x, n, bias, bias_from);
   if (out_bf16) store_bf16_row(x, out_bf16, n);
   else if (out_f32 != x) std::copy(x, x + n, out_f32);
+  return scale;
 }
 
 }  // namespace tq

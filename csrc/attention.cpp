@@ -61,13 +61,11 @@ AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos
 
 namespace {
 
-// The two matmuls of attention as oneDNN primitives over strided views, with
-// the query and key counts as runtime dimensions: one pair per model shape
-// serves every chunk. A work item is one chunk of queries and one KV head: its
-// query heads (GQA's group) form the batch, queries are read in place from
-// [Tq, heads, dim], keys and values from [Tk, kv_heads, dim], and the output is
-// written in place: no permuted copies. Scores come out in fp32 with the
-// 1/sqrt(dim) scale applied.
+// Attention's two matmuls as oneDNN primitives, with the row and key counts as
+// runtime dimensions: one pair per model shape serves every item. Keys and
+// values are read in place through strides from [Tk, kv_heads, dim]; scores
+// come out in fp32 with the 1/sqrt(dim) scale applied, the mix in fp32 before
+// the softmax's division.
 struct AttentionPrimitives {
   dnnl::matmul scores, mix;
 };
@@ -76,20 +74,19 @@ struct AttentionShape {
   int64_t heads, kv_heads, dim;
   dnnl::memory::data_type type;
   int64_t group() const { return heads / kv_heads; }
-  // [rows, dim]: an item's queries, gathered head-major (row = head in group * chunk + query).
+  // [rows, dim]: an item's queries, gathered (row = head in group * chunk + query).
   dnnl::memory::desc queries(int64_t rows) const { return {{rows, dim}, type, dnnl::memory::format_tag::ab}; }
   // [dim, keys]: one head's keys in [Tk, kv_heads, dim], transposed.
   dnnl::memory::desc keys_t(int64_t keys) const { return {{dim, keys}, type, dnnl::memory::dims{1, kv_heads * dim}}; }
   // [keys, dim]: one head's values in [Tk, kv_heads, dim].
   dnnl::memory::desc values(int64_t keys) const { return {{keys, dim}, type, dnnl::memory::dims{kv_heads * dim, 1}}; }
   dnnl::memory::desc scores(int64_t rows, int64_t keys, dnnl::memory::data_type t) const { return {{rows, keys}, t, dnnl::memory::format_tag::ab}; }
-  // [rows, dim] fp32: the mix before the softmax's division.
   dnnl::memory::desc mixed(int64_t rows) const { return {{rows, dim}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab}; }
 };
 
-// Per thread: each worker of the parallel loop below creates and runs its own
-// (as in packed_linear.cpp, a primitive runs on the thread that created it).
-// Created inside the parallel region, they run on their one thread.
+// Per thread: each worker of the parallel loop in attention() creates and runs
+// its own (as in packed_linear.cpp, a primitive runs on the thread that created
+// it). Created inside the parallel region, they run on their one thread.
 const AttentionPrimitives& primitives_for(const AttentionShape& shape) {
   thread_local std::map<std::tuple<int64_t, int64_t, int64_t, int>, AttentionPrimitives> cache;
   const auto key = std::make_tuple(shape.heads, shape.kv_heads, shape.dim, static_cast<int>(shape.type));
@@ -117,35 +114,91 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void store_scaled(c
   }
 }
 
+// One call's tensors as raw rows: q and out [Tq, heads, dim], k and v [Tk, kv_heads, dim].
+struct AttentionData {
+  AttentionShape shape;
+  const char *q, *k, *v;
+  char* out;
+  int64_t item;  // bytes per element
+  bool bf16;
+  const char* q_at(int64_t query, int64_t head) const { return q + (query * shape.heads + head) * shape.dim * item; }
+  const char* k_at(int64_t key, int64_t kv_head) const { return k + (key * shape.kv_heads + kv_head) * shape.dim * item; }
+  const char* v_at(int64_t key, int64_t kv_head) const { return v + (key * shape.kv_heads + kv_head) * shape.dim * item; }
+  char* out_at(int64_t query, int64_t head) const { return out + (query * shape.heads + head) * shape.dim * item; }
+};
+
+// A chunk of queries and one KV head: the unit of work of one thread.
 struct WorkItem {
   const AttentionPlan::Chunk* chunk;
   int64_t kv_head;
   int64_t cost() const { return (chunk->end - chunk->begin) * (chunk->key_end - chunk->key_begin); }
 };
 
+// A thread's buffers, kept across items and calls.
+struct ItemBuffers {
+  std::vector<char> queries;     // [rows, dim] in the compute dtype
+  std::vector<float> scores;     // [rows, keys]; fp32 numerators in place
+  std::vector<uint16_t> probs;   // [rows, keys] bf16 numerators
+  std::vector<float> mixed;      // [rows, dim]
+  std::vector<float> row_scale;  // [rows] 1 / softmax sum
+};
+
+void attend(const AttentionData& d, const AttentionPrimitives& kernels, const WorkItem& w, ItemBuffers& buf) {
+  const auto& ch = *w.chunk;
+  const auto& shape = d.shape;
+  const int64_t c = ch.end - ch.begin, tk = ch.key_end - ch.key_begin, rows = shape.group() * c, first_head = w.kv_head * shape.group();
+  const size_t row_bytes = static_cast<size_t>(shape.dim * d.item);
+  buf.queries.resize(rows * row_bytes);
+  buf.scores.resize(static_cast<size_t>(rows * tk));
+  if (d.bf16) buf.probs.resize(buf.scores.size());
+  buf.mixed.resize(static_cast<size_t>(rows * shape.dim));
+  buf.row_scale.resize(static_cast<size_t>(rows));
+  // The group's query heads as one [rows, dim] matrix: one GEMM against the
+  // head's keys, read and packed once, instead of one per query head.
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(buf.queries.data() + r * row_bytes, d.q_at(ch.begin + r % c, first_head + r / c), row_bytes);
+  onednn::run(kernels.scores, {{DNNL_ARG_SRC, onednn::wrap(shape.queries(rows), buf.queries.data())},
+                               {DNNL_ARG_WEIGHTS, onednn::wrap(shape.keys_t(tk), d.k_at(ch.key_begin, w.kv_head))},
+                               {DNNL_ARG_DST, onednn::wrap(shape.scores(rows, tk, dnnl::memory::data_type::f32), buf.scores.data())}});
+  const float* bias = ch.bias.numel() > 0 ? ch.bias.data_ptr<float>() : nullptr;
+  const int64_t bias_from = ch.bias_begin - ch.key_begin;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* x = buf.scores.data() + r * tk;
+    buf.row_scale[r] = softmax_numerators(x, tk, bias ? bias + (r % c) * (tk - bias_from) : nullptr, bias_from, x,
+                                          d.bf16 ? buf.probs.data() + r * tk : nullptr);
+  }
+  const void* probs = d.bf16 ? static_cast<const void*>(buf.probs.data()) : static_cast<const void*>(buf.scores.data());
+  onednn::run(kernels.mix, {{DNNL_ARG_SRC, onednn::wrap(shape.scores(rows, tk, shape.type), probs)},
+                            {DNNL_ARG_WEIGHTS, onednn::wrap(shape.values(tk), d.v_at(ch.key_begin, w.kv_head))},
+                            {DNNL_ARG_DST, onednn::wrap(shape.mixed(rows), buf.mixed.data())}});
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* mixed = buf.mixed.data() + r * shape.dim;
+    char* dst = d.out_at(ch.begin + r % c, first_head + r / c);
+    if (d.bf16) store_scaled(mixed, buf.row_scale[r], shape.dim, reinterpret_cast<uint16_t*>(dst));
+    else store_scaled(mixed, buf.row_scale[r], shape.dim, reinterpret_cast<float*>(dst));
+  }
+}
+
 }  // namespace
 
-at::Tensor attention(const at::Tensor& q_all, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan) {
-  TORCH_CHECK(q_all.is_contiguous() && k.is_contiguous() && v.is_contiguous() && k.scalar_type() == q_all.scalar_type() &&
-                  v.scalar_type() == q_all.scalar_type(),
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan) {
+  TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && k.scalar_type() == q.scalar_type() &&
+                  v.scalar_type() == q.scalar_type(),
               "attention: contiguous q, k, v of one dtype");
-  const AttentionShape shape{q_all.size(1), k.size(1), q_all.size(2), onednn::type_of(q_all.scalar_type())};
-  const bool bf16 = q_all.scalar_type() == at::kBFloat16;
-  const int64_t row = shape.heads * shape.dim, key_row = shape.kv_heads * shape.dim, group = shape.group();
-  const auto* q_data = static_cast<const char*>(q_all.data_ptr());
-  const auto* k_data = static_cast<const char*>(k.data_ptr());
-  const auto* v_data = static_cast<const char*>(v.data_ptr());
-  const int64_t item = q_all.element_size();
-  auto out = at::empty(q_all.sizes(), q_all.options());
-  auto* out_data = static_cast<char*>(out.data_ptr());
-
-  // One parallel region per call, the threads taking items largest first: a
-  // causal prefill's later chunks read more keys. Each item's scores stay in
+  auto out = at::empty(q.sizes(), q.options());
+  const AttentionData data{{q.size(1), k.size(1), q.size(2), onednn::type_of(q.scalar_type())},
+                           static_cast<const char*>(q.data_ptr()),
+                           static_cast<const char*>(k.data_ptr()),
+                           static_cast<const char*>(v.data_ptr()),
+                           static_cast<char*>(out.data_ptr()),
+                           q.element_size(),
+                           q.scalar_type() == at::kBFloat16};
+  // One parallel region per call, the threads taking items largest first (a
+  // causal prefill's later chunks read more keys). An item's scores stay in
   // its thread's cache from matmul to softmax to matmul, and the threads meet
-  // once per layer instead of at every step of every chunk.
+  // once per layer rather than at every step of every chunk.
   std::vector<WorkItem> items;
   for (const auto& ch : plan.chunks)
-    for (int64_t h = 0; h < shape.kv_heads; ++h) items.push_back({&ch, h});
+    for (int64_t h = 0; h < data.shape.kv_heads; ++h) items.push_back({&ch, h});
   std::stable_sort(items.begin(), items.end(), [](const WorkItem& a, const WorkItem& b) { return a.cost() > b.cost(); });
   // Every thread joins even when there are fewer items, so that an item always
   // runs inside the region on one thread: a oneDNN primitive partitions its
@@ -153,44 +206,9 @@ at::Tensor attention(const at::Tensor& q_all, const at::Tensor& k, const at::Ten
   // the batch (answers are invariant to what else is in it).
   std::atomic<size_t> next{0};
   at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
-    const auto& kernels = primitives_for(shape);
-    thread_local std::vector<float> scores, mixed, row_scale;
-    thread_local std::vector<uint16_t> probs_bf16;
-    thread_local std::vector<char> queries;
-    for (size_t i = next++; i < items.size(); i = next++) {
-      const auto& ch = *items[i].chunk;
-      const int64_t h = items[i].kv_head, c = ch.end - ch.begin, tk = ch.key_end - ch.key_begin, rows = group * c;
-      scores.resize(static_cast<size_t>(rows * tk));
-      if (bf16) probs_bf16.resize(scores.size());
-      mixed.resize(static_cast<size_t>(rows * shape.dim));
-      row_scale.resize(static_cast<size_t>(rows));
-      void* probs = bf16 ? static_cast<void*>(probs_bf16.data()) : static_cast<void*>(scores.data());
-      const int64_t first_head = h * group;
-      // The group's query heads as one [rows, dim] matrix: one GEMM against the
-      // head's keys, read and packed once, instead of one per query head.
-      queries.resize(static_cast<size_t>(rows * shape.dim * item));
-      for (int64_t r = 0; r < rows; ++r)
-        std::memcpy(queries.data() + r * shape.dim * item, q_data + ((ch.begin + r % c) * row + (first_head + r / c) * shape.dim) * item,
-                    static_cast<size_t>(shape.dim * item));
-      onednn::run(kernels.scores, {{DNNL_ARG_SRC, onednn::wrap(shape.queries(rows), queries.data())},
-                                   {DNNL_ARG_WEIGHTS, onednn::wrap(shape.keys_t(tk), k_data + (ch.key_begin * key_row + h * shape.dim) * item)},
-                                   {DNNL_ARG_DST, onednn::wrap(shape.scores(rows, tk, dnnl::memory::data_type::f32), scores.data())}});
-      const float* bias = ch.bias.numel() > 0 ? ch.bias.data_ptr<float>() : nullptr;
-      const int64_t bias_from = ch.bias_begin - ch.key_begin;
-      for (int64_t r = 0; r < rows; ++r) {  // r = head in group * c + query in chunk
-        float* x = scores.data() + r * tk;
-        row_scale[r] = softmax_numerators(x, tk, bias ? bias + (r % c) * (tk - bias_from) : nullptr, bias_from, x,
-                                          bf16 ? probs_bf16.data() + r * tk : nullptr);
-      }
-      onednn::run(kernels.mix, {{DNNL_ARG_SRC, onednn::wrap(shape.scores(rows, tk, shape.type), probs)},
-                                {DNNL_ARG_WEIGHTS, onednn::wrap(shape.values(tk), v_data + (ch.key_begin * key_row + h * shape.dim) * item)},
-                                {DNNL_ARG_DST, onednn::wrap(shape.mixed(rows), mixed.data())}});
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t at = (ch.begin + r % c) * row + (first_head + r / c) * shape.dim;
-        if (bf16) store_scaled(mixed.data() + r * shape.dim, row_scale[r], shape.dim, reinterpret_cast<uint16_t*>(out_data) + at);
-        else store_scaled(mixed.data() + r * shape.dim, row_scale[r], shape.dim, reinterpret_cast<float*>(out_data) + at);
-      }
-    }
+    const auto& kernels = primitives_for(data.shape);
+    thread_local ItemBuffers buffers;
+    for (size_t i = next++; i < items.size(); i = next++) attend(data, kernels, items[i], buffers);
   });
   return out;
 }

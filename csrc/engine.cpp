@@ -14,6 +14,13 @@
 #include "shared_prefix.h"
 #include "vec_exp.h"
 
+// ATen's parallel_for compiles to a serial loop where OpenMP is off: the
+// engine's own kernels (attention, softmax, SwiGLU, RMSNorm, RoPE) would run on
+// one thread, silently.
+#ifndef _OPENMP
+#error "build the addon with -fopenmp (CMakeLists.txt and binding.gyp do)"
+#endif
+
 namespace tq {
 namespace {
 

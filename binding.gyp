@@ -5,6 +5,7 @@
       "sources": [
         "csrc/addon.cpp",
         "csrc/attention.cpp",
+        "csrc/bf16.cpp",
         "csrc/block_pool.cpp",
         "csrc/checkpoint.cpp",
         "csrc/engine.cpp",

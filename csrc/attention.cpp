@@ -101,19 +101,6 @@ const AttentionPrimitives& primitives_for(const AttentionShape& shape) {
   return cache.emplace(key, AttentionPrimitives{dnnl::matmul(scores), dnnl::matmul(mix)}).first->second;
 }
 
-// dst[j] = src[j] * scale, in fp32 or bf16.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void store_scaled(const float* src, float scale, int64_t n, float* dst) {
-  for (int64_t j = 0; j < n; ++j) dst[j] = src[j] * scale;
-}
-__attribute__((target_clones("avx512f", "avx2", "default"))) void store_scaled(const float* src, float scale, int64_t n, uint16_t* dst) {
-  for (int64_t j = 0; j < n; ++j) {
-    const float v = src[j] * scale;
-    uint32_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    dst[j] = bf16_bits(bits);
-  }
-}
-
 // One call's tensors as raw rows: q and out [Tq, heads, dim], k and v [Tk, kv_heads, dim].
 struct AttentionData {
   AttentionShape shape;

@@ -26,12 +26,6 @@ struct Rows {
   const float* operator[](int64_t r) const { return base + (r / inner) * outer_stride + (r % inner) * inner_stride; }
 };
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void store_row(const float* v, uint16_t* out, int64_t n) {
-  const auto* u = reinterpret_cast<const uint32_t*>(v);
-  for (int64_t j = 0; j < n; ++j) out[j] = bf16_bits(u[j]);
-}
-void store_row(const float* v, float* out, int64_t n) { std::copy(v, v + n, out); }
-
 __attribute__((target_clones("avx512f", "avx2", "default"))) void rms_norm_row(const float* x, const float* w, float eps, int64_t n, float* y) {
   // Sixteen partial sums, so the reduction vectorizes without reassociation flags.
   constexpr int kLanes = 16;
@@ -65,8 +59,8 @@ void for_rows(const Rows& rows, at::Tensor& out, RowFn&& row) {
     for (int64_t r = a; r < b; ++r) {
       row(r, scratch.data());
       void* dst = base + r * n * item;
-      if (bf16) store_row(scratch.data(), static_cast<uint16_t*>(dst), n);
-      else store_row(scratch.data(), static_cast<float*>(dst), n);
+      if (bf16) store_scaled(scratch.data(), 1.0f, n, static_cast<uint16_t*>(dst));
+      else store_scaled(scratch.data(), 1.0f, n, static_cast<float*>(dst));
     }
   });
 }

@@ -46,11 +46,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float numerators_po
   return 1.0f / sum;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void store_bf16_row(const float* x, uint16_t* out, int64_t n) {
-  const auto* u = reinterpret_cast<const uint32_t*>(x);
-  for (int64_t j = 0; j < n; ++j) out[j] = bf16_bits(u[j]);
-}
-
 #if defined(__x86_64__)
 // One row: the mask added, max, then exp and sum, with the numerators written
 // to out (fp32, possibly x itself, or bf16) in the same pass.
@@ -95,7 +90,7 @@ float softmax_numerators(float* x, int64_t n, const float* bias, int64_t bias_fr
   if (has_avx512()) return numerators_avx512(x, n, bias, bias_from, out_f32, out_bf16);
 #endif
   const float scale = numerators_portable(x, n, bias, bias_from);
-  if (out_bf16) store_bf16_row(x, out_bf16, n);
+  if (out_bf16) store_scaled(x, 1.0f, n, out_bf16);
   else if (out_f32 != x) std::copy(x, x + n, out_f32);
   return scale;
 }

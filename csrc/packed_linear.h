@@ -2,7 +2,7 @@
 // layout oneDNN's brgemm kernels read. at::linear hands oneDNN the plain
 // [out, in] matrix and so re-packs it on every call: at M = 49 (a question on
 // a cached state) that re-pack cost a third of the time, and in fp32 at::linear
-// goes to OpenBLAS at half oneDNN's rate. The epilogues fuse what used to be
+// goes to OpenBLAS at half oneDNN's rate. The epilogue fuses what used to be a
 // separate pass over the output: the residual add.
 #pragma once
 #include <ATen/ATen.h>

@@ -1,9 +1,9 @@
 #include "transformer.h"
-#include "rowwise.h"
-#include "swiglu.h"
 
 #include <cmath>
 
+#include "rowwise.h"
+#include "swiglu.h"
 
 namespace tq {
 namespace {

@@ -159,6 +159,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
           r.Set("architecture", i.architecture);
           r.Set("dtype", i.dtype);
           r.Set("storedDtype", i.stored_dtype);
+          if (!i.dtype_note.empty()) r.Set("dtypeNote", i.dtype_note);
           r.Set("vocabSize", static_cast<double>(i.vocab_size));
           r.Set("hiddenSize", static_cast<double>(i.hidden_size));
           r.Set("contextLimit", static_cast<double>(i.context_limit));

@@ -46,8 +46,8 @@ void BlockPool::uncache(int32_t b) {
 std::vector<int32_t> BlockPool::allocate(int64_t n) {
   if (n > free_blocks())
     throw EngineError(code::kCacheCapacity,
-                      "the request needs " + std::to_string(n) + " KV blocks but only " + std::to_string(free_blocks()) + " of " +
-                          std::to_string(total_blocks()) + " can be freed (raise the KV cache budget)",
+                      "a segment needs " + std::to_string(n) + " more KV blocks but only " + std::to_string(free_blocks()) + " of the cache's " +
+                          std::to_string(total_blocks()) + " are free (raise --cache-mib)",
                       {{"neededBlocks", n}, {"freeBlocks", free_blocks()}});
   std::vector<int32_t> out;
   out.reserve(n);

@@ -9,6 +9,7 @@
 
 #include "errors.h"
 #include "native_model.h"
+#include "onednn.h"
 #include "readout.h"
 #include "scripted_model.h"
 #include "shared_prefix.h"
@@ -39,7 +40,7 @@ bool is_directory(const std::string& path) {
 }  // namespace
 
 Engine::Engine(const EngineOptions& options) : options_(options) {
-  const auto dtype = parse_dtype(options.dtype);
+  auto dtype = parse_dtype(options.dtype);
   if (options.threads > 0) at::set_num_threads(options.threads);
   if (options.block_size <= 0 || options.max_step_tokens <= 0 || options.context_limit <= 0)
     throw EngineError(code::kBadRequest, "blockSize, maxStepTokens and contextLimit must be positive");
@@ -48,6 +49,13 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   if (options.register_boundary != "after" && options.register_boundary != "before")
     throw EngineError(code::kBadRequest, "registerBoundary must be after or before, got " + options.register_boundary);
   if (is_directory(options.path)) {
+    // The native model's matmuls are oneDNN's; where it has no bf16 matmul (CPUs without AVX-512),
+    // bf16 would fail at the first forward pass, so the engine computes in fp32 and says so.
+    if (dtype == at::kBFloat16 && !onednn::bf16_matmul_supported()) {
+      dtype = at::kFloat;
+      info_.dtype = "fp32";
+      info_.dtype_note = "bf16 was asked for, but oneDNN has no bf16 matmul on this CPU (it needs AVX-512): computing in fp32";
+    }
     NativeModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
                          options.prefix_cache, options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After};
     auto native = std::make_unique<NativeModel>(options.path, o);

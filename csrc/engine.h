@@ -55,6 +55,8 @@ struct AnswerResult {
 
 struct EngineInfo {
   std::string format, architecture, dtype, stored_dtype, register_boundary;
+  // Set when the requested dtype could not be used on this CPU, saying what runs instead and why.
+  std::string dtype_note;
   std::string kernels;  // which path the engine's own CPU kernels take: "avx512", "portable" or "libtorch" (TorchScript)
   int64_t vocab_size = 0, hidden_size = 0, context_limit = 0, block_size = 0, cache_blocks = 0, cache_bytes = 0;
   int threads = 0;

@@ -43,6 +43,19 @@ at::Tensor NativeModel::final_hidden(const PackedTokens& packed, ForwardInfo& in
   };
   const bool caching = options_.prefix_cache && packed.use_prefix_cache;
 
+  // The whole call must fit in the cache at once: say so with the call's own need, not the
+  // shortfall of whichever segment's allocation happens to fail first.
+  const auto& shape = cache_->shape();
+  int64_t needed_blocks = 0;
+  for (auto len : lens) needed_blocks += (len + shape.block_size - 1) / shape.block_size;
+  if (needed_blocks > shape.num_blocks)
+    throw EngineError(code::kCacheCapacity,
+                      "the call needs " + std::to_string(needed_blocks) + " KV blocks of " + std::to_string(shape.block_size) + " tokens (" +
+                          std::to_string(n) + " tokens in " + std::to_string(n_seg) + " segments: states, shared question text and questions, each starting a block) but the cache holds " +
+                          std::to_string(shape.num_blocks) + " blocks (" + std::to_string(cache_->bytes() >> 20) +
+                          " MiB); raise --cache-mib or ask fewer questions per request",
+                      {{"neededBlocks", needed_blocks}, {"totalBlocks", shape.num_blocks}});
+
   // Block tables: each state's (starting with what the prefix cache holds) and each question's.
   std::vector<std::unique_ptr<Sequence>> seqs(n_seg);
   for (int attempt = 0;; ++attempt) {

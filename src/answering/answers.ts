@@ -25,7 +25,7 @@ const clamp01 = (x: number) => Math.min(1, Math.max(0, x));
 
 export interface NoulAnswer { type: 'noul'; noul: number }
 export interface ChoiceAnswer { type: 'choice'; choice: string; probabilities: Record<string, number>; confidence: number }
-export interface ScoreAnswer { type: 'score'; score: number; probabilities: Record<string, number>; confidence: number; legend: Record<string, string> }
+export interface ScoreAnswer { type: 'score'; score: number; probabilities: Record<string, number>; confidence: number; legend: Record<string, unknown> }
 export type Answer = NoulAnswer | ChoiceAnswer | ScoreAnswer;
 
 /** P(yes) from probabilities keyed "true"/"false". */
@@ -45,8 +45,8 @@ export function choiceAnswer(keys: string[], p: Map<string, number>): ChoiceAnsw
     if (d > 0 || (d === 0 && compareCodePoints(k, best) < 0)) best = k;
   }
   const n = keys.length;
-  const probabilities: Record<string, number> = {};
-  for (const k of keys) probabilities[k] = p.get(k)!;
+  // fromEntries defines own properties: a key named "__proto__" is an option like any other.
+  const probabilities: Record<string, number> = Object.fromEntries(keys.map((k) => [k, p.get(k)!]));
   return { type: 'choice', choice: best, probabilities, confidence: n === 1 ? 1 : clamp01((p.get(best)! - 1 / n) / (1 - 1 / n)) };
 }
 
@@ -56,20 +56,16 @@ export function choiceAnswer(keys: string[], p: Map<string, number>): ChoiceAnsw
  * denominator is the expected distance of a uniform guess from the scale's
  * middle, so a uniform distribution scores about 0 and a point mass 1.
  */
-export function scoreAnswer(levels: string[], p: Map<string, number>): ScoreAnswer {
+export function scoreAnswer(levels: unknown[], p: Map<string, number>): ScoreAnswer {
   const n = levels.length;
   const ps = levels.map((_, i) => p.get(String(i))!);
   let mode = 0;
   ps.forEach((v, i) => v > ps[mode] && (mode = i));
   const spread = ps.reduce((s, v, i) => s + v * Math.abs(i - mode), 0);
   const mid = (n - 1) / 2;
-  const uniform = levels.reduce((s, _, i) => s + Math.abs(i - mid), 0) / n;
-  const probabilities: Record<string, number> = {};
-  const legend: Record<string, string> = {};
-  levels.forEach((l, i) => {
-    probabilities[String(i)] = ps[i];
-    legend[String(i)] = l;
-  });
+  const uniform = levels.reduce<number>((s, _, i) => s + Math.abs(i - mid), 0) / n;
+  const probabilities = Object.fromEntries(ps.map((v, i) => [String(i), v]));
+  const legend = Object.fromEntries(levels.map((l, i) => [String(i), l]));
   return {
     type: 'score',
     score: ps.reduce((s, v, i) => s + i * v, 0),

@@ -27,6 +27,16 @@ export interface EngineReply {
   };
 }
 
+/** The call was cancelled before the engine took it: every client waiting for it had gone. */
+export class ClientGoneError extends Error {
+  constructor() {
+    super('the client went away before the engine took the request');
+  }
+}
+
 export interface EngineLike {
-  answer(call: EngineCall): Promise<EngineReply>;
+  /** The longest prompt (state + one question) in tokens, as the engine reports it. */
+  readonly contextLimit: number;
+  /** `cancel` aborting before the engine takes the call drops it: the promise rejects with ClientGoneError. */
+  answer(call: EngineCall, cancel?: AbortSignal): Promise<EngineReply>;
 }

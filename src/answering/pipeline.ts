@@ -5,9 +5,9 @@
  */
 import { QuestionType, Temperatures } from '../rendering/profile';
 import { QuestionOption, QuestionSpec, Renderer } from '../rendering/renderer';
-import { renderInstructions, renderState } from '../rendering/state';
+import { renderEntry, renderInstructions, renderState } from '../rendering/state';
 import { Answer, choiceAnswer, noulAnswer, scoreAnswer, softmax } from './answers';
-import { EngineLike } from './engine-like';
+import { ClientGoneError, EngineLike } from './engine-like';
 
 /** A question as the wire format sends it. */
 export interface WireQuestion {
@@ -20,6 +20,8 @@ export interface PipelineOptions {
   /** 2: also ask each question with its options in reverse order and average the probabilities. */
   orders: 1 | 2;
   wantHidden?: boolean;
+  /** Aborts when nobody waits for the answer any more: the call is then dropped if the engine has not taken it. */
+  cancel?: AbortSignal;
 }
 
 export interface QuestionResult {
@@ -46,16 +48,21 @@ export interface PipelineResult {
   stages: { prepare: number; warm: number; questions: number; readout: number; engine: number; wait: number };
 }
 
+/** Options by key: a Map, or a parsed object whose own keys (`__proto__` included) are the keys. */
+function choiceEntries(criteria: unknown): [string, unknown][] {
+  return criteria instanceof Map ? [...criteria] : Object.entries(criteria as object);
+}
+
 export function toSpec(q: WireQuestion): QuestionSpec {
   const instructions = renderInstructions(q.instructions, Renderer.defaultInstructions(q.type));
   let options: QuestionOption[];
   if (q.type === 'noul') {
-    const c = (q.criteria ?? {}) as { true?: string | null; false?: string | null };
-    options = [{ key: 'true', description: c.true ?? null }, { key: 'false', description: c.false ?? null }];
+    const c = (q.criteria ?? {}) as { true?: unknown; false?: unknown };
+    options = [{ key: 'true', description: renderEntry(c.true) }, { key: 'false', description: renderEntry(c.false) }];
   } else if (q.type === 'choice') {
-    options = Object.entries(q.criteria as Record<string, string | null>).map(([key, description]) => ({ key, description }));
+    options = choiceEntries(q.criteria).map(([key, description]) => ({ key, description: renderEntry(description) }));
   } else {
-    options = (q.criteria as string[]).map((description, i) => ({ key: String(i), description }));
+    options = (q.criteria as unknown[]).map((level, i) => ({ key: String(i), description: renderEntry(level) }));
   }
   return { type: q.type, instructions, options };
 }
@@ -71,13 +78,13 @@ export async function runQuestions(
   const t0 = performance.now();
   const specs = questions.map(toSpec);
   const asked = options.orders === 2 ? [...specs, ...specs.map((s) => ({ ...s, options: [...s.options].reverse() }))] : specs;
-  const rendered = await renderer.render(renderState(state), asked);
+  const rendered = await renderer.render(renderState(state), asked, engine.contextLimit);
   const prepare = performance.now() - t0;
-  const reply = await engine.answer({
-    state: rendered.prefixTokens,
-    questions: rendered.questions.map((q) => ({ tokens: q.tokens, labelIds: q.labelIds })),
-    wantHidden: options.wantHidden,
-  });
+  if (options.cancel?.aborted) throw new ClientGoneError();
+  const reply = await engine.answer(
+    { state: rendered.prefixTokens, questions: rendered.questions.map((q) => ({ tokens: q.tokens, labelIds: q.labelIds })), wantHidden: options.wantHidden },
+    options.cancel,
+  );
   const results: QuestionResult[] = specs.map((spec, i) => {
     const temperature = temperatures[spec.type];
     const sum = new Map<string, number>();
@@ -111,8 +118,9 @@ export async function runQuestions(
   };
 }
 
+/** `criteria` as sent: a score's legend returns its levels as they came (strings, objects or arrays). */
 export function wireAnswer(q: QuestionResult, criteria: unknown): Answer {
   if (q.type === 'noul') return noulAnswer(q.probabilities);
   if (q.type === 'choice') return choiceAnswer(q.keys, q.probabilities);
-  return scoreAnswer(criteria as string[], q.probabilities);
+  return scoreAnswer(criteria as unknown[], q.probabilities);
 }

@@ -10,7 +10,7 @@ import { Renderer } from '../rendering/renderer';
 import { ModelTokenizer } from '../tokenizer/tokenizer';
 import { resolveBase } from '../server/bases';
 import { parseFlags } from '../server/flags';
-import { HttpError } from '../server/http-error';
+import { HttpError, ValidationError } from '../server/http-error';
 import { promptProfile, temperaturesOf } from '../server/profile-flags';
 import { answerSystemOne, SystemOneRequest } from '../server/routes/systemone';
 import { validate } from '../server/validation';
@@ -18,6 +18,10 @@ import { validate } from '../server/validation';
 /** The addon in this process, timed like the engine process times it. */
 class InProcessEngine implements EngineLike {
   constructor(private engine: Engine) {}
+
+  get contextLimit() {
+    return this.engine.info.contextLimit;
+  }
   async answer(call: EngineCall) {
     const t0 = performance.now();
     const r = await this.engine.answer(call);
@@ -38,8 +42,8 @@ async function main() {
   } catch (e) {
     throw new HttpError(422, `${file}: not a readable JSON file: ${(e as Error).message}`);
   }
-  const problem = validate('systemone', body);
-  if (problem) throw new HttpError(422, problem);
+  const problems = validate('systemone', body);
+  if (problems.length) throw new ValidationError(problems);
   const base = resolveBase(flags.base as string, flags['models-dir'] as string);
   if (base.note) console.error(`[tqserve] WARNING: ${base.note}`);
   const renderer = await Renderer.create(ModelTokenizer.load(base.checkpoint), promptProfile(base.profile.prompt, flags));

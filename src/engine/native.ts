@@ -35,6 +35,8 @@ export interface NativeEngineInfo {
   architecture: string;
   dtype: Dtype;
   storedDtype: string;
+  /** Set when the requested dtype could not be used on this CPU: what runs instead and why. */
+  dtypeNote?: string;
   vocabSize: number;
   hiddenSize: number;
   contextLimit: number;

@@ -4,6 +4,7 @@
  * one suffix per question ending at the readout position. Labels are found
  * once at start-up for this tokenizer and profile, and verified in context.
  */
+import { randomBytes } from 'crypto';
 import { ModelTokenizer } from '../tokenizer/tokenizer';
 import { digitCandidates, findLabels, LabelSet, letterCandidates, MAX_OPTIONS, tokenInContext } from './labels';
 import { PromptProfile, QuestionType } from './profile';
@@ -37,7 +38,34 @@ export interface RenderedRequest {
 
 export class RenderError extends Error {}
 
-const MARK = '\u0000TQSERVE-SPLIT\u0000';
+/**
+ * A prompt longer than the context, found before the engine is asked: exactly
+ * (`exact`, its tokens counted) or by a lower bound from its UTF-8 bytes, so
+ * that a huge state is refused without tokenizing it.
+ */
+export class PromptTooLongError extends Error {
+  constructor(readonly question: number, readonly tokens: number, readonly contextLimit: number, readonly exact: boolean, readonly bytes?: number) {
+    super(`prompt of question ${question}: ${exact ? '' : 'at least '}${tokens} tokens, the context holds ${contextLimit}`);
+  }
+}
+
+/**
+ * The chat template's text before and after the user message. The prompt is
+ * segmented by these positions, never by searching the rendered text: no user
+ * text can move a segment boundary. Found with a probe string only this
+ * function renders, then verified with a second one, so a template that
+ * rewrites the user message is refused at start-up instead of mis-segmented.
+ */
+function templateFrame(tok: ModelTokenizer, profile: PromptProfile): { before: string; after: string } {
+  const probe = `tqserve-probe-${randomBytes(8).toString('hex')}`;
+  const full = applyTemplate(tok, profile, probe);
+  const at = full.indexOf(probe);
+  const frame = { before: full.slice(0, at), after: full.slice(at + probe.length) };
+  const check = `Question: x?\n\n<state>\n y \n</state>\n${probe}`;
+  if (at < 0 || applyTemplate(tok, profile, check) !== frame.before + check + frame.after)
+    throw new Error('the chat template does not render the user message verbatim; use --template plain');
+  return frame;
+}
 
 const defaults: Record<QuestionType, string> = {
   noul: 'Based on the text, is the answer yes?',
@@ -50,6 +78,8 @@ export class Renderer {
     readonly tokenizer: ModelTokenizer,
     readonly profile: PromptProfile,
     readonly usesChatTemplate: boolean,
+    /** Text from the start of the prompt to the user content (the chat header, or a plain prompt's BOS). */
+    readonly head: string,
     /** Text from the end of the user content to the readout position. */
     readonly tail: string,
     readonly letters: LabelSet,
@@ -64,12 +94,13 @@ export class Renderer {
   static async create(tokenizer: ModelTokenizer, profile: PromptProfile): Promise<Renderer> {
     const chat = profile.template === 'chat' && tokenizer.hasChatTemplate;
     const cue = profile.answerPosition === 'cue' || !chat;
-    let tail: string;
+    let head: string, tail: string;
     if (chat) {
-      const rendered = applyTemplate(tokenizer, profile, 'X' + MARK);
-      tail = rendered.slice(rendered.indexOf(MARK) + MARK.length) + (cue ? 'Answer:' : '');
+      const frame = templateFrame(tokenizer, profile);
+      [head, tail] = [frame.before, frame.after + (cue ? 'Answer:' : '')];
     } else {
-      tail = '\n\nAnswer:';
+      const bos = tokenizer.bosToken;
+      [head, tail] = [bos && tokenizer.tokenToId(bos) !== undefined ? bos : '', '\n\nAnswer:'];
     }
     const context = 'Which option?' + tail;
     const letters = await findLabels(tokenizer, context, letterCandidates, cue);
@@ -77,7 +108,7 @@ export class Renderer {
     const yesNo = await findLabels(tokenizer, context, ['Yes', 'No'], cue, 2);
     if (letters.texts.length < 2) throw new Error('the tokenizer has fewer than 2 single-token letter labels in context');
     if (yesNo.texts.length < 2) throw new Error('"Yes" and "No" are not single distinct tokens in context; use --yes-no letters');
-    return new Renderer(tokenizer, profile, chat, tail, letters, digits, yesNo);
+    return new Renderer(tokenizer, profile, chat, head, tail, letters, digits, yesNo);
   }
 
   get spacedLabels(): boolean {
@@ -89,31 +120,34 @@ export class Renderer {
     return Math.min(MAX_OPTIONS, this.letters.texts.length);
   }
 
-  async render(stateText: string, questions: QuestionSpec[]): Promise<RenderedRequest> {
+  /**
+   * The shared prefix and each question's suffix, tokenized. With `contextLimit`, a prompt (prefix
+   * plus one suffix) that cannot fit is refused before it is tokenized when its bytes alone prove it
+   * (ModelTokenizer.maxBytesPerToken), else once its tokens are counted.
+   */
+  async render(stateText: string, questions: QuestionSpec[], contextLimit = Infinity): Promise<RenderedRequest> {
     const stateBlock = `<state>\n${stateText}\n</state>`;
     const first = this.profile.layout === 'state-first';
     const bodies = await Promise.all(questions.map((q) => this.questionBlock(q)));
-    // The prefix is the same for every question: render once with the first question.
-    const split = (questionText: string) => {
-      const user = first ? stateBlock + MARK + questionText : MARK + questionText + '\n\n' + stateBlock;
-      const full = this.usesChatTemplate ? applyTemplate(this.tokenizer, this.profile, user) : this.plainPrefix() + user;
-      const at = full.indexOf(MARK);
-      const suffix = full.slice(at + MARK.length);
-      return { prefix: full.slice(0, at), suffix: this.usesChatTemplate ? suffix + (this.spacedLabels ? 'Answer:' : '') : suffix + this.tail };
-    };
-    const prefixText = split('').prefix;
+    const prefixText = first ? this.head + stateBlock : this.head;
+    const suffixes = bodies.map((b) => (first ? b.text : b.text + '\n\n' + stateBlock) + this.tail);
+    const perToken = this.tokenizer.maxBytesPerToken;
+    if (perToken !== undefined && Number.isFinite(contextLimit)) {
+      const prefixBytes = Buffer.byteLength(prefixText);
+      suffixes.forEach((suffix, i) => {
+        const bytes = prefixBytes + Buffer.byteLength(suffix);
+        const atLeast = Math.ceil(bytes / perToken);
+        if (atLeast > contextLimit) throw new PromptTooLongError(i, atLeast, contextLimit, false, bytes);
+      });
+    }
     const prefixTokens = await this.tokenizer.encode(prefixText);
     const rendered: RenderedQuestion[] = [];
-    for (const body of bodies) {
-      const { suffix } = split(body.text);
-      rendered.push({ ...body, text: suffix, tokens: await this.tokenizer.encode(suffix) });
+    for (const [i, body] of bodies.entries()) {
+      const tokens = await this.tokenizer.encode(suffixes[i]);
+      if (prefixTokens.length + tokens.length > contextLimit) throw new PromptTooLongError(i, prefixTokens.length + tokens.length, contextLimit, true);
+      rendered.push({ ...body, text: suffixes[i], tokens });
     }
     return { prefixText, prefixTokens, questions: rendered };
-  }
-
-  private plainPrefix(): string {
-    const bos = this.tokenizer.bosToken;
-    return bos && this.tokenizer.tokenToId(bos) !== undefined ? bos : '';
   }
 
   private labelsFor(q: QuestionSpec): LabelSet {

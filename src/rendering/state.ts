@@ -18,6 +18,14 @@ export function renderState(state: unknown): string {
   return renderValue(state);
 }
 
+/**
+ * An option description, a noul side or a score level as text: the format lets
+ * each be a string, an object or an array ("entries"); null or absent is none.
+ */
+export function renderEntry(entry: unknown): string | null {
+  return entry === null || entry === undefined ? null : renderValue(entry);
+}
+
 /** Instructions as text: blank or absent gives the type's default; objects and arrays are compact JSON. */
 export function renderInstructions(instructions: unknown, fallback: string): string {
   if (instructions === undefined || instructions === null) return fallback;

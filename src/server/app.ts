@@ -1,61 +1,37 @@
-/** The Koa application: error handling, the dead-engine gate, body parsing and the routes. */
+/**
+ * The Koa application, outermost first: request ids, error bodies, CORS (when
+ * asked for), the dead-engine gate, body parsing, then the routes.
+ */
 import Router from '@koa/router';
 import Koa from 'koa';
-import { koaBody } from 'koa-body';
 import { HttpError } from './http-error';
+import { jsonBodies } from './http/body';
+import { cors } from './http/cors';
+import { errorBodies } from './http/errors';
+import { requestIds } from './http/request-id';
 import { answerRoute } from './routes/answer';
-import { infoRoutes } from './routes/info';
+import { deadEngineReport, infoRoutes } from './routes/info';
 import { systemoneRoute } from './routes/systemone';
 import { Service } from './service';
 
+/** Seconds a client is told to wait after the engine died: the server exits, and a supervisor restarts it. */
+const RETRY_AFTER_DEAD_S = '5';
+
 export function createApp(service: Service): Koa {
   const app = new Koa();
-
-  app.use(async (ctx, next) => {
-    const t0 = performance.now();
-    try {
-      await next();
-      if (ctx.status === 404 && ctx.body === undefined) throw new HttpError(404, `no route ${ctx.method} ${ctx.path}`);
-      if (ctx.status === 405) throw new HttpError(405, `${ctx.method} is not allowed on ${ctx.path}`);
-    } catch (e) {
-      if (e instanceof HttpError) {
-        ctx.status = e.status;
-        ctx.body = { detail: e.detail };
-      } else {
-        ctx.status = 500;
-        ctx.body = { detail: `internal error: ${e instanceof Error ? e.message : String(e)}` };
-        ctx.app.emit('error', e, ctx);
-      }
-    }
-    ctx.set('x-service-server-ms', (performance.now() - t0).toFixed(1));
-  });
+  app.use(requestIds());
+  app.use(errorBodies());
+  if (service.corsOrigin) app.use(cors(service.corsOrigin));
 
   app.use(async (ctx, next) => {
     if (!service.deadReason) return next();
+    if (ctx.path !== '/health') throw new HttpError(503, service.deadReason, { 'Retry-After': RETRY_AFTER_DEAD_S });
     ctx.status = 503;
-    ctx.body = ctx.path === '/health' ? { ok: false, engine: 'dead', reason: service.deadReason, exit_code: 70 } : { detail: service.deadReason };
+    ctx.set('Retry-After', RETRY_AFTER_DEAD_S);
+    ctx.body = deadEngineReport(service.deadReason);
   });
 
-  app.use(
-    koaBody({
-      json: true,
-      jsonStrict: false,
-      jsonLimit: '64mb',
-      text: false,
-      urlencoded: false,
-      multipart: false,
-      onError: (err) => {
-        throw new HttpError(422, `body is not valid JSON: ${err.message}`);
-      },
-    }),
-  );
-
-  app.use(async (ctx, next) => {
-    if (ctx.method === 'POST' && !ctx.is('application/json', '+json'))
-      throw new HttpError(422, `body must be JSON sent with Content-Type: application/json (got ${ctx.get('content-type') || 'no Content-Type'})`);
-    return next();
-  });
-
+  app.use(jsonBodies());
   const router = new Router();
   systemoneRoute(router, service);
   answerRoute(router, service);

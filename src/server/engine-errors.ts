@@ -1,11 +1,18 @@
 /** Engine failures as HTTP errors. */
 import { EngineCallError, EngineDeadError } from './engine-process/client';
 import { HttpError } from './http-error';
-import { RenderError } from '../rendering/renderer';
+import { PromptTooLongError, RenderError } from '../rendering/renderer';
+import { ClientGoneError } from '../answering/engine-like';
 
 /** `questionName(i)` names the i-th question the engine was asked. */
 export function toHttpError(e: unknown, questionName: (i: number) => string): unknown {
   if (e instanceof RenderError) return new HttpError(400, e.message);
+  // Nobody is left to read it; 499 as nginx logs a client that closed the request.
+  if (e instanceof ClientGoneError) return new HttpError(499, e.message);
+  if (e instanceof PromptTooLongError) {
+    const count = e.exact ? `${e.tokens} tokens` : `at least ${e.tokens} tokens (${e.bytes} bytes of text, refused before tokenizing)`;
+    return new HttpError(422, `the rendered prompt of question ${JSON.stringify(questionName(e.question))} is longer than the context: ${count}, the context holds ${e.contextLimit} (the context as the inference engine reports it)`);
+  }
   if (e instanceof EngineDeadError) return new HttpError(503, e.message);
   const wire = e instanceof EngineCallError ? e.wire : (e as { code?: string; message?: string; details?: Record<string, number> });
   if (wire && typeof wire.code === 'string') {

@@ -34,6 +34,7 @@ export const flagDefs: FlagDef[] = [
   { name: 'cache-mib', kind: 'number', default: 0, help: 'KV cache memory budget in MiB (0: room for twice the 32,768-token context); the least recently used prefixes are evicted to stay within it' },
   { name: 'batch-tokens', kind: 'number', default: 16384, help: 'requests that queue while the engine is busy are merged into one forward pass up to this many tokens (0: no merging)' },
   { name: 'debug-readout', kind: 'boolean', default: false, help: 'honour the x-service-debug request header (raw readout in responses)' },
+  { name: 'cors-origin', kind: 'string', help: 'let browser pages on this origin (or * for any) call the server: answers preflights, sets Access-Control-Allow-* (default: off)' },
   { name: 'exit-grace-ms', kind: 'number', default: 1000, help: 'after the engine dies, answer 503 this long, then exit with code 70' },
 ];
 

@@ -11,6 +11,8 @@ import { resolveBase } from './bases';
 import { EngineClient } from './engine-process/client';
 import { FlagError, Flags, helpText, parseFlags } from './flags';
 import { promptProfile, temperaturesOf } from './profile-flags';
+import { answerMalformedRequests } from './http/connection';
+import { InFlight } from './inflight';
 import { Service } from './service';
 
 export const ENGINE_DEAD_EXIT = 70;
@@ -64,9 +66,13 @@ async function main() {
     engineInfo: engine.info,
     engineProcess: { pid: engine.pid, where: `child process ${engine.pid} of server ${process.pid}` },
     debugReadout: flags['debug-readout'] as boolean,
+    corsOrigin: flags['cors-origin'] as string | undefined,
+    inflight: new InFlight(),
     startedAt: new Date(),
   };
+  if (engine.info.dtypeNote) log(`WARNING: ${engine.info.dtypeNote}`);
   const server = createApp(service).listen(flags.port as number, flags.host as string);
+  answerMalformedRequests(server);
   server.on('listening', () => {
     const a = server.address();
     const where = typeof a === 'object' && a ? `${a.address}:${a.port}` : String(a);

@@ -5,6 +5,7 @@ import { Renderer } from '../rendering/renderer';
 import { ResolvedBase } from './bases';
 import { CacheReport } from './engine-process/protocol';
 import { NativeEngineInfo } from '../engine/native';
+import { InFlight } from './inflight';
 
 export interface Service {
   base: ResolvedBase;
@@ -16,6 +17,9 @@ export interface Service {
   engineInfo: NativeEngineInfo;
   engineProcess: { pid: number | null; where: string };
   debugReadout: boolean;
+  /** `--cors-origin`: the origin browsers may call from (`*`: any), or undefined (off). */
+  corsOrigin?: string;
+  inflight: InFlight;
   startedAt: Date;
   /** Set when the engine has died. */
   deadReason?: string;

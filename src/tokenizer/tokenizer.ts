@@ -6,6 +6,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from 'tokenizers';
+import { maxBytesPerToken } from './token-bound';
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant';
@@ -27,7 +28,13 @@ function tokenText(t: TokenizerConfig['bos_token']): string | undefined {
 export class ModelTokenizer {
   private readonly template?: Template;
 
-  private constructor(private readonly tokenizer: Tokenizer, private readonly config: TokenizerConfig, readonly folder: string) {
+  private constructor(
+    private readonly tokenizer: Tokenizer,
+    private readonly config: TokenizerConfig,
+    readonly folder: string,
+    /** The most input bytes one token stands for, when a sound bound exists (token-bound.ts). */
+    readonly maxBytesPerToken: number | undefined,
+  ) {
     const tpl = config.chat_template;
     const source = Array.isArray(tpl) ? tpl.find((t) => t.name === 'default')?.template ?? tpl[0]?.template : tpl;
     if (source) this.template = new Template(source);
@@ -38,7 +45,7 @@ export class ModelTokenizer {
     if (!fs.existsSync(file)) throw new Error(`${file}: missing (the checkpoint folder needs its tokenizer.json)`);
     const cfgFile = path.join(folder, 'tokenizer_config.json');
     const config: TokenizerConfig = fs.existsSync(cfgFile) ? JSON.parse(fs.readFileSync(cfgFile, 'utf8')) : {};
-    return new ModelTokenizer(Tokenizer.fromFile(file), config, folder);
+    return new ModelTokenizer(Tokenizer.fromFile(file), config, folder, maxBytesPerToken(JSON.parse(fs.readFileSync(file, 'utf8'))));
   }
 
   get hasChatTemplate(): boolean {

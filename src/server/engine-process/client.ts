@@ -4,7 +4,7 @@
  */
 import { ChildProcess, fork } from 'child_process';
 import * as path from 'path';
-import { EngineCall, EngineLike, EngineReply } from '../../answering/engine-like';
+import { ClientGoneError, EngineCall, EngineLike, EngineReply } from '../../answering/engine-like';
 import { NativeEngineInfo } from '../../engine/native';
 import { CacheReport, HostArgs, HostMessage, WireError } from './protocol';
 
@@ -22,6 +22,10 @@ export class EngineClient implements EngineLike {
   deathReason?: string;
 
   private constructor(private child: ChildProcess, readonly info: NativeEngineInfo) {}
+
+  get contextLimit(): number {
+    return this.info.contextLimit;
+  }
 
   get pid(): number {
     return this.child.pid!;
@@ -59,26 +63,30 @@ export class EngineClient implements EngineLike {
   }
 
   private settle(m: HostMessage) {
-    if (m.kind !== 'reply' && m.kind !== 'error' && m.kind !== 'cache') return;
+    if (m.kind === 'ready' || m.kind === 'fatal') return;
     const p = this.pending.get(m.id);
     if (!p) return;
     this.pending.delete(m.id);
     if (m.kind === 'reply') p.resolve(m.reply);
     else if (m.kind === 'cache') p.resolve(m.report);
+    else if (m.kind === 'dropped') p.reject(new ClientGoneError());
     else p.reject(new EngineCallError(m.error));
   }
 
-  private call<T>(message: { kind: 'answer'; call: EngineCall } | { kind: 'cache' }): Promise<T> {
+  private call<T>(message: { kind: 'answer'; call: EngineCall } | { kind: 'cache' }, cancel?: AbortSignal): Promise<T> {
     if (this.deathReason) return Promise.reject(new EngineDeadError(this.deathReason));
+    if (cancel?.aborted) return Promise.reject(new ClientGoneError());
     const id = this.nextId++;
+    const askToDrop = () => this.child.send({ kind: 'cancel', id });
+    cancel?.addEventListener('abort', askToDrop, { once: true });
     return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       this.child.send({ ...message, id });
-    });
+    }).finally(() => cancel?.removeEventListener('abort', askToDrop));
   }
 
-  answer(call: EngineCall): Promise<EngineReply> {
-    return this.call({ kind: 'answer', call });
+  answer(call: EngineCall, cancel?: AbortSignal): Promise<EngineReply> {
+    return this.call({ kind: 'answer', call }, cancel);
   }
 
   /** The prefix cache's counters and the boundary registrations' (queued behind pending calls). */

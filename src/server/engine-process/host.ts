@@ -7,6 +7,7 @@
  * line when nothing else is waiting, else behind the waiting requests
  * (deferred), so they never wait behind it. A request that arrives while a
  * registration is queued or running is flagged as having waited behind it.
+ * A call still queued when the server cancels it (its clients have gone) is dropped.
  */
 import { Engine } from '../../engine/engine';
 import { isEngineError } from '../../engine/native';
@@ -35,6 +36,14 @@ class Host {
   constructor(private engine: Engine, private batchTokens: number) {}
 
   submit(m: ServerMessage) {
+    if (m.kind === 'cancel') {
+      const at = this.queue.findIndex((j) => j.kind === 'answer' && j.id === m.id);
+      if (at >= 0) {
+        this.queue.splice(at, 1);
+        send({ kind: 'dropped', id: m.id });
+      }
+      return;
+    }
     if (m.kind === 'cache') this.queue.push({ kind: 'cache', id: m.id });
     else {
       const behind = this.running?.kind === 'register' || this.queue.some((j) => j.kind === 'register');

@@ -24,9 +24,12 @@ export type HostMessage =
   | { kind: 'fatal'; error: WireError }
   | { kind: 'reply'; id: number; reply: EngineReply }
   | { kind: 'error'; id: number; error: WireError }
-  | { kind: 'cache'; id: number; report: CacheReport };
+  | { kind: 'cache'; id: number; report: CacheReport }
+  /** An answer call taken off the queue by a `cancel` before the engine started it. */
+  | { kind: 'dropped'; id: number };
 
-export type ServerMessage = { kind: 'answer'; id: number; call: EngineCall } | { kind: 'cache'; id: number };
+/** `cancel` drops a queued answer call; one the engine has started runs to its reply. */
+export type ServerMessage = { kind: 'answer'; id: number; call: EngineCall } | { kind: 'cache'; id: number } | { kind: 'cancel'; id: number };
 
 export interface WireError {
   code: string;

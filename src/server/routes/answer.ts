@@ -8,64 +8,70 @@
 import Router from '@koa/router';
 import { runQuestions, WireQuestion } from '../../answering/pipeline';
 import { toHttpError } from '../engine-errors';
-import { HttpError } from '../http-error';
+import { invalid, ValidationError } from '../http-error';
 import { Service } from '../service';
 import { validate } from '../validation';
+import { respondShared } from './respond';
 import { ordersOf } from './systemone';
 
 interface AnswerQuestion {
   kind: 'noul' | 'choice' | 'score';
   instructions?: unknown;
   options?: string[];
-  descriptions?: (string | null)[];
+  descriptions?: unknown[];
 }
 
+/** Option names are data: a Map keeps "__proto__" or "constructor" an option like any other. */
 function toWire(q: AnswerQuestion): WireQuestion {
   if (q.kind === 'noul') return { type: 'noul', instructions: q.instructions };
   if (q.kind === 'score') return { type: 'score', instructions: q.instructions, criteria: q.options };
-  const criteria: Record<string, string | null> = {};
-  q.options!.forEach((o, i) => (criteria[o] = q.descriptions?.[i] ?? null));
-  return { type: 'choice', instructions: q.instructions, criteria };
+  return { type: 'choice', instructions: q.instructions, criteria: new Map(q.options!.map((o, i) => [o, q.descriptions?.[i] ?? null])) };
 }
 
 export function answerRoute(router: Router, service: Service) {
   router.post('/v1/answer', async (ctx) => {
     const body = ctx.request.body as { state: unknown; questions: AnswerQuestion[]; orders?: unknown };
-    const problem = validate('answer', body);
-    if (problem) throw new HttpError(422, problem);
+    const problems = validate('answer', body);
+    if (problems.length) throw new ValidationError(problems);
     for (const [i, q] of body.questions.entries())
-      if (q.kind === 'choice' && new Set(q.options).size !== q.options!.length) throw new HttpError(422, `body.questions.${i}.options must not repeat an option`);
-    const t0 = performance.now();
-    let r;
-    try {
-      r = await runQuestions(service.engine, service.renderer, service.temperatures, body.state, body.questions.map(toWire), { orders: ordersOf(body.orders) });
-    } catch (e) {
-      throw toHttpError(e, (i) => String(i % body.questions.length));
-    }
-    ctx.body = {
-      model: service.servedName,
-      answers: r.questions.map((q, i) => ({
-        kind: q.type,
-        options: q.type === 'noul' ? ['yes', 'no'] : body.questions[i].options,
-        probabilities: q.keys.map((k) => q.probabilities.get(k)),
-        label_token_ids: q.labelIds,
-        logits: q.labelLogits,
-        temperature: q.temperature,
-      })),
-      usage: { input_tokens: r.inputTokens, output_tokens: r.questions.length },
-      timing: {
-        prepare_ms: r.stages.prepare,
-        warm_ms: r.stages.warm,
-        questions_ms: r.stages.questions,
-        readout_ms: r.stages.readout,
-        engine_ms: r.stages.engine,
-        waited_ms: r.stages.wait,
-        waited_behind_registration: r.waitedBehindRegistration,
-        cached_tokens: r.cachedTokens,
-        computed_tokens: r.computedTokens,
-        batch_size: r.batchSize,
-        total_ms: performance.now() - t0,
-      },
-    };
+      if (q.kind === 'choice' && new Set(q.options).size !== q.options!.length) throw invalid(['body', 'questions', i, 'options'], 'must not repeat an option');
+    await respondShared(ctx, service, async (cancel) => {
+      const t0 = performance.now();
+      let r;
+      try {
+        r = await runQuestions(service.engine, service.renderer, service.temperatures, body.state, body.questions.map(toWire), { orders: ordersOf(body.orders), cancel });
+      } catch (e) {
+        throw toHttpError(e, (i) => String(i % body.questions.length));
+      }
+      return {
+        stages: r.stages,
+        waitedBehindRegistration: r.waitedBehindRegistration,
+        body: {
+          model: service.servedName,
+          answers: r.questions.map((q, i) => ({
+            kind: q.type,
+            options: q.type === 'noul' ? ['yes', 'no'] : body.questions[i].options,
+            probabilities: q.keys.map((k) => q.probabilities.get(k)),
+            label_token_ids: q.labelIds,
+            logits: q.labelLogits,
+            temperature: q.temperature,
+          })),
+          usage: { input_tokens: r.inputTokens, output_tokens: r.questions.length },
+          timing: {
+            prepare_ms: r.stages.prepare,
+            warm_ms: r.stages.warm,
+            questions_ms: r.stages.questions,
+            readout_ms: r.stages.readout,
+            engine_ms: r.stages.engine,
+            waited_ms: r.stages.wait,
+            waited_behind_registration: r.waitedBehindRegistration,
+            cached_tokens: r.cachedTokens,
+            computed_tokens: r.computedTokens,
+            batch_size: r.batchSize,
+            total_ms: performance.now() - t0,
+          },
+        },
+      };
+    });
   });
 }

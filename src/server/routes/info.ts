@@ -2,19 +2,63 @@
 import Router from '@koa/router';
 import { version as tqserveVersion } from '../../../package.json';
 import { MAX_OPTIONS } from '../../rendering/labels';
+import * as fs from 'fs';
+import * as path from 'path';
+import { EngineDeadError } from '../engine-process/client';
+import { MAX_BODY_BYTES } from '../http/body';
 import { Service } from '../service';
+import { MAX_DEPTH } from '../validation';
+
+/** The format's model alias: hosted servers list it, and the official clients send it by default. */
+export const MODEL_ALIAS = 'jev-latest';
+
+/** The /health body once the engine has died (also answered by the dead-engine gate). */
+export function deadEngineReport(reason: string) {
+  return { ok: false, engine: 'dead', reason, exit_code: 70 };
+}
+
+/** The checkpoint's date (its config.json's modification day): the nearest thing to a release date a folder has. */
+function checkpointDate(checkpoint: string): string {
+  for (const file of [path.join(checkpoint, 'config.json'), checkpoint]) {
+    try {
+      return fs.statSync(file).mtime.toISOString().slice(0, 10);
+    } catch {
+      /* next */
+    }
+  }
+  return new Date(0).toISOString().slice(0, 10);
+}
 
 export function infoRoutes(router: Router, service: Service) {
+  const released = checkpointDate(service.base.checkpoint);
   router.get('/v1/models', (ctx) => {
+    const { servedName, base } = service;
     ctx.body = {
+      // The format's model list, which both official clients read.
+      models: [
+        { name: servedName, description: `${base.profile.name} (${base.checkpoint})${base.randomWeights ? ': random-weight test model, answers are meaningless' : ''}`, release_date: released },
+        { name: MODEL_ALIAS, description: `alias: answered by ${servedName}, the one model this server serves`, release_date: released },
+      ],
+      // OpenAI-style, for generic tooling.
       object: 'list',
-      data: [{ id: service.servedName, object: 'model', created: Math.floor(service.startedAt.getTime() / 1000), owned_by: 'tqserve' }],
+      data: [{ id: servedName, object: 'model', created: Math.floor(service.startedAt.getTime() / 1000), owned_by: 'tqserve' }],
     };
   });
 
   router.get('/health', async (ctx) => {
     const { base, renderer, engineInfo: e } = service;
-    const { stats, boundaries } = await service.cacheReport();
+    let report;
+    try {
+      report = await service.cacheReport();
+    } catch (e) {
+      // The engine died while this call waited for its report.
+      if (!(e instanceof EngineDeadError)) throw e;
+      ctx.status = 503;
+      ctx.set('Retry-After', '5');
+      ctx.body = deadEngineReport(e.message);
+      return;
+    }
+    const { stats, boundaries } = report;
     const p = renderer.profile;
     const prompt = {
       layout: p.layout,
@@ -34,6 +78,7 @@ export function infoRoutes(router: Router, service: Service) {
       gpu: null,
       mode: 'cpu',
       dtype: e.dtype,
+      ...(e.dtypeNote ? { dtype_note: e.dtypeNote } : {}),
       threads: e.threads,
       kernels: e.kernels,
       pad_unit: 1,
@@ -79,6 +124,7 @@ export function infoRoutes(router: Router, service: Service) {
         rendering: {
           state: 'string as is; object as "key: value" lines; array item by item',
           instructions: 'objects and arrays as compact JSON; blank or absent: a default per type',
+          entries: 'option descriptions, noul true/false and score levels may be strings, objects or arrays; non-strings as compact JSON',
           noul_criteria: 'the true/false descriptions are shown with the Yes/No options',
         },
         noul_commit: 'none: noul is P(yes), no threshold is applied',
@@ -88,6 +134,13 @@ export function infoRoutes(router: Router, service: Service) {
         temperatures: service.temperatures,
       },
       head_engine: { engine: 'serving engine (hidden state at the readout position)' },
+      requests: {
+        cors_origin: service.corsOrigin ?? null,
+        max_body_bytes: MAX_BODY_BYTES,
+        max_nesting: MAX_DEPTH,
+        joined_identical_in_flight: service.inflight.joined,
+        dropped_client_gone: service.inflight.dropped,
+      },
     };
   });
 }

@@ -5,8 +5,9 @@ import { PipelineResult, runQuestions, WireQuestion, wireAnswer } from '../../an
 import { Temperatures } from '../../rendering/profile';
 import { Renderer } from '../../rendering/renderer';
 import { toHttpError } from '../engine-errors';
-import { HttpError } from '../http-error';
-import { requestedDebug, requestedRoute, stagesHeader } from '../request-headers';
+import { HttpError, ValidationError } from '../http-error';
+import { requestedDebug, requestedRoute } from '../request-headers';
+import { respondShared } from './respond';
 import { Service } from '../service';
 import { validate } from '../validation';
 
@@ -48,13 +49,13 @@ export async function answerSystemOne(
   temperatures: Temperatures,
   servedName: string,
   body: SystemOneRequest,
-  wantHidden = false,
+  options: { wantHidden?: boolean; cancel?: AbortSignal } = {},
 ) {
   const names = Object.keys(body.questions);
   const questions = names.map((n) => body.questions[n]);
   let result: PipelineResult;
   try {
-    result = await runQuestions(engine, renderer, temperatures, body.state, questions, { orders: ordersOf(body.orders), wantHidden });
+    result = await runQuestions(engine, renderer, temperatures, body.state, questions, { orders: ordersOf(body.orders), ...options });
   } catch (e) {
     throw toHttpError(e, (i) => names[i % names.length]);
   }
@@ -69,16 +70,19 @@ export async function answerSystemOne(
 export function systemoneRoute(router: Router, service: Service) {
   router.post('/v1/systemone', async (ctx) => {
     const body = ctx.request.body as SystemOneRequest;
-    const problem = validate('systemone', body);
-    if (problem) throw new HttpError(422, problem);
+    const problems = validate('systemone', body);
+    if (problems.length) throw new ValidationError(problems);
     const route = requestedRoute(ctx);
     if (route === 'image' || (body.images && body.images.length > 0))
       throw new HttpError(400, 'this server has no image engine: images need a server started with --image-model');
     const debug = service.debugReadout ? requestedDebug(ctx) : undefined;
-    const { names, result, response } = await answerSystemOne(service.engine, service.renderer, service.temperatures, service.servedName, body, debug === 'hidden');
-    ctx.set('x-service-route', 'text');
-    ctx.set('x-service-stages', stagesHeader(result.stages));
-    if (result.waitedBehindRegistration) ctx.set('x-service-wait-behind', 'registration');
-    ctx.body = { ...response, ...(debug ? { readout: readoutOf(result, names, debug === 'hidden') } : {}) };
+    await respondShared(ctx, service, async (cancel) => {
+      const { names, result, response } = await answerSystemOne(service.engine, service.renderer, service.temperatures, service.servedName, body, { wantHidden: debug === 'hidden', cancel });
+      return {
+        body: { ...response, ...(debug ? { readout: readoutOf(result, names, debug === 'hidden') } : {}) },
+        stages: result.stages,
+        waitedBehindRegistration: result.waitedBehindRegistration,
+      };
+    });
   });
 }

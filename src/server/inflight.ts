@@ -1,0 +1,85 @@
+/**
+ * Requests in flight, shared by identical bodies, and dropped when nobody waits.
+ *
+ * The official clients retry timeouts and 5xx with the same body (the
+ * TypeScript client times each attempt out at 10 s, so a long state on a CPU
+ * can be sent three times). An identical request (same route, body bytes and
+ * debug header) arriving while the first is computed joins that computation:
+ * it gets the same response bytes, and the engine works once.
+ *
+ * When every client waiting on a computation has gone, it is cancelled: if the
+ * engine has not taken it yet it leaves the queue (counted as dropped), and if
+ * the engine is already computing it, it finishes, so that a retry arriving
+ * meanwhile still joins it. A client that joins after a cancellation was asked
+ * for, but which the engine's queue had not yet confirmed, gets a fresh run.
+ */
+import { createHash } from 'crypto';
+import { ClientGoneError } from '../answering/engine-like';
+
+/** A computed response: status, headers and the body's bytes, shared by every joined request. */
+export interface SharedResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+interface Computation {
+  promise: Promise<SharedResponse>;
+  waiters: number;
+  cancel: AbortController;
+  /** The request id of the request that started it. */
+  firstRequestId: string;
+}
+
+export class InFlight {
+  private computations = new Map<string, Computation>();
+  /** Requests that joined an identical one in flight. */
+  joined = 0;
+  /** Computations dropped because every client waiting for them had gone before the engine took them. */
+  dropped = 0;
+
+  static key(route: string, debug: string | undefined, rawBody: string): string {
+    return createHash('sha256').update(route).update('\0').update(debug ?? '').update('\0').update(rawBody).digest('hex');
+  }
+
+  /**
+   * The response for `key`: joins the computation in flight, or starts one with `compute`.
+   * `clientGone` aborts when this request's client disconnects. Resolves with the id of the
+   * request whose computation answered.
+   */
+  async run(key: string, requestId: string, clientGone: AbortSignal, compute: (cancel: AbortSignal) => Promise<SharedResponse>): Promise<{ response: SharedResponse; answeredBy: string }> {
+    let c = this.computations.get(key);
+    if (c) this.joined++;
+    else {
+      c = { waiters: 0, cancel: new AbortController(), firstRequestId: requestId } as Computation;
+      const started = c;
+      c.promise = this.computeWhileWanted(started, compute).finally(() => this.computations.delete(key));
+      this.computations.set(key, c);
+    }
+    const joined = c;
+    joined.waiters++;
+    const leave = () => {
+      if (--joined.waiters === 0) joined.cancel.abort();
+    };
+    if (clientGone.aborted) leave();
+    else clientGone.addEventListener('abort', leave, { once: true });
+    try {
+      return { response: await joined.promise, answeredBy: joined.firstRequestId };
+    } finally {
+      clientGone.removeEventListener('abort', leave);
+    }
+  }
+
+  private async computeWhileWanted(c: Computation, compute: (cancel: AbortSignal) => Promise<SharedResponse>): Promise<SharedResponse> {
+    for (;;) {
+      try {
+        return await compute(c.cancel.signal);
+      } catch (e) {
+        if (!(e instanceof ClientGoneError)) throw e;
+        this.dropped++;
+        if (c.waiters === 0) throw e;
+        c.cancel = new AbortController();
+      }
+    }
+  }
+}

@@ -4,7 +4,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { logSoftmax } from './helpers/reference';
-import { RunningServer, startServer } from './helpers/server';
+import { expectProblems, RunningServer, startServer } from './helpers/server';
 
 const state = 'The invoice of March was paid twice; the customer asked for a refund of the second payment.';
 let server: RunningServer;
@@ -66,8 +66,12 @@ test('/v1/answer validates its own form', async () => {
   for (const body of bad) {
     const r = await server.post('/v1/answer', body);
     expect(r.status).toBe(422);
-    expect(r.body.detail).toEqual(expect.any(String));
+    expectProblems(r.body);
   }
+  // Without `kind`, the problem named is `kind` (not the options a choice would need).
+  expect((await server.post('/v1/answer', { state, questions: [{ instructions: 'x' }] })).body.detail).toEqual([
+    { loc: ['body', 'questions', 0, 'kind'], msg: 'missing required field "kind"', type: 'missing' },
+  ]);
 });
 
 test('decide answers a request file like the server, without a server', async () => {
@@ -100,5 +104,5 @@ test('decide answers a request file like the server, without a server', async ()
     stdout = e.stdout;
   }
   expect(status).toBe(3);
-  expect(JSON.parse(stdout).detail).toBe('body: missing required field "questions"');
+  expect(JSON.parse(stdout).detail).toEqual([{ loc: ['body', 'questions'], msg: 'missing required field "questions"', type: 'missing' }]);
 });

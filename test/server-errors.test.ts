@@ -1,5 +1,5 @@
 /** Bad input gets 4xx with a detail and the server stays up; the 32,768-token boundary; ties. */
-import { RunningServer, startServer } from './helpers/server';
+import { detailText, expectProblems, RunningServer, startServer } from './helpers/server';
 
 let server: RunningServer;
 beforeAll(async () => {
@@ -47,24 +47,40 @@ const malformed: [string, number, unknown][] = [
   ['257 options', 400, { state: 'x', questions: { a: { type: 'choice', criteria: Object.fromEntries(Array.from({ length: 257 }, (_, i) => [`k${i}`, null])) } } }],
 ];
 
+// Validation failures (422) list their problems; other errors (400) have a string detail.
 test.each(malformed)('%s → %i with a detail', async (_name, status, body) => {
   const r = await server.post('/v1/systemone', body as any);
   expect(r.status).toBe(status);
-  expect(typeof r.body.detail).toBe('string');
-  expect(r.body.detail.length).toBeGreaterThan(5);
+  if (status === 422) expectProblems(r.body);
+  else expect(typeof r.body.detail).toBe('string');
+  expect(detailText(r.body).length).toBeGreaterThan(5);
 });
 
 test('details name the field and say what to send', async () => {
-  expect((await server.post('/v1/systemone', { state: 'x', questions: { a: { type: 'choice' } } })).body.detail).toBe('body.questions.a: missing required field "criteria"');
-  expect((await server.post('/v1/systemone', { state: 'x', questions: { a: { type: 'rank' } } })).body.detail).toBe('body.questions.a.type must be one of "noul", "choice", "score"');
-  expect((await server.post('/v1/systemone', { state: 'x', questions: { a: { type: 'score', criteria: ['low', 2] } } })).body.detail).toBe('body.questions.a.criteria.1 must be a string');
-  expect((await server.post('/v1/systemone', '{bad')).body.detail).toMatch(/^body is not valid JSON/);
+  const detail = async (body: unknown) => (await server.post('/v1/systemone', body)).body.detail;
+  expect(await detail({ state: 'x', questions: { a: { type: 'choice' } } })).toEqual([{ loc: ['body', 'questions', 'a', 'criteria'], msg: 'missing required field "criteria"', type: 'missing' }]);
+  expect(await detail({ state: 'x', questions: { a: { type: 'rank' } } })).toEqual([{ loc: ['body', 'questions', 'a', 'type'], msg: 'must be one of "noul", "choice", "score"', type: 'literal_error' }]);
+  expect(await detail({ state: 'x', questions: { a: { type: 'score', criteria: ['low', 2] } } })).toEqual([
+    { loc: ['body', 'questions', 'a', 'criteria', 1], msg: 'must be a string or an object or an array', type: 'type_error' },
+  ]);
+  const bad = await detail('{bad');
+  expect(bad[0].msg).toMatch(/^body is not valid JSON/);
+  expect(bad[0].type).toBe('json_invalid');
+  // The first problem named is the real one: a question without a type is told that, not what a choice would need.
+  expect(await detail({ state: 'x', questions: { a: {} } })).toEqual([{ loc: ['body', 'questions', 'a', 'type'], msg: 'missing required field "type"', type: 'missing' }]);
+  // Every problem is listed.
+  expect((await detail({ state: '', questions: { a: { type: 'choice', criteria: {} }, b: { type: 'score' } }, orders: 5 })).map((p: any) => p.loc.join('.'))).toEqual([
+    'body.state',
+    'body.questions.a.criteria',
+    'body.questions.b.criteria',
+    'body.orders',
+  ]);
 });
 
 test('a form-encoded body, a wrong method and an unknown route get clear errors', async () => {
   const form = await fetch(server.url + '/v1/systemone', { method: 'POST', body: 'state=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
   expect(form.status).toBe(422);
-  expect((await form.json()).detail).toMatch(/Content-Type: application\/json/);
+  expect(detailText(await form.json())).toMatch(/Content-Type: application\/json/);
   const get = await server.get('/v1/systemone');
   expect(get.status).toBe(405);
   const missing = await server.get('/v2/nothing');

@@ -7,16 +7,24 @@
  * debug header) arriving while the first is computed joins that computation:
  * it gets the same response bytes, and the engine works once.
  *
- * When every client waiting on a computation has gone, it is cancelled: if the
- * engine has not taken it yet it leaves the queue (counted as dropped), and if
- * the engine is already computing it, it finishes, so that a retry arriving
- * meanwhile still joins it. A client that joins after a cancellation was asked
- * for, but which the engine's queue had not yet confirmed, gets a fresh run.
+ * When every client waiting on a computation has gone, and none has come back
+ * within DROP_GRACE_MS, it is cancelled: if the engine has not taken it yet it
+ * leaves the queue (counted as dropped); if the engine is computing it, it
+ * finishes, so that a later retry still joins it. The grace is longer than the
+ * official clients' first two backoffs (0.5 s and 1 s, less jitter): without
+ * it a retried request waiting behind others was dropped at each timeout and
+ * re-queued at the back, and under load never answered. A client that joins
+ * after a cancellation was asked for, but before the engine's queue confirmed
+ * it, gets a fresh run. A response that arrives while none of its clients is
+ * connected (one timed out, its retry not yet sent) is kept for the same grace,
+ * for that retry.
  */
 import { createHash } from 'crypto';
 import { ClientGoneError } from '../answering/engine-like';
 
 /** A computed response: status, headers and the body's bytes, shared by every joined request. */
+export const DROP_GRACE_MS = 1500;
+
 export interface SharedResponse {
   status: number;
   headers: Record<string, string>;
@@ -53,13 +61,17 @@ export class InFlight {
     else {
       c = { waiters: 0, cancel: new AbortController(), firstRequestId: requestId } as Computation;
       const started = c;
-      c.promise = this.computeWhileWanted(started, compute).finally(() => this.computations.delete(key));
+      c.promise = this.computeWhileWanted(started, compute);
+      c.promise.then(
+        () => (started.waiters === 0 ? setTimeout(() => this.forget(key, started), DROP_GRACE_MS).unref() : this.forget(key, started)),
+        () => this.forget(key, started),
+      );
       this.computations.set(key, c);
     }
     const joined = c;
     joined.waiters++;
     const leave = () => {
-      if (--joined.waiters === 0) joined.cancel.abort();
+      if (--joined.waiters === 0) setTimeout(() => joined.waiters === 0 && joined.cancel.abort(), DROP_GRACE_MS).unref();
     };
     if (clientGone.aborted) leave();
     else clientGone.addEventListener('abort', leave, { once: true });
@@ -68,6 +80,10 @@ export class InFlight {
     } finally {
       clientGone.removeEventListener('abort', leave);
     }
+  }
+
+  private forget(key: string, c: Computation) {
+    if (this.computations.get(key) === c) this.computations.delete(key);
   }
 
   private async computeWhileWanted(c: Computation, compute: (cancel: AbortSignal) => Promise<SharedResponse>): Promise<SharedResponse> {

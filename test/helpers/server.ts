@@ -104,3 +104,20 @@ export function expectSameAnswers(a: Record<string, any>, b: Record<string, any>
     if (x.choice !== undefined) expect(x.choice).toBe(y.choice);
   }
 }
+
+/** A 422 body in the format's validation form: `detail` lists problems, each with `loc` (from "body"), `msg` and `type`. */
+export function expectProblems(body: any) {
+  expect(Array.isArray(body.detail)).toBe(true);
+  expect(body.detail.length).toBeGreaterThan(0);
+  for (const p of body.detail) {
+    expect(p.loc[0]).toMatch(/^(body|header)$/);
+    expect(typeof p.msg).toBe('string');
+    expect(p.msg.length).toBeGreaterThan(5);
+    expect(typeof p.type).toBe('string');
+  }
+}
+
+/** Any error body as text: a string `detail`, or its problems as "loc: msg" (as the official clients print them). */
+export function detailText(body: any): string {
+  return typeof body.detail === 'string' ? body.detail : body.detail.map((p: any) => `${p.loc.join('.')}: ${p.msg}`).join('; ');
+}

@@ -10,3 +10,8 @@ export const questionTexts = [
   '\nQuestion: Did the manager approve every refund?\nAnswer:',
 ];
 export const labelTexts = [' A', ' B', ' C', ' D', ' Yes', ' No'];
+
+/** A state of about `tokens` tokens (" a" is one token in the test tokenizers), unique per `tag` so that no cached prefix shortens it. */
+export function longState(tag: string, tokens: number): string {
+  return `${tag}:` + ' a'.repeat(tokens);
+}

@@ -7,8 +7,8 @@ import { ClientGoneError } from '../answering/engine-like';
 /** `questionName(i)` names the i-th question the engine was asked. */
 export function toHttpError(e: unknown, questionName: (i: number) => string): unknown {
   if (e instanceof RenderError) return new HttpError(400, e.message);
-  // Nobody is left to read it; 499 as nginx logs a client that closed the request.
-  if (e instanceof ClientGoneError) return new HttpError(499, e.message);
+  // Passed on as it is: the in-flight layer (../inflight.ts) counts it, and may run the call again.
+  if (e instanceof ClientGoneError) return e;
   if (e instanceof PromptTooLongError) {
     const count = e.exact ? `${e.tokens} tokens` : `at least ${e.tokens} tokens (${e.bytes} bytes of text, refused before tokenizing)`;
     return new HttpError(422, `the rendered prompt of question ${JSON.stringify(questionName(e.question))} is longer than the context: ${count}, the context holds ${e.contextLimit} (the context as the inference engine reports it)`);

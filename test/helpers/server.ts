@@ -1,5 +1,6 @@
 /** Starts the real server as a child process on a free port and talks to it over HTTP. */
 import { ChildProcess, spawn } from 'child_process';
+import * as http from 'http';
 import * as path from 'path';
 
 const root = path.resolve(__dirname, '..', '..');
@@ -120,4 +121,25 @@ export function expectProblems(body: any) {
 /** Any error body as text: a string `detail`, or its problems as "loc: msg" (as the official clients print them). */
 export function detailText(body: any): string {
   return typeof body.detail === 'string' ? body.detail : body.detail.map((p: any) => `${p.loc.join('.')}: ${p.msg}`).join('; ');
+}
+
+/** One request through Node's http module: any method, any body bytes, any headers, its own connection unless an agent is given. */
+export function rawRequest(
+  url: string,
+  method: string,
+  route: string,
+  body?: Buffer | string,
+  headers: Record<string, string> = {},
+  agent?: http.Agent,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url + route, { method, headers, agent: agent ?? false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
 }

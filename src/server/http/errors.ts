@@ -6,6 +6,7 @@
  * answer 501 with a text body).
  */
 import { Middleware } from 'koa';
+import { ClientGoneError } from '../../answering/engine-like';
 import { HttpError } from '../http-error';
 
 export function errorBodies(): Middleware {
@@ -21,6 +22,10 @@ export function errorBodies(): Middleware {
         ctx.status = e.status;
         ctx.body = { detail: e.detail };
         ctx.set(e.headers);
+      } else if (e instanceof ClientGoneError) {
+        // Nobody is left to read it; 499 as nginx logs a client that closed its request.
+        ctx.status = 499;
+        ctx.body = { detail: e.message };
       } else {
         ctx.status = 500;
         ctx.body = { detail: `internal error: ${e instanceof Error ? e.message : String(e)}` };

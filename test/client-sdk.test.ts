@@ -50,7 +50,7 @@ test('choice with descriptions as strings, objects, arrays and null', async () =
 });
 
 test('score with structured levels: the legend returns the levels as sent', async () => {
-  const levels = ['not urgent', { level: 'soon', within: '2 days' }, ['today', 'now']] as const;
+  const levels: [string, { level: string; within: string }, string[]] = ['not urgent', { level: 'soon', within: '2 days' }, ['today', 'now']];
   const r = await client.systemOne({ state, questions: { urgency: score('How urgent?', levels) } });
   const a = r.answers.urgency;
   expect(a.legend).toEqual({ 0: 'not urgent', 1: { level: 'soon', within: '2 days' }, 2: ['today', 'now'] });
@@ -91,7 +91,7 @@ test('a request id on every response; an X-Request-Id sent is honoured', async (
 
 test('400: BadRequestError with the detail and a request id', async () => {
   const criteria = Object.fromEntries(Array.from({ length: 256 }, (_, i) => [`k${i}`, null]));
-  const e = await client.systemOne({ state, questions: { q: choice('Which?', criteria) } }).catch((x) => x);
+  const e = await client.systemOne({ state, questions: { q: choice('Which?', criteria) } }).catch((x: any) => x);
   expect(e).toBeInstanceOf(BadRequestError);
   expect(e.status).toBe(400);
   expect(e.message).toMatch(/256 options/);
@@ -99,7 +99,7 @@ test('400: BadRequestError with the detail and a request id', async () => {
 });
 
 test('422: UnprocessableEntityError naming every field, in the client-readable form', async () => {
-  const e = await client.systemOne({ state: '  ', questions: { q: choice('Which?', {}), r: { type: 'rank' } as any } }).catch((x) => x);
+  const e = await client.systemOne({ state: '  ', questions: { q: choice('Which?', {}), r: { type: 'rank' } as any } }).catch((x: any) => x);
   expect(e).toBeInstanceOf(UnprocessableEntityError);
   expect(e.message).toContain('state: must not be blank');
   expect(e.message).toContain('questions.q.criteria: must have at least 1 entry');

@@ -5,6 +5,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { flagDefs } from '../src/server/flags';
 import { runServerProcess, startServer } from './helpers/server';
+import { longState } from './helpers/texts';
 
 test('--help lists every flag with its default and exits 0', async () => {
   const { output, exited } = runServerProcess(['--help']);
@@ -92,9 +93,29 @@ test('when the engine process dies: /health 503 with the reason, other routes 50
   }
   expect(h!.status).toBe(503);
   expect(h!.body).toEqual({ ok: false, engine: 'dead', reason: expect.stringContaining('SIGKILL'), exit_code: 70 });
+  expect(h!.headers.get('retry-after')).toBe('5');
   const other = await server.post('/v1/systemone', { state: 'x', questions: { a: { type: 'noul' } } });
   expect(other.status).toBe(503);
   expect(other.body.detail).toContain('engine process exited');
+  expect(other.headers.get('retry-after')).toBe('5');
+  expect(other.headers.get('x-typesafe-request-id')).toMatch(/^req_/);
   expect((await server.get('/v1/models')).status).toBe(503);
+  expect(await server.exited).toBe(70);
+});
+
+test('a /health call in flight when the engine dies gets the 503 report, not a 500', async () => {
+  const server = await startServer(['--exit-grace-ms', '3000']);
+  const pid = (await server.get('/health')).body.base.engine_process.pid;
+  // The engine is busy, so the /health call's cache report waits behind this request...
+  const busy = server.post('/v1/systemone', { state: longState('dying', 20000), questions: { a: { type: 'noul' } } });
+  await new Promise((r) => setTimeout(r, 300));
+  const health = server.get('/health');
+  await new Promise((r) => setTimeout(r, 100));
+  // ...when the engine dies.
+  process.kill(pid, 'SIGKILL');
+  const h = await health;
+  expect(h.status).toBe(503);
+  expect(h.body).toEqual({ ok: false, engine: 'dead', reason: expect.stringContaining('SIGKILL'), exit_code: 70 });
+  expect((await busy).status).toBe(503);
   expect(await server.exited).toBe(70);
 });

@@ -13,17 +13,22 @@ function hashString(seed: number, s: string): number {
   return Math.imul(h ^ (h >>> 16), 0xc2b2ae35) >>> 0 || 1;
 }
 
-/** Fills `out` with N(mean, std) samples (xorshift32 + Box-Muller). */
-export function fillNormal(out: Float32Array, seed: number, name: string, std: number, mean = 0): void {
-  let x = hashString(seed, name);
-  const uniform = () => {
+/** Uniform samples in (0, 1) from xorshift32, seeded with a non-zero integer. */
+export function uniformStream(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
     x ^= x << 13;
     x >>>= 0;
     x ^= x >>> 17;
     x ^= x << 5;
     x >>>= 0;
-    return (x + 1) / 4294967297; // in (0, 1)
+    return (x + 1) / 4294967297;
   };
+}
+
+/** Fills `out` with N(mean, std) samples (xorshift32 + Box-Muller). */
+export function fillNormal(out: Float32Array, seed: number, name: string, std: number, mean = 0): void {
+  const uniform = uniformStream(hashString(seed, name));
   for (let i = 0; i < out.length; i += 2) {
     const r = Math.sqrt(-2 * Math.log(uniform())) * std;
     const t = 2 * Math.PI * uniform();

@@ -6,6 +6,7 @@
  * wrong content types and encodings, and unknown methods.
  */
 import * as zlib from 'zlib';
+import { uniformStream } from '../../src/testmodels/prng';
 
 export interface HostileRequest {
   kind: string;
@@ -18,15 +19,7 @@ export interface HostileRequest {
 }
 
 export function rng(seed: number) {
-  let x = seed >>> 0 || 1;
-  const next = () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 4294967296;
-  };
+  const next = uniformStream(seed);
   return {
     next,
     int: (n: number) => Math.floor(next() * n),
@@ -84,6 +77,7 @@ function mutate(body: any, r: Rng): any {
   // Deep values are leaves here: mutations do not walk into them.
   for (let m = 1 + r.int(3); m > 0; m--) {
     const all = paths(copy).filter((p) => p.length > 0);
+    if (all.length === 0) break;
     const path = r.pick(all);
     const parent = path.slice(0, -1).reduce((o: any, k) => o[k], copy);
     const key = path[path.length - 1];

@@ -3,6 +3,7 @@
  * computation; queued work whose client has gone is dropped; request ids,
  * Server-Timing, CORS, unknown methods.
  */
+import * as net from 'net';
 import { rawRequest, RunningServer, startServer } from './helpers/server';
 import { longState } from './helpers/texts';
 
@@ -90,6 +91,21 @@ test.each(['PROPFIND', 'TRACE', 'MKCOL', 'PURGE', 'LINK', 'PUT', 'PATCH'])('%s o
   expect(r.headers.allow).toBe('POST');
   expect(JSON.parse(r.body).detail).toContain(`${method} is not allowed`);
   expect((await rawRequest(server.url, method, '/v1/nowhere')).status).toBe(404);
+});
+
+test("a request Node's parser refuses gets a JSON 400 with a request id, and the server stays up", async () => {
+  const { port } = new URL(server.url);
+  const reply = await new Promise<string>((resolve, reject) => {
+    let data = '';
+    const socket = net.connect(Number(port), '127.0.0.1', () => socket.write('GET /health HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n'));
+    socket.on('data', (d) => (data += d));
+    socket.on('end', () => resolve(data));
+    socket.on('error', reject);
+  });
+  expect(reply).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+  expect(reply).toMatch(/x-typesafe-request-id: req_[0-9a-f]{24}\r\n/);
+  expect(JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4)).detail).toMatch(/malformed HTTP request/);
+  expect((await fetch(server.url + '/health')).status).toBe(200);
 });
 
 test('without --cors-origin no CORS headers are sent', async () => {

@@ -10,12 +10,9 @@ import { cors } from './http/cors';
 import { errorBodies } from './http/errors';
 import { requestIds } from './http/request-id';
 import { answerRoute } from './routes/answer';
-import { deadEngineReport, infoRoutes } from './routes/info';
+import { answerDeadHealth, infoRoutes, RETRY_AFTER_DEAD_S } from './routes/info';
 import { systemoneRoute } from './routes/systemone';
 import { Service } from './service';
-
-/** Seconds a client is told to wait after the engine died: the server exits, and a supervisor restarts it. */
-const RETRY_AFTER_DEAD_S = '5';
 
 export function createApp(service: Service): Koa {
   const app = new Koa();
@@ -26,9 +23,7 @@ export function createApp(service: Service): Koa {
   app.use(async (ctx, next) => {
     if (!service.deadReason) return next();
     if (ctx.path !== '/health') throw new HttpError(503, service.deadReason, { 'Retry-After': RETRY_AFTER_DEAD_S });
-    ctx.status = 503;
-    ctx.set('Retry-After', RETRY_AFTER_DEAD_S);
-    ctx.body = deadEngineReport(service.deadReason);
+    answerDeadHealth(ctx, service.deadReason);
   });
 
   app.use(jsonBodies());

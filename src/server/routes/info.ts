@@ -1,5 +1,6 @@
 /** GET /v1/models and GET /health. */
 import Router from '@koa/router';
+import { Context } from 'koa';
 import { version as tqserveVersion } from '../../../package.json';
 import { MAX_OPTIONS } from '../../rendering/labels';
 import * as fs from 'fs';
@@ -10,11 +11,16 @@ import { Service } from '../service';
 import { MAX_DEPTH } from '../validation';
 
 /** The format's model alias: hosted servers list it, and the official clients send it by default. */
-export const MODEL_ALIAS = 'jev-latest';
+const MODEL_ALIAS = 'jev-latest';
 
-/** The /health body once the engine has died (also answered by the dead-engine gate). */
-export function deadEngineReport(reason: string) {
-  return { ok: false, engine: 'dead', reason, exit_code: 70 };
+/** Seconds a client is told to wait after the engine died: the server exits, and a supervisor restarts it. */
+export const RETRY_AFTER_DEAD_S = '5';
+
+/** /health once the engine has died: 503 with the report (also answered by the dead-engine gate in app.ts). */
+export function answerDeadHealth(ctx: Context, reason: string) {
+  ctx.status = 503;
+  ctx.set('Retry-After', RETRY_AFTER_DEAD_S);
+  ctx.body = { ok: false, engine: 'dead', reason, exit_code: 70 };
 }
 
 /** The checkpoint's date (its config.json's modification day): the nearest thing to a release date a folder has. */
@@ -53,10 +59,7 @@ export function infoRoutes(router: Router, service: Service) {
     } catch (e) {
       // The engine died while this call waited for its report.
       if (!(e instanceof EngineDeadError)) throw e;
-      ctx.status = 503;
-      ctx.set('Retry-After', '5');
-      ctx.body = deadEngineReport(e.message);
-      return;
+      return answerDeadHealth(ctx, e.message);
     }
     const { stats, boundaries } = report;
     const p = renderer.profile;

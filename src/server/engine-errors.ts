@@ -4,6 +4,11 @@ import { HttpError } from './http-error';
 import { PromptTooLongError, RenderError } from '../rendering/renderer';
 import { ClientGoneError } from '../answering/engine-like';
 
+/** The 422 for a prompt longer than the context; `count` is "N tokens" or "at least N tokens (...)". */
+function tooLong(question: string, count: string, contextLimit: number): HttpError {
+  return new HttpError(422, `the rendered prompt of question ${JSON.stringify(question)} is longer than the context: ${count}, the context holds ${contextLimit} (the context as the inference engine reports it)`);
+}
+
 /** `questionName(i)` names the i-th question the engine was asked. */
 export function toHttpError(e: unknown, questionName: (i: number) => string): unknown {
   if (e instanceof RenderError) return new HttpError(400, e.message);
@@ -11,18 +16,14 @@ export function toHttpError(e: unknown, questionName: (i: number) => string): un
   if (e instanceof ClientGoneError) return e;
   if (e instanceof PromptTooLongError) {
     const count = e.exact ? `${e.tokens} tokens` : `at least ${e.tokens} tokens (${e.bytes} bytes of text, refused before tokenizing)`;
-    return new HttpError(422, `the rendered prompt of question ${JSON.stringify(questionName(e.question))} is longer than the context: ${count}, the context holds ${e.contextLimit} (the context as the inference engine reports it)`);
+    return tooLong(questionName(e.question), count, e.contextLimit);
   }
   if (e instanceof EngineDeadError) return new HttpError(503, e.message);
   const wire = e instanceof EngineCallError ? e.wire : (e as { code?: string; message?: string; details?: Record<string, number> });
   if (wire && typeof wire.code === 'string') {
     if (wire.code === 'CONTEXT_OVERFLOW') {
       const d = wire.details ?? {};
-      return new HttpError(
-        422,
-        `the rendered prompt of question ${JSON.stringify(questionName(d.question ?? 0))} is longer than the context: ` +
-          `${d.promptTokens} tokens, the context holds ${d.contextLimit} (lengths reported by the inference engine)`,
-      );
+      return tooLong(questionName(d.question ?? 0), `${d.promptTokens} tokens`, d.contextLimit);
     }
     return new HttpError(400, `the engine cannot answer: ${wire.message}`);
   }

@@ -23,7 +23,7 @@ export class HttpError extends Error {
 }
 
 export class ValidationError extends HttpError {
-  constructor(readonly problems: Problem[]) {
+  constructor(problems: Problem[]) {
     super(422, problems);
   }
 }

@@ -22,11 +22,11 @@
 import { createHash } from 'crypto';
 import { ClientGoneError } from '../answering/engine-like';
 
-/** A computed response: status, headers and the body's bytes, shared by every joined request. */
+/** How long work nobody waits for stays wanted (queued work) or kept (a finished response), for a retry. */
 export const DROP_GRACE_MS = 1500;
 
+/** A computed response (a 200; errors are thrown): headers and the body's bytes, shared by every joined request. */
 export interface SharedResponse {
-  status: number;
   headers: Record<string, string>;
   body: string;
 }
@@ -56,19 +56,9 @@ export class InFlight {
    * request whose computation answered.
    */
   async run(key: string, requestId: string, clientGone: AbortSignal, compute: (cancel: AbortSignal) => Promise<SharedResponse>): Promise<{ response: SharedResponse; answeredBy: string }> {
-    let c = this.computations.get(key);
-    if (c) this.joined++;
-    else {
-      c = { waiters: 0, cancel: new AbortController(), firstRequestId: requestId } as Computation;
-      const started = c;
-      c.promise = this.computeWhileWanted(started, compute);
-      c.promise.then(
-        () => (started.waiters === 0 ? setTimeout(() => this.forget(key, started), DROP_GRACE_MS).unref() : this.forget(key, started)),
-        () => this.forget(key, started),
-      );
-      this.computations.set(key, c);
-    }
-    const joined = c;
+    let joined = this.computations.get(key);
+    if (joined) this.joined++;
+    else joined = this.start(key, requestId, compute);
     joined.waiters++;
     const leave = () => {
       if (--joined.waiters === 0) setTimeout(() => joined.waiters === 0 && joined.cancel.abort(), DROP_GRACE_MS).unref();
@@ -80,6 +70,18 @@ export class InFlight {
     } finally {
       clientGone.removeEventListener('abort', leave);
     }
+  }
+
+  /** A new computation under `key`, forgotten when it settles (a response nobody received: after the grace). */
+  private start(key: string, requestId: string, compute: (cancel: AbortSignal) => Promise<SharedResponse>): Computation {
+    const c = { waiters: 0, cancel: new AbortController(), firstRequestId: requestId } as Computation;
+    c.promise = this.computeWhileWanted(c, compute);
+    c.promise.then(
+      () => (c.waiters === 0 ? setTimeout(() => this.forget(key, c), DROP_GRACE_MS).unref() : this.forget(key, c)),
+      () => this.forget(key, c),
+    );
+    this.computations.set(key, c);
+    return c;
   }
 
   private forget(key: string, c: Computation) {

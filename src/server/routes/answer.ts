@@ -35,7 +35,7 @@ export function answerRoute(router: Router, service: Service) {
     if (problems.length) throw new ValidationError(problems);
     for (const [i, q] of body.questions.entries())
       if (q.kind === 'choice' && new Set(q.options).size !== q.options!.length) throw invalid(['body', 'questions', i, 'options'], 'must not repeat an option');
-    await respondShared(ctx, service, async (cancel) => {
+    await respondShared(ctx, service, undefined, async (cancel) => {
       const t0 = performance.now();
       let r;
       try {

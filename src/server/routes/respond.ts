@@ -6,7 +6,7 @@
  */
 import { Context } from 'koa';
 import { InFlight, SharedResponse } from '../inflight';
-import { requestedDebug, serverTiming, stagesHeader } from '../request-headers';
+import { serverTiming, stagesHeader } from '../request-headers';
 import { Service } from '../service';
 
 export interface Computed {
@@ -15,20 +15,19 @@ export interface Computed {
   waitedBehindRegistration: boolean;
 }
 
-export async function respondShared(ctx: Context, service: Service, compute: (cancel: AbortSignal) => Promise<Computed>) {
+/** `debug`: the honoured x-service-debug value, part of what makes two requests identical. */
+export async function respondShared(ctx: Context, service: Service, debug: string | undefined, compute: (cancel: AbortSignal) => Promise<Computed>) {
   const clientGone = new AbortController();
   ctx.res.once('close', () => {
     if (!ctx.res.writableFinished) clientGone.abort();
   });
-  const debug = service.debugReadout ? requestedDebug(ctx) : undefined;
   const key = InFlight.key(ctx.path, debug, ctx.state.rawBody);
   const { response, answeredBy } = await service.inflight.run(key, ctx.state.requestId, clientGone.signal, async (cancel): Promise<SharedResponse> => {
     const r = await compute(cancel);
     const headers: Record<string, string> = { 'x-service-route': 'text', 'x-service-stages': stagesHeader(r.stages), 'Server-Timing': serverTiming(r.stages) };
     if (r.waitedBehindRegistration) headers['x-service-wait-behind'] = 'registration';
-    return { status: 200, headers, body: JSON.stringify(r.body) };
+    return { headers, body: JSON.stringify(r.body) };
   });
-  ctx.status = response.status;
   ctx.set(response.headers);
   if (answeredBy !== ctx.state.requestId) ctx.set('x-service-joined', answeredBy);
   ctx.type = 'application/json';

@@ -76,7 +76,7 @@ export function systemoneRoute(router: Router, service: Service) {
     if (route === 'image' || (body.images && body.images.length > 0))
       throw new HttpError(400, 'this server has no image engine: images need a server started with --image-model');
     const debug = service.debugReadout ? requestedDebug(ctx) : undefined;
-    await respondShared(ctx, service, async (cancel) => {
+    await respondShared(ctx, service, debug, async (cancel) => {
       const { names, result, response } = await answerSystemOne(service.engine, service.renderer, service.temperatures, service.servedName, body, { wantHidden: debug === 'hidden', cancel });
       return {
         body: { ...response, ...(debug ? { readout: readoutOf(result, names, debug === 'hidden') } : {}) },

@@ -82,7 +82,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                             InstanceMethod("logitsAll", &NativeEngine::LogitsAll), InstanceMethod("gemmRate", &NativeEngine::GemmRate),
                             InstanceMethod("readoutTiming", &NativeEngine::ReadoutTiming), InstanceMethod("close", &NativeEngine::Close),
                             InstanceMethod("registerBoundary", &NativeEngine::RegisterBoundary),
-                            InstanceMethod("cacheStats", &NativeEngine::CacheStats)});
+                            InstanceMethod("cacheStats", &NativeEngine::CacheStats),
+                            InstanceMethod("memoryStats", &NativeEngine::MemoryStats)});
     exports.Set("NativeEngine", cls);
     return exports;
   }
@@ -146,6 +147,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     opts.context_limit = int_option(o, "contextLimit", opts.context_limit);
     opts.cache_mib = int_option(o, "cacheMiB", opts.cache_mib);
     if (o.Get("prefixCache").IsBoolean()) opts.prefix_cache = o.Get("prefixCache").As<Napi::Boolean>().Value();
+    if (o.Get("batchInvariant").IsBoolean()) opts.batch_invariant = o.Get("batchInvariant").As<Napi::Boolean>().Value();
     if (o.Get("registerBoundary").IsString()) opts.register_boundary = o.Get("registerBoundary").As<Napi::String>().Utf8Value();
     return schedule<tq::EngineInfo>(
         env,
@@ -169,6 +171,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
           r.Set("threads", i.threads);
           r.Set("kernels", i.kernels);
           r.Set("prefixCache", i.prefix_cache);
+          r.Set("batchInvariant", i.batch_invariant);
           r.Set("registerBoundary", i.register_boundary);
           return r;
         });
@@ -260,8 +263,9 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     int64_t m = int_option(o, "m", 512), k = int_option(o, "k", 896), n = int_option(o, "n", 4864);
     int iterations = static_cast<int>(int_option(o, "iterations", 10));
     std::string dtype = o.Get("dtype").IsString() ? o.Get("dtype").As<Napi::String>().Utf8Value() : "fp32";
+    const bool invariant = o.Get("batchInvariant").IsBoolean() && o.Get("batchInvariant").As<Napi::Boolean>().Value();
     return schedule<tq::GemmRate>(
-        env, [=] { return tq::measure_gemm(m, k, n, dtype == "bf16" ? at::kBFloat16 : at::kFloat, iterations); },
+        env, [=] { return tq::measure_gemm(m, k, n, dtype == "bf16" ? at::kBFloat16 : at::kFloat, iterations, invariant); },
         [](Napi::Env env, tq::GemmRate& r) -> Napi::Value {
           auto out = Napi::Object::New(env);
           out.Set("gflops", r.gflops);
@@ -305,6 +309,18 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
               {"hitBlocks", s.hit_blocks},     {"registeredBlocks", s.registered_blocks}, {"evictedBlocks", s.evicted_blocks},
               {"cachedBlocks", s.cached_blocks}, {"freeBlocks", s.free_blocks},      {"totalBlocks", s.total_blocks}};
           for (const auto& [k, v] : fields) out.Set(k, static_cast<double>(v));
+          return out;
+        });
+  }
+
+  Napi::Value MemoryStats(const Napi::CallbackInfo& info) {
+    return schedule<tq::MemoryStats>(
+        info.Env(), [this] { return loaded().memory_stats(); },
+        [](Napi::Env env, tq::MemoryStats& s) -> Napi::Value {
+          auto out = Napi::Object::New(env);
+          out.Set("attentionBufferBytes", static_cast<double>(s.attention_buffer_bytes));
+          out.Set("cachedPrimitives", static_cast<double>(s.cached_primitives));
+          out.Set("pendingBoundaries", static_cast<double>(s.pending_boundaries));
           return out;
         });
   }

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "bf16.h"
+#include "invariant_gemm.h"
 #include "onednn.h"
 #include "softmax.h"
 
@@ -128,46 +129,115 @@ struct ItemBuffers {
   std::vector<uint16_t> probs;   // [rows, keys] bf16 numerators
   std::vector<float> mixed;      // [rows, dim]
   std::vector<float> row_scale;  // [rows] 1 / softmax sum
+  std::vector<char> packed_keys, packed_values;  // invariant kernel's panels, in the compute dtype
+
+  // Sizes them for an item of `rows` queries and `keys` keys.
+  void fit(int64_t rows, int64_t keys, int64_t dim, int64_t item, bool bf16) {
+    queries.resize(static_cast<size_t>(rows * dim * item));
+    scores.resize(static_cast<size_t>(rows * keys));
+    if (bf16) probs.resize(scores.size());
+    mixed.resize(static_cast<size_t>(rows * dim));
+    row_scale.resize(static_cast<size_t>(rows));
+  }
+  size_t bytes() const {
+    return queries.capacity() + scores.capacity() * 4 + probs.capacity() * 2 + mixed.capacity() * 4 + row_scale.capacity() * 4 +
+           packed_keys.capacity() + packed_values.capacity();
+  }
 };
+
+// The group's query heads of a chunk as one [rows, dim] matrix (row = head in group * chunk + query).
+void gather_queries(const AttentionData& d, const AttentionPlan::Chunk& ch, int64_t kv_head, ItemBuffers& buf) {
+  const int64_t c = ch.end - ch.begin, rows = d.shape.group() * c, first_head = kv_head * d.shape.group();
+  const size_t row_bytes = static_cast<size_t>(d.shape.dim * d.item);
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(buf.queries.data() + r * row_bytes, d.q_at(ch.begin + r % c, first_head + r / c), row_bytes);
+}
+
+// Masked softmax numerators of every row in place (and in bf16), and 1 / their sums.
+void numerators(const AttentionData& d, const AttentionPlan::Chunk& ch, int64_t rows, ItemBuffers& buf) {
+  const int64_t c = ch.end - ch.begin, tk = ch.key_end - ch.key_begin;
+  const float* bias = ch.bias.numel() > 0 ? ch.bias.data_ptr<float>() : nullptr;
+  const int64_t bias_from = ch.bias_begin - ch.key_begin;
+  for (int64_t r = 0; r < rows; ++r)
+    softmax_numerators(buf.scores.data() + r * tk, tk, bias ? bias + (r % c) * (tk - bias_from) : nullptr, bias_from,
+                       d.bf16 ? buf.probs.data() + r * tk : nullptr);
+  inverse_row_sums(buf.scores.data(), rows, tk, buf.row_scale.data());
+}
+
+void store_rows(const AttentionData& d, const AttentionPlan::Chunk& ch, int64_t kv_head, int64_t rows, const ItemBuffers& buf) {
+  const int64_t c = ch.end - ch.begin, first_head = kv_head * d.shape.group();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* mixed = buf.mixed.data() + r * d.shape.dim;
+    char* dst = d.out_at(ch.begin + r % c, first_head + r / c);
+    if (d.bf16) store_scaled(mixed, buf.row_scale[r], d.shape.dim, reinterpret_cast<uint16_t*>(dst));
+    else store_scaled(mixed, buf.row_scale[r], d.shape.dim, reinterpret_cast<float*>(dst));
+  }
+}
 
 void attend(const AttentionData& d, const AttentionPrimitives& kernels, const WorkItem& w, ItemBuffers& buf) {
   const auto& ch = *w.chunk;
   const auto& shape = d.shape;
-  const int64_t c = ch.end - ch.begin, tk = ch.key_end - ch.key_begin, rows = shape.group() * c, first_head = w.kv_head * shape.group();
-  const size_t row_bytes = static_cast<size_t>(shape.dim * d.item);
-  buf.queries.resize(rows * row_bytes);
-  buf.scores.resize(static_cast<size_t>(rows * tk));
-  if (d.bf16) buf.probs.resize(buf.scores.size());
-  buf.mixed.resize(static_cast<size_t>(rows * shape.dim));
-  buf.row_scale.resize(static_cast<size_t>(rows));
-  // The group's query heads as one [rows, dim] matrix: one GEMM against the
-  // head's keys, read and packed once, instead of one per query head.
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(buf.queries.data() + r * row_bytes, d.q_at(ch.begin + r % c, first_head + r / c), row_bytes);
+  const int64_t c = ch.end - ch.begin, tk = ch.key_end - ch.key_begin, rows = shape.group() * c;
+  buf.fit(rows, tk, shape.dim, d.item, d.bf16);
+  // One GEMM of the group's query heads against the head's keys, read and packed once.
+  gather_queries(d, ch, w.kv_head, buf);
   onednn::run(kernels.scores, {{DNNL_ARG_SRC, onednn::wrap(shape.queries(rows), buf.queries.data())},
                                {DNNL_ARG_WEIGHTS, onednn::wrap(shape.keys_t(tk), d.k_at(ch.key_begin, w.kv_head))},
                                {DNNL_ARG_DST, onednn::wrap(shape.scores(rows, tk, dnnl::memory::data_type::f32), buf.scores.data())}});
-  const float* bias = ch.bias.numel() > 0 ? ch.bias.data_ptr<float>() : nullptr;
-  const int64_t bias_from = ch.bias_begin - ch.key_begin;
-  for (int64_t r = 0; r < rows; ++r) {
-    float* x = buf.scores.data() + r * tk;
-    buf.row_scale[r] = softmax_numerators(x, tk, bias ? bias + (r % c) * (tk - bias_from) : nullptr, bias_from, x,
-                                          d.bf16 ? buf.probs.data() + r * tk : nullptr);
-  }
+  numerators(d, ch, rows, buf);
   const void* probs = d.bf16 ? static_cast<const void*>(buf.probs.data()) : static_cast<const void*>(buf.scores.data());
   onednn::run(kernels.mix, {{DNNL_ARG_SRC, onednn::wrap(shape.scores(rows, tk, shape.type), probs)},
                             {DNNL_ARG_WEIGHTS, onednn::wrap(shape.values(tk), d.v_at(ch.key_begin, w.kv_head))},
                             {DNNL_ARG_DST, onednn::wrap(shape.mixed(rows), buf.mixed.data())}});
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* mixed = buf.mixed.data() + r * shape.dim;
-    char* dst = d.out_at(ch.begin + r % c, first_head + r / c);
-    if (d.bf16) store_scaled(mixed, buf.row_scale[r], shape.dim, reinterpret_cast<uint16_t*>(dst));
-    else store_scaled(mixed, buf.row_scale[r], shape.dim, reinterpret_cast<float*>(dst));
+  store_rows(d, ch, w.kv_head, rows, buf);
+}
+
+// The same item on the invariant GEMM (invariant_gemm.h): a score is one
+// chain over the head dimension, a mixed value one chain over the keys in
+// their order, and masked keys (probability exactly 0) leave a chain as it
+// was, so a query's result does not depend on which other queries or keys
+// share its chunk.
+void attend_invariant(const AttentionData& d, const WorkItem& w, ItemBuffers& buf) {
+  const auto& ch = *w.chunk;
+  const auto& shape = d.shape;
+  const int64_t tk = ch.key_end - ch.key_begin, rows = shape.group() * (ch.end - ch.begin), dim = shape.dim;
+  const int64_t stride = shape.kv_heads * dim, width = invariant_gemm::panel_width();
+  buf.fit(rows, tk, dim, d.item, d.bf16);
+  gather_queries(d, ch, w.kv_head, buf);
+  buf.packed_keys.resize(static_cast<size_t>(invariant_gemm::panels(tk) * width * dim * d.item));
+  buf.packed_values.resize(static_cast<size_t>(invariant_gemm::panels(dim) * width * tk * d.item));
+  if (d.bf16) {
+    invariant_gemm::pack(reinterpret_cast<const uint16_t*>(d.k_at(ch.key_begin, w.kv_head)), tk, dim, stride, 1,
+                         reinterpret_cast<uint16_t*>(buf.packed_keys.data()));
+    invariant_gemm::pack(reinterpret_cast<const uint16_t*>(d.v_at(ch.key_begin, w.kv_head)), dim, tk, 1, stride,
+                         reinterpret_cast<uint16_t*>(buf.packed_values.data()));
+  } else {
+    invariant_gemm::pack(reinterpret_cast<const float*>(d.k_at(ch.key_begin, w.kv_head)), tk, dim, stride, 1,
+                         reinterpret_cast<float*>(buf.packed_keys.data()));
+    invariant_gemm::pack(reinterpret_cast<const float*>(d.v_at(ch.key_begin, w.kv_head)), dim, tk, 1, stride,
+                         reinterpret_cast<float*>(buf.packed_values.data()));
   }
+  invariant_gemm::multiply(buf.queries.data(), dim, d.bf16, buf.packed_keys.data(), rows, dim, tk, buf.scores.data(), tk, false);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+  for (float& x : buf.scores) x *= scale;
+  numerators(d, ch, rows, buf);
+  const void* probs = d.bf16 ? static_cast<const void*>(buf.probs.data()) : static_cast<const void*>(buf.scores.data());
+  invariant_gemm::multiply(probs, tk, d.bf16, buf.packed_values.data(), rows, tk, dim, buf.mixed.data(), dim, false);
+  store_rows(d, ch, w.kv_head, rows, buf);
 }
 
 }  // namespace
 
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan) {
+namespace {
+// Per thread, buffers up to this size stay for the next call (a 1,000-token
+// prefill of bench-llama needs about 5 MiB); larger ones, taken by a long
+// state, are returned after the call.
+constexpr size_t kKeptBufferBytes = size_t{16} << 20;
+std::atomic<int64_t> buffer_bytes{0};
+}  // namespace
+
+int64_t attention_buffer_bytes() { return buffer_bytes.load(); }
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant) {
   TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && k.scalar_type() == q.scalar_type() &&
                   v.scalar_type() == q.scalar_type(),
               "attention: contiguous q, k, v of one dtype");
@@ -189,13 +259,19 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   std::stable_sort(items.begin(), items.end(), [](const WorkItem& a, const WorkItem& b) { return a.cost() > b.cost(); });
   // Every thread joins even when there are fewer items, so that an item always
   // runs inside the region on one thread: a oneDNN primitive partitions its
-  // work by the threads it sees when created, and the sums must not depend on
-  // the batch (answers are invariant to what else is in it).
+  // work by the threads it sees when created.
   std::atomic<size_t> next{0};
   at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
-    const auto& kernels = primitives_for(data.shape);
     thread_local ItemBuffers buffers;
-    for (size_t i = next++; i < items.size(); i = next++) attend(data, kernels, items[i], buffers);
+    const int64_t before = static_cast<int64_t>(buffers.bytes());
+    if (invariant) {
+      for (size_t i = next++; i < items.size(); i = next++) attend_invariant(data, items[i], buffers);
+    } else {
+      const auto& kernels = primitives_for(data.shape);
+      for (size_t i = next++; i < items.size(); i = next++) attend(data, kernels, items[i], buffers);
+    }
+    if (buffers.bytes() > kKeptBufferBytes) buffers = ItemBuffers{};
+    buffer_bytes += static_cast<int64_t>(buffers.bytes()) - before;
   });
   return out;
 }

@@ -41,7 +41,11 @@ AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos
                              std::optional<int64_t> window, int64_t heads);
 
 // q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim]. Returns [Tq, heads, dim] in
-// q's dtype; scores and softmax are fp32.
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan);
+// q's dtype; scores and softmax are fp32. invariant: on the invariant GEMM
+// (a query's result independent of the chunk it is in), else on oneDNN.
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant);
+
+// Bytes the worker threads keep in attention buffers between calls (at most 16 MiB each).
+int64_t attention_buffer_bytes();
 
 }  // namespace tq

@@ -7,9 +7,12 @@
 #include <chrono>
 #include <map>
 
+#include "attention.h"
 #include "errors.h"
+#include "invariant_gemm.h"
 #include "native_model.h"
 #include "onednn.h"
+#include "packed_linear.h"
 #include "readout.h"
 #include "scripted_model.h"
 #include "shared_prefix.h"
@@ -49,20 +52,22 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   if (options.register_boundary != "after" && options.register_boundary != "before")
     throw EngineError(code::kBadRequest, "registerBoundary must be after or before, got " + options.register_boundary);
   if (is_directory(options.path)) {
-    // The native model's matmuls are oneDNN's; where it has no bf16 matmul (CPUs without AVX-512),
-    // bf16 would fail at the first forward pass, so the engine computes in fp32 and says so.
-    if (dtype == at::kBFloat16 && !onednn::bf16_matmul_supported()) {
+    // Without batch invariance the matmuls are oneDNN's; where it has no bf16 matmul (CPUs without
+    // AVX-512), bf16 would fail at the first forward pass, so the engine computes in fp32 and says so.
+    if (dtype == at::kBFloat16 && !options.batch_invariant && !onednn::bf16_matmul_supported()) {
       dtype = at::kFloat;
       info_.dtype = "fp32";
       info_.dtype_note = "bf16 was asked for, but oneDNN has no bf16 matmul on this CPU (it needs AVX-512): computing in fp32";
     }
     NativeModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
-                         options.prefix_cache, options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After};
+                         options.prefix_cache, options.batch_invariant,
+                         options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After};
     auto native = std::make_unique<NativeModel>(options.path, o);
     info_.prefix_cache = options.prefix_cache;
     info_.register_boundary = options.register_boundary;
     info_.format = "hf";
-    info_.kernels = has_avx512() ? "avx512" : "portable";
+    info_.kernels = invariant_gemm::isa();
+    info_.batch_invariant = options.batch_invariant;
     info_.stored_dtype = native->stored_dtype();
     info_.block_size = native->cache().shape().block_size;
     info_.cache_blocks = native->cache().shape().num_blocks;
@@ -189,6 +194,14 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
     res.computed_tokens = info.computed_tokens;
   }
   return results;
+}
+
+MemoryStats Engine::memory_stats() const {
+  MemoryStats m;
+  m.attention_buffer_bytes = attention_buffer_bytes();
+  m.cached_primitives = cached_primitives();
+  if (auto* native = dynamic_cast<const NativeModel*>(model_.get())) m.pending_boundaries = native->pending_boundaries();
+  return m;
 }
 
 CacheStats Engine::cache_stats() const {

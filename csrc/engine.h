@@ -20,6 +20,9 @@ struct EngineOptions {
   int64_t cache_tokens = 0;     // 0 = twice the context limit
   int64_t cache_mib = 0;        // KV budget in MiB; overrides cache_tokens when set
   bool prefix_cache = true;
+  // Kernels whose result for a row does not depend on the rest of the batch (the
+  // engine's own GEMM and attention), or oneDNN's (faster where it has bf16 instructions).
+  bool batch_invariant = true;
   std::string register_boundary = "after";  // after | before
   int64_t max_step_tokens = 2048;
   int64_t context_limit = 32768;
@@ -61,6 +64,14 @@ struct EngineInfo {
   int64_t vocab_size = 0, hidden_size = 0, context_limit = 0, block_size = 0, cache_blocks = 0, cache_bytes = 0;
   int threads = 0;
   bool prefix_cache = false;
+  bool batch_invariant = false;
+};
+
+// What the engine keeps besides the weights and the KV cache, all bounded (sizes for /health).
+struct MemoryStats {
+  int64_t attention_buffer_bytes = 0;  // worker threads' attention buffers, kept up to 16 MiB each
+  int64_t cached_primitives = 0;       // oneDNN primitives (batch invariance off), at most 64
+  int64_t pending_boundaries = 0;      // state boundaries awaiting registration
 };
 
 class Engine {
@@ -74,6 +85,7 @@ class Engine {
   // Enters a state boundary left pending by answer() into the prefix cache; false when it was dropped.
   bool register_boundary(int64_t ticket) { return model_->register_boundary(ticket); }
   CacheStats cache_stats() const;
+  MemoryStats memory_stats() const;
   const EngineInfo& info() const { return info_; }
   const HiddenStateModel& model() const { return *model_; }
 

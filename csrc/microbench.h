@@ -10,7 +10,8 @@ struct GemmRate {
   double gflops = 0;
   double ms = 0;  // fastest of the iterations
 };
-GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations);
+// invariant: on the batch-invariant GEMM, else oneDNN's (as the engine's linear layers run).
+GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations, bool invariant);
 
 struct ReadoutTiming {
   double readout_ms = 0;  // median, gathering `labels` rows + matvec

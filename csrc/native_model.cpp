@@ -21,7 +21,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 NativeModel::NativeModel(const std::string& dir, const NativeModelOptions& options)
     : options_(options), checkpoint_(std::make_unique<Checkpoint>(dir)) {
-  transformer_ = std::make_unique<Transformer>(*checkpoint_, options.dtype, options.context_limit);
+  transformer_ = std::make_unique<Transformer>(*checkpoint_, options.dtype, options.context_limit, options.batch_invariant);
   const auto& c = checkpoint_->config();
   KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size, 0, options.dtype};
   const int64_t tokens = options.cache_tokens > 0 ? options.cache_tokens : 2 * options.context_limit;

@@ -23,6 +23,7 @@ struct NativeModelOptions {
   int64_t max_step_tokens = 2048;
   int64_t context_limit = 32768;
   bool prefix_cache = true;
+  bool batch_invariant = true;  // transformer.h
   // When the state's partial last block enters the prefix cache: in the same
   // call (Before), or when register_boundary(ticket) is called, which the
   // server does after sending the response (After).
@@ -41,6 +42,7 @@ class NativeModel : public HiddenStateModel {
   const KvCache& cache() const { return *cache_; }
   const NativeModelOptions& options() const { return options_; }
   std::string stored_dtype() const { return checkpoint_->stored_dtype(); }
+  int64_t pending_boundaries() const { return static_cast<int64_t>(pending_.size()); }
 
  private:
   struct PendingBoundary {

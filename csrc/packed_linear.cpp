@@ -1,5 +1,7 @@
 #include "packed_linear.h"
 
+#include <atomic>
+#include <list>
 #include <tuple>
 #include <unordered_map>
 
@@ -26,7 +28,9 @@ dnnl::matmul::primitive_desc describe(int64_t m, int64_t k, int64_t n, dt src, c
 // Primitives depend on shapes and epilogue, not on the weights, so one cache
 // serves every layer. A forward pass needs a handful per distinct M. The cache
 // is per thread: oneDNN's shared scratchpad (its default build) requires a
-// primitive to run on the thread that created it, and each engine has its own thread.
+// primitive to run on the thread that created it, and each engine has its own
+// thread. Each holds JIT code and buffers, and under varied load M takes
+// hundreds of values: the cache is bounded, least recently used first out.
 using Key = std::tuple<int64_t, int64_t, int64_t, int, bool, int, bool>;
 struct KeyHash {
   size_t operator()(const Key& k) const {
@@ -35,16 +39,49 @@ struct KeyHash {
     return h;
   }
 };
-constexpr size_t kMaxCachedPrimitives = 1024;
+constexpr size_t kMaxCachedPrimitives = 64;
 struct Compiled {
   dnnl::matmul::primitive_desc desc;
   dnnl::matmul primitive;
 };
 
+class PrimitiveCache {
+ public:
+  // The entry for key, made by make() when absent; it becomes the most recently used.
+  template <typename Make>
+  const Compiled& get(const Key& key, Make&& make) {
+    auto it = index_.find(key);
+    if (it != index_.end()) {
+      order_.splice(order_.begin(), order_, it->second);
+      return it->second->second;
+    }
+    if (order_.size() >= kMaxCachedPrimitives) {
+      index_.erase(order_.back().first);
+      order_.pop_back();
+    }
+    order_.emplace_front(key, make());
+    index_.emplace(key, order_.begin());
+    count_ = static_cast<int64_t>(order_.size());
+    return order_.front().second;
+  }
+  static std::atomic<int64_t> count_;
+
+ private:
+  std::list<std::pair<Key, Compiled>> order_;
+  std::unordered_map<Key, std::list<std::pair<Key, Compiled>>::iterator, KeyHash> index_;
+};
+std::atomic<int64_t> PrimitiveCache::count_{0};
+
 }  // namespace
 
-PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias)
-    : in_(weight.size(1)), out_(weight.size(0)), dtype_(weight.scalar_type()) {
+int64_t cached_primitives() { return PrimitiveCache::count_.load(); }
+
+PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias, bool invariant)
+    : invariant_(invariant), in_(weight.size(1)), out_(weight.size(0)), dtype_(weight.scalar_type()) {
+  if (invariant) {
+    gemm_ = InvariantGemm(weight, bias);
+    return;
+  }
   const dt type = onednn::type_of(dtype_);
   auto plain = weight.contiguous();
   const dnnl::memory::desc any({in_, out_}, type, tag::any), plain_md({in_, out_}, type, tag::ba);
@@ -58,14 +95,19 @@ PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias)
 void PackedLinear::run(const at::Tensor& x, at::Tensor& out, bool add_into) const {
   const int64_t m = x.size(0);
   if (m == 0) return;
+  if (invariant_) {
+    if (out.scalar_type() == at::kFloat) return gemm_.run(x, out, add_into);
+    auto wide = at::empty(out.sizes(), out.options().dtype(at::kFloat));
+    gemm_.run(x, wide, false);
+    out.copy_(wide);
+    return;
+  }
   TORCH_CHECK(x.scalar_type() == dtype_ && x.size(1) == in_, "PackedLinear: input ", x.sizes(), " ", x.scalar_type(), " for weights [",
               out_, ", ", in_, "] ", dtype_);
   const dt src = onednn::type_of(dtype_), dst = onednn::type_of(out.scalar_type());
-  thread_local std::unordered_map<Key, Compiled, KeyHash> primitives;
+  thread_local PrimitiveCache primitives;
   const Key key{m, in_, out_, static_cast<int>(src), bias_.defined(), static_cast<int>(dst), add_into};
-  auto it = primitives.find(key);
-  if (it == primitives.end()) {
-    if (primitives.size() >= kMaxCachedPrimitives) primitives.clear();
+  const Compiled& compiled = primitives.get(key, [&] {
     dnnl::primitive_attr attr;
     if (add_into) {
       dnnl::post_ops ops;
@@ -75,9 +117,8 @@ void PackedLinear::run(const at::Tensor& x, at::Tensor& out, bool add_into) cons
     const dnnl::memory::desc any({in_, out_}, src, tag::any);
     auto weights = describe(kPackingRows, in_, out_, src, any, bias_.defined(), dt::f32).weights_desc();
     auto desc = describe(m, in_, out_, src, weights, bias_.defined(), dst, attr);
-    it = primitives.emplace(key, Compiled{desc, dnnl::matmul(desc)}).first;
-  }
-  const Compiled& compiled = it->second;
+    return Compiled{desc, dnnl::matmul(desc)};
+  });
   const auto& pd = compiled.desc;
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, onednn::wrap(pd.src_desc(), x.data_ptr())},
                                              {DNNL_ARG_WEIGHTS, onednn::wrap(pd.weights_desc(), packed_.data_ptr())},

@@ -9,10 +9,15 @@
 
 namespace tq {
 
-// x[0, n): scores, overwritten. bias: the mask for x[bias_from, n) (0 or -inf),
-// or null. Writes the numerators exp(x - max) to out_f32 (may be x) or, if
-// non-null, out_bf16, and returns 1 / their sum: the probabilities are the
-// numerators times it (0 for a row with nothing visible).
-float softmax_numerators(float* x, int64_t n, const float* bias, int64_t bias_from, float* out_f32, uint16_t* out_bf16);
+// x[0, n): scores, overwritten by the numerators exp(x - max), also written
+// in bf16 to out_bf16 when it is not null. bias: the mask for x[bias_from, n)
+// (0 or -inf), or null. A row with nothing visible comes out all 0.
+void softmax_numerators(float* x, int64_t n, const float* bias, int64_t bias_from, uint16_t* out_bf16);
+
+// inv[r] = 1 / sum of p[r * n, r * n + n) (0 for a zero sum), each sum taken
+// in index order, one term after another: so a row's sum does not change when
+// zeros (masked keys) come between its terms or before them, which a sum in
+// vector lanes would (a term's lane depends on its index).
+void inverse_row_sums(const float* p, int64_t rows, int64_t n, float* inv);
 
 }  // namespace tq

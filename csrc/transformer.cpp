@@ -28,8 +28,8 @@ std::string layer_name(int64_t i, const char* rest) { return "model.layers." + s
 
 }  // namespace
 
-Transformer::Transformer(const Checkpoint& ckpt, at::ScalarType dtype, int64_t max_positions)
-    : config_(ckpt.config()), dtype_(dtype) {
+Transformer::Transformer(const Checkpoint& ckpt, at::ScalarType dtype, int64_t max_positions, bool invariant)
+    : config_(ckpt.config()), dtype_(dtype), invariant_(invariant) {
   const auto& c = config_;
   const int64_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
   auto f32 = at::kFloat;
@@ -41,7 +41,7 @@ Transformer::Transformer(const Checkpoint& ckpt, at::ScalarType dtype, int64_t m
     auto weight = [&](const char* rest, at::IntArrayRef shape) { return ckpt.get(layer_name(i, rest), shape, dtype); };
     // Packs the (stacked) weights, then lets their mapped pages go.
     auto pack = [&](const std::vector<at::Tensor>& parts, const at::Tensor& bias) {
-      PackedLinear linear(parts.size() == 1 ? parts[0] : at::cat(parts), bias);
+      PackedLinear linear(parts.size() == 1 ? parts[0] : at::cat(parts), bias, invariant);
       for (const auto& w : parts) ckpt.release(w);
       return linear;
     };
@@ -99,7 +99,7 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
     auto keys = cache.keys(li, step.key_slots), values = cache.values(li, step.key_slots);
     at::Tensor attn;
     if (li < n_layers - 1) {
-      attn = attention(rope(q, cos_, sin_, step.positions, dtype_), keys, values, plan);
+      attn = attention(rope(q, cos_, sin_, step.positions, dtype_), keys, values, plan, invariant_);
     } else {
       // Past the last layer's K/V only the output rows matter: the rest of
       // the layer runs for them alone.
@@ -111,7 +111,7 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
                               step.roots.index_select(0, rows), key_end};
       auto out_plan = plan_attention(out_queries, step.key_positions, step.key_segments, c.sliding_window, c.num_heads);
       x = x.index_select(0, rows);
-      attn = attention(rope(q.index_select(0, rows), cos_, sin_, out_queries.positions, dtype_), keys, values, out_plan);
+      attn = attention(rope(q.index_select(0, rows), cos_, sin_, out_queries.positions, dtype_), keys, values, out_plan, invariant_);
     }
     l.o.add_into(attn.view({x.size(0), q_dim}), x);
     auto h2 = norm(x, l.post_norm, dtype_);

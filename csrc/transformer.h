@@ -25,7 +25,8 @@ struct StepBatch {
 
 class Transformer {
  public:
-  Transformer(const Checkpoint& ckpt, at::ScalarType compute_dtype, int64_t max_positions);
+  // invariant: batch-invariant kernels (a row's result independent of the other rows), else oneDNN's.
+  Transformer(const Checkpoint& ckpt, at::ScalarType compute_dtype, int64_t max_positions, bool invariant);
   const ModelConfig& config() const { return config_; }
   at::ScalarType dtype() const { return dtype_; }
   const at::Tensor& lm_head() const { return lm_head_; }
@@ -44,6 +45,7 @@ class Transformer {
 
   ModelConfig config_;
   at::ScalarType dtype_;
+  bool invariant_;
   at::Tensor embed_, final_norm_, lm_head_;
   at::Tensor cos_, sin_;  // [max_positions, head_dim] fp32, computed in float64
   std::vector<Layer> layers_;

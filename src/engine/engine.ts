@@ -31,8 +31,8 @@ export class Engine {
     return rows;
   }
 
-  gemmRate(m: number, k: number, n: number, dtype: 'fp32' | 'bf16', iterations = 10) {
-    return this.native.gemmRate({ m, k, n, dtype, iterations });
+  gemmRate(m: number, k: number, n: number, dtype: 'fp32' | 'bf16', iterations = 10, batchInvariant = true) {
+    return this.native.gemmRate({ m, k, n, dtype, iterations, batchInvariant });
   }
 
   readoutTiming(labels: number, iterations = 20) {
@@ -45,6 +45,10 @@ export class Engine {
 
   cacheStats() {
     return this.native.cacheStats();
+  }
+
+  memoryStats() {
+    return this.native.memoryStats();
   }
 
   close(): Promise<void> {

@@ -28,6 +28,11 @@ export interface NativeLoadOptions {
   prefixCache?: boolean;
   /** When a state's partial last block enters the prefix cache: `after` (on registerBoundary, default) or `before` (in the call). */
   registerBoundary?: 'after' | 'before';
+  /**
+   * Kernels whose result for a row does not depend on the rest of the batch (default true): a question's
+   * logits are bit-identical alone, in any batch, cached or cold. false: oneDNN's kernels (faster on CPUs with bf16 instructions).
+   */
+  batchInvariant?: boolean;
 }
 
 export interface NativeEngineInfo {
@@ -44,9 +49,10 @@ export interface NativeEngineInfo {
   cacheBlocks: number;
   cacheBytes: number;
   threads: number;
-  /** The path of the engine's own CPU kernels: 'avx512', 'portable' (TQ_PORTABLE_KERNELS=1 or no AVX-512), or 'libtorch' (TorchScript). */
+  /** The path of the engine's own CPU kernels: 'avx512', 'avx2', 'portable' (TQ_PORTABLE_KERNELS=1, or neither), or 'libtorch' (TorchScript). */
   kernels: string;
   prefixCache: boolean;
+  batchInvariant: boolean;
   registerBoundary: string;
 }
 
@@ -95,6 +101,16 @@ export interface NativeCacheStats {
   totalBlocks: number;
 }
 
+/** What the engine keeps besides the weights and the KV cache; all of it bounded. */
+export interface NativeMemoryStats {
+  /** Worker threads' attention buffers, kept between calls up to 16 MiB per thread. */
+  attentionBufferBytes: number;
+  /** oneDNN primitives kept (batch invariance off), at most 64. */
+  cachedPrimitives: number;
+  /** State boundaries awaiting registerBoundary. */
+  pendingBoundaries: number;
+}
+
 export interface NativeEngine {
   load(options: NativeLoadOptions): Promise<NativeEngineInfo>;
   /**
@@ -104,11 +120,12 @@ export interface NativeEngine {
   answerBatch(requests: NativeAnswerRequest[]): Promise<NativeAnswerResult[]>;
   /** Full-vocabulary logits at every position, row-major [tokens, vocabSize]. For reference checks. */
   logitsAll(tokens: TokenIds): Promise<{ logits: Float32Array; vocabSize: number }>;
-  gemmRate(options: { m: number; k: number; n: number; dtype: Dtype; iterations?: number }): Promise<{ gflops: number; ms: number }>;
+  gemmRate(options: { m: number; k: number; n: number; dtype: Dtype; iterations?: number; batchInvariant?: boolean }): Promise<{ gflops: number; ms: number }>;
   readoutTiming(options: { labels: number; iterations?: number }): Promise<{ readoutMs: number; fullMs: number }>;
   /** Enters a pending state boundary into the prefix cache; false when it was dropped under memory pressure. */
   registerBoundary(ticket: number): Promise<boolean>;
   cacheStats(): Promise<NativeCacheStats>;
+  memoryStats(): Promise<NativeMemoryStats>;
   close(): Promise<void>;
 }
 

@@ -10,6 +10,7 @@
         "csrc/checkpoint.cpp",
         "csrc/engine.cpp",
         "csrc/engine_thread.cpp",
+        "csrc/invariant_gemm.cpp",
         "csrc/kv_cache.cpp",
         "csrc/microbench.cpp",
         "csrc/model_config.cpp",

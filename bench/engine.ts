@@ -1,7 +1,8 @@
 /**
  * Engine benchmark (not a test): `npm run bench`.
  * On the bench-size model (Llama shape of a 0.5B model, random weights) it
- * reports, in one run: prefill tokens/s in fp32 and bf16; the time the same
+ * reports, in one run: prefill tokens/s in fp32 and bf16, on the batch-invariant
+ * kernels (the default) and on oneDNN's (--batch-invariant off); the time the same
  * matmuls take alone (the machine's matmul limit for this prefill) and the
  * share of it the engine reaches; a reference GEMM rate; and the label readout
  * against a full lm_head projection. The peer, llama.cpp (node-llama-cpp's
@@ -37,8 +38,8 @@ async function stateTokens(dir: string): Promise<number[]> {
   return out.slice(0, STATE_TOKENS);
 }
 
-/** The prefill's matmuls, timed alone at the same M: [ms, GFLOP]. */
-async function matmulLimit(engine: Engine, m: number, dtype: Dtype): Promise<[number, number]> {
+/** The prefill's matmuls, timed alone at the same M on the engine's kernels: [ms, GFLOP]. */
+async function matmulLimit(engine: Engine, m: number, dtype: Dtype, invariant: boolean): Promise<[number, number]> {
   const s = testModels['bench-llama'];
   const q = s.heads * s.headDim, kv = s.kvHeads * s.headDim;
   // As the engine runs them: q, k and v stacked in one GEMM.
@@ -46,7 +47,7 @@ async function matmulLimit(engine: Engine, m: number, dtype: Dtype): Promise<[nu
     [s.hiddenSize, s.intermediateSize], [s.hiddenSize, s.intermediateSize], [s.intermediateSize, s.hiddenSize]];
   let ms = 0, flop = 0;
   for (const [k, n] of shapes) {
-    ms += (await engine.gemmRate(m, k, n, dtype, 5)).ms * s.layers;
+    ms += (await engine.gemmRate(m, k, n, dtype, 5, invariant)).ms * s.layers;
     flop += 2 * m * k * n * s.layers;
   }
   return [ms, flop / 1e9];
@@ -60,17 +61,22 @@ async function main() {
   console.log(`model: bench-llama (${s.architecture}, hidden ${s.hiddenSize}, ${s.layers} layers, ${s.heads}/${s.kvHeads} heads, ` +
     `FFN ${s.intermediateSize}, vocab ${s.vocabSize}, random N(0, ${s.std}) weights stored ${s.storedDtype})`);
   console.log(`state: ${tokens.length} tokens; ${THREADS} threads; median of ${RUNS} runs after one warm-up\n`);
-  console.log('| dtype | prefill ms | tokens/s | same matmuls alone, ms | matmul GFLOP/s (engine / alone) | share of matmul limit | GEMM 512x896x4864 GFLOP/s |');
-  console.log('|---|---|---|---|---|---|---|');
+  console.log('| dtype | kernels | prefill ms | tokens/s | same matmuls alone, ms | matmul GFLOP/s (engine / alone) | share of matmul limit | GEMM 512x896x4864 GFLOP/s |');
+  console.log('|---|---|---|---|---|---|---|---|');
+  const notes: string[] = [];
   const readout: string[] = [];
   // The state's last token is the question, so both engines read the labels at the same position.
   const labelIds = [330, 365, 334, 384, 413, 401, 420, 382]; // ▁A ... ▁H in the Mistral vocabulary
   const prefillRequest = { state: tokens, questions: [{ tokens: [tokens[0]], labelIds }] };
   const request = { state: tokens.slice(0, -1), questions: [{ tokens: tokens.slice(-1), labelIds }] };
   const ours: Record<string, { ms: number; probs: number[] }> = {};
-  for (const dtype of ['bf16', 'fp32'] as Dtype[]) {
+  const variants = (['bf16', 'fp32'] as Dtype[]).flatMap((dtype) => [true, false].map((invariant) => ({ dtype, invariant })));
+  for (const { dtype, invariant } of variants) {
     // No prefix cache: every run computes the whole state.
-    const engine = await Engine.open({ path: dir, dtype, threads: THREADS, prefixCache: false });
+    const engine = await Engine.open({ path: dir, dtype, threads: THREADS, prefixCache: false, batchInvariant: invariant });
+    const kernels = invariant ? `invariant (${engine.info.kernels})` : 'oneDNN';
+    const label = `${dtype} ${kernels}`;
+    if (engine.info.dtypeNote) notes.push(`${label}: ${engine.info.dtypeNote}`);
     await engine.answer(prefillRequest);
     const times: number[] = [];
     for (let i = 0; i < RUNS; i++) times.push((await engine.answer(prefillRequest)).timing.stateMs);
@@ -83,13 +89,14 @@ async function main() {
       whole.push(r.timing.stateMs + r.timing.questionsMs + r.timing.readoutMs);
       last = r.answers[0].labelLogits;
     }
-    ours[dtype] = { ms: median(whole), probs: softmax(last, 1) };
-    const [aloneMs, gflop] = await matmulLimit(engine, tokens.length, dtype);
-    const ref = await engine.gemmRate(512, 896, 4864, dtype, 10);
-    console.log(`| ${dtype} | ${fmt(prefill)} | ${fmt((tokens.length / prefill) * 1000, 0)} | ${fmt(aloneMs)} | ` +
+    ours[label] = { ms: median(whole), probs: softmax(last, 1) };
+    const computeDtype = engine.info.dtype;  // fp32 where oneDNN has no bf16 matmul
+    const [aloneMs, gflop] = await matmulLimit(engine, tokens.length, computeDtype, invariant);
+    const ref = await engine.gemmRate(512, 896, 4864, computeDtype, 10, invariant);
+    console.log(`| ${dtype} | ${kernels} | ${fmt(prefill)} | ${fmt((tokens.length / prefill) * 1000, 0)} | ${fmt(aloneMs)} | ` +
       `${fmt(gflop / (prefill / 1000), 0)} / ${fmt(gflop / (aloneMs / 1000), 0)} | ${fmt((100 * aloneMs) / prefill, 0)}% | ${fmt(ref.gflops, 0)} |`);
     const r = await engine.readoutTiming(8, 50);
-    readout.push(`| ${dtype} | ${fmt(r.readoutMs, 4)} | ${fmt(r.fullMs, 3)} | ${fmt(r.fullMs / r.readoutMs, 0)}x |`);
+    readout.push(`| ${label} | ${fmt(r.readoutMs, 4)} | ${fmt(r.fullMs, 3)} | ${fmt(r.fullMs / r.readoutMs, 0)}x |`);
     await engine.close();
   }
   // The peer: same weights, same token ids, batch 1024, default (F16) KV cache: its best practice.
@@ -104,11 +111,12 @@ async function main() {
   console.log('| engine | 1,000 tokens to label logits, ms | llama.cpp / engine | max abs diff of the 8 label probabilities vs llama.cpp |');
   console.log('|---|---|---|---|');
   console.log(`| llama.cpp | ${fmt(peerMs)} | 1.00x | - |`);
-  for (const dtype of ['bf16', 'fp32']) {
-    console.log(`| tqserve ${dtype} | ${fmt(ours[dtype].ms)} | ${fmt(peerMs / ours[dtype].ms, 2)}x | ${maxAbsDiff(ours[dtype].probs, peerProbs).toExponential(1)} |`);
+  for (const [label, o] of Object.entries(ours)) {
+    console.log(`| tqserve ${label} | ${fmt(o.ms)} | ${fmt(peerMs / o.ms, 2)}x | ${maxAbsDiff(o.probs, peerProbs).toExponential(1)} |`);
   }
+  notes.forEach((n) => console.log(`\nNote: ${n}`));
   console.log(`\nReadout of 8 label rows vs the full lm_head projection (1 x ${s.hiddenSize} @ ${s.hiddenSize} x ${s.vocabSize}), median of 50:\n`);
-  console.log('| dtype | readout ms | full projection ms | full / readout |');
+  console.log('| dtype, kernels | readout ms | full projection ms | full / readout |');
   console.log('|---|---|---|---|');
   readout.forEach((l) => console.log(l));
 }

@@ -231,7 +231,7 @@ namespace {
 // Per thread, buffers up to this size stay for the next call (a 1,000-token
 // prefill of bench-llama needs about 5 MiB); larger ones, taken by a long
 // state, are returned after the call.
-constexpr size_t kKeptBufferBytes = size_t{16} << 20;
+constexpr size_t kKeptBufferBytes = size_t{8} << 20;
 std::atomic<int64_t> buffer_bytes{0};
 }  // namespace
 

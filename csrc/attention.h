@@ -45,7 +45,7 @@ AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos
 // (a query's result independent of the chunk it is in), else on oneDNN.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant);
 
-// Bytes the worker threads keep in attention buffers between calls (at most 16 MiB each).
+// Bytes the worker threads keep in attention buffers between calls (up to 8 MiB each; larger ones are returned after the call).
 int64_t attention_buffer_bytes();
 
 }  // namespace tq

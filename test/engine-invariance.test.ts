@@ -1,18 +1,22 @@
 /**
- * Batch invariance: a question's label logits do not depend on the other
- * questions in the call, on how the state is cut into forward steps, or on the
- * KV block size.
+ * Batch invariance, exactly: a question's label logits are bit-identical
+ * whether it is computed alone or in a batch of any composition (other
+ * questions, other states, questions sharing its leading text), cold or from
+ * the prefix cache, in one forward step or cut into many, in fp32 and bf16, on
+ * every architecture. (oneDNN's kernels, kept behind batchInvariant: false,
+ * are not: their GEMM result for a row changes with M.)
  */
 import { Engine } from '../src/engine/engine';
-import { NativeLoadOptions } from '../src/engine/native';
+import { Dtype, NativeAnswerRequest, NativeLoadOptions } from '../src/engine/native';
+import { uniformStream } from '../src/testmodels/prng';
+import { tinyModelNames } from '../src/testmodels/specs';
 import { tinyModel } from './helpers/models';
-import { maxAbsDiff } from './helpers/reference';
 import { tokenizeTexts, TokenizedTexts } from './helpers/tokens';
 
-const dir = tinyModel('tiny-qwen3');
+const bits = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString('hex');
 
-async function withEngine<T>(options: Partial<NativeLoadOptions>, f: (e: Engine) => Promise<T>): Promise<T> {
-  const e = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, ...options });
+async function withEngine<T>(dir: string, options: Partial<NativeLoadOptions>, f: (e: Engine) => Promise<T>): Promise<T> {
+  const e = await Engine.open({ path: dir, threads: 2, ...options });
   try {
     return await f(e);
   } finally {
@@ -20,61 +24,74 @@ async function withEngine<T>(options: Partial<NativeLoadOptions>, f: (e: Engine)
   }
 }
 
-async function answerEach(e: Engine, t: TokenizedTexts): Promise<Float32Array[]> {
-  const out: Float32Array[] = [];
-  for (const tokens of t.questions) {
-    const r = await e.answer({ state: t.state, questions: [{ tokens, labelIds: t.labels }] });
-    out.push(r.answers[0].labelLogits);
-  }
-  return out;
+/** The label logits of every question of every request, as bit strings. */
+async function logitBits(e: Engine, requests: NativeAnswerRequest[]): Promise<string[][]> {
+  const results = await e.answerBatch(requests);
+  return results.map((r) => r.answers.map((a) => bits(a.labelLogits)));
 }
 
-describe('batch invariance (fp32, max |Δ| <= 1e-5)', () => {
+/** A second state and extra questions: the batches mix states, and questions that share their leading tokens. */
+function variedRequests(t: TokenizedTexts, seed: number): { states: number[][]; questions: number[][] } {
+  const rnd = uniformStream(seed);
+  const states = [t.state, t.state.slice(7).concat(t.state.slice(0, 7)), t.state.slice(0, 9)];
+  const shared = t.questions[1].slice(0, -3);  // an option list several questions begin with
+  const questions = [...t.questions, ...t.questions.map((q) => [...shared, ...q.slice(Math.floor(rnd() * 3))])];
+  return { states, questions };
+}
+
+describe.each(tinyModelNames)('%s: bit-identical label logits in any batch', (name) => {
+  const dir = tinyModel(name);
   let t: TokenizedTexts;
   beforeAll(async () => {
     t = await tokenizeTexts(dir);
   });
 
-  test('N questions in one call equal each question alone, in any order', async () => {
-    await withEngine({}, async (e) => {
-      const alone = await answerEach(e, t);
-      const together = await e.answer({ state: t.state, questions: t.questions.map((tokens) => ({ tokens, labelIds: t.labels })) });
-      together.answers.forEach((a, i) => expect(maxAbsDiff(a.labelLogits, alone[i])).toBeLessThanOrEqual(1e-5));
-      const reversed = await e.answer({ state: t.state, questions: [...t.questions].reverse().map((tokens) => ({ tokens, labelIds: t.labels })) });
-      reversed.answers.reverse().forEach((a, i) => expect(maxAbsDiff(a.labelLogits, alone[i])).toBeLessThanOrEqual(1e-5));
-      // Sixteen copies of one question: every copy reads the same answer.
-      const many = await e.answer({ state: t.state, questions: Array.from({ length: 16 }, () => ({ tokens: t.questions[2], labelIds: t.labels })) });
-      many.answers.forEach((a) => expect(maxAbsDiff(a.labelLogits, alone[2])).toBeLessThanOrEqual(1e-5));
+  test.each(['fp32', 'bf16'] as Dtype[])('%s: alone and cold = batched, reordered, mixed with other states, cached, cut into steps', async (dtype) => {
+    const { states, questions } = variedRequests(t, 11);
+    const ask = (state: number[], qs: number[][]): NativeAnswerRequest => ({ state, questions: qs.map((tokens) => ({ tokens, labelIds: t.labels })) });
+    // Reference: every (state, question) alone, each on a fresh cache (no prefix cache: always cold).
+    const alone = new Map<string, string>();
+    await withEngine(dir, { dtype, prefixCache: false }, async (e) => {
+      for (let s = 0; s < states.length; s++)
+        for (let q = 0; q < questions.length; q++) alone.set(`${s}/${q}`, (await logitBits(e, [ask(states[s], [questions[q]])]))[0][0]);
     });
-  });
+    const expectAlone = (got: string[][], layout: [number, number[]][]) =>
+      layout.forEach(([s, qs], r) => qs.forEach((q, i) => expect(`${s}/${q}: ${got[r][i]}`).toBe(`${s}/${q}: ${alone.get(`${s}/${q}`)}`)));
 
-  test('different label sets and readout positions in one call equal separate calls', async () => {
-    await withEngine({}, async (e) => {
-      const qs = [
-        { tokens: t.questions[0], labelIds: t.labels.slice(4) },
-        { tokens: t.questions[1], labelIds: t.labels.slice(0, 3), readoutIndex: 3 },
-      ];
-      const together = await e.answer({ state: t.state, questions: qs });
-      for (let i = 0; i < qs.length; i++) {
-        const alone = await e.answer({ state: t.state, questions: [qs[i]] });
-        expect(maxAbsDiff(together.answers[i].labelLogits, alone.answers[0].labelLogits)).toBeLessThanOrEqual(1e-5);
-      }
-    });
-  });
-
-  test('cutting the state into small forward steps and changing the block size change nothing', async () => {
-    const baseline = await withEngine({}, (e) => answerEach(e, t));
-    for (const options of [{ maxStepTokens: 7 }, { blockSize: 1 }, { blockSize: 5, maxStepTokens: 13 }, { blockSize: 64 }]) {
-      const got = await withEngine(options, (e) => answerEach(e, t));
-      got.forEach((g, i) => expect(maxAbsDiff(g, baseline[i])).toBeLessThanOrEqual(1e-5));
+    for (const options of [{}, { maxStepTokens: 7 }, { blockSize: 5 }] as Partial<NativeLoadOptions>[]) {
+      await withEngine(dir, { dtype, ...options }, async (e) => {
+        const all = questions.map((_, i) => i);
+        // One request with every question (cold state), then reversed (cached state).
+        expectAlone(await logitBits(e, [ask(states[0], questions)]), [[0, all]]);
+        const reversed = [...all].reverse();
+        expectAlone(await logitBits(e, [ask(states[0], reversed.map((i) => questions[i]))]), [[0, reversed]]);
+        // Several requests in one call: different states (one cold), overlapping question sets, a repeated question.
+        const layout: [number, number[]][] = [[1, [0, 4, 5]], [0, [2]], [2, [5, 6, 1, 1]], [0, [7, 3]]];
+        expectAlone(await logitBits(e, layout.map(([s, qs]) => ask(states[s], qs.map((q) => questions[q])))), layout);
+      });
     }
   });
+});
 
-  test('an empty state is allowed: questions attend to their own tokens only', async () => {
-    await withEngine({}, async (e) => {
-      const r = await e.answer({ state: [], questions: [{ tokens: t.questions[0], labelIds: t.labels }] });
-      expect(r.answers[0].labelLogits.length).toBe(t.labels.length);
-      expect(r.stateTokens).toBe(0);
-    });
+test('oneDNN kernels (batchInvariant: false) still answer within 1e-5 of the invariant ones (fp32)', async () => {
+  const dir = tinyModel('tiny-qwen3');
+  const t = await tokenizeTexts(dir);
+  const request = { state: t.state, questions: t.questions.map((tokens) => ({ tokens, labelIds: t.labels })) };
+  const invariant = await withEngine(dir, { dtype: 'fp32' }, (e) => e.answer(request));
+  const onednn = await withEngine(dir, { dtype: 'fp32', batchInvariant: false }, async (e) => {
+    expect(e.info.batchInvariant).toBe(false);
+    return e.answer(request);
+  });
+  onednn.answers.forEach((a, i) =>
+    a.labelLogits.forEach((x, j) => expect(Math.abs(x - invariant.answers[i].labelLogits[j])).toBeLessThanOrEqual(1e-5)));
+});
+
+test('an empty state is allowed: questions attend to their own tokens only', async () => {
+  const dir = tinyModel('tiny-qwen3');
+  const t = await tokenizeTexts(dir);
+  await withEngine(dir, { dtype: 'fp32' }, async (e) => {
+    const r = await e.answer({ state: [], questions: [{ tokens: t.questions[0], labelIds: t.labels }] });
+    expect(r.answers[0].labelLogits.length).toBe(t.labels.length);
+    expect(r.stateTokens).toBe(0);
   });
 });

@@ -103,7 +103,7 @@ export interface NativeCacheStats {
 
 /** What the engine keeps besides the weights and the KV cache; all of it bounded. */
 export interface NativeMemoryStats {
-  /** Worker threads' attention buffers, kept between calls up to 16 MiB per thread. */
+  /** Worker threads' attention buffers, kept between calls up to 8 MiB per thread. */
   attentionBufferBytes: number;
   /** oneDNN primitives kept (batch invariance off), at most 64. */
   cachedPrimitives: number;

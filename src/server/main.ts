@@ -48,6 +48,7 @@ async function main() {
     dtype: flags.dtype as 'bf16' | 'fp32',
     threads,
     prefixCache: flags['prefix-cache'] === 'on',
+    batchInvariant: flags['batch-invariant'] === 'on',
     registerBoundary: flags['register-boundary'] as 'after' | 'before',
     cacheMiB: flags['cache-mib'] as number,
   };

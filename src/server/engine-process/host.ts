@@ -59,7 +59,10 @@ class Host {
     try {
       if (job.kind === 'answer') await this.answer([job, ...this.takeBatch(job)]);
       else if (job.kind === 'register') await this.register(job.ticket);
-      else send({ kind: 'cache', id: job.id, report: { stats: await this.engine.cacheStats(), boundaries: { ...this.boundaries } } });
+      else {
+        const memory = { ...(await this.engine.memoryStats()), rssBytes: process.memoryUsage.rss() };
+        send({ kind: 'cache', id: job.id, report: { stats: await this.engine.cacheStats(), boundaries: { ...this.boundaries }, memory } });
+      }
     } finally {
       setImmediate(() => this.next());
     }

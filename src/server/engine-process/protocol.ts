@@ -1,5 +1,5 @@
 /** Messages between the server and its engine process (Node IPC, advanced serialization). */
-import { NativeCacheStats, NativeEngineInfo, NativeLoadOptions } from '../../engine/native';
+import { NativeCacheStats, NativeEngineInfo, NativeLoadOptions, NativeMemoryStats } from '../../engine/native';
 import { EngineCall, EngineReply } from '../../answering/engine-like';
 
 /** State-boundary registrations (--register-boundary after), counted by the engine process. */
@@ -17,6 +17,8 @@ export interface BoundaryCounters {
 export interface CacheReport {
   stats: NativeCacheStats;
   boundaries: BoundaryCounters;
+  /** What the engine keeps besides weights and KV cache, and the engine process's resident memory. */
+  memory: NativeMemoryStats & { rssBytes: number };
 }
 
 export type HostMessage =

@@ -61,7 +61,7 @@ export function infoRoutes(router: Router, service: Service) {
       if (!(e instanceof EngineDeadError)) throw e;
       return answerDeadHealth(ctx, e.message);
     }
-    const { stats, boundaries } = report;
+    const { stats, boundaries, memory } = report;
     const p = renderer.profile;
     const prompt = {
       layout: p.layout,
@@ -84,6 +84,7 @@ export function infoRoutes(router: Router, service: Service) {
       ...(e.dtypeNote ? { dtype_note: e.dtypeNote } : {}),
       threads: e.threads,
       kernels: e.kernels,
+      batch_invariant: e.batchInvariant,
       pad_unit: 1,
       pad_where: 'none',
       quantization: 'none',
@@ -137,6 +138,16 @@ export function infoRoutes(router: Router, service: Service) {
         temperatures: service.temperatures,
       },
       head_engine: { engine: 'serving engine (hidden state at the readout position)' },
+      // Everything the processes keep beyond the weights is bounded: these are its sizes now.
+      memory: {
+        server_rss_bytes: process.memoryUsage.rss(),
+        engine_rss_bytes: memory.rssBytes,
+        kv_cache_bytes: e.cacheBytes,
+        attention_buffer_bytes: memory.attentionBufferBytes,
+        attention_buffer_bytes_kept_max_per_thread: 8 << 20,
+        onednn_primitives: { cached: memory.cachedPrimitives, max: 64 },
+        pending_state_boundaries: memory.pendingBoundaries,
+      },
       requests: {
         cors_origin: service.corsOrigin ?? null,
         max_body_bytes: MAX_BODY_BYTES,

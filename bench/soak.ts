@@ -1,0 +1,141 @@
+/**
+ * Soak benchmark (not a test): `npm run bench:soak`.
+ * Starts the real server and drives it with SOAK_CLIENTS clients (default 8)
+ * for SOAK_MINUTES (default 10) of valid, varied /v1/answer requests: states
+ * from a pool (the prefix cache hits), fresh states (it fills and evicts under
+ * --cache-mib 8), one to four questions of each kind, and now and then a long
+ * state (a large request whose memory must be returned). Every 30 s it prints
+ * requests/s, p50/p99 latency and the resident memory of the server and engine
+ * processes (from /health); at the end, the growth between minute 2 and the
+ * end, and the largest difference between repeats of identical requests (the
+ * same body always gets the same logits: this must print 0).
+ *
+ * SOAK_BASE (default tiny-qwen3), SOAK_DTYPE (default bf16) and SOAK_ARGS
+ * (extra server flags, e.g. "--batch-invariant off") choose the server.
+ */
+import { createHash } from 'crypto';
+import { runServerProcess } from '../test/helpers/server';
+import { uniformStream } from '../src/testmodels/prng';
+
+const CLIENTS = Number(process.env.SOAK_CLIENTS ?? 8);
+const MINUTES = Number(process.env.SOAK_MINUTES ?? 10);
+const BASE = process.env.SOAK_BASE ?? 'tiny-qwen3';
+const DTYPE = process.env.SOAK_DTYPE ?? 'bf16';
+const EXTRA = (process.env.SOAK_ARGS ?? '').split(' ').filter(Boolean);
+const REPORT_S = 30;
+
+const words = ('invoice refund shipping delay customer order account payment warehouse courier parcel damaged replacement ' +
+  'manager weekend address receipt discount subscription cancel upgrade support ticket answer evening morning').split(' ');
+
+function sentence(rnd: () => number, n: number): string {
+  return Array.from({ length: n }, () => words[Math.floor(rnd() * words.length)]).join(' ') + '.';
+}
+
+const rnd = uniformStream(20261123);
+const pool = Array.from({ length: 24 }, (_, i) => sentence(rnd, 20 + ((i * 37) % 300)));
+const questionPool = [
+  { kind: 'noul', instructions: 'Was the invoice paid twice?' },
+  { kind: 'noul', instructions: 'Is the customer asking for a refund?' },
+  { kind: 'choice', instructions: 'What does the customer want?', options: ['refund', 'discount', 'nothing'] },
+  { kind: 'choice', instructions: 'Which team should handle this?', options: ['billing', 'shipping', 'support', 'sales', 'legal'] },
+  { kind: 'score', instructions: 'How upset is the customer?', options: ['calm', 'annoyed', 'angry'] },
+  { kind: 'score', instructions: 'How urgent is it?', options: ['low', 'medium', 'high', 'critical'] },
+];
+
+/** A request body: pool states repeat (cache hits, and repeats to compare), fresh ones fill the cache. */
+function nextBody(r: () => number): { body: string; repeatable: boolean } {
+  const u = r();
+  let state: string;
+  let repeatable = true;
+  if (u < 0.02) {
+    state = sentence(r, 6000);  // a large request, ~6k words
+    repeatable = false;
+  } else if (u < 0.3) {
+    state = sentence(r, 10 + Math.floor(r() * 400));
+    repeatable = false;
+  } else state = pool[Math.floor(r() * pool.length)];
+  const n = 1 + Math.floor(r() * 4);
+  const start = Math.floor(r() * questionPool.length);
+  const questions = Array.from({ length: n }, (_, i) => questionPool[(start + i) % questionPool.length]);
+  return { body: JSON.stringify({ state, questions }), repeatable };
+}
+
+const percentile = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))] : NaN);
+const mib = (b: number) => (b / 2 ** 20).toFixed(0);
+
+async function main() {
+  const { child, output, exited } = runServerProcess(['--port', '0', '--base', BASE, '--dtype', DTYPE, '--cache-mib', '8', ...EXTRA]);
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setInterval(() => {
+      const m = output().match(/on (http:\/\/[\d.]+:\d+)/);
+      if (m) {
+        clearInterval(timer);
+        resolve(m[1]);
+      }
+    }, 50);
+    exited.then((code) => reject(new Error(`server exited with ${code}:\n${output()}`)));
+  });
+  const health = async () => (await (await fetch(url + '/health')).json()) as any;
+  const h0 = await health();
+  console.log(`# tqserve soak: ${CLIENTS} clients x ${MINUTES} min, ${BASE} ${h0.dtype}, kernels ${h0.kernels}, batch_invariant ${h0.batch_invariant}, --cache-mib 8 ${EXTRA.join(' ')}\n`);
+  console.log('| time | requests/s | p50 ms | p99 ms | server RSS MiB | engine RSS MiB | attention buffers MiB | oneDNN primitives | cache evicted blocks |');
+  console.log('|---|---|---|---|---|---|---|---|---|');
+
+  const seen = new Map<string, number[]>();  // body hash -> probabilities of its first answer
+  let maxDelta = 0, repeats = 0, failures = 0;
+  let latencies: number[] = [];
+  const end = Date.now() + MINUTES * 60_000;
+  const clients = Array.from({ length: CLIENTS }, async (_, c) => {
+    const r = uniformStream(1000 + c);
+    while (Date.now() < end) {
+      const { body, repeatable } = nextBody(r);
+      const t0 = performance.now();
+      const res = await fetch(url + '/v1/answer', { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      const json = (await res.json()) as any;
+      latencies.push(performance.now() - t0);
+      if (res.status !== 200) {
+        failures++;
+        continue;
+      }
+      if (!repeatable) continue;
+      const probs: number[] = json.answers.flatMap((a: any) => a.probabilities);
+      const key = createHash('sha256').update(body).digest('hex');
+      const first = seen.get(key);
+      if (!first) seen.set(key, probs);
+      else {
+        repeats++;
+        probs.forEach((p, i) => (maxDelta = Math.max(maxDelta, Math.abs(p - first[i]))));
+      }
+    }
+  });
+
+  const samples: { t: number; server: number; engine: number }[] = [];
+  const started = Date.now();
+  const reporter = setInterval(async () => {
+    const h = await health();
+    const t = Math.round((Date.now() - started) / 1000);
+    const m = h.memory;
+    samples.push({ t, server: m.server_rss_bytes, engine: m.engine_rss_bytes });
+    console.log(`| ${t} s | ${(latencies.length / REPORT_S).toFixed(1)} | ${percentile(latencies, 0.5).toFixed(0)} | ${percentile(latencies, 0.99).toFixed(0)} | ` +
+      `${mib(m.server_rss_bytes)} | ${mib(m.engine_rss_bytes)} | ${mib(m.attention_buffer_bytes)} | ${m.onednn_primitives.cached} | ${h.cache.blocks.evicted} |`);
+    latencies = [];
+  }, REPORT_S * 1000);
+  await Promise.all(clients);
+  clearInterval(reporter);
+  child.kill('SIGTERM');
+  await exited;
+
+  // Growth from the first sample at or after minute 2 to the last (the issue's criterion: <= 5%).
+  const from = samples.find((s) => s.t >= 120) ?? samples[0];
+  const last = samples[samples.length - 1];
+  if (from && last) {
+    const growth = (a: number, b: number) => `${mib(a)} -> ${mib(b)} MiB (${(((b - a) / a) * 100).toFixed(1)}%)`;
+    console.log(`\nRSS from ${from.t} s to ${last.t} s: server ${growth(from.server, last.server)}, engine ${growth(from.engine, last.engine)}`);
+  }
+  console.log(`identical requests repeated: ${repeats}; max |Δp| between repeats: ${maxDelta}; failed requests: ${failures}`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

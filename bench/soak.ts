@@ -13,8 +13,9 @@
  * SOAK_BASE (default tiny-qwen3), SOAK_DTYPE (default bf16) and SOAK_ARGS
  * (extra server flags, e.g. "--batch-invariant off") choose the server.
  */
+import { spawn } from 'child_process';
 import { createHash } from 'crypto';
-import { runServerProcess } from '../test/helpers/server';
+import * as path from 'path';
 import { uniformStream } from '../src/testmodels/prng';
 
 const CLIENTS = Number(process.env.SOAK_CLIENTS ?? 8);
@@ -64,7 +65,16 @@ const percentile = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b)
 const mib = (b: number) => (b / 2 ** 20).toFixed(0);
 
 async function main() {
-  const { child, output, exited } = runServerProcess(['--port', '0', '--base', BASE, '--dtype', DTYPE, '--cache-mib', '8', ...EXTRA]);
+  const args = ['--port', '0', '--base', BASE, '--dtype', DTYPE, '--cache-mib', '8', ...EXTRA];
+  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', 'src/server/main.ts', ...args], {
+    cwd: path.resolve(__dirname, '..'),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  child.stdout!.on('data', (d) => (log += d));
+  child.stderr!.on('data', (d) => (log += d));
+  const output = () => log;
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setInterval(() => {
       const m = output().match(/on (http:\/\/[\d.]+:\d+)/);

@@ -56,8 +56,8 @@ inline typename Lanes<L>::F load(const float* p) {
 // A tile's two weight vectors for one k. fp32: two loads. bf16: one load of
 // 2L values packed in pairs (column c in the low half of word c, column L + c
 // in the high half), widened exactly by a shift and a mask: bf16's bits are
-// the high half of the fp32's. Measured 1.2x faster than widening two 8-value
-// loads (AVX2, bench shapes).
+// the high half of the fp32's. Measured 1.4x faster than widening two 8-value
+// loads (AVX2, bench shapes: 180 against 130 GFLOP/s), as fast as fp32.
 template <int L>
 inline void load_tile_weights(const float* p, typename Lanes<L>::F (&w)[2]) {
   w[0] = load<L>(p);

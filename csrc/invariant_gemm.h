@@ -9,7 +9,8 @@
 // apart), so a question's answer changed with the batch it was computed in.
 //
 // Vectors run along the output columns (one lane = one column), so no sum is
-// ever split across lanes. Weights are packed once into panels of kPanel
+// ever split across lanes. (The portable build, for CPUs without FMA, has
+// separate multiplies and adds: another fixed chain, so invariant all the same.) Weights are packed once into panels of kPanel
 // columns, [K][kPanel] each, in fp32 or bf16; bf16 values widen to fp32
 // exactly, so a bf16 product is exact and only the accumulation rounds.
 #pragma once

@@ -88,7 +88,7 @@ async function main() {
   const health = async () => (await (await fetch(url + '/health')).json()) as any;
   const h0 = await health();
   console.log(`# tqserve soak: ${CLIENTS} clients x ${MINUTES} min, ${BASE} ${h0.dtype}, kernels ${h0.kernels}, batch_invariant ${h0.batch_invariant}, --cache-mib 8 ${EXTRA.join(' ')}\n`);
-  console.log('| time | requests/s | p50 ms | p99 ms | server RSS MiB | engine RSS MiB | attention buffers MiB | oneDNN primitives | cache evicted blocks |');
+  console.log('| time | requests/s | p50 ms | p99 ms | server RSS MiB (JS heap) | engine RSS MiB (JS heap) | attention buffers MiB | oneDNN primitives | cache evicted blocks |');
   console.log('|---|---|---|---|---|---|---|---|---|');
 
   const seen = new Map<string, number[]>();  // body hash -> probabilities of its first answer
@@ -121,16 +121,19 @@ async function main() {
 
   const samples: { t: number; server: number; engine: number }[] = [];
   const started = Date.now();
+  let stopping = false;
   const reporter = setInterval(async () => {
-    const h = await health();
+    const h = await health().catch((e) => (stopping ? undefined : Promise.reject(e)));
+    if (!h || stopping) return;
     const t = Math.round((Date.now() - started) / 1000);
     const m = h.memory;
     samples.push({ t, server: m.server_rss_bytes, engine: m.engine_rss_bytes });
     console.log(`| ${t} s | ${(latencies.length / REPORT_S).toFixed(1)} | ${percentile(latencies, 0.5).toFixed(0)} | ${percentile(latencies, 0.99).toFixed(0)} | ` +
-      `${mib(m.server_rss_bytes)} | ${mib(m.engine_rss_bytes)} | ${mib(m.attention_buffer_bytes)} | ${m.onednn_primitives.cached} | ${h.cache.blocks.evicted} |`);
+      `${mib(m.server_rss_bytes)} (${mib(m.server_js_heap_bytes)}) | ${mib(m.engine_rss_bytes)} (${mib(m.engine_js_heap_bytes)}) | ${mib(m.attention_buffer_bytes)} | ${m.onednn_primitives.cached} | ${h.cache.blocks.evicted} |`);
     latencies = [];
   }, REPORT_S * 1000);
   await Promise.all(clients);
+  stopping = true;
   clearInterval(reporter);
   child.kill('SIGTERM');
   await exited;
@@ -141,6 +144,13 @@ async function main() {
   if (from && last) {
     const growth = (a: number, b: number) => `${mib(a)} -> ${mib(b)} MiB (${(((b - a) / a) * 100).toFixed(1)}%)`;
     console.log(`\nRSS from ${from.t} s to ${last.t} s: server ${growth(from.server, last.server)}, engine ${growth(from.engine, last.engine)}`);
+    // Single samples move with the request mix (a long state in flight); the peaks of the minutes
+    // after minute 2 against those of the last two minutes show whether the level still rises.
+    const peak = (xs: typeof samples, k: 'server' | 'engine') => Math.max(...xs.map((x) => x[k]));
+    const early = samples.filter((x) => x.t >= 120 && x.t <= 240), late = samples.filter((x) => x.t > last.t - 120);
+    if (early.length && late.length && late[0].t > 240)
+      console.log(`RSS peak, minutes 2-4 vs the last 2 minutes: server ${growth(peak(early, 'server'), peak(late, 'server'))}, ` +
+        `engine ${growth(peak(early, 'engine'), peak(late, 'engine'))}`);
   }
   console.log(`identical requests repeated: ${repeats}; max |Δp| between repeats: ${maxDelta}; failed requests: ${failures}`);
 }

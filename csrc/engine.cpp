@@ -1,6 +1,7 @@
 #include "engine.h"
 
 #include <ATen/Parallel.h>
+#include <malloc.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -32,6 +33,19 @@ at::ScalarType parse_dtype(const std::string& d) {
   if (d == "fp32" || d == "float32") return at::kFloat;
   if (d == "bf16" || d == "bfloat16") return at::kBFloat16;
   throw EngineError(code::kBadRequest, "dtype must be fp32 or bf16, got " + d);
+}
+
+// Hands freed heap pages back to the OS, at most once a second. A forward
+// pass allocates and frees tensors whose sizes follow the batch; glibc keeps
+// what it freed inside its heaps (fragmented, so not at the top to trim), and
+// under varied load the engine process grew by 390 MiB in 27.7k requests
+// (issue 10). malloc_trim(0) also returns whole free pages inside the heaps.
+void release_free_memory() {
+  static auto last = std::chrono::steady_clock::time_point{};
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last < std::chrono::seconds(1)) return;
+  last = now;
+  malloc_trim(0);
 }
 
 bool is_directory(const std::string& path) {
@@ -187,6 +201,7 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
     }
   }
   const double readout_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  release_free_memory();
   for (auto& res : results) {
     res.state_ms = info.state_ms;
     res.questions_ms = info.questions_ms;

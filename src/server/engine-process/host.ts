@@ -60,7 +60,8 @@ class Host {
       if (job.kind === 'answer') await this.answer([job, ...this.takeBatch(job)]);
       else if (job.kind === 'register') await this.register(job.ticket);
       else {
-        const memory = { ...(await this.engine.memoryStats()), rssBytes: process.memoryUsage.rss() };
+        const { rss, heapTotal } = process.memoryUsage();
+        const memory = { ...(await this.engine.memoryStats()), rssBytes: rss, jsHeapBytes: heapTotal };
         send({ kind: 'cache', id: job.id, report: { stats: await this.engine.cacheStats(), boundaries: { ...this.boundaries }, memory } });
       }
     } finally {

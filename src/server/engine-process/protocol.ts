@@ -18,7 +18,7 @@ export interface CacheReport {
   stats: NativeCacheStats;
   boundaries: BoundaryCounters;
   /** What the engine keeps besides weights and KV cache, and the engine process's resident memory. */
-  memory: NativeMemoryStats & { rssBytes: number };
+  memory: NativeMemoryStats & { rssBytes: number; jsHeapBytes: number };
 }
 
 export type HostMessage =

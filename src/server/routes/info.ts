@@ -142,6 +142,9 @@ export function infoRoutes(router: Router, service: Service) {
       memory: {
         server_rss_bytes: process.memoryUsage.rss(),
         engine_rss_bytes: memory.rssBytes,
+        // The V8 heaps' sizes, part of each RSS: V8 grows them before it collects.
+        server_js_heap_bytes: process.memoryUsage().heapTotal,
+        engine_js_heap_bytes: memory.jsHeapBytes,
         kv_cache_bytes: e.cacheBytes,
         attention_buffer_bytes: memory.attentionBufferBytes,
         attention_buffer_bytes_kept_max_per_thread: 8 << 20,

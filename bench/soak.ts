@@ -13,10 +13,9 @@
  * SOAK_BASE (default tiny-qwen3), SOAK_DTYPE (default bf16) and SOAK_ARGS
  * (extra server flags, e.g. "--batch-invariant off") choose the server.
  */
-import { spawn } from 'child_process';
 import { createHash } from 'crypto';
-import * as path from 'path';
 import { uniformStream } from '../src/testmodels/prng';
+import { listeningUrl, runServerProcess } from '../test/helpers/server-process';
 
 const CLIENTS = Number(process.env.SOAK_CLIENTS ?? 8);
 const MINUTES = Number(process.env.SOAK_MINUTES ?? 10);
@@ -66,25 +65,8 @@ const mib = (b: number) => (b / 2 ** 20).toFixed(0);
 
 async function main() {
   const args = ['--port', '0', '--base', BASE, '--dtype', DTYPE, '--cache-mib', '8', ...EXTRA];
-  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', 'src/server/main.ts', ...args], {
-    cwd: path.resolve(__dirname, '..'),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let log = '';
-  child.stdout!.on('data', (d) => (log += d));
-  child.stderr!.on('data', (d) => (log += d));
-  const output = () => log;
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setInterval(() => {
-      const m = output().match(/on (http:\/\/[\d.]+:\d+)/);
-      if (m) {
-        clearInterval(timer);
-        resolve(m[1]);
-      }
-    }, 50);
-    exited.then((code) => reject(new Error(`server exited with ${code}:\n${output()}`)));
-  });
+  const { child, output, exited } = runServerProcess(args);
+  const url = await listeningUrl(output, exited);
   const health = async () => (await (await fetch(url + '/health')).json()) as any;
   const h0 = await health();
   console.log(`# tqserve soak: ${CLIENTS} clients x ${MINUTES} min, ${BASE} ${h0.dtype}, kernels ${h0.kernels}, batch_invariant ${h0.batch_invariant}, --cache-mib 8 ${EXTRA.join(' ')}\n`);

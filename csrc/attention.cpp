@@ -205,17 +205,8 @@ void attend_invariant(const AttentionData& d, const WorkItem& w, ItemBuffers& bu
   gather_queries(d, ch, w.kv_head, buf);
   buf.packed_keys.resize(static_cast<size_t>(invariant_gemm::panels(tk) * width * dim * d.item));
   buf.packed_values.resize(static_cast<size_t>(invariant_gemm::panels(dim) * width * tk * d.item));
-  if (d.bf16) {
-    invariant_gemm::pack(reinterpret_cast<const uint16_t*>(d.k_at(ch.key_begin, w.kv_head)), tk, dim, stride, 1,
-                         reinterpret_cast<uint16_t*>(buf.packed_keys.data()));
-    invariant_gemm::pack(reinterpret_cast<const uint16_t*>(d.v_at(ch.key_begin, w.kv_head)), dim, tk, 1, stride,
-                         reinterpret_cast<uint16_t*>(buf.packed_values.data()));
-  } else {
-    invariant_gemm::pack(reinterpret_cast<const float*>(d.k_at(ch.key_begin, w.kv_head)), tk, dim, stride, 1,
-                         reinterpret_cast<float*>(buf.packed_keys.data()));
-    invariant_gemm::pack(reinterpret_cast<const float*>(d.v_at(ch.key_begin, w.kv_head)), dim, tk, 1, stride,
-                         reinterpret_cast<float*>(buf.packed_values.data()));
-  }
+  invariant_gemm::pack(d.k_at(ch.key_begin, w.kv_head), d.bf16, tk, dim, stride, 1, buf.packed_keys.data());
+  invariant_gemm::pack(d.v_at(ch.key_begin, w.kv_head), d.bf16, dim, tk, 1, stride, buf.packed_values.data());
   invariant_gemm::multiply(buf.queries.data(), dim, d.bf16, buf.packed_keys.data(), rows, dim, tk, buf.scores.data(), tk, false);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
   for (float& x : buf.scores) x *= scale;

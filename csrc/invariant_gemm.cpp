@@ -243,9 +243,9 @@ const char* isa() {
   }
 }
 
-void pack(const float* w, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, float* dst) { pack_panels(w, n, k, stride_n, stride_k, dst); }
-void pack(const uint16_t* w, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, uint16_t* dst) {
-  pack_panels(w, n, k, stride_n, stride_k, dst);
+void pack(const void* w, bool bf16, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* dst) {
+  if (bf16) pack_panels(static_cast<const uint16_t*>(w), n, k, stride_n, stride_k, static_cast<uint16_t*>(dst));
+  else pack_panels(static_cast<const float*>(w), n, k, stride_n, stride_k, static_cast<float*>(dst));
 }
 
 void multiply(const void* a, int64_t lda, bool bf16, const void* packed, int64_t m, int64_t k, int64_t n, float* out, int64_t ldc, bool accumulate) {
@@ -262,8 +262,7 @@ InvariantGemm::InvariantGemm(const at::Tensor& weight, const at::Tensor& bias)
   const int64_t padded = invariant_gemm::panels(out_) * invariant_gemm::panel_width();
   auto w = weight.contiguous();
   panels_ = at::empty({padded * in_}, w.options());
-  if (dtype_ == at::kFloat) invariant_gemm::pack(w.data_ptr<float>(), out_, in_, in_, 1, panels_.data_ptr<float>());
-  else invariant_gemm::pack(reinterpret_cast<const uint16_t*>(w.data_ptr()), out_, in_, in_, 1, reinterpret_cast<uint16_t*>(panels_.data_ptr()));
+  invariant_gemm::pack(w.data_ptr(), dtype_ == at::kBFloat16, out_, in_, in_, 1, panels_.data_ptr());
   if (bias.defined()) {
     bias_ = at::zeros({padded}, at::kFloat);
     bias_.slice(0, 0, out_).copy_(bias.to(at::kFloat).reshape({out_}));

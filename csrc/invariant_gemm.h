@@ -26,10 +26,9 @@ const char* isa();
 // Columns per panel on this CPU, and panels for n columns.
 int64_t panel_width();
 inline int64_t panels(int64_t n) { return (n + panel_width() - 1) / panel_width(); }
-// Packs w, n x k with element (j, kk) at w[j * stride_n + kk * stride_k], into
-// panels(n) * k * panel_width() values at dst, zero-padded.
-void pack(const float* w, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, float* dst);
-void pack(const uint16_t* w, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, uint16_t* dst);
+// Packs w, n x k with element (j, kk) at w[j * stride_n + kk * stride_k] (bf16
+// or fp32 values), into panels(n) * k * panel_width() values at dst, zero-padded.
+void pack(const void* w, bool bf16, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* dst);
 // out[m, n] (rows ldc apart) = (accumulate ? out : 0) + a[m, k] (rows lda apart, fp32 or
 // bf16 as the packed values) times the packed matrix transposed, on the calling thread.
 void multiply(const void* a, int64_t lda, bool bf16, const void* packed, int64_t m, int64_t k, int64_t n, float* out, int64_t ldc,
@@ -46,9 +45,6 @@ class InvariantGemm {
   // out[M, N] fp32 = init + x W^T for x [M, K]: init is out itself when
   // accumulate (a residual), else the bias, else 0.
   void run(const at::Tensor& x, at::Tensor& out, bool accumulate) const;
-
-  int64_t in_features() const { return in_; }
-  int64_t out_features() const { return out_; }
 
  private:
   int64_t in_ = 0, out_ = 0;

@@ -1,9 +1,9 @@
 /** Starts the real server as a child process on a free port and talks to it over HTTP. */
-import { ChildProcess, spawn } from 'child_process';
+import { ChildProcess } from 'child_process';
 import * as http from 'http';
-import * as path from 'path';
+import { listeningUrl, runServerProcess } from './server-process';
 
-const root = path.resolve(__dirname, '..', '..');
+export { runServerProcess };
 
 export interface RunningServer {
   url: string;
@@ -15,36 +15,9 @@ export interface RunningServer {
   exited: Promise<number | null>;
 }
 
-/** Runs `node src/server/main.ts` (via ts-node) with `args`; resolves once it listens. */
-export function runServerProcess(args: string[], env: Record<string, string> = {}): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', path.join(root, 'src/server/main.ts'), ...args], {
-    cwd: root,
-    // Passed explicitly: jest's sandboxed process.env is not what child_process inherits.
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, output: () => out, exited };
-}
-
 export async function startServer(args: string[] = [], env: Record<string, string> = {}): Promise<RunningServer> {
   const { child, output, exited } = runServerProcess(['--port', '0', '--base', 'tiny-qwen3', '--dtype', 'fp32', ...args], env);
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setInterval(() => {
-      const m = output().match(/on (http:\/\/[\d.]+:\d+)/);
-      if (m) {
-        clearInterval(timer);
-        resolve(m[1]);
-      }
-    }, 50);
-    exited.then((code) => {
-      clearInterval(timer);
-      reject(new Error(`server exited with ${code}:\n${output()}`));
-    });
-  });
+  const url = await listeningUrl(output, exited);
   const call = async (method: string, route: string, body?: unknown, headers: Record<string, string> = {}) => {
     const res = await fetch(url + route, {
       method,

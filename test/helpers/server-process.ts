@@ -1,0 +1,40 @@
+/**
+ * Runs the real server as a child process and waits for it to listen. Free of
+ * jest, so that benchmarks (bench/soak.ts) start it the same way as the tests.
+ */
+import { ChildProcess, spawn } from 'child_process';
+import * as path from 'path';
+
+const root = path.resolve(__dirname, '..', '..');
+
+/** Starts `node src/server/main.ts` (via ts-node) with `args`; listeningUrl waits until it listens. */
+export function runServerProcess(args: string[], env: Record<string, string> = {}): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', path.join(root, 'src/server/main.ts'), ...args], {
+    cwd: root,
+    // Passed explicitly: jest's sandboxed process.env is not what child_process inherits.
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, output: () => out, exited };
+}
+
+/** The URL the server prints once it listens; rejects with its output if it exits first. */
+export function listeningUrl(output: () => string, exited: Promise<number | null>): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const timer = setInterval(() => {
+      const m = output().match(/on (http:\/\/[\d.]+:\d+)/);
+      if (m) {
+        clearInterval(timer);
+        resolve(m[1]);
+      }
+    }, 50);
+    exited.then((code) => {
+      clearInterval(timer);
+      reject(new Error(`server exited with ${code}:\n${output()}`));
+    });
+  });
+}

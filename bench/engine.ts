@@ -18,6 +18,7 @@ import { softmax } from '../src/answering/answers';
 import { generateTestModel } from '../src/testmodels/generate';
 import { testModels } from '../src/testmodels/specs';
 import { ModelTokenizer } from '../src/tokenizer/tokenizer';
+import { runCli } from '../test/helpers/tq-cli';
 
 const STATE_TOKENS = Number(process.env.BENCH_STATE_TOKENS ?? 1000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -38,8 +39,14 @@ async function stateTokens(dir: string): Promise<number[]> {
   return out.slice(0, STATE_TOKENS);
 }
 
+/** One GEMM on the engine's kernels, timed by the engine's command-line program (csrc/cli/). */
+async function gemmRate(m: number, k: number, n: number, dtype: Dtype, iterations: number, invariant: boolean): Promise<{ gflops: number; ms: number }> {
+  return runCli(['gemm', '--m', `${m}`, '--k', `${k}`, '--n', `${n}`, '--dtype', dtype, '--iterations', `${iterations}`,
+    '--batch-invariant', invariant ? 'on' : 'off', '--threads', `${THREADS}`]);
+}
+
 /** The prefill's matmuls, timed alone at the same M on the engine's kernels: [ms, GFLOP]. */
-async function matmulLimit(engine: Engine, m: number, dtype: Dtype, invariant: boolean): Promise<[number, number]> {
+async function matmulLimit(m: number, dtype: Dtype, invariant: boolean): Promise<[number, number]> {
   const s = testModels['bench-llama'];
   const q = s.heads * s.headDim, kv = s.kvHeads * s.headDim;
   // As the engine runs them: q, k and v stacked in one GEMM.
@@ -47,7 +54,7 @@ async function matmulLimit(engine: Engine, m: number, dtype: Dtype, invariant: b
     [s.hiddenSize, s.intermediateSize], [s.hiddenSize, s.intermediateSize], [s.intermediateSize, s.hiddenSize]];
   let ms = 0, flop = 0;
   for (const [k, n] of shapes) {
-    ms += (await engine.gemmRate(m, k, n, dtype, 5, invariant)).ms * s.layers;
+    ms += (await gemmRate(m, k, n, dtype, 5, invariant)).ms * s.layers;
     flop += 2 * m * k * n * s.layers;
   }
   return [ms, flop / 1e9];
@@ -91,13 +98,13 @@ async function main() {
     }
     ours[label] = { ms: median(whole), probs: softmax(last, 1) };
     const computeDtype = engine.info.dtype;  // fp32 where oneDNN has no bf16 matmul
-    const [aloneMs, gflop] = await matmulLimit(engine, tokens.length, computeDtype, invariant);
-    const ref = await engine.gemmRate(512, 896, 4864, computeDtype, 10, invariant);
+    const [aloneMs, gflop] = await matmulLimit(tokens.length, computeDtype, invariant);
+    const ref = await gemmRate(512, 896, 4864, computeDtype, 10, invariant);
     console.log(`| ${dtype} | ${kernels} | ${fmt(prefill)} | ${fmt((tokens.length / prefill) * 1000, 0)} | ${fmt(aloneMs)} | ` +
       `${fmt(gflop / (prefill / 1000), 0)} / ${fmt(gflop / (aloneMs / 1000), 0)} | ${fmt((100 * aloneMs) / prefill, 0)}% | ${fmt(ref.gflops, 0)} |`);
-    const r = await engine.readoutTiming(8, 50);
-    readout.push(`| ${label} | ${fmt(r.readoutMs, 4)} | ${fmt(r.fullMs, 3)} | ${fmt(r.fullMs / r.readoutMs, 0)}x |`);
     await engine.close();
+    const r = await runCli(['readout', '--model', dir, '--dtype', dtype, '--labels', '8', '--iterations', '50', '--threads', `${THREADS}`]);
+    readout.push(`| ${label} | ${fmt(r.readoutMs, 4)} | ${fmt(r.fullMs, 3)} | ${fmt(r.fullMs / r.readoutMs, 0)}x |`);
   }
   // The peer: same weights, same token ids, batch 1024, default (F16) KV cache: its best practice.
   const peer = await LlamaCppPeer.open(writeLlamaGguf(dir), { threads: THREADS, contextSize: 2048, batchSize: 1024 });

@@ -31,14 +31,6 @@ export class Engine {
     return rows;
   }
 
-  gemmRate(m: number, k: number, n: number, dtype: 'fp32' | 'bf16', iterations = 10, batchInvariant = true) {
-    return this.native.gemmRate({ m, k, n, dtype, iterations, batchInvariant });
-  }
-
-  readoutTiming(labels: number, iterations = 20) {
-    return this.native.readoutTiming({ labels, iterations });
-  }
-
   registerBoundary(ticket: number): Promise<boolean> {
     return this.native.registerBoundary(ticket);
   }

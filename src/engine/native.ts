@@ -1,5 +1,5 @@
 /**
- * The native surface of the engine addon (csrc/addon.cpp), declared once.
+ * The native surface of the engine addon (csrc/addon/addon.cpp), declared once.
  * Everything else goes through the typed wrapper in ./engine.ts.
  */
 import * as fs from 'fs';
@@ -33,6 +33,25 @@ export interface NativeLoadOptions {
    * logits are bit-identical alone, in any batch, cached or cold. false: oneDNN's kernels (faster on CPUs with bf16 instructions).
    */
   batchInvariant?: boolean;
+  /** Where weights, KV cache and forward pass live: 'cpu' (default), 'cuda' or 'cuda:N' (a CUDA build only). */
+  device?: string;
+  /**
+   * Whose ops run the layers: 'engine' (the engine's own CPU kernels, the CPU default) or 'aten' (ATen's
+   * device-generic ops: what CUDA runs; on the CPU, a check of that path). Absent: by device.
+   */
+  kernels?: 'engine' | 'aten';
+}
+
+/** The device the engine runs on (csrc/engine/device.h). */
+export interface NativeDeviceInfo {
+  mode: 'cpu' | 'cuda';
+  /** The GPU's name, or 'cpu'. */
+  name: string;
+  totalBytes: number;
+  freeBytes: number;
+  capability?: string;
+  cudaVersion?: string;
+  torchVersion: string;
 }
 
 export interface NativeEngineInfo {
@@ -49,8 +68,12 @@ export interface NativeEngineInfo {
   cacheBlocks: number;
   cacheBytes: number;
   threads: number;
-  /** The path of the engine's own CPU kernels: 'avx512', 'avx2', 'portable' (TQ_PORTABLE_KERNELS=1, or neither), or 'libtorch' (TorchScript). */
+  /**
+   * The layers' kernels: the engine's own CPU kernels by instruction set, 'avx512', 'avx2' or 'portable'
+   * (TQ_PORTABLE_KERNELS=1, or neither); 'aten' (ATen's ops, on any device); or 'libtorch' (TorchScript).
+   */
   kernels: string;
+  device: NativeDeviceInfo;
   prefixCache: boolean;
   batchInvariant: boolean;
   registerBoundary: string;
@@ -62,6 +85,8 @@ export interface NativeQuestion {
   labelIds: TokenIds;
   /** Index into `tokens` of the readout position; default the last token. */
   readoutIndex?: number;
+  /** Temperature of labelLogProbs (default 1). */
+  temperature?: number;
 }
 
 export interface NativeAnswerRequest {
@@ -73,6 +98,8 @@ export interface NativeAnswerRequest {
 
 export interface NativeAnswer {
   labelLogits: Float32Array;
+  /** log softmax(labelLogits / temperature), from the same readout (on CUDA, its kernel). */
+  labelLogProbs: Float32Array;
   hidden?: Float32Array;
 }
 
@@ -120,8 +147,6 @@ export interface NativeEngine {
   answerBatch(requests: NativeAnswerRequest[]): Promise<NativeAnswerResult[]>;
   /** Full-vocabulary logits at every position, row-major [tokens, vocabSize]. For reference checks. */
   logitsAll(tokens: TokenIds): Promise<{ logits: Float32Array; vocabSize: number }>;
-  gemmRate(options: { m: number; k: number; n: number; dtype: Dtype; iterations?: number; batchInvariant?: boolean }): Promise<{ gflops: number; ms: number }>;
-  readoutTiming(options: { labels: number; iterations?: number }): Promise<{ readoutMs: number; fullMs: number }>;
   /** Enters a pending state boundary into the prefix cache; false when it was dropped under memory pressure. */
   registerBoundary(ticket: number): Promise<boolean>;
   cacheStats(): Promise<NativeCacheStats>;
@@ -129,7 +154,7 @@ export interface NativeEngine {
   close(): Promise<void>;
 }
 
-/** Stable codes of engine errors (csrc/errors.h). */
+/** Stable codes of engine errors (csrc/common/errors.h). */
 export type EngineErrorCode =
   | 'CHECKPOINT_INVALID'
   | 'CHECKPOINT_MISSING_TENSOR'

@@ -31,6 +31,7 @@ export const flagDefs: FlagDef[] = [
   { name: 'options-position', kind: 'choice', choices: ['after', 'before'], help: "the option list after the question's instructions, or before them (questions sharing an option list then share its computation)" },
   { name: 'prefix-cache', kind: 'choice', choices: ['on', 'off'], default: 'on', help: 'reuse the KV of state prefixes across requests' },
   { name: 'batch-invariant', kind: 'choice', choices: ['on', 'off'], default: 'on', help: "on: the engine's own kernels, a question's logits bit-identical alone, in any batch, cached or cold; off: oneDNN's kernels (faster where the CPU has bf16 instructions, answers may differ in the last bits with the batch)" },
+  { name: 'device', kind: 'string', default: 'cpu', help: 'where the engine runs: cpu, cuda or cuda:N (a CUDA build of the engine: README, "GPU build")' },
   { name: 'register-boundary', kind: 'choice', choices: ['after', 'before'], default: 'after', help: "when a state's partial last block enters the prefix cache: after the response is sent, or before the question is computed" },
   { name: 'cache-mib', kind: 'number', default: 0, help: 'KV cache memory budget in MiB (0: room for twice the 32,768-token context); the least recently used prefixes are evicted to stay within it' },
   { name: 'batch-tokens', kind: 'number', default: 16384, help: 'requests that queue while the engine is busy are merged into one forward pass up to this many tokens (0: no merging)' },
@@ -78,6 +79,7 @@ export function parseFlags(argv: string[]): Flags {
   }
   const port = flags.port as number;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new FlagError(`--port must be an integer from 0 to 65535, got ${port}`);
+  if (!/^(cpu|cuda(:\d+)?)$/.test(flags.device as string)) throw new FlagError(`--device must be cpu, cuda or cuda:N, got ${JSON.stringify(flags.device)}`);
   if (!((flags['cache-mib'] as number) >= 0)) throw new FlagError('--cache-mib must be 0 or more');
   for (const t of ['temperature-noul', 'temperature-choice', 'temperature-score'])
     if (flags[t] !== undefined && !((flags[t] as number) > 0)) throw new FlagError(`--${t} must be positive`);

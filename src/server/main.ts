@@ -49,6 +49,7 @@ async function main() {
     threads,
     prefixCache: flags['prefix-cache'] === 'on',
     batchInvariant: flags['batch-invariant'] === 'on',
+    device: flags.device as string,
     registerBoundary: flags['register-boundary'] as 'after' | 'before',
     cacheMiB: flags['cache-mib'] as number,
   };

@@ -77,9 +77,14 @@ export function infoRoutes(router: Router, service: Service) {
     ctx.body = {
       ok: true,
       engine: 'running',
-      version: { tqserve: tqserveVersion, engine: `tqserve-engine (libtorch, ${e.format})`, node: process.version },
-      gpu: null,
-      mode: 'cpu',
+      version: {
+        tqserve: tqserveVersion, engine: `tqserve-engine (libtorch, ${e.format})`, node: process.version,
+        libtorch: e.device.torchVersion, cuda: e.device.cudaVersion ?? null,
+      },
+      gpu: e.device.mode === 'cuda'
+        ? { name: e.device.name, capability: e.device.capability, memory_total_bytes: e.device.totalBytes, memory_free_bytes_at_load: e.device.freeBytes }
+        : null,
+      mode: e.device.mode,
       dtype: e.dtype,
       ...(e.dtypeNote ? { dtype_note: e.dtypeNote } : {}),
       threads: e.threads,

@@ -1,0 +1,326 @@
+// The Node-API surface (declared in src/engine/native.ts). Each method turns
+// its JS arguments into C++ values on the JS thread, runs the work on the
+// engine thread, and settles a Promise through a thread-safe function. Every
+// C++/torch error becomes a JS Error with a stable `code` and `details`.
+#include <napi.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "engine/engine.h"
+#include "addon/engine_thread.h"
+#include "common/errors.h"
+
+namespace {
+
+using tq::EngineError;
+
+struct Failure {
+  std::string code, message;
+  std::map<std::string, int64_t> details;
+};
+
+Napi::Error to_js_error(Napi::Env env, const Failure& f) {
+  auto err = Napi::Error::New(env, f.message);
+  err.Set("code", Napi::String::New(env, f.code));
+  auto details = Napi::Object::New(env);
+  for (const auto& [k, v] : f.details) details.Set(k, Napi::Number::New(env, static_cast<double>(v)));
+  err.Set("details", details);
+  return err;
+}
+
+[[noreturn]] void throw_bad_argument(Napi::Env env, const std::string& message) {
+  throw to_js_error(env, Failure{tq::code::kBadRequest, message, {}});
+}
+
+std::vector<int64_t> int_list(Napi::Env env, const Napi::Value& v, const std::string& name) {
+  std::vector<int64_t> out;
+  if (v.IsTypedArray()) {
+    auto ta = v.As<Napi::TypedArray>();
+    if (ta.TypedArrayType() == napi_int32_array) {
+      auto a = v.As<Napi::Int32Array>();
+      out.assign(a.Data(), a.Data() + a.ElementLength());
+      return out;
+    }
+    if (ta.TypedArrayType() == napi_uint32_array) {
+      auto a = v.As<Napi::Uint32Array>();
+      out.assign(a.Data(), a.Data() + a.ElementLength());
+      return out;
+    }
+  } else if (v.IsArray()) {
+    auto a = v.As<Napi::Array>();
+    for (uint32_t i = 0; i < a.Length(); ++i) {
+      Napi::Value e = a.Get(i);
+      if (!e.IsNumber()) throw_bad_argument(env, name + "[" + std::to_string(i) + "] is not a number");
+      double d = e.As<Napi::Number>().DoubleValue();
+      if (d != static_cast<double>(static_cast<int64_t>(d))) throw_bad_argument(env, name + "[" + std::to_string(i) + "] is not an integer");
+      out.push_back(static_cast<int64_t>(d));
+    }
+    return out;
+  }
+  throw_bad_argument(env, name + " must be an Int32Array, Uint32Array or array of integers");
+}
+
+Napi::Float32Array float_array(Napi::Env env, const float* data, size_t n) {
+  auto a = Napi::Float32Array::New(env, n);
+  std::copy(data, data + n, a.Data());
+  return a;
+}
+
+int64_t int_option(const Napi::Object& o, const char* key, int64_t fallback) {
+  Napi::Value v = o.Get(key);
+  return v.IsNumber() ? v.As<Napi::Number>().Int64Value() : fallback;
+}
+
+class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
+ public:
+  static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+    auto cls = DefineClass(env, "NativeEngine",
+                           {InstanceMethod("load", &NativeEngine::Load), InstanceMethod("answerBatch", &NativeEngine::AnswerBatch),
+                            InstanceMethod("logitsAll", &NativeEngine::LogitsAll), InstanceMethod("close", &NativeEngine::Close),
+                            InstanceMethod("registerBoundary", &NativeEngine::RegisterBoundary),
+                            InstanceMethod("cacheStats", &NativeEngine::CacheStats),
+                            InstanceMethod("memoryStats", &NativeEngine::MemoryStats)});
+    exports.Set("NativeEngine", cls);
+    return exports;
+  }
+
+  explicit NativeEngine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NativeEngine>(info), thread_(std::make_unique<tq::EngineThread>()) {}
+  ~NativeEngine() override { thread_->stop(); }
+
+ private:
+  // Runs `work` on the engine thread; `to_js` converts its result on the JS thread.
+  template <typename R>
+  Napi::Value schedule(Napi::Env env, std::function<R()> work, std::function<Napi::Value(Napi::Env, R&)> to_js) {
+    auto deferred = Napi::Promise::Deferred::New(env);
+    if (closed_) {
+      deferred.Reject(to_js_error(env, Failure{tq::code::kClosed, "the engine is closed", {}}).Value());
+      return deferred.Promise();
+    }
+    auto tsfn = Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}), "tqserve-engine", 0, 1);
+    Ref();  // keep this wrapper alive while the job is pending
+    struct Outcome {
+      std::optional<R> value;
+      Failure failure;
+    };
+    thread_->post([this, work, to_js, deferred, tsfn]() mutable {
+      auto* outcome = new Outcome;
+      try {
+        outcome->value = work();
+      } catch (const EngineError& e) {
+        outcome->failure = {e.code(), e.what(), e.details()};
+      } catch (const c10::Error& e) {
+        outcome->failure = {tq::code::kTorch, e.what_without_backtrace(), {}};
+      } catch (const std::exception& e) {
+        outcome->failure = {tq::code::kInternal, e.what(), {}};
+      }
+      tsfn.BlockingCall(outcome, [this, to_js, deferred](Napi::Env env, Napi::Function, Outcome* o) {
+        try {
+          if (o->value) deferred.Resolve(to_js(env, *o->value));
+          else deferred.Reject(to_js_error(env, o->failure).Value());
+        } catch (const Napi::Error& e) {
+          deferred.Reject(e.Value());
+        }
+        delete o;
+        Unref();
+      });
+      tsfn.Release();
+    });
+    return deferred.Promise();
+  }
+
+  Napi::Value Load(const Napi::CallbackInfo& info) {
+    auto env = info.Env();
+    if (!info[0].IsObject()) throw_bad_argument(env, "load(options) needs an options object");
+    auto o = info[0].As<Napi::Object>();
+    tq::EngineOptions opts;
+    if (!o.Get("path").IsString()) throw_bad_argument(env, "options.path must be a string");
+    opts.path = o.Get("path").As<Napi::String>().Utf8Value();
+    if (o.Get("dtype").IsString()) opts.dtype = o.Get("dtype").As<Napi::String>().Utf8Value();
+    opts.threads = static_cast<int>(int_option(o, "threads", 0));
+    opts.block_size = int_option(o, "blockSize", opts.block_size);
+    opts.cache_tokens = int_option(o, "cacheTokens", opts.cache_tokens);
+    opts.max_step_tokens = int_option(o, "maxStepTokens", opts.max_step_tokens);
+    opts.context_limit = int_option(o, "contextLimit", opts.context_limit);
+    opts.cache_mib = int_option(o, "cacheMiB", opts.cache_mib);
+    if (o.Get("prefixCache").IsBoolean()) opts.prefix_cache = o.Get("prefixCache").As<Napi::Boolean>().Value();
+    if (o.Get("batchInvariant").IsBoolean()) opts.batch_invariant = o.Get("batchInvariant").As<Napi::Boolean>().Value();
+    if (o.Get("device").IsString()) opts.device = o.Get("device").As<Napi::String>().Utf8Value();
+    if (o.Get("kernels").IsString()) opts.kernels = o.Get("kernels").As<Napi::String>().Utf8Value();
+    if (o.Get("registerBoundary").IsString()) opts.register_boundary = o.Get("registerBoundary").As<Napi::String>().Utf8Value();
+    return schedule<tq::EngineInfo>(
+        env,
+        [this, opts] {
+          engine_ = std::make_unique<tq::Engine>(opts);
+          return engine_->info();
+        },
+        [](Napi::Env env, tq::EngineInfo& i) -> Napi::Value {
+          auto r = Napi::Object::New(env);
+          r.Set("format", i.format);
+          r.Set("architecture", i.architecture);
+          r.Set("dtype", i.dtype);
+          r.Set("storedDtype", i.stored_dtype);
+          if (!i.dtype_note.empty()) r.Set("dtypeNote", i.dtype_note);
+          r.Set("vocabSize", static_cast<double>(i.vocab_size));
+          r.Set("hiddenSize", static_cast<double>(i.hidden_size));
+          r.Set("contextLimit", static_cast<double>(i.context_limit));
+          r.Set("blockSize", static_cast<double>(i.block_size));
+          r.Set("cacheBlocks", static_cast<double>(i.cache_blocks));
+          r.Set("cacheBytes", static_cast<double>(i.cache_bytes));
+          r.Set("threads", i.threads);
+          r.Set("kernels", i.kernels);
+          r.Set("prefixCache", i.prefix_cache);
+          r.Set("batchInvariant", i.batch_invariant);
+          r.Set("registerBoundary", i.register_boundary);
+          auto d = Napi::Object::New(env);
+          d.Set("mode", i.device.mode);
+          d.Set("name", i.device.name);
+          d.Set("totalBytes", static_cast<double>(i.device.total_bytes));
+          d.Set("freeBytes", static_cast<double>(i.device.free_bytes));
+          if (!i.device.capability.empty()) d.Set("capability", i.device.capability);
+          if (!i.device.cuda_version.empty()) d.Set("cudaVersion", i.device.cuda_version);
+          d.Set("torchVersion", i.device.torch_version);
+          r.Set("device", d);
+          return r;
+        });
+  }
+
+  tq::Engine& loaded() {
+    if (!engine_) throw EngineError(tq::code::kNotLoaded, "no model is loaded");
+    return *engine_;
+  }
+
+  static tq::AnswerRequest parse_request(Napi::Env env, const Napi::Value& v, const std::string& where) {
+    if (!v.IsObject()) throw_bad_argument(env, where + " must be a request object");
+    auto o = v.As<Napi::Object>();
+    tq::AnswerRequest req;
+    req.state = int_list(env, o.Get("state"), where + "state");
+    req.want_hidden = o.Get("wantHidden").ToBoolean();
+    if (!o.Get("questions").IsArray()) throw_bad_argument(env, where + "questions must be an array");
+    auto qs = o.Get("questions").As<Napi::Array>();
+    for (uint32_t i = 0; i < qs.Length(); ++i) {
+      const std::string name = where + "questions[" + std::to_string(i) + "]";
+      Napi::Value qv = qs.Get(i);
+      if (!qv.IsObject()) throw_bad_argument(env, name + " must be an object");
+      auto q = qv.As<Napi::Object>();
+      tq::QuestionSpec spec;
+      spec.tokens = int_list(env, q.Get("tokens"), name + ".tokens");
+      spec.label_ids = int_list(env, q.Get("labelIds"), name + ".labelIds");
+      spec.readout_index = int_option(q, "readoutIndex", -1);
+      if (q.Get("temperature").IsNumber()) spec.temperature = q.Get("temperature").As<Napi::Number>().FloatValue();
+      req.questions.push_back(std::move(spec));
+    }
+    return req;
+  }
+
+  static Napi::Value result_to_js(Napi::Env env, const tq::AnswerResult& r) {
+    auto out = Napi::Object::New(env);
+    auto answers = Napi::Array::New(env, r.answers.size());
+    for (size_t i = 0; i < r.answers.size(); ++i) {
+      auto a = Napi::Object::New(env);
+      a.Set("labelLogits", float_array(env, r.answers[i].label_logits.data(), r.answers[i].label_logits.size()));
+      a.Set("labelLogProbs", float_array(env, r.answers[i].label_log_probs.data(), r.answers[i].label_log_probs.size()));
+      if (!r.answers[i].hidden.empty()) a.Set("hidden", float_array(env, r.answers[i].hidden.data(), r.answers[i].hidden.size()));
+      answers.Set(static_cast<uint32_t>(i), a);
+    }
+    out.Set("answers", answers);
+    auto timing = Napi::Object::New(env);
+    timing.Set("stateMs", r.state_ms);
+    timing.Set("questionsMs", r.questions_ms);
+    timing.Set("readoutMs", r.readout_ms);
+    out.Set("timing", timing);
+    out.Set("stateTokens", static_cast<double>(r.state_tokens));
+    out.Set("questionTokens", static_cast<double>(r.question_tokens));
+    out.Set("cachedTokens", static_cast<double>(r.cached_tokens));
+    out.Set("computedTokens", static_cast<double>(r.computed_tokens));
+    out.Set("boundaryTicket", static_cast<double>(r.boundary_ticket));
+    return out;
+  }
+
+  Napi::Value AnswerBatch(const Napi::CallbackInfo& info) {
+    auto env = info.Env();
+    if (!info[0].IsArray()) throw_bad_argument(env, "answerBatch(requests) needs an array of requests");
+    auto list = info[0].As<Napi::Array>();
+    std::vector<tq::AnswerRequest> reqs;
+    for (uint32_t i = 0; i < list.Length(); ++i)
+      reqs.push_back(parse_request(env, list.Get(i), list.Length() > 1 ? "requests[" + std::to_string(i) + "]." : ""));
+    return schedule<std::vector<tq::AnswerResult>>(
+        env, [this, reqs] { return loaded().answer_batch(reqs); },
+        [](Napi::Env env, std::vector<tq::AnswerResult>& results) -> Napi::Value {
+          auto out = Napi::Array::New(env, results.size());
+          for (size_t i = 0; i < results.size(); ++i) out.Set(static_cast<uint32_t>(i), result_to_js(env, results[i]));
+          return out;
+        });
+  }
+
+  Napi::Value LogitsAll(const Napi::CallbackInfo& info) {
+    auto env = info.Env();
+    auto tokens = int_list(env, info[0], "tokens");
+    return schedule<at::Tensor>(
+        env, [this, tokens] { return loaded().logits_all(tokens); },
+        [](Napi::Env env, at::Tensor& t) -> Napi::Value {
+          auto out = Napi::Object::New(env);
+          out.Set("logits", float_array(env, t.data_ptr<float>(), static_cast<size_t>(t.numel())));
+          out.Set("vocabSize", static_cast<double>(t.size(1)));
+          return out;
+        });
+  }
+
+  Napi::Value RegisterBoundary(const Napi::CallbackInfo& info) {
+    auto env = info.Env();
+    if (!info[0].IsNumber()) throw_bad_argument(env, "registerBoundary(ticket) needs a ticket number");
+    const int64_t ticket = info[0].As<Napi::Number>().Int64Value();
+    return schedule<bool>(
+        env, [this, ticket] { return loaded().register_boundary(ticket); },
+        [](Napi::Env env, bool& ok) -> Napi::Value { return Napi::Boolean::New(env, ok); });
+  }
+
+  Napi::Value CacheStats(const Napi::CallbackInfo& info) {
+    return schedule<tq::CacheStats>(
+        info.Env(), [this] { return loaded().cache_stats(); },
+        [](Napi::Env env, tq::CacheStats& s) -> Napi::Value {
+          auto out = Napi::Object::New(env);
+          const std::pair<const char*, int64_t> fields[] = {
+              {"lookups", s.lookups},          {"hitTokens", s.hit_tokens},         {"missTokens", s.miss_tokens},
+              {"hitBlocks", s.hit_blocks},     {"registeredBlocks", s.registered_blocks}, {"evictedBlocks", s.evicted_blocks},
+              {"cachedBlocks", s.cached_blocks}, {"freeBlocks", s.free_blocks},      {"totalBlocks", s.total_blocks}};
+          for (const auto& [k, v] : fields) out.Set(k, static_cast<double>(v));
+          return out;
+        });
+  }
+
+  Napi::Value MemoryStats(const Napi::CallbackInfo& info) {
+    return schedule<tq::MemoryStats>(
+        info.Env(), [this] { return loaded().memory_stats(); },
+        [](Napi::Env env, tq::MemoryStats& s) -> Napi::Value {
+          auto out = Napi::Object::New(env);
+          out.Set("attentionBufferBytes", static_cast<double>(s.attention_buffer_bytes));
+          out.Set("cachedPrimitives", static_cast<double>(s.cached_primitives));
+          out.Set("pendingBoundaries", static_cast<double>(s.pending_boundaries));
+          return out;
+        });
+  }
+
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    auto promise = schedule<bool>(
+        info.Env(),
+        [this] {
+          engine_.reset();
+          return true;
+        },
+        [](Napi::Env env, bool&) -> Napi::Value { return env.Undefined(); });
+    closed_ = true;
+    return promise;
+  }
+
+  std::unique_ptr<tq::EngineThread> thread_;
+  std::unique_ptr<tq::Engine> engine_;  // touched on the engine thread only
+  bool closed_ = false;                  // touched on the JS thread only
+};
+
+Napi::Object InitAll(Napi::Env env, Napi::Object exports) { return NativeEngine::Init(env, exports); }
+
+}  // namespace
+
+NODE_API_MODULE(tqserve_engine, InitAll)

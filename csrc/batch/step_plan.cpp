@@ -1,0 +1,64 @@
+#include "batch/step_plan.h"
+
+#include <algorithm>
+
+namespace tq {
+namespace {
+
+at::Tensor long_tensor(const std::vector<int64_t>& v) {
+  return at::tensor(at::ArrayRef<int64_t>(v), at::TensorOptions().dtype(at::kLong));
+}
+
+}  // namespace
+
+std::vector<Step> plan_steps(const PackedTokens& packed, const std::vector<int64_t>& slots, const std::vector<int64_t>& compute,
+                             int64_t max_step_tokens) {
+  const auto& lens = packed.segment_lengths;
+  const size_t n_seg = lens.size();
+  const int64_t n = static_cast<int64_t>(packed.ids.size());
+  std::vector<int64_t> seg_start(n_seg);
+  for (size_t s = 0, offset = 0; s < n_seg; offset += lens[s], ++s) seg_start[s] = static_cast<int64_t>(offset);
+  const auto segments = packed.segments();
+  auto all_ids = long_tensor(packed.ids), all_pos = long_tensor(packed.positions()), all_seg = long_tensor(segments),
+       all_parent = long_tensor(packed.parents()), all_root = long_tensor(packed.roots()), all_slots = long_tensor(slots);
+  std::vector<int64_t> out_of_row(n, -1);
+  for (size_t r = 0; r < packed.output_rows.size(); ++r) out_of_row[packed.output_rows[r]] = static_cast<int64_t>(r);
+
+  std::vector<Step> steps;
+  const int64_t n_compute = static_cast<int64_t>(compute.size());
+  for (int64_t a = 0; a < n_compute; a += max_step_tokens) {
+    const int64_t b = std::min(n_compute, a + max_step_tokens);
+    const std::vector<int64_t> queries(compute.begin() + a, compute.begin() + b);
+    const int64_t last = queries.back();
+    Step step;
+    // Keys: the tokens up to the step's last query of every segment a query is in, and of its ancestors.
+    std::vector<char> wanted(n_seg, 0);
+    for (auto q : queries) {
+      const auto s = segments[q];
+      wanted[s] = wanted[packed.segment_parents[s]] = wanted[packed.segment_roots[s]] = 1;
+      step.state_queries += packed.is_root(segments[q]);
+    }
+    std::vector<int64_t> keys, key_end(queries.size());
+    for (size_t s = 0; s < n_seg; ++s)
+      if (wanted[s])
+        for (int64_t i = seg_start[s]; i < std::min(last + 1, seg_start[s] + lens[s]); ++i) keys.push_back(i);
+    std::vector<int64_t> local_rows;
+    for (size_t j = 0, qi = 0; j < keys.size() && qi < queries.size(); ++j)
+      if (keys[j] == queries[qi]) key_end[qi++] = static_cast<int64_t>(j) + 1;
+    for (size_t qi = 0; qi < queries.size(); ++qi)
+      if (out_of_row[queries[qi]] >= 0) {
+        local_rows.push_back(static_cast<int64_t>(qi));
+        step.output_index.push_back(out_of_row[queries[qi]]);
+      }
+    auto q_index = long_tensor(queries), key_index = long_tensor(keys);
+    step.batch = StepBatch{all_ids.index_select(0, q_index),    all_pos.index_select(0, q_index),  all_seg.index_select(0, q_index),
+                           all_parent.index_select(0, q_index), all_root.index_select(0, q_index), all_slots.index_select(0, q_index),
+                           key_end,
+                           all_slots.index_select(0, key_index), all_pos.index_select(0, key_index), all_seg.index_select(0, key_index),
+                           local_rows};
+    steps.push_back(std::move(step));
+  }
+  return steps;
+}
+
+}  // namespace tq

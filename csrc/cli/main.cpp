@@ -1,0 +1,175 @@
+// tq_cli: the engine library without Node. It is what the GPU check runs on
+// a machine that has CUDA and a libtorch but no Node, and where the
+// microbenchmarks live (they are not in the production addon).
+//
+//   tq_cli answer --model DIR --calls FILE.json [--dtype fp32|bf16] [--device cpu|cuda] [--kernels engine|aten]
+//                 [--threads N] [--block-size N] [--max-step-tokens N] [--cache-mib N] [--no-prefix-cache]
+//                 [--batch-invariant on|off] [--repeat N]
+//       FILE.json: {"calls": [[request, ...], ...]}, each call one answer_batch of requests
+//       {"state": [ids], "questions": [{"tokens": [ids], "labelIds": [ids], "readoutIndex": i, "temperature": t}]}.
+//       Prints {"info", "calls": [[{"labelLogits", "labelLogProbs", "hiddenSum", "hiddenAbsSum", ...}]],
+//       "wallMs": [per repeat, per call]} as JSON: the calls run in order, --repeat times over.
+//   tq_cli gemm --m M --k K --n N [--dtype] [--batch-invariant on|off] [--iterations N] [--threads N]
+//   tq_cli readout --model DIR [--dtype] [--device] [--labels N] [--iterations N]
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "cli/microbench.h"
+#include "common/errors.h"
+#include "engine/engine.h"
+
+namespace {
+
+using nlohmann::json;
+
+struct Args {
+  std::string command;
+  std::map<std::string, std::string> values;
+  bool has(const std::string& k) const { return values.count(k) > 0; }
+  std::string get(const std::string& k, const std::string& fallback = "") const { return has(k) ? values.at(k) : fallback; }
+  int64_t number(const std::string& k, int64_t fallback) const { return has(k) ? std::stoll(values.at(k)) : fallback; }
+};
+
+Args parse(int argc, char** argv) {
+  if (argc < 2) throw tq::EngineError(tq::code::kBadRequest, "usage: tq_cli answer|gemm|readout --flag value ... (see csrc/cli/main.cpp)");
+  Args a;
+  a.command = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (flag.rfind("--", 0) != 0) throw tq::EngineError(tq::code::kBadRequest, "unexpected argument " + flag);
+    flag = flag.substr(2);
+    if (flag == "no-prefix-cache") a.values[flag] = "1";
+    else if (i + 1 < argc) a.values[flag] = argv[++i];
+    else throw tq::EngineError(tq::code::kBadRequest, "--" + flag + " needs a value");
+  }
+  return a;
+}
+
+tq::EngineOptions engine_options(const Args& a) {
+  tq::EngineOptions o;
+  o.path = a.get("model");
+  o.dtype = a.get("dtype", o.dtype);
+  o.device = a.get("device", o.device);
+  o.kernels = a.get("kernels");
+  o.threads = static_cast<int>(a.number("threads", 0));
+  o.block_size = a.number("block-size", o.block_size);
+  o.max_step_tokens = a.number("max-step-tokens", o.max_step_tokens);
+  o.cache_mib = a.number("cache-mib", o.cache_mib);
+  o.context_limit = a.number("context-limit", o.context_limit);
+  o.prefix_cache = !a.has("no-prefix-cache");
+  o.batch_invariant = a.get("batch-invariant", "on") == "on";
+  o.register_boundary = "before";  // no server to register boundaries after a response
+  return o;
+}
+
+json info_json(const tq::EngineInfo& i) {
+  return {{"architecture", i.architecture}, {"dtype", i.dtype},       {"kernels", i.kernels},
+          {"batchInvariant", i.batch_invariant}, {"device", i.device.mode}, {"deviceName", i.device.name},
+          {"torch", i.device.torch_version},     {"cuda", i.device.cuda_version}, {"dtypeNote", i.dtype_note},
+          {"gpuMemoryBytes", i.device.total_bytes}, {"gpuFreeBytes", i.device.free_bytes}};
+}
+
+tq::AnswerRequest request_of(const json& j) {
+  tq::AnswerRequest r;
+  r.state = j.at("state").get<std::vector<int64_t>>();
+  for (const auto& q : j.at("questions")) {
+    tq::QuestionSpec s;
+    s.tokens = q.at("tokens").get<std::vector<int64_t>>();
+    s.label_ids = q.at("labelIds").get<std::vector<int64_t>>();
+    s.readout_index = q.value("readoutIndex", int64_t{-1});
+    s.temperature = q.value("temperature", 1.0f);
+    r.questions.push_back(std::move(s));
+  }
+  r.want_hidden = true;  // for the checksums
+  return r;
+}
+
+json result_json(const tq::AnswerResult& r) {
+  json answers = json::array();
+  for (const auto& a : r.answers) {
+    double sum = 0, abs_sum = 0;
+    for (float h : a.hidden) {
+      sum += h;
+      abs_sum += std::abs(h);
+    }
+    answers.push_back({{"labelLogits", a.label_logits}, {"labelLogProbs", a.label_log_probs}, {"hiddenSum", sum}, {"hiddenAbsSum", abs_sum}});
+  }
+  return {{"answers", answers},
+          {"stateMs", r.state_ms},
+          {"questionsMs", r.questions_ms},
+          {"readoutMs", r.readout_ms},
+          {"cachedTokens", r.cached_tokens},
+          {"computedTokens", r.computed_tokens}};
+}
+
+json answer(const Args& a) {
+  std::ifstream in(a.get("calls"));
+  if (!in) throw tq::EngineError(tq::code::kBadRequest, "--calls: cannot read " + a.get("calls"));
+  const json input = json::parse(in);
+  std::vector<std::vector<tq::AnswerRequest>> calls;
+  for (const auto& call : input.at("calls")) {
+    calls.emplace_back();
+    for (const auto& r : call) calls.back().push_back(request_of(r));
+  }
+  tq::Engine engine(engine_options(a));
+  json out{{"info", info_json(engine.info())}, {"calls", json::array()}, {"wallMs", json::array()}};
+  const int64_t repeat = a.number("repeat", 1);
+  for (int64_t rep = 0; rep < repeat; ++rep) {
+    json walls = json::array();
+    for (size_t c = 0; c < calls.size(); ++c) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto results = engine.answer_batch(calls[c]);  // returns once the readout is on the host
+      walls.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      if (rep == 0) {
+        json call = json::array();
+        for (const auto& r : results) call.push_back(result_json(r));
+        out["calls"].push_back(call);
+      }
+    }
+    out["wallMs"].push_back(walls);
+  }
+  out["cache"] = {{"hitTokens", engine.cache_stats().hit_tokens}, {"missTokens", engine.cache_stats().miss_tokens}};
+  return out;
+}
+
+json gemm(const Args& a) {
+  if (a.has("threads")) at::set_num_threads(static_cast<int>(a.number("threads", 1)));
+  const auto dtype = a.get("dtype", "fp32") == "bf16" ? at::kBFloat16 : at::kFloat;
+  const auto r = tq::measure_gemm(a.number("m", 512), a.number("k", 896), a.number("n", 4864), dtype,
+                                  static_cast<int>(a.number("iterations", 10)), a.get("batch-invariant", "on") == "on");
+  return {{"gflops", r.gflops}, {"ms", r.ms}};
+}
+
+json readout(const Args& a) {
+  tq::Engine engine(engine_options(a));
+  const auto r = tq::measure_readout(engine.model().lm_head(), a.number("labels", 8), static_cast<int>(a.number("iterations", 20)));
+  return {{"readoutMs", r.readout_ms}, {"fullMs", r.full_ms}, {"info", info_json(engine.info())}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Args args = parse(argc, argv);
+    json out;
+    if (args.command == "answer") out = answer(args);
+    else if (args.command == "gemm") out = gemm(args);
+    else if (args.command == "readout") out = readout(args);
+    else throw tq::EngineError(tq::code::kBadRequest, "unknown command " + args.command + " (answer, gemm, readout)");
+    std::cout << out.dump() << std::endl;
+    return 0;
+  } catch (const tq::EngineError& e) {
+    std::cerr << json{{"error", {{"code", e.code()}, {"message", e.what()}}}}.dump() << std::endl;
+  } catch (const c10::Error& e) {
+    std::cerr << json{{"error", {{"code", tq::code::kTorch}, {"message", e.what_without_backtrace()}}}}.dump() << std::endl;
+  } catch (const std::exception& e) {
+    std::cerr << json{{"error", {{"code", tq::code::kInternal}, {"message", e.what()}}}}.dump() << std::endl;
+  }
+  return 2;
+}

@@ -1,0 +1,275 @@
+#include "engine/engine.h"
+
+#include <ATen/Parallel.h>
+#include <malloc.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <chrono>
+#include <map>
+
+#include "batch/shared_prefix.h"
+#include "common/errors.h"
+#include "engine/paged_model.h"
+#include "engine/readout.h"
+#include "kernels/cpu/attention.h"
+#if TQ_ONEDNN
+#include "kernels/cpu/onednn.h"
+#endif
+#include "kernels/cpu/packed_linear.h"
+#include "model/scripted_model.h"
+
+// ATen's parallel_for compiles to a serial loop where OpenMP is off: the
+// engine's own kernels (attention, softmax, SwiGLU, RMSNorm, RoPE) would run on
+// one thread, silently.
+// (A CUDA build leaves OpenMP to its libtorch: its CPU kernels run for parity checks only.)
+#if !defined(_OPENMP) && !TQ_CUDA
+#error "build the engine with -fopenmp (CMakeLists.txt and binding.gyp do)"
+#endif
+
+namespace tq {
+namespace {
+
+at::ScalarType parse_dtype(const std::string& d) {
+  if (d == "fp32" || d == "float32") return at::kFloat;
+  if (d == "bf16" || d == "bfloat16") return at::kBFloat16;
+  throw EngineError(code::kBadRequest, "dtype must be fp32 or bf16, got " + d);
+}
+
+// Hands freed heap pages back to the OS, at most once a second. A forward
+// pass allocates and frees tensors whose sizes follow the batch; glibc keeps
+// what it freed inside its heaps (fragmented, so not at the top to trim), and
+// under varied load the engine process grew by 390 MiB in 27.7k requests
+// (issue 10). malloc_trim(0) also returns whole free pages inside the heaps.
+void release_free_memory() {
+  static auto last = std::chrono::steady_clock::time_point{};
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last < std::chrono::seconds(1)) return;
+  last = now;
+  malloc_trim(0);
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw EngineError(code::kCheckpointInvalid, path + ": no such file or folder");
+  return S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+Engine::Engine(const EngineOptions& options) : options_(options) {
+  auto dtype = parse_dtype(options.dtype);
+  if (options.threads > 0) at::set_num_threads(options.threads);
+  if (options.block_size <= 0 || options.max_step_tokens <= 0 || options.context_limit <= 0)
+    throw EngineError(code::kBadRequest, "blockSize, maxStepTokens and contextLimit must be positive");
+  info_.dtype = dtype == at::kFloat ? "fp32" : "bf16";
+  info_.context_limit = options.context_limit;
+  if (options.register_boundary != "after" && options.register_boundary != "before")
+    throw EngineError(code::kBadRequest, "registerBoundary must be after or before, got " + options.register_boundary);
+  device_ = parse_device(options.device);
+  if (!options.kernels.empty() && options.kernels != "engine" && options.kernels != "aten")
+    throw EngineError(code::kBadRequest, "kernels must be engine or aten, got " + options.kernels);
+  if (options.kernels == "engine" && !device_.is_cpu())
+    throw EngineError(code::kBadRequest, "the engine's own kernels run on the CPU; on " + options.device + " the kernels are aten");
+  const bool aten = options.kernels == "aten" || !device_.is_cpu();
+  if (is_directory(options.path)) {
+    // Without batch invariance the CPU matmuls are oneDNN's; where it has no bf16 matmul (CPUs
+    // without AVX-512), bf16 would fail at the first forward pass, so the engine computes in fp32 and says so.
+    if (!aten && !options.batch_invariant) {
+#if TQ_ONEDNN
+      if (dtype == at::kBFloat16 && !onednn::bf16_matmul_supported()) {
+        dtype = at::kFloat;
+        info_.dtype = "fp32";
+        info_.dtype_note = "bf16 was asked for, but oneDNN has no bf16 matmul on this CPU (it needs AVX-512): computing in fp32";
+      }
+#else
+      throw EngineError(code::kBadRequest, "this build has no oneDNN: on the CPU only the batch-invariant kernels run");
+#endif
+    }
+    PagedModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
+                         options.prefix_cache, options.batch_invariant, device_, aten,
+                         options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After};
+    auto native = std::make_unique<PagedModel>(options.path, o);
+    info_.prefix_cache = options.prefix_cache;
+    info_.register_boundary = options.register_boundary;
+    info_.format = "hf";
+    info_.kernels = native->kernels().name();
+    // Only the engine's own CPU kernels promise it; cuBLAS and SDPA choose their reductions by shape.
+    info_.batch_invariant = options.batch_invariant && !aten;
+    info_.stored_dtype = native->stored_dtype();
+    info_.block_size = native->cache().shape().block_size;
+    info_.cache_blocks = native->cache().shape().num_blocks;
+    info_.cache_bytes = native->cache().bytes();
+    model_ = std::move(native);
+  } else {
+    if (!device_.is_cpu() || aten) throw EngineError(code::kBadRequest, "TorchScript models run on the CPU with libtorch's kernels only");
+    model_ = std::make_unique<ScriptedModel>(options.path, dtype);
+    info_.format = "torchscript";
+    info_.kernels = "libtorch";
+    info_.stored_dtype = info_.dtype;
+  }
+  info_.architecture = model_->describe();
+  info_.vocab_size = model_->vocab_size();
+  info_.hidden_size = model_->hidden_size();
+  info_.threads = at::get_num_threads();
+  info_.device = describe_device(device_);
+}
+
+void Engine::check_tokens(const std::vector<int64_t>& ids, const std::string& what) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= model_->vocab_size())
+      throw EngineError(code::kBadRequest, what + " token " + std::to_string(i) + " is " + std::to_string(ids[i]) +
+                                               ", outside the vocabulary [0, " + std::to_string(model_->vocab_size()) + ")");
+}
+
+void Engine::check_request(const AnswerRequest& req, const std::string& where) const {
+  if (req.questions.empty()) throw EngineError(code::kBadRequest, where + "a request needs at least one question");
+  check_tokens(req.state, where + "state");
+  const int64_t state_len = static_cast<int64_t>(req.state.size());
+  for (size_t qi = 0; qi < req.questions.size(); ++qi) {
+    const auto& q = req.questions[qi];
+    const std::string name = where + "question " + std::to_string(qi);
+    const int64_t len = static_cast<int64_t>(q.tokens.size());
+    if (len == 0) throw EngineError(code::kBadRequest, name + " has no tokens");
+    const int64_t prompt = state_len + len;
+    if (prompt > options_.context_limit)
+      throw EngineError(code::kContextOverflow,
+                        "the rendered prompt of " + name + " is " + std::to_string(prompt) + " tokens, longer than the context of " +
+                            std::to_string(options_.context_limit) + " tokens",
+                        {{"promptTokens", prompt}, {"contextLimit", options_.context_limit}, {"question", static_cast<int64_t>(qi)}});
+    check_tokens(q.tokens, name);
+    if (q.label_ids.empty()) throw EngineError(code::kBadRequest, name + " has no label ids");
+    if (q.label_ids.size() > 256) throw EngineError(code::kBadRequest, name + " has " + std::to_string(q.label_ids.size()) + " labels; at most 256");
+    if (!(q.temperature > 0) || !std::isfinite(q.temperature))
+      throw EngineError(code::kBadRequest, name + " temperature must be a positive number");
+    check_tokens(q.label_ids, name + " label");
+    const int64_t at = q.readout_at();
+    if (at >= len) throw EngineError(code::kBadRequest, name + " readout index " + std::to_string(at) + " is past its " + std::to_string(len) + " tokens");
+  }
+}
+
+std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>& reqs) {
+  if (reqs.empty()) throw EngineError(code::kBadRequest, "a batch needs at least one request");
+  for (size_t r = 0; r < reqs.size(); ++r) check_request(reqs[r], reqs.size() > 1 ? "request " + std::to_string(r) + ": " : "");
+
+  // Pack each distinct state once, followed by the questions of every request that has it.
+  std::vector<const std::vector<int64_t>*> states;  // in first-seen order
+  std::vector<size_t> state_of(reqs.size());
+  std::map<std::vector<int64_t>, size_t> index;
+  for (size_t r = 0; r < reqs.size(); ++r) {
+    auto [it, fresh] = index.emplace(reqs[r].state, states.size());
+    if (fresh) states.push_back(&reqs[r].state);
+    state_of[r] = it->second;
+  }
+  PackedTokens packed;
+  std::vector<std::vector<int64_t>> rows(reqs.size());  // per request, its questions' readout rows
+  for (size_t k = 0; k < states.size(); ++k) {
+    const int64_t root = packed.add_segment(*states[k], -1);
+    // The state's questions from every request, with text they begin with in common packed once.
+    std::vector<std::pair<size_t, size_t>> owner;  // (request, question)
+    std::vector<const std::vector<int64_t>*> tokens;
+    std::vector<int64_t> readout_at;
+    for (size_t r = 0; r < reqs.size(); ++r) {
+      if (state_of[r] != k) continue;
+      rows[r].resize(reqs[r].questions.size());
+      for (size_t qi = 0; qi < reqs[r].questions.size(); ++qi) {
+        owner.emplace_back(r, qi);
+        tokens.push_back(&reqs[r].questions[qi].tokens);
+        readout_at.push_back(reqs[r].questions[qi].readout_at());
+      }
+    }
+    for (const auto& run : plan_shared_prefixes(tokens, readout_at)) {
+      const auto& first = *tokens[run.members.front()];
+      const int64_t parent =
+          run.shared_tokens > 0 ? packed.add_segment(std::vector<int64_t>(first.begin(), first.begin() + run.shared_tokens), root) : root;
+      for (size_t m : run.members) {
+        rows[owner[m].first][owner[m].second] = static_cast<int64_t>(packed.ids.size()) + readout_at[m] - run.shared_tokens;
+        packed.add_segment(std::vector<int64_t>(tokens[m]->begin() + run.shared_tokens, tokens[m]->end()), parent);
+      }
+    }
+  }
+  for (const auto& rr : rows) packed.output_rows.insert(packed.output_rows.end(), rr.begin(), rr.end());
+
+  ForwardInfo info;
+  auto hidden = model_->final_hidden(packed, info);
+  synchronize(device_);
+  auto t0 = std::chrono::steady_clock::now();
+  // Every question's labels in one readout (on CUDA, one launch), in output-row order.
+  std::vector<ReadoutQuestion> readout;
+  for (const auto& req : reqs)
+    for (const auto& q : req.questions) readout.push_back({q.label_ids, q.temperature});
+  const auto labels = read_labels(hidden, model_->lm_head(), readout);
+  bool any_hidden = false;
+  for (const auto& req : reqs) any_hidden |= req.want_hidden;
+  const auto hidden_cpu = any_hidden ? hidden.cpu().contiguous() : at::Tensor();
+  std::vector<AnswerResult> results(reqs.size());
+  std::vector<char> ticket_given(info.boundary_tickets.size(), 0);
+  int64_t row = 0;
+  for (size_t r = 0; r < reqs.size(); ++r) {
+    AnswerResult& res = results[r];
+    res.state_tokens = static_cast<int64_t>(reqs[r].state.size());
+    const size_t k = state_of[r];  // ForwardInfo lists states in packing order
+    res.cached_tokens = info.cached_tokens.at(k);
+    if (!ticket_given[k]) {
+      res.boundary_ticket = info.boundary_tickets.at(k);
+      ticket_given[k] = 1;
+    }
+    for (const auto& q : reqs[r].questions) {
+      res.question_tokens += static_cast<int64_t>(q.tokens.size());
+      const auto from = labels.offsets[row], to = labels.offsets[row + 1];
+      QuestionAnswer a;
+      a.label_logits.assign(labels.logits.begin() + from, labels.logits.begin() + to);
+      a.label_log_probs.assign(labels.log_probs.begin() + from, labels.log_probs.begin() + to);
+      if (reqs[r].want_hidden) {
+        const float* h = hidden_cpu.data_ptr<float>() + row * hidden_cpu.size(1);
+        a.hidden.assign(h, h + hidden_cpu.size(1));
+      }
+      ++row;
+      res.answers.push_back(std::move(a));
+    }
+  }
+  const double readout_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  release_free_memory();
+  for (auto& res : results) {
+    res.state_ms = info.state_ms;
+    res.questions_ms = info.questions_ms;
+    res.readout_ms = readout_ms;
+    res.computed_tokens = info.computed_tokens;
+  }
+  return results;
+}
+
+MemoryStats Engine::memory_stats() const {
+  MemoryStats m;
+  m.attention_buffer_bytes = attention_buffer_bytes();
+  m.cached_primitives = cached_primitives();
+  if (auto* native = dynamic_cast<const PagedModel*>(model_.get())) m.pending_boundaries = native->pending_boundaries();
+  return m;
+}
+
+CacheStats Engine::cache_stats() const {
+  if (auto* native = dynamic_cast<const PagedModel*>(model_.get())) return native->cache().pool().stats();
+  return {};
+}
+
+at::Tensor Engine::logits_all(const std::vector<int64_t>& tokens) {
+  if (tokens.empty()) throw EngineError(code::kBadRequest, "logitsAll needs at least one token");
+  if (static_cast<int64_t>(tokens.size()) > options_.context_limit)
+    throw EngineError(code::kContextOverflow, "the sequence is " + std::to_string(tokens.size()) + " tokens, longer than the context of " +
+                                                  std::to_string(options_.context_limit) + " tokens",
+                      {{"promptTokens", static_cast<int64_t>(tokens.size())}, {"contextLimit", options_.context_limit}});
+  check_tokens(tokens, "sequence");
+  // The result is tokens x vocab floats: bound it (1 GiB) rather than fail in the allocator.
+  if (static_cast<int64_t>(tokens.size()) * model_->vocab_size() > (int64_t{1} << 28))
+    throw EngineError(code::kBadRequest, "logitsAll of " + std::to_string(tokens.size()) + " tokens x " +
+                                             std::to_string(model_->vocab_size()) + " vocabulary exceeds 2^28 logits");
+  PackedTokens packed;
+  packed.add_segment(tokens, -1);
+  packed.use_prefix_cache = false;
+  for (size_t i = 0; i < tokens.size(); ++i) packed.output_rows.push_back(static_cast<int64_t>(i));
+  ForwardInfo info;
+  return full_logits(model_->final_hidden(packed, info), model_->lm_head()).cpu().contiguous();
+}
+
+}  // namespace tq

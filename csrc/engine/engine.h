@@ -1,0 +1,109 @@
+// The engine: one loaded model and the request-level logic around it
+// (validation, packing, readout). It is used from the engine thread only.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/block_pool.h"
+#include "engine/device.h"
+#include "model/hidden_state_model.h"
+
+namespace tq {
+
+struct EngineOptions {
+  std::string path;             // HF checkpoint folder, or a TorchScript .pt file
+  std::string dtype = "fp32";   // fp32 | bf16
+  int threads = 0;              // 0 = leave torch's default
+  int64_t block_size = 16;
+  int64_t cache_tokens = 0;     // 0 = twice the context limit
+  int64_t cache_mib = 0;        // KV budget in MiB; overrides cache_tokens when set
+  bool prefix_cache = true;
+  // Kernels whose result for a row does not depend on the rest of the batch (the
+  // engine's own GEMM and attention), or oneDNN's (faster where it has bf16 instructions).
+  bool batch_invariant = true;
+  std::string device = "cpu";   // cpu | cuda | cuda:N (engine/device.h)
+  // Whose ops run the layers: "engine" (the engine's own CPU kernels; CPU only) or "aten"
+  // (ATen's device-generic ops: what CUDA runs, and on the CPU a check of that path). "" = by device.
+  std::string kernels;
+  std::string register_boundary = "after";  // after | before
+  int64_t max_step_tokens = 2048;
+  int64_t context_limit = 32768;
+};
+
+struct QuestionSpec {
+  std::vector<int64_t> tokens;
+  std::vector<int64_t> label_ids;
+  int64_t readout_index = -1;  // into tokens; -1 = last token
+  float temperature = 1.0f;    // of the label log-probabilities
+
+  int64_t readout_at() const { return readout_index < 0 ? static_cast<int64_t>(tokens.size()) - 1 : readout_index; }
+};
+
+struct AnswerRequest {
+  std::vector<int64_t> state;
+  std::vector<QuestionSpec> questions;
+  bool want_hidden = false;
+};
+
+struct QuestionAnswer {
+  std::vector<float> label_logits;
+  std::vector<float> label_log_probs;  // log-softmax of label_logits / temperature
+  std::vector<float> hidden;  // filled when want_hidden
+};
+
+struct AnswerResult {
+  std::vector<QuestionAnswer> answers;
+  double state_ms = 0, questions_ms = 0, readout_ms = 0;  // of the whole call (a batch shares them)
+  int64_t state_tokens = 0, question_tokens = 0;
+  int64_t cached_tokens = 0;     // state tokens that came from the prefix cache
+  int64_t computed_tokens = 0;   // tokens the whole call computed (a batch shares it)
+  int64_t boundary_ticket = -1;  // the state's boundary awaiting register_boundary, or -1
+};
+
+struct EngineInfo {
+  std::string format, architecture, dtype, stored_dtype, register_boundary;
+  // Set when the requested dtype could not be used on this CPU, saying what runs instead and why.
+  std::string dtype_note;
+  std::string kernels;  // the layers' kernels: "avx512", "avx2", "portable" (the engine's CPU kernels), "aten", or "libtorch" (TorchScript)
+  DeviceInfo device;
+  int64_t vocab_size = 0, hidden_size = 0, context_limit = 0, block_size = 0, cache_blocks = 0, cache_bytes = 0;
+  int threads = 0;
+  bool prefix_cache = false;
+  bool batch_invariant = false;
+};
+
+// What the engine keeps besides the weights and the KV cache, all bounded (sizes for /health).
+struct MemoryStats {
+  int64_t attention_buffer_bytes = 0;  // worker threads' attention buffers, kept up to 8 MiB each
+  int64_t cached_primitives = 0;       // oneDNN primitives (batch invariance off), at most 64
+  int64_t pending_boundaries = 0;      // state boundaries awaiting registration
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineOptions& options);
+  // Answers several requests in one forward pass. Requests with identical states share
+  // one computation of the state; nothing else crosses between requests.
+  std::vector<AnswerResult> answer_batch(const std::vector<AnswerRequest>& requests);
+  // Full-vocabulary logits at every position of one sequence, [T, vocab] fp32 (reference checks).
+  at::Tensor logits_all(const std::vector<int64_t>& tokens);
+  // Enters a state boundary left pending by answer() into the prefix cache; false when it was dropped.
+  bool register_boundary(int64_t ticket) { return model_->register_boundary(ticket); }
+  CacheStats cache_stats() const;
+  MemoryStats memory_stats() const;
+  const EngineInfo& info() const { return info_; }
+  const HiddenStateModel& model() const { return *model_; }
+
+ private:
+  void check_tokens(const std::vector<int64_t>& ids, const std::string& what) const;
+  void check_request(const AnswerRequest& request, const std::string& name) const;
+  EngineOptions options_;
+  at::Device device_ = at::kCPU;
+  std::unique_ptr<HiddenStateModel> model_;
+  EngineInfo info_;
+};
+
+}  // namespace tq

@@ -1,0 +1,123 @@
+#include "engine/paged_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+
+#include "common/errors.h"
+#include "engine/device.h"
+#include "kernels/aten/aten_layer_kernels.h"
+#include "kernels/cpu/cpu_layer_kernels.h"
+
+namespace tq {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<int64_t> tokens_of(const PackedTokens& packed, size_t segment) {
+  int64_t start = 0;
+  for (size_t s = 0; s < segment; ++s) start += packed.segment_lengths[s];
+  return std::vector<int64_t>(packed.ids.begin() + start, packed.ids.begin() + start + packed.segment_lengths[segment]);
+}
+
+}  // namespace
+
+PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
+    : options_(options), checkpoint_(std::make_unique<Checkpoint>(dir)) {
+  auto kernels = options.aten_kernels || !options.device.is_cpu() ? aten_layer_kernels(options.device) : cpu_layer_kernels(options.batch_invariant);
+  transformer_ = std::make_unique<Transformer>(*checkpoint_, options.dtype, options.context_limit, std::move(kernels));
+  const auto& c = checkpoint_->config();
+  KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size, 0, options.dtype, options.device};
+  const int64_t tokens = options.cache_tokens > 0 ? options.cache_tokens : 2 * options.context_limit;
+  shape.num_blocks = options.cache_mib > 0 ? std::max<int64_t>(1, options.cache_mib * (int64_t{1} << 20) / shape.bytes_per_block())
+                                           : (tokens + options.block_size - 1) / options.block_size;
+  // Cached blocks are only valid for these weights in this dtype.
+  const uint64_t identity = std::hash<std::string>{}(dir + "|" + c10::toString(options.dtype) + "|" + std::to_string(options.block_size));
+  cache_ = std::make_unique<KvCache>(shape, identity);
+  pending_ = std::make_unique<PendingBoundaries>(cache_->pool());
+}
+
+std::vector<std::unique_ptr<Sequence>> PagedModel::allocate(const PackedTokens& packed, bool caching) {
+  const auto& lens = packed.segment_lengths;
+  const size_t n_seg = lens.size();
+  // The whole call must fit in the cache at once: say so with the call's own need, not the
+  // shortfall of whichever segment's allocation happens to fail first.
+  const auto& shape = cache_->shape();
+  int64_t needed_blocks = 0;
+  for (auto len : lens) needed_blocks += (len + shape.block_size - 1) / shape.block_size;
+  if (needed_blocks > shape.num_blocks)
+    throw EngineError(code::kCacheCapacity,
+                      "the call needs " + std::to_string(needed_blocks) + " KV blocks of " + std::to_string(shape.block_size) + " tokens (" +
+                          std::to_string(packed.ids.size()) + " tokens in " + std::to_string(n_seg) +
+                          " segments: states, shared question text and questions, each starting a block) but the cache holds " +
+                          std::to_string(shape.num_blocks) + " blocks (" + std::to_string(cache_->bytes() >> 20) +
+                          " MiB); raise --cache-mib or ask fewer questions per request",
+                      {{"neededBlocks", needed_blocks}, {"totalBlocks", shape.num_blocks}});
+
+  std::vector<std::unique_ptr<Sequence>> seqs(n_seg);
+  for (int attempt = 0;; ++attempt) {
+    try {
+      for (size_t s = 0; s < n_seg; ++s) {
+        auto cached = caching && packed.is_root(s) ? cache_->pool().match(tokens_of(packed, s)) : BlockPool::Match{};
+        seqs[s] = std::make_unique<Sequence>(*cache_, lens[s], std::move(cached));
+      }
+      return seqs;
+    } catch (const EngineError& e) {
+      for (auto& q : seqs) q.reset();
+      // Under memory pressure, boundaries waiting for registration give way first.
+      if (e.code() != code::kCacheCapacity || attempt > 0 || pending_->drop_all() == 0) throw;
+    }
+  }
+}
+
+at::Tensor PagedModel::final_hidden(const PackedTokens& packed, ForwardInfo& info) {
+  const auto& lens = packed.segment_lengths;
+  const size_t n_seg = lens.size();
+  const bool caching = options_.prefix_cache && packed.use_prefix_cache;
+  auto seqs = allocate(packed, caching);
+
+  // Per packed token: its slot; and the tokens to compute (cached state prefixes are skipped;
+  // the readout positions are in the questions, always computed).
+  std::vector<int64_t> slots, compute;
+  for (size_t s = 0, start = 0; s < n_seg; start += lens[s], ++s) {
+    for (int64_t i = 0; i < lens[s]; ++i) slots.push_back(seqs[s]->slot(i));
+    for (int64_t i = seqs[s]->cached_tokens(); i < lens[s]; ++i) compute.push_back(static_cast<int64_t>(start) + i);
+  }
+  info.computed_tokens = static_cast<int64_t>(compute.size());
+
+  const auto device = options_.device;
+  auto out = at::empty({static_cast<int64_t>(packed.output_rows.size()), hidden_size()}, at::TensorOptions().dtype(at::kFloat).device(device));
+  for (const auto& step : plan_steps(packed, slots, compute, options_.max_step_tokens)) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto hidden = transformer_->forward(step.batch, *cache_);
+    if (!step.output_index.empty())
+      out.index_copy_(0, at::tensor(at::ArrayRef<int64_t>(step.output_index), at::TensorOptions().dtype(at::kLong)).to(device), hidden);
+    synchronize(device);  // CUDA runs asynchronously: the step is done only now
+    // A step holding both is attributed by token count.
+    const double ms = ms_since(t0);
+    const double state_share = static_cast<double>(step.state_queries) / static_cast<double>(step.batch.token_ids.size(0));
+    info.state_ms += ms * state_share;
+    info.questions_ms += ms * (1 - state_share);
+  }
+
+  for (size_t s = 0; s < n_seg; ++s) {
+    if (!packed.is_root(s)) continue;
+    info.cached_tokens.push_back(seqs[s]->cached_tokens());
+    int64_t ticket = -1;
+    if (caching) {
+      const bool now = options_.boundary == BoundaryRegistration::Before;
+      const auto tokens = tokens_of(packed, s);
+      cache_->pool().register_prefix(seqs[s]->blocks(), tokens, /*include_partial=*/now);
+      // Hold the blocks until the server registers the boundary after its response.
+      if (!now && lens[s] % options_.block_size != 0) ticket = pending_->hold(seqs[s]->blocks(), tokens);
+    }
+    info.boundary_tickets.push_back(ticket);
+  }
+  return out;
+}
+
+bool PagedModel::register_boundary(int64_t ticket) { return pending_->register_boundary(ticket); }
+
+}  // namespace tq

@@ -1,0 +1,65 @@
+// An HF checkpoint run by our transformer over the paged KV cache: the
+// engine-side owner of a call. It gives each segment of a packed call its block
+// table (starting with what the prefix cache holds), has the call cut into
+// steps (batch/step_plan.h), runs each step through the transformer (which
+// only computes), and enters the states into the prefix cache.
+#pragma once
+#include <memory>
+
+#include "batch/step_plan.h"
+#include "cache/kv_cache.h"
+#include "cache/pending_boundaries.h"
+#include "model/checkpoint.h"
+#include "model/hidden_state_model.h"
+#include "model/transformer.h"
+
+namespace tq {
+
+enum class BoundaryRegistration { After, Before };
+
+struct PagedModelOptions {
+  at::ScalarType dtype = at::kFloat;
+  int64_t block_size = 16;
+  int64_t cache_tokens = 0;  // KV capacity; 0 = twice the context limit
+  int64_t cache_mib = 0;     // KV budget in MiB; overrides cache_tokens when set
+  int64_t max_step_tokens = 2048;
+  int64_t context_limit = 32768;
+  bool prefix_cache = true;
+  bool batch_invariant = true;  // CPU kernels only (kernels/cpu/invariant_gemm.h)
+  // Where the weights, the KV cache and the forward pass live, and whose ops run it: the
+  // engine's CPU kernels (cpu only) or ATen's (any device; what CUDA runs).
+  at::Device device = at::kCPU;
+  bool aten_kernels = false;
+  // When the state's partial last block enters the prefix cache: in the same
+  // call (Before), or when register_boundary(ticket) is called, which the
+  // server does after sending the response (After).
+  BoundaryRegistration boundary = BoundaryRegistration::After;
+};
+
+class PagedModel : public HiddenStateModel {
+ public:
+  PagedModel(const std::string& dir, const PagedModelOptions& options);
+  at::Tensor final_hidden(const PackedTokens& packed, ForwardInfo& times) override;
+  const at::Tensor& lm_head() const override { return transformer_->lm_head(); }
+  int64_t vocab_size() const override { return checkpoint_->config().vocab_size; }
+  int64_t hidden_size() const override { return checkpoint_->config().hidden_size; }
+  std::string describe() const override { return checkpoint_->config().architecture_name; }
+  bool register_boundary(int64_t ticket) override;
+  const KvCache& cache() const { return *cache_; }
+  const LayerKernels& kernels() const { return transformer_->kernels(); }
+  const PagedModelOptions& options() const { return options_; }
+  std::string stored_dtype() const { return checkpoint_->stored_dtype(); }
+  int64_t pending_boundaries() const { return pending_->size(); }
+
+ private:
+  // Block tables of every segment; cached prefixes of states when caching.
+  std::vector<std::unique_ptr<Sequence>> allocate(const PackedTokens& packed, bool caching);
+
+  PagedModelOptions options_;
+  std::unique_ptr<Checkpoint> checkpoint_;  // owns the memory maps the weights view
+  std::unique_ptr<Transformer> transformer_;
+  std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<PendingBoundaries> pending_;  // holds blocks of cache_: destroyed first
+};
+
+}  // namespace tq

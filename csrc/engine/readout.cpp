@@ -1,0 +1,100 @@
+#include "engine/readout.h"
+
+#include <ATen/Parallel.h>
+
+#include "common/errors.h"
+#include "kernels/label_readout_math.h"
+
+#if TQ_CUDA
+#include <ATen/cuda/CUDAContext.h>
+
+#include "kernels/cuda/label_readout.h"
+#endif
+
+namespace tq {
+namespace {
+
+template <typename W>
+void read_labels_cpu(const float* hidden, const W* head, int64_t hidden_size, const std::vector<ReadoutQuestion>& questions,
+                     LabelReadout& out) {
+  at::parallel_for(0, static_cast<int64_t>(questions.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t q = begin; q < end; ++q) {
+      const auto& labels = questions[q].label_ids;
+      float* logits = out.logits.data() + out.offsets[q];
+      for (size_t i = 0; i < labels.size(); ++i) {
+        float partial[readout::kLanes];
+        for (int lane = 0; lane < readout::kLanes; ++lane)
+          partial[lane] = readout::lane_partial(head + labels[i] * hidden_size, hidden + q * hidden_size, hidden_size, lane);
+        logits[i] = readout::combine_lanes(partial);
+      }
+      readout::log_probs(logits, static_cast<int>(labels.size()), questions[q].temperature, out.log_probs.data() + out.offsets[q]);
+    }
+  });
+}
+
+#if TQ_CUDA
+void read_labels_cuda(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions, LabelReadout& out) {
+  std::vector<int64_t> ids;
+  std::vector<int32_t> offsets;
+  std::vector<float> temperatures;
+  for (size_t q = 0; q < questions.size(); ++q) {
+    ids.insert(ids.end(), questions[q].label_ids.begin(), questions[q].label_ids.end());
+    offsets.push_back(static_cast<int32_t>(out.offsets[q]));
+    temperatures.push_back(questions[q].temperature);
+  }
+  offsets.push_back(static_cast<int32_t>(out.offsets.back()));
+  const auto device = hidden.device();
+  auto on_device = [&](auto& v, at::ScalarType t) {
+    return at::from_blob(v.data(), {static_cast<int64_t>(v.size())}, at::TensorOptions().dtype(t)).to(device);
+  };
+  auto d_ids = on_device(ids, at::kLong), d_offsets = on_device(offsets, at::kInt), d_temps = on_device(temperatures, at::kFloat);
+  auto d_logits = at::empty({out.offsets.back()}, hidden.options()), d_log_probs = at::empty({out.offsets.back()}, hidden.options());
+  auto h = hidden.contiguous();
+  cuda::LabelReadoutArgs args{h.data_ptr<float>(), lm_head.data_ptr(), lm_head.scalar_type() == at::kBFloat16, h.size(1),
+                              static_cast<int>(questions.size()), d_ids.data_ptr<int64_t>(), d_offsets.data_ptr<int32_t>(),
+                              d_temps.data_ptr<float>(), d_logits.data_ptr<float>(), d_log_probs.data_ptr<float>()};
+  const auto status = cuda::launch_label_readout(args, at::cuda::getCurrentCUDAStream(device.index()).stream());
+  if (status != cudaSuccess) throw EngineError(code::kInternal, std::string("label readout kernel: ") + cudaGetErrorString(status));
+  auto logits = d_logits.cpu(), log_probs = d_log_probs.cpu();
+  out.logits.assign(logits.data_ptr<float>(), logits.data_ptr<float>() + logits.numel());
+  out.log_probs.assign(log_probs.data_ptr<float>(), log_probs.data_ptr<float>() + log_probs.numel());
+}
+#endif
+
+}  // namespace
+
+LabelReadout read_labels(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions) {
+  TORCH_CHECK(hidden.scalar_type() == at::kFloat && hidden.dim() == 2 && hidden.size(0) == static_cast<int64_t>(questions.size()) &&
+                  hidden.size(1) == lm_head.size(1) && hidden.device() == lm_head.device(),
+              "read_labels: hidden ", hidden.sizes(), " for lm_head ", lm_head.sizes());
+  TORCH_CHECK(lm_head.is_contiguous() && (lm_head.scalar_type() == at::kFloat || lm_head.scalar_type() == at::kBFloat16),
+              "read_labels: a contiguous fp32 or bf16 lm_head");
+  LabelReadout out;
+  out.offsets.push_back(0);
+  for (const auto& q : questions) {
+    // At most 255 labels reach here (the format's limit, checked by the server); the kernel holds 256.
+    if (q.label_ids.size() > 256) throw EngineError(code::kBadRequest, "a question has more than 256 labels");
+    out.offsets.push_back(out.offsets.back() + static_cast<int64_t>(q.label_ids.size()));
+  }
+#if TQ_CUDA
+  if (hidden.is_cuda()) {
+    read_labels_cuda(hidden, lm_head, questions, out);
+    return out;
+  }
+#endif
+  out.logits.resize(out.offsets.back());
+  out.log_probs.resize(out.offsets.back());
+  auto h = hidden.contiguous();
+  if (lm_head.scalar_type() == at::kBFloat16)
+    read_labels_cpu(h.data_ptr<float>(), static_cast<const uint16_t*>(lm_head.data_ptr()), h.size(1), questions, out);
+  else
+    read_labels_cpu(h.data_ptr<float>(), lm_head.data_ptr<float>(), h.size(1), questions, out);
+  return out;
+}
+
+at::Tensor full_logits(const at::Tensor& hidden, const at::Tensor& lm_head) {
+  if (lm_head.scalar_type() == at::kFloat) return at::matmul(hidden.to(at::kFloat), lm_head.t());
+  return at::matmul(hidden.to(lm_head.scalar_type()), lm_head.t()).to(at::kFloat);
+}
+
+}  // namespace tq

@@ -1,0 +1,30 @@
+// Single-position readout: the logits of each question's option labels, and
+// their log-probabilities at the question's temperature, computed from only
+// those rows of the lm_head (never the full vocabulary projection), for a
+// whole batch at once. The arithmetic is kernels/label_readout_math.h: here on
+// the CPU (the tested definition), and on CUDA by the kernel of
+// kernels/cuda/label_readout.cu in one launch.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <vector>
+
+namespace tq {
+
+struct ReadoutQuestion {
+  std::vector<int64_t> label_ids;
+  float temperature = 1.0f;
+};
+
+struct LabelReadout {
+  std::vector<float> logits, log_probs;  // all questions' labels, concatenated in order
+  std::vector<int64_t> offsets;          // [questions + 1]
+};
+
+// hidden: [questions, hidden] fp32, final-normed, on the lm_head's device; lm_head: [vocab, hidden] fp32 or bf16.
+LabelReadout read_labels(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions);
+
+// Full-vocabulary projection, for reference checks and the readout benchmark.
+at::Tensor full_logits(const at::Tensor& hidden, const at::Tensor& lm_head);
+
+}  // namespace tq

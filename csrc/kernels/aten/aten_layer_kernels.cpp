@@ -1,0 +1,92 @@
+#include "kernels/aten/aten_layer_kernels.h"
+
+#include <torch/version.h>
+
+#include <cmath>
+
+#include "kernels/cpu/attention.h"  // visibility_mask: the one visibility rule
+
+namespace tq {
+namespace {
+
+class AtenLinear : public Linear {
+ public:
+  AtenLinear(const at::Tensor& weight, const at::Tensor& bias, at::Device device)
+      : weight_(weight.to(device).contiguous()), bias_(bias.defined() ? bias.to(device, at::kFloat) : at::Tensor()) {}
+  at::Tensor operator()(const at::Tensor& x, at::ScalarType out_dtype) const override {
+    auto y = at::linear(x.to(weight_.scalar_type()), weight_);
+    if (bias_.defined()) y = y.to(at::kFloat).add_(bias_);
+    return y.to(out_dtype);
+  }
+  void add_into(const at::Tensor& x, at::Tensor& residual) const override {
+    residual.add_(at::linear(x.to(weight_.scalar_type()), weight_).to(at::kFloat));
+  }
+
+ private:
+  at::Tensor weight_, bias_;
+};
+
+class MaskedAttention : public StepAttention {
+ public:
+  explicit MaskedAttention(at::Tensor visible) : visible_(std::move(visible)) {}
+  // q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim].
+  at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const override {
+    const int64_t group = q.size(1) / k.size(1);
+    // [heads, T, dim], the key/value heads repeated for their query heads (GQA).
+    auto qh = q.permute({1, 0, 2});
+    auto kh = k.repeat_interleave(group, 1).permute({1, 0, 2});
+    auto vh = v.repeat_interleave(group, 1).permute({1, 0, 2});
+#if TORCH_VERSION_MAJOR >= 2
+    if (q.is_cuda()) {
+      // Fused attention (memory-efficient kernel; fp32 accumulation) with an arbitrary mask.
+      auto out = at::scaled_dot_product_attention(qh.unsqueeze(0), kh.unsqueeze(0), vh.unsqueeze(0), visible_.unsqueeze(0).unsqueeze(0));
+      return out.squeeze(0).permute({1, 0, 2}).contiguous();
+    }
+#endif
+    // Scores and softmax in fp32, as the CPU kernels compute them.
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
+    auto scores = at::matmul(qh.to(at::kFloat), kh.to(at::kFloat).transpose(1, 2)).mul_(scale);
+    scores.masked_fill_(visible_.logical_not().unsqueeze(0), -INFINITY);
+    auto mixed = at::matmul(scores.softmax(-1), vh.to(at::kFloat));
+    return mixed.permute({1, 0, 2}).to(q.scalar_type()).contiguous();
+  }
+
+ private:
+  at::Tensor visible_;  // [Tq, Tk] bool on the device
+};
+
+class AtenLayerKernels : public LayerKernels {
+ public:
+  explicit AtenLayerKernels(at::Device device) : device_(device) {}
+  std::string name() const override { return "aten"; }
+  at::Device device() const override { return device_; }
+  std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const override {
+    return std::make_unique<AtenLinear>(weight, bias, device_);
+  }
+  at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, at::ScalarType out_dtype) const override {
+    auto xf = x.to(at::kFloat);
+    return (xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true).add_(eps)) * w).to(out_dtype).contiguous();
+  }
+  at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& positions,
+                  at::ScalarType out_dtype) const override {
+    const int64_t half = x.size(-1) / 2;
+    auto c = cos.index_select(0, positions).unsqueeze(1), s = sin.index_select(0, positions).unsqueeze(1);
+    auto rotated = at::cat({x.narrow(-1, half, half).neg(), x.narrow(-1, 0, half)}, -1);
+    return (x * c + rotated * s).to(out_dtype).contiguous();
+  }
+  at::Tensor silu_mul(at::Tensor& gate, const at::Tensor& up) const override { return at::silu(gate).mul_(up); }
+  std::unique_ptr<StepAttention> plan_attention(const QueryLayout& q, const at::Tensor& key_positions, const at::Tensor& key_segments,
+                                                std::optional<int64_t> window, int64_t /*heads*/) const override {
+    auto visible = visibility_mask(q.positions, q.segments, q.parents, q.roots, key_positions, key_segments, window);
+    return std::make_unique<MaskedAttention>(visible.to(device_));
+  }
+
+ private:
+  at::Device device_;
+};
+
+}  // namespace
+
+std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device) { return std::make_unique<AtenLayerKernels>(device); }
+
+}  // namespace tq

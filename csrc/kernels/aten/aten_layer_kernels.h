@@ -1,0 +1,18 @@
+// The transformer's LayerKernels as ATen's device-generic ops: what the CUDA
+// engine runs (cuBLAS GEMMs in the compute dtype, SDPA attention with the
+// step's visibility mask), and what the CPU runs with `kernels: "aten"` so that
+// this path is checked against the float64 reference where CI has no GPU.
+//
+// Attention takes one boolean [Tq, Tk] mask per step, built once from the
+// engine's visibility rule and shared by every layer. It is right whatever the
+// step holds: a cached prefix, several states, shared question text. SDPA's
+// is_causal would not be (it aligns the causal triangle top-left, which is
+// wrong once queries follow a cached prefix).
+#pragma once
+#include "kernels/layer_kernels.h"
+
+namespace tq {
+
+std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device);
+
+}  // namespace tq

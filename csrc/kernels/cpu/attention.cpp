@@ -1,0 +1,288 @@
+#include "kernels/cpu/attention.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <tuple>
+
+#include "kernels/cpu/bf16.h"
+#include "kernels/cpu/invariant_gemm.h"
+#if TQ_ONEDNN
+#include "kernels/cpu/onednn.h"
+#endif
+#include "kernels/cpu/softmax.h"
+
+namespace tq {
+
+namespace {
+// Queries per chunk: small enough that a causal prefill skips most of the
+// masked triangle, large enough for GEMM (64 measured the same).
+constexpr int64_t kChunkQueries = 128;
+// Upper bound on score elements per chunk (all heads) for long contexts, which
+// bounds each thread's score buffers (fp32: 16 MiB).
+constexpr int64_t kMaxScoreElements = int64_t{4} << 20;
+}  // namespace
+
+at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, const at::Tensor& q_parent, const at::Tensor& q_root,
+                           const at::Tensor& k_pos, const at::Tensor& k_seg, std::optional<int64_t> window) {
+  auto qp = q_pos.unsqueeze(1), kp = k_pos.unsqueeze(0), ks = k_seg.unsqueeze(0);
+  auto lineage = ks.eq(q_seg.unsqueeze(1)).logical_or_(ks.eq(q_parent.unsqueeze(1))).logical_or_(ks.eq(q_root.unsqueeze(1)));
+  auto mask = kp.le(qp).logical_and_(lineage);
+  if (window) mask.logical_and_((qp - kp).lt(*window));
+  return mask;
+}
+
+AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos, const at::Tensor& k_seg,
+                             std::optional<int64_t> window, int64_t heads) {
+  const int64_t tq = queries.positions.size(0), tk = k_pos.size(0);
+  const int64_t chunk = std::max<int64_t>(1, std::min(kChunkQueries, kMaxScoreElements / std::max<int64_t>(1, heads * tk)));
+  AttentionPlan plan;
+  for (int64_t a = 0; a < tq; a += chunk) {
+    const int64_t b = std::min(tq, a + chunk);
+    const int64_t key_end = queries.key_end[b - 1];
+    auto visible = visibility_mask(queries.positions.slice(0, a, b), queries.segments.slice(0, a, b), queries.parents.slice(0, a, b),
+                                   queries.roots.slice(0, a, b), k_pos.slice(0, 0, key_end), k_seg.slice(0, 0, key_end), window);
+    // Leading keys no query sees (behind a window), then leading keys all queries see.
+    auto seen_by_any = visible.any(0), seen_by_all = visible.all(0);
+    int64_t key_begin = 0, bias_begin;
+    const bool* any = seen_by_any.data_ptr<bool>();
+    const bool* all = seen_by_all.data_ptr<bool>();
+    while (key_begin < key_end - 1 && !any[key_begin]) ++key_begin;
+    bias_begin = key_begin;
+    while (bias_begin < key_end && all[bias_begin]) ++bias_begin;
+    auto tail = visible.slice(1, bias_begin, key_end);
+    auto bias = at::zeros(tail.sizes(), at::kFloat).masked_fill_(tail.logical_not(), -std::numeric_limits<float>::infinity());
+    plan.chunks.push_back({a, b, key_begin, key_end, bias_begin, bias});
+  }
+  return plan;
+}
+
+namespace {
+
+struct AttentionShape {
+  int64_t heads, kv_heads, dim;
+  int64_t group() const { return heads / kv_heads; }
+#if TQ_ONEDNN
+  dnnl::memory::data_type type;
+  // [rows, dim]: an item's queries, gathered (row = head in group * chunk + query).
+  dnnl::memory::desc queries(int64_t rows) const { return {{rows, dim}, type, dnnl::memory::format_tag::ab}; }
+  // [dim, keys]: one head's keys in [Tk, kv_heads, dim], transposed.
+  dnnl::memory::desc keys_t(int64_t keys) const { return {{dim, keys}, type, dnnl::memory::dims{1, kv_heads * dim}}; }
+  // [keys, dim]: one head's values in [Tk, kv_heads, dim].
+  dnnl::memory::desc values(int64_t keys) const { return {{keys, dim}, type, dnnl::memory::dims{kv_heads * dim, 1}}; }
+  dnnl::memory::desc scores(int64_t rows, int64_t keys, dnnl::memory::data_type t) const { return {{rows, keys}, t, dnnl::memory::format_tag::ab}; }
+  dnnl::memory::desc mixed(int64_t rows) const { return {{rows, dim}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab}; }
+#endif
+};
+
+#if TQ_ONEDNN
+// Attention's two matmuls as oneDNN primitives, with the row and key counts as
+// runtime dimensions: one pair per model shape serves every item. Keys and
+// values are read in place through strides from [Tk, kv_heads, dim]; scores
+// come out in fp32 with the 1/sqrt(dim) scale applied, the mix in fp32 before
+// the softmax's division.
+struct AttentionPrimitives {
+  dnnl::matmul scores, mix;
+};
+
+// Per thread: each worker of the parallel loop in attention() creates and runs
+// its own (as in packed_linear.cpp, a primitive runs on the thread that created
+// it). Created inside the parallel region, they run on their one thread.
+const AttentionPrimitives& primitives_for(const AttentionShape& shape) {
+  thread_local std::map<std::tuple<int64_t, int64_t, int64_t, int>, AttentionPrimitives> cache;
+  const auto key = std::make_tuple(shape.heads, shape.kv_heads, shape.dim, static_cast<int>(shape.type));
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const auto any = DNNL_RUNTIME_DIM_VAL;
+  const auto f32 = dnnl::memory::data_type::f32;
+  dnnl::primitive_attr scaled;
+  scaled.set_output_scales(0, {static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.dim)))});
+  dnnl::matmul::primitive_desc scores({shape.queries(any), shape.keys_t(any), shape.scores(any, any, f32)}, scaled, onednn::cpu());
+  dnnl::matmul::primitive_desc mix({shape.scores(any, any, shape.type), shape.values(any), shape.mixed(any)}, onednn::cpu());
+  return cache.emplace(key, AttentionPrimitives{dnnl::matmul(scores), dnnl::matmul(mix)}).first->second;
+}
+
+#endif  // TQ_ONEDNN
+
+// One call's tensors as raw rows: q and out [Tq, heads, dim], k and v [Tk, kv_heads, dim].
+struct AttentionData {
+  AttentionShape shape;
+  const char *q, *k, *v;
+  char* out;
+  int64_t item;  // bytes per element
+  bool bf16;
+  const char* q_at(int64_t query, int64_t head) const { return q + (query * shape.heads + head) * shape.dim * item; }
+  const char* k_at(int64_t key, int64_t kv_head) const { return k + (key * shape.kv_heads + kv_head) * shape.dim * item; }
+  const char* v_at(int64_t key, int64_t kv_head) const { return v + (key * shape.kv_heads + kv_head) * shape.dim * item; }
+  char* out_at(int64_t query, int64_t head) const { return out + (query * shape.heads + head) * shape.dim * item; }
+};
+
+// A chunk of queries and one KV head: the unit of work of one thread.
+struct WorkItem {
+  const AttentionPlan::Chunk* chunk;
+  int64_t kv_head;
+  int64_t cost() const { return (chunk->end - chunk->begin) * (chunk->key_end - chunk->key_begin); }
+};
+
+// A thread's buffers, kept across items and calls.
+struct ItemBuffers {
+  std::vector<char> queries;     // [rows, dim] in the compute dtype
+  std::vector<float> scores;     // [rows, keys]; fp32 numerators in place
+  std::vector<uint16_t> probs;   // [rows, keys] bf16 numerators
+  std::vector<float> mixed;      // [rows, dim]
+  std::vector<float> row_scale;  // [rows] 1 / softmax sum
+  std::vector<char> packed_keys, packed_values;  // invariant kernel's panels, in the compute dtype
+
+  // Sizes them for an item of `rows` queries and `keys` keys.
+  void fit(int64_t rows, int64_t keys, int64_t dim, int64_t item, bool bf16) {
+    queries.resize(static_cast<size_t>(rows * dim * item));
+    scores.resize(static_cast<size_t>(rows * keys));
+    if (bf16) probs.resize(scores.size());
+    mixed.resize(static_cast<size_t>(rows * dim));
+    row_scale.resize(static_cast<size_t>(rows));
+  }
+  size_t bytes() const {
+    return queries.capacity() + scores.capacity() * 4 + probs.capacity() * 2 + mixed.capacity() * 4 + row_scale.capacity() * 4 +
+           packed_keys.capacity() + packed_values.capacity();
+  }
+};
+
+// The group's query heads of a chunk as one [rows, dim] matrix (row = head in group * chunk + query).
+void gather_queries(const AttentionData& d, const AttentionPlan::Chunk& ch, int64_t kv_head, ItemBuffers& buf) {
+  const int64_t c = ch.end - ch.begin, rows = d.shape.group() * c, first_head = kv_head * d.shape.group();
+  const size_t row_bytes = static_cast<size_t>(d.shape.dim * d.item);
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(buf.queries.data() + r * row_bytes, d.q_at(ch.begin + r % c, first_head + r / c), row_bytes);
+}
+
+// Masked softmax numerators of every row in place (and in bf16), and 1 / their sums.
+void numerators(const AttentionData& d, const AttentionPlan::Chunk& ch, int64_t rows, ItemBuffers& buf) {
+  const int64_t c = ch.end - ch.begin, tk = ch.key_end - ch.key_begin;
+  const float* bias = ch.bias.numel() > 0 ? ch.bias.data_ptr<float>() : nullptr;
+  const int64_t bias_from = ch.bias_begin - ch.key_begin;
+  for (int64_t r = 0; r < rows; ++r)
+    softmax_numerators(buf.scores.data() + r * tk, tk, bias ? bias + (r % c) * (tk - bias_from) : nullptr, bias_from,
+                       d.bf16 ? buf.probs.data() + r * tk : nullptr);
+  inverse_row_sums(buf.scores.data(), rows, tk, buf.row_scale.data());
+}
+
+void store_rows(const AttentionData& d, const AttentionPlan::Chunk& ch, int64_t kv_head, int64_t rows, const ItemBuffers& buf) {
+  const int64_t c = ch.end - ch.begin, first_head = kv_head * d.shape.group();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* mixed = buf.mixed.data() + r * d.shape.dim;
+    char* dst = d.out_at(ch.begin + r % c, first_head + r / c);
+    if (d.bf16) store_scaled(mixed, buf.row_scale[r], d.shape.dim, reinterpret_cast<uint16_t*>(dst));
+    else store_scaled(mixed, buf.row_scale[r], d.shape.dim, reinterpret_cast<float*>(dst));
+  }
+}
+
+#if TQ_ONEDNN
+void attend(const AttentionData& d, const AttentionPrimitives& kernels, const WorkItem& w, ItemBuffers& buf) {
+  const auto& ch = *w.chunk;
+  const auto& shape = d.shape;
+  const int64_t c = ch.end - ch.begin, tk = ch.key_end - ch.key_begin, rows = shape.group() * c;
+  buf.fit(rows, tk, shape.dim, d.item, d.bf16);
+  // One GEMM of the group's query heads against the head's keys, read and packed once.
+  gather_queries(d, ch, w.kv_head, buf);
+  onednn::run(kernels.scores, {{DNNL_ARG_SRC, onednn::wrap(shape.queries(rows), buf.queries.data())},
+                               {DNNL_ARG_WEIGHTS, onednn::wrap(shape.keys_t(tk), d.k_at(ch.key_begin, w.kv_head))},
+                               {DNNL_ARG_DST, onednn::wrap(shape.scores(rows, tk, dnnl::memory::data_type::f32), buf.scores.data())}});
+  numerators(d, ch, rows, buf);
+  const void* probs = d.bf16 ? static_cast<const void*>(buf.probs.data()) : static_cast<const void*>(buf.scores.data());
+  onednn::run(kernels.mix, {{DNNL_ARG_SRC, onednn::wrap(shape.scores(rows, tk, shape.type), probs)},
+                            {DNNL_ARG_WEIGHTS, onednn::wrap(shape.values(tk), d.v_at(ch.key_begin, w.kv_head))},
+                            {DNNL_ARG_DST, onednn::wrap(shape.mixed(rows), buf.mixed.data())}});
+  store_rows(d, ch, w.kv_head, rows, buf);
+}
+
+#endif  // TQ_ONEDNN
+
+// The same item on the invariant GEMM (invariant_gemm.h): a score is one
+// chain over the head dimension, a mixed value one chain over the keys in
+// their order, and masked keys (probability exactly 0) leave a chain as it
+// was, so a query's result does not depend on which other queries or keys
+// share its chunk.
+void attend_invariant(const AttentionData& d, const WorkItem& w, ItemBuffers& buf) {
+  const auto& ch = *w.chunk;
+  const auto& shape = d.shape;
+  const int64_t tk = ch.key_end - ch.key_begin, rows = shape.group() * (ch.end - ch.begin), dim = shape.dim;
+  const int64_t stride = shape.kv_heads * dim, width = invariant_gemm::panel_width();
+  buf.fit(rows, tk, dim, d.item, d.bf16);
+  gather_queries(d, ch, w.kv_head, buf);
+  buf.packed_keys.resize(static_cast<size_t>(invariant_gemm::panels(tk) * width * dim * d.item));
+  buf.packed_values.resize(static_cast<size_t>(invariant_gemm::panels(dim) * width * tk * d.item));
+  invariant_gemm::pack(d.k_at(ch.key_begin, w.kv_head), d.bf16, tk, dim, stride, 1, buf.packed_keys.data());
+  invariant_gemm::pack(d.v_at(ch.key_begin, w.kv_head), d.bf16, dim, tk, 1, stride, buf.packed_values.data());
+  invariant_gemm::multiply(buf.queries.data(), dim, d.bf16, buf.packed_keys.data(), rows, dim, tk, buf.scores.data(), tk, false);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+  for (float& x : buf.scores) x *= scale;
+  numerators(d, ch, rows, buf);
+  const void* probs = d.bf16 ? static_cast<const void*>(buf.probs.data()) : static_cast<const void*>(buf.scores.data());
+  invariant_gemm::multiply(probs, tk, d.bf16, buf.packed_values.data(), rows, tk, dim, buf.mixed.data(), dim, false);
+  store_rows(d, ch, w.kv_head, rows, buf);
+}
+
+}  // namespace
+
+namespace {
+// Per thread, buffers up to this size stay for the next call (a 1,000-token
+// prefill of bench-llama needs about 5 MiB); larger ones, taken by a long
+// state, are returned after the call.
+constexpr size_t kKeptBufferBytes = size_t{8} << 20;
+std::atomic<int64_t> buffer_bytes{0};
+}  // namespace
+
+int64_t attention_buffer_bytes() { return buffer_bytes.load(); }
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant) {
+  TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && k.scalar_type() == q.scalar_type() &&
+                  v.scalar_type() == q.scalar_type(),
+              "attention: contiguous q, k, v of one dtype");
+  auto out = at::empty(q.sizes(), q.options());
+#if TQ_ONEDNN
+  const AttentionShape shape{q.size(1), k.size(1), q.size(2), onednn::type_of(q.scalar_type())};
+#else
+  TORCH_CHECK(invariant, "attention: this build has no oneDNN; only the batch-invariant kernels");
+  const AttentionShape shape{q.size(1), k.size(1), q.size(2)};
+#endif
+  const AttentionData data{shape,
+                           static_cast<const char*>(q.data_ptr()),
+                           static_cast<const char*>(k.data_ptr()),
+                           static_cast<const char*>(v.data_ptr()),
+                           static_cast<char*>(out.data_ptr()),
+                           q.element_size(),
+                           q.scalar_type() == at::kBFloat16};
+  // One parallel region per call, the threads taking items largest first (a
+  // causal prefill's later chunks read more keys). An item's scores stay in
+  // its thread's cache from matmul to softmax to matmul, and the threads meet
+  // once per layer rather than at every step of every chunk.
+  std::vector<WorkItem> items;
+  for (const auto& ch : plan.chunks)
+    for (int64_t h = 0; h < data.shape.kv_heads; ++h) items.push_back({&ch, h});
+  std::stable_sort(items.begin(), items.end(), [](const WorkItem& a, const WorkItem& b) { return a.cost() > b.cost(); });
+  // Every thread joins even when there are fewer items, so that an item always
+  // runs inside the region on one thread: a oneDNN primitive partitions its
+  // work by the threads it sees when created.
+  std::atomic<size_t> next{0};
+  at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
+    thread_local ItemBuffers buffers;
+    const int64_t before = static_cast<int64_t>(buffers.bytes());
+    if (invariant) {
+      for (size_t i = next++; i < items.size(); i = next++) attend_invariant(data, items[i], buffers);
+    } else {
+#if TQ_ONEDNN
+      const auto& kernels = primitives_for(data.shape);
+      for (size_t i = next++; i < items.size(); i = next++) attend(data, kernels, items[i], buffers);
+#endif
+    }
+    if (buffers.bytes() > kKeptBufferBytes) buffers = ItemBuffers{};
+    buffer_bytes += static_cast<int64_t>(buffers.bytes()) - before;
+  });
+  return out;
+}
+
+}  // namespace tq

@@ -1,0 +1,48 @@
+// Masked multi-head attention of new queries over gathered keys, with GQA and
+// the one visibility rule of the engine: a query at (position p, segment s,
+// whose parent is segment a and state is segment r) sees a key at (position
+// p', segment s') when p' <= p, s' is s, a or r, and p - p' is inside the
+// sliding window if any (packed_tokens.h).
+#pragma once
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <vector>
+
+#include "kernels/layer_kernels.h"
+
+namespace tq {
+
+// [Tq, Tk] bool: true where query i may attend to key j.
+at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, const at::Tensor& q_parent, const at::Tensor& q_root,
+                           const at::Tensor& k_pos, const at::Tensor& k_seg, std::optional<int64_t> window);
+
+// How a step's queries are cut into chunks, which keys each chunk reads, and
+// its additive mask (0 or -inf). Built once per step and shared by every
+// layer. Keys are ordered so that each query's own key comes after every key
+// it sees, so a chunk reads keys [key_begin, key_end) only (skipping the masked
+// upper triangle of a causal prefill, and keys left behind a sliding window);
+// keys [key_begin, bias_begin) are visible to every query of the chunk and
+// need no mask, which keeps the plan small for long states.
+struct AttentionPlan {
+  struct Chunk {
+    int64_t begin, end;           // queries
+    int64_t key_begin, key_end;   // keys read
+    int64_t bias_begin;           // first key that some query of the chunk cannot see
+    at::Tensor bias;              // [end - begin, key_end - bias_begin] fp32
+  };
+  std::vector<Chunk> chunks;
+};
+
+AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos, const at::Tensor& k_seg,
+                             std::optional<int64_t> window, int64_t heads);
+
+// q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim]. Returns [Tq, heads, dim] in
+// q's dtype; scores and softmax are fp32. invariant: on the invariant GEMM
+// (a query's result independent of the chunk it is in), else on oneDNN.
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant);
+
+// Bytes the worker threads keep in attention buffers between calls (up to 8 MiB each; larger ones are returned after the call).
+int64_t attention_buffer_bytes();
+
+}  // namespace tq

@@ -1,0 +1,53 @@
+#include "kernels/cpu/cpu_layer_kernels.h"
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/invariant_gemm.h"
+#include "kernels/cpu/packed_linear.h"
+#include "kernels/cpu/rowwise.h"
+#include "kernels/cpu/swiglu.h"
+
+namespace tq {
+namespace {
+
+class CpuStepAttention : public StepAttention {
+ public:
+  CpuStepAttention(AttentionPlan plan, bool invariant) : plan_(std::move(plan)), invariant_(invariant) {}
+  at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const override {
+    return attention(q, k, v, plan_, invariant_);
+  }
+
+ private:
+  AttentionPlan plan_;
+  bool invariant_;
+};
+
+class CpuLayerKernels : public LayerKernels {
+ public:
+  explicit CpuLayerKernels(bool invariant) : invariant_(invariant) {}
+  std::string name() const override { return invariant_gemm::isa(); }
+  at::Device device() const override { return at::kCPU; }
+  std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const override {
+    return std::make_unique<PackedLinear>(weight, bias, invariant_);
+  }
+  at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, at::ScalarType out_dtype) const override {
+    return tq::rms_norm(x, w, eps, out_dtype);
+  }
+  at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& positions,
+                  at::ScalarType out_dtype) const override {
+    return tq::rope(x, cos, sin, positions, out_dtype);
+  }
+  at::Tensor silu_mul(at::Tensor& gate, const at::Tensor& up) const override { return silu_mul_(gate, up); }
+  std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
+                                                std::optional<int64_t> window, int64_t heads) const override {
+    return std::make_unique<CpuStepAttention>(tq::plan_attention(queries, key_positions, key_segments, window, heads), invariant_);
+  }
+
+ private:
+  bool invariant_;
+};
+
+}  // namespace
+
+std::unique_ptr<LayerKernels> cpu_layer_kernels(bool invariant) { return std::make_unique<CpuLayerKernels>(invariant); }
+
+}  // namespace tq

@@ -1,0 +1,12 @@
+// The engine's own CPU kernels behind the transformer's LayerKernels: packed
+// linear layers (the invariant GEMM, or oneDNN's), one-pass RMSNorm and RoPE,
+// the vectorized SwiGLU, and chunked attention over a step's plan.
+#pragma once
+#include "kernels/layer_kernels.h"
+
+namespace tq {
+
+// invariant: a row's result never depends on the other rows of the batch (invariant_gemm.h).
+std::unique_ptr<LayerKernels> cpu_layer_kernels(bool invariant);
+
+}  // namespace tq

@@ -1,0 +1,58 @@
+// The arithmetic the transformer is written in, one implementation per kind
+// of device: the engine's own CPU kernels (kernels/cpu/), and ATen's
+// device-generic ops (kernels/aten/), which run on CUDA (cuBLAS GEMMs, SDPA
+// attention) and, for checking that path, on the CPU too. The transformer
+// (model/transformer.h) only says which operation comes next.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace tq {
+
+// x W^T (+ b), with its weights prepared once in whatever form the device reads best.
+class Linear {
+ public:
+  virtual ~Linear() = default;
+  // x: [M, in] in the compute dtype. Returns [M, out] in out_dtype.
+  virtual at::Tensor operator()(const at::Tensor& x, at::ScalarType out_dtype) const = 0;
+  // residual += x W^T, residual [M, out] fp32.
+  virtual void add_into(const at::Tensor& x, at::Tensor& residual) const = 0;
+};
+
+// Where a step's queries sit, for attention's visibility rule (kernels/cpu/attention.h).
+struct QueryLayout {
+  at::Tensor positions, segments, parents, roots;  // [Tq] int64
+  std::vector<int64_t> key_end;                    // per query: 1 + index of its own key; non-decreasing
+};
+
+// One step's attention, planned once from the step's layout and run at every layer.
+class StepAttention {
+ public:
+  virtual ~StepAttention() = default;
+  // q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim], all in the compute dtype. Returns [Tq, heads, dim].
+  virtual at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const = 0;
+};
+
+class LayerKernels {
+ public:
+  virtual ~LayerKernels() = default;
+  virtual std::string name() const = 0;  // for info(): "avx2", "avx512", "portable", "aten"
+  virtual at::Device device() const = 0;
+  // weight: [out, in] in the compute dtype on the CPU; bias: [out] fp32 or undefined.
+  virtual std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const = 0;
+  // x / sqrt(mean(x^2) + eps) * weight over the last dimension; x fp32.
+  virtual at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, at::ScalarType out_dtype) const = 0;
+  // Rotate-half RoPE of x [T, heads, dim] fp32 at positions [T]; cos, sin [max_positions, dim] fp32.
+  virtual at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& positions,
+                          at::ScalarType out_dtype) const = 0;
+  // silu(gate) * up, in gate's dtype.
+  virtual at::Tensor silu_mul(at::Tensor& gate, const at::Tensor& up) const = 0;
+  virtual std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions,
+                                                        const at::Tensor& key_segments, std::optional<int64_t> window,
+                                                        int64_t heads) const = 0;
+};
+
+}  // namespace tq

@@ -1,0 +1,25 @@
+// What the engine needs from a model: final hidden states at chosen rows of a
+// packed request, and the lm_head whose label rows the readout gathers.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <string>
+
+#include "batch/packed_tokens.h"
+
+namespace tq {
+
+class HiddenStateModel {
+ public:
+  virtual ~HiddenStateModel() = default;
+  // [output_rows, hidden] fp32, final-normed (the lm_head's input).
+  virtual at::Tensor final_hidden(const PackedTokens& packed, ForwardInfo& times) = 0;
+  virtual const at::Tensor& lm_head() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t hidden_size() const = 0;
+  virtual std::string describe() const = 0;  // architecture, for info()
+  // Registers a state boundary left pending by final_hidden; false when it was dropped.
+  virtual bool register_boundary(int64_t /*ticket*/) { return false; }
+};
+
+}  // namespace tq

@@ -135,6 +135,9 @@ json answer(const Args& a) {
     out["wallMs"].push_back(walls);
   }
   out["cache"] = {{"hitTokens", engine.cache_stats().hit_tokens}, {"missTokens", engine.cache_stats().miss_tokens}};
+  // GPU memory in use at the end (the whole device, as the driver counts it: weights, KV cache, allocator pool, context).
+  const auto device = tq::describe_device(tq::parse_device(a.get("device", "cpu")));
+  out["gpuUsedBytes"] = device.total_bytes - device.free_bytes;
   return out;
 }
 

@@ -59,7 +59,11 @@ ModelConfig read_model_config(const std::string& dir) {
   c.num_kv_heads = field_or<int64_t>(j, "num_key_value_heads", c.num_heads, file);
   c.head_dim = field_or<int64_t>(j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0, file);
   c.max_position_embeddings = field_or<int64_t>(j, "max_position_embeddings", 32768, file);
-  c.rope_theta = field_or<double>(j, "rope_theta", 10000.0, file);
+  // transformers 5 writes RoPE's settings (theta, type, scaling) into one rope_parameters object;
+  // earlier versions wrote rope_theta and rope_scaling at the top level.
+  const json none = json::object();
+  const json& rope = j.contains("rope_parameters") && j["rope_parameters"].is_object() ? j["rope_parameters"] : none;
+  c.rope_theta = field_or<double>(rope, "rope_theta", field_or<double>(j, "rope_theta", 10000.0, file), file);
   c.rms_norm_eps = field_or<double>(j, "rms_norm_eps", 1e-6, file);
   c.tie_word_embeddings = field_or<bool>(j, "tie_word_embeddings", false, file);
   c.attention_bias = field_or<bool>(j, "attention_bias", c.arch == Architecture::Qwen2, file);
@@ -69,8 +73,9 @@ ModelConfig read_model_config(const std::string& dir) {
   if (uses_window && j.contains("sliding_window") && !j["sliding_window"].is_null()) {
     c.sliding_window = field<int64_t>(j, "sliding_window", file);
   }
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-    const json& rs = j["rope_scaling"];
+  const bool scaling = j.contains("rope_scaling") && !j["rope_scaling"].is_null();
+  if (scaling || !rope.empty()) {
+    const json& rs = scaling ? j["rope_scaling"] : rope;
     std::string type = field_or<std::string>(rs, "rope_type", field_or<std::string>(rs, "type", "", file), file);
     if (type == "llama3") {
       Llama3RopeScaling s;

@@ -49,8 +49,11 @@ def read_checkpoint(folder):
 
 
 def inverse_frequencies(config, head_dim):
-    inv = 1.0 / (config["rope_theta"] ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
-    rs = config.get("rope_scaling")
+    # transformers 5 keeps theta and scaling in one rope_parameters object.
+    params = config.get("rope_parameters") or {}
+    theta = params.get("rope_theta", config.get("rope_theta", 10000.0))
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    rs = config.get("rope_scaling") or params
     if rs and rs.get("rope_type", rs.get("type")) == "llama3":
         old = rs["original_max_position_embeddings"]
         low_wl, high_wl = old / rs["low_freq_factor"], old / rs["high_freq_factor"]

@@ -3,6 +3,8 @@
 #include <torch/version.h>
 
 #include <cmath>
+#include <map>
+#include <vector>
 
 #include "kernels/cpu/attention.h"  // visibility_mask: the one visibility rule
 
@@ -26,33 +28,48 @@ class AtenLinear : public Linear {
   at::Tensor weight_, bias_;
 };
 
+// q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim]; visible: [Tq, Tk] bool. Returns [Tq, heads, dim].
+at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& visible) {
+  const int64_t group = q.size(1) / k.size(1);
+  // [heads, T, dim], the key/value heads repeated for their query heads (GQA).
+  auto qh = q.permute({1, 0, 2});
+  auto kh = k.repeat_interleave(group, 1).permute({1, 0, 2});
+  auto vh = v.repeat_interleave(group, 1).permute({1, 0, 2});
+#if TORCH_VERSION_MAJOR >= 2
+  if (q.is_cuda()) {
+    // Fused attention (memory-efficient kernel; fp32 accumulation) with an arbitrary mask.
+    auto out = at::scaled_dot_product_attention(qh.unsqueeze(0), kh.unsqueeze(0), vh.unsqueeze(0), visible.unsqueeze(0).unsqueeze(0));
+    return out.squeeze(0).permute({1, 0, 2}).contiguous();
+  }
+#endif
+  // Scores and softmax in fp32, as the CPU kernels compute them.
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
+  auto scores = at::matmul(qh.to(at::kFloat), kh.to(at::kFloat).transpose(1, 2)).mul_(scale);
+  scores.masked_fill_(visible.logical_not().unsqueeze(0), -INFINITY);
+  auto mixed = at::matmul(scores.softmax(-1), vh.to(at::kFloat));
+  return mixed.permute({1, 0, 2}).to(q.scalar_type()).contiguous();
+}
+
+// A step's attention, split by state: the queries of one state see only that state's keys, so
+// each state attends over its own keys alone (a dense mask over a step of 16 states of 1,000
+// tokens would be 16 times the work).
 class MaskedAttention : public StepAttention {
  public:
-  explicit MaskedAttention(at::Tensor visible) : visible_(std::move(visible)) {}
-  // q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim].
+  struct Group {
+    at::Tensor queries, keys;  // int64 indices on the device; undefined when the step is one group
+    at::Tensor visible;        // [queries, keys] bool on the device
+  };
+  explicit MaskedAttention(std::vector<Group> groups) : groups_(std::move(groups)) {}
   at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const override {
-    const int64_t group = q.size(1) / k.size(1);
-    // [heads, T, dim], the key/value heads repeated for their query heads (GQA).
-    auto qh = q.permute({1, 0, 2});
-    auto kh = k.repeat_interleave(group, 1).permute({1, 0, 2});
-    auto vh = v.repeat_interleave(group, 1).permute({1, 0, 2});
-#if TORCH_VERSION_MAJOR >= 2
-    if (q.is_cuda()) {
-      // Fused attention (memory-efficient kernel; fp32 accumulation) with an arbitrary mask.
-      auto out = at::scaled_dot_product_attention(qh.unsqueeze(0), kh.unsqueeze(0), vh.unsqueeze(0), visible_.unsqueeze(0).unsqueeze(0));
-      return out.squeeze(0).permute({1, 0, 2}).contiguous();
-    }
-#endif
-    // Scores and softmax in fp32, as the CPU kernels compute them.
-    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
-    auto scores = at::matmul(qh.to(at::kFloat), kh.to(at::kFloat).transpose(1, 2)).mul_(scale);
-    scores.masked_fill_(visible_.logical_not().unsqueeze(0), -INFINITY);
-    auto mixed = at::matmul(scores.softmax(-1), vh.to(at::kFloat));
-    return mixed.permute({1, 0, 2}).to(q.scalar_type()).contiguous();
+    if (groups_.size() == 1 && !groups_[0].queries.defined()) return masked_attention(q, k, v, groups_[0].visible);
+    auto out = at::empty_like(q);
+    for (const auto& g : groups_)
+      out.index_copy_(0, g.queries, masked_attention(q.index_select(0, g.queries), k.index_select(0, g.keys), v.index_select(0, g.keys), g.visible));
+    return out;
   }
 
  private:
-  at::Tensor visible_;  // [Tq, Tk] bool on the device
+  std::vector<Group> groups_;
 };
 
 class AtenLayerKernels : public LayerKernels {
@@ -78,7 +95,21 @@ class AtenLayerKernels : public LayerKernels {
   std::unique_ptr<StepAttention> plan_attention(const QueryLayout& q, const at::Tensor& key_positions, const at::Tensor& key_segments,
                                                 std::optional<int64_t> window, int64_t /*heads*/) const override {
     auto visible = visibility_mask(q.positions, q.segments, q.parents, q.roots, key_positions, key_segments, window);
-    return std::make_unique<MaskedAttention>(visible.to(device_));
+    std::map<int64_t, std::vector<int64_t>> by_state;
+    const auto roots = q.roots.contiguous();
+    for (int64_t i = 0; i < roots.size(0); ++i) by_state[roots.data_ptr<int64_t>()[i]].push_back(i);
+    std::vector<MaskedAttention::Group> groups;
+    if (by_state.size() == 1) {
+      groups.push_back({at::Tensor(), at::Tensor(), visible.to(device_)});
+    } else {
+      for (const auto& [root, rows] : by_state) {
+        auto queries = at::tensor(at::ArrayRef<int64_t>(rows), at::TensorOptions().dtype(at::kLong));
+        auto sub = visible.index_select(0, queries);
+        auto keys = sub.any(0).nonzero().squeeze(1);
+        groups.push_back({queries.to(device_), keys.to(device_), sub.index_select(1, keys).to(device_)});
+      }
+    }
+    return std::make_unique<MaskedAttention>(std::move(groups));
   }
 
  private:

@@ -3,11 +3,14 @@
 // step's visibility mask), and what the CPU runs with `kernels: "aten"` so that
 // this path is checked against the float64 reference where CI has no GPU.
 //
-// Attention takes one boolean [Tq, Tk] mask per step, built once from the
-// engine's visibility rule and shared by every layer. It is right whatever the
-// step holds: a cached prefix, several states, shared question text. SDPA's
-// is_causal would not be (it aligns the causal triangle top-left, which is
-// wrong once queries follow a cached prefix).
+// Attention takes boolean masks built once per step from the engine's
+// visibility rule, one per state in the step (a state's queries see only its
+// keys), shared by every layer. It is right whatever the step holds: a cached
+// prefix, several states, shared question text. SDPA's is_causal would not be
+// (it aligns the causal triangle top-left, which is wrong once queries follow
+// a cached prefix). FlashAttention-2 varlen or cascade attention over the
+// gathered blocks would skip the masked work; they are the next step, to be
+// chosen by the GPU check's measurements (README, "GPU engine").
 #pragma once
 #include "kernels/layer_kernels.h"
 

@@ -1,0 +1,322 @@
+"""The GPU check (issue 11), run by bench/gpu/run.sh on a machine with a GPU, a CUDA torch and
+transformers, and no Node. It drives the engine through its command-line program (tq_cli) and writes
+results.json and results.md into --out:
+
+- parity: fp32 label logits on the GPU against the float64 reference (test/reference/ref_model.py)
+  for every architecture (bound 1e-4); the bf16 error; GPU against CPU label probabilities;
+- invariance on the GPU: each question alone and cold against the same question inside a batch of
+  several states, from the prefix cache, and at another block size and step size (measured bound);
+- benchmark, side by side with transformers on the same weights and token ids: a 1,000-token cold
+  prefill to label logits, a 1,000-token state + 16 questions, one warm question, throughput with
+  many concurrent states (and its share of the GPU's measured bf16 matmul rate), GPU memory of each,
+  and the readout's share of engine time.
+"""
+import argparse
+import copy
+import json
+import math
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
+from ref_model import RefModel  # noqa: E402
+
+TINY = ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3"]
+STATE_TOKENS, QUESTIONS, QUESTION_TOKENS, LABELS = 1000, 16, 24, 8
+
+
+def cli(args, calls, extra=()):
+    """Runs `tq_cli answer` on the given calls; returns its JSON."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"calls": calls}, f)
+    try:
+        done = subprocess.run([args.cli, "answer", "--calls", f.name, *extra], capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+    if done.returncode != 0:
+        raise RuntimeError(f"tq_cli {' '.join(extra)}: {done.stderr.strip()}")
+    return json.loads(done.stdout)
+
+
+def ids(rng, n, vocab):
+    return [rng.randrange(10, vocab) for _ in range(n)]
+
+
+def max_diff(a, b):
+    return max(abs(x - y) for x, y in zip(a, b))
+
+
+def softmax(x):
+    top = max(x)
+    e = [math.exp(v - top) for v in x]
+    return [v / sum(e) for v in e]
+
+
+def logits_of(result):
+    """All label logits of one tq_cli answer output, call by call, request by request."""
+    return [a["labelLogits"] for call in result["calls"] for r in call for a in r["answers"]]
+
+
+# ---------------------------------------------------------------------------------------- parity
+def parity(args, name):
+    folder = os.path.join(args.models, name)
+    vocab = json.load(open(os.path.join(folder, "config.json")))["vocab_size"]
+    rng = random.Random(name)
+    state = ids(rng, 60, vocab)  # several blocks, and longer than tiny-mistral's window of 24
+    qs = [ids(rng, 8, vocab), ids(rng, 9, vocab)]
+    qs.append(qs[0][:3] + ids(rng, 5, vocab))  # shares its first tokens with the first question
+    labels = ids(rng, 64, vocab)
+    request = {"state": state, "questions": [{"tokens": q, "labelIds": labels} for q in qs]}
+
+    ref = RefModel(folder)
+    expected = []
+    with torch.no_grad():
+        for q in qs:
+            seq = torch.tensor(state + q)
+            hidden = ref(seq, torch.arange(len(seq)), torch.ones(len(seq), len(seq), dtype=torch.bool).tril())
+            expected.append((hidden[-1] @ ref.lm_head_weight().t())[labels].tolist())
+
+    base = ["--model", folder]
+    out = {}
+    for dtype in ["fp32", "bf16"]:
+        gpu = logits_of(cli(args, [[request]], base + ["--device", "cuda", "--dtype", dtype]))
+        cpu = logits_of(cli(args, [[request]], base + ["--device", "cpu", "--dtype", dtype]))
+        out[dtype] = {
+            "gpu_vs_float64_max_abs_logit": max(max_diff(g, e) for g, e in zip(gpu, expected)),
+            "gpu_vs_cpu_max_abs_probability": max(max_diff(softmax(g), softmax(c)) for g, c in zip(gpu, cpu)),
+            "logit_scale": max(abs(v) for e in expected for v in e),
+        }
+        out[dtype]["invariance"] = invariance(args, folder, request, vocab, dtype)
+    out["fp32"]["passed"] = out["fp32"]["gpu_vs_float64_max_abs_logit"] <= 1e-4
+    return out
+
+
+def invariance(args, folder, request, vocab, dtype):
+    """Max |Δ label logit| on the GPU between each question alone and cold, and the same question
+    in other company: all questions and a second state in one call, cached, another block size."""
+    rng = random.Random(dtype)
+    other = {"state": ids(rng, 37, vocab), "questions": [{"tokens": ids(rng, 6, vocab), "labelIds": request["questions"][0]["labelIds"]}]}
+    base = ["--model", folder, "--device", "cuda", "--dtype", dtype]
+    alone_calls = [[{"state": request["state"], "questions": [q]}] for q in request["questions"]]
+    alone = logits_of(cli(args, alone_calls, base + ["--no-prefix-cache"]))
+    batched = logits_of(cli(args, [[request, other]], base + ["--no-prefix-cache"]))[: len(alone)]
+    cached_run = cli(args, [[request], [request]], base)
+    cached = logits_of(cached_run)[len(alone):]
+    small = logits_of(cli(args, [[request]], base + ["--block-size", "5", "--max-step-tokens", "7"]))
+    diff = lambda xs: max(max_diff(a, b) for a, b in zip(alone, xs))  # noqa: E731
+    return {"batch": diff(batched), "cache": diff(cached), "block_and_step_size": diff(small),
+            "cached_tokens": cached_run["calls"][1][0]["cachedTokens"]}
+
+
+# ------------------------------------------------------------------------------------- benchmark
+def timed(fn, runs):
+    fn()  # warm-up
+    times = []
+    for _ in range(runs):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def matmul_rate():
+    """The GPU's bf16 matmul rate, TFLOP/s (8192^3, best of 20)."""
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    best = min(timed(lambda: a @ b, 1) for _ in range(20))
+    return 2 * 8192**3 / (best / 1000) / 1e12
+
+
+def workloads(vocab, states):
+    rng = random.Random(11)
+    state = ids(rng, STATE_TOKENS, vocab)
+    questions = [ids(rng, QUESTION_TOKENS, vocab) for _ in range(QUESTIONS)]
+    labels = ids(rng, LABELS, vocab)
+    many = [ids(rng, STATE_TOKENS, vocab) for _ in range(states)]
+    return state, questions, labels, many
+
+
+def ours(args, folder, state, questions, labels, many, runs):
+    base = ["--model", folder, "--device", "cuda", "--dtype", "bf16"]
+    q = lambda tokens: {"tokens": tokens, "labelIds": labels}  # noqa: E731
+    median_wall = lambda r, skip=1: statistics.median([w[0] for w in r["wallMs"][skip:]])  # noqa: E731
+    rep = ["--repeat", str(runs + 1)]
+    # A 1,000-token prefill: 999 state tokens and a 1-token question, read at its end.
+    cold = cli(args, [[{"state": state[:-1], "questions": [q(state[-1:])]}]], base + ["--no-prefix-cache"] + rep)
+    sixteen = cli(args, [[{"state": state, "questions": [q(t) for t in questions]}]], base + ["--no-prefix-cache"] + rep)
+    warm = cli(args, [[{"state": state, "questions": [q(questions[0])]}]], base + rep)
+    r = {
+        "cold_prefill_ms": median_wall(cold),
+        "state_16_questions_ms": median_wall(sixteen),
+        "warm_question_ms": median_wall(warm),
+        "warm_cached_tokens": warm["calls"][0][0]["cachedTokens"],
+        "memory_bytes": max(cold["gpuUsedBytes"], sixteen["gpuUsedBytes"]),
+        "info": cold["info"],
+    }
+    one = sixteen["calls"][0][0]
+    r["readout_share"] = one["readoutMs"] / (one["stateMs"] + one["questionsMs"] + one["readoutMs"])
+    r["throughput"] = {}
+    for step in [2048, 8192, 16384]:
+        call = [{"state": s, "questions": [q(questions[0][:1])]} for s in many]
+        t = cli(args, [call], base + ["--no-prefix-cache", "--max-step-tokens", str(step), "--repeat", "3"])
+        tokens = len(many) * (STATE_TOKENS + 1)
+        r["throughput"][step] = {"tokens_per_s": tokens / (median_wall(t) / 1000), "memory_bytes": t["gpuUsedBytes"]}
+    return r
+
+
+def transformers_peer(folder, state, questions, labels, many, runs):
+    """transformers at its best practice: bf16, SDPA, logits only at the last position, and the
+    state's KV computed once and reused per question (a deepcopy of the cache each, or the 16
+    questions as one batch over the cache repeated: the faster one counts)."""
+    import transformers as tf
+
+    model = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, attn_implementation="sdpa").cuda().eval()
+    dev = "cuda"
+    label_idx = torch.tensor(labels, device=dev)
+    state_ids = torch.tensor([state], device=dev)
+    q_ids = [torch.tensor([t], device=dev) for t in questions]
+    r = {}
+    with torch.inference_mode():
+        def run(ids_, cache=None):
+            out = model(input_ids=ids_, past_key_values=cache, use_cache=cache is not None, logits_to_keep=1)
+            return out.logits[:, -1, label_idx].float().cpu()
+
+        torch.cuda.reset_peak_memory_stats()
+        r["cold_prefill_ms"] = timed(lambda: run(state_ids), runs)
+        r["label_logits_cold"] = run(state_ids)[0].tolist()
+
+        def state_cache():
+            return model(input_ids=state_ids, use_cache=True).past_key_values
+
+        def per_question():
+            cache = state_cache()
+            return [run(q, copy.deepcopy(cache)) for q in q_ids]
+
+        def batched():
+            cache = state_cache()
+            cache.batch_repeat_interleave(len(q_ids))
+            return run(torch.cat(q_ids), cache)
+
+        r["state_16_questions_ms_per_question_copy"] = timed(per_question, runs)
+        r["state_16_questions_ms_batched"] = timed(batched, runs)
+        r["state_16_questions_ms"] = min(r["state_16_questions_ms_per_question_copy"], r["state_16_questions_ms_batched"])
+        cache = state_cache()
+        r["warm_question_ms"] = timed(lambda: run(q_ids[0], copy.deepcopy(cache)), runs)
+        r["label_logits_warm"] = run(q_ids[0], copy.deepcopy(cache))[0].tolist()
+        r["memory_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        free, total = torch.cuda.mem_get_info()
+        r["memory_bytes"] = total - free
+        batch = torch.tensor([s + questions[0][:1] for s in many], device=dev)
+        r["throughput"] = {}
+        for size in [8, len(many)]:
+            chunks = batch.split(size)
+            ms = timed(lambda: [run(c) for c in chunks], 3)
+            r["throughput"][size] = {"tokens_per_s": batch.numel() / (ms / 1000)}
+        r["throughput_tokens_per_s"] = max(v["tokens_per_s"] for v in r["throughput"].values())
+    del model
+    torch.cuda.empty_cache()
+    return r
+
+
+def benchmark(args):
+    folder = os.path.join(args.models, "bench-qwen3")
+    config = json.load(open(os.path.join(folder, "config.json")))
+    state, questions, labels, many = workloads(config["vocab_size"], args.states)
+    rate = matmul_rate()
+    mine = ours(args, folder, state, questions, labels, many, args.runs)
+    peer = transformers_peer(folder, state, questions, labels, many, args.runs)
+    # Weights a token's forward multiplies by (embeddings are looked up, lm_head is read at one row per label).
+    h, layers = config["hidden_size"], config["num_hidden_layers"]
+    q_dim, kv_dim = config["num_attention_heads"] * config["head_dim"], config["num_key_value_heads"] * config["head_dim"]
+    per_token = 2 * layers * (h * (q_dim + 2 * kv_dim) + q_dim * h + 3 * h * config["intermediate_size"])
+    best = max(v["tokens_per_s"] for v in mine["throughput"].values())
+    ratios = {
+        "cold_prefill": peer["cold_prefill_ms"] / mine["cold_prefill_ms"],
+        "state_16_questions": peer["state_16_questions_ms"] / mine["state_16_questions_ms"],
+        "warm_question": peer["warm_question_ms"] / mine["warm_question_ms"],
+        "throughput": best / peer["throughput_tokens_per_s"],
+    }
+    return {
+        "model": "bench-qwen3 (Qwen3-0.6B shape, random weights, bf16)",
+        "matmul_tflops": rate,
+        "tqserve": mine,
+        "transformers": peer,
+        "ratios": ratios,
+        "throughput_share_of_matmul_rate": best * per_token / (rate * 1e12),
+        "goals": {"cold_prefill_3x": ratios["cold_prefill"] >= 3, "state_16_questions_5x": ratios["state_16_questions"] >= 5,
+                  "throughput_40pct": best * per_token / (rate * 1e12) >= 0.4, "readout_1pct": mine["readout_share"] <= 0.01},
+    }
+
+
+def markdown(results):
+    lines = [f"# GPU check: {results['device']}", "", f"torch {torch.__version__}, CUDA {torch.version.cuda}", "", "## Parity and invariance", "",
+             "| model | fp32 vs float64 (max abs logit) | bf16 vs float64 | GPU vs CPU probability fp32 / bf16 | invariance fp32: batch / cache / block | bf16: batch / cache / block |",
+             "|---|---|---|---|---|---|"]
+    for name, p in results["parity"].items():
+        if "error" in p:
+            lines.append(f"| {name} | error: {p['error']} | | | | |")
+            continue
+        f, b = p["fp32"], p["bf16"]
+        inv = lambda d: " / ".join(f"{d['invariance'][k]:.1e}" for k in ["batch", "cache", "block_and_step_size"])  # noqa: E731
+        lines.append(f"| {name} | {f['gpu_vs_float64_max_abs_logit']:.2e} ({'pass' if f['passed'] else 'FAIL'}) | {b['gpu_vs_float64_max_abs_logit']:.2e} "
+                     f"| {f['gpu_vs_cpu_max_abs_probability']:.1e} / {b['gpu_vs_cpu_max_abs_probability']:.1e} | {inv(f)} | {inv(b)} |")
+    bm = results.get("benchmark")
+    if bm and "error" not in bm:
+        t, p, r = bm["tqserve"], bm["transformers"], bm["ratios"]
+        lines += ["", f"## Benchmark: {bm['model']}", "", f"bf16 matmul rate measured: {bm['matmul_tflops']:.0f} TFLOP/s", "",
+                  "| workload | tqserve | transformers (bf16, SDPA, KV reuse) | ratio |", "|---|---|---|---|",
+                  f"| 1,000-token cold prefill to label logits | {t['cold_prefill_ms']:.2f} ms | {p['cold_prefill_ms']:.2f} ms | {r['cold_prefill']:.2f}x |",
+                  f"| 1,000-token state + 16 questions | {t['state_16_questions_ms']:.2f} ms | {p['state_16_questions_ms']:.2f} ms | {r['state_16_questions']:.2f}x |",
+                  f"| one warm question | {t['warm_question_ms']:.2f} ms | {p['warm_question_ms']:.2f} ms | {r['warm_question']:.2f}x |",
+                  f"| throughput, {results['states']} states x 1,001 tokens | {max(v['tokens_per_s'] for v in t['throughput'].values()):,.0f} tok/s "
+                  f"| {p['throughput_tokens_per_s']:,.0f} tok/s | {r['throughput']:.2f}x |",
+                  f"| GPU memory in use | {t['memory_bytes'] / 2**30:.2f} GiB | {p['memory_bytes'] / 2**30:.2f} GiB | |",
+                  "", f"Throughput share of the matmul rate: {100 * bm['throughput_share_of_matmul_rate']:.1f}%; readout share of engine time "
+                  f"(state + 16 questions): {100 * t['readout_share']:.2f}%.", "",
+                  "tqserve throughput by step size: " + ", ".join(f"{k}: {v['tokens_per_s']:,.0f} tok/s" for k, v in t["throughput"].items()),
+                  "", "Goals: " + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in bm["goals"].items())]
+    elif bm:
+        lines += ["", f"## Benchmark: error: {bm['error']}"]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cli", required=True)
+    parser.add_argument("--models", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--states", type=int, default=32)
+    args = parser.parse_args()
+    torch.set_num_threads(4)
+    results = {"device": torch.cuda.get_device_name(0), "states": args.states, "parity": {}}
+    for name in TINY:
+        try:
+            results["parity"][name] = parity(args, name)
+        except Exception as e:  # one architecture failing must not hide the others' figures
+            results["parity"][name] = {"error": str(e)}
+        print(name, json.dumps(results["parity"][name]), flush=True)
+    try:
+        results["benchmark"] = benchmark(args)
+    except Exception as e:
+        results["benchmark"] = {"error": repr(e)}
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    md = markdown(results)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Random-weight checkpoints for the GPU check, written with transformers (no Node on the GPU machine).
+
+The four tiny architectures have the shapes of src/testmodels/specs.ts (their weights differ: the
+float64 reference runs on the same machine, on these very files). bench-qwen3 has the shape of
+Qwen3-0.6B, in bf16: the benchmark model, loaded by both tqserve and transformers.
+
+  python3 bench/gpu/make_models.py OUT_DIR
+"""
+import os
+import sys
+
+import torch
+import transformers as tf
+
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            head_dim=16, rms_norm_eps=1e-6, max_position_embeddings=4096,
+            # Larger than a trained model's init, so attention is far from uniform (as in specs.ts).
+            initializer_range=0.08)
+
+MODELS = {
+    "tiny-llama": (tf.LlamaConfig, dict(TINY, vocab_size=128256, rope_theta=500000.0, tie_word_embeddings=False,
+                                        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}),
+                   torch.bfloat16),
+    "tiny-mistral": (tf.MistralConfig, dict(TINY, vocab_size=32000, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=24),
+                     torch.float16),
+    "tiny-qwen2": (tf.Qwen2Config, dict(TINY, vocab_size=151936, rope_theta=1000000.0, tie_word_embeddings=True), torch.float32),
+    "tiny-qwen3": (tf.Qwen3Config, dict(TINY, head_dim=32, vocab_size=151936, rope_theta=1000000.0, tie_word_embeddings=True), torch.bfloat16),
+    "bench-qwen3": (tf.Qwen3Config, dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+                                         num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6, vocab_size=151936,
+                                         rope_theta=1000000.0, tie_word_embeddings=True, max_position_embeddings=40960),
+                    torch.bfloat16),
+}
+
+
+def config_of(config_class, fields):
+    # transformers 5 keeps RoPE's theta and scaling in one rope_parameters object.
+    if int(tf.__version__.split(".")[0]) >= 5:
+        fields = dict(fields)
+        rope = dict(fields.pop("rope_scaling", None) or {"rope_type": "default"})
+        rope["rope_theta"] = fields.pop("rope_theta")
+        fields["rope_parameters"] = rope
+    return config_class(**fields)
+
+
+def main():
+    out = sys.argv[1]
+    for i, (name, (config_class, fields, dtype)) in enumerate(MODELS.items()):
+        folder = os.path.join(out, name)
+        if os.path.exists(os.path.join(folder, "config.json")):
+            continue
+        torch.manual_seed(20261122 + i)
+        model = tf.AutoModelForCausalLM.from_config(config_of(config_class, fields))
+        with torch.no_grad():  # norm weights near 1 but not 1, so a missing norm shows
+            for n, p in model.named_parameters():
+                if n.endswith("norm.weight"):
+                    p.add_(torch.randn_like(p) * 0.1)
+        model.to(dtype).save_pretrained(folder, safe_serialization=True)
+        print(f"{name}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, {dtype}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

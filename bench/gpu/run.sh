@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The GPU check (issue 11; README, "GPU engine"): on a machine with an NVIDIA GPU, a CUDA build of
+# PyTorch (its C++ headers and TorchConfig.cmake), transformers, CMake, ninja and nvcc, without Node:
+#   bash bench/gpu/run.sh OUT_DIR
+# builds the engine library and tq_cli against that torch, writes the test and bench models, and
+# runs bench/gpu/check.py: parity, invariance and the benchmark against transformers. Results go to
+# OUT_DIR/results.json and OUT_DIR/results.md; the build log to OUT_DIR/build.log.
+# nlohmann/json: installed (nlohmann-json3-dev), or TQ_JSON_INCLUDE=<folder holding nlohmann/json.hpp>.
+set -euo pipefail
+out=${1:?usage: bench/gpu/run.sh OUT_DIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/../.."
+py=${PYTHON:-python3}
+build=${TQ_GPU_BUILD:-build-gpu}
+
+torch_dir=$("$py" -c 'import os, torch; print(os.path.join(torch.utils.cmake_prefix_path, "Torch"))')
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.csv" 2>&1 || true
+flags=(-DTorch_DIR="$torch_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)")
+[ -n "${TQ_JSON_INCLUDE:-}" ] && flags+=(-DTQ_JSON_INCLUDE="$TQ_JSON_INCLUDE")
+start=$(date +%s)
+if ! { cmake -S . -B "$build" -G Ninja "${flags[@]}" && cmake --build "$build" --target tq_cli -j "$(nproc)"; } > "$out/build.log" 2>&1; then
+  tail -40 "$out/build.log"
+  echo "build failed (log: $out/build.log)"
+  exit 1
+fi
+echo "built in $(( $(date +%s) - start )) s"
+
+"$py" bench/gpu/make_models.py "$build/models"
+"$py" bench/gpu/check.py --cli "$build/tq_cli" --models "$build/models" --out "$out" "${@:2}"

@@ -22,6 +22,7 @@ test.each([
   [['--dtype', 'fp16'], /--dtype must be one of bf16, fp32/],
   [['--temperature-choice', '0'], /must be positive/],
   [['--port'], /--port needs a value/],
+  [['--device', 'gpu'], /--device must be cpu, cuda or cuda:N/],
 ])('bad flags %j exit 2 with a message', async (args, message) => {
   const { output, exited } = runServerProcess(args as string[]);
   expect(await exited).toBe(2);
@@ -32,6 +33,25 @@ test('a base that does not exist exits 1 naming it', async () => {
   const { output, exited } = runServerProcess(['--base', '/nonexistent/checkpoint', '--port', '0']);
   expect(await exited).toBe(1);
   expect(output()).toContain('/nonexistent/checkpoint');
+});
+
+test('--device cuda on this CPU build exits 1 saying the engine was built without CUDA', async () => {
+  const { output, exited } = runServerProcess(['--base', 'tiny-qwen3', '--port', '0', '--device', 'cuda']);
+  expect(await exited).toBe(1);
+  expect(output()).toContain('built without CUDA');
+});
+
+test('/health says where the engine runs: mode cpu, no GPU, the libtorch version', async () => {
+  const server = await startServer(['--base', 'tiny-qwen3', '--device', 'cpu']);
+  try {
+    const h = (await server.get('/health')).body;
+    expect(h.mode).toBe('cpu');
+    expect(h.gpu).toBeNull();
+    expect(h.version.libtorch).toMatch(/^\d+\.\d+/);
+    expect(h.version.cuda).toBeNull();
+  } finally {
+    await server.stop();
+  }
 });
 
 test('a busy port exits 1 with a clear message', async () => {

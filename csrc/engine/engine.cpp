@@ -56,6 +56,15 @@ bool is_directory(const std::string& path) {
   return S_ISDIR(st.st_mode);
 }
 
+// Whether the layers run on ATen's ops (kernels/aten/) rather than the engine's own CPU kernels.
+bool uses_aten_kernels(const EngineOptions& options, const at::Device& device) {
+  if (!options.kernels.empty() && options.kernels != "engine" && options.kernels != "aten")
+    throw EngineError(code::kBadRequest, "kernels must be engine or aten, got " + options.kernels);
+  if (options.kernels == "engine" && !device.is_cpu())
+    throw EngineError(code::kBadRequest, "the engine's own kernels run on the CPU; on " + options.device + " the kernels are aten");
+  return options.kernels == "aten" || !device.is_cpu();
+}
+
 }  // namespace
 
 Engine::Engine(const EngineOptions& options) : options_(options) {
@@ -68,11 +77,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   if (options.register_boundary != "after" && options.register_boundary != "before")
     throw EngineError(code::kBadRequest, "registerBoundary must be after or before, got " + options.register_boundary);
   device_ = parse_device(options.device);
-  if (!options.kernels.empty() && options.kernels != "engine" && options.kernels != "aten")
-    throw EngineError(code::kBadRequest, "kernels must be engine or aten, got " + options.kernels);
-  if (options.kernels == "engine" && !device_.is_cpu())
-    throw EngineError(code::kBadRequest, "the engine's own kernels run on the CPU; on " + options.device + " the kernels are aten");
-  const bool aten = options.kernels == "aten" || !device_.is_cpu();
+  const bool aten = uses_aten_kernels(options, device_);
   if (is_directory(options.path)) {
     // Without batch invariance the CPU matmuls are oneDNN's; where it has no bf16 matmul (CPUs
     // without AVX-512), bf16 would fail at the first forward pass, so the engine computes in fp32 and says so.
@@ -90,18 +95,18 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     PagedModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
                          options.prefix_cache, options.batch_invariant, device_, aten,
                          options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After};
-    auto native = std::make_unique<PagedModel>(options.path, o);
+    auto paged = std::make_unique<PagedModel>(options.path, o);
     info_.prefix_cache = options.prefix_cache;
     info_.register_boundary = options.register_boundary;
     info_.format = "hf";
-    info_.kernels = native->kernels().name();
+    info_.kernels = paged->kernels().name();
     // Only the engine's own CPU kernels promise it; cuBLAS and SDPA choose their reductions by shape.
     info_.batch_invariant = options.batch_invariant && !aten;
-    info_.stored_dtype = native->stored_dtype();
-    info_.block_size = native->cache().shape().block_size;
-    info_.cache_blocks = native->cache().shape().num_blocks;
-    info_.cache_bytes = native->cache().bytes();
-    model_ = std::move(native);
+    info_.stored_dtype = paged->stored_dtype();
+    info_.block_size = paged->cache().shape().block_size;
+    info_.cache_blocks = paged->cache().shape().num_blocks;
+    info_.cache_bytes = paged->cache().bytes();
+    model_ = std::move(paged);
   } else {
     if (!device_.is_cpu() || aten) throw EngineError(code::kBadRequest, "TorchScript models run on the CPU with libtorch's kernels only");
     model_ = std::make_unique<ScriptedModel>(options.path, dtype);
@@ -244,12 +249,12 @@ MemoryStats Engine::memory_stats() const {
   MemoryStats m;
   m.attention_buffer_bytes = attention_buffer_bytes();
   m.cached_primitives = cached_primitives();
-  if (auto* native = dynamic_cast<const PagedModel*>(model_.get())) m.pending_boundaries = native->pending_boundaries();
+  if (auto* paged = dynamic_cast<const PagedModel*>(model_.get())) m.pending_boundaries = paged->pending_boundaries();
   return m;
 }
 
 CacheStats Engine::cache_stats() const {
-  if (auto* native = dynamic_cast<const PagedModel*>(model_.get())) return native->cache().pool().stats();
+  if (auto* paged = dynamic_cast<const PagedModel*>(model_.get())) return paged->cache().pool().stats();
   return {};
 }
 

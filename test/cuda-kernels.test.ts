@@ -42,3 +42,22 @@ test('the readout arithmetic is the same bits at -O0 and at -O3 with FMA allowed
   expect(plain.trim().split('\n')).toHaveLength(6);
   expect(run(['-O3', '-march=haswell', '-ffp-contract=fast'])).toBe(plain);
 }, 120_000);
+
+/**
+ * The C++ of a CUDA build (TQ_CUDA=1: the device code paths; TQ_ONEDNN=0: a CUDA libtorch brings its
+ * own oneDNN privately) compiles, checked against this machine's libtorch headers and CUDA headers.
+ * Debian's libtorch ships c10/cuda headers but not the one CMake generates for a CUDA build
+ * (c10/cuda/impl/cuda_cmake_macros.h): the check writes it, as a CUDA build would.
+ */
+test('the sources with CUDA or oneDNN branches compile as a CUDA build (TQ_CUDA=1, TQ_ONEDNN=0)', () => {
+  const cudaInclude = ['/usr/local/cuda/include', '/usr/local/cuda-13.0/include'].find((d) => fs.existsSync(path.join(d, 'cuda_runtime_api.h')));
+  if (!cudaInclude) throw new Error('CUDA headers (cuda_runtime_api.h) not found next to nvcc');
+  const generated = path.join(scratch, 'include');
+  fs.mkdirSync(path.join(generated, 'c10', 'cuda', 'impl'), { recursive: true });
+  fs.writeFileSync(path.join(generated, 'c10', 'cuda', 'impl', 'cuda_cmake_macros.h'), '#define C10_CUDA_BUILD_SHARED_LIBS\n');
+  const sources = execFileSync('grep', ['-rl', '--include=*.cpp', '-e', 'TQ_CUDA', '-e', 'TQ_ONEDNN', csrc], { encoding: 'utf8' }).trim().split('\n');
+  expect(sources.length).toBeGreaterThanOrEqual(4);
+  for (const file of sources)
+    execFileSync('g++', ['-std=gnu++17', '-fsyntax-only', '-Werror', '-Wall', `-I${csrc}`, '-I/usr/include/torch/csrc/api/include', `-I${cudaInclude}`,
+      `-I${generated}`, '-DTQ_CUDA=1', '-DTQ_ONEDNN=0', file], { stdio: 'pipe' });
+}, 300_000);

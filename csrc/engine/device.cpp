@@ -5,7 +5,6 @@
 #include "common/errors.h"
 
 #if TQ_CUDA
-#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
@@ -39,9 +38,11 @@ DeviceInfo describe_device(const at::Device& device) {
 #if TQ_CUDA
   d.cuda_version = std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
   if (device.is_cuda()) {
-    const auto* p = at::cuda::getDeviceProperties(device.index());
-    d.name = p->name;
-    d.capability = std::to_string(p->major) + "." + std::to_string(p->minor);
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, device.index()) == cudaSuccess) {
+      d.name = p.name;
+      d.capability = std::to_string(p.major) + "." + std::to_string(p.minor);
+    }
     size_t free = 0, total = 0;
     c10::cuda::CUDAGuard guard(device.index());
     if (cudaMemGetInfo(&free, &total) == cudaSuccess) {

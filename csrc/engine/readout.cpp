@@ -6,7 +6,7 @@
 #include "kernels/label_readout_math.h"
 
 #if TQ_CUDA
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include "kernels/cuda/label_readout.h"
 #endif
@@ -53,7 +53,7 @@ void read_labels_cuda(const at::Tensor& hidden, const at::Tensor& lm_head, const
   cuda::LabelReadoutArgs args{h.data_ptr<float>(), lm_head.data_ptr(), lm_head.scalar_type() == at::kBFloat16, h.size(1),
                               static_cast<int>(questions.size()), d_ids.data_ptr<int64_t>(), d_offsets.data_ptr<int32_t>(),
                               d_temps.data_ptr<float>(), d_logits.data_ptr<float>(), d_log_probs.data_ptr<float>()};
-  const auto status = cuda::launch_label_readout(args, at::cuda::getCurrentCUDAStream(device.index()).stream());
+  const auto status = cuda::launch_label_readout(args, c10::cuda::getCurrentCUDAStream(device.index()).stream());
   if (status != cudaSuccess) throw EngineError(code::kInternal, std::string("label readout kernel: ") + cudaGetErrorString(status));
   auto logits = d_logits.cpu(), log_probs = d_log_probs.cpu();
   out.logits.assign(logits.data_ptr<float>(), logits.data_ptr<float>() + logits.numel());

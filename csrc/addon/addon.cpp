@@ -309,7 +309,12 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
           engine_.reset();
           return true;
         },
-        [](Napi::Env env, bool&) -> Napi::Value { return env.Undefined(); });
+        [this](Napi::Env env, bool&) -> Napi::Value {
+          // The engine thread has nothing left to run: end it now rather than when the wrapper is
+          // garbage collected, so that its OpenMP team and their buffers go with it.
+          thread_->stop();
+          return env.Undefined();
+        });
     closed_ = true;
     return promise;
   }

@@ -234,6 +234,22 @@ namespace {
 // state, are returned after the call.
 constexpr size_t kKeptBufferBytes = size_t{8} << 20;
 std::atomic<int64_t> buffer_bytes{0};
+
+// A thread's buffers, counted in buffer_bytes while the thread lives. Each engine has its own
+// engine thread and so its own OpenMP team: when an engine closes, its threads end, and what
+// their buffers held leaves the count with them.
+struct CountedBuffers {
+  ItemBuffers buffers;
+  int64_t counted = 0;
+  ~CountedBuffers() { buffer_bytes -= counted; }
+  // Returns oversized buffers, then brings the count up to date.
+  void settle() {
+    if (buffers.bytes() > kKeptBufferBytes) buffers = ItemBuffers{};
+    const auto now = static_cast<int64_t>(buffers.bytes());
+    buffer_bytes += now - counted;
+    counted = now;
+  }
+};
 }  // namespace
 
 int64_t attention_buffer_bytes() { return buffer_bytes.load(); }
@@ -269,8 +285,8 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   // work by the threads it sees when created.
   std::atomic<size_t> next{0};
   at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
-    thread_local ItemBuffers buffers;
-    const int64_t before = static_cast<int64_t>(buffers.bytes());
+    thread_local CountedBuffers kept;
+    auto& buffers = kept.buffers;
     if (invariant) {
       for (size_t i = next++; i < items.size(); i = next++) attend_invariant(data, items[i], buffers);
     } else {
@@ -279,8 +295,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
       for (size_t i = next++; i < items.size(); i = next++) attend(data, kernels, items[i], buffers);
 #endif
     }
-    if (buffers.bytes() > kKeptBufferBytes) buffers = ItemBuffers{};
-    buffer_bytes += static_cast<int64_t>(buffers.bytes()) - before;
+    kept.settle();
   });
   return out;
 }

@@ -161,6 +161,7 @@ def ours(args, folder, state, questions, labels, many, runs):
         "warm_question_ms": median_wall(warm),
         "warm_cached_tokens": warm["calls"][0][0]["cachedTokens"],
         "memory_bytes": max(cold["gpuUsedBytes"], sixteen["gpuUsedBytes"]),
+        "label_logits_cold": cold["calls"][0][0]["answers"][0]["labelLogits"],
         "info": cold["info"],
     }
     one = sixteen["calls"][0][0]
@@ -256,6 +257,8 @@ def benchmark(args):
         "transformers": peer,
         "ratios": ratios,
         "throughput_share_of_matmul_rate": best * per_token / (rate * 1e12),
+        # Equal computations: the two engines' label probabilities on the same 1,000 tokens.
+        "max_abs_probability_diff_vs_transformers": max_diff(softmax(mine["label_logits_cold"]), softmax(peer["label_logits_cold"])),
         "goals": {"cold_prefill_3x": ratios["cold_prefill"] >= 3, "state_16_questions_5x": ratios["state_16_questions"] >= 5,
                   "throughput_40pct": best * per_token / (rate * 1e12) >= 0.4, "readout_1pct": mine["readout_share"] <= 0.01},
     }
@@ -284,6 +287,7 @@ def markdown(results):
                   f"| throughput, {results['states']} states x 1,001 tokens | {max(v['tokens_per_s'] for v in t['throughput'].values()):,.0f} tok/s "
                   f"| {p['throughput_tokens_per_s']:,.0f} tok/s | {r['throughput']:.2f}x |",
                   f"| GPU memory in use | {t['memory_bytes'] / 2**30:.2f} GiB | {p['memory_bytes'] / 2**30:.2f} GiB | |",
+                  "", f"Label probabilities of the cold prefill, tqserve vs transformers: max abs diff {bm['max_abs_probability_diff_vs_transformers']:.1e}.",
                   "", f"Throughput share of the matmul rate: {100 * bm['throughput_share_of_matmul_rate']:.1f}%; readout share of engine time "
                   f"(state + 16 questions): {100 * t['readout_share']:.2f}%.", "",
                   "tqserve throughput by step size: " + ", ".join(f"{k}: {v['tokens_per_s']:,.0f} tok/s" for k, v in t["throughput"].items()),

@@ -8,7 +8,8 @@
 //       FILE.json: {"calls": [[request, ...], ...]}, each call one answer_batch of requests
 //       {"state": [ids], "questions": [{"tokens": [ids], "labelIds": [ids], "readoutIndex": i, "temperature": t}]}.
 //       Prints {"info", "calls": [[{"labelLogits", "labelLogProbs", "hiddenSum", "hiddenAbsSum", ...}]],
-//       "wallMs": [per repeat, per call]} as JSON: the calls run in order, --repeat times over.
+//       "wallMs": [per repeat, per call]} as JSON: the calls run in order, --repeat times over; "calls" are
+//       the last repetition's results.
 //   tq_cli gemm --m M --k K --n N [--dtype] [--batch-invariant on|off] [--iterations N] [--threads N]
 //   tq_cli readout --model DIR [--dtype] [--device] [--labels N] [--iterations N]
 #include <ATen/Parallel.h>
@@ -126,7 +127,7 @@ json answer(const Args& a) {
       const auto t0 = std::chrono::steady_clock::now();
       const auto results = engine.answer_batch(calls[c]);  // returns once the readout is on the host
       walls.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-      if (rep == 0) {
+      if (rep == repeat - 1) {  // the last repetition: warm where the prefix cache is on
         json call = json::array();
         for (const auto& r : results) call.push_back(result_json(r));
         out["calls"].push_back(call);

@@ -218,8 +218,8 @@ def transformers_peer(folder, state, questions, labels, many, runs):
         r["warm_question_ms"] = timed(lambda: run(q_ids[0], copy.deepcopy(cache)), runs)
         r["label_logits_warm"] = run(q_ids[0], copy.deepcopy(cache))[0].tolist()
         r["memory_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
-        free, total = torch.cuda.mem_get_info()
-        r["memory_bytes"] = total - free
+        # Like tq_cli's figure: what the process holds from the device (the allocator's pool), not its context.
+        r["memory_bytes"] = torch.cuda.max_memory_reserved()
         batch = torch.tensor([s + questions[0][:1] for s in many], device=dev)
         r["throughput"] = {}
         for size in [8, len(many)]:
@@ -286,7 +286,8 @@ def markdown(results):
                   f"| one warm question | {t['warm_question_ms']:.2f} ms | {p['warm_question_ms']:.2f} ms | {r['warm_question']:.2f}x |",
                   f"| throughput, {results['states']} states x 1,001 tokens | {max(v['tokens_per_s'] for v in t['throughput'].values()):,.0f} tok/s "
                   f"| {p['throughput_tokens_per_s']:,.0f} tok/s | {r['throughput']:.2f}x |",
-                  f"| GPU memory in use | {t['memory_bytes'] / 2**30:.2f} GiB | {p['memory_bytes'] / 2**30:.2f} GiB | |",
+                  f"| GPU memory taken (peak pool, without the CUDA context) | {t['memory_bytes'] / 2**30:.2f} GiB, of which KV cache "
+                  f"{t['info']['kvCacheBytes'] / 2**30:.2f} GiB (allocated whole at start) | {p['memory_bytes'] / 2**30:.2f} GiB | |",
                   "", f"Label probabilities of the cold prefill, tqserve vs transformers: max abs diff {bm['max_abs_probability_diff_vs_transformers']:.1e}.",
                   "", f"Throughput share of the matmul rate: {100 * bm['throughput_share_of_matmul_rate']:.1f}%; readout share of engine time "
                   f"(state + 16 questions): {100 * t['readout_share']:.2f}%.", "",

@@ -73,7 +73,8 @@ json info_json(const tq::EngineInfo& i) {
   return {{"architecture", i.architecture}, {"dtype", i.dtype},       {"kernels", i.kernels},
           {"batchInvariant", i.batch_invariant}, {"device", i.device.mode}, {"deviceName", i.device.name},
           {"torch", i.device.torch_version},     {"cuda", i.device.cuda_version}, {"dtypeNote", i.dtype_note},
-          {"gpuMemoryBytes", i.device.total_bytes}, {"gpuFreeBytes", i.device.free_bytes}};
+          {"gpuMemoryBytes", i.device.total_bytes}, {"gpuFreeBytes", i.device.free_bytes},
+          {"kvCacheBytes", i.cache_bytes}};
 }
 
 tq::AnswerRequest request_of(const json& j) {
@@ -118,6 +119,8 @@ json answer(const Args& a) {
     calls.emplace_back();
     for (const auto& r : call) calls.back().push_back(request_of(r));
   }
+  const auto device = tq::parse_device(a.get("device", "cpu"));
+  const int64_t free_at_start = tq::describe_device(device).free_bytes;  // after the CUDA context exists
   tq::Engine engine(engine_options(a));
   json out{{"info", info_json(engine.info())}, {"calls", json::array()}, {"wallMs", json::array()}};
   const int64_t repeat = a.number("repeat", 1);
@@ -136,9 +139,9 @@ json answer(const Args& a) {
     out["wallMs"].push_back(walls);
   }
   out["cache"] = {{"hitTokens", engine.cache_stats().hit_tokens}, {"missTokens", engine.cache_stats().miss_tokens}};
-  // GPU memory in use at the end (the whole device, as the driver counts it: weights, KV cache, allocator pool, context).
-  const auto device = tq::describe_device(tq::parse_device(a.get("device", "cpu")));
-  out["gpuUsedBytes"] = device.total_bytes - device.free_bytes;
+  // GPU memory this process took (weights, KV cache, the allocator's pool; not the CUDA context), as
+  // the driver counts it: the device's free memory at the start less at the end.
+  out["gpuUsedBytes"] = free_at_start - tq::describe_device(device).free_bytes;
   return out;
 }
 

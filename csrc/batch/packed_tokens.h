@@ -31,6 +31,16 @@ struct PackedTokens {
     return s;
   }
 
+  // Index into ids of each segment's first token.
+  std::vector<int64_t> segment_offsets() const {
+    std::vector<int64_t> offset(segment_lengths.size(), 0);
+    for (size_t s = 1; s < segment_lengths.size(); ++s) offset[s] = offset[s - 1] + segment_lengths[s - 1];
+    return offset;
+  }
+  std::vector<int64_t> segment_tokens(size_t s, const std::vector<int64_t>& offsets) const {
+    return std::vector<int64_t>(ids.begin() + offsets[s], ids.begin() + offsets[s] + segment_lengths[s]);
+  }
+
   // Position of each segment's first token: the end of its parent's.
   std::vector<int64_t> segment_starts() const {
     std::vector<int64_t> start(segment_lengths.size(), 0);

@@ -16,8 +16,7 @@ std::vector<Step> plan_steps(const PackedTokens& packed, const std::vector<int64
   const auto& lens = packed.segment_lengths;
   const size_t n_seg = lens.size();
   const int64_t n = static_cast<int64_t>(packed.ids.size());
-  std::vector<int64_t> seg_start(n_seg);
-  for (size_t s = 0, offset = 0; s < n_seg; offset += lens[s], ++s) seg_start[s] = static_cast<int64_t>(offset);
+  const auto seg_start = packed.segment_offsets();
   const auto segments = packed.segments();
   auto all_ids = long_tensor(packed.ids), all_pos = long_tensor(packed.positions()), all_seg = long_tensor(segments),
        all_parent = long_tensor(packed.parents()), all_root = long_tensor(packed.roots()), all_slots = long_tensor(slots);

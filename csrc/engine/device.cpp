@@ -12,8 +12,6 @@
 
 namespace tq {
 
-bool cuda_built() { return TQ_CUDA != 0; }
-
 at::Device parse_device(const std::string& name) {
   if (name == "cpu") return at::kCPU;
   if (name == "cuda" || name.rfind("cuda:", 0) == 0) {

@@ -21,7 +21,6 @@ struct DeviceInfo {
 // "cpu", "cuda" or "cuda:N". Throws BAD_REQUEST for anything else, and when this
 // build or machine has no CUDA.
 at::Device parse_device(const std::string& name);
-bool cuda_built();  // whether this build links a CUDA libtorch
 DeviceInfo describe_device(const at::Device& device);
 void synchronize(const at::Device& device);
 

@@ -18,6 +18,7 @@
 #include "kernels/cpu/onednn.h"
 #endif
 #include "kernels/cpu/packed_linear.h"
+#include "kernels/label_readout_math.h"
 #include "model/scripted_model.h"
 
 // ATen's parallel_for compiles to a serial loop where OpenMP is off: the
@@ -145,7 +146,8 @@ void Engine::check_request(const AnswerRequest& req, const std::string& where) c
                         {{"promptTokens", prompt}, {"contextLimit", options_.context_limit}, {"question", static_cast<int64_t>(qi)}});
     check_tokens(q.tokens, name);
     if (q.label_ids.empty()) throw EngineError(code::kBadRequest, name + " has no label ids");
-    if (q.label_ids.size() > 256) throw EngineError(code::kBadRequest, name + " has " + std::to_string(q.label_ids.size()) + " labels; at most 256");
+    if (static_cast<int64_t>(q.label_ids.size()) > readout::kMaxLabels)
+      throw EngineError(code::kBadRequest, name + " has " + std::to_string(q.label_ids.size()) + " labels; at most " + std::to_string(readout::kMaxLabels));
     if (!(q.temperature > 0) || !std::isfinite(q.temperature))
       throw EngineError(code::kBadRequest, name + " temperature must be a positive number");
     check_tokens(q.label_ids, name + " label");
@@ -197,8 +199,7 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
   for (const auto& rr : rows) packed.output_rows.insert(packed.output_rows.end(), rr.begin(), rr.end());
 
   ForwardInfo info;
-  auto hidden = model_->final_hidden(packed, info);
-  synchronize(device_);
+  auto hidden = model_->final_hidden(packed, info);  // on CUDA, finished: the paged model waits after each step
   auto t0 = std::chrono::steady_clock::now();
   // Every question's labels in one readout (on CUDA, one launch), in output-row order.
   std::vector<ReadoutQuestion> readout;

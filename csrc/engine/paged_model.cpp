@@ -16,17 +16,11 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::vector<int64_t> tokens_of(const PackedTokens& packed, size_t segment) {
-  int64_t start = 0;
-  for (size_t s = 0; s < segment; ++s) start += packed.segment_lengths[s];
-  return std::vector<int64_t>(packed.ids.begin() + start, packed.ids.begin() + start + packed.segment_lengths[segment]);
-}
-
 }  // namespace
 
 PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
     : options_(options), checkpoint_(std::make_unique<Checkpoint>(dir)) {
-  auto kernels = options.aten_kernels || !options.device.is_cpu() ? aten_layer_kernels(options.device) : cpu_layer_kernels(options.batch_invariant);
+  auto kernels = options.aten_kernels ? aten_layer_kernels(options.device) : cpu_layer_kernels(options.batch_invariant);
   transformer_ = std::make_unique<Transformer>(*checkpoint_, options.dtype, options.context_limit, std::move(kernels));
   const auto& c = checkpoint_->config();
   KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size, 0, options.dtype, options.device};
@@ -39,7 +33,7 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
   pending_ = std::make_unique<PendingBoundaries>(cache_->pool());
 }
 
-std::vector<std::unique_ptr<Sequence>> PagedModel::allocate(const PackedTokens& packed, bool caching) {
+std::vector<std::unique_ptr<Sequence>> PagedModel::allocate(const PackedTokens& packed, const std::vector<int64_t>& offsets, bool caching) {
   const auto& lens = packed.segment_lengths;
   const size_t n_seg = lens.size();
   // The whole call must fit in the cache at once: say so with the call's own need, not the
@@ -60,7 +54,7 @@ std::vector<std::unique_ptr<Sequence>> PagedModel::allocate(const PackedTokens& 
   for (int attempt = 0;; ++attempt) {
     try {
       for (size_t s = 0; s < n_seg; ++s) {
-        auto cached = caching && packed.is_root(s) ? cache_->pool().match(tokens_of(packed, s)) : BlockPool::Match{};
+        auto cached = caching && packed.is_root(s) ? cache_->pool().match(packed.segment_tokens(s, offsets)) : BlockPool::Match{};
         seqs[s] = std::make_unique<Sequence>(*cache_, lens[s], std::move(cached));
       }
       return seqs;
@@ -76,14 +70,15 @@ at::Tensor PagedModel::final_hidden(const PackedTokens& packed, ForwardInfo& inf
   const auto& lens = packed.segment_lengths;
   const size_t n_seg = lens.size();
   const bool caching = options_.prefix_cache && packed.use_prefix_cache;
-  auto seqs = allocate(packed, caching);
+  const auto offsets = packed.segment_offsets();
+  auto seqs = allocate(packed, offsets, caching);
 
   // Per packed token: its slot; and the tokens to compute (cached state prefixes are skipped;
   // the readout positions are in the questions, always computed).
   std::vector<int64_t> slots, compute;
-  for (size_t s = 0, start = 0; s < n_seg; start += lens[s], ++s) {
+  for (size_t s = 0; s < n_seg; ++s) {
     for (int64_t i = 0; i < lens[s]; ++i) slots.push_back(seqs[s]->slot(i));
-    for (int64_t i = seqs[s]->cached_tokens(); i < lens[s]; ++i) compute.push_back(static_cast<int64_t>(start) + i);
+    for (int64_t i = seqs[s]->cached_tokens(); i < lens[s]; ++i) compute.push_back(offsets[s] + i);
   }
   info.computed_tokens = static_cast<int64_t>(compute.size());
 
@@ -108,7 +103,7 @@ at::Tensor PagedModel::final_hidden(const PackedTokens& packed, ForwardInfo& inf
     int64_t ticket = -1;
     if (caching) {
       const bool now = options_.boundary == BoundaryRegistration::Before;
-      const auto tokens = tokens_of(packed, s);
+      const auto tokens = packed.segment_tokens(s, offsets);
       cache_->pool().register_prefix(seqs[s]->blocks(), tokens, /*include_partial=*/now);
       // Hold the blocks until the server registers the boundary after its response.
       if (!now && lens[s] % options_.block_size != 0) ticket = pending_->hold(seqs[s]->blocks(), tokens);

@@ -27,7 +27,7 @@ struct PagedModelOptions {
   bool prefix_cache = true;
   bool batch_invariant = true;  // CPU kernels only (kernels/cpu/invariant_gemm.h)
   // Where the weights, the KV cache and the forward pass live, and whose ops run it: the
-  // engine's CPU kernels (cpu only) or ATen's (any device; what CUDA runs).
+  // engine's CPU kernels (cpu only) or ATen's (any device; always off the CPU).
   at::Device device = at::kCPU;
   bool aten_kernels = false;
   // When the state's partial last block enters the prefix cache: in the same
@@ -53,7 +53,7 @@ class PagedModel : public HiddenStateModel {
 
  private:
   // Block tables of every segment; cached prefixes of states when caching.
-  std::vector<std::unique_ptr<Sequence>> allocate(const PackedTokens& packed, bool caching);
+  std::vector<std::unique_ptr<Sequence>> allocate(const PackedTokens& packed, const std::vector<int64_t>& offsets, bool caching);
 
   PagedModelOptions options_;
   std::unique_ptr<Checkpoint> checkpoint_;  // owns the memory maps the weights view

@@ -72,8 +72,7 @@ LabelReadout read_labels(const at::Tensor& hidden, const at::Tensor& lm_head, co
   LabelReadout out;
   out.offsets.push_back(0);
   for (const auto& q : questions) {
-    // At most 255 labels reach here (the format's limit, checked by the server); the kernel holds 256.
-    if (q.label_ids.size() > 256) throw EngineError(code::kBadRequest, "a question has more than 256 labels");
+    TORCH_CHECK(static_cast<int64_t>(q.label_ids.size()) <= readout::kMaxLabels, "read_labels: more than ", readout::kMaxLabels, " labels (Engine checks requests)");
     out.offsets.push_back(out.offsets.back() + static_cast<int64_t>(q.label_ids.size()));
   }
 #if TQ_CUDA

@@ -25,6 +25,8 @@
 namespace tq::readout {
 
 constexpr int kLanes = 32;
+// Labels per question at most (the format allows 255); the kernel keeps a question's logits in shared memory.
+constexpr int kMaxLabels = 256;
 
 TQ_HOST_DEVICE inline float add(float a, float b) {
 #if defined(__CUDA_ARCH__)

@@ -191,7 +191,7 @@ const candidates = ['build/tqserve_engine.node', 'build/Release/tqserve_engine.n
  * avoids both. libgomp reads this when the addon is loaded, so it is set here,
  * before the require; a value set by the user wins.
  */
-const defaultSpinCount = '1000';
+export const defaultSpinCount = '1000';
 
 /** Loads the most recently built addon. */
 export function loadAddon(): { NativeEngine: new () => NativeEngine } {

@@ -22,9 +22,6 @@ struct LabelReadoutArgs {
   float* log_probs;           // [offsets[questions]]
 };
 
-// At most this many labels per question (the format allows 255).
-constexpr int kMaxLabels = 256;
-
 cudaError_t launch_label_readout(const LabelReadoutArgs& args, cudaStream_t stream);
 
 }  // namespace tq::cuda

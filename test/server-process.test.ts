@@ -3,7 +3,7 @@ import * as fs from 'fs';
 import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
-import { flagDefs } from '../src/server/flags';
+import { flagDefs } from '../src/config/flags';
 import { runServerProcess, startServer } from './helpers/server';
 import { longState } from './helpers/texts';
 

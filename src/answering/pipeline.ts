@@ -3,11 +3,12 @@
  * once (the state shared by every question), turn label logits into answers.
  * Shared by /v1/systemone, /v1/answer and the `decide` command.
  */
-import { QuestionType, Temperatures } from '../rendering/profile';
+import { QuestionType } from '../rendering/profile';
 import { QuestionOption, QuestionSpec, Renderer } from '../rendering/renderer';
 import { renderEntry, renderInstructions, renderState } from '../rendering/state';
 import { Answer, choiceAnswer, noulAnswer, scoreAnswer, softmax } from './answers';
-import { ClientGoneError, EngineLike } from './engine-like';
+import { AnsweringContext } from './context';
+import { ClientGoneError } from './engine-like';
 
 /** A question as the wire format sends it. */
 export interface WireQuestion {
@@ -27,8 +28,12 @@ export interface PipelineOptions {
 export interface QuestionResult {
   type: QuestionType;
   keys: string[];
-  /** Per key, averaged over the orders asked. */
+  /** Per key: the readout's, tempered and averaged over the orders asked (what a server without tasks answers). */
+  baseline: Map<string, number>;
+  /** Per key: what the question is answered with (the baseline, or a task's). */
   probabilities: Map<string, number>;
+  /** The task applied, if any. */
+  task?: string;
   temperature: number;
   /** The as-sent order's raw readout: the prompt is the shared state segment, then the question's own. */
   promptTokens: number[];
@@ -40,6 +45,8 @@ export interface QuestionResult {
 
 export interface PipelineResult {
   questions: QuestionResult[];
+  /** The tasks applied, each once. */
+  tasks: string[];
   inputTokens: number;
   cachedTokens: number;
   computedTokens: number;
@@ -68,9 +75,7 @@ export function toSpec(q: WireQuestion): QuestionSpec {
 }
 
 export async function runQuestions(
-  engine: EngineLike,
-  renderer: Renderer,
-  temperatures: Temperatures,
+  { engine, renderer, temperatures, distributions }: AnsweringContext,
   state: unknown,
   questions: WireQuestion[],
   options: PipelineOptions,
@@ -82,7 +87,11 @@ export async function runQuestions(
   const prepare = performance.now() - t0;
   if (options.cancel?.aborted) throw new ClientGoneError();
   const reply = await engine.answer(
-    { state: rendered.prefixTokens, questions: rendered.questions.map((q) => ({ tokens: q.tokens, labelIds: q.labelIds })), wantHidden: options.wantHidden },
+    {
+      state: rendered.prefixTokens,
+      questions: rendered.questions.map((q) => ({ tokens: q.tokens, labelIds: q.labelIds })),
+      wantHidden: options.wantHidden || (distributions !== undefined && specs.some((s) => distributions.wantsHidden(s))),
+    },
     options.cancel,
   );
   const results: QuestionResult[] = specs.map((spec, i) => {
@@ -94,21 +103,26 @@ export async function runQuestions(
       rendered.questions[idx].keys.forEach((k, j) => sum.set(k, (sum.get(k) ?? 0) + p[j] / options.orders));
     }
     const q = rendered.questions[i];
+    const hidden = reply.answers[i].hidden;
+    const tasked = distributions?.apply(spec, sum, hidden);
     return {
       type: spec.type,
       keys: spec.options.map((o) => o.key),
-      probabilities: sum,
+      baseline: sum,
+      probabilities: tasked?.probabilities ?? sum,
+      task: tasked?.task,
       temperature,
       promptTokens: [...rendered.prefixTokens, ...q.tokens],
       stateTokenCount: rendered.prefixTokens.length,
       labelIds: q.labelIds,
       labelLogits: Array.from(reply.answers[i].labelLogits),
-      hidden: reply.answers[i].hidden && Array.from(reply.answers[i].hidden!),
+      hidden: hidden && Array.from(hidden),
     };
   });
   const t = reply.timing;
   return {
     questions: results,
+    tasks: [...new Set(results.flatMap((r) => (r.task ? [r.task] : [])))],
     inputTokens: rendered.prefixTokens.length + rendered.questions.slice(0, specs.length).reduce((s, q) => s + q.tokens.length, 0),
     cachedTokens: reply.cachedTokens,
     computedTokens: reply.computedTokens,

@@ -8,11 +8,12 @@ import { EngineCall, EngineLike } from '../answering/engine-like';
 import { Engine } from '../engine/engine';
 import { Renderer } from '../rendering/renderer';
 import { ModelTokenizer } from '../tokenizer/tokenizer';
-import { resolveBase } from '../server/bases';
-import { parseFlags } from '../server/flags';
+import { resolveBase } from '../config/bases';
+import { parseFlags } from '../config/flags';
 import { HttpError, ValidationError } from '../server/http-error';
-import { promptProfile, temperaturesOf } from '../server/profile-flags';
-import { answerSystemOne, SystemOneRequest } from '../server/routes/systemone';
+import { promptProfile, temperaturesOf } from '../config/profile-flags';
+import { answerSystemOne, SystemOneRequest } from '../answering/systemone';
+import { toHttpError } from '../server/engine-errors';
 import { validate } from '../server/validation';
 
 /** The addon in this process, timed like the engine process times it. */
@@ -51,7 +52,10 @@ async function main() {
   try {
     const servedName = (flags['served-name'] as string | undefined) ?? base.profile.servedName;
     const temperatures = temperaturesOf(base.profile.temperatures, flags);
-    const { response } = await answerSystemOne(new InProcessEngine(engine), renderer, temperatures, servedName, body);
+    const names = Object.keys(body.questions);
+    const { response } = await answerSystemOne({ engine: new InProcessEngine(engine), renderer, temperatures, servedName }, body).catch((e) => {
+      throw toHttpError(e, (i) => names[i % names.length]);
+    });
     console.log(JSON.stringify(response, null, 2));
   } finally {
     await engine.close();

@@ -1,18 +1,12 @@
 /** Everything the routes share: the base, its renderer and temperatures, the engine, and the engine's state. */
-import { EngineLike } from '../answering/engine-like';
-import { Temperatures } from '../rendering/profile';
-import { Renderer } from '../rendering/renderer';
-import { ResolvedBase } from './bases';
+import { AnsweringContext } from '../answering/context';
+import { ResolvedBase } from '../config/bases';
 import { CacheReport } from './engine-process/protocol';
 import { NativeEngineInfo } from '../engine/native';
 import { InFlight } from './inflight';
 
-export interface Service {
+export interface Service extends AnsweringContext {
   base: ResolvedBase;
-  servedName: string;
-  renderer: Renderer;
-  temperatures: Temperatures;
-  engine: EngineLike;
   cacheReport: () => Promise<CacheReport>;
   engineInfo: NativeEngineInfo;
   engineProcess: { pid: number | null; where: string };

@@ -7,12 +7,11 @@
  */
 import Router from '@koa/router';
 import { runQuestions, WireQuestion } from '../../answering/pipeline';
-import { toHttpError } from '../engine-errors';
+import { ordersOf } from '../../answering/systemone';
 import { invalid, ValidationError } from '../http-error';
 import { Service } from '../service';
 import { validate } from '../validation';
 import { respondShared } from './respond';
-import { ordersOf } from './systemone';
 
 interface AnswerQuestion {
   kind: 'noul' | 'choice' | 'score';
@@ -35,17 +34,11 @@ export function answerRoute(router: Router, service: Service) {
     if (problems.length) throw new ValidationError(problems);
     for (const [i, q] of body.questions.entries())
       if (q.kind === 'choice' && new Set(q.options).size !== q.options!.length) throw invalid(['body', 'questions', i, 'options'], 'must not repeat an option');
-    await respondShared(ctx, service, undefined, async (cancel) => {
+    await respondShared(ctx, service, undefined, (i) => String(i % body.questions.length), async (cancel) => {
       const t0 = performance.now();
-      let r;
-      try {
-        r = await runQuestions(service.engine, service.renderer, service.temperatures, body.state, body.questions.map(toWire), { orders: ordersOf(body.orders), cancel });
-      } catch (e) {
-        throw toHttpError(e, (i) => String(i % body.questions.length));
-      }
+      const r = await runQuestions(service, body.state, body.questions.map(toWire), { orders: ordersOf(body.orders), cancel });
       return {
-        stages: r.stages,
-        waitedBehindRegistration: r.waitedBehindRegistration,
+        result: r,
         body: {
           model: service.servedName,
           answers: r.questions.map((q, i) => ({

@@ -5,28 +5,45 @@
  * `Server-Timing` (which browsers' developer tools show).
  */
 import { Context } from 'koa';
+import { PipelineResult } from '../../answering/pipeline';
+import { toHttpError } from '../engine-errors';
 import { InFlight, SharedResponse } from '../inflight';
 import { serverTiming, stagesHeader } from '../request-headers';
 import { Service } from '../service';
 
 export interface Computed {
   body: object;
-  stages: Record<string, number>;
-  waitedBehindRegistration: boolean;
+  result: Pick<PipelineResult, 'stages' | 'waitedBehindRegistration' | 'tasks'>;
 }
 
-/** `debug`: the honoured x-service-debug value, part of what makes two requests identical. */
-export async function respondShared(ctx: Context, service: Service, debug: string | undefined, compute: (cancel: AbortSignal) => Promise<Computed>) {
+/**
+ * `debug`: the honoured x-service-debug value, part of what makes two requests identical.
+ * `questionName(i)`: how errors name the i-th question the engine was asked.
+ */
+export async function respondShared(
+  ctx: Context,
+  service: Service,
+  debug: string | undefined,
+  questionName: (i: number) => string,
+  compute: (cancel: AbortSignal) => Promise<Computed>,
+) {
   const clientGone = new AbortController();
   ctx.res.once('close', () => {
     if (!ctx.res.writableFinished) clientGone.abort();
   });
   const key = InFlight.key(ctx.path, debug, ctx.state.rawBody);
   const { response, answeredBy } = await service.inflight.run(key, ctx.state.requestId, clientGone.signal, async (cancel): Promise<SharedResponse> => {
-    const r = await compute(cancel);
+    let computed: Computed;
+    try {
+      computed = await compute(cancel);
+    } catch (e) {
+      throw toHttpError(e, questionName);
+    }
+    const r = computed.result;
     const headers: Record<string, string> = { 'x-service-route': 'text', 'x-service-stages': stagesHeader(r.stages), 'Server-Timing': serverTiming(r.stages) };
     if (r.waitedBehindRegistration) headers['x-service-wait-behind'] = 'registration';
-    return { headers, body: JSON.stringify(r.body) };
+    if (r.tasks.length) headers['x-service-tasks'] = r.tasks.join(',');
+    return { headers, body: JSON.stringify(computed.body) };
   });
   ctx.set(response.headers);
   if (answeredBy !== ctx.state.requestId) ctx.set('x-service-joined', answeredBy);

@@ -1,0 +1,24 @@
+/** What answering needs: the engine, the renderer, the temperatures and what stands between readout and answer. */
+import { QuestionSpec } from '../rendering/renderer';
+import { Temperatures } from '../rendering/profile';
+import { Renderer } from '../rendering/renderer';
+import { EngineLike } from './engine-like';
+
+/**
+ * The step between a question's baseline distribution (the readout's, tempered and averaged
+ * over the orders asked) and its answer: the registered tasks (src/tasks/).
+ */
+export interface Distributions {
+  /** Whether answering `spec` needs the hidden state at the readout position. */
+  wantsHidden(spec: QuestionSpec): boolean;
+  /** The distribution to answer with, and the task that gave it; undefined: the baseline stands. */
+  apply(spec: QuestionSpec, baseline: Map<string, number>, hidden?: Float32Array): { probabilities: Map<string, number>; task: string } | undefined;
+}
+
+export interface AnsweringContext {
+  engine: EngineLike;
+  renderer: Renderer;
+  temperatures: Temperatures;
+  servedName: string;
+  distributions?: Distributions;
+}

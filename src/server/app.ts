@@ -12,6 +12,7 @@ import { requestIds } from './http/request-id';
 import { answerRoute } from './routes/answer';
 import { answerDeadHealth, infoRoutes, RETRY_AFTER_DEAD_S } from './routes/info';
 import { systemoneRoute } from './routes/systemone';
+import { taskRoutes } from './routes/tasks';
 import { Service } from './service';
 
 export function createApp(service: Service): Koa {
@@ -30,6 +31,7 @@ export function createApp(service: Service): Koa {
   const router = new Router();
   systemoneRoute(router, service);
   answerRoute(router, service);
+  taskRoutes(router, service);
   infoRoutes(router, service);
   app.use(router.routes());
   app.use(router.allowedMethods());

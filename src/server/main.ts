@@ -13,6 +13,9 @@ import { FlagError, Flags, helpText, parseFlags } from '../config/flags';
 import { promptProfile, temperaturesOf } from '../config/profile-flags';
 import { answerMalformedRequests } from './http/connection';
 import { InFlight } from './inflight';
+import { TaskBook } from '../tasks/apply';
+import { computeFingerprint, HIDDEN_TAP } from '../tasks/fingerprint';
+import { TaskStore } from '../tasks/store';
 import { Service } from './service';
 
 export const ENGINE_DEAD_EXIT = 70;
@@ -58,8 +61,22 @@ async function main() {
     if (service) service.deadReason = reason;
     setTimeout(() => process.exit(ENGINE_DEAD_EXIT), flags['exit-grace-ms'] as number);
   });
+  const temperaturesAndProfile = { checkpoint: base.checkpoint, profile: renderer.profile, temperatures };
+  const taskBook = new TaskBook(flags.tasks === 'on');
+  const tasks = new TaskStore(computeFingerprint({ ...temperaturesAndProfile, headEngine: null }), flags['tasks-file'] as string | undefined, (list) => taskBook.set(list));
+  try {
+    tasks.load();
+  } catch (e) {
+    engine.stop();
+    throw new Error(`--tasks-file ${flags['tasks-file']}: cannot be read as a tasks file (${(e as Error).message}); it is left as it is`);
+  }
+  for (const r of tasks.refusedAtStart) log(`WARNING: task ${r.id} in --tasks-file refused: ${r.reason}`);
   service = {
     base,
+    tasks,
+    taskBook,
+    distributions: taskBook,
+    headEngine: { report: { engine: 'serving engine', tap: HIDDEN_TAP, hidden_size: engine.info.hiddenSize } },
     servedName: (flags['served-name'] as string | undefined) ?? base.profile.servedName,
     renderer,
     temperatures,

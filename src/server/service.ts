@@ -1,5 +1,7 @@
 /** Everything the routes share: the base, its renderer and temperatures, the engine, and the engine's state. */
 import { AnsweringContext } from '../answering/context';
+import { TaskBook } from '../tasks/apply';
+import { TaskStore } from '../tasks/store';
 import { ResolvedBase } from '../config/bases';
 import { CacheReport } from './engine-process/protocol';
 import { NativeEngineInfo } from '../engine/native';
@@ -7,6 +9,11 @@ import { InFlight } from './inflight';
 
 export interface Service extends AnsweringContext {
   base: ResolvedBase;
+  tasks: TaskStore;
+  /** The tasks as the answering pipeline applies them (also `distributions`). */
+  taskBook: TaskBook;
+  /** Where intent heads' hidden states come from, as /health and GET /v1/tasks report it. */
+  headEngine: { report: Record<string, unknown> };
   cacheReport: () => Promise<CacheReport>;
   engineInfo: NativeEngineInfo;
   engineProcess: { pid: number | null; where: string };

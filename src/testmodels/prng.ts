@@ -4,7 +4,7 @@
  * depend on which other tensors a model has or their order.
  */
 
-function hashString(seed: number, s: string): number {
+export function hashString(seed: number, s: string): number {
   let h = (seed ^ 0x9e3779b9) >>> 0;
   for (let i = 0; i < s.length; i++) {
     h = Math.imul(h ^ s.charCodeAt(i), 0x85ebca6b) >>> 0;

@@ -139,10 +139,17 @@ export function infoRoutes(router: Router, service: Service) {
         noul_commit: 'none: noul is P(yes), no threshold is applied',
         abstention: { enabled: false, tasks: 0 },
         orders: { default: 1, allowed: [1, 2], two: 'options as sent and reversed, probabilities averaged' },
-        tasks: { enabled: false, applied: [] },
+        tasks: {
+          enabled: service.taskBook.enabled,
+          registered: service.tasks.list().length,
+          applied: service.tasks.list().filter((t) => t.applied !== 'none').map((t) => t.id),
+          fingerprint: service.tasks.fingerprint.hash,
+          file: service.tasks.file ?? null,
+          refused_at_start: service.tasks.refusedAtStart.length,
+        },
         temperatures: service.temperatures,
       },
-      head_engine: { engine: 'serving engine (hidden state at the readout position)' },
+      head_engine: service.headEngine.report,
       // Everything the processes keep beyond the weights is bounded: these are its sizes now.
       memory: {
         server_rss_bytes: process.memoryUsage.rss(),

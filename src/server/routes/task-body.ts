@@ -1,0 +1,99 @@
+/**
+ * POST /v1/tasks's body, checked whole before any engine work (README, "Tasks"):
+ * `{id, examples: [{request, answer}]}`, 10 to 10,000 examples, each a main-route request
+ * with exactly one question and no images, all asking the same question (type, instructions,
+ * options with their descriptions; a choice's keys in any order), each answer an option key:
+ * noul `true`/`false` (boolean or string), choice a key, score a level index (0 = lowest).
+ * At least 2 distinct answers. Every problem is reported with the example's index and field.
+ */
+import { toSpec, WireQuestion } from '../../answering/pipeline';
+import { MAX_OPTIONS } from '../../rendering/labels';
+import { TASK_ID, TASK_ID_RULE } from '../../tasks/export';
+import { ParsedRegistration } from '../../tasks/register';
+import { questionOf } from '../../tasks/task';
+import { HttpError, Problem, ValidationError } from '../http-error';
+import { validate } from '../validation';
+
+export const TASK_LIMITS = { minExamples: 10, maxExamples: 10_000, minDistinctAnswers: 2 };
+/** Problems listed at most: a 10,000-example body could otherwise give a 10,000-line answer. */
+const MAX_PROBLEMS = 20;
+
+const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** The option key an answer names, or undefined. */
+function answerKey(type: string, answer: unknown, keys: string[]): string | undefined {
+  if (type === 'noul') return answer === true || answer === 'true' ? 'true' : answer === false || answer === 'false' ? 'false' : undefined;
+  if (type === 'score') {
+    const i = typeof answer === 'number' ? answer : typeof answer === 'string' && /^\d+$/.test(answer) ? Number(answer) : NaN;
+    return Number.isInteger(i) && i >= 0 && i < keys.length ? String(i) : undefined;
+  }
+  return typeof answer === 'string' && keys.includes(answer) ? answer : undefined;
+}
+
+function answerRule(type: string, keys: string[]): string {
+  if (type === 'noul') return 'must be true or false';
+  if (type === 'score') return `must be a level index from 0 to ${keys.length - 1}`;
+  const shown = keys.slice(0, 10).map((k) => JSON.stringify(k)).join(', ');
+  return `must be one of the option keys (${shown}${keys.length > 10 ? `, ... ${keys.length} in all` : ''})`;
+}
+
+export function parseRegistration(body: unknown): ParsedRegistration {
+  const problems: Problem[] = [];
+  const bad = (loc: (string | number)[], msg: string, type = 'value_error') => problems.length < MAX_PROBLEMS && problems.push({ loc: ['body', ...loc], msg, type });
+  if (!isObject(body)) throw new ValidationError([{ loc: ['body'], msg: 'must be an object {id, examples}', type: 'dict_type' }]);
+  if (typeof body.id !== 'string' || !TASK_ID.test(body.id)) bad(['id'], `must be a task id: ${TASK_ID_RULE}`);
+  const examples = body.examples;
+  const { minExamples, maxExamples } = TASK_LIMITS;
+  if (!Array.isArray(examples)) bad(['examples'], 'must be an array of {request, answer}', 'list_type');
+  else if (examples.length < minExamples || examples.length > maxExamples) bad(['examples'], `must hold ${minExamples} to ${maxExamples} examples, got ${examples.length}`);
+  if (problems.length) throw new ValidationError(problems);
+
+  let first: ReturnType<typeof questionOf> | undefined;
+  const parsed: ParsedRegistration['examples'] = [];
+  let spec0: ReturnType<typeof toSpec> | undefined;
+  for (const [i, example] of (examples as unknown[]).entries()) {
+    if (problems.length >= MAX_PROBLEMS) break;
+    const at = ['examples', i];
+    if (!isObject(example)) {
+      bad(at, 'must be an object {request, answer}', 'dict_type');
+      continue;
+    }
+    if (!('answer' in example)) bad([...at, 'answer'], 'missing required field "answer"', 'missing');
+    const request = example.request;
+    const requestProblems = request === undefined ? [{ loc: ['body'], msg: 'missing required field "request"', type: 'missing' }] : validate('systemone', request);
+    if (requestProblems.length) {
+      for (const p of requestProblems) bad([...at, 'request', ...p.loc.slice(1)], p.msg, p.type);
+      continue;
+    }
+    const names = Object.keys(request.questions);
+    if (names.length !== 1) {
+      bad([...at, 'request', 'questions'], `must hold exactly one question, got ${names.length}`);
+      continue;
+    }
+    if (Array.isArray(request.images) && request.images.length > 0) bad([...at, 'request', 'images'], 'task examples are text only: no images');
+    const question = request.questions[names[0]] as WireQuestion;
+    const spec = toSpec(question);
+    if (spec.options.length > MAX_OPTIONS) throw new HttpError(400, `example ${i}: ${spec.options.length} options: a question may have at most ${MAX_OPTIONS}`);
+    const q = questionOf(spec);
+    if (!first) {
+      first = q;
+      spec0 = spec;
+    } else {
+      const differs = [q.type !== first.type && 'type', q.instructions !== first.instructions && 'instructions', q.match_key !== first.match_key && 'options'].filter(Boolean);
+      if (differs.length) {
+        bad([...at, 'request', 'questions', names[0]], `asks a different question than example 0: its ${differs.join(' and ')} differ`);
+        continue;
+      }
+    }
+    const keys = q.options.map((o) => o.key);
+    const key = answerKey(q.type, example.answer, keys);
+    if (key === undefined) bad([...at, 'answer'], `${answerRule(q.type, keys)}, got ${JSON.stringify(example.answer) ?? 'nothing'}`);
+    else parsed.push({ state: request.state, question, answer: key });
+  }
+  if (!problems.length) {
+    const distinct = new Set(parsed.map((e) => e.answer)).size;
+    if (distinct < TASK_LIMITS.minDistinctAnswers) bad(['examples'], `must have at least ${TASK_LIMITS.minDistinctAnswers} distinct answers, got ${distinct}`);
+  }
+  if (problems.length) throw new ValidationError(problems);
+  return { id: body.id, spec: spec0!, examples: parsed, raw: body };
+}

@@ -1,0 +1,97 @@
+/** POST/GET /v1/tasks, DELETE /v1/tasks/{id}, POST /v1/tasks/import (README, "Tasks"). */
+import Router from '@koa/router';
+import { exportForm, parseTask, summaryOf } from '../../tasks/export';
+import { ExampleError } from '../../tasks/read-examples';
+import { registerTask } from '../../tasks/register';
+import { questionOf, Task } from '../../tasks/task';
+import { toHttpError } from '../engine-errors';
+import { HttpError, invalid, Problem, ValidationError } from '../http-error';
+import { Service } from '../service';
+import { parseRegistration } from './task-body';
+
+function heldBy(holder: Task) {
+  return `another task, ${JSON.stringify(holder.id)}, holds this question (same type and option list): delete it first, or register under its id to replace it`;
+}
+
+/** An engine or render failure of example i as an HTTP error naming the example. */
+function exampleError(e: ExampleError): unknown {
+  const translated = toHttpError(e.cause, () => `example ${e.index}`);
+  if (translated instanceof HttpError && typeof translated.detail === 'string' && !translated.detail.includes(`example ${e.index}`))
+    return new HttpError(translated.status, `example ${e.index}: ${translated.detail}`, translated.headers);
+  return translated;
+}
+
+export function taskRoutes(router: Router, service: Service) {
+  const store = service.tasks;
+
+  router.post('/v1/tasks', async (ctx) => {
+    const parsed = parseRegistration(ctx.request.body);
+    const matchKey = questionOf(parsed.spec).match_key;
+    const holder = store.holderOf(matchKey, parsed.id);
+    if (holder) throw invalid(['body', 'examples', 0, 'request', 'questions'], heldBy(holder));
+    let task: Task;
+    try {
+      task = await registerTask(service, store.fingerprint, parsed);
+    } catch (e) {
+      throw e instanceof ExampleError ? exampleError(e) : e;
+    }
+    const replaced = await store.change((tasks) => {
+      // Checked again: another registration may have stored this question meanwhile.
+      const other = [...tasks.values()].find((t) => t.match_key === task.match_key && t.id !== task.id);
+      if (other) throw invalid(['body', 'examples', 0, 'request', 'questions'], heldBy(other));
+      const had = tasks.has(task.id);
+      tasks.set(task.id, task);
+      return had;
+    });
+    ctx.body = { ...summaryOf(task), replaced };
+  });
+
+  router.get('/v1/tasks', (ctx) => {
+    const full = ctx.query.full === '1' || ctx.query.full === 'true';
+    const tasks = store.list();
+    ctx.body = {
+      ...(full ? exportForm(tasks, store.fingerprint.hash) : { fingerprint: store.fingerprint.hash, tasks: tasks.map(summaryOf) }),
+      enabled: service.taskBook.enabled,
+      fingerprint_components: store.fingerprint.components,
+      head_engine: service.headEngine.report,
+      tasks_file: store.file ?? null,
+      refused_at_start: store.refusedAtStart,
+    };
+  });
+
+  router.delete('/v1/tasks/:id', async (ctx) => {
+    const id = ctx.params.id;
+    const removed = await store.change((tasks) => tasks.delete(id));
+    if (!removed) throw new HttpError(404, `no task has the id ${JSON.stringify(id)}`);
+    ctx.body = { deleted: id };
+  });
+
+  router.post('/v1/tasks/import', async (ctx) => {
+    const body = ctx.request.body as { tasks?: unknown };
+    if (body === null || typeof body !== 'object' || !Array.isArray(body.tasks)) throw invalid(['body', 'tasks'], 'must be an array of tasks in the full form of GET /v1/tasks?full=1', 'list_type');
+    const problems: Problem[] = [];
+    const parsed: Task[] = [];
+    body.tasks.forEach((raw, i) => {
+      const r = parseTask(raw, ['body', 'tasks', i]);
+      problems.push(...r.problems.map((p) => ({ ...p, type: 'value_error' })));
+      if (r.task) parsed.push(r.task);
+    });
+    const ids = parsed.map((t) => t.id);
+    ids.forEach((id, i) => ids.indexOf(id) !== i && problems.push({ loc: ['body', 'tasks', i, 'id'], msg: `repeats the id ${JSON.stringify(id)}`, type: 'value_error' }));
+    if (problems.length) throw new ValidationError(problems.slice(0, 20));
+    const result = await store.change((tasks) => {
+      const loaded: string[] = [], refused: { id: string; reason: string }[] = [];
+      for (const task of parsed) {
+        const holder = [...tasks.values()].find((t) => t.match_key === task.match_key && t.id !== task.id);
+        const reason = store.fingerprintRefusal(task) ?? (holder ? heldBy(holder) : undefined);
+        if (reason) refused.push({ id: task.id, reason });
+        else {
+          tasks.set(task.id, task);
+          loaded.push(task.id);
+        }
+      }
+      return { loaded, refused };
+    });
+    ctx.body = result;
+  });
+}

@@ -1,0 +1,83 @@
+/**
+ * The fingerprint: a hash over everything a task's fitted numbers depend on. A task fitted
+ * under another fingerprint is refused on import, naming the components that differ.
+ *   model:       config.json and every safetensors header (names, shapes, dtypes, offsets)
+ *                of the checkpoint; other weight files by name and size;
+ *   tokenizer:   tokenizer.json and tokenizer_config.json (the chat template is in it);
+ *   rendering:   the prompt profile and the temperatures (the baseline is tempered);
+ *   readout:     the rule that turns label logits into the baseline;
+ *   head_engine: where hidden states come from (its model, by the same hash, and its tap);
+ *   format:      the stored form's version.
+ * The compute dtype is not part of it (recorded in the task only).
+ */
+import { createHash } from 'crypto';
+import * as fs from 'fs';
+import * as path from 'path';
+import { PromptProfile, Temperatures } from '../rendering/profile';
+import { TASKS_FORMAT } from './task';
+
+export const READOUT_RULE = 'label logits at the label position of one forward pass; softmax of logits / T over the labels; averaged over the orders asked';
+export const HIDDEN_TAP = 'final-norm hidden state at the readout position (options as sent)';
+
+const sha = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
+
+function safetensorsHeader(file: string): Buffer {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const len = Buffer.alloc(8);
+    fs.readSync(fd, len, 0, 8, 0);
+    const n = Number(len.readBigUInt64LE());
+    const header = Buffer.alloc(Math.min(n, 100 << 20));
+    fs.readSync(fd, header, 0, header.length, 8);
+    return header;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** The checkpoint's configuration and weight layout, not its 10+ GB of weights. */
+export function modelHash(checkpoint: string): string {
+  const h = createHash('sha256');
+  const files = fs.statSync(checkpoint).isDirectory() ? fs.readdirSync(checkpoint).sort().map((f) => path.join(checkpoint, f)) : [checkpoint];
+  for (const file of files) {
+    const name = path.basename(file);
+    if (name === 'config.json') h.update(name).update(fs.readFileSync(file));
+    else if (name.endsWith('.safetensors')) h.update(name).update(safetensorsHeader(file));
+    else if (/\.(pt|bin|gguf)$/.test(name)) h.update(`${name}:${fs.statSync(file).size}`);
+  }
+  return h.digest('hex');
+}
+
+function tokenizerHash(checkpoint: string): string {
+  const h = createHash('sha256');
+  for (const name of ['tokenizer.json', 'tokenizer_config.json']) {
+    const file = path.join(checkpoint, name);
+    if (fs.existsSync(file)) h.update(name).update(fs.readFileSync(file));
+  }
+  return h.digest('hex');
+}
+
+export interface Fingerprint {
+  hash: string;
+  components: Record<string, string>;
+}
+
+export function computeFingerprint(o: { checkpoint: string; profile: PromptProfile; temperatures: Temperatures; headEngine: { checkpoint: string } | null }): Fingerprint {
+  const model = modelHash(o.checkpoint);
+  const components: Record<string, string> = {
+    model,
+    tokenizer: tokenizerHash(o.checkpoint),
+    rendering: sha(JSON.stringify([o.profile, o.temperatures])),
+    readout: sha(READOUT_RULE),
+    head_engine: sha(JSON.stringify([o.headEngine ? modelHash(o.headEngine.checkpoint) : 'serving engine', HIDDEN_TAP])),
+    format: sha(TASKS_FORMAT),
+  };
+  for (const k of Object.keys(components)) components[k] = components[k].slice(0, 16);
+  return { hash: sha(JSON.stringify(components)).slice(0, 32), components };
+}
+
+/** The components of `theirs` that differ from `ours`, for a refusal's reason. */
+export function differingComponents(ours: Fingerprint, theirs: Record<string, unknown> | undefined): string[] {
+  if (!theirs || typeof theirs !== 'object') return Object.keys(ours.components);
+  return Object.keys(ours.components).filter((k) => theirs[k] !== ours.components[k]);
+}

@@ -1,0 +1,59 @@
+/**
+ * A task's examples through the serving engine: each example is its own call (its own
+ * state), several in flight at once, so the engine process merges them into batched
+ * forward passes, its prefix cache serves repeated states and the shared question text
+ * is computed once per batch. The baseline (what the server answers without tasks) and,
+ * when asked, the hidden state at the readout position come back per example.
+ */
+import { AnsweringContext } from '../answering/context';
+import { runQuestions, WireQuestion } from '../answering/pipeline';
+import { safeLog } from './fit/softmax-model';
+
+/** Calls in flight at once: enough to fill the engine's batches, few enough for other requests to interleave. */
+export const EXAMPLES_IN_FLIGHT = 8;
+
+export class ExampleError extends Error {
+  constructor(
+    readonly index: number,
+    readonly cause: unknown,
+  ) {
+    super(`example ${index}: ${cause instanceof Error ? cause.message : String(cause)}`);
+  }
+}
+
+export interface ExampleReadouts {
+  /** n x C log-probabilities of the baseline, options in `keys` order. */
+  logp: Float64Array;
+  hidden?: { d: number; data: Float64Array };
+}
+
+export async function readExamples(
+  context: AnsweringContext,
+  examples: { state: unknown; question: WireQuestion }[],
+  keys: string[],
+  wantHidden: boolean,
+): Promise<ExampleReadouts> {
+  const baselineOnly = { ...context, distributions: undefined };
+  const n = examples.length, C = keys.length;
+  const logp = new Float64Array(n * C);
+  let hidden: { d: number; data: Float64Array } | undefined;
+  let next = 0;
+  const worker = async () => {
+    while (next < n) {
+      const i = next++;
+      let q;
+      try {
+        q = (await runQuestions(baselineOnly, examples[i].state, [examples[i].question], { orders: 1, wantHidden })).questions[0];
+      } catch (e) {
+        throw new ExampleError(i, e);
+      }
+      keys.forEach((k, j) => (logp[i * C + j] = safeLog(q.baseline.get(k)!)));
+      if (wantHidden && q.hidden) {
+        hidden ??= { d: q.hidden.length, data: new Float64Array(n * q.hidden.length) };
+        hidden.data.set(q.hidden, i * hidden.d);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(EXAMPLES_IN_FLIGHT, n) }, worker));
+  return { logp, hidden };
+}

@@ -1,0 +1,36 @@
+/**
+ * Registering a task, once its body is valid (server/routes/task-body.ts): read the examples
+ * through the serving engine (hidden states when a head may be fitted), fit in a worker,
+ * and return the task to store.
+ */
+import { createHash } from 'crypto';
+import { AnsweringContext } from '../answering/context';
+import { WireQuestion } from '../answering/pipeline';
+import { QuestionSpec } from '../rendering/renderer';
+import { fitInWorker } from './fit-in-worker';
+import { HEAD_MIN_OPTIONS } from './fit/fit-task';
+import { Fingerprint } from './fingerprint';
+import { readExamples } from './read-examples';
+import { questionOf, Task, taskFromFit } from './task';
+
+export interface ParsedRegistration {
+  id: string;
+  /** The question all examples ask (example 0's). */
+  spec: QuestionSpec;
+  examples: { state: unknown; question: WireQuestion; answer: string }[];
+  /** The registration body as sent, for the examples' hash. */
+  raw: unknown;
+}
+
+export async function registerTask(context: AnsweringContext, fingerprint: Fingerprint, r: ParsedRegistration): Promise<Task> {
+  const question = questionOf(r.spec);
+  const keys = question.options.map((o) => o.key);
+  const wantHidden = keys.length >= HEAD_MIN_OPTIONS;
+  const t0 = performance.now();
+  const { logp, hidden } = await readExamples(context, r.examples, keys, wantHidden);
+  const read_ms = performance.now() - t0;
+  const y = Int32Array.from(r.examples, (e) => keys.indexOf(e.answer));
+  const fit = await fitInWorker({ id: r.id, keys, readouts: { n: y.length, C: keys.length, logp, y }, hidden });
+  const examples_sha256 = createHash('sha256').update(JSON.stringify(r.raw)).digest('hex');
+  return taskFromFit(r.id, question, fit, { examples_sha256, read_ms, fingerprint });
+}

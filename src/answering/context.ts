@@ -9,6 +9,12 @@ import { EngineLike } from './engine-like';
  * over the orders asked) and its answer: the registered tasks (src/tasks/).
  */
 export interface Distributions {
+  /**
+   * The question as it is put to the model: a task reads its examples with their options in
+   * one order (its own), so a question it applies to is asked in that order too, whatever
+   * order its keys arrived in. Otherwise `spec` itself.
+   */
+  askedAs(spec: QuestionSpec): QuestionSpec;
   /** Whether answering `spec` needs the hidden state at the readout position. */
   wantsHidden(spec: QuestionSpec): boolean;
   /** The distribution to answer with, and the task that gave it; undefined: the baseline stands. */

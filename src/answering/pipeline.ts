@@ -82,7 +82,8 @@ export async function runQuestions(
 ): Promise<PipelineResult> {
   const t0 = performance.now();
   const specs = questions.map(toSpec);
-  const asked = options.orders === 2 ? [...specs, ...specs.map((s) => ({ ...s, options: [...s.options].reverse() }))] : specs;
+  const inOrder = specs.map((s) => distributions?.askedAs(s) ?? s);
+  const asked = options.orders === 2 ? [...inOrder, ...inOrder.map((s) => ({ ...s, options: [...s.options].reverse() }))] : inOrder;
   const rendered = await renderer.render(renderState(state), asked, engine.contextLimit);
   const prepare = performance.now() - t0;
   if (options.cancel?.aborted) throw new ClientGoneError();

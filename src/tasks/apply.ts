@@ -8,7 +8,7 @@
 import { Distributions } from '../answering/context';
 import { QuestionSpec } from '../rendering/renderer';
 import { safeLog, softmaxInto } from './fit/softmax-model';
-import { questionOf, Task } from './task';
+import { inTaskOrder, questionOf, Task } from './task';
 
 export function taskDistribution(task: Task, baseline: Map<string, number>, hidden?: ArrayLike<number>): Map<string, number> | undefined {
   if (task.applied === 'none') return undefined;
@@ -42,6 +42,11 @@ export class TaskBook implements Distributions {
 
   private find(spec: QuestionSpec): Task | undefined {
     return this.enabled && this.byMatch.size ? this.byMatch.get(questionOf(spec).match_key) : undefined;
+  }
+
+  askedAs(spec: QuestionSpec): QuestionSpec {
+    const task = this.find(spec);
+    return task && task.applied !== 'none' ? inTaskOrder(spec) : spec;
   }
 
   wantsHidden(spec: QuestionSpec): boolean {

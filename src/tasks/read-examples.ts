@@ -8,6 +8,7 @@
 import { AnsweringContext } from '../answering/context';
 import { runQuestions, WireQuestion } from '../answering/pipeline';
 import { safeLog } from './fit/softmax-model';
+import { inTaskOrder } from './task';
 
 /** Calls in flight at once: enough to fill the engine's batches, few enough for other requests to interleave. */
 export const EXAMPLES_IN_FLIGHT = 8;
@@ -33,7 +34,8 @@ export async function readExamples(
   keys: string[],
   wantHidden: boolean,
 ): Promise<ExampleReadouts> {
-  const baselineOnly = { ...context, distributions: undefined };
+  // The baseline alone, each example asked with its options in the task's order.
+  const baselineOnly = { ...context, distributions: { askedAs: inTaskOrder, wantsHidden: () => false, apply: () => undefined } };
   const n = examples.length, C = keys.length;
   const logp = new Float64Array(n * C);
   let hidden: { d: number; data: Float64Array } | undefined;

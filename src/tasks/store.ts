@@ -21,6 +21,12 @@ export class TaskStore {
   private queue: Promise<unknown> = Promise.resolve();
   /** Tasks of --tasks-file refused at start, with why. */
   readonly refusedAtStart: Refusal[] = [];
+  /**
+   * Those tasks as the file held them: written back with every change (so a server started
+   * under another fingerprint never drops them from the file) until a task of the same id
+   * is stored here.
+   */
+  private carried = new Map<string, unknown>();
 
   constructor(
     readonly fingerprint: Fingerprint,
@@ -56,8 +62,13 @@ export class TaskStore {
     const run = this.queue.then(async () => {
       const next = new Map(this.tasks);
       const result = change(next);
-      if (this.file) await writeAtomically(this.file, JSON.stringify(exportForm([...next.values()], this.fingerprint.hash)));
+      const carried = new Map([...this.carried].filter(([id]) => !next.has(id)));
+      if (this.file) {
+        const form = exportForm([...next.values()], this.fingerprint.hash);
+        await writeAtomically(this.file, JSON.stringify({ ...form, tasks: [...form.tasks, ...carried.values()] }));
+      }
       this.tasks = next;
+      this.carried = carried;
       this.onChange(this.list());
       return result;
     });
@@ -72,11 +83,13 @@ export class TaskStore {
     const list = Array.isArray(doc?.tasks) ? doc.tasks : [];
     list.forEach((raw: unknown, i: number) => {
       const { task, problems } = parseTask(raw, ['tasks', i]);
-      const id = (raw as { id?: unknown })?.id;
-      if (!task) return this.refusedAtStart.push({ id: String(id), reason: problems.map((p) => `${p.loc.join('.')}: ${p.msg}`).join('; ') });
-      const reason = this.fingerprintRefusal(task) ?? (this.holderOf(task.match_key, task.id) ? `its question is held by task ${this.holderOf(task.match_key, task.id)!.id}` : undefined);
-      if (reason) this.refusedAtStart.push({ id: task.id, reason });
-      else this.tasks.set(task.id, task);
+      const id = String((raw as { id?: unknown })?.id ?? `#${i}`);
+      const holder = task && this.holderOf(task.match_key, task.id);
+      const reason = !task ? problems.map((p) => `${p.loc.join('.')}: ${p.msg}`).join('; ') : this.fingerprintRefusal(task) ?? (holder ? `its question is held by task ${holder.id}` : undefined);
+      if (reason) {
+        this.refusedAtStart.push({ id, reason });
+        this.carried.set(this.carried.has(id) ? `${id}#${i}` : id, raw);
+      } else this.tasks.set(task!.id, task!);
     });
     this.onChange(this.list());
   }

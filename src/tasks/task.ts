@@ -42,6 +42,12 @@ function canonicalOptions(spec: Pick<QuestionSpec, 'type' | 'options'>): TaskOpt
   return options;
 }
 
+/** `spec` with its options in the order a task reads them (canonicalOptions'). */
+export function inTaskOrder(spec: QuestionSpec): QuestionSpec {
+  if (spec.type !== 'choice') return spec;
+  return { ...spec, options: [...spec.options].sort((a, b) => compareCodePoints(a.key, b.key)) };
+}
+
 /** What a task matches: the question's type and its option list (keys and rendered descriptions), not its wording. */
 export function matchKeyOf(type: QuestionType, options: TaskOption[]): string {
   return createHash('sha256').update(JSON.stringify([type, options.map((o) => [o.key, o.description])])).digest('hex').slice(0, 32);

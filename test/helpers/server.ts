@@ -11,6 +11,7 @@ export interface RunningServer {
   log: () => string;
   post: (route: string, body: unknown, headers?: Record<string, string>) => Promise<{ status: number; body: any; headers: Headers }>;
   get: (route: string) => Promise<{ status: number; body: any; headers: Headers }>;
+  delete: (route: string) => Promise<{ status: number; body: any; headers: Headers }>;
   stop: () => Promise<void>;
   exited: Promise<number | null>;
 }
@@ -39,6 +40,7 @@ export async function startServer(args: string[] = [], env: Record<string, strin
     log: output,
     post: (route, body, headers) => call('POST', route, body, headers),
     get: (route) => call('GET', route),
+    delete: (route) => call('DELETE', route),
     stop: async () => {
       if (child.exitCode === null) child.kill();
       await exited;

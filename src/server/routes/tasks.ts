@@ -15,10 +15,11 @@ function heldBy(holder: Task) {
 
 /** An engine or render failure of example i as an HTTP error naming the example. */
 function exampleError(e: ExampleError): unknown {
-  const translated = toHttpError(e.cause, () => `example ${e.index}`);
-  if (translated instanceof HttpError && typeof translated.detail === 'string' && !translated.detail.includes(`example ${e.index}`))
-    return new HttpError(translated.status, `example ${e.index}: ${translated.detail}`, translated.headers);
-  return translated;
+  const name = `example ${e.index}`;
+  const translated = toHttpError(e.cause, () => name);
+  if (!(translated instanceof HttpError) || typeof translated.detail !== 'string') return translated;
+  const detail = translated.detail.replace(`the rendered prompt of question ${JSON.stringify(name)}`, 'the rendered prompt');
+  return new HttpError(translated.status, `${name}: ${detail}`, translated.headers);
 }
 
 export function taskRoutes(router: Router, service: Service) {

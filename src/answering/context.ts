@@ -15,10 +15,16 @@ export interface Distributions {
    * order its keys arrived in. Otherwise `spec` itself.
    */
   askedAs(spec: QuestionSpec): QuestionSpec;
-  /** Whether answering `spec` needs the hidden state at the readout position. */
+  /** Whether answering `spec` needs the hidden state at the readout position (the head engine's when there is one). */
   wantsHidden(spec: QuestionSpec): boolean;
   /** The distribution to answer with, and the task that gave it; undefined: the baseline stands. */
   apply(spec: QuestionSpec, baseline: Map<string, number>, hidden?: Float32Array): { probabilities: Map<string, number>; task: string } | undefined;
+}
+
+/** A second engine process (--head-engine) with its own model and renderer, read for intent heads' hidden states. */
+export interface HeadEngine {
+  engine: EngineLike;
+  renderer: Renderer;
 }
 
 export interface AnsweringContext {
@@ -27,4 +33,5 @@ export interface AnsweringContext {
   temperatures: Temperatures;
   servedName: string;
   distributions?: Distributions;
+  headEngine?: HeadEngine;
 }

@@ -7,7 +7,7 @@ import { QuestionType } from '../rendering/profile';
 import { QuestionOption, QuestionSpec, Renderer } from '../rendering/renderer';
 import { renderEntry, renderInstructions, renderState } from '../rendering/state';
 import { Answer, choiceAnswer, noulAnswer, scoreAnswer, softmax } from './answers';
-import { AnsweringContext } from './context';
+import { AnsweringContext, HeadEngine } from './context';
 import { ClientGoneError } from './engine-like';
 
 /** A question as the wire format sends it. */
@@ -40,7 +40,10 @@ export interface QuestionResult {
   stateTokenCount: number;
   labelIds: number[];
   labelLogits: number[];
+  /** The serving engine's hidden state at the readout position, when asked for. */
   hidden?: number[];
+  /** The hidden state a task read (the head engine's when there is one), when one did. */
+  taskHidden?: Float32Array;
 }
 
 export interface PipelineResult {
@@ -74,27 +77,43 @@ export function toSpec(q: WireQuestion): QuestionSpec {
   return { type: q.type, instructions, options };
 }
 
-export async function runQuestions(
-  { engine, renderer, temperatures, distributions }: AnsweringContext,
+export async function runQuestions(context: AnsweringContext, state: unknown, questions: WireQuestion[], options: PipelineOptions): Promise<PipelineResult> {
+  return runSpecs(context, state, questions.map(toSpec), options);
+}
+
+/** Hidden states at the readout position of each question, from a head engine (its own model, renderer and prompt). */
+async function headHiddenStates(head: HeadEngine, state: unknown, specs: QuestionSpec[], cancel?: AbortSignal): Promise<Float32Array[]> {
+  const rendered = await head.renderer.render(renderState(state), specs, head.engine.contextLimit);
+  const reply = await head.engine.answer({ state: rendered.prefixTokens, questions: rendered.questions.map((q) => ({ tokens: q.tokens, labelIds: q.labelIds })), wantHidden: true }, cancel);
+  return reply.answers.map((a) => a.hidden!);
+}
+
+export async function runSpecs(
+  { engine, renderer, temperatures, distributions, headEngine }: AnsweringContext,
   state: unknown,
-  questions: WireQuestion[],
+  specs: QuestionSpec[],
   options: PipelineOptions,
 ): Promise<PipelineResult> {
   const t0 = performance.now();
-  const specs = questions.map(toSpec);
   const inOrder = specs.map((s) => distributions?.askedAs(s) ?? s);
   const asked = options.orders === 2 ? [...inOrder, ...inOrder.map((s) => ({ ...s, options: [...s.options].reverse() }))] : inOrder;
   const rendered = await renderer.render(renderState(state), asked, engine.contextLimit);
   const prepare = performance.now() - t0;
   if (options.cancel?.aborted) throw new ClientGoneError();
+  // Questions whose task reads the hidden state: from the head engine, asked beside the serving call, or from the serving engine itself.
+  const needsHidden = specs.map((s) => distributions?.wantsHidden(s) ?? false);
+  const headIndex = needsHidden.map((need, i) => (need ? needsHidden.slice(0, i).filter(Boolean).length : -1));
+  const fromHead =
+    headEngine && needsHidden.some(Boolean) ? headHiddenStates(headEngine, state, inOrder.filter((_, i) => needsHidden[i]), options.cancel) : undefined;
   const reply = await engine.answer(
     {
       state: rendered.prefixTokens,
       questions: rendered.questions.map((q) => ({ tokens: q.tokens, labelIds: q.labelIds })),
-      wantHidden: options.wantHidden || (distributions !== undefined && specs.some((s) => distributions.wantsHidden(s))),
+      wantHidden: options.wantHidden || (!headEngine && needsHidden.some(Boolean)),
     },
     options.cancel,
   );
+  const headHidden = fromHead && (await fromHead);
   const results: QuestionResult[] = specs.map((spec, i) => {
     const temperature = temperatures[spec.type];
     const sum = new Map<string, number>();
@@ -105,7 +124,8 @@ export async function runQuestions(
     }
     const q = rendered.questions[i];
     const hidden = reply.answers[i].hidden;
-    const tasked = distributions?.apply(spec, sum, hidden);
+    const taskHidden = headIndex[i] < 0 ? undefined : headHidden ? headHidden[headIndex[i]] : hidden;
+    const tasked = distributions?.apply(spec, sum, taskHidden);
     return {
       type: spec.type,
       keys: spec.options.map((o) => o.key),
@@ -118,6 +138,7 @@ export async function runQuestions(
       labelIds: q.labelIds,
       labelLogits: Array.from(reply.answers[i].labelLogits),
       hidden: hidden && Array.from(hidden),
+      taskHidden,
     };
   });
   const t = reply.timing;

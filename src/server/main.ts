@@ -7,7 +7,7 @@ import * as os from 'os';
 import { ModelTokenizer } from '../tokenizer/tokenizer';
 import { Renderer } from '../rendering/renderer';
 import { createApp } from './app';
-import { resolveBase } from '../config/bases';
+import { ResolvedBase, resolveBase } from '../config/bases';
 import { EngineClient } from './engine-process/client';
 import { FlagError, Flags, helpText, parseFlags } from '../config/flags';
 import { promptProfile, temperaturesOf } from '../config/profile-flags';
@@ -56,18 +56,29 @@ async function main() {
     registerBoundary: flags['register-boundary'] as 'after' | 'before',
     cacheMiB: flags['cache-mib'] as number,
   };
-  const engine = await EngineClient.start({ load, batchTokens: flags['batch-tokens'] as number }, (reason) => {
-    log(`${reason}: answering 503 and exiting with code ${ENGINE_DEAD_EXIT}`);
-    if (service) service.deadReason = reason;
+  const died = (which: string) => (reason: string) => {
+    const why = which + reason;
+    log(`${why}: answering 503 and exiting with code ${ENGINE_DEAD_EXIT}`);
+    if (service) service.deadReason = why;
     setTimeout(() => process.exit(ENGINE_DEAD_EXIT), flags['exit-grace-ms'] as number);
-  });
-  const temperaturesAndProfile = { checkpoint: base.checkpoint, profile: renderer.profile, temperatures };
+  };
+  const batchTokens = flags['batch-tokens'] as number;
+  const engine = await EngineClient.start({ load, batchTokens }, died(''));
+  // --head-engine: a second engine process, its own model and renderer, read for intent heads' hidden states.
+  let head: { base: ResolvedBase; renderer: Renderer; engine: EngineClient } | undefined;
+  if (flags['head-engine']) {
+    const headBase = resolveBase(flags['head-engine'] as string, flags['models-dir'] as string);
+    const headRenderer = await Renderer.create(ModelTokenizer.load(headBase.checkpoint), promptProfile(headBase.profile.prompt, flags));
+    head = { base: headBase, renderer: headRenderer, engine: await EngineClient.start({ load: { ...load, path: headBase.checkpoint }, batchTokens }, died('head engine (--head-engine): ')) };
+  }
+  const fingerprint = computeFingerprint({ checkpoint: base.checkpoint, profile: renderer.profile, temperatures, headEngine: head ? { checkpoint: head.base.checkpoint } : null });
   const taskBook = new TaskBook(flags.tasks === 'on');
-  const tasks = new TaskStore(computeFingerprint({ ...temperaturesAndProfile, headEngine: null }), flags['tasks-file'] as string | undefined, (list) => taskBook.set(list));
+  const tasks = new TaskStore(fingerprint, flags['tasks-file'] as string | undefined, (list) => taskBook.set(list));
   try {
     tasks.load();
   } catch (e) {
     engine.stop();
+    head?.engine.stop();
     throw new Error(`--tasks-file ${flags['tasks-file']}: cannot be read as a tasks file (${(e as Error).message}); it is left as it is`);
   }
   for (const r of tasks.refusedAtStart) log(`WARNING: task ${r.id} in --tasks-file refused: ${r.reason}`);
@@ -76,7 +87,19 @@ async function main() {
     tasks,
     taskBook,
     distributions: taskBook,
-    headEngine: { report: { engine: 'serving engine', tap: HIDDEN_TAP, hidden_size: engine.info.hiddenSize } },
+    headEngine: head && { engine: head.engine, renderer: head.renderer },
+    headEngineReport: head
+      ? {
+          engine: 'second engine process (--head-engine)',
+          base: head.base.profile.name,
+          checkpoint: head.base.checkpoint,
+          architecture: head.engine.info.architecture,
+          dtype: head.engine.info.dtype,
+          pid: head.engine.pid,
+          tap: HIDDEN_TAP,
+          hidden_size: head.engine.info.hiddenSize,
+        }
+      : { engine: 'serving engine', tap: HIDDEN_TAP, hidden_size: engine.info.hiddenSize },
     servedName: (flags['served-name'] as string | undefined) ?? base.profile.servedName,
     renderer,
     temperatures,
@@ -100,6 +123,7 @@ async function main() {
   server.on('error', (e: NodeJS.ErrnoException) => {
     log(e.code === 'EADDRINUSE' ? `port ${flags.port} on ${flags.host} is already in use` : `cannot listen: ${e.message}`);
     engine.stop();
+    head?.engine.stop();
     process.exit(1);
   });
 }

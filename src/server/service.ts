@@ -13,7 +13,7 @@ export interface Service extends AnsweringContext {
   /** The tasks as the answering pipeline applies them (also `distributions`). */
   taskBook: TaskBook;
   /** Where intent heads' hidden states come from, as /health and GET /v1/tasks report it. */
-  headEngine: { report: Record<string, unknown> };
+  headEngineReport: Record<string, unknown>;
   cacheReport: () => Promise<CacheReport>;
   engineInfo: NativeEngineInfo;
   engineProcess: { pid: number | null; where: string };

@@ -3,7 +3,8 @@
  * state), several in flight at once, so the engine process merges them into batched
  * forward passes, its prefix cache serves repeated states and the shared question text
  * is computed once per batch. The baseline (what the server answers without tasks) and,
- * when asked, the hidden state at the readout position come back per example.
+ * when asked, the hidden state at the readout position (the head engine's, when there is
+ * one) come back per example.
  */
 import { AnsweringContext } from '../answering/context';
 import { runQuestions, WireQuestion } from '../answering/pipeline';
@@ -35,7 +36,7 @@ export async function readExamples(
   wantHidden: boolean,
 ): Promise<ExampleReadouts> {
   // The baseline alone, each example asked with its options in the task's order.
-  const baselineOnly = { ...context, distributions: { askedAs: inTaskOrder, wantsHidden: () => false, apply: () => undefined } };
+  const baselineOnly = { ...context, distributions: { askedAs: inTaskOrder, wantsHidden: () => wantHidden, apply: () => undefined } };
   const n = examples.length, C = keys.length;
   const logp = new Float64Array(n * C);
   let hidden: { d: number; data: Float64Array } | undefined;
@@ -45,14 +46,14 @@ export async function readExamples(
       const i = next++;
       let q;
       try {
-        q = (await runQuestions(baselineOnly, examples[i].state, [examples[i].question], { orders: 1, wantHidden })).questions[0];
+        q = (await runQuestions(baselineOnly, examples[i].state, [examples[i].question], { orders: 1 })).questions[0];
       } catch (e) {
         throw new ExampleError(i, e);
       }
       keys.forEach((k, j) => (logp[i * C + j] = safeLog(q.baseline.get(k)!)));
-      if (wantHidden && q.hidden) {
-        hidden ??= { d: q.hidden.length, data: new Float64Array(n * q.hidden.length) };
-        hidden.data.set(q.hidden, i * hidden.d);
+      if (q.taskHidden) {
+        hidden ??= { d: q.taskHidden.length, data: new Float64Array(n * q.taskHidden.length) };
+        hidden.data.set(q.taskHidden, i * hidden.d);
       }
     }
   };

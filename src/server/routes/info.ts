@@ -149,7 +149,7 @@ export function infoRoutes(router: Router, service: Service) {
         },
         temperatures: service.temperatures,
       },
-      head_engine: service.headEngine.report,
+      head_engine: service.headEngineReport,
       // Everything the processes keep beyond the weights is bounded: these are its sizes now.
       memory: {
         server_rss_bytes: process.memoryUsage.rss(),

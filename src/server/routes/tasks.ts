@@ -54,7 +54,7 @@ export function taskRoutes(router: Router, service: Service) {
       ...(full ? exportForm(tasks, store.fingerprint.hash) : { fingerprint: store.fingerprint.hash, tasks: tasks.map(summaryOf) }),
       enabled: service.taskBook.enabled,
       fingerprint_components: store.fingerprint.components,
-      head_engine: service.headEngine.report,
+      head_engine: service.headEngineReport,
       tasks_file: store.file ?? null,
       refused_at_start: store.refusedAtStart,
     };

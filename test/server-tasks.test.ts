@@ -3,6 +3,7 @@
  * x-service-tasks, list/full/delete/import, the fingerprint, --tasks off, --tasks-file
  * across a restart and a killed process, serving during a registration.
  */
+import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -204,6 +205,35 @@ describe('management and persistence', () => {
       await next.stop();
     }
     expect(fs.readdirSync(dir).filter((f) => f.endsWith('.tmp'))).toEqual([]);
+  });
+
+  test('concurrent changes are serialized: the file always holds the last state', async () => {
+    const full = (await server.get('/v1/tasks?full=1')).body;
+    const k = full.tasks.find((t: any) => t.id === 'keyword');
+    const copies = Array.from({ length: 6 }, (_, i) => ({ ...k, id: `copy-${i}` }));
+    // Each copy holds keyword's question: only after keyword is deleted can one be imported, and then only one at a time.
+    const results = await Promise.all([server.delete('/v1/tasks/keyword'), ...copies.map((c) => server.post('/v1/tasks/import', { tasks: [c] }))]);
+    const loaded = results.slice(1).flatMap((r) => r.body.loaded);
+    expect(loaded).toHaveLength(1);
+    const now = (await server.get('/v1/tasks?full=1')).body;
+    expect(JSON.parse(fs.readFileSync(file, 'utf8')).tasks).toEqual(now.tasks);
+    await server.delete(`/v1/tasks/${loaded[0]}`);
+    expect((await server.post('/v1/tasks/import', { tasks: [k] })).body.loaded).toEqual(['keyword']);
+  });
+
+  test('decide applies a --tasks-file as the server does', async () => {
+    const request = { state: keywordState('delta', 8080), questions: { q: keywordQuestion(), d: priorQuestion } };
+    const served = await server.post('/v1/systemone', request);
+    const req = path.join(dir, 'request.json');
+    fs.writeFileSync(req, JSON.stringify(request));
+    const out = execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', 'src/cli/decide.ts', req, '--base', 'tiny-qwen3', '--dtype', 'fp32', '--tasks-file', file], {
+      cwd: path.resolve(__dirname, '..'),
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const decided = JSON.parse(out);
+    for (const name of ['q', 'd'])
+      for (const [k, v] of Object.entries(served.body.answers[name].probabilities)) expect(Math.abs((decided.answers[name].probabilities[k] as number) - (v as number))).toBeLessThanOrEqual(1e-6);
   });
 
   test('a server with another rendering refuses the tasks, naming the component, at start and on import', async () => {

@@ -1,7 +1,8 @@
 /**
- * `npm run decide -- request.json [--base ...] [--dtype ...] [--threads N]`: answers one
- * /v1/systemone request file without a server and prints the same response body.
- * Rendering and temperature flags are those of the server (see --help there).
+ * `npm run decide -- request.json [--base ...] [--dtype ...] [--threads N] [--tasks-file F]`:
+ * answers one /v1/systemone request file without a server and prints the same response body.
+ * Rendering, temperature and task flags are those of the server (see --help there); a
+ * --tasks-file is read, never written. Heads fitted on a --head-engine are refused here.
  */
 import * as fs from 'fs';
 import { EngineCall, EngineLike } from '../answering/engine-like';
@@ -9,7 +10,11 @@ import { Engine } from '../engine/engine';
 import { Renderer } from '../rendering/renderer';
 import { ModelTokenizer } from '../tokenizer/tokenizer';
 import { resolveBase } from '../config/bases';
-import { parseFlags } from '../config/flags';
+import { Flags, parseFlags } from '../config/flags';
+import { Temperatures } from '../rendering/profile';
+import { TaskBook } from '../tasks/apply';
+import { computeFingerprint } from '../tasks/fingerprint';
+import { TaskStore } from '../tasks/store';
 import { HttpError, ValidationError } from '../server/http-error';
 import { promptProfile, temperaturesOf } from '../config/profile-flags';
 import { answerSystemOne, SystemOneRequest } from '../answering/systemone';
@@ -28,6 +33,17 @@ class InProcessEngine implements EngineLike {
     const r = await this.engine.answer(call);
     return { answers: r.answers, cachedTokens: r.cachedTokens, computedTokens: r.computedTokens, timing: { ...r.timing, engineMs: performance.now() - t0, waitMs: 0, waitedBehindRegistration: false, batchSize: 1 } };
   }
+}
+
+/** --tasks-file, read only: its tasks applied as the server applies them (--tasks off: not applied). */
+function loadTasks(flags: Flags, checkpoint: string, renderer: Renderer, temperatures: Temperatures): TaskBook | undefined {
+  const file = flags['tasks-file'] as string | undefined;
+  if (!file) return undefined;
+  const book = new TaskBook(flags.tasks === 'on');
+  const store = new TaskStore(computeFingerprint({ checkpoint, profile: renderer.profile, temperatures, headEngine: null }), file, (list) => book.set(list));
+  store.load();
+  for (const r of store.refusedAtStart) console.error(`[tqserve] WARNING: task ${r.id} refused: ${r.reason}`);
+  return book;
 }
 
 async function main() {
@@ -53,9 +69,11 @@ async function main() {
     const servedName = (flags['served-name'] as string | undefined) ?? base.profile.servedName;
     const temperatures = temperaturesOf(base.profile.temperatures, flags);
     const names = Object.keys(body.questions);
-    const { response } = await answerSystemOne({ engine: new InProcessEngine(engine), renderer, temperatures, servedName }, body).catch((e) => {
+    const distributions = loadTasks(flags, base.checkpoint, renderer, temperatures);
+    const { response, result } = await answerSystemOne({ engine: new InProcessEngine(engine), renderer, temperatures, servedName, distributions }, body).catch((e) => {
       throw toHttpError(e, (i) => names[i % names.length]);
     });
+    if (result.tasks.length) console.error(`[tqserve] tasks applied: ${result.tasks.join(', ')}`);
     console.log(JSON.stringify(response, null, 2));
   } finally {
     await engine.close();

@@ -8,18 +8,18 @@ export function keywordQuestion(words = codeWords) {
   return { type: 'choice', instructions: 'Which code word does the note name?', criteria: Object.fromEntries(words.map((k) => [k, null])) };
 }
 
-/** A state naming `word` among `fillerWords` random filler words (seeded by `i`). */
+/** A state naming `word` among `fillerWords` random filler words (seeded by `i`; the text holds no index, so that held-out states come from the same distribution). */
 export function keywordState(word: string, i: number, fillerWords = 4): string {
   const u = uniformStream(1000 + i);
   const words = Array.from({ length: fillerWords }, () => filler[Math.floor(u() * filler.length)]);
   words.splice(Math.floor(u() * (fillerWords + 1)), 0, word);
-  return `Note ${i}: ${words.join(' ')}.`;
+  return `Note: ${words.join(' ')}.`;
 }
 
-export function keywordExamples(n: number, offset = 0, words = codeWords) {
+export function keywordExamples(n: number, offset = 0, words = codeWords, fillerWords = 4) {
   return Array.from({ length: n }, (_, j) => {
     const i = j + offset, word = words[i % words.length];
-    return { request: { state: keywordState(word, i), questions: { q: keywordQuestion(words) } }, answer: word };
+    return { request: { state: keywordState(word, i, fillerWords), questions: { q: keywordQuestion(words) } }, answer: word };
   });
 }
 

@@ -18,6 +18,8 @@ export const HEAD_MIN_OPTIONS = 10;
 const BIAS_LAMBDAS: (number | null)[] = [null, 0.1, 0.01, 0.001]; // simplest first
 const HEAD_LAMBDAS = [1, 0.1, 0.01, 0.001]; // most regularised first
 const HEAD_FORMS: HeadForm[] = ['residual', 'replace'];
+/** L-BFGS iterations per lambda when the inner CV ranks the head's candidates (the final fit takes up to 300). */
+const INNER_ITERATIONS = 100;
 
 export interface FitInput {
   id: string;
@@ -117,7 +119,7 @@ function chooseHead(x: Float64Array, r: number, rows: number[], readouts: Readou
   for (let k = 0; k < INNER_FOLDS; k++) {
     const { train, test } = splitFold(folds, k);
     HEAD_FORMS.forEach((form) => {
-      const path = fitHeadPath(headData(x, r, train.map((i) => rows[i]), readouts, cal, form), HEAD_LAMBDAS);
+      const path = fitHeadPath(headData(x, r, train.map((i) => rows[i]), readouts, cal, form), HEAD_LAMBDAS, INNER_ITERATIONS);
       const held = headData(x, r, test.map((i) => rows[i]), readouts, cal, form);
       path.forEach((w, li) => losses[candidates.findIndex((c) => c.form === form && c.li === li)].push(metricsOf(headDistributions(held, w), held.y, held.C).nll));
     });

@@ -184,11 +184,16 @@ export function headObjective(data: HeadData, lambda: number) {
   };
 }
 
-/** Fits the head at each lambda (largest first, each warm-started from the last); returns the parameters per lambda. */
-export function fitHeadPath(data: HeadData, lambdas: number[]): Float64Array[] {
+/**
+ * Fits the head at each lambda (largest first, each warm-started from the last); returns the
+ * parameters per lambda. `maxIterations` per lambda: the inner cross-validation that only
+ * ranks lambdas uses fewer (measured: 100 instead of 300 cut a 200-example, 77-option,
+ * 896-dimension fit from 29 s to 11 s) than the final fit.
+ */
+export function fitHeadPath(data: HeadData, lambdas: number[], maxIterations = 300): Float64Array[] {
   const w = new Float64Array(data.C * (data.r + 1));
   return lambdas.map((lambda) => {
-    lbfgs(headObjective(data, lambda), w, { maxIterations: 300, gradientTolerance: 1e-6 });
+    lbfgs(headObjective(data, lambda), w, { maxIterations, gradientTolerance: 1e-6 });
     return Float64Array.from(w);
   });
 }

@@ -1,6 +1,6 @@
 /** --head-engine: intent heads read hidden states from a second engine process with its own model; its death is an engine death. */
 import { codeWords, keywordExamples, keywordQuestion, keywordState } from './helpers/tasks';
-import { RunningServer, startServer } from './helpers/server';
+import { killAndAwaitDeadHealth, RunningServer, startServer } from './helpers/server';
 
 jest.setTimeout(300_000);
 
@@ -45,15 +45,8 @@ test('a keyword task fits its head on the head engine, is applied with it, and i
 
 test('when the head engine dies: 503 with the reason, then exit 70', async () => {
   const pid = (await server.get('/health')).body.head_engine.pid;
-  process.kill(pid, 'SIGKILL');
-  let h;
-  for (let i = 0; i < 100; i++) {
-    h = await server.get('/health');
-    if (h.status === 503) break;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  expect(h!.status).toBe(503);
-  expect(h!.body).toEqual({ ok: false, engine: 'dead', reason: expect.stringMatching(/^head engine \(--head-engine\): .*SIGKILL/), exit_code: 70 });
+  const h = await killAndAwaitDeadHealth(server, pid);
+  expect(h.body).toEqual({ ok: false, engine: 'dead', reason: expect.stringMatching(/^head engine \(--head-engine\): .*SIGKILL/), exit_code: 70 });
   expect((await server.post('/v1/systemone', { state: 'x', questions: { a: { type: 'noul' } } })).status).toBe(503);
   expect(await server.exited).toBe(70);
 });

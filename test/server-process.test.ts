@@ -4,7 +4,7 @@ import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { flagDefs } from '../src/config/flags';
-import { runServerProcess, startServer } from './helpers/server';
+import { killAndAwaitDeadHealth, runServerProcess, startServer } from './helpers/server';
 import { longState } from './helpers/texts';
 
 test('--help lists every flag with its default and exits 0', async () => {
@@ -104,16 +104,9 @@ test('a named base found in the Hugging Face cache layout is served from there',
 test('when the engine process dies: /health 503 with the reason, other routes 503, then exit 70', async () => {
   const server = await startServer(['--exit-grace-ms', '3000']);
   const pid = (await server.get('/health')).body.base.engine_process.pid;
-  process.kill(pid, 'SIGKILL');
-  let h;
-  for (let i = 0; i < 100; i++) {
-    h = await server.get('/health');
-    if (h.status === 503) break;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  expect(h!.status).toBe(503);
-  expect(h!.body).toEqual({ ok: false, engine: 'dead', reason: expect.stringContaining('SIGKILL'), exit_code: 70 });
-  expect(h!.headers.get('retry-after')).toBe('5');
+  const h = await killAndAwaitDeadHealth(server, pid);
+  expect(h.body).toEqual({ ok: false, engine: 'dead', reason: expect.stringContaining('SIGKILL'), exit_code: 70 });
+  expect(h.headers.get('retry-after')).toBe('5');
   const other = await server.post('/v1/systemone', { state: 'x', questions: { a: { type: 'noul' } } });
   expect(other.status).toBe(503);
   expect(other.body.detail).toContain('engine process exited');

@@ -3,6 +3,7 @@
  * jest, so that benchmarks (bench/soak.ts) start it the same way as the tests.
  */
 import { ChildProcess, spawn } from 'child_process';
+import * as http from 'http';
 import * as path from 'path';
 
 const root = path.resolve(__dirname, '..', '..');
@@ -36,5 +37,26 @@ export function listeningUrl(output: () => string, exited: Promise<number | null
       clearInterval(timer);
       reject(new Error(`server exited with ${code}:\n${output()}`));
     });
+  });
+}
+
+/** One request through Node's http module: any method, any body bytes, any headers, its own connection unless an agent is given. */
+export function rawRequest(
+  url: string,
+  method: string,
+  route: string,
+  body?: Buffer | string,
+  headers: Record<string, string> = {},
+  agent?: http.Agent,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url + route, { method, headers, agent: agent ?? false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
   });
 }

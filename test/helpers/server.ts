@@ -1,9 +1,8 @@
 /** Starts the real server as a child process on a free port and talks to it over HTTP. */
 import { ChildProcess } from 'child_process';
-import * as http from 'http';
-import { listeningUrl, runServerProcess } from './server-process';
+import { listeningUrl, rawRequest, runServerProcess } from './server-process';
 
-export { runServerProcess };
+export { rawRequest, runServerProcess };
 
 export interface RunningServer {
   url: string;
@@ -47,6 +46,18 @@ export async function startServer(args: string[] = [], env: Record<string, strin
     },
     exited,
   };
+}
+
+/** Kills an engine process and polls /health until it answers 503 (at most 2 s); returns that answer. */
+export async function killAndAwaitDeadHealth(server: RunningServer, pid: number) {
+  process.kill(pid, 'SIGKILL');
+  let h = await server.get('/health');
+  for (let i = 0; i < 100 && h.status !== 503; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    h = await server.get('/health');
+  }
+  expect(h.status).toBe(503);
+  return h;
 }
 
 declare global {
@@ -98,23 +109,3 @@ export function detailText(body: any): string {
   return typeof body.detail === 'string' ? body.detail : body.detail.map((p: any) => `${p.loc.join('.')}: ${p.msg}`).join('; ');
 }
 
-/** One request through Node's http module: any method, any body bytes, any headers, its own connection unless an agent is given. */
-export function rawRequest(
-  url: string,
-  method: string,
-  route: string,
-  body?: Buffer | string,
-  headers: Record<string, string> = {},
-  agent?: http.Agent,
-): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(url + route, { method, headers, agent: agent ?? false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}

@@ -105,6 +105,7 @@ export async function runSpecs(
   const headIndex = needsHidden.map((need, i) => (need ? needsHidden.slice(0, i).filter(Boolean).length : -1));
   const fromHead =
     headEngine && needsHidden.some(Boolean) ? headHiddenStates(headEngine, state, inOrder.filter((_, i) => needsHidden[i]), options.cancel) : undefined;
+  fromHead?.catch(() => undefined); // awaited below; not an unhandled rejection if the serving call fails first
   const reply = await engine.answer(
     {
       state: rendered.prefixTokens,

@@ -6,19 +6,26 @@ import { EngineLike } from './engine-like';
 
 /**
  * The step between a question's baseline distribution (the readout's, tempered and averaged
- * over the orders asked) and its answer: the registered tasks (src/tasks/).
+ * over the orders asked) and its answer: the registered tasks (src/tasks/). `taskFor` is asked
+ * once per question; undefined: the question is asked as sent and answered with its baseline.
  */
 export interface Distributions {
+  taskFor(spec: QuestionSpec): QuestionTask | undefined;
+}
+
+/** A task that applies to one question. */
+export interface QuestionTask {
+  id: string;
   /**
    * The question as it is put to the model: a task reads its examples with their options in
    * one order (its own), so a question it applies to is asked in that order too, whatever
-   * order its keys arrived in. Otherwise `spec` itself.
+   * order its keys arrived in.
    */
-  askedAs(spec: QuestionSpec): QuestionSpec;
-  /** Whether answering `spec` needs the hidden state at the readout position (the head engine's when there is one). */
-  wantsHidden(spec: QuestionSpec): boolean;
-  /** The distribution to answer with, and the task that gave it; undefined: the baseline stands. */
-  apply(spec: QuestionSpec, baseline: Map<string, number>, hidden?: Float32Array): { probabilities: Map<string, number>; task: string } | undefined;
+  asked: QuestionSpec;
+  /** Whether it reads the hidden state at the readout position (the head engine's when there is one). */
+  wantsHidden: boolean;
+  /** The distribution to answer with; undefined: the baseline stands. */
+  apply(baseline: Map<string, number>, hidden?: Float32Array): Map<string, number> | undefined;
 }
 
 /** A second engine process (--head-engine) with its own model and renderer, read for intent heads' hidden states. */

@@ -95,22 +95,23 @@ export async function runSpecs(
   options: PipelineOptions,
 ): Promise<PipelineResult> {
   const t0 = performance.now();
-  const inOrder = specs.map((s) => distributions?.askedAs(s) ?? s);
+  const tasks = specs.map((s) => distributions?.taskFor(s));
+  const inOrder = specs.map((s, i) => tasks[i]?.asked ?? s);
   const asked = options.orders === 2 ? [...inOrder, ...inOrder.map((s) => ({ ...s, options: [...s.options].reverse() }))] : inOrder;
   const rendered = await renderer.render(renderState(state), asked, engine.contextLimit);
   const prepare = performance.now() - t0;
   if (options.cancel?.aborted) throw new ClientGoneError();
   // Questions whose task reads the hidden state: from the head engine, asked beside the serving call, or from the serving engine itself.
-  const needsHidden = specs.map((s) => distributions?.wantsHidden(s) ?? false);
-  const headIndex = needsHidden.map((need, i) => (need ? needsHidden.slice(0, i).filter(Boolean).length : -1));
-  const fromHead =
-    headEngine && needsHidden.some(Boolean) ? headHiddenStates(headEngine, state, inOrder.filter((_, i) => needsHidden[i]), options.cancel) : undefined;
+  const needsHidden = tasks.map((t) => t?.wantsHidden ?? false);
+  let wanted = 0;
+  const headIndex = needsHidden.map((need) => (need ? wanted++ : -1));
+  const fromHead = headEngine && wanted ? headHiddenStates(headEngine, state, inOrder.filter((_, i) => needsHidden[i]), options.cancel) : undefined;
   fromHead?.catch(() => undefined); // awaited below; not an unhandled rejection if the serving call fails first
   const reply = await engine.answer(
     {
       state: rendered.prefixTokens,
       questions: rendered.questions.map((q) => ({ tokens: q.tokens, labelIds: q.labelIds })),
-      wantHidden: options.wantHidden || (!headEngine && needsHidden.some(Boolean)),
+      wantHidden: options.wantHidden || (!headEngine && wanted > 0),
     },
     options.cancel,
   );
@@ -126,13 +127,13 @@ export async function runSpecs(
     const q = rendered.questions[i];
     const hidden = reply.answers[i].hidden;
     const taskHidden = headIndex[i] < 0 ? undefined : headHidden ? headHidden[headIndex[i]] : hidden;
-    const tasked = distributions?.apply(spec, sum, taskHidden);
+    const tasked = tasks[i]?.apply(sum, taskHidden);
     return {
       type: spec.type,
       keys: spec.options.map((o) => o.key),
       baseline: sum,
-      probabilities: tasked?.probabilities ?? sum,
-      task: tasked?.task,
+      probabilities: tasked ?? sum,
+      task: tasked && tasks[i]!.id,
       temperature,
       promptTokens: [...rendered.prefixTokens, ...q.tokens],
       stateTokenCount: rendered.prefixTokens.length,

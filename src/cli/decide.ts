@@ -13,8 +13,7 @@ import { resolveBase } from '../config/bases';
 import { Flags, parseFlags } from '../config/flags';
 import { Temperatures } from '../rendering/profile';
 import { TaskBook } from '../tasks/apply';
-import { computeFingerprint } from '../tasks/fingerprint';
-import { TaskStore } from '../tasks/store';
+import { openTasks } from '../tasks/open';
 import { HttpError, ValidationError } from '../server/http-error';
 import { promptProfile, temperaturesOf } from '../config/profile-flags';
 import { answerSystemOne, SystemOneRequest } from '../answering/systemone';
@@ -39,9 +38,7 @@ class InProcessEngine implements EngineLike {
 function loadTasks(flags: Flags, checkpoint: string, renderer: Renderer, temperatures: Temperatures): TaskBook | undefined {
   const file = flags['tasks-file'] as string | undefined;
   if (!file) return undefined;
-  const book = new TaskBook(flags.tasks === 'on');
-  const store = new TaskStore(computeFingerprint({ checkpoint, profile: renderer.profile, temperatures, headEngine: null }), file, (list) => book.set(list));
-  store.load();
+  const { book, store } = openTasks({ file, enabled: flags.tasks === 'on', checkpoint, profile: renderer.profile, temperatures });
   for (const r of store.refusedAtStart) console.error(`[tqserve] WARNING: task ${r.id} refused: ${r.reason}`);
   return book;
 }

@@ -14,7 +14,8 @@ import { promptProfile, temperaturesOf } from '../config/profile-flags';
 import { answerMalformedRequests } from './http/connection';
 import { InFlight } from './inflight';
 import { TaskBook } from '../tasks/apply';
-import { computeFingerprint, HIDDEN_TAP } from '../tasks/fingerprint';
+import { HIDDEN_TAP } from '../tasks/fingerprint';
+import { openTasks } from '../tasks/open';
 import { TaskStore } from '../tasks/store';
 import { Service } from './service';
 
@@ -71,11 +72,16 @@ async function main() {
     const headRenderer = await Renderer.create(ModelTokenizer.load(headBase.checkpoint), promptProfile(headBase.profile.prompt, flags));
     head = { base: headBase, renderer: headRenderer, engine: await EngineClient.start({ load: { ...load, path: headBase.checkpoint }, batchTokens }, died('head engine (--head-engine): ')) };
   }
-  const fingerprint = computeFingerprint({ checkpoint: base.checkpoint, profile: renderer.profile, temperatures, headEngine: head ? { checkpoint: head.base.checkpoint } : null });
-  const taskBook = new TaskBook(flags.tasks === 'on');
-  const tasks = new TaskStore(fingerprint, flags['tasks-file'] as string | undefined, (list) => taskBook.set(list));
+  let tasks: TaskStore, taskBook: TaskBook;
   try {
-    tasks.load();
+    ({ store: tasks, book: taskBook } = openTasks({
+      file: flags['tasks-file'] as string | undefined,
+      enabled: flags.tasks === 'on',
+      checkpoint: base.checkpoint,
+      profile: renderer.profile,
+      temperatures,
+      headCheckpoint: head?.base.checkpoint,
+    }));
   } catch (e) {
     engine.stop();
     head?.engine.stop();

@@ -3,15 +3,15 @@
  * whose type and option list match a task is answered with the task's distribution,
  *   z_j = a * log p_j + b_j  [+ W h + c for a head; a head of form "replace": W h + c alone],
  * p the baseline distribution (the readout's, tempered, averaged over the orders asked),
- * h the hidden state at the readout position (of the options as sent).
+ * h the hidden state at the readout position (the question asked in the task's option order).
  */
-import { Distributions } from '../answering/context';
+import { Distributions, QuestionTask } from '../answering/context';
 import { QuestionSpec } from '../rendering/renderer';
 import { safeLog, softmaxInto } from './fit/softmax-model';
 import { inTaskOrder, questionOf, Task } from './task';
 
-export function taskDistribution(task: Task, baseline: Map<string, number>, hidden?: ArrayLike<number>): Map<string, number> | undefined {
-  if (task.applied === 'none') return undefined;
+/** The distribution of a task that applies (`applied` is not "none"); undefined without the hidden state its head needs. */
+function taskDistribution(task: Task, baseline: Map<string, number>, hidden?: ArrayLike<number>): Map<string, number> | undefined {
   const keys = task.options.map((o) => o.key);
   const C = keys.length;
   const z = new Float64Array(C);
@@ -40,22 +40,9 @@ export class TaskBook implements Distributions {
     this.byMatch = new Map([...tasks].map((t) => [t.match_key, t]));
   }
 
-  private find(spec: QuestionSpec): Task | undefined {
-    return this.enabled && this.byMatch.size ? this.byMatch.get(questionOf(spec).match_key) : undefined;
-  }
-
-  askedAs(spec: QuestionSpec): QuestionSpec {
-    const task = this.find(spec);
-    return task && task.applied !== 'none' ? inTaskOrder(spec) : spec;
-  }
-
-  wantsHidden(spec: QuestionSpec): boolean {
-    return this.find(spec)?.applied === 'head';
-  }
-
-  apply(spec: QuestionSpec, baseline: Map<string, number>, hidden?: Float32Array) {
-    const task = this.find(spec);
-    const probabilities = task && taskDistribution(task, baseline, hidden);
-    return probabilities && { probabilities, task: task!.id };
+  taskFor(spec: QuestionSpec): QuestionTask | undefined {
+    const task = this.enabled && this.byMatch.size ? this.byMatch.get(questionOf(spec).match_key) : undefined;
+    if (!task || task.applied === 'none') return undefined;
+    return { id: task.id, asked: inTaskOrder(spec), wantsHidden: task.applied === 'head', apply: (baseline, hidden) => taskDistribution(task, baseline, hidden) };
   }
 }

@@ -8,6 +8,7 @@
  */
 import { AnsweringContext } from '../answering/context';
 import { runQuestions, WireQuestion } from '../answering/pipeline';
+import { QuestionSpec } from '../rendering/renderer';
 import { safeLog } from './fit/softmax-model';
 import { inTaskOrder } from './task';
 
@@ -36,7 +37,8 @@ export async function readExamples(
   wantHidden: boolean,
 ): Promise<ExampleReadouts> {
   // The baseline alone, each example asked with its options in the task's order.
-  const baselineOnly = { ...context, distributions: { askedAs: inTaskOrder, wantsHidden: () => wantHidden, apply: () => undefined } };
+  const reader = (spec: QuestionSpec) => ({ id: '', asked: inTaskOrder(spec), wantsHidden: wantHidden, apply: () => undefined });
+  const baselineOnly = { ...context, distributions: { taskFor: reader } };
   const n = examples.length, C = keys.length;
   const logp = new Float64Array(n * C);
   let hidden: { d: number; data: Float64Array } | undefined;

@@ -15,7 +15,7 @@ import { questionOf, Task, taskFromFit } from './task';
 
 export interface ParsedRegistration {
   id: string;
-  /** The question all examples ask (example 0's). */
+  /** The question all examples ask (the first example's). */
   spec: QuestionSpec;
   examples: { state: unknown; question: WireQuestion; answer: string }[];
   /** The registration body as sent, for the examples' hash. */

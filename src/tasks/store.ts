@@ -42,9 +42,9 @@ export class TaskStore {
     return this.tasks.get(id);
   }
 
-  /** The task other than `id` that holds `matchKey`, if any. */
+  /** The stored task other than `id` that holds `matchKey`, if any. */
   holderOf(matchKey: string, id: string): Task | undefined {
-    return this.list().find((t) => t.match_key === matchKey && t.id !== id);
+    return holderIn(this.tasks, matchKey, id);
   }
 
   /** Why `task` cannot be loaded under this server's fingerprint, or undefined. */
@@ -93,6 +93,12 @@ export class TaskStore {
     });
     this.onChange(this.list());
   }
+}
+
+/** The task in `tasks` other than `id` that holds `matchKey` (one task per question), if any. */
+export function holderIn(tasks: Map<string, Task>, matchKey: string, id: string): Task | undefined {
+  for (const t of tasks.values()) if (t.match_key === matchKey && t.id !== id) return t;
+  return undefined;
 }
 
 export async function writeAtomically(file: string, content: string) {

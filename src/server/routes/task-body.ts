@@ -48,9 +48,9 @@ export function parseRegistration(body: unknown): ParsedRegistration {
   else if (examples.length < minExamples || examples.length > maxExamples) bad(['examples'], `must hold ${minExamples} to ${maxExamples} examples, got ${examples.length}`);
   if (problems.length) throw new ValidationError(problems);
 
-  let first: ReturnType<typeof questionOf> | undefined;
+  /** The first well-formed example's question: every other example must ask it. */
+  let first: { index: number; spec: ReturnType<typeof toSpec>; question: ReturnType<typeof questionOf> } | undefined;
   const parsed: ParsedRegistration['examples'] = [];
-  let spec0: ReturnType<typeof toSpec> | undefined;
   for (const [i, example] of (examples as unknown[]).entries()) {
     if (problems.length >= MAX_PROBLEMS) break;
     const at = ['examples', i];
@@ -75,15 +75,12 @@ export function parseRegistration(body: unknown): ParsedRegistration {
     const spec = toSpec(question);
     if (spec.options.length > MAX_OPTIONS) throw new HttpError(400, `example ${i}: ${spec.options.length} options: a question may have at most ${MAX_OPTIONS}`);
     const q = questionOf(spec);
-    if (!first) {
-      first = q;
-      spec0 = spec;
-    } else {
-      const differs = [q.type !== first.type && 'type', q.instructions !== first.instructions && 'instructions', q.match_key !== first.match_key && 'options'].filter(Boolean);
-      if (differs.length) {
-        bad([...at, 'request', 'questions', names[0]], `asks a different question than example 0: its ${differs.join(' and ')} differ`);
-        continue;
-      }
+    if (!first) first = { index: i, spec, question: q };
+    const f = first.question;
+    const differs = [q.type !== f.type && 'type', q.instructions !== f.instructions && 'instructions', q.match_key !== f.match_key && 'options'].filter(Boolean);
+    if (differs.length) {
+      bad([...at, 'request', 'questions', names[0]], `asks a different question than example ${first.index}: its ${differs.join(' and ')} differ`);
+      continue;
     }
     const keys = q.options.map((o) => o.key);
     const key = answerKey(q.type, example.answer, keys);
@@ -95,5 +92,5 @@ export function parseRegistration(body: unknown): ParsedRegistration {
     if (distinct < TASK_LIMITS.minDistinctAnswers) bad(['examples'], `must have at least ${TASK_LIMITS.minDistinctAnswers} distinct answers, got ${distinct}`);
   }
   if (problems.length) throw new ValidationError(problems);
-  return { id: body.id, spec: spec0!, examples: parsed, raw: body };
+  return { id: body.id, spec: first!.spec, examples: parsed, raw: body };
 }

@@ -3,6 +3,7 @@ import Router from '@koa/router';
 import { exportForm, parseTask, summaryOf } from '../../tasks/export';
 import { ExampleError } from '../../tasks/read-examples';
 import { registerTask } from '../../tasks/register';
+import { holderIn } from '../../tasks/store';
 import { questionOf, Task } from '../../tasks/task';
 import { toHttpError } from '../engine-errors';
 import { HttpError, invalid, Problem, ValidationError } from '../http-error';
@@ -38,7 +39,7 @@ export function taskRoutes(router: Router, service: Service) {
     }
     const replaced = await store.change((tasks) => {
       // Checked again: another registration may have stored this question meanwhile.
-      const other = [...tasks.values()].find((t) => t.match_key === task.match_key && t.id !== task.id);
+      const other = holderIn(tasks, task.match_key, task.id);
       if (other) throw invalid(['body', 'examples', 0, 'request', 'questions'], heldBy(other));
       const had = tasks.has(task.id);
       tasks.set(task.id, task);
@@ -83,7 +84,7 @@ export function taskRoutes(router: Router, service: Service) {
     const result = await store.change((tasks) => {
       const loaded: string[] = [], refused: { id: string; reason: string }[] = [];
       for (const task of parsed) {
-        const holder = [...tasks.values()].find((t) => t.match_key === task.match_key && t.id !== task.id);
+        const holder = holderIn(tasks, task.match_key, task.id);
         const reason = store.fingerprintRefusal(task) ?? (holder ? heldBy(holder) : undefined);
         if (reason) refused.push({ id: task.id, reason });
         else {

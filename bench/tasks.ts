@@ -15,28 +15,12 @@
  * TASKS_SKIP (comma-separated numbers) leaves parts out.
  */
 import { uniformStream } from '../src/testmodels/prng';
-import { listeningUrl, rawRequest, runServerProcess } from '../test/helpers/server-process';
+import { rawRequest, startServerProcess } from '../test/helpers/server-process';
 import { codeWords, keywordExamples, keywordQuestion, priorExamples } from '../test/helpers/tasks';
 
 const skip = new Set((process.env.TASKS_SKIP ?? '').split(',').filter(Boolean).map(Number));
 
-async function server(args: string[]) {
-  const { child, output, exited } = runServerProcess(['--port', '0', '--dtype', 'fp32', ...args]);
-  const url = await listeningUrl(output, exited);
-  const call = async (method: string, route: string, body?: unknown) => {
-    const res = await fetch(url + route, { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
-    return { status: res.status, body: (await res.json()) as any, headers: res.headers };
-  };
-  return {
-    url,
-    post: (route: string, body: unknown) => call('POST', route, body),
-    delete: (route: string) => call('DELETE', route),
-    stop: async () => {
-      child.kill();
-      await exited;
-    },
-  };
-}
+const server = (args: string[]) => startServerProcess(['--port', '0', '--dtype', 'fp32', ...args]);
 type Server = Awaited<ReturnType<typeof server>>;
 
 const f = (x: number, d = 3) => x.toFixed(d);

@@ -23,6 +23,11 @@ export function compareCodePoints(a: string, b: string): number {
 
 const clamp01 = (x: number) => Math.min(1, Math.max(0, x));
 
+/** A probability rescaled from uniform over n options: (p - 1/n) / (1 - 1/n), clamped to [0, 1]. */
+export function uniformRescaled(p: number, n: number): number {
+  return n === 1 ? 1 : clamp01((p - 1 / n) / (1 - 1 / n));
+}
+
 export interface NoulAnswer { type: 'noul'; noul: number }
 export interface ChoiceAnswer { type: 'choice'; choice: string; probabilities: Record<string, number>; confidence: number }
 export interface ScoreAnswer { type: 'score'; score: number; probabilities: Record<string, number>; confidence: number; legend: Record<string, unknown> }
@@ -44,10 +49,9 @@ export function choiceAnswer(keys: string[], p: Map<string, number>): ChoiceAnsw
     const d = p.get(k)! - p.get(best)!;
     if (d > 0 || (d === 0 && compareCodePoints(k, best) < 0)) best = k;
   }
-  const n = keys.length;
   // fromEntries defines own properties: a key named "__proto__" is an option like any other.
   const probabilities: Record<string, number> = Object.fromEntries(keys.map((k) => [k, p.get(k)!]));
-  return { type: 'choice', choice: best, probabilities, confidence: n === 1 ? 1 : clamp01((p.get(best)! - 1 / n) / (1 - 1 / n)) };
+  return { type: 'choice', choice: best, probabilities, confidence: uniformRescaled(p.get(best)!, keys.length) };
 }
 
 /**

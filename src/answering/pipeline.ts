@@ -6,6 +6,7 @@
 import { QuestionType } from '../rendering/profile';
 import { QuestionOption, QuestionSpec, Renderer } from '../rendering/renderer';
 import { renderEntry, renderInstructions, renderState } from '../rendering/state';
+import { abstainingChoice, abstainingNoul, AbstentionResult, decideAbstention, reportedProbabilities } from './abstention';
 import { Answer, choiceAnswer, noulAnswer, scoreAnswer, softmax } from './answers';
 import { AnsweringContext, HeadEngine } from './context';
 import { ClientGoneError } from './engine-like';
@@ -27,13 +28,17 @@ export interface PipelineOptions {
 
 export interface QuestionResult {
   type: QuestionType;
+  /** The request's own option keys (an appended abstain option is not among them). */
   keys: string[];
   /** Per key: the readout's, tempered and averaged over the orders asked (what a server without tasks answers). */
   baseline: Map<string, number>;
-  /** Per key: what the question is answered with (the baseline, or a task's). */
+  /** Per key: what the question is answered with (the baseline, or a task's); an appended abstain option included. */
   probabilities: Map<string, number>;
-  /** The task applied, if any. */
+  /** The task applied, if any, and its identity (QuestionTask.identity). */
   task?: string;
+  taskIdentity?: string;
+  /** When the question has an abstain option: its probability and whether the server abstains. */
+  abstention?: AbstentionResult;
   temperature: number;
   /** The as-sent order's raw readout: the prompt is the shared state segment, then the question's own. */
   promptTokens: number[];
@@ -48,7 +53,7 @@ export interface QuestionResult {
 
 export interface PipelineResult {
   questions: QuestionResult[];
-  /** The tasks applied, each once. */
+  /** The tasks applied, each once; abstention tasks whose threshold decided as "abstention:<id>". */
   tasks: string[];
   inputTokens: number;
   cachedTokens: number;
@@ -89,14 +94,17 @@ async function headHiddenStates(head: HeadEngine, state: unknown, specs: Questio
 }
 
 export async function runSpecs(
-  { engine, renderer, temperatures, distributions, headEngine }: AnsweringContext,
+  { engine, renderer, temperatures, distributions, abstentions, headEngine }: AnsweringContext,
   state: unknown,
   specs: QuestionSpec[],
   options: PipelineOptions,
 ): Promise<PipelineResult> {
   const t0 = performance.now();
-  const tasks = specs.map((s) => distributions?.taskFor(s));
-  const inOrder = specs.map((s, i) => tasks[i]?.asked ?? s);
+  // The abstain option first (appended, or the request's own), then the task of the question so asked.
+  const abstaining = specs.map((s) => abstentions?.abstentionFor(s));
+  const withAbstain = specs.map((s, i) => abstaining[i]?.asked ?? s);
+  const tasks = withAbstain.map((s) => distributions?.taskFor(s));
+  const inOrder = withAbstain.map((s, i) => tasks[i]?.asked ?? s);
   const asked = options.orders === 2 ? [...inOrder, ...inOrder.map((s) => ({ ...s, options: [...s.options].reverse() }))] : inOrder;
   const rendered = await renderer.render(renderState(state), asked, engine.contextLimit);
   const prepare = performance.now() - t0;
@@ -128,12 +136,16 @@ export async function runSpecs(
     const hidden = reply.answers[i].hidden;
     const taskHidden = headIndex[i] < 0 ? undefined : headHidden ? headHidden[headIndex[i]] : hidden;
     const tasked = tasks[i]?.apply(sum, taskHidden);
+    const probabilities = tasked ?? sum;
+    const taskIdentity = tasked && tasks[i]!.identity;
     return {
       type: spec.type,
       keys: spec.options.map((o) => o.key),
       baseline: sum,
-      probabilities: tasked ?? sum,
+      probabilities,
       task: tasked && tasks[i]!.id,
+      taskIdentity,
+      abstention: abstaining[i] && decideAbstention(abstaining[i]!, probabilities, taskIdentity ?? null),
       temperature,
       promptTokens: [...rendered.prefixTokens, ...q.tokens],
       stateTokenCount: rendered.prefixTokens.length,
@@ -146,7 +158,7 @@ export async function runSpecs(
   const t = reply.timing;
   return {
     questions: results,
-    tasks: [...new Set(results.flatMap((r) => (r.task ? [r.task] : [])))],
+    tasks: [...new Set(results.flatMap((r) => [r.task, r.abstention?.task && `abstention:${r.abstention.task}`].filter((t): t is string => !!t)))],
     inputTokens: rendered.prefixTokens.length + rendered.questions.slice(0, specs.length).reduce((s, q) => s + q.tokens.length, 0),
     cachedTokens: reply.cachedTokens,
     computedTokens: reply.computedTokens,
@@ -158,6 +170,10 @@ export async function runSpecs(
 
 /** `criteria` as sent: a score's legend returns its levels as they came (strings, objects or arrays). */
 export function wireAnswer(q: QuestionResult, criteria: unknown): Answer {
+  if (q.abstention) {
+    const reported = reportedProbabilities(q.keys, q.probabilities, q.abstention);
+    return q.type === 'noul' ? abstainingNoul(reported, q.abstention) : abstainingChoice(q.keys, reported, q.abstention);
+  }
   if (q.type === 'noul') return noulAnswer(q.probabilities);
   if (q.type === 'choice') return choiceAnswer(q.keys, q.probabilities);
   return scoreAnswer(criteria as unknown[], q.probabilities);

@@ -12,7 +12,6 @@ import { ModelTokenizer } from '../tokenizer/tokenizer';
 import { resolveBase } from '../config/bases';
 import { Flags, parseFlags } from '../config/flags';
 import { Temperatures } from '../rendering/profile';
-import { TaskBook } from '../tasks/apply';
 import { openTasks } from '../tasks/open';
 import { HttpError, ValidationError } from '../server/http-error';
 import { promptProfile, temperaturesOf } from '../config/profile-flags';
@@ -34,13 +33,13 @@ class InProcessEngine implements EngineLike {
   }
 }
 
-/** --tasks-file, read only: its tasks applied as the server applies them (--tasks off: not applied). */
-function loadTasks(flags: Flags, checkpoint: string, renderer: Renderer, temperatures: Temperatures): TaskBook | undefined {
+/** --tasks-file, read only: its tasks and abstention tasks applied as the server applies them; --abstain-option as the server's. */
+function loadTasks(flags: Flags, checkpoint: string, renderer: Renderer, temperatures: Temperatures) {
   const file = flags['tasks-file'] as string | undefined;
-  if (!file) return undefined;
-  const { book, store } = openTasks({ file, enabled: flags.tasks === 'on', checkpoint, profile: renderer.profile, temperatures });
-  for (const r of store.refusedAtStart) console.error(`[tqserve] WARNING: task ${r.id} refused: ${r.reason}`);
-  return book;
+  const abstention = { enabled: flags.abstention === 'on', defaultOption: flags['abstain-option'] as string | undefined };
+  const { book, abstentionBook, store } = openTasks({ file, enabled: flags.tasks === 'on', abstention, checkpoint, profile: renderer.profile, temperatures });
+  for (const r of store.refusedAtStart) console.error(`[tqserve] WARNING: ${r.kind === 'abstention' ? 'abstention task' : 'task'} ${r.id} refused: ${r.reason}`);
+  return { distributions: book, abstentions: abstentionBook };
 }
 
 async function main() {
@@ -66,8 +65,8 @@ async function main() {
     const servedName = (flags['served-name'] as string | undefined) ?? base.profile.servedName;
     const temperatures = temperaturesOf(base.profile.temperatures, flags);
     const names = Object.keys(body.questions);
-    const distributions = loadTasks(flags, base.checkpoint, renderer, temperatures);
-    const { response, result } = await answerSystemOne({ engine: new InProcessEngine(engine), renderer, temperatures, servedName, distributions }, body).catch((e) => {
+    const books = loadTasks(flags, base.checkpoint, renderer, temperatures);
+    const { response, result } = await answerSystemOne({ engine: new InProcessEngine(engine), renderer, temperatures, servedName, ...books }, body).catch((e) => {
       throw toHttpError(e, (i) => names[i % names.length]);
     });
     if (result.tasks.length) console.error(`[tqserve] tasks applied: ${result.tasks.join(', ')}`);

@@ -38,6 +38,8 @@ export const flagDefs: FlagDef[] = [
   { name: 'tasks', kind: 'choice', choices: ['on', 'off'], default: 'on', help: 'apply registered tasks (calibrations, intent heads) to matching questions' },
   { name: 'tasks-file', kind: 'string', help: 'keep the registered tasks in this file: loaded at start (tasks fitted under another fingerprint refused and listed), rewritten atomically after every change' },
   { name: 'head-engine', kind: 'string', help: "read intent heads' hidden states from a second engine process running this base or checkpoint folder (default: the serving engine); its death is an engine death" },
+  { name: 'abstain-option', kind: 'string', help: 'the abstention extension: append an option with this text to every choice and yes/no question; answers then carry unknown_probability and abstained (default rule: abstain when that option is the most probable)' },
+  { name: 'abstention', kind: 'choice', choices: ['on', 'off'], default: 'on', help: "apply registered abstention tasks' thresholds (and their abstain options) to matching questions" },
   { name: 'debug-readout', kind: 'boolean', default: false, help: 'honour the x-service-debug request header (raw readout in responses)' },
   { name: 'cors-origin', kind: 'string', help: 'let browser pages on this origin (or * for any) call the server: answers preflights, sets Access-Control-Allow-* (default: off)' },
   { name: 'exit-grace-ms', kind: 'number', default: 1000, help: 'after the engine dies, answer 503 this long, then exit with code 70' },
@@ -84,6 +86,7 @@ export function parseFlags(argv: string[]): Flags {
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new FlagError(`--port must be an integer from 0 to 65535, got ${port}`);
   if (!/^(cpu|cuda(:\d+)?)$/.test(flags.device as string)) throw new FlagError(`--device must be cpu, cuda or cuda:N, got ${JSON.stringify(flags.device)}`);
   if (!((flags['cache-mib'] as number) >= 0)) throw new FlagError('--cache-mib must be 0 or more');
+  if (flags['abstain-option'] !== undefined && !(flags['abstain-option'] as string).trim()) throw new FlagError('--abstain-option must not be blank');
   for (const t of ['temperature-noul', 'temperature-choice', 'temperature-score'])
     if (flags[t] !== undefined && !((flags[t] as number) > 0)) throw new FlagError(`--${t} must be positive`);
   return flags;

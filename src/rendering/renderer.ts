@@ -152,10 +152,18 @@ export class Renderer {
 
   private labelsFor(q: QuestionSpec): LabelSet {
     const n = q.options.length;
-    const set = q.type === 'noul' ? (this.profile.yesNo === 'words' ? this.yesNo : this.letters) : q.type === 'score' && this.profile.scoreLabels === 'digits' ? this.digits : q.type === 'choice' && this.profile.choiceLabels === 'digits' ? this.digits : this.letters;
+    const set = q.type === 'noul' ? (this.yesNoWords(q) ? this.yesNo : this.letters) : q.type === 'score' && this.profile.scoreLabels === 'digits' ? this.digits : q.type === 'choice' && this.profile.choiceLabels === 'digits' ? this.digits : this.letters;
     if (n > MAX_OPTIONS) throw new RenderError(`${n} options: a question may have at most ${MAX_OPTIONS}`);
     if (n > set.texts.length) throw new RenderError(`${n} options, but this tokenizer has only ${set.texts.length} single-token labels in this prompt format`);
     return { texts: set.texts.slice(0, n), ids: set.ids.slice(0, n) };
+  }
+
+  /**
+   * A yes/no question read as the words Yes/No (--yes-no words); one with a third option (an abstain
+   * option, README "Abstention") is lettered: A. Yes, B. No, C. <its text>.
+   */
+  private yesNoWords(q: QuestionSpec): boolean {
+    return this.profile.yesNo === 'words' && q.options.length === 2;
   }
 
   /** The request's own keys as labels, when each is one distinct token in context. */
@@ -179,7 +187,7 @@ export class Renderer {
         : closingFirst ? [question, closing, ...options] : [question, ...options, closing];
       return '\n\n' + lines.join('\n');
     };
-    if (q.type === 'noul' && this.profile.yesNo === 'words') {
+    if (q.type === 'noul' && this.yesNoWords(q)) {
       const labels = this.labelsFor(q);
       const described = q.options.flatMap((o, i) => (o.description ? [`${labels.texts[i]}: ${o.description}`] : []));
       const text = block(described, `Answer ${labels.texts.join(' or ')}.`, true);
@@ -190,7 +198,7 @@ export class Renderer {
     const options = q.options.map((o, i) => {
       if (own) return o.description ? `${o.key}: ${o.description}` : o.key;
       // Lettered lines: "A. key: description"; a score level shows its description only, yes/no its word.
-      const shown = q.type === 'noul' ? (o.key === 'true' ? 'Yes' : 'No') : q.type === 'score' ? null : o.key;
+      const shown = q.type === 'noul' ? ({ true: 'Yes', false: 'No' }[o.key] ?? o.key) : q.type === 'score' ? null : o.key;
       const parts = [shown, o.description].filter((p): p is string => !!p);
       return `${labels.texts[i]}.${parts.length ? ' ' + parts.join(': ') : ''}`;
     });

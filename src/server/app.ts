@@ -13,6 +13,7 @@ import { answerRoute } from './routes/answer';
 import { answerDeadHealth, infoRoutes, RETRY_AFTER_DEAD_S } from './routes/info';
 import { systemoneRoute } from './routes/systemone';
 import { taskRoutes } from './routes/tasks';
+import { abstentionRoutes } from './routes/abstention';
 import { Service } from './service';
 
 export function createApp(service: Service): Koa {
@@ -32,6 +33,7 @@ export function createApp(service: Service): Koa {
   systemoneRoute(router, service);
   answerRoute(router, service);
   taskRoutes(router, service);
+  abstentionRoutes(router, service);
   infoRoutes(router, service);
   app.use(router.routes());
   app.use(router.allowedMethods());

@@ -13,6 +13,7 @@ import { FlagError, Flags, helpText, parseFlags } from '../config/flags';
 import { promptProfile, temperaturesOf } from '../config/profile-flags';
 import { answerMalformedRequests } from './http/connection';
 import { InFlight } from './inflight';
+import { AbstentionBook } from '../abstention/book';
 import { TaskBook } from '../tasks/apply';
 import { HIDDEN_TAP } from '../tasks/fingerprint';
 import { openTasks } from '../tasks/open';
@@ -72,11 +73,12 @@ async function main() {
     const headRenderer = await Renderer.create(ModelTokenizer.load(headBase.checkpoint), promptProfile(headBase.profile.prompt, flags));
     head = { base: headBase, renderer: headRenderer, engine: await EngineClient.start({ load: { ...load, path: headBase.checkpoint }, batchTokens }, died('head engine (--head-engine): ')) };
   }
-  let tasks: TaskStore, taskBook: TaskBook;
+  let tasks: TaskStore, taskBook: TaskBook, abstentionBook: AbstentionBook;
   try {
-    ({ store: tasks, book: taskBook } = openTasks({
+    ({ store: tasks, book: taskBook, abstentionBook } = openTasks({
       file: flags['tasks-file'] as string | undefined,
       enabled: flags.tasks === 'on',
+      abstention: { enabled: flags.abstention === 'on', defaultOption: flags['abstain-option'] as string | undefined },
       checkpoint: base.checkpoint,
       profile: renderer.profile,
       temperatures,
@@ -87,12 +89,14 @@ async function main() {
     head?.engine.stop();
     throw new Error(`--tasks-file ${flags['tasks-file']}: cannot be read as a tasks file (${(e as Error).message}); it is left as it is`);
   }
-  for (const r of tasks.refusedAtStart) log(`WARNING: task ${r.id} in --tasks-file refused: ${r.reason}`);
+  for (const r of tasks.refusedAtStart) log(`WARNING: ${r.kind === 'abstention' ? 'abstention task' : 'task'} ${r.id} in --tasks-file refused: ${r.reason}`);
   service = {
     base,
     tasks,
     taskBook,
     distributions: taskBook,
+    abstentionBook,
+    abstentions: abstentionBook,
     headEngine: head && { engine: head.engine, renderer: head.renderer },
     headEngineReport: head
       ? {

@@ -1,5 +1,6 @@
 /** Everything the routes share: the base, its renderer and temperatures, the engine, and the engine's state. */
 import { AnsweringContext } from '../answering/context';
+import { AbstentionBook } from '../abstention/book';
 import { TaskBook } from '../tasks/apply';
 import { TaskStore } from '../tasks/store';
 import { ResolvedBase } from '../config/bases';
@@ -12,6 +13,8 @@ export interface Service extends AnsweringContext {
   tasks: TaskStore;
   /** The tasks as the answering pipeline applies them (also `distributions`). */
   taskBook: TaskBook;
+  /** The abstention tasks and --abstain-option as the pipeline applies them (also `abstentions`). */
+  abstentionBook: AbstentionBook;
   /** Where intent heads' hidden states come from, as /health and GET /v1/tasks report it. */
   headEngineReport: Record<string, unknown>;
   cacheReport: () => Promise<CacheReport>;

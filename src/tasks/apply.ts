@@ -8,7 +8,7 @@
 import { Distributions, QuestionTask } from '../answering/context';
 import { QuestionSpec } from '../rendering/renderer';
 import { safeLog, softmaxInto } from './fit/softmax-model';
-import { inTaskOrder, questionOf, Task } from './task';
+import { inTaskOrder, questionOf, Task, taskIdentity } from './task';
 
 /** The distribution of a task that applies (`applied` is not "none"); undefined without the hidden state its head needs. */
 function taskDistribution(task: Task, baseline: Map<string, number>, hidden?: ArrayLike<number>): Map<string, number> | undefined {
@@ -43,6 +43,6 @@ export class TaskBook implements Distributions {
   taskFor(spec: QuestionSpec): QuestionTask | undefined {
     const task = this.enabled && this.byMatch.size ? this.byMatch.get(questionOf(spec).match_key) : undefined;
     if (!task || task.applied === 'none') return undefined;
-    return { id: task.id, asked: inTaskOrder(spec), wantsHidden: task.applied === 'head', apply: (baseline, hidden) => taskDistribution(task, baseline, hidden) };
+    return { id: task.id, identity: taskIdentity(task), asked: inTaskOrder(spec), wantsHidden: task.applied === 'head', apply: (baseline, hidden) => taskDistribution(task, baseline, hidden) };
   }
 }

@@ -7,6 +7,7 @@
  */
 import { createHash } from 'crypto';
 import { MAX_OPTIONS } from '../rendering/labels';
+import { AbstentionTask } from '../abstention/task';
 import { HeadForm } from './fit/head';
 import { matchKeyOf, Task, TASKS_FORMAT } from './task';
 
@@ -36,8 +37,9 @@ export function fullFormOf(t: Task) {
   };
 }
 
-export function exportForm(tasks: Task[], fingerprint: string) {
-  return { format: TASKS_FORMAT, fingerprint, tasks: tasks.map(fullFormOf) };
+/** Abstention tasks are all JSON: their full form is the stored one. */
+export function exportForm(tasks: Task[], abstention: AbstentionTask[], fingerprint: string) {
+  return { format: TASKS_FORMAT, fingerprint, tasks: tasks.map(fullFormOf), abstention_tasks: abstention };
 }
 
 const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);

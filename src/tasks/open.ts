@@ -1,14 +1,19 @@
-/** The tasks of a server or of `decide`: the fingerprint, the store (loading --tasks-file) and the book the pipeline applies. */
+/** The tasks of a server or of `decide`: the fingerprint, the store (loading --tasks-file) and the books the pipeline applies. */
+import { AbstentionBook } from '../abstention/book';
 import { PromptProfile, Temperatures } from '../rendering/profile';
 import { TaskBook } from './apply';
 import { computeFingerprint } from './fingerprint';
 import { TaskStore } from './store';
 
 /** Throws when the file cannot be read as a tasks file (it is then left as it is). */
-export function openTasks(o: { file?: string; enabled: boolean; checkpoint: string; profile: PromptProfile; temperatures: Temperatures; headCheckpoint?: string }) {
+export function openTasks(o: { file?: string; enabled: boolean; abstention: { enabled: boolean; defaultOption?: string }; checkpoint: string; profile: PromptProfile; temperatures: Temperatures; headCheckpoint?: string }) {
   const book = new TaskBook(o.enabled);
+  const abstentionBook = new AbstentionBook(o.abstention.enabled, o.abstention.defaultOption);
   const fingerprint = computeFingerprint({ checkpoint: o.checkpoint, profile: o.profile, temperatures: o.temperatures, headEngine: o.headCheckpoint ? { checkpoint: o.headCheckpoint } : null });
-  const store = new TaskStore(fingerprint, o.file, (list) => book.set(list));
+  const store = new TaskStore(fingerprint, o.file, (list, abstention) => {
+    book.set(list);
+    abstentionBook.set(abstention);
+  });
   store.load();
-  return { book, store };
+  return { book, abstentionBook, store };
 }

@@ -1,5 +1,5 @@
 /**
- * A task's examples through the serving engine: each example is its own call (its own
+ * Registration examples through the serving engine: each example is its own call (its own
  * state), several in flight at once, so the engine process merges them into batched
  * forward passes, its prefix cache serves repeated states and the shared question text
  * is computed once per batch. The baseline (what the server answers without tasks) and,
@@ -7,7 +7,7 @@
  * one) come back per example.
  */
 import { AnsweringContext } from '../answering/context';
-import { runQuestions, WireQuestion } from '../answering/pipeline';
+import { QuestionResult, runQuestions, WireQuestion } from '../answering/pipeline';
 import { QuestionSpec } from '../rendering/renderer';
 import { safeLog } from './fit/softmax-model';
 import { inTaskOrder } from './task';
@@ -24,41 +24,56 @@ export class ExampleError extends Error {
   }
 }
 
-export interface ExampleReadouts {
-  /** n x C log-probabilities of the baseline, options in `keys` order. */
-  logp: Float64Array;
-  hidden?: { d: number; data: Float64Array };
-}
-
-export async function readExamples(
+/**
+ * Each example asked through the pipeline under `context` (one question, orders 1), EXAMPLES_IN_FLIGHT
+ * at once; `onResult` gets each answer. A failure is thrown as an ExampleError naming the example.
+ */
+export async function forEachExample(
   context: AnsweringContext,
   examples: { state: unknown; question: WireQuestion }[],
-  keys: string[],
-  wantHidden: boolean,
-): Promise<ExampleReadouts> {
-  // The baseline alone, each example asked with its options in the task's order.
-  const reader = (spec: QuestionSpec) => ({ id: '', asked: inTaskOrder(spec), wantsHidden: wantHidden, apply: () => undefined });
-  const baselineOnly = { ...context, distributions: { taskFor: reader } };
-  const n = examples.length, C = keys.length;
-  const logp = new Float64Array(n * C);
-  let hidden: { d: number; data: Float64Array } | undefined;
+  onResult: (i: number, q: QuestionResult) => void,
+): Promise<void> {
+  const n = examples.length;
   let next = 0;
   const worker = async () => {
     while (next < n) {
       const i = next++;
       let q;
       try {
-        q = (await runQuestions(baselineOnly, examples[i].state, [examples[i].question], { orders: 1 })).questions[0];
+        q = (await runQuestions(context, examples[i].state, [examples[i].question], { orders: 1 })).questions[0];
       } catch (e) {
         throw new ExampleError(i, e);
       }
-      keys.forEach((k, j) => (logp[i * C + j] = safeLog(q.baseline.get(k)!)));
-      if (q.taskHidden) {
-        hidden ??= { d: q.taskHidden.length, data: new Float64Array(n * q.taskHidden.length) };
-        hidden.data.set(q.taskHidden, i * hidden.d);
-      }
+      onResult(i, q);
     }
   };
   await Promise.all(Array.from({ length: Math.min(EXAMPLES_IN_FLIGHT, n) }, worker));
+}
+
+export interface ExampleReadouts {
+  /** n x C log-probabilities of the baseline, options in `keys` order. */
+  logp: Float64Array;
+  hidden?: { d: number; data: Float64Array };
+}
+
+/** A task's examples: the baseline alone (no task, no abstain option), each asked with its options in the task's order. */
+export async function readExamples(
+  context: AnsweringContext,
+  examples: { state: unknown; question: WireQuestion }[],
+  keys: string[],
+  wantHidden: boolean,
+): Promise<ExampleReadouts> {
+  const reader = (spec: QuestionSpec) => ({ id: '', identity: '', asked: inTaskOrder(spec), wantsHidden: wantHidden, apply: () => undefined });
+  const baselineOnly = { ...context, distributions: { taskFor: reader }, abstentions: undefined };
+  const n = examples.length, C = keys.length;
+  const logp = new Float64Array(n * C);
+  let hidden: { d: number; data: Float64Array } | undefined;
+  await forEachExample(baselineOnly, examples, (i, q) => {
+    keys.forEach((k, j) => (logp[i * C + j] = safeLog(q.baseline.get(k)!)));
+    if (q.taskHidden) {
+      hidden ??= { d: q.taskHidden.length, data: new Float64Array(n * q.taskHidden.length) };
+      hidden.data.set(q.taskHidden, i * hidden.d);
+    }
+  });
   return { logp, hidden };
 }

@@ -1,5 +1,5 @@
 /**
- * The registered tasks, and their file (--tasks-file). Changes are serialized: each runs
+ * The registered tasks and abstention tasks, and their file (--tasks-file). Changes are serialized: each runs
  * after the last has been stored. With a file, a change is kept only once the file holds it:
  * the new content is written to a temporary file beside it, fsynced, renamed over it (atomic
  * on POSIX), and the directory fsynced, so a crash at any moment leaves the old file or the
@@ -7,17 +7,22 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
-import { exportForm, parseTask } from './export';
+import { parseAbstentionTask } from '../abstention/form';
+import { AbstentionTask } from '../abstention/task';
+import { exportForm, FormProblem, parseTask } from './export';
 import { differingComponents, Fingerprint } from './fingerprint';
 import { Task } from './task';
 
 export interface Refusal {
   id: string;
   reason: string;
+  /** Set for an abstention task. */
+  kind?: 'abstention';
 }
 
 export class TaskStore {
   private tasks = new Map<string, Task>();
+  private abstention = new Map<string, AbstentionTask>();
   private queue: Promise<unknown> = Promise.resolve();
   /** Tasks of --tasks-file refused at start, with why. */
   readonly refusedAtStart: Refusal[] = [];
@@ -26,16 +31,24 @@ export class TaskStore {
    * under another fingerprint never drops them from the file) until a task of the same id
    * is stored here.
    */
-  private carried = new Map<string, unknown>();
+  private carried = { tasks: new Map<string, unknown>(), abstention_tasks: new Map<string, unknown>() };
 
   constructor(
     readonly fingerprint: Fingerprint,
     readonly file: string | undefined,
-    private onChange: (tasks: Task[]) => void,
+    private onChange: (tasks: Task[], abstention: AbstentionTask[]) => void,
   ) {}
 
   list(): Task[] {
     return [...this.tasks.values()];
+  }
+
+  abstentionList(): AbstentionTask[] {
+    return [...this.abstention.values()];
+  }
+
+  abstentionMap(): ReadonlyMap<string, AbstentionTask> {
+    return this.abstention;
   }
 
   get(id: string): Task | undefined {
@@ -48,28 +61,33 @@ export class TaskStore {
   }
 
   /** Why `task` cannot be loaded under this server's fingerprint, or undefined. */
-  fingerprintRefusal(task: Task): string | undefined {
+  fingerprintRefusal(task: Pick<Task, 'fingerprint' | 'fingerprint_components'>): string | undefined {
     if (task.fingerprint === this.fingerprint.hash) return undefined;
     const differ = differingComponents(this.fingerprint, task.fingerprint_components);
     return `fitted under fingerprint ${task.fingerprint}, this server's is ${this.fingerprint.hash} (differing: ${differ.join(', ') || 'unknown'}): register it again from its examples`;
   }
 
   /**
-   * Runs `change` on a copy of the tasks after every earlier change, stores the result and
-   * returns what `change` returned. `change` may throw: nothing is altered then.
+   * Runs `change` on copies of the tasks and abstention tasks after every earlier change, stores
+   * the result and returns what `change` returned. `change` may throw: nothing is altered then.
    */
-  change<T>(change: (tasks: Map<string, Task>) => T): Promise<T> {
+  change<T>(change: (tasks: Map<string, Task>, abstention: Map<string, AbstentionTask>) => T): Promise<T> {
     const run = this.queue.then(async () => {
-      const next = new Map(this.tasks);
-      const result = change(next);
-      const carried = new Map([...this.carried].filter(([id]) => !next.has(id)));
+      const next = new Map(this.tasks), nextAbstention = new Map(this.abstention);
+      const result = change(next, nextAbstention);
+      const carried = {
+        tasks: new Map([...this.carried.tasks].filter(([id]) => !next.has(id))),
+        abstention_tasks: new Map([...this.carried.abstention_tasks].filter(([id]) => !nextAbstention.has(id))),
+      };
       if (this.file) {
-        const form = exportForm([...next.values()], this.fingerprint.hash);
-        await writeAtomically(this.file, JSON.stringify({ ...form, tasks: [...form.tasks, ...carried.values()] }));
+        const form = exportForm([...next.values()], [...nextAbstention.values()], this.fingerprint.hash);
+        const withCarried = { ...form, tasks: [...form.tasks, ...carried.tasks.values()], abstention_tasks: [...form.abstention_tasks, ...carried.abstention_tasks.values()] };
+        await writeAtomically(this.file, JSON.stringify(withCarried));
       }
       this.tasks = next;
+      this.abstention = nextAbstention;
       this.carried = carried;
-      this.onChange(this.list());
+      this.onChange(this.list(), this.abstentionList());
       return result;
     });
     this.queue = run.catch(() => undefined);
@@ -80,19 +98,35 @@ export class TaskStore {
   load() {
     if (!this.file || !fs.existsSync(this.file)) return;
     const doc = JSON.parse(fs.readFileSync(this.file, 'utf8')); // unreadable: start-up fails rather than overwrite it
-    const list = Array.isArray(doc?.tasks) ? doc.tasks : [];
-    list.forEach((raw: unknown, i: number) => {
-      const { task, problems } = parseTask(raw, ['tasks', i]);
-      const id = String((raw as { id?: unknown })?.id ?? `#${i}`);
-      const holder = task && this.holderOf(task.match_key, task.id);
-      const reason = !task ? problems.map((p) => `${p.loc.join('.')}: ${p.msg}`).join('; ') : this.fingerprintRefusal(task) ?? (holder ? `its question is held by task ${holder.id}` : undefined);
-      if (reason) {
-        this.refusedAtStart.push({ id, reason });
-        this.carried.set(this.carried.has(id) ? `${id}#${i}` : id, raw);
-      } else this.tasks.set(task!.id, task!);
-    });
-    this.onChange(this.list());
+    this.loadList(doc?.tasks, 'tasks', parseTask, (t) => this.holderOf(t.match_key, t.id), (t) => this.tasks.set(t.id, t));
+    this.loadList(doc?.abstention_tasks, 'abstention_tasks', parseAbstentionTask, (t) => abstentionHolderIn(this.abstention, t), (t) => this.abstention.set(t.id, t));
+    this.onChange(this.list(), this.abstentionList());
   }
+
+  private loadList<T extends Task | AbstentionTask>(
+    entries: unknown,
+    list: 'tasks' | 'abstention_tasks',
+    parse: (v: unknown, loc: (string | number)[]) => { task?: T; problems: FormProblem[] },
+    holderOf: (t: T) => { id: string } | undefined,
+    keep: (t: T) => void,
+  ) {
+    (Array.isArray(entries) ? entries : []).forEach((raw: unknown, i: number) => {
+      const { task, problems } = parse(raw, [list, i]);
+      const id = String((raw as { id?: unknown })?.id ?? `#${i}`);
+      const holder = task && holderOf(task);
+      const reason = !task ? problems.map((p) => `${p.loc.join('.')}: ${p.msg}`).join('; ') : this.fingerprintRefusal(task) ?? (holder ? `its question is held by task ${holder.id}` : undefined);
+      if (!reason) return keep(task!);
+      this.refusedAtStart.push({ id, reason, ...(list === 'abstention_tasks' ? { kind: 'abstention' as const } : {}) });
+      const carried = this.carried[list];
+      carried.set(carried.has(id) ? `${id}#${i}` : id, raw);
+    });
+  }
+}
+
+/** The abstention task other than `t` that holds its option set and match mode (one per question), if any. */
+export function abstentionHolderIn(tasks: ReadonlyMap<string, AbstentionTask>, t: Pick<AbstentionTask, 'id' | 'match' | 'match_key'>): AbstentionTask | undefined {
+  for (const other of tasks.values()) if (other.match_key === t.match_key && other.match === t.match && other.id !== t.id) return other;
+  return undefined;
 }
 
 /** The task in `tasks` other than `id` that holds `matchKey` (one task per question), if any. */

@@ -77,3 +77,8 @@ export function taskFromFit(
     created_at: new Date().toISOString(),
   };
 }
+
+/** A task and its fit, as an abstention threshold records what it was fitted on: the id, the examples' hash and what is applied. */
+export function taskIdentity(t: Task): string {
+  return `${t.id}@${t.record.examples_sha256.slice(0, 16)}:${t.applied}`;
+}

@@ -60,3 +60,24 @@ export function rawRequest(
     req.end(body);
   });
 }
+
+/** A server child process and JSON calls to it through Node's http module (no client-side timeout: a registration may take minutes). */
+export async function startServerProcess(args: string[]) {
+  const { child, output, exited } = runServerProcess(args);
+  const url = await listeningUrl(output, exited);
+  const call = async (method: string, route: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const res = await rawRequest(url, method, route, body === undefined ? undefined : JSON.stringify(body), { 'content-type': 'application/json', ...headers });
+    return { status: res.status, body: JSON.parse(res.body) as any, headers: res.headers };
+  };
+  return {
+    url,
+    output,
+    post: (route: string, body: unknown, headers?: Record<string, string>) => call('POST', route, body, headers),
+    get: (route: string) => call('GET', route),
+    delete: (route: string) => call('DELETE', route),
+    stop: async () => {
+      if (child.exitCode === null) child.kill();
+      await exited;
+    },
+  };
+}

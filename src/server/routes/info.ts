@@ -137,7 +137,16 @@ export function infoRoutes(router: Router, service: Service) {
           noul_criteria: 'the true/false descriptions are shown with the Yes/No options',
         },
         noul_commit: 'none: noul is P(yes), no threshold is applied',
-        abstention: { enabled: false, tasks: 0 },
+        abstention: {
+          abstain_option: service.abstentionBook.defaultOption ?? null,
+          default_rule: 'abstain when the abstain option is more probable than every other option',
+          thresholds_enabled: service.abstentionBook.enabled,
+          tasks: {
+            registered: service.tasks.abstentionList().length,
+            applied: service.abstentionBook.enabled ? service.tasks.abstentionList().filter((t) => t.applied).map((t) => t.id) : [],
+          },
+          probabilities: "over the request's own keys: an appended abstain option's share is divided out",
+        },
         orders: { default: 1, allowed: [1, 2], two: 'options as sent and reversed, probabilities averaged' },
         tasks: {
           enabled: service.taskBook.enabled,

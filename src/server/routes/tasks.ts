@@ -1,21 +1,22 @@
-/** POST/GET /v1/tasks, DELETE /v1/tasks/{id}, POST /v1/tasks/import (README, "Tasks"). */
+/** POST/GET /v1/tasks, DELETE /v1/tasks/{id}, POST /v1/tasks/import (tasks and abstention tasks) (README, "Tasks"). */
 import Router from '@koa/router';
-import { exportForm, parseTask, summaryOf } from '../../tasks/export';
+import { parseAbstentionTask } from '../../abstention/form';
+import { exportForm, FormProblem, parseTask, summaryOf } from '../../tasks/export';
 import { ExampleError } from '../../tasks/read-examples';
 import { registerTask } from '../../tasks/register';
-import { holderIn } from '../../tasks/store';
+import { abstentionHolderIn, holderIn } from '../../tasks/store';
 import { questionOf, Task } from '../../tasks/task';
 import { toHttpError } from '../engine-errors';
 import { HttpError, invalid, Problem, ValidationError } from '../http-error';
 import { Service } from '../service';
-import { parseRegistration } from './task-body';
+import { isObject, parseRegistration } from './task-body';
 
 function heldBy(holder: Task) {
   return `another task, ${JSON.stringify(holder.id)}, holds this question (same type and option list): delete it first, or register under its id to replace it`;
 }
 
 /** An engine or render failure of example i as an HTTP error naming the example. */
-function exampleError(e: ExampleError): unknown {
+export function exampleError(e: ExampleError): unknown {
   const name = `example ${e.index}`;
   const translated = toHttpError(e.cause, () => name);
   if (!(translated instanceof HttpError) || typeof translated.detail !== 'string') return translated;
@@ -52,7 +53,7 @@ export function taskRoutes(router: Router, service: Service) {
     const full = ctx.query.full === '1' || ctx.query.full === 'true';
     const tasks = store.list();
     ctx.body = {
-      ...(full ? exportForm(tasks, store.fingerprint.hash) : { fingerprint: store.fingerprint.hash, tasks: tasks.map(summaryOf) }),
+      ...(full ? exportForm(tasks, store.abstentionList(), store.fingerprint.hash) : { fingerprint: store.fingerprint.hash, tasks: tasks.map(summaryOf) }),
       enabled: service.taskBook.enabled,
       fingerprint_components: store.fingerprint.components,
       head_engine: service.headEngineReport,
@@ -69,31 +70,46 @@ export function taskRoutes(router: Router, service: Service) {
   });
 
   router.post('/v1/tasks/import', async (ctx) => {
-    const body = ctx.request.body as { tasks?: unknown };
-    if (body === null || typeof body !== 'object' || !Array.isArray(body.tasks)) throw invalid(['body', 'tasks'], 'must be an array of tasks in the full form of GET /v1/tasks?full=1', 'list_type');
+    const body = ctx.request.body as { tasks?: unknown; abstention_tasks?: unknown };
+    const lists = ['tasks', 'abstention_tasks'] as const;
+    const given = isObject(body) ? lists.filter((l) => body[l] !== undefined) : [];
+    if (!isObject(body) || !given.length || given.some((l) => !Array.isArray(body[l])))
+      throw invalid(['body', 'tasks'], 'must be an array of tasks in the full form of GET /v1/tasks?full=1 (and/or "abstention_tasks", an array of abstention tasks)', 'list_type');
     const problems: Problem[] = [];
-    const parsed: Task[] = [];
-    body.tasks.forEach((raw, i) => {
-      const r = parseTask(raw, ['body', 'tasks', i]);
-      problems.push(...r.problems.map((p) => ({ ...p, type: 'value_error' })));
-      if (r.task) parsed.push(r.task);
-    });
-    const ids = parsed.map((t) => t.id);
-    ids.forEach((id, i) => ids.indexOf(id) !== i && problems.push({ loc: ['body', 'tasks', i, 'id'], msg: `repeats the id ${JSON.stringify(id)}`, type: 'value_error' }));
+    const parse = <T extends { id: string }>(list: (typeof lists)[number], parseOne: (v: unknown, loc: (string | number)[]) => { task?: T; problems: FormProblem[] }): T[] => {
+      const parsed: T[] = [];
+      ((body[list] ?? []) as unknown[]).forEach((raw, i) => {
+        const r = parseOne(raw, ['body', list, i]);
+        problems.push(...r.problems.map((p) => ({ ...p, type: 'value_error' })));
+        if (r.task) parsed.push(r.task);
+      });
+      const ids = parsed.map((t) => t.id);
+      ids.forEach((id, i) => ids.indexOf(id) !== i && problems.push({ loc: ['body', list, i, 'id'], msg: `repeats the id ${JSON.stringify(id)}`, type: 'value_error' }));
+      return parsed;
+    };
+    const parsedTasks = parse('tasks', parseTask), parsedAbstention = parse('abstention_tasks', parseAbstentionTask);
     if (problems.length) throw new ValidationError(problems.slice(0, 20));
-    const result = await store.change((tasks) => {
-      const loaded: string[] = [], refused: { id: string; reason: string }[] = [];
-      for (const task of parsed) {
+    ctx.body = await store.change((tasks, abstention) => {
+      const result = { loaded: [] as string[], refused: [] as { id: string; reason: string }[], abstention: { loaded: [] as string[], refused: [] as { id: string; reason: string }[] } };
+      for (const task of parsedTasks) {
         const holder = holderIn(tasks, task.match_key, task.id);
         const reason = store.fingerprintRefusal(task) ?? (holder ? heldBy(holder) : undefined);
-        if (reason) refused.push({ id: task.id, reason });
+        if (reason) result.refused.push({ id: task.id, reason });
         else {
           tasks.set(task.id, task);
-          loaded.push(task.id);
+          result.loaded.push(task.id);
         }
       }
-      return { loaded, refused };
+      for (const task of parsedAbstention) {
+        const holder = abstentionHolderIn(abstention, task);
+        const reason = store.fingerprintRefusal(task) ?? (holder ? `another abstention task, ${JSON.stringify(holder.id)}, holds this option set` : undefined);
+        if (reason) result.abstention.refused.push({ id: task.id, reason });
+        else {
+          abstention.set(task.id, task);
+          result.abstention.loaded.push(task.id);
+        }
+      }
+      return result;
     });
-    ctx.body = result;
   });
 }

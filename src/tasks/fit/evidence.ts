@@ -90,7 +90,8 @@ export interface Evidence {
   folds: number;
 }
 
-function correctedMeanSe(values: number[], ratio: number): { mean: number; se: number } {
+/** The mean of per-fold values and its standard error corrected for overlapping training sets (Nadeau & Bengio). */
+export function correctedMeanSe(values: number[], ratio: number): { mean: number; se: number } {
   const J = values.length;
   const mean = values.reduce((s, v) => s + v, 0) / J;
   const variance = J > 1 ? values.reduce((s, v) => s + (v - mean) ** 2, 0) / (J - 1) : 0;
@@ -115,6 +116,6 @@ export function refusal(e: Evidence, margin: number): string | undefined {
   return undefined;
 }
 
-function fmt(x: number): string {
+export function fmt(x: number): string {
   return (x >= 0 ? '+' : '') + x.toFixed(4);
 }

@@ -1,0 +1,50 @@
+/**
+ * Abstain options before the tasks (the pipeline's Abstentions step). For a choice or yes/no
+ * question, in this order:
+ *   1. an abstention task that matches it and whose threshold is applied (--abstention on):
+ *      the task's abstain option (the request's own key, or its text appended) and threshold;
+ *   2. --abstain-option TEXT: the text appended as an option (a request that already has an
+ *      option with that key keeps it as its abstain option), and the default rule;
+ *   3. otherwise no abstain option: the question is asked as sent.
+ * A task whose threshold is not applied (not justified, or --abstention off) is passed over, so
+ * the question is asked as it would be without the task. Score questions have no abstain option.
+ */
+import { Abstentions, QuestionAbstention } from '../answering/context';
+import { QuestionSpec } from '../rendering/renderer';
+import { questionOf } from '../tasks/task';
+import { AbstentionTask, abstainKeyOf, askedMatchKey, withAbstainOption } from './task';
+
+export class AbstentionBook implements Abstentions {
+  /** Applied text-route tasks by the match key of the question as asked (abstain option included). */
+  private byAsked = new Map<string, AbstentionTask>();
+  /** Applied append tasks by the match key of the option set the server appends to. */
+  private byOptionSet = new Map<string, AbstentionTask>();
+
+  constructor(
+    public enabled: boolean,
+    /** --abstain-option: the text of the option appended to every choice and yes/no question, or undefined. */
+    readonly defaultOption?: string,
+  ) {}
+
+  set(tasks: Iterable<AbstentionTask>) {
+    const applied = [...tasks].filter((t) => t.applied && t.threshold !== null && t.match === 'option_set');
+    this.byAsked = new Map(applied.map((t) => [askedMatchKey(t), t]));
+    this.byOptionSet = new Map(applied.filter((t) => 'append' in t.option).map((t) => [t.match_key, t]));
+  }
+
+  abstentionFor(spec: QuestionSpec): QuestionAbstention | undefined {
+    if (spec.type === 'score') return undefined;
+    if (this.enabled && this.byAsked.size) {
+      const key = questionOf(spec).match_key;
+      const task = this.byAsked.get(key) ?? this.byOptionSet.get(key);
+      if (task) {
+        const asked = withAbstainOption(spec, task.option)!;
+        const abstainKey = abstainKeyOf(task.option);
+        return { asked, key: abstainKey, appended: asked !== spec, threshold: { task: task.id, value: task.threshold!, fittedWith: task.fitted_with } };
+      }
+    }
+    if (this.defaultOption === undefined) return undefined;
+    const asked = withAbstainOption(spec, { append: this.defaultOption })!;
+    return { asked, key: this.defaultOption, appended: asked !== spec };
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * Abstention tasks in the tasks' full form (GET /v1/tasks?full=1's `abstention_tasks`, POST
+ * /v1/tasks/import, --tasks-file): the stored form itself, all JSON. Parsing checks every field
+ * the server applies (the option set against its match key, the abstain option, the threshold)
+ * so a malformed import is refused whole before anything is stored.
+ */
+import { MAX_OPTIONS } from '../rendering/labels';
+import { FormProblem, TASK_ID, TASK_ID_RULE } from '../tasks/export';
+import { matchKeyOf } from '../tasks/task';
+import { AbstentionTask, MATCH_MODES } from './task';
+
+const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
+const isOption = (o: unknown) => isObject(o) && typeof o.key === 'string' && (typeof o.description === 'string' || o.description === null);
+
+/** An abstention task's summary: all of it but the fingerprint's components. */
+export function abstentionSummaryOf(t: AbstentionTask) {
+  const { fingerprint_components: _f, ...rest } = t;
+  return rest;
+}
+
+export function parseAbstentionTask(v: unknown, loc: (string | number)[]): { task?: AbstentionTask; problems: FormProblem[] } {
+  const problems: FormProblem[] = [];
+  const bad = (path: (string | number)[], msg: string) => problems.push({ loc: [...loc, ...path], msg });
+  if (!isObject(v)) return { problems: [{ loc, msg: 'must be an object (an abstention task in the full form of GET /v1/tasks?full=1)' }] };
+  if (typeof v.id !== 'string' || !TASK_ID.test(v.id)) bad(['id'], `must be a task id: ${TASK_ID_RULE}`);
+  if (!['noul', 'choice'].includes(v.type)) bad(['type'], 'must be "noul" or "choice"');
+  if (typeof v.instructions !== 'string') bad(['instructions'], 'must be a string');
+  if (!MATCH_MODES.includes(v.match)) bad(['match'], `must be one of ${MATCH_MODES.map((m) => `"${m}"`).join(', ')}`);
+  const o = v.option;
+  const oneOf = isObject(o) && (typeof o.key === 'string') !== (typeof o.append === 'string');
+  if (!oneOf) bad(['option'], 'must be {key: string} or {append: string}');
+  if (!isOption(v.abstain_option)) bad(['abstain_option'], 'must be {key: string, description: string or null}');
+  else if (oneOf && v.abstain_option.key !== (o.key ?? o.append)) bad(['abstain_option', 'key'], "must be the option's key or appended text");
+  const options = v.options;
+  if (!Array.isArray(options) || options.length < 1 || options.length >= MAX_OPTIONS || !options.every(isOption)) bad(['options'], `must be an array of 1 to ${MAX_OPTIONS - 1} options {key, description}`);
+  else if (v.match_key !== matchKeyOf(v.type, options)) bad(['match_key'], 'does not match the type and options');
+  const threshold = v.threshold;
+  if (typeof v.applied !== 'boolean') bad(['applied'], 'must be a boolean');
+  else if (v.applied ? !(typeof threshold === 'number' && threshold >= 0 && threshold <= 1) : threshold !== null) bad(['threshold'], 'must be a number from 0 to 1 when applied, else null');
+  if (!(v.fitted_with === null || typeof v.fitted_with === 'string')) bad(['fitted_with'], 'must be a string or null');
+  if (typeof v.fingerprint !== 'string') bad(['fingerprint'], 'must be a string');
+  if (!isObject(v.record)) bad(['record'], 'must be an object');
+  if (problems.length) return { problems };
+  const task: AbstentionTask = {
+    id: v.id,
+    type: v.type,
+    instructions: v.instructions,
+    match: v.match,
+    option: typeof o.key === 'string' ? { key: o.key } : { append: o.append },
+    abstain_option: { key: v.abstain_option.key, description: v.abstain_option.description },
+    options: options.map((x: any) => ({ key: x.key, description: x.description })),
+    match_key: v.match_key,
+    threshold,
+    applied: v.applied,
+    fitted_with: v.fitted_with,
+    record: v.record,
+    fingerprint: v.fingerprint,
+    fingerprint_components: isObject(v.fingerprint_components) ? v.fingerprint_components : {},
+    created_at: typeof v.created_at === 'string' ? v.created_at : new Date().toISOString(),
+  };
+  return { task, problems };
+}

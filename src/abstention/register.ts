@@ -1,0 +1,71 @@
+/**
+ * Registering an abstention task, once its body is valid (server/routes/abstention-body.ts):
+ * read the examples through the serving engine exactly as a matching question is answered
+ * (the abstain option in place, the question's task applied), then fit the threshold on the
+ * abstain option's probability (fit.ts). The fit takes milliseconds: no worker.
+ */
+import { createHash } from 'crypto';
+import { AnsweringContext } from '../answering/context';
+import { WireQuestion } from '../answering/pipeline';
+import { choiceAnswer } from '../answering/answers';
+import { QuestionSpec } from '../rendering/renderer';
+import { Fingerprint } from '../tasks/fingerprint';
+import { forEachExample } from '../tasks/read-examples';
+import { fitThreshold } from './fit';
+import { AbstainOption, AbstentionTask, abstainKeyOf, MatchMode, optionSetOf, withAbstainOption } from './task';
+
+export interface ParsedAbstention {
+  id: string;
+  option: AbstainOption;
+  match: MatchMode;
+  /** The question as asked, abstain option included (the first example's). */
+  asked: QuestionSpec;
+  /** `answer`: an option key other than the abstain option, or null (unanswerable). */
+  examples: { state: unknown; question: WireQuestion; answer: string | null }[];
+  raw: unknown;
+}
+
+export async function registerAbstention(context: AnsweringContext, fingerprint: Fingerprint, r: ParsedAbstention): Promise<AbstentionTask> {
+  const key = abstainKeyOf(r.option);
+  const n = r.examples.length;
+  const data = { u: new Float64Array(n), answerable: new Uint8Array(n), right: new Uint8Array(n), byDefault: new Uint8Array(n) };
+  const appliedTasks = new Set<string | null>();
+  // Each example asked with the task's abstain option and no threshold: the default rule's decision comes back too.
+  const asAsked = (spec: QuestionSpec) => {
+    const asked = withAbstainOption(spec, r.option)!;
+    return { asked, key, appended: asked !== spec };
+  };
+  const reading = { ...context, abstentions: { abstentionFor: asAsked } };
+  const t0 = performance.now();
+  await forEachExample(reading, r.examples, (i, q) => {
+    const label = r.examples[i].answer;
+    const others = [...q.probabilities.keys()].filter((k) => k !== key);
+    data.u[i] = q.abstention!.unknown;
+    data.byDefault[i] = q.abstention!.abstained ? 1 : 0;
+    data.answerable[i] = label === null ? 0 : 1;
+    data.right[i] = label !== null && choiceAnswer(others, q.probabilities).choice === label ? 1 : 0;
+    appliedTasks.add(q.taskIdentity ?? null);
+  });
+  const read_ms = performance.now() - t0;
+  if (appliedTasks.size > 1) throw new Error('the task applied to this question changed while its examples were read: register again');
+  const record = fitThreshold(r.id, data);
+  const set = optionSetOf(r.asked, key);
+  const abstainOption = r.asked.options.find((o) => o.key === key)!;
+  return {
+    id: r.id,
+    type: set.type as AbstentionTask['type'],
+    instructions: set.instructions,
+    match: r.match,
+    option: r.option,
+    abstain_option: { key, description: abstainOption.description },
+    options: set.options,
+    match_key: set.match_key,
+    threshold: record.applied ? record.fitted_threshold : null,
+    applied: record.applied,
+    fitted_with: [...appliedTasks][0] ?? null,
+    record: { ...record, examples_sha256: createHash('sha256').update(JSON.stringify(r.raw)).digest('hex'), read_ms },
+    fingerprint: fingerprint.hash,
+    fingerprint_components: fingerprint.components,
+    created_at: new Date().toISOString(),
+  };
+}

@@ -1,0 +1,56 @@
+/** POST/GET /v1/abstention/tasks, DELETE /v1/abstention/tasks/{id} (README, "Abstention"). */
+import Router from '@koa/router';
+import { abstentionSummaryOf } from '../../abstention/form';
+import { registerAbstention } from '../../abstention/register';
+import { abstainKeyOf, AbstentionTask, optionSetOf } from '../../abstention/task';
+import { ExampleError } from '../../tasks/read-examples';
+import { abstentionHolderIn } from '../../tasks/store';
+import { HttpError, invalid } from '../http-error';
+import { Service } from '../service';
+import { parseAbstentionRegistration } from './abstention-body';
+import { exampleError } from './tasks';
+
+function heldBy(holder: AbstentionTask) {
+  return `another abstention task, ${JSON.stringify(holder.id)}, holds this option set with match "${holder.match}": delete it first, or register under its id to replace it`;
+}
+
+export function abstentionRoutes(router: Router, service: Service) {
+  const store = service.tasks;
+
+  router.post('/v1/abstention/tasks', async (ctx) => {
+    const parsed = parseAbstentionRegistration(ctx.request.body);
+    const early = abstentionHolderIn(store.abstentionMap(), { id: parsed.id, match: parsed.match, match_key: optionSetOf(parsed.asked, abstainKeyOf(parsed.option)).match_key });
+    if (early) throw invalid(['body', 'examples', 0, 'request', 'questions'], heldBy(early));
+    let task: AbstentionTask;
+    try {
+      task = await registerAbstention(service, store.fingerprint, parsed);
+    } catch (e) {
+      throw e instanceof ExampleError ? exampleError(e) : e;
+    }
+    const replaced = await store.change((_, abstention) => {
+      // Checked again: another registration may have stored this option set meanwhile.
+      const holder = abstentionHolderIn(abstention, task);
+      if (holder) throw invalid(['body', 'examples', 0, 'request', 'questions'], heldBy(holder));
+      const had = abstention.has(task.id);
+      abstention.set(task.id, task);
+      return had;
+    });
+    ctx.body = { ...abstentionSummaryOf(task), replaced };
+  });
+
+  router.get('/v1/abstention/tasks', (ctx) => {
+    ctx.body = {
+      enabled: service.abstentionBook.enabled,
+      abstain_option: service.abstentionBook.defaultOption ?? null,
+      fingerprint: store.fingerprint.hash,
+      tasks: store.abstentionList().map(abstentionSummaryOf),
+    };
+  });
+
+  router.delete('/v1/abstention/tasks/:id', async (ctx) => {
+    const id = ctx.params.id;
+    const removed = await store.change((_, abstention) => abstention.delete(id));
+    if (!removed) throw new HttpError(404, `no abstention task has the id ${JSON.stringify(id)}`);
+    ctx.body = { deleted: id };
+  });
+}

@@ -39,11 +39,10 @@ function abstentionRules(option: AbstainOption): ExampleRules<string | null> {
       if ('key' in option && spec.type === 'noul') return 'a yes/no question has no option of its own to abstain with: use {"append": <text>}';
       return withAbstainOption(spec, option) ?? `the abstain key ${JSON.stringify(abstainKey)} is not among this question's options`;
     },
-    answer(asked, answer) {
+    answer(type, keys, answer) {
       if (answer === null || answer === abstainKey) return { value: null };
-      const keys = asked.options.map((o) => o.key);
-      const key = answerKey(asked.type, answer, keys);
-      if (key === undefined) return { rule: `${answerRule(asked.type, keys.filter((k) => k !== abstainKey))}, or null (unanswerable)` };
+      const key = answerKey(type, answer, keys);
+      if (key === undefined) return { rule: `${answerRule(type, keys.filter((k) => k !== abstainKey))}, or null (unanswerable)` };
       return { value: key === abstainKey ? null : key };
     },
   };

@@ -53,8 +53,8 @@ export interface ExampleRules<A> {
   images: boolean;
   /** The question as the task reads it, or why this example's question cannot be used. */
   asked(spec: QuestionSpec): QuestionSpec | string;
-  /** The stored answer (`value`) or the rule it breaks (`rule`), given the question as asked. */
-  answer(asked: QuestionSpec, answer: unknown): { value: A } | { rule: string };
+  /** The stored answer (`value`) or the rule it breaks (`rule`), given the question as asked and its keys in canonical order. */
+  answer(type: QuestionSpec['type'], keys: string[], answer: unknown): { value: A } | { rule: string };
 }
 
 export interface ParsedExamples<A> {
@@ -114,7 +114,7 @@ export function parseExamples<A>(body: Record<string, any>, rules: ExampleRules<
       bad([...at, 'request', 'questions', names[0]], `asks a different question than example ${first.index}: its ${differs.join(' and ')} differ`);
       continue;
     }
-    const answer = rules.answer(asked, example.answer);
+    const answer = rules.answer(q.type, q.options.map((o) => o.key), example.answer);
     if ('rule' in answer) bad([...at, 'answer'], `${answer.rule}, got ${JSON.stringify(example.answer) ?? 'nothing'}`);
     else parsed.push({ state: request.state, question, answer: answer.value, images });
   }
@@ -124,10 +124,9 @@ export function parseExamples<A>(body: Record<string, any>, rules: ExampleRules<
 const taskRules: ExampleRules<string> = {
   images: false,
   asked: (spec) => spec,
-  answer(asked, answer) {
-    const keys = asked.options.map((o) => o.key);
-    const key = answerKey(asked.type, answer, keys);
-    return key === undefined ? { rule: answerRule(asked.type, keys) } : { value: key };
+  answer(type, keys, answer) {
+    const key = answerKey(type, answer, keys);
+    return key === undefined ? { rule: answerRule(type, keys) } : { value: key };
   },
 };
 

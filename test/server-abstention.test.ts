@@ -5,6 +5,7 @@
  * GET /v1/abstention/tasks, /health, --abstention off, --tasks-file across a restart and a killed
  * process, export and import, the fingerprint, and match "imajev_extension".
  */
+import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -194,6 +195,20 @@ describe('not justified, key form, persistence, import, --abstention off, imajev
     // A request without the key does not match the key-form task: --abstain-option's default rule.
     const plain = await ask(server, blankNote);
     expect(plain.headers.get('x-service-tasks')).toBe('blank-head');
+  });
+
+  test('decide applies the abstention tasks of --tasks-file and --abstain-option as the server does', async () => {
+    const body = { state: blankState(8888), questions: { q: codeQuestion([CANT_TELL]), n: { type: 'noul' } } };
+    const request = path.join(dir, 'request.json');
+    fs.writeFileSync(request, JSON.stringify(body));
+    const out = execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', 'src/cli/decide.ts', request, '--base', 'tiny-qwen3', '--dtype', 'fp32', '--tasks-file', file, '--abstain-option', CANT_TELL], {
+      cwd: path.resolve(__dirname, '..'),
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    const decided = JSON.parse(out);
+    expect(decided.answers.q).toMatchObject({ abstained: true, choice: CANT_TELL });
+    expect(decided).toEqual((await server.post('/v1/systemone', body)).body);
   });
 
   test('--tasks-file: a restart and a killed process keep the abstention tasks; --abstention off answers with the default rule and the same probabilities', async () => {

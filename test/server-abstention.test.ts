@@ -11,7 +11,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { blankAbstentionExamples, blankHeadExamples, blankState, CANT_TELL, codeQuestion } from './helpers/abstention';
 import { RunningServer, startServer } from './helpers/server';
-import { keywordState } from './helpers/tasks';
+import { keywordState, priorExamples, priorQuestion } from './helpers/tasks';
 
 jest.setTimeout(300_000);
 
@@ -85,6 +85,17 @@ describe('--abstain-option without a task: the default rule', () => {
     const a = r.body.answers.q;
     expect(r.body.readout.q.label_token_ids).toHaveLength(3);
     expect(a.unknown_probability).toBe(a.probabilities[CANT_TELL]);
+  });
+
+  test('a task registered from plain examples is fitted on the question as served, the abstain option among its options, and applies', async () => {
+    const r = await server.post('/v1/tasks', { id: 'prior', examples: priorExamples(40) });
+    expect(r.status).toBe(200);
+    expect(r.body.options.map((o: any) => o.key)).toEqual(['billing', CANT_TELL, 'sales', 'shipping', 'support']);
+    expect(r.body.applied).toBe('calibration');
+    const a = await ask(server, 'Ticket: refund please', priorQuestion);
+    expect(a.headers.get('x-service-tasks')).toBe('prior');
+    expect(Object.keys(a.body.answers.q.probabilities)).toEqual(['billing', 'shipping', 'support', 'sales']);
+    expect((await server.delete('/v1/tasks/prior')).status).toBe(200);
   });
 
   test('/health shows the extension', async () => {

@@ -25,6 +25,13 @@ export interface ParsedAbstention {
   raw: unknown;
 }
 
+/** The task applied to the question changed while the examples were read: they were read under two distributions. */
+export class TaskChangedError extends Error {
+  constructor() {
+    super('the task applied to this question changed while its examples were read: register again');
+  }
+}
+
 export async function registerAbstention(context: AnsweringContext, fingerprint: Fingerprint, r: ParsedAbstention): Promise<AbstentionTask> {
   const key = abstainKeyOf(r.option);
   const n = r.examples.length;
@@ -47,7 +54,7 @@ export async function registerAbstention(context: AnsweringContext, fingerprint:
     appliedTasks.add(q.taskIdentity ?? null);
   });
   const read_ms = performance.now() - t0;
-  if (appliedTasks.size > 1) throw new Error('the task applied to this question changed while its examples were read: register again');
+  if (appliedTasks.size > 1) throw new TaskChangedError();
   const record = fitThreshold(r.id, data);
   const set = optionSetOf(r.asked, key);
   const abstainOption = r.asked.options.find((o) => o.key === key)!;

@@ -198,7 +198,7 @@ export class Renderer {
     const options = q.options.map((o, i) => {
       if (own) return o.description ? `${o.key}: ${o.description}` : o.key;
       // Lettered lines: "A. key: description"; a score level shows its description only, yes/no its word.
-      const shown = q.type === 'noul' ? ({ true: 'Yes', false: 'No' }[o.key] ?? o.key) : q.type === 'score' ? null : o.key;
+      const shown = q.type === 'noul' ? (o.key === 'true' ? 'Yes' : o.key === 'false' ? 'No' : o.key) : q.type === 'score' ? null : o.key;
       const parts = [shown, o.description].filter((p): p is string => !!p);
       return `${labels.texts[i]}.${parts.length ? ' ' + parts.join(': ') : ''}`;
     });

@@ -56,7 +56,7 @@ export interface ExampleReadouts {
   hidden?: { d: number; data: Float64Array };
 }
 
-/** A task's examples: the baseline alone (no task, no abstain option), each asked with its options in the task's order. */
+/** A task's examples: the baseline alone (no task), each asked as served (with its abstain option, if the server gives it one) in the task's option order. */
 export async function readExamples(
   context: AnsweringContext,
   examples: { state: unknown; question: WireQuestion }[],
@@ -64,7 +64,7 @@ export async function readExamples(
   wantHidden: boolean,
 ): Promise<ExampleReadouts> {
   const reader = (spec: QuestionSpec) => ({ id: '', identity: '', asked: inTaskOrder(spec), wantsHidden: wantHidden, apply: () => undefined });
-  const baselineOnly = { ...context, distributions: { taskFor: reader }, abstentions: undefined };
+  const baselineOnly = { ...context, distributions: { taskFor: reader } };
   const n = examples.length, C = keys.length;
   const logp = new Float64Array(n * C);
   let hidden: { d: number; data: Float64Array } | undefined;

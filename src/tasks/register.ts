@@ -1,7 +1,7 @@
 /**
  * Registering a task, once its body is valid (server/routes/task-body.ts): read the examples
- * through the serving engine (hidden states when a head may be fitted), fit in a worker,
- * and return the task to store.
+ * through the serving engine as it serves them (hidden states when a head may be fitted),
+ * fit in a worker, and return the task to store.
  */
 import { createHash } from 'crypto';
 import { AnsweringContext } from '../answering/context';
@@ -22,8 +22,17 @@ export interface ParsedRegistration {
   raw: unknown;
 }
 
+/**
+ * The question a task is fitted for: the examples' question as the server asks it, with the abstain
+ * option the server gives it (README, "Abstention") among its options, so the task matches the
+ * questions it serves.
+ */
+export function servedQuestion(context: AnsweringContext, spec: QuestionSpec) {
+  return questionOf(context.abstentions?.abstentionFor(spec)?.asked ?? spec);
+}
+
 export async function registerTask(context: AnsweringContext, fingerprint: Fingerprint, r: ParsedRegistration): Promise<Task> {
-  const question = questionOf(r.spec);
+  const question = servedQuestion(context, r.spec);
   const keys = question.options.map((o) => o.key);
   const wantHidden = keys.length >= HEAD_MIN_OPTIONS;
   const t0 = performance.now();

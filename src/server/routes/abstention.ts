@@ -1,7 +1,7 @@
 /** POST/GET /v1/abstention/tasks, DELETE /v1/abstention/tasks/{id} (README, "Abstention"). */
 import Router from '@koa/router';
 import { abstentionSummaryOf } from '../../abstention/form';
-import { registerAbstention } from '../../abstention/register';
+import { registerAbstention, TaskChangedError } from '../../abstention/register';
 import { abstainKeyOf, AbstentionTask, optionSetOf } from '../../abstention/task';
 import { ExampleError } from '../../tasks/read-examples';
 import { abstentionHolderIn } from '../../tasks/store';
@@ -25,6 +25,7 @@ export function abstentionRoutes(router: Router, service: Service) {
     try {
       task = await registerAbstention(service, store.fingerprint, parsed);
     } catch (e) {
+      if (e instanceof TaskChangedError) throw new HttpError(409, e.message);
       throw e instanceof ExampleError ? exampleError(e) : e;
     }
     const replaced = await store.change((_, abstention) => {

@@ -3,9 +3,9 @@ import Router from '@koa/router';
 import { parseAbstentionTask } from '../../abstention/form';
 import { exportForm, FormProblem, parseTask, summaryOf } from '../../tasks/export';
 import { ExampleError } from '../../tasks/read-examples';
-import { registerTask } from '../../tasks/register';
+import { registerTask, servedQuestion } from '../../tasks/register';
 import { abstentionHolderIn, holderIn } from '../../tasks/store';
-import { questionOf, Task } from '../../tasks/task';
+import { Task } from '../../tasks/task';
 import { toHttpError } from '../engine-errors';
 import { HttpError, invalid, Problem, ValidationError } from '../http-error';
 import { Service } from '../service';
@@ -29,7 +29,7 @@ export function taskRoutes(router: Router, service: Service) {
 
   router.post('/v1/tasks', async (ctx) => {
     const parsed = parseRegistration(ctx.request.body);
-    const matchKey = questionOf(parsed.spec).match_key;
+    const matchKey = servedQuestion(service, parsed.spec).match_key;
     const holder = store.holderOf(matchKey, parsed.id);
     if (holder) throw invalid(['body', 'examples', 0, 'request', 'questions'], heldBy(holder));
     let task: Task;
@@ -109,7 +109,9 @@ export function taskRoutes(router: Router, service: Service) {
           result.abstention.loaded.push(task.id);
         }
       }
-      return result;
+      // The abstention part only when abstention tasks were sent: a tasks-only import answers as it always has.
+      const { abstention: _abstention, ...tasksResult } = result;
+      return body.abstention_tasks === undefined ? tasksResult : result;
     });
   });
 }

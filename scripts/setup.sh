@@ -16,5 +16,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # --omit=optional: node-llama-cpp (the benchmark peer) lists every platform's prebuilt binary as
-# optional, CUDA and Vulkan builds included; the CPU one is a direct devDependency.
+# optional, CUDA and Vulkan builds included; the CPU one is a direct devDependency. sharp does the
+# same: its linux-x64 binaries (@img/sharp-linux-x64, @img/sharp-libvips-linux-x64) are direct dependencies.
 npm ci --omit=optional --no-audit --no-fund

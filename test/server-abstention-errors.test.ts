@@ -54,7 +54,7 @@ const registrations: [string, number, unknown, RegExp][] = [
   ['two questions', 422, withExample(2, (e) => ((e.request.questions.r = priorQuestion), e)), /examples\.2\.request\.questions: must hold exactly one question, got 2/],
   ['a different option list', 422, withExample(4, (e) => ((e.request.questions.q = unsure), e)), /examples\.4\.request\.questions\.q: asks a different question than example 0: its options differ/],
   ['imajev_extension without images', 422, body({ match: 'imajev_extension' }), /examples\.0\.request\.images: imajev_extension examples use the image extension/],
-  ['images without an image engine', 400, withExample(5, (e) => ((e.request.images = ['data:image/png;base64,AAAA']), e)), /no image engine: examples with images need a server started with --image-model/],
+  ['images without an image engine', 400, withExample(5, (e) => ((e.request.images = ['data:image/png;base64,AAAA']), e)), /examples with images: this server has no image engine: images need a server started with --image-model/],
   ['the option set of another abstention task', 422, body({ id: 'other' }), /another abstention task, "tickets", holds this option set with match "option_set"/],
   ['256 options', 400, body({ examples: examples(30, 3, { type: 'choice', criteria: Object.fromEntries(Array.from({ length: 256 }, (_, k) => [`k${k}`, null])) }) }), /example 0: 256 options: a question may have at most 255/],
 ];

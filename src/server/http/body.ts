@@ -10,16 +10,20 @@
  * - the size limit applies to the decompressed body (a gzip bomb is cut off at
  *   the limit): over it is 413, and any failed read closes the connection;
  * - a leading byte-order mark is skipped (RFC 8259 allows ignoring it);
- * - the body is JSON only: another content type is 422, as is malformed JSON,
- *   with the position of the error.
+ * - the body is JSON, or multipart/form-data with the JSON in its `request`
+ *   field and image files beside it (multipart.ts, `ctx.state.uploads`);
+ *   another content type is 422, as is malformed JSON, with the position of
+ *   the error.
  *
- * The raw text is kept (`ctx.state.rawBody`): identical bodies in flight share
- * one computation (../inflight.ts).
+ * The raw text is kept (`ctx.state.rawBody`; for multipart, the JSON and the
+ * files' hashes): identical bodies in flight share one computation (../inflight.ts).
  */
 import inflate from 'inflation';
 import { Middleware } from 'koa';
 import getRawBody from 'raw-body';
+import { createHash } from 'crypto';
 import { HttpError, invalid } from '../http-error';
+import { parseMultipart } from './multipart';
 
 declare module 'koa' {
   interface Request {
@@ -41,15 +45,21 @@ function readFailure(e: any): HttpError {
 export function jsonBodies(): Middleware {
   return async (ctx, next) => {
     if (ctx.method !== 'POST') return next();
-    let text: string;
+    let raw: Buffer;
     try {
       const identity = (ctx.get('content-encoding') || 'identity').toLowerCase() === 'identity';
-      text = await getRawBody(inflate(ctx.req), { limit: MAX_BODY_BYTES, encoding: 'utf8', length: identity ? ctx.get('content-length') || undefined : undefined });
+      raw = await getRawBody(inflate(ctx.req), { limit: MAX_BODY_BYTES, length: identity ? ctx.get('content-length') || undefined : undefined });
     } catch (e) {
       throw readFailure(e);
     }
-    if (!ctx.is('application/json', '+json'))
-      throw invalid(['body'], `must be JSON sent with Content-Type: application/json (got ${ctx.get('content-type') || 'no Content-Type'})`, 'model_attributes_type');
+    let text: string, fileHashes = '';
+    if (ctx.is('multipart/form-data') && ctx.path === '/v1/systemone') {
+      const multipart = await parseMultipart(ctx.req.headers, raw);
+      text = multipart.request;
+      ctx.state.uploads = multipart.files;
+      fileHashes = multipart.files.map((f) => createHash('sha256').update(f.bytes).digest('hex')).join(',');
+    } else if (ctx.is('application/json', '+json')) text = raw.toString('utf8');
+    else throw invalid(['body'], `must be JSON sent with Content-Type: application/json, or multipart/form-data on /v1/systemone (got ${ctx.get('content-type') || 'no Content-Type'})`, 'model_attributes_type');
     if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
     try {
       ctx.request.body = JSON.parse(text);
@@ -58,7 +68,7 @@ export function jsonBodies(): Middleware {
       const at = /position (\d+)/.exec(message);
       throw invalid(at ? ['body', Number(at[1])] : ['body'], `body is not valid JSON: ${message}`, 'json_invalid');
     }
-    ctx.state.rawBody = text;
+    ctx.state.rawBody = fileHashes ? `${text}\n${fileHashes}` : text;
     return next();
   };
 }

@@ -13,9 +13,9 @@ import { THRESHOLD_RULE } from '../../abstention/fit';
 import { ParsedAbstention } from '../../abstention/register';
 import { AbstainOption, abstainKeyOf, MATCH_MODES, MatchMode, withAbstainOption } from '../../abstention/task';
 import { HttpError, ValidationError } from '../http-error';
+import { NO_IMAGE_ENGINE } from './systemone';
 import { answerKey, answerRule, Bad, ExampleRules, isObject, parseExamples, problemList } from './task-body';
 
-export const NO_IMAGE_ENGINE = 'this server has no image engine: examples with images need a server started with --image-model';
 
 function parseOption(v: unknown, bad: Bad): AbstainOption | undefined {
   const rule = 'must be {"key": <the requests\' own abstain key>} or {"append": <text of the option the server adds>}';
@@ -66,6 +66,6 @@ export function parseAbstentionRegistration(body: unknown): ParsedAbstention {
       parsed.examples.forEach((e, i) => e.images === 0 && list.bad(['examples', i, 'request', 'images'], 'imajev_extension examples use the image extension of the format: each must carry images'));
   }
   if (list.problems.length) throw new ValidationError(list.problems);
-  if (parsed!.examples.some((e) => e.images > 0)) throw new HttpError(400, NO_IMAGE_ENGINE);
+  if (parsed!.examples.some((e) => e.images > 0)) throw new HttpError(400, `examples with images: ${NO_IMAGE_ENGINE}`);
   return { id: body.id, option: option!, match, asked: parsed!.asked, examples: parsed!.examples, raw: body };
 }

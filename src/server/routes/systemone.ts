@@ -7,6 +7,10 @@ import { requestedDebug, requestedRoute } from '../request-headers';
 import { respondShared } from './respond';
 import { Service } from '../service';
 import { validate } from '../validation';
+import { collectImages, UploadedFile } from '../../images/collect';
+import { inspectImages } from '../../images/inspect';
+
+export const NO_IMAGE_ENGINE = 'this server has no image engine: images need a server started with --image-model';
 
 function readoutOf(r: PipelineResult, names: string[], withHidden: boolean) {
   return Object.fromEntries(
@@ -29,9 +33,13 @@ export function systemoneRoute(router: Router, service: Service) {
     const body = ctx.request.body as SystemOneRequest;
     const problems = validate('systemone', body);
     if (problems.length) throw new ValidationError(problems);
-    const route = requestedRoute(ctx);
-    if (route === 'image' || (body.images && body.images.length > 0))
-      throw new HttpError(400, 'this server has no image engine: images need a server started with --image-model');
+    // Images in any of the three forms, checked (count, size, format, header) before anything else.
+    const uploads: UploadedFile[] = ctx.state.uploads ?? [];
+    const { images, problems: unreadable } = collectImages(body, uploads);
+    if (unreadable.length) throw new ValidationError(unreadable);
+    const imageProblems = images.length || uploads.length ? await inspectImages(images, uploads) : [];
+    if (imageProblems.length) throw new ValidationError(imageProblems);
+    if (requestedRoute(ctx) === 'image' || images.length > 0) throw new HttpError(400, NO_IMAGE_ENGINE);
     const debug = service.debugReadout ? requestedDebug(ctx) : undefined;
     const names = Object.keys(body.questions);
     await respondShared(ctx, service, debug, (i) => names[i % names.length], async (cancel) => {

@@ -9,6 +9,7 @@
  * string), choice a key, score a level index (0 = lowest); at least 2 distinct answers.
  */
 import { toSpec, WireQuestion } from '../../answering/pipeline';
+import { collectImages } from '../../images/collect';
 import { MAX_OPTIONS } from '../../rendering/labels';
 import { QuestionSpec } from '../../rendering/renderer';
 import { TASK_ID, TASK_ID_RULE } from '../../tasks/export';
@@ -96,7 +97,8 @@ export function parseExamples<A>(body: Record<string, any>, rules: ExampleRules<
       bad([...at, 'request', 'questions'], `must hold exactly one question, got ${names.length}`);
       continue;
     }
-    const images = Array.isArray(request.images) ? request.images.length : 0;
+    const found = collectImages(request); // in `images` or inside the state, readable or not
+    const images = found.images.length + found.problems.length;
     if (images > 0 && !rules.images) bad([...at, 'request', 'images'], 'task examples are text only: no images');
     const question = request.questions[names[0]] as WireQuestion;
     const spec = toSpec(question);

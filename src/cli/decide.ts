@@ -18,6 +18,8 @@ import { promptProfile, temperaturesOf } from '../config/profile-flags';
 import { answerSystemOne, SystemOneRequest } from '../answering/systemone';
 import { toHttpError } from '../server/engine-errors';
 import { validate } from '../server/validation';
+import { collectImages } from '../images/collect';
+import { NO_IMAGE_ENGINE } from '../images/formats';
 
 /** The addon in this process, timed like the engine process times it. */
 class InProcessEngine implements EngineLike {
@@ -57,6 +59,8 @@ async function main() {
   }
   const problems = validate('systemone', body);
   if (problems.length) throw new ValidationError(problems);
+  const found = collectImages(body);
+  if (found.images.length || found.problems.length) throw new HttpError(400, NO_IMAGE_ENGINE);
   const base = resolveBase(flags.base as string, flags['models-dir'] as string);
   if (base.note) console.error(`[tqserve] WARNING: ${base.note}`);
   const renderer = await Renderer.create(ModelTokenizer.load(base.checkpoint), promptProfile(base.profile.prompt, flags));

@@ -13,7 +13,7 @@ import { THRESHOLD_RULE } from '../../abstention/fit';
 import { ParsedAbstention } from '../../abstention/register';
 import { AbstainOption, abstainKeyOf, MATCH_MODES, MatchMode, withAbstainOption } from '../../abstention/task';
 import { HttpError, ValidationError } from '../http-error';
-import { NO_IMAGE_ENGINE } from './systemone';
+import { NO_IMAGE_ENGINE } from '../../images/formats';
 import { answerKey, answerRule, Bad, ExampleRules, isObject, parseExamples, problemList } from './task-body';
 
 

@@ -9,8 +9,8 @@ import { Service } from '../service';
 import { validate } from '../validation';
 import { collectImages, UploadedFile } from '../../images/collect';
 import { inspectImages } from '../../images/inspect';
+import { NO_IMAGE_ENGINE } from '../../images/formats';
 
-export const NO_IMAGE_ENGINE = 'this server has no image engine: images need a server started with --image-model';
 
 function readoutOf(r: PipelineResult, names: string[], withHidden: boolean) {
   return Object.fromEntries(

@@ -43,7 +43,7 @@ const malformed: [string, number, unknown][] = [
   ['model not a string', 422, { model: 7, state: 'x', questions: q }],
   ['orders out of range', 422, { state: 'x', questions: q, orders: 3 }],
   ['images not a list', 422, { state: 'x', questions: q, images: 'data:' }],
-  ['images sent without an image engine', 400, { state: 'x', questions: q, images: ['data:image/png;base64,AAAA'] }],
+  ['a well-formed image sent without an image engine', 400, { state: 'x', questions: q, images: ['data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=='] }],
   ['257 options', 400, { state: 'x', questions: { a: { type: 'choice', criteria: Object.fromEntries(Array.from({ length: 257 }, (_, i) => [`k${i}`, null])) } } }],
 ];
 

@@ -37,14 +37,10 @@ export class AbstentionBook implements Abstentions {
     if (this.enabled && this.byAsked.size) {
       const key = questionOf(spec).match_key;
       const task = this.byAsked.get(key) ?? this.byOptionSet.get(key);
-      if (task) {
-        const asked = withAbstainOption(spec, task.option)!;
-        const abstainKey = abstainKeyOf(task.option);
-        return { asked, key: abstainKey, appended: asked !== spec, threshold: { task: task.id, value: task.threshold!, fittedWith: task.fitted_with } };
-      }
+      const asked = task && withAbstainOption(spec, task.option);
+      if (task && asked) return { asked, key: abstainKeyOf(task.option), appended: asked !== spec, threshold: { task: task.id, value: task.threshold!, fittedWith: task.fitted_with } };
     }
-    if (this.defaultOption === undefined) return undefined;
-    const asked = withAbstainOption(spec, { append: this.defaultOption })!;
-    return { asked, key: this.defaultOption, appended: asked !== spec };
+    const asked = this.defaultOption === undefined ? undefined : withAbstainOption(spec, { append: this.defaultOption });
+    return asked && { asked, key: this.defaultOption!, appended: asked !== spec };
   }
 }

@@ -10,7 +10,7 @@
  */
 import { QuestionType } from '../rendering/profile';
 import { QuestionOption, QuestionSpec } from '../rendering/renderer';
-import { matchKeyOf, questionOf, TaskOption } from '../tasks/task';
+import { questionOf, TaskOption } from '../tasks/task';
 import { ThresholdRecord } from './fit';
 
 export const MATCH_MODES = ['option_set', 'imajev_extension'] as const;
@@ -46,10 +46,12 @@ export function abstainKeyOf(option: AbstainOption): string {
 
 /**
  * The question as it is asked with its abstain option: the request's own (present), the appended
- * text added last, or undefined when a key-mode option is missing from the request.
+ * text added last, or undefined when a key-mode option is missing from the request (or the text
+ * would be a yes/no question's own "true" or "false").
  */
 export function withAbstainOption(spec: QuestionSpec, option: AbstainOption): QuestionSpec | undefined {
   const key = abstainKeyOf(option);
+  if (spec.type === 'noul' && (key === 'true' || key === 'false')) return undefined; // yes or no themselves
   if (spec.options.some((o) => o.key === key)) return spec;
   if ('key' in option) return undefined;
   const appended: QuestionOption = { key, description: null };
@@ -58,8 +60,7 @@ export function withAbstainOption(spec: QuestionSpec, option: AbstainOption): Qu
 
 /** The question's option set without its abstain option: type, canonical options and match key. */
 export function optionSetOf(asked: QuestionSpec, abstainKey: string) {
-  const { type, instructions, options } = questionOf({ ...asked, options: asked.options.filter((o) => o.key !== abstainKey) });
-  return { type, instructions, options, match_key: matchKeyOf(type, options) };
+  return questionOf({ ...asked, options: asked.options.filter((o) => o.key !== abstainKey) });
 }
 
 /** The match key of the question as asked (abstain option included): what a request that already holds it matches. */

@@ -11,11 +11,15 @@
  */
 import { THRESHOLD_RULE } from '../../abstention/fit';
 import { ParsedAbstention } from '../../abstention/register';
-import { AbstainOption, abstainKeyOf, MATCH_MODES, MatchMode, withAbstainOption } from '../../abstention/task';
+import { AbstainOption, abstainKeyOf, AbstentionTask, MATCH_MODES, MatchMode, withAbstainOption } from '../../abstention/task';
 import { HttpError, ValidationError } from '../http-error';
 import { NO_IMAGE_ENGINE } from '../../images/formats';
 import { answerKey, answerRule, Bad, ExampleRules, isObject, parseExamples, problemList } from './task-body';
 
+
+export function abstentionHeldBy(holder: AbstentionTask) {
+  return `another abstention task, ${JSON.stringify(holder.id)}, holds this option set with match "${holder.match}": delete it first, or register under its id to replace it`;
+}
 
 function parseOption(v: unknown, bad: Bad): AbstainOption | undefined {
   const rule = 'must be {"key": <the requests\' own abstain key>} or {"append": <text of the option the server adds>}';
@@ -37,7 +41,7 @@ function abstentionRules(option: AbstainOption): ExampleRules<string | null> {
     asked(spec) {
       if (spec.type === 'score') return 'abstention applies to choice and yes/no questions, not to score questions';
       if ('key' in option && spec.type === 'noul') return 'a yes/no question has no option of its own to abstain with: use {"append": <text>}';
-      return withAbstainOption(spec, option) ?? `the abstain key ${JSON.stringify(abstainKey)} is not among this question's options`;
+      return withAbstainOption(spec, option) ?? (spec.type === 'noul' ? `a yes/no question cannot abstain with an option named ${JSON.stringify(abstainKey)}` : `the abstain key ${JSON.stringify(abstainKey)} is not among this question's options`);
     },
     answer(type, keys, answer) {
       if (answer === null || answer === abstainKey) return { value: null };

@@ -7,12 +7,8 @@ import { ExampleError } from '../../tasks/read-examples';
 import { abstentionHolderIn } from '../../tasks/store';
 import { HttpError, invalid } from '../http-error';
 import { Service } from '../service';
-import { parseAbstentionRegistration } from './abstention-body';
+import { abstentionHeldBy, parseAbstentionRegistration } from './abstention-body';
 import { exampleError } from './tasks';
-
-function heldBy(holder: AbstentionTask) {
-  return `another abstention task, ${JSON.stringify(holder.id)}, holds this option set with match "${holder.match}": delete it first, or register under its id to replace it`;
-}
 
 export function abstentionRoutes(router: Router, service: Service) {
   const store = service.tasks;
@@ -20,7 +16,7 @@ export function abstentionRoutes(router: Router, service: Service) {
   router.post('/v1/abstention/tasks', async (ctx) => {
     const parsed = parseAbstentionRegistration(ctx.request.body);
     const early = abstentionHolderIn(store.abstentionMap(), { id: parsed.id, match: parsed.match, match_key: optionSetOf(parsed.asked, abstainKeyOf(parsed.option)).match_key });
-    if (early) throw invalid(['body', 'examples', 0, 'request', 'questions'], heldBy(early));
+    if (early) throw invalid(['body', 'examples', 0, 'request', 'questions'], abstentionHeldBy(early));
     let task: AbstentionTask;
     try {
       task = await registerAbstention(service, store.fingerprint, parsed);
@@ -31,7 +27,7 @@ export function abstentionRoutes(router: Router, service: Service) {
     const replaced = await store.change((_, abstention) => {
       // Checked again: another registration may have stored this option set meanwhile.
       const holder = abstentionHolderIn(abstention, task);
-      if (holder) throw invalid(['body', 'examples', 0, 'request', 'questions'], heldBy(holder));
+      if (holder) throw invalid(['body', 'examples', 0, 'request', 'questions'], abstentionHeldBy(holder));
       const had = abstention.has(task.id);
       abstention.set(task.id, task);
       return had;

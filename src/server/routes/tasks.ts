@@ -6,9 +6,11 @@ import { ExampleError } from '../../tasks/read-examples';
 import { registerTask, servedQuestion } from '../../tasks/register';
 import { abstentionHolderIn, holderIn } from '../../tasks/store';
 import { Task } from '../../tasks/task';
+import { AbstentionTask } from '../../abstention/task';
 import { toHttpError } from '../engine-errors';
 import { HttpError, invalid, Problem, ValidationError } from '../http-error';
 import { Service } from '../service';
+import { abstentionHeldBy } from './abstention-body';
 import { isObject, parseRegistration } from './task-body';
 
 function heldBy(holder: Task) {
@@ -22,6 +24,20 @@ export function exampleError(e: ExampleError): unknown {
   if (!(translated instanceof HttpError) || typeof translated.detail !== 'string') return translated;
   const detail = translated.detail.replace(`the rendered prompt of question ${JSON.stringify(name)}`, 'the rendered prompt');
   return new HttpError(translated.status, `${name}: ${detail}`, translated.headers);
+}
+
+/** Stores each of `parsed` in `tasks` unless `refusal` gives a reason. */
+function loadInto<T extends { id: string }>(tasks: Map<string, T>, parsed: T[], refusal: (t: T) => string | undefined) {
+  const loaded: string[] = [], refused: { id: string; reason: string }[] = [];
+  for (const t of parsed) {
+    const reason = refusal(t);
+    if (reason) refused.push({ id: t.id, reason });
+    else {
+      tasks.set(t.id, t);
+      loaded.push(t.id);
+    }
+  }
+  return { loaded, refused };
 }
 
 export function taskRoutes(router: Router, service: Service) {
@@ -90,28 +106,18 @@ export function taskRoutes(router: Router, service: Service) {
     const parsedTasks = parse('tasks', parseTask), parsedAbstention = parse('abstention_tasks', parseAbstentionTask);
     if (problems.length) throw new ValidationError(problems.slice(0, 20));
     ctx.body = await store.change((tasks, abstention) => {
-      const result = { loaded: [] as string[], refused: [] as { id: string; reason: string }[], abstention: { loaded: [] as string[], refused: [] as { id: string; reason: string }[] } };
-      for (const task of parsedTasks) {
-        const holder = holderIn(tasks, task.match_key, task.id);
-        const reason = store.fingerprintRefusal(task) ?? (holder ? heldBy(holder) : undefined);
-        if (reason) result.refused.push({ id: task.id, reason });
-        else {
-          tasks.set(task.id, task);
-          result.loaded.push(task.id);
-        }
-      }
-      for (const task of parsedAbstention) {
-        const holder = abstentionHolderIn(abstention, task);
-        const reason = store.fingerprintRefusal(task) ?? (holder ? `another abstention task, ${JSON.stringify(holder.id)}, holds this option set` : undefined);
-        if (reason) result.abstention.refused.push({ id: task.id, reason });
-        else {
-          abstention.set(task.id, task);
-          result.abstention.loaded.push(task.id);
-        }
-      }
+      const taskHeld = (t: Task) => {
+        const holder = holderIn(tasks, t.match_key, t.id);
+        return holder && heldBy(holder);
+      };
+      const abstentionHeld = (t: AbstentionTask) => {
+        const holder = abstentionHolderIn(abstention, t);
+        return holder && abstentionHeldBy(holder);
+      };
+      const result = loadInto(tasks, parsedTasks, (t) => store.fingerprintRefusal(t) ?? taskHeld(t));
       // The abstention part only when abstention tasks were sent: a tasks-only import answers as it always has.
-      const { abstention: _abstention, ...tasksResult } = result;
-      return body.abstention_tasks === undefined ? tasksResult : result;
+      if (body.abstention_tasks === undefined) return result;
+      return { ...result, abstention: loadInto(abstention, parsedAbstention, (t) => store.fingerprintRefusal(t) ?? abstentionHeld(t)) };
     });
   });
 }

@@ -17,7 +17,7 @@
  * corrected resampled t-statistic (Nadeau & Bengio) of at least 2.
  */
 import { hashString } from '../testmodels/prng';
-import { correctedMeanSe, fmt, MIN_T, splitFold, stratifiedFolds } from '../tasks/fit/evidence';
+import { correctedMeanSe, fmt, MIN_T, splitFold, stratifiedFolds, tStatistic } from '../tasks/fit/evidence';
 
 export const THRESHOLD_RULE = { minEach: 10, margin: 0.01, minT: MIN_T, folds: 5, repeats: 3 };
 
@@ -98,7 +98,7 @@ const never: Rule = () => false;
 
 function gainEvidence(values: number[], ratio: number): GainEvidence {
   const { mean, se } = correctedMeanSe(values, ratio);
-  return { gain: mean, se, t: se > 0 ? mean / se : mean > 0 ? Infinity : 0, folds: values.length };
+  return { gain: mean, se, t: tStatistic(mean, se), folds: values.length };
 }
 
 function meanMetrics(list: RuleMetrics[]): RuleMetrics {

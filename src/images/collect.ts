@@ -12,6 +12,8 @@ export interface ImageInput {
   name: string;
   loc: (string | number)[];
   bytes: Buffer;
+  /** An upload cut off at the size limit: its whole size is unknown. */
+  truncated?: boolean;
 }
 
 export interface UploadedFile {
@@ -62,6 +64,6 @@ export function collectImages(body: { images?: unknown; state?: unknown }, files
       else images.push({ name, loc, bytes: r.bytes });
     }
   }
-  files.forEach((f, i) => images.push({ name: `file ${JSON.stringify(f.filename)} (field ${f.field})`, loc: ['body', 'files', i], bytes: f.bytes }));
+  files.forEach((f, i) => images.push({ name: `file ${JSON.stringify(f.filename)} (field ${f.field})`, loc: ['body', 'files', i], bytes: f.bytes, truncated: f.truncated }));
   return { images, problems };
 }

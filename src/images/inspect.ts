@@ -6,7 +6,7 @@
  */
 import sharp from 'sharp';
 import { Problem } from '../server/http-error';
-import { ImageInput, UploadedFile } from './collect';
+import { ImageInput } from './collect';
 import { describeBytes, IMAGE_LIMITS, sniffFormat } from './formats';
 
 const MB = (n: number) => `${(n / 1e6).toFixed(1)} MB`;
@@ -23,14 +23,14 @@ async function headerProblem(bytes: Buffer): Promise<string | undefined> {
   return undefined;
 }
 
-export async function inspectImages(images: ImageInput[], files: UploadedFile[] = []): Promise<Problem[]> {
+export async function inspectImages(images: ImageInput[]): Promise<Problem[]> {
   const problems: Problem[] = [];
   const bad = (loc: (string | number)[], msg: string) => problems.push({ loc, msg, type: 'value_error' });
   if (images.length > IMAGE_LIMITS.maxImages) bad(['body'], `${images.length} images (${images.map((i) => i.name).join(', ')}): a request may have at most ${IMAGE_LIMITS.maxImages}`);
-  for (const f of files) if (f.truncated) bad(['body', 'files'], `file ${JSON.stringify(f.filename)} (field ${f.field}) is larger than ${MB(IMAGE_LIMITS.maxBytes)}`);
   for (const image of images) {
     const at = (msg: string) => bad(image.loc, `${image.name} ${msg}`);
-    if (image.bytes.length > IMAGE_LIMITS.maxBytes) at(`is ${MB(image.bytes.length)}, over the limit of ${MB(IMAGE_LIMITS.maxBytes)}`);
+    if (image.truncated) at(`is larger than ${MB(IMAGE_LIMITS.maxBytes)}`);
+    else if (image.bytes.length > IMAGE_LIMITS.maxBytes) at(`is ${MB(image.bytes.length)}, over the limit of ${MB(IMAGE_LIMITS.maxBytes)}`);
     else if (!sniffFormat(image.bytes)) at(`is ${describeBytes(image.bytes)}, not PNG, JPEG or WebP`);
     else {
       const problem = await headerProblem(image.bytes);

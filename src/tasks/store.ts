@@ -47,10 +47,6 @@ export class TaskStore {
     return [...this.abstention.values()];
   }
 
-  abstentionMap(): ReadonlyMap<string, AbstentionTask> {
-    return this.abstention;
-  }
-
   get(id: string): Task | undefined {
     return this.tasks.get(id);
   }
@@ -124,7 +120,7 @@ export class TaskStore {
 }
 
 /** The abstention task other than `t` that holds its option set and match mode (one per question), if any. */
-export function abstentionHolderIn(tasks: ReadonlyMap<string, AbstentionTask>, t: Pick<AbstentionTask, 'id' | 'match' | 'match_key'>): AbstentionTask | undefined {
+export function abstentionHolderIn(tasks: Map<string, AbstentionTask> | AbstentionTask[], t: Pick<AbstentionTask, 'id' | 'match' | 'match_key'>): AbstentionTask | undefined {
   for (const other of tasks.values()) if (other.match_key === t.match_key && other.match === t.match && other.id !== t.id) return other;
   return undefined;
 }

@@ -17,8 +17,9 @@ import { NO_IMAGE_ENGINE } from '../../images/formats';
 import { answerKey, answerRule, Bad, ExampleRules, isObject, parseExamples, problemList } from './task-body';
 
 
-export function abstentionHeldBy(holder: AbstentionTask) {
-  return `another abstention task, ${JSON.stringify(holder.id)}, holds this option set with match "${holder.match}": delete it first, or register under its id to replace it`;
+/** Why an abstention task cannot be stored when `holder`, another one, holds its option set and match. */
+export function abstentionHeld(holder: AbstentionTask | undefined): string | undefined {
+  return holder && `another abstention task, ${JSON.stringify(holder.id)}, holds this option set with match "${holder.match}": delete it first, or register under its id to replace it`;
 }
 
 function parseOption(v: unknown, bad: Bad): AbstainOption | undefined {

@@ -5,18 +5,18 @@ import { registerAbstention, TaskChangedError } from '../../abstention/register'
 import { abstainKeyOf, AbstentionTask, optionSetOf } from '../../abstention/task';
 import { ExampleError } from '../../tasks/read-examples';
 import { abstentionHolderIn } from '../../tasks/store';
-import { HttpError, invalid } from '../http-error';
+import { HttpError } from '../http-error';
 import { Service } from '../service';
-import { abstentionHeldBy, parseAbstentionRegistration } from './abstention-body';
-import { exampleError } from './tasks';
+import { abstentionHeld, parseAbstentionRegistration } from './abstention-body';
+import { exampleError, refuseHeld, storeRegistered } from './tasks';
 
 export function abstentionRoutes(router: Router, service: Service) {
   const store = service.tasks;
 
   router.post('/v1/abstention/tasks', async (ctx) => {
     const parsed = parseAbstentionRegistration(ctx.request.body);
-    const early = abstentionHolderIn(store.abstentionMap(), { id: parsed.id, match: parsed.match, match_key: optionSetOf(parsed.asked, abstainKeyOf(parsed.option)).match_key });
-    if (early) throw invalid(['body', 'examples', 0, 'request', 'questions'], abstentionHeldBy(early));
+    const matchKey = optionSetOf(parsed.asked, abstainKeyOf(parsed.option)).match_key;
+    refuseHeld(abstentionHeld(abstentionHolderIn(store.abstentionList(), { id: parsed.id, match: parsed.match, match_key: matchKey })));
     let task: AbstentionTask;
     try {
       task = await registerAbstention(service, store.fingerprint, parsed);
@@ -24,14 +24,7 @@ export function abstentionRoutes(router: Router, service: Service) {
       if (e instanceof TaskChangedError) throw new HttpError(409, e.message);
       throw e instanceof ExampleError ? exampleError(e) : e;
     }
-    const replaced = await store.change((_, abstention) => {
-      // Checked again: another registration may have stored this option set meanwhile.
-      const holder = abstentionHolderIn(abstention, task);
-      if (holder) throw invalid(['body', 'examples', 0, 'request', 'questions'], abstentionHeldBy(holder));
-      const had = abstention.has(task.id);
-      abstention.set(task.id, task);
-      return had;
-    });
+    const replaced = await store.change((_, abstention) => storeRegistered(abstention, task, abstentionHeld(abstentionHolderIn(abstention, task))));
     ctx.body = { ...abstentionSummaryOf(task), replaced };
   });
 

@@ -37,7 +37,7 @@ export function systemoneRoute(router: Router, service: Service) {
     const uploads: UploadedFile[] = ctx.state.uploads ?? [];
     const { images, problems: unreadable } = collectImages(body, uploads);
     if (unreadable.length) throw new ValidationError(unreadable);
-    const imageProblems = images.length || uploads.length ? await inspectImages(images, uploads) : [];
+    const imageProblems = images.length || uploads.length ? await inspectImages(images) : [];
     if (imageProblems.length) throw new ValidationError(imageProblems);
     if (requestedRoute(ctx) === 'image' || images.length > 0) throw new HttpError(400, NO_IMAGE_ENGINE);
     const debug = service.debugReadout ? requestedDebug(ctx) : undefined;

@@ -6,15 +6,32 @@ import { ExampleError } from '../../tasks/read-examples';
 import { registerTask, servedQuestion } from '../../tasks/register';
 import { abstentionHolderIn, holderIn } from '../../tasks/store';
 import { Task } from '../../tasks/task';
-import { AbstentionTask } from '../../abstention/task';
 import { toHttpError } from '../engine-errors';
 import { HttpError, invalid, Problem, ValidationError } from '../http-error';
 import { Service } from '../service';
-import { abstentionHeldBy } from './abstention-body';
+import { abstentionHeld } from './abstention-body';
 import { isObject, parseRegistration } from './task-body';
 
-function heldBy(holder: Task) {
-  return `another task, ${JSON.stringify(holder.id)}, holds this question (same type and option list): delete it first, or register under its id to replace it`;
+/** Why a task cannot be stored when `holder`, another task, holds its question. */
+function taskHeld(holder: Task | undefined): string | undefined {
+  return holder && `another task, ${JSON.stringify(holder.id)}, holds this question (same type and option list): delete it first, or register under its id to replace it`;
+}
+
+/** A registration refused (422) when another task holds its question (one task per question). */
+export function refuseHeld(held: string | undefined) {
+  if (held) throw invalid(['body', 'examples', 0, 'request', 'questions'], held);
+}
+
+/**
+ * A registered task stored under its id, inside a store change, unless another task holds its
+ * question (checked there as well: another registration may have stored it meanwhile). Whether a
+ * task of that id was replaced.
+ */
+export function storeRegistered<T extends { id: string }>(tasks: Map<string, T>, task: T, held: string | undefined): boolean {
+  refuseHeld(held);
+  const had = tasks.has(task.id);
+  tasks.set(task.id, task);
+  return had;
 }
 
 /** An engine or render failure of example i as an HTTP error naming the example. */
@@ -46,22 +63,14 @@ export function taskRoutes(router: Router, service: Service) {
   router.post('/v1/tasks', async (ctx) => {
     const parsed = parseRegistration(ctx.request.body);
     const matchKey = servedQuestion(service, parsed.spec).match_key;
-    const holder = store.holderOf(matchKey, parsed.id);
-    if (holder) throw invalid(['body', 'examples', 0, 'request', 'questions'], heldBy(holder));
+    refuseHeld(taskHeld(store.holderOf(matchKey, parsed.id)));
     let task: Task;
     try {
       task = await registerTask(service, store.fingerprint, parsed);
     } catch (e) {
       throw e instanceof ExampleError ? exampleError(e) : e;
     }
-    const replaced = await store.change((tasks) => {
-      // Checked again: another registration may have stored this question meanwhile.
-      const other = holderIn(tasks, task.match_key, task.id);
-      if (other) throw invalid(['body', 'examples', 0, 'request', 'questions'], heldBy(other));
-      const had = tasks.has(task.id);
-      tasks.set(task.id, task);
-      return had;
-    });
+    const replaced = await store.change((tasks) => storeRegistered(tasks, task, taskHeld(holderIn(tasks, task.match_key, task.id))));
     ctx.body = { ...summaryOf(task), replaced };
   });
 
@@ -106,18 +115,10 @@ export function taskRoutes(router: Router, service: Service) {
     const parsedTasks = parse('tasks', parseTask), parsedAbstention = parse('abstention_tasks', parseAbstentionTask);
     if (problems.length) throw new ValidationError(problems.slice(0, 20));
     ctx.body = await store.change((tasks, abstention) => {
-      const taskHeld = (t: Task) => {
-        const holder = holderIn(tasks, t.match_key, t.id);
-        return holder && heldBy(holder);
-      };
-      const abstentionHeld = (t: AbstentionTask) => {
-        const holder = abstentionHolderIn(abstention, t);
-        return holder && abstentionHeldBy(holder);
-      };
-      const result = loadInto(tasks, parsedTasks, (t) => store.fingerprintRefusal(t) ?? taskHeld(t));
+      const result = loadInto(tasks, parsedTasks, (t) => store.fingerprintRefusal(t) ?? taskHeld(holderIn(tasks, t.match_key, t.id)));
       // The abstention part only when abstention tasks were sent: a tasks-only import answers as it always has.
       if (body.abstention_tasks === undefined) return result;
-      return { ...result, abstention: loadInto(abstention, parsedAbstention, (t) => store.fingerprintRefusal(t) ?? abstentionHeld(t)) };
+      return { ...result, abstention: loadInto(abstention, parsedAbstention, (t) => store.fingerprintRefusal(t) ?? abstentionHeld(abstentionHolderIn(abstention, t))) };
     });
   });
 }

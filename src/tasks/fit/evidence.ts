@@ -98,9 +98,14 @@ export function correctedMeanSe(values: number[], ratio: number): { mean: number
   return { mean, se: Math.sqrt((1 / J + ratio) * variance) };
 }
 
+/** mean / se; with no spread, Infinity for a positive mean and 0 otherwise. */
+export function tStatistic(mean: number, se: number): number {
+  return se > 0 ? mean / se : mean > 0 ? Infinity : 0;
+}
+
 export function evidenceOf(c: FoldComparison): Evidence {
   const nll = correctedMeanSe(c.nllGain, c.testTrainRatio), acc = correctedMeanSe(c.accuracyChange, c.testTrainRatio);
-  const t = nll.se > 0 ? nll.mean / nll.se : nll.mean > 0 ? Infinity : 0;
+  const t = tStatistic(nll.mean, nll.se);
   return { gain: nll.mean, se: nll.se, t, accuracyChange: acc.mean, accuracySe: acc.se, folds: c.nllGain.length };
 }
 

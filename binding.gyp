@@ -28,7 +28,10 @@
         "csrc/model/model_config.cpp",
         "csrc/model/safetensors.cpp",
         "csrc/model/scripted_model.cpp",
-        "csrc/model/transformer.cpp"
+        "csrc/model/transformer.cpp",
+        "csrc/vision/image_prompt.cpp",
+        "csrc/vision/patches.cpp",
+        "csrc/vision/vision_tower.cpp"
       ],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")",

@@ -62,6 +62,36 @@ std::vector<int64_t> int_list(Napi::Env env, const Napi::Value& v, const std::st
   throw_bad_argument(env, name + " must be an Int32Array, Uint32Array or array of integers");
 }
 
+// Images of a request: [{rgb: Uint8Array (height x width x 3), width, height, key: 64 hex digits}].
+std::vector<tq::ImageInput> image_list(Napi::Env env, const Napi::Value& v, const std::string& name) {
+  std::vector<tq::ImageInput> out;
+  if (v.IsUndefined() || v.IsNull()) return out;
+  if (!v.IsArray()) throw_bad_argument(env, name + " must be an array of images");
+  auto a = v.As<Napi::Array>();
+  for (uint32_t i = 0; i < a.Length(); ++i) {
+    const std::string item = name + "[" + std::to_string(i) + "]";
+    Napi::Value e = a.Get(i);
+    if (!e.IsObject()) throw_bad_argument(env, item + " must be an object");
+    auto o = e.As<Napi::Object>();
+    if (!o.Get("rgb").IsTypedArray() || o.Get("rgb").As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+      throw_bad_argument(env, item + ".rgb must be a Uint8Array");
+    auto rgb = o.Get("rgb").As<Napi::Uint8Array>();
+    const int64_t w = o.Get("width").IsNumber() ? o.Get("width").As<Napi::Number>().Int64Value() : -1;
+    const int64_t h = o.Get("height").IsNumber() ? o.Get("height").As<Napi::Number>().Int64Value() : -1;
+    if (w <= 0 || h <= 0 || static_cast<int64_t>(rgb.ElementLength()) != w * h * 3)
+      throw_bad_argument(env, item + ": width and height must be positive and rgb hold width x height x 3 bytes");
+    if (!o.Get("key").IsString()) throw_bad_argument(env, item + ".key must be a string");
+    const auto key = o.Get("key").As<Napi::String>().Utf8Value();
+    if (key.size() != 64 || key.find_first_not_of("0123456789abcdef") != std::string::npos)
+      throw_bad_argument(env, item + ".key must be 64 lower-case hex digits");
+    tq::ImageInput image;
+    for (int k = 0; k < 4; ++k) image.key[k] = std::stoull(key.substr(16 * k, 16), nullptr, 16);
+    image.rgb = at::from_blob(rgb.Data(), {h, w, 3}, at::kByte).clone();
+    out.push_back(std::move(image));
+  }
+  return out;
+}
+
 Napi::Float32Array float_array(Napi::Env env, const float* data, size_t n) {
   auto a = Napi::Float32Array::New(env, n);
   std::copy(data, data + n, a.Data());
@@ -81,6 +111,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                             InstanceMethod("logitsAll", &NativeEngine::LogitsAll), InstanceMethod("close", &NativeEngine::Close),
                             InstanceMethod("registerBoundary", &NativeEngine::RegisterBoundary),
                             InstanceMethod("cacheStats", &NativeEngine::CacheStats),
+                            InstanceMethod("visionCacheStats", &NativeEngine::VisionCacheStats),
                             InstanceMethod("memoryStats", &NativeEngine::MemoryStats)});
     exports.Set("NativeEngine", cls);
     return exports;
@@ -144,6 +175,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     opts.max_step_tokens = int_option(o, "maxStepTokens", opts.max_step_tokens);
     opts.context_limit = int_option(o, "contextLimit", opts.context_limit);
     opts.cache_mib = int_option(o, "cacheMiB", opts.cache_mib);
+    opts.vision_cache_mib = int_option(o, "visionCacheMiB", opts.vision_cache_mib);
     if (o.Get("prefixCache").IsBoolean()) opts.prefix_cache = o.Get("prefixCache").As<Napi::Boolean>().Value();
     if (o.Get("batchInvariant").IsBoolean()) opts.batch_invariant = o.Get("batchInvariant").As<Napi::Boolean>().Value();
     if (o.Get("device").IsString()) opts.device = o.Get("device").As<Napi::String>().Utf8Value();
@@ -182,6 +214,18 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
           if (!i.device.cuda_version.empty()) d.Set("cudaVersion", i.device.cuda_version);
           d.Set("torchVersion", i.device.torch_version);
           r.Set("device", d);
+          if (i.vision) {
+            auto v = Napi::Object::New(env);
+            const std::pair<const char*, int64_t> fields[] = {
+                {"depth", i.vision->depth},           {"embedDim", i.vision->embed_dim},
+                {"heads", i.vision->num_heads},       {"mlpRatio", i.vision->mlp_ratio},
+                {"patchSize", i.vision->patch_size},  {"temporalPatchSize", i.vision->temporal_patch_size},
+                {"mergeSize", i.vision->spatial_merge_size}, {"outHidden", i.vision->out_hidden},
+                {"visionStartId", i.image_tokens.vision_start}, {"visionEndId", i.image_tokens.vision_end},
+                {"imagePadId", i.image_tokens.image_pad}};
+            for (const auto& [k, val] : fields) v.Set(k, static_cast<double>(val));
+            r.Set("vision", v);
+          }
           return r;
         });
   }
@@ -197,6 +241,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     tq::AnswerRequest req;
     req.state = int_list(env, o.Get("state"), where + "state");
     req.want_hidden = o.Get("wantHidden").ToBoolean();
+    req.images = image_list(env, o.Get("images"), where + "images");
     if (!o.Get("questions").IsArray()) throw_bad_argument(env, where + "questions must be an array");
     auto qs = o.Get("questions").As<Napi::Array>();
     for (uint32_t i = 0; i < qs.Length(); ++i) {
@@ -257,8 +302,9 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   Napi::Value LogitsAll(const Napi::CallbackInfo& info) {
     auto env = info.Env();
     auto tokens = int_list(env, info[0], "tokens");
+    auto images = image_list(env, info[1], "images");
     return schedule<at::Tensor>(
-        env, [this, tokens] { return loaded().logits_all(tokens); },
+        env, [this, tokens, images] { return loaded().logits_all(tokens, images); },
         [](Napi::Env env, at::Tensor& t) -> Napi::Value {
           auto out = Napi::Object::New(env);
           out.Set("logits", float_array(env, t.data_ptr<float>(), static_cast<size_t>(t.numel())));
@@ -285,6 +331,18 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
               {"lookups", s.lookups},          {"hitTokens", s.hit_tokens},         {"missTokens", s.miss_tokens},
               {"hitBlocks", s.hit_blocks},     {"registeredBlocks", s.registered_blocks}, {"evictedBlocks", s.evicted_blocks},
               {"cachedBlocks", s.cached_blocks}, {"freeBlocks", s.free_blocks},      {"totalBlocks", s.total_blocks}};
+          for (const auto& [k, v] : fields) out.Set(k, static_cast<double>(v));
+          return out;
+        });
+  }
+
+  Napi::Value VisionCacheStats(const Napi::CallbackInfo& info) {
+    return schedule<tq::VisionCacheStats>(
+        info.Env(), [this] { return loaded().vision_cache_stats(); },
+        [](Napi::Env env, tq::VisionCacheStats& s) -> Napi::Value {
+          auto out = Napi::Object::New(env);
+          const std::pair<const char*, int64_t> fields[] = {
+              {"hits", s.hits}, {"misses", s.misses}, {"entries", s.entries}, {"bytes", s.bytes}, {"budgetBytes", s.budget_bytes}};
           for (const auto& [k, v] : fields) out.Set(k, static_cast<double>(v));
           return out;
         });

@@ -5,9 +5,19 @@
 // earlier tokens only, with positions continuing from the end of the parent.
 // Several states (a batch of requests) may share one list: nothing crosses
 // between them. A parent is always packed before its children.
+//
+// A call about images (the image engine) is `multimodal`: then every token
+// also has M-RoPE's three positions (a segment's text continues one past its
+// parent's largest position), the value the prefix cache hashes in its place
+// (an image's tokens carry the image's key), and, for image tokens, a row of
+// image_embeds that stands in for its token embedding (vision/image_prompt.h).
 #pragma once
+#include <ATen/ATen.h>
+
 #include <cstdint>
 #include <vector>
+
+#include "vision/image_prompt.h"
 
 namespace tq {
 
@@ -19,6 +29,13 @@ struct PackedTokens {
   std::vector<int64_t> output_rows;    // flat indices whose hidden state is read out
   bool use_prefix_cache = true;        // false when rows of the state itself are read out
 
+  bool multimodal = false;              // set before the first segment is added
+  std::vector<int64_t> rope_positions;  // multimodal: [ids.size(), 3] t, h, w
+  std::vector<int64_t> hash_ids;        // multimodal: what the prefix cache hashes for each token
+  std::vector<int64_t> embed_rows;      // multimodal: each token's row of image_embeds, or -1
+  at::Tensor image_embeds;              // multimodal: [image tokens, hidden] fp32, on the engine's device
+  std::vector<int64_t> segment_next_position;  // multimodal: one past each segment's largest position
+
   bool is_root(size_t s) const { return segment_roots[s] == static_cast<int64_t>(s); }
 
   // Appends a segment and returns its index; `parent` is -1 for a new state.
@@ -28,6 +45,30 @@ struct PackedTokens {
     segment_lengths.push_back(static_cast<int64_t>(tokens.size()));
     segment_roots.push_back(parent < 0 ? s : segment_roots[parent]);
     segment_parents.push_back(parent < 0 ? s : parent);
+    if (multimodal) {
+      const int64_t start = parent < 0 ? 0 : segment_next_position[parent], n = static_cast<int64_t>(tokens.size());
+      for (int64_t i = 0; i < n; ++i) rope_positions.insert(rope_positions.end(), 3, start + i);
+      hash_ids.insert(hash_ids.end(), tokens.begin(), tokens.end());
+      embed_rows.insert(embed_rows.end(), n, -1);
+      segment_next_position.push_back(start + n);
+    }
+    return s;
+  }
+
+  // Appends a state with images (multimodal); its image tokens take rows first_embed_row, ... of image_embeds.
+  int64_t add_image_state(const ImagePrompt& p, int64_t first_embed_row) {
+    const int64_t s = static_cast<int64_t>(segment_lengths.size());
+    ids.insert(ids.end(), p.ids.begin(), p.ids.end());
+    segment_lengths.push_back(static_cast<int64_t>(p.ids.size()));
+    segment_roots.push_back(s);
+    segment_parents.push_back(s);
+    rope_positions.insert(rope_positions.end(), p.rope_positions.begin(), p.rope_positions.end());
+    hash_ids.insert(hash_ids.end(), p.hash_ids.begin(), p.hash_ids.end());
+    const size_t first = embed_rows.size();
+    embed_rows.insert(embed_rows.end(), p.ids.size(), -1);
+    for (const auto& span : p.spans)
+      for (int64_t i = 0; i < span.tokens; ++i) embed_rows[first + span.offset + i] = first_embed_row++;
+    segment_next_position.push_back(p.next_position);
     return s;
   }
 
@@ -37,8 +78,10 @@ struct PackedTokens {
     for (size_t s = 1; s < segment_lengths.size(); ++s) offset[s] = offset[s - 1] + segment_lengths[s - 1];
     return offset;
   }
-  std::vector<int64_t> segment_tokens(size_t s, const std::vector<int64_t>& offsets) const {
-    return std::vector<int64_t>(ids.begin() + offsets[s], ids.begin() + offsets[s] + segment_lengths[s]);
+  // What the prefix cache hashes for a segment: its token ids, or hash_ids when multimodal.
+  std::vector<int64_t> segment_cache_keys(size_t s, const std::vector<int64_t>& offsets) const {
+    const auto& from = multimodal ? hash_ids : ids;
+    return std::vector<int64_t>(from.begin() + offsets[s], from.begin() + offsets[s] + segment_lengths[s]);
   }
 
   // Position of each segment's first token: the end of its parent's.

@@ -20,6 +20,9 @@ struct StepBatch {
   std::vector<int64_t> key_end;                       // [T] 1 + index of each new token's own key
   at::Tensor key_slots, key_positions, key_segments;  // [Tk] int64, includes the new tokens
   std::vector<int64_t> output_rows;                   // indices into the new tokens, ascending
+  // A multimodal call's (batch/packed_tokens.h): [T, 3] int64 M-RoPE positions (undefined:
+  // `positions` drive RoPE), and the new tokens whose embeddings are image rows ([I] int64) with those rows ([I, hidden] fp32).
+  at::Tensor rope_positions, image_rows, image_embeds;
 };
 
 struct Step {

@@ -20,6 +20,7 @@
 #include "kernels/cpu/packed_linear.h"
 #include "kernels/label_readout_math.h"
 #include "model/scripted_model.h"
+#include "vision/patches.h"
 
 // ATen's parallel_for compiles to a serial loop where OpenMP is off: the
 // engine's own kernels (attention, softmax, SwiGLU, RMSNorm, RoPE) would run on
@@ -107,6 +108,11 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     info_.block_size = paged->cache().shape().block_size;
     info_.cache_blocks = paged->cache().shape().num_blocks;
     info_.cache_bytes = paged->cache().bytes();
+    if ((vision_ = paged->vision())) {
+      info_.vision = vision_->config();
+      info_.image_tokens = paged->config().image_tokens;
+      vision_cache_ = std::make_unique<VisionCache>(options.vision_cache_mib << 20);
+    }
     model_ = std::move(paged);
   } else {
     if (!device_.is_cpu() || aten) throw EngineError(code::kBadRequest, "TorchScript models run on the CPU with libtorch's kernels only");
@@ -129,10 +135,14 @@ void Engine::check_tokens(const std::vector<int64_t>& ids, const std::string& wh
                                                ", outside the vocabulary [0, " + std::to_string(model_->vocab_size()) + ")");
 }
 
-void Engine::check_request(const AnswerRequest& req, const std::string& where) const {
+void Engine::check_request(const AnswerRequest& req, int64_t state_len, const std::string& where) const {
   if (req.questions.empty()) throw EngineError(code::kBadRequest, where + "a request needs at least one question");
   check_tokens(req.state, where + "state");
-  const int64_t state_len = static_cast<int64_t>(req.state.size());
+  if (!req.images.empty() && !vision_)
+    throw EngineError(code::kBadRequest, where + "the request has images but " + info_.architecture + " has no vision tower");
+  const int64_t pad = vision_ ? info_.image_tokens.image_pad : -1;
+  if (vision_ && req.images.empty() && std::count(req.state.begin(), req.state.end(), pad) > 0)
+    throw EngineError(code::kBadRequest, where + "the state holds image placeholder tokens but the request has no images");
   for (size_t qi = 0; qi < req.questions.size(); ++qi) {
     const auto& q = req.questions[qi];
     const std::string name = where + "question " + std::to_string(qi);
@@ -145,6 +155,8 @@ void Engine::check_request(const AnswerRequest& req, const std::string& where) c
                             std::to_string(options_.context_limit) + " tokens",
                         {{"promptTokens", prompt}, {"contextLimit", options_.context_limit}, {"question", static_cast<int64_t>(qi)}});
     check_tokens(q.tokens, name);
+    if (vision_ && std::count(q.tokens.begin(), q.tokens.end(), pad) > 0)
+      throw EngineError(code::kBadRequest, name + " holds an image placeholder token; images belong in the state");
     if (q.label_ids.empty()) throw EngineError(code::kBadRequest, name + " has no label ids");
     if (static_cast<int64_t>(q.label_ids.size()) > readout::kMaxLabels)
       throw EngineError(code::kBadRequest, name + " has " + std::to_string(q.label_ids.size()) + " labels; at most " + std::to_string(readout::kMaxLabels));
@@ -156,23 +168,77 @@ void Engine::check_request(const AnswerRequest& req, const std::string& where) c
   }
 }
 
+ImagePrompt Engine::image_prompt(const std::vector<int64_t>& state, const std::vector<ImageInput>& images) const {
+  std::vector<PromptImageShape> shapes;
+  for (const auto& image : images) {
+    const auto [h, w] = merged_grid(image.rgb, *info_.vision);
+    shapes.push_back({h, w, image.key});
+  }
+  return expand_image_prompt(state, shapes, info_.image_tokens);
+}
+
+at::Tensor Engine::image_embeddings(const std::vector<ImageInput>& images) {
+  std::vector<at::Tensor> parts;
+  for (const auto& image : images) {
+    auto embeds = vision_cache_->find(image.key);
+    if (!embeds.defined()) {
+      embeds = vision_->embed(image_patches(image.rgb, *info_.vision));
+      vision_cache_->insert(image.key, embeds);
+    }
+    parts.push_back(embeds);
+  }
+  return at::cat(parts);
+}
+
 std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>& reqs) {
   if (reqs.empty()) throw EngineError(code::kBadRequest, "a batch needs at least one request");
-  for (size_t r = 0; r < reqs.size(); ++r) check_request(reqs[r], reqs.size() > 1 ? "request " + std::to_string(r) + ": " : "");
+  // A call with images is multimodal throughout (batch/packed_tokens.h): its states are expanded around their images.
+  const bool multimodal = std::any_of(reqs.begin(), reqs.end(), [](const AnswerRequest& r) { return !r.images.empty(); });
+  std::vector<ImagePrompt> prompts(reqs.size());
+  for (size_t r = 0; r < reqs.size(); ++r) {
+    const std::string where = reqs.size() > 1 ? "request " + std::to_string(r) + ": " : "";
+    if (multimodal && vision_) {
+      try {
+        prompts[r] = image_prompt(reqs[r].state, reqs[r].images);
+      } catch (const EngineError& e) {
+        throw EngineError(e.code(), where + e.what(), e.details());
+      }
+    }
+    check_request(reqs[r], multimodal && vision_ ? static_cast<int64_t>(prompts[r].ids.size()) : static_cast<int64_t>(reqs[r].state.size()), where);
+  }
 
-  // Pack each distinct state once, followed by the questions of every request that has it.
-  std::vector<const std::vector<int64_t>*> states;  // in first-seen order
+  // Pack each distinct state once (with images: the same ids and the same images), followed by the
+  // questions of every request that has it.
+  std::vector<size_t> states;  // the first request with each state, in first-seen order
   std::vector<size_t> state_of(reqs.size());
   std::map<std::vector<int64_t>, size_t> index;
   for (size_t r = 0; r < reqs.size(); ++r) {
-    auto [it, fresh] = index.emplace(reqs[r].state, states.size());
-    if (fresh) states.push_back(&reqs[r].state);
+    auto [it, fresh] = index.emplace(multimodal ? prompts[r].hash_ids : reqs[r].state, states.size());
+    if (fresh) states.push_back(r);
     state_of[r] = it->second;
   }
   PackedTokens packed;
+  packed.multimodal = multimodal;
+  double vision_ms = 0;
+  if (multimodal) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<at::Tensor> embeds;
+    for (auto r : states)
+      if (!reqs[r].images.empty()) embeds.push_back(image_embeddings(reqs[r].images));
+    packed.image_embeds = at::cat(embeds);
+    vision_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
   std::vector<std::vector<int64_t>> rows(reqs.size());  // per request, its questions' readout rows
+  int64_t embed_rows = 0;
   for (size_t k = 0; k < states.size(); ++k) {
-    const int64_t root = packed.add_segment(*states[k], -1);
+    const auto& first = reqs[states[k]];
+    int64_t root;
+    if (multimodal) {
+      root = packed.add_image_state(prompts[states[k]], embed_rows);
+      for (const auto& span : prompts[states[k]].spans) embed_rows += span.tokens;
+    } else {
+      root = packed.add_segment(first.state, -1);
+    }
     // The state's questions from every request, with text they begin with in common packed once.
     std::vector<std::pair<size_t, size_t>> owner;  // (request, question)
     std::vector<const std::vector<int64_t>*> tokens;
@@ -200,6 +266,7 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
 
   ForwardInfo info;
   auto hidden = model_->final_hidden(packed, info);  // on CUDA, finished: the paged model waits after each step
+  info.state_ms += vision_ms;
   auto t0 = std::chrono::steady_clock::now();
   // Every question's labels in one readout (on CUDA, one launch), in output-row order.
   std::vector<ReadoutQuestion> readout;
@@ -214,7 +281,7 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
   int64_t row = 0;
   for (size_t r = 0; r < reqs.size(); ++r) {
     AnswerResult& res = results[r];
-    res.state_tokens = static_cast<int64_t>(reqs[r].state.size());
+    res.state_tokens = static_cast<int64_t>(multimodal ? prompts[r].ids.size() : reqs[r].state.size());
     const size_t k = state_of[r];  // ForwardInfo lists states in packing order
     res.cached_tokens = info.cached_tokens.at(k);
     if (!ticket_given[k]) {
@@ -259,7 +326,10 @@ CacheStats Engine::cache_stats() const {
   return {};
 }
 
-at::Tensor Engine::logits_all(const std::vector<int64_t>& tokens) {
+at::Tensor Engine::logits_all(const std::vector<int64_t>& state, const std::vector<ImageInput>& images) {
+  if (!images.empty() && !vision_) throw EngineError(code::kBadRequest, "logitsAll has images but " + info_.architecture + " has no vision tower");
+  const auto prompt = images.empty() ? ImagePrompt{} : image_prompt(state, images);
+  const auto& tokens = images.empty() ? state : prompt.ids;
   if (tokens.empty()) throw EngineError(code::kBadRequest, "logitsAll needs at least one token");
   if (static_cast<int64_t>(tokens.size()) > options_.context_limit)
     throw EngineError(code::kContextOverflow, "the sequence is " + std::to_string(tokens.size()) + " tokens, longer than the context of " +
@@ -271,7 +341,13 @@ at::Tensor Engine::logits_all(const std::vector<int64_t>& tokens) {
     throw EngineError(code::kBadRequest, "logitsAll of " + std::to_string(tokens.size()) + " tokens x " +
                                              std::to_string(model_->vocab_size()) + " vocabulary exceeds 2^28 logits");
   PackedTokens packed;
-  packed.add_segment(tokens, -1);
+  if (images.empty()) {
+    packed.add_segment(tokens, -1);
+  } else {
+    packed.multimodal = true;
+    packed.image_embeds = image_embeddings(images);
+    packed.add_image_state(prompt, 0);
+  }
   packed.use_prefix_cache = false;
   for (size_t i = 0; i < tokens.size(); ++i) packed.output_rows.push_back(static_cast<int64_t>(i));
   ForwardInfo info;

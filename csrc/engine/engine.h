@@ -4,12 +4,16 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cache/block_pool.h"
 #include "engine/device.h"
 #include "model/hidden_state_model.h"
+#include "vision/image_prompt.h"
+#include "vision/vision_cache.h"
+#include "vision/vision_tower.h"
 
 namespace tq {
 
@@ -31,6 +35,7 @@ struct EngineOptions {
   std::string register_boundary = "after";  // after | before
   int64_t max_step_tokens = 2048;
   int64_t context_limit = 32768;
+  int64_t vision_cache_mib = 256;  // the vision tower's outputs kept by image key (a vision-language model)
 };
 
 struct QuestionSpec {
@@ -42,8 +47,16 @@ struct QuestionSpec {
   int64_t readout_at() const { return readout_index < 0 ? static_cast<int64_t>(tokens.size()) - 1 : readout_index; }
 };
 
+// An image of a request, decoded and sized by the image engine process (src/images/preprocess.ts).
+struct ImageInput {
+  at::Tensor rgb;  // [H, W, 3] uint8, sides multiples of 28
+  ImageKey key{};  // SHA-256 of the pixels, size, recipe and model
+};
+
 struct AnswerRequest {
+  // With images: one <|image_pad|> per image where it stands (vision/image_prompt.h).
   std::vector<int64_t> state;
+  std::vector<ImageInput> images;
   std::vector<QuestionSpec> questions;
   bool want_hidden = false;
 };
@@ -73,6 +86,8 @@ struct EngineInfo {
   int threads = 0;
   bool prefix_cache = false;
   bool batch_invariant = false;
+  std::optional<VisionConfig> vision;  // a vision-language model's vision tower
+  ImageTokens image_tokens;
 };
 
 // What the engine keeps besides the weights and the KV cache, all bounded (sizes for /health).
@@ -89,20 +104,27 @@ class Engine {
   // one computation of the state; nothing else crosses between requests.
   std::vector<AnswerResult> answer_batch(const std::vector<AnswerRequest>& requests);
   // Full-vocabulary logits at every position of one sequence, [T, vocab] fp32 (reference checks).
-  at::Tensor logits_all(const std::vector<int64_t>& tokens);
+  at::Tensor logits_all(const std::vector<int64_t>& tokens, const std::vector<ImageInput>& images = {});
   // Enters a state boundary left pending by answer() into the prefix cache; false when it was dropped.
   bool register_boundary(int64_t ticket) { return model_->register_boundary(ticket); }
   CacheStats cache_stats() const;
+  VisionCacheStats vision_cache_stats() const { return vision_cache_ ? vision_cache_->stats() : VisionCacheStats{}; }
   MemoryStats memory_stats() const;
   const EngineInfo& info() const { return info_; }
   const HiddenStateModel& model() const { return *model_; }
 
  private:
   void check_tokens(const std::vector<int64_t>& ids, const std::string& what) const;
-  void check_request(const AnswerRequest& request, const std::string& name) const;
+  void check_request(const AnswerRequest& request, int64_t state_tokens, const std::string& name) const;
+  // A state with images expanded for the text model (vision/image_prompt.h).
+  ImagePrompt image_prompt(const std::vector<int64_t>& state, const std::vector<ImageInput>& images) const;
+  // The images' embeddings, [image tokens, hidden], from the vision cache or the tower.
+  at::Tensor image_embeddings(const std::vector<ImageInput>& images);
   EngineOptions options_;
   at::Device device_ = at::kCPU;
   std::unique_ptr<HiddenStateModel> model_;
+  const VisionTower* vision_ = nullptr;  // model_'s, when it has one
+  std::unique_ptr<VisionCache> vision_cache_;
   EngineInfo info_;
 };
 

@@ -23,6 +23,7 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
   auto kernels = options.aten_kernels ? aten_layer_kernels(options.device) : cpu_layer_kernels(options.batch_invariant);
   transformer_ = std::make_unique<Transformer>(*checkpoint_, options.dtype, options.context_limit, std::move(kernels));
   const auto& c = checkpoint_->config();
+  if (c.vision) vision_ = std::make_unique<VisionTower>(*checkpoint_, options.device);
   KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size, 0, options.dtype, options.device};
   const int64_t tokens = options.cache_tokens > 0 ? options.cache_tokens : 2 * options.context_limit;
   shape.num_blocks = options.cache_mib > 0 ? std::max<int64_t>(1, options.cache_mib * (int64_t{1} << 20) / shape.bytes_per_block())
@@ -54,7 +55,7 @@ std::vector<std::unique_ptr<Sequence>> PagedModel::allocate(const PackedTokens& 
   for (int attempt = 0;; ++attempt) {
     try {
       for (size_t s = 0; s < n_seg; ++s) {
-        auto cached = caching && packed.is_root(s) ? cache_->pool().match(packed.segment_tokens(s, offsets)) : BlockPool::Match{};
+        auto cached = caching && packed.is_root(s) ? cache_->pool().match(packed.segment_cache_keys(s, offsets)) : BlockPool::Match{};
         seqs[s] = std::make_unique<Sequence>(*cache_, lens[s], std::move(cached));
       }
       return seqs;
@@ -103,7 +104,7 @@ at::Tensor PagedModel::final_hidden(const PackedTokens& packed, ForwardInfo& inf
     int64_t ticket = -1;
     if (caching) {
       const bool now = options_.boundary == BoundaryRegistration::Before;
-      const auto tokens = packed.segment_tokens(s, offsets);
+      const auto tokens = packed.segment_cache_keys(s, offsets);
       cache_->pool().register_prefix(seqs[s]->blocks(), tokens, /*include_partial=*/now);
       // Hold the blocks until the server registers the boundary after its response.
       if (!now && lens[s] % options_.block_size != 0) ticket = pending_->hold(seqs[s]->blocks(), tokens);

@@ -12,6 +12,7 @@
 #include "model/checkpoint.h"
 #include "model/hidden_state_model.h"
 #include "model/transformer.h"
+#include "vision/vision_tower.h"
 
 namespace tq {
 
@@ -50,6 +51,9 @@ class PagedModel : public HiddenStateModel {
   const PagedModelOptions& options() const { return options_; }
   std::string stored_dtype() const { return checkpoint_->stored_dtype(); }
   int64_t pending_boundaries() const { return pending_->size(); }
+  const ModelConfig& config() const { return checkpoint_->config(); }
+  // The checkpoint's vision tower (a vision-language model), or null.
+  const VisionTower* vision() const { return vision_.get(); }
 
  private:
   // Block tables of every segment; cached prefixes of states when caching.
@@ -58,6 +62,7 @@ class PagedModel : public HiddenStateModel {
   PagedModelOptions options_;
   std::unique_ptr<Checkpoint> checkpoint_;  // owns the memory maps the weights view
   std::unique_ptr<Transformer> transformer_;
+  std::unique_ptr<VisionTower> vision_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<PendingBoundaries> pending_;  // holds blocks of cache_: destroyed first
 };

@@ -59,16 +59,27 @@ std::vector<std::string> shard_files(const std::string& dir) {
 Checkpoint::Checkpoint(const std::string& dir) : dir_(dir), config_(read_model_config(dir)) {
   for (const auto& path : shard_files(dir)) {
     files_.push_back(std::make_unique<SafetensorsFile>(path));
-    for (const auto& [name, entry] : files_.back()->entries()) where_[name] = files_.back().get();
+    for (const auto& [name, entry] : files_.back()->entries()) where_[name] = {files_.back().get(), name};
   }
+  // transformers 5 saves a VLM's text model under model.language_model.* and its vision tower
+  // under model.visual.*; the engine names them as transformers 4 did.
+  const std::pair<std::string, std::string> renames[] = {{"model.language_model.", "model."}, {"model.visual.", "visual."}};
+  std::map<std::string, Stored> renamed;
+  for (const auto& [name, stored] : where_) {
+    std::string key = name;
+    for (const auto& [from, to] : renames)
+      if (name.rfind(from, 0) == 0) key = to + name.substr(from.size());
+    renamed[key] = stored;
+  }
+  where_ = std::move(renamed);
 }
 
 at::Tensor Checkpoint::get(const std::string& name, at::IntArrayRef shape, at::ScalarType dtype) const {
   auto it = where_.find(name);
   if (it == where_.end()) throw EngineError(code::kMissingTensor, dir_ + ": missing tensor " + name);
-  at::Tensor t = it->second->view(name);
+  at::Tensor t = it->second.file->view(it->second.name);
   if (t.sizes() != shape)
-    throw EngineError(code::kTensorShape, it->second->path() + ": tensor " + name + " has shape " + shape_str(t.sizes()) +
+    throw EngineError(code::kTensorShape, it->second.file->path() + ": tensor " + it->second.name + " has shape " + shape_str(t.sizes()) +
                                               ", expected " + shape_str(shape));
   return t.scalar_type() == dtype ? t : t.to(dtype);
 }

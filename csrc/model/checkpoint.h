@@ -1,6 +1,8 @@
 // An HF checkpoint folder: config.json plus model.safetensors, or shards listed
 // in model.safetensors.index.json. Tensors are fetched by name with the shape
-// the architecture expects; a tensor already in the compute dtype is returned
+// the architecture expects, under the names of transformers 4's layout (a VLM
+// saved by transformers 5, model.language_model.* and model.visual.*, is read
+// as model.* and visual.*); a tensor already in the compute dtype is returned
 // as a view of the memory map (weights are never copied twice).
 #pragma once
 #include <ATen/ATen.h>
@@ -31,7 +33,11 @@ class Checkpoint {
   std::string dir_;
   ModelConfig config_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
-  std::map<std::string, const SafetensorsFile*> where_;
+  struct Stored {
+    const SafetensorsFile* file;
+    std::string name;  // as stored; differs from the key in transformers 5's VLM layout
+  };
+  std::map<std::string, Stored> where_;
 };
 
 }  // namespace tq

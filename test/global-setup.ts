@@ -3,10 +3,11 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { generateTestModel } from '../src/testmodels/generate';
-import { tinyModelNames } from '../src/testmodels/specs';
+import { tinyModelNames, visionModelNames } from '../src/testmodels/specs';
 import { debianPython, referenceDir, torchscriptModel } from './helpers/models';
 
 export default async function globalSetup(): Promise<void> {
+  for (const name of visionModelNames) generateTestModel(name);
   for (const name of tinyModelNames) {
     const dir = generateTestModel(name);
     const pt = torchscriptModel(name);

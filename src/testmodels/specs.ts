@@ -104,3 +104,5 @@ export const testModels: Record<string, TestModelSpec> = {
 };
 
 export const tinyModelNames = ['tiny-llama', 'tiny-mistral', 'tiny-qwen2', 'tiny-qwen3'];
+/** The tiny vision-language models (the image engine's tests). */
+export const visionModelNames = ['tiny-qwen2-vl', 'tiny-qwen2-vl-v5'];

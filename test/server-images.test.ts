@@ -6,6 +6,7 @@
  * server has no image engine. Test images are made by sharp here.
  */
 import sharp from 'sharp';
+import { dataUrl, multipartBody } from './helpers/images';
 import { detailText, expectProblems, rawRequest, RunningServer, startServer } from './helpers/server';
 
 jest.setTimeout(120_000);
@@ -14,7 +15,6 @@ let server: RunningServer;
 let png: Buffer, jpeg: Buffer, webp: Buffer, alphaPng: Buffer, gif: Buffer, tiff: Buffer, bomb: Buffer;
 
 const make = (w: number, h: number, channels: 3 | 4 = 3) => sharp({ create: { width: w, height: h, channels, background: { r: 200, g: 40, b: 90, alpha: 0.5 } } });
-const dataUrl = (b: Buffer, type = 'image/png') => `data:${type};base64,${b.toString('base64')}`;
 
 /** CRC-32 (PNG chunks). */
 function crc32(b: Buffer): number {
@@ -54,14 +54,8 @@ const ask = (body: object) => server.post('/v1/systemone', { questions: question
 
 /** A multipart/form-data request written out by hand (parts: field, value, filename for a file). */
 async function multipart(parts: [string, Buffer | string, string?][]) {
-  const boundary = 'tq-test-boundary-7f3a';
-  const chunks = parts.flatMap(([field, value, filename]) => [
-    Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${field}"${filename ? `; filename="${filename}"\r\nContent-Type: application/octet-stream` : ''}\r\n\r\n`),
-    Buffer.from(value),
-    Buffer.from('\r\n'),
-  ]);
-  const body = Buffer.concat([...chunks, Buffer.from(`--${boundary}--\r\n`)]);
-  const res = await rawRequest(server.url, 'POST', '/v1/systemone', body, { 'content-type': `multipart/form-data; boundary=${boundary}` });
+  const { body, contentType } = multipartBody(parts);
+  const res = await rawRequest(server.url, 'POST', '/v1/systemone', body, { 'content-type': contentType });
   return { status: res.status, body: JSON.parse(res.body) };
 }
 const requestField = JSON.stringify({ state: 'A photo.', questions: question });

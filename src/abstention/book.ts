@@ -15,7 +15,7 @@ import { questionOf } from '../tasks/task';
 import { AbstentionTask, abstainKeyOf, askedMatchKey, withAbstainOption } from './task';
 
 export class AbstentionBook implements Abstentions {
-  /** Applied text-route tasks by the match key of the question as asked (abstain option included). */
+  /** Applied tasks of this book's route by the match key of the question as asked (abstain option included). */
   private byAsked = new Map<string, AbstentionTask>();
   /** Applied append tasks by the match key of the option set the server appends to. */
   private byOptionSet = new Map<string, AbstentionTask>();
@@ -24,10 +24,12 @@ export class AbstentionBook implements Abstentions {
     public enabled: boolean,
     /** --abstain-option: the text of the option appended to every choice and yes/no question, or undefined. */
     readonly defaultOption?: string,
+    /** The tasks this book applies: the text route's (option_set) or the image route's (imajev_extension). */
+    readonly match: AbstentionTask['match'] = 'option_set',
   ) {}
 
   set(tasks: Iterable<AbstentionTask>) {
-    const applied = [...tasks].filter((t) => t.applied && t.threshold !== null && t.match === 'option_set');
+    const applied = [...tasks].filter((t) => t.applied && t.threshold !== null && t.match === this.match);
     this.byAsked = new Map(applied.map((t) => [askedMatchKey(t), t]));
     this.byOptionSet = new Map(applied.filter((t) => 'append' in t.option).map((t) => [t.match_key, t]));
   }

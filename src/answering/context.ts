@@ -69,4 +69,6 @@ export interface AnsweringContext {
   distributions?: Distributions;
   abstentions?: Abstentions;
   headEngine?: HeadEngine;
+  /** The image engine's <|image_pad|> id: its prompts must hold one per image. */
+  imagePadId?: number;
 }

@@ -1,13 +1,18 @@
 /** What the answering pipeline needs from an engine: the child-process client in the server, the addon itself in `decide`. */
 
 export interface EngineCall {
+  /** With images: one image pad token per image, where it stands (the image engine's). */
   state: number[];
+  /** The request's images as sent (compressed), in the order of their pad tokens: decoded in the image engine's process. */
+  images?: Uint8Array[];
   questions: { tokens: number[]; labelIds: number[] }[];
   wantHidden?: boolean;
 }
 
 export interface EngineReply {
   answers: { labelLogits: Float32Array; hidden?: Float32Array }[];
+  /** The state's tokens as the engine computed them (with images, each image's tokens counted). */
+  stateTokens: number;
   /** State tokens that came from the prefix cache. */
   cachedTokens: number;
   /** Tokens the forward pass computed, for the whole batch this request was in (shared text counted once). */
@@ -20,6 +25,8 @@ export interface EngineReply {
     engineMs: number;
     /** From reaching the engine until it took the request. */
     waitMs: number;
+    /** Decoding and resizing the call's images (the image engine's process), before it queued. */
+    decodeMs?: number;
     /** A state-boundary registration was queued or running when the request arrived. */
     waitedBehindRegistration: boolean;
     /** Requests merged into the forward pass that answered this one (1: alone). */

@@ -10,6 +10,7 @@ import { abstainingChoice, abstainingNoul, AbstentionResult, decideAbstention, r
 import { Answer, choiceAnswer, noulAnswer, scoreAnswer, softmax } from './answers';
 import { AnsweringContext, HeadEngine } from './context';
 import { ClientGoneError } from './engine-like';
+import { checkImagePlacement } from './image-state';
 
 /** A question as the wire format sends it. */
 export interface WireQuestion {
@@ -24,6 +25,8 @@ export interface PipelineOptions {
   wantHidden?: boolean;
   /** Aborts when nobody waits for the answer any more: the call is then dropped if the engine has not taken it. */
   cancel?: AbortSignal;
+  /** The image route: the request's images as sent, in the order of their placeholders in the state's text (image-state.ts). */
+  images?: Uint8Array[];
 }
 
 export interface QuestionResult {
@@ -94,7 +97,7 @@ async function headHiddenStates(head: HeadEngine, state: unknown, specs: Questio
 }
 
 export async function runSpecs(
-  { engine, renderer, temperatures, distributions, abstentions, headEngine }: AnsweringContext,
+  { engine, renderer, temperatures, distributions, abstentions, headEngine, imagePadId }: AnsweringContext,
   state: unknown,
   specs: QuestionSpec[],
   options: PipelineOptions,
@@ -107,6 +110,7 @@ export async function runSpecs(
   const inOrder = withAbstain.map((s, i) => tasks[i]?.asked ?? s);
   const asked = options.orders === 2 ? [...inOrder, ...inOrder.map((s) => ({ ...s, options: [...s.options].reverse() }))] : inOrder;
   const rendered = await renderer.render(renderState(state), asked, engine.contextLimit);
+  if (imagePadId !== undefined) checkImagePlacement(rendered.prefixTokens, imagePadId, options.images?.length ?? 0);
   const prepare = performance.now() - t0;
   if (options.cancel?.aborted) throw new ClientGoneError();
   // Questions whose task reads the hidden state: from the head engine, asked beside the serving call, or from the serving engine itself.
@@ -118,6 +122,7 @@ export async function runSpecs(
   const reply = await engine.answer(
     {
       state: rendered.prefixTokens,
+      ...(options.images?.length ? { images: options.images } : {}),
       questions: rendered.questions.map((q) => ({ tokens: q.tokens, labelIds: q.labelIds })),
       wantHidden: options.wantHidden || (!headEngine && wanted > 0),
     },
@@ -148,7 +153,7 @@ export async function runSpecs(
       abstention: abstaining[i] && decideAbstention(abstaining[i]!, probabilities, taskIdentity ?? null),
       temperature,
       promptTokens: [...rendered.prefixTokens, ...q.tokens],
-      stateTokenCount: rendered.prefixTokens.length,
+      stateTokenCount: reply.stateTokens,
       labelIds: q.labelIds,
       labelLogits: Array.from(reply.answers[i].labelLogits),
       hidden: hidden && Array.from(hidden),
@@ -159,12 +164,12 @@ export async function runSpecs(
   return {
     questions: results,
     tasks: [...new Set(results.flatMap((r) => [r.task, r.abstention?.task && `abstention:${r.abstention.task}`].filter((t): t is string => !!t)))],
-    inputTokens: rendered.prefixTokens.length + rendered.questions.slice(0, specs.length).reduce((s, q) => s + q.tokens.length, 0),
+    inputTokens: reply.stateTokens + rendered.questions.slice(0, specs.length).reduce((s, q) => s + q.tokens.length, 0),
     cachedTokens: reply.cachedTokens,
     computedTokens: reply.computedTokens,
     waitedBehindRegistration: t.waitedBehindRegistration,
     batchSize: t.batchSize ?? 1,
-    stages: { prepare, warm: t.stateMs, questions: t.questionsMs, readout: t.readoutMs, engine: t.engineMs, wait: t.waitMs },
+    stages: { prepare: prepare + (t.decodeMs ?? 0), warm: t.stateMs, questions: t.questionsMs, readout: t.readoutMs, engine: t.engineMs, wait: t.waitMs },
   };
 }
 

@@ -27,7 +27,7 @@ export interface SystemOneAnswer {
 export async function answerSystemOne(
   context: AnsweringContext,
   body: SystemOneRequest,
-  options: { wantHidden?: boolean; cancel?: AbortSignal } = {},
+  options: { wantHidden?: boolean; cancel?: AbortSignal; images?: Uint8Array[] } = {},
 ): Promise<SystemOneAnswer> {
   const names = Object.keys(body.questions);
   const questions = names.map((n) => body.questions[n]);

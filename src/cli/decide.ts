@@ -30,8 +30,9 @@ class InProcessEngine implements EngineLike {
   }
   async answer(call: EngineCall) {
     const t0 = performance.now();
-    const r = await this.engine.answer(call);
-    return { answers: r.answers, cachedTokens: r.cachedTokens, computedTokens: r.computedTokens, timing: { ...r.timing, engineMs: performance.now() - t0, waitMs: 0, waitedBehindRegistration: false, batchSize: 1 } };
+    // decide has no image engine: requests with images are refused before they get here.
+    const r = await this.engine.answer({ state: call.state, questions: call.questions, wantHidden: call.wantHidden });
+    return { answers: r.answers, stateTokens: r.stateTokens, cachedTokens: r.cachedTokens, computedTokens: r.computedTokens, timing: { ...r.timing, engineMs: performance.now() - t0, waitMs: 0, waitedBehindRegistration: false, batchSize: 1 } };
   }
 }
 

@@ -49,6 +49,15 @@ export const namedBases: Record<string, BaseProfile> = {
     prompt: { ...defaultProfile, systemTurn: null },
     testModel: 'tiny-mistral',
   },
+  // A vision-language base, for --image-model.
+  'qwen2-vl-2b': {
+    name: 'qwen2-vl-2b',
+    servedName: 'tqserve-qwen2-vl-2b',
+    repo: 'Qwen/Qwen2-VL-2B-Instruct',
+    temperatures: { noul: 1.0, choice: 1.0, score: 1.0 },
+    prompt: defaultProfile,
+    testModel: 'tiny-qwen2-vl',
+  },
 };
 
 export const DEFAULT_BASE = 'qwen3-0.6b';

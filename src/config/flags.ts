@@ -38,6 +38,9 @@ export const flagDefs: FlagDef[] = [
   { name: 'tasks', kind: 'choice', choices: ['on', 'off'], default: 'on', help: 'apply registered tasks (calibrations, intent heads) to matching questions' },
   { name: 'tasks-file', kind: 'string', help: 'keep the registered tasks in this file: loaded at start (tasks fitted under another fingerprint refused and listed), rewritten atomically after every change' },
   { name: 'head-engine', kind: 'string', help: "read intent heads' hidden states from a second engine process running this base or checkpoint folder (default: the serving engine); its death is an engine death" },
+  { name: 'image-model', kind: 'string', help: 'answer requests with images with a second engine process running this vision-language base (qwen2-vl-2b, the test model tiny-qwen2-vl) or Qwen2-VL checkpoint folder; its death is an engine death (default: none, images get 400)' },
+  { name: 'image-max-tokens', kind: 'number', default: 1024, help: "the most tokens one image may become: the recipe's pixel budget is this many 28x28 squares (smart_resize keeps the aspect ratio within it)" },
+  { name: 'vision-cache-mib', kind: 'number', default: 256, help: "memory for the image engine's cache of vision-tower outputs by image content (0: none)" },
   { name: 'abstain-option', kind: 'string', help: 'the abstention extension: append an option with this text to every choice and yes/no question; answers then carry unknown_probability and abstained (default rule: abstain when that option is the most probable)' },
   { name: 'abstention', kind: 'choice', choices: ['on', 'off'], default: 'on', help: "apply registered abstention tasks' thresholds (and their abstain options) to matching questions" },
   { name: 'debug-readout', kind: 'boolean', default: false, help: 'honour the x-service-debug request header (raw readout in responses)' },
@@ -86,6 +89,8 @@ export function parseFlags(argv: string[]): Flags {
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new FlagError(`--port must be an integer from 0 to 65535, got ${port}`);
   if (!/^(cpu|cuda(:\d+)?)$/.test(flags.device as string)) throw new FlagError(`--device must be cpu, cuda or cuda:N, got ${JSON.stringify(flags.device)}`);
   if (!((flags['cache-mib'] as number) >= 0)) throw new FlagError('--cache-mib must be 0 or more');
+  if (!Number.isInteger(flags['image-max-tokens']) || (flags['image-max-tokens'] as number) < 4) throw new FlagError('--image-max-tokens must be an integer of 4 or more (the smallest image is 4 tokens)');
+  if (!((flags['vision-cache-mib'] as number) >= 0)) throw new FlagError('--vision-cache-mib must be 0 or more');
   if (flags['abstain-option'] !== undefined && !(flags['abstain-option'] as string).trim()) throw new FlagError('--abstain-option must not be blank');
   for (const t of ['temperature-noul', 'temperature-choice', 'temperature-score'])
     if (flags[t] !== undefined && !((flags[t] as number) > 0)) throw new FlagError(`--${t} must be positive`);

@@ -14,6 +14,8 @@ export interface ImageInput {
   bytes: Buffer;
   /** An upload cut off at the size limit: its whole size is unknown. */
   truncated?: boolean;
+  /** Where the image engine's prompt puts it: before the state's text (`images`, files), or where it stands in the state. */
+  placement: 'leading' | 'state';
 }
 
 export interface UploadedFile {
@@ -25,7 +27,7 @@ export interface UploadedFile {
 }
 
 /** A data URI inside a state string: the image type and base64 run (whitespace inside it is not allowed). */
-const STATE_IMAGE = /data:image\/[A-Za-z0-9.+-]+;base64,[A-Za-z0-9+/]*={0,2}/g;
+export const STATE_IMAGE = /data:image\/[A-Za-z0-9.+-]+;base64,[A-Za-z0-9+/]*={0,2}/g;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 /** The bytes of a data URL, or why it is not one that can be read. */
@@ -53,7 +55,7 @@ export function collectImages(body: { images?: unknown; state?: unknown }, files
       const loc = ['body', 'images', i];
       const r = decodeDataUrl(String(url));
       if ('problem' in r) problems.push({ loc, msg: r.problem, type: 'value_error' });
-      else images.push({ name: `images.${i}`, loc, bytes: r.bytes });
+      else images.push({ name: `images.${i}`, loc, bytes: r.bytes, placement: 'leading' });
     });
   let inState = 0;
   for (const { text, loc } of stringsIn(body.state, ['body', 'state'])) {
@@ -61,9 +63,9 @@ export function collectImages(body: { images?: unknown; state?: unknown }, files
       const r = decodeDataUrl(m[0]);
       const name = `state image ${++inState}`;
       if ('problem' in r) problems.push({ loc, msg: `${name}: ${r.problem}`, type: 'value_error' });
-      else images.push({ name, loc, bytes: r.bytes });
+      else images.push({ name, loc, bytes: r.bytes, placement: 'state' });
     }
   }
-  files.forEach((f, i) => images.push({ name: `file ${JSON.stringify(f.filename)} (field ${f.field})`, loc: ['body', 'files', i], bytes: f.bytes, truncated: f.truncated }));
+  files.forEach((f, i) => images.push({ name: `file ${JSON.stringify(f.filename)} (field ${f.field})`, loc: ['body', 'files', i], bytes: f.bytes, truncated: f.truncated, placement: 'leading' }));
   return { images, problems };
 }

@@ -26,6 +26,11 @@ export interface PixelBudget {
 /** Qwen2-VL-2B-Instruct's preprocessor_config.json. */
 export const QWEN2VL_BUDGET: PixelBudget = { factor: 28, minPixels: 56 * 56, maxPixels: 28 * 28 * 16384 };
 
+/** The budget that makes an image at most `maxTokens` tokens (--image-max-tokens): one token per 28x28 square. */
+export function budgetOfTokens(maxTokens: number): PixelBudget {
+  return { ...QWEN2VL_BUDGET, maxPixels: Math.min(QWEN2VL_BUDGET.maxPixels, maxTokens * 28 * 28) };
+}
+
 /** Python's round(): half to even, as the reference implementation rounds. */
 function roundHalfEven(x: number): number {
   const r = Math.round(x);

@@ -3,6 +3,7 @@ import { EngineCallError, EngineDeadError } from './engine-process/client';
 import { HttpError } from './http-error';
 import { PromptTooLongError, RenderError } from '../rendering/renderer';
 import { ClientGoneError } from '../answering/engine-like';
+import { ImagePlacementError } from '../answering/image-state';
 
 /** The 422 for a prompt longer than the context; `count` is "N tokens" or "at least N tokens (...)". */
 function tooLong(question: string, count: string, contextLimit: number): HttpError {
@@ -12,6 +13,7 @@ function tooLong(question: string, count: string, contextLimit: number): HttpErr
 /** `questionName(i)` names the i-th question the engine was asked. */
 export function toHttpError(e: unknown, questionName: (i: number) => string): unknown {
   if (e instanceof RenderError) return new HttpError(400, e.message);
+  if (e instanceof ImagePlacementError) return new HttpError(422, e.message);
   // Passed on as it is: the in-flight layer (../inflight.ts) counts it, and may run the call again.
   if (e instanceof ClientGoneError) return e;
   if (e instanceof PromptTooLongError) {

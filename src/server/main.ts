@@ -19,6 +19,7 @@ import { HIDDEN_TAP } from '../tasks/fingerprint';
 import { openTasks } from '../tasks/open';
 import { TaskStore } from '../tasks/store';
 import { Service } from './service';
+import { startImageEngine } from './image-engine';
 
 export const ENGINE_DEAD_EXIT = 70;
 
@@ -73,9 +74,9 @@ async function main() {
     const headRenderer = await Renderer.create(ModelTokenizer.load(headBase.checkpoint), promptProfile(headBase.profile.prompt, flags));
     head = { base: headBase, renderer: headRenderer, engine: await EngineClient.start({ load: { ...load, path: headBase.checkpoint }, batchTokens }, died('head engine (--head-engine): ')) };
   }
-  let tasks: TaskStore, taskBook: TaskBook, abstentionBook: AbstentionBook;
+  let tasks: TaskStore, taskBook: TaskBook, abstentionBook: AbstentionBook, imageAbstentionBook: AbstentionBook;
   try {
-    ({ store: tasks, book: taskBook, abstentionBook } = openTasks({
+    ({ store: tasks, book: taskBook, abstentionBook, imageAbstentionBook } = openTasks({
       file: flags['tasks-file'] as string | undefined,
       enabled: flags.tasks === 'on',
       abstention: { enabled: flags.abstention === 'on', defaultOption: flags['abstain-option'] as string | undefined },
@@ -88,6 +89,18 @@ async function main() {
     engine.stop();
     head?.engine.stop();
     throw new Error(`--tasks-file ${flags['tasks-file']}: cannot be read as a tasks file (${(e as Error).message}); it is left as it is`);
+  }
+  const servedName = (flags['served-name'] as string | undefined) ?? base.profile.servedName;
+  let images: Awaited<ReturnType<typeof startImageEngine>> | undefined;
+  if (flags['image-model']) {
+    try {
+      images = await startImageEngine(flags, load, batchTokens, imageAbstentionBook, servedName, died('image engine (--image-model): '));
+    } catch (e) {
+      engine.stop();
+      head?.engine.stop();
+      throw e;
+    }
+    if (images.note) log(`WARNING: image model: ${images.note}`);
   }
   for (const r of tasks.refusedAtStart) log(`WARNING: ${r.kind === 'abstention' ? 'abstention task' : 'task'} ${r.id} in --tasks-file refused: ${r.reason}`);
   service = {
@@ -110,7 +123,8 @@ async function main() {
           hidden_size: head.engine.info.hiddenSize,
         }
       : { engine: 'serving engine', tap: HIDDEN_TAP, hidden_size: engine.info.hiddenSize },
-    servedName: (flags['served-name'] as string | undefined) ?? base.profile.servedName,
+    servedName,
+    images: images?.service,
     renderer,
     temperatures,
     engine,
@@ -129,11 +143,13 @@ async function main() {
     const a = server.address();
     const where = typeof a === 'object' && a ? `${a.address}:${a.port}` : String(a);
     log(`serving ${service!.servedName} (${base.checkpoint}, ${engine.info.architecture}, ${engine.info.dtype}) on http://${where}`);
+    if (images) log(`image route: ${images.service.base.checkpoint} (${images.engine.info.architecture}, ${images.engine.info.dtype}), at most ${images.service.maxTokens} tokens per image`);
   });
   server.on('error', (e: NodeJS.ErrnoException) => {
     log(e.code === 'EADDRINUSE' ? `port ${flags.port} on ${flags.host} is already in use` : `cannot listen: ${e.message}`);
     engine.stop();
     head?.engine.stop();
+    images?.engine.stop();
     process.exit(1);
   });
 }

@@ -7,6 +7,19 @@ import { ResolvedBase } from '../config/bases';
 import { CacheReport } from './engine-process/protocol';
 import { NativeEngineInfo } from '../engine/native';
 import { InFlight } from './inflight';
+import { PixelBudget } from '../images/preprocess';
+
+/** --image-model: the image engine process and the image route's answering context. */
+export interface ImageService {
+  context: AnsweringContext;
+  base: ResolvedBase;
+  engineInfo: NativeEngineInfo;
+  /** The recipe's pixel budget (--image-max-tokens). */
+  budget: PixelBudget;
+  maxTokens: number;
+  cacheReport: () => Promise<CacheReport>;
+  engineProcess: { pid: number | null; where: string };
+}
 
 export interface Service extends AnsweringContext {
   base: ResolvedBase;
@@ -25,6 +38,8 @@ export interface Service extends AnsweringContext {
   corsOrigin?: string;
   inflight: InFlight;
   startedAt: Date;
+  /** The image route, when an image engine runs. */
+  images?: ImageService;
   /** Set when the engine has died. */
   deadReason?: string;
 }

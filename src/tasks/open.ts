@@ -9,11 +9,14 @@ import { TaskStore } from './store';
 export function openTasks(o: { file?: string; enabled: boolean; abstention: { enabled: boolean; defaultOption?: string }; checkpoint: string; profile: PromptProfile; temperatures: Temperatures; headCheckpoint?: string }) {
   const book = new TaskBook(o.enabled);
   const abstentionBook = new AbstentionBook(o.abstention.enabled, o.abstention.defaultOption);
+  // The image route's (--image-model): the same abstain option, and the tasks matched on requests with images.
+  const imageAbstentionBook = new AbstentionBook(o.abstention.enabled, o.abstention.defaultOption, 'imajev_extension');
   const fingerprint = computeFingerprint({ checkpoint: o.checkpoint, profile: o.profile, temperatures: o.temperatures, headEngine: o.headCheckpoint ? { checkpoint: o.headCheckpoint } : null });
   const store = new TaskStore(fingerprint, o.file, (list, abstention) => {
     book.set(list);
     abstentionBook.set(abstention);
+    imageAbstentionBook.set(abstention);
   });
   store.load();
-  return { book, abstentionBook, store };
+  return { book, abstentionBook, imageAbstentionBook, store };
 }

@@ -2,7 +2,7 @@
 import sharp from 'sharp';
 
 /** A deterministic texture: each seed gives a different picture of the same size. */
-export function texture(width: number, height: number, seed: number, channels: 3 | 4 = 3): sharp.Sharp {
+export function texture(width: number, height: number, seed: number, channels: 3 | 4 = 3): ReturnType<typeof sharp> {
   const raw = Buffer.alloc(width * height * channels);
   let s = seed * 2654435761 + 1;
   for (let y = 0; y < height; y++)
@@ -27,3 +27,16 @@ export const imageForms: Record<string, () => Promise<Buffer>> = {
   'EXIF-rotated JPEG': () => texture(100, 60, 6).jpeg({ quality: 95 }).withMetadata({ orientation: 6 }).toBuffer(),
   WebP: () => texture(80, 64, 7).webp({ quality: 90 }).toBuffer(),
 };
+
+/** A multipart/form-data body of fields and files ([field, value, filename?]). */
+export function multipartBody(parts: [string, Buffer | string, string?][]): { body: Buffer; contentType: string } {
+  const boundary = 'tq-test-boundary-7f3a';
+  const chunks = parts.flatMap(([field, value, filename]) => [
+    Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${field}"${filename ? `; filename="${filename}"\r\nContent-Type: application/octet-stream` : ''}\r\n\r\n`),
+    Buffer.from(value),
+    Buffer.from('\r\n'),
+  ]);
+  return { body: Buffer.concat([...chunks, Buffer.from(`--${boundary}--\r\n`)]), contentType: `multipart/form-data; boundary=${boundary}` };
+}
+
+export const dataUrl = (b: Buffer, type = 'image/png') => `data:${type};base64,${b.toString('base64')}`;

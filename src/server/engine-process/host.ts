@@ -10,7 +10,8 @@
  * A call still queued when the server cancels it (its clients have gone) is dropped.
  */
 import { Engine } from '../../engine/engine';
-import { isEngineError } from '../../engine/native';
+import { isEngineError, NativeImage } from '../../engine/native';
+import { decodeImages, ImageDecodeError } from '../../images/decode';
 import { EngineCall } from '../../answering/engine-like';
 import { BoundaryCounters, HostArgs, HostMessage, ServerMessage, WireError } from './protocol';
 
@@ -24,31 +25,54 @@ function send(m: HostMessage) {
 }
 
 type Job =
-  | { kind: 'answer'; id: number; call: EngineCall; arrived: number; behindRegistration: boolean }
+  | { kind: 'answer'; id: number; call: NativeCall; arrived: number; behindRegistration: boolean; decodeMs: number }
   | { kind: 'register'; ticket: number }
   | { kind: 'cache'; id: number };
+
+/** A call as the addon takes it: an image engine's images decoded. */
+type NativeCall = Omit<EngineCall, 'images'> & { images?: NativeImage[] };
 
 class Host {
   private queue: Job[] = [];
   private running?: Job;
   readonly boundaries: BoundaryCounters = { pending: 0, deferred: 0, registered: 0, dropped: 0, failed: 0 };
 
-  constructor(private engine: Engine, private batchTokens: number) {}
+  constructor(private engine: Engine, private batchTokens: number, private images?: HostArgs['images']) {}
 
-  submit(m: ServerMessage) {
-    if (m.kind === 'cancel') {
-      const at = this.queue.findIndex((j) => j.kind === 'answer' && j.id === m.id);
-      if (at >= 0) {
-        this.queue.splice(at, 1);
-        send({ kind: 'dropped', id: m.id });
-      }
-      return;
+  receive(m: ServerMessage) {
+    if (m.kind === 'cancel') return this.cancel(m.id);
+    if (m.kind === 'cache') this.enqueue({ kind: 'cache', id: m.id });
+    else if (m.call.images?.length) this.decodeThenQueue(m.id, m.call);
+    else this.queueAnswer(m.id, m.call as NativeCall, 0);
+  }
+
+  private cancel(id: number) {
+    const at = this.queue.findIndex((j) => j.kind === 'answer' && j.id === id);
+    if (at < 0) return;
+    this.queue.splice(at, 1);
+    send({ kind: 'dropped', id });
+  }
+
+  /** An image engine decodes a call's images (in libuv's pool, beside the engine's work); the call queues once they are. */
+  private async decodeThenQueue(id: number, call: EngineCall) {
+    const started = performance.now();
+    try {
+      if (!this.images) throw new Error('this engine has no image recipe: it is not an image engine');
+      const images = await decodeImages(call.images!, this.images.budget, this.images.model);
+      this.queueAnswer(id, { ...call, images }, performance.now() - started);
+    } catch (e) {
+      const error: WireError = e instanceof ImageDecodeError ? { code: 'IMAGE_UNREADABLE', message: e.message, details: { image: e.index } } : toWire(e);
+      send({ kind: 'error', id, error });
     }
-    if (m.kind === 'cache') this.queue.push({ kind: 'cache', id: m.id });
-    else {
-      const behind = this.running?.kind === 'register' || this.queue.some((j) => j.kind === 'register');
-      this.queue.push({ kind: 'answer', id: m.id, call: m.call, arrived: performance.now(), behindRegistration: behind });
-    }
+  }
+
+  private queueAnswer(id: number, call: NativeCall, decodeMs: number) {
+    const behind = this.running?.kind === 'register' || this.queue.some((j) => j.kind === 'register');
+    this.enqueue({ kind: 'answer', id, call, arrived: performance.now(), behindRegistration: behind, decodeMs });
+  }
+
+  private enqueue(job: Job) {
+    this.queue.push(job);
     if (!this.running) this.next();
   }
 
@@ -62,7 +86,8 @@ class Host {
       else {
         const { rss, heapTotal } = process.memoryUsage();
         const memory = { ...(await this.engine.memoryStats()), rssBytes: rss, jsHeapBytes: heapTotal };
-        send({ kind: 'cache', id: job.id, report: { stats: await this.engine.cacheStats(), boundaries: { ...this.boundaries }, memory } });
+        const vision = this.engine.info.vision ? await this.engine.visionCacheStats() : undefined;
+        send({ kind: 'cache', id: job.id, report: { stats: await this.engine.cacheStats(), vision, boundaries: { ...this.boundaries }, memory } });
       }
     } finally {
       setImmediate(() => this.next());
@@ -101,9 +126,10 @@ class Host {
         id: job.id,
         reply: {
           answers: r.answers,
+          stateTokens: r.stateTokens,
           cachedTokens: r.cachedTokens,
           computedTokens: r.computedTokens,
-          timing: { ...r.timing, engineMs, waitMs: started - job.arrived, waitedBehindRegistration: job.behindRegistration, batchSize: jobs.length },
+          timing: { ...r.timing, engineMs, waitMs: started - job.arrived, decodeMs: job.decodeMs, waitedBehindRegistration: job.behindRegistration, batchSize: jobs.length },
         },
       });
     });
@@ -138,8 +164,8 @@ async function main() {
     process.exit(1);
   }
   send({ kind: 'ready', info: engine.info });
-  const host = new Host(engine, args.batchTokens);
-  process.on('message', (m: ServerMessage) => host.submit(m));
+  const host = new Host(engine, args.batchTokens, args.images);
+  process.on('message', (m: ServerMessage) => host.receive(m));
   // The server going away ends the engine too.
   process.on('disconnect', () => process.exit(0));
 }

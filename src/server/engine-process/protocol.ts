@@ -1,6 +1,7 @@
 /** Messages between the server and its engine process (Node IPC, advanced serialization). */
-import { NativeCacheStats, NativeEngineInfo, NativeLoadOptions, NativeMemoryStats } from '../../engine/native';
+import { NativeCacheStats, NativeEngineInfo, NativeLoadOptions, NativeMemoryStats, NativeVisionCacheStats } from '../../engine/native';
 import { EngineCall, EngineReply } from '../../answering/engine-like';
+import { PixelBudget } from '../../images/preprocess';
 
 /** State-boundary registrations (--register-boundary after), counted by the engine process. */
 export interface BoundaryCounters {
@@ -16,6 +17,8 @@ export interface BoundaryCounters {
 
 export interface CacheReport {
   stats: NativeCacheStats;
+  /** The vision-tower output cache (an image engine). */
+  vision?: NativeVisionCacheStats;
   boundaries: BoundaryCounters;
   /** What the engine keeps besides weights and KV cache, and the engine process's resident memory. */
   memory: NativeMemoryStats & { rssBytes: number; jsHeapBytes: number };
@@ -41,6 +44,8 @@ export interface WireError {
 
 export interface HostArgs {
   load: NativeLoadOptions;
+  /** An image engine: the recipe's pixel budget, and the model named in image keys. */
+  images?: { budget: PixelBudget; model: string };
   /** Largest merged call, in tokens; a single larger request still runs alone. */
   batchTokens: number;
 }

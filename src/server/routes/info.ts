@@ -9,6 +9,7 @@ import { EngineDeadError } from '../engine-process/client';
 import { MAX_BODY_BYTES } from '../http/body';
 import { Service } from '../service';
 import { MAX_DEPTH } from '../validation';
+import { imageEngineHealth } from './image-health';
 
 /** The format's model alias: hosted servers list it, and the official clients send it by default. */
 const MODEL_ALIAS = 'jev-latest';
@@ -53,13 +54,14 @@ export function infoRoutes(router: Router, service: Service) {
 
   router.get('/health', async (ctx) => {
     const { base, renderer, engineInfo: e } = service;
-    let report;
+    let report, imageEngine;
     try {
       report = await service.cacheReport();
+      imageEngine = service.images && (await imageEngineHealth(service.images));
     } catch (e) {
       // The engine died while this call waited for its report.
       if (!(e instanceof EngineDeadError)) throw e;
-      return answerDeadHealth(ctx, e.message);
+      return answerDeadHealth(ctx, service.deadReason ?? e.message);
     }
     const { stats, boundaries, memory } = report;
     const p = renderer.profile;
@@ -159,6 +161,7 @@ export function infoRoutes(router: Router, service: Service) {
         temperatures: service.temperatures,
       },
       head_engine: service.headEngineReport,
+      ...(imageEngine ? { image_engine: imageEngine } : {}),
       // Everything the processes keep beyond the weights is bounded: these are its sizes now.
       memory: {
         server_rss_bytes: process.memoryUsage.rss(),

@@ -25,13 +25,14 @@ export async function respondShared(
   service: Service,
   debug: string | undefined,
   questionName: (i: number) => string,
+  route: 'text' | 'image',
   compute: (cancel: AbortSignal) => Promise<Computed>,
 ) {
   const clientGone = new AbortController();
   ctx.res.once('close', () => {
     if (!ctx.res.writableFinished) clientGone.abort();
   });
-  const key = InFlight.key(ctx.path, debug, ctx.state.rawBody);
+  const key = InFlight.key(`${ctx.path}#${route}`, debug, ctx.state.rawBody);
   const { response, answeredBy } = await service.inflight.run(key, ctx.state.requestId, clientGone.signal, async (cancel): Promise<SharedResponse> => {
     let computed: Computed;
     try {
@@ -40,7 +41,7 @@ export async function respondShared(
       throw toHttpError(e, questionName);
     }
     const r = computed.result;
-    const headers: Record<string, string> = { 'x-service-route': 'text', 'x-service-stages': stagesHeader(r.stages), 'Server-Timing': serverTiming(r.stages) };
+    const headers: Record<string, string> = { 'x-service-route': route, 'x-service-stages': stagesHeader(r.stages), 'Server-Timing': serverTiming(r.stages) };
     if (r.waitedBehindRegistration) headers['x-service-wait-behind'] = 'registration';
     if (r.tasks.length) headers['x-service-tasks'] = r.tasks.join(',');
     return { headers, body: JSON.stringify(computed.body) };

@@ -1,4 +1,8 @@
-/** POST /v1/systemone: the published typed-question wire format. */
+/**
+ * POST /v1/systemone: the published typed-question wire format. A request with images (or
+ * `x-service-route: image`) is answered by the image engine (--image-model); the response's
+ * `x-service-route` says which route served it.
+ */
 import Router from '@koa/router';
 import { PipelineResult } from '../../answering/pipeline';
 import { answerSystemOne, SystemOneRequest } from '../../answering/systemone';
@@ -7,7 +11,9 @@ import { requestedDebug, requestedRoute } from '../request-headers';
 import { respondShared } from './respond';
 import { Service } from '../service';
 import { validate } from '../validation';
-import { collectImages, UploadedFile } from '../../images/collect';
+import { collectImages, ImageInput, UploadedFile } from '../../images/collect';
+import { inPromptOrder, stateWithImages } from '../../answering/image-state';
+import { EngineCallError } from '../engine-process/client';
 import { inspectImages } from '../../images/inspect';
 import { NO_IMAGE_ENGINE } from '../../images/formats';
 
@@ -28,6 +34,13 @@ function readoutOf(r: PipelineResult, names: string[], withHidden: boolean) {
   );
 }
 
+/** An image the image engine could not decode, as a 422 naming it; anything else as it is. */
+function undecodable(e: unknown, images: ImageInput[]): unknown {
+  if (!(e instanceof EngineCallError) || e.wire.code !== 'IMAGE_UNREADABLE') return e;
+  const image = images[e.wire.details.image ?? 0];
+  return new ValidationError([{ loc: image?.loc ?? ['body'], msg: `${image?.name ?? 'an image'} cannot be decoded: ${e.wire.message}`, type: 'value_error' }]);
+}
+
 export function systemoneRoute(router: Router, service: Service) {
   router.post('/v1/systemone', async (ctx) => {
     const body = ctx.request.body as SystemOneRequest;
@@ -39,12 +52,22 @@ export function systemoneRoute(router: Router, service: Service) {
     if (unreadable.length) throw new ValidationError(unreadable);
     const imageProblems = images.length || uploads.length ? await inspectImages(images) : [];
     if (imageProblems.length) throw new ValidationError(imageProblems);
-    if (requestedRoute(ctx) === 'image' || images.length > 0) throw new HttpError(400, NO_IMAGE_ENGINE);
+    // The route: as the header asks, else image for a request with images.
+    const route = requestedRoute(ctx) ?? (images.length ? 'image' : 'text');
+    if (route === 'image' && !service.images) throw new HttpError(400, NO_IMAGE_ENGINE);
+    if (route === 'text' && images.length) throw new HttpError(400, `x-service-route: text cannot answer a request with images (${images.length}): the image route answers it`);
     const debug = service.debugReadout ? requestedDebug(ctx) : undefined;
     const names = Object.keys(body.questions);
-    await respondShared(ctx, service, debug, (i) => names[i % names.length], async (cancel) => {
-      const { result, response } = await answerSystemOne(service, body, { wantHidden: debug === 'hidden', cancel });
-      return { body: { ...response, ...(debug ? { readout: readoutOf(result, names, debug === 'hidden') } : {}) }, result };
+    const ordered = inPromptOrder(images);
+    const context = route === 'image' ? service.images!.context : service;
+    const request = route === 'image' ? { ...body, state: stateWithImages(body.state, images) } : body;
+    await respondShared(ctx, service, debug, (i) => names[i % names.length], route, async (cancel) => {
+      try {
+        const { result, response } = await answerSystemOne(context, request, { wantHidden: debug === 'hidden', cancel, images: ordered.map((i) => i.bytes) });
+        return { body: { ...response, ...(debug ? { readout: readoutOf(result, names, debug === 'hidden') } : {}) }, result };
+      } catch (e) {
+        throw undecodable(e, ordered);
+      }
     });
   });
 }

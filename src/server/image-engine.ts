@@ -1,0 +1,58 @@
+/**
+ * --image-model: the image engine, a second engine process running a vision-language checkpoint
+ * (Qwen2-VL), with its own renderer, temperatures and abstention book; the image route answers
+ * with it. It decodes the images it receives (src/images/decode.ts), so only compressed bytes
+ * cross the process boundary. Its death is an engine death (503, exit 70).
+ */
+import { AbstentionBook } from '../abstention/book';
+import { resolveBase } from '../config/bases';
+import { Flags } from '../config/flags';
+import { promptProfile, temperaturesOf } from '../config/profile-flags';
+import { NativeLoadOptions } from '../engine/native';
+import { budgetOfTokens } from '../images/preprocess';
+import { Renderer } from '../rendering/renderer';
+import { ModelTokenizer } from '../tokenizer/tokenizer';
+import { EngineClient } from './engine-process/client';
+import { ImageService } from './service';
+
+export async function startImageEngine(
+  flags: Flags,
+  load: NativeLoadOptions,
+  batchTokens: number,
+  abstentions: AbstentionBook,
+  servedName: string,
+  onDeath: (reason: string) => void,
+): Promise<{ service: ImageService; engine: EngineClient; note?: string }> {
+  const name = flags['image-model'] as string;
+  const base = resolveBase(name, flags['models-dir'] as string);
+  const renderer = await Renderer.create(ModelTokenizer.load(base.checkpoint), promptProfile(base.profile.prompt, flags));
+  if (renderer.profile.layout !== 'state-first') throw new Error('--image-model needs --layout state-first: images belong in the state that every question shares');
+  const maxTokens = flags['image-max-tokens'] as number;
+  const budget = budgetOfTokens(maxTokens);
+  const engine = await EngineClient.start(
+    { load: { ...load, path: base.checkpoint, visionCacheMiB: flags['vision-cache-mib'] as number }, batchTokens, images: { budget, model: base.checkpoint } },
+    onDeath,
+  );
+  const vision = engine.info.vision;
+  if (!vision) {
+    engine.stop();
+    throw new Error(`--image-model ${name}: ${base.checkpoint} is ${engine.info.architecture}, not a vision-language model (supported: Qwen2VLForConditionalGeneration)`);
+  }
+  const service: ImageService = {
+    context: {
+      engine,
+      renderer,
+      temperatures: temperaturesOf(base.profile.temperatures, flags),
+      servedName,
+      abstentions,
+      imagePadId: vision.imagePadId,
+    },
+    base,
+    engineInfo: engine.info,
+    budget,
+    maxTokens,
+    cacheReport: () => engine.cacheReport(),
+    engineProcess: { pid: engine.pid, where: `child process ${engine.pid} of server ${process.pid}` },
+  };
+  return { service, engine, note: base.note };
+}

@@ -18,6 +18,7 @@ const examples = (n: number, nullEvery = 3, question: object = priorQuestion) =>
 const good = examples(36);
 const body = (change: Record<string, unknown> = {}) => ({ id: 'bad', option: { append: 'none of these' }, match: 'option_set', examples: good, ...change });
 const withExample = (i: number, change: (e: any) => any) => body({ examples: good.map((e, j) => (j === i ? change(structuredClone(e)) : e)) });
+const PNG_1x1 = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC';
 const unsure = { ...priorQuestion, criteria: { ...priorQuestion.criteria, unsure: 'cannot tell' } };
 
 beforeAll(async () => {
@@ -55,7 +56,8 @@ const registrations: [string, number, unknown, RegExp][] = [
   ['two questions', 422, withExample(2, (e) => ((e.request.questions.r = priorQuestion), e)), /examples\.2\.request\.questions: must hold exactly one question, got 2/],
   ['a different option list', 422, withExample(4, (e) => ((e.request.questions.q = unsure), e)), /examples\.4\.request\.questions\.q: asks a different question than example 0: its options differ/],
   ['imajev_extension without images', 422, body({ match: 'imajev_extension' }), /examples\.0\.request\.images: imajev_extension examples use the image extension/],
-  ['images without an image engine', 400, withExample(5, (e) => ((e.request.images = ['data:image/png;base64,AAAA']), e)), /examples with images: this server has no image engine: images need a server started with --image-model/],
+  ['option_set examples with images', 422, withExample(5, (e) => ((e.request.images = [PNG_1x1]), e)), /examples\.5\.request\.images: option_set examples are text questions .*imajev_extension/],
+  ['imajev_extension examples without an image engine', 400, body({ match: 'imajev_extension', examples: good.map((e) => ({ ...e, request: { ...e.request, images: [PNG_1x1] } })) }), /examples with images: this server has no image engine: images need a server started with --image-model/],
   ['the option set of another abstention task', 422, body({ id: 'other' }), /another abstention task, "tickets", holds this option set with match "option_set"/],
   ['256 options', 400, body({ examples: examples(30, 3, { type: 'choice', criteria: Object.fromEntries(Array.from({ length: 256 }, (_, k) => [`k${k}`, null])) }) }), /example 0: 256 options: a question may have at most 255/],
 ];

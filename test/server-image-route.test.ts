@@ -4,6 +4,9 @@
  * probabilities the float64 reference gives for the same sharp RGB; caches by content; headers,
  * /health's image_engine group, bad images (422 naming them), and the image engine's death.
  */
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
 import { preprocessImage } from '../src/images/preprocess';
 import { dataUrl, multipartBody, png, texture } from './helpers/images';
 import { tinyModel } from './helpers/models';
@@ -15,12 +18,18 @@ let server: RunningServer;
 let red: Buffer, blue: Buffer;
 const questions = { photo: { type: 'noul', instructions: 'Is it a photo?' }, kind: { type: 'choice', criteria: { cat: 'a cat', dog: 'a dog', car: 'a car' } } };
 
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-image-route-'));
+const tasksFile = path.join(dir, 'tasks.json');
+
 beforeAll(async () => {
-  server = await startServer(['--image-model', 'tiny-qwen2-vl', '--debug-readout']);
+  server = await startServer(['--image-model', 'tiny-qwen2-vl', '--debug-readout', '--tasks-file', tasksFile]);
   red = await png(90, 60, 31);
   blue = await png(90, 60, 32);
 }, 120_000);
-afterAll(() => server.stop());
+afterAll(async () => {
+  await server.stop();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
 
 const ask = (body: unknown, headers: Record<string, string> = {}) => server.post('/v1/systemone', body, headers);
 async function askMultipart(request: unknown, files: [string, Buffer, string][]) {
@@ -102,6 +111,52 @@ test('/health reports the image engine: model, vision config, pixel budget, reci
   expect(h.recipe.version).toMatch(/^qwen2vl-sharp/);
   expect(h.recipe.sharp).toMatchObject({ sharp: '0.35.5' });
   expect(typeof h.model.engine_process.pid).toBe('number');
+});
+
+describe('abstention tasks with images (match imajev_extension), read by the image engine', () => {
+  const pictures = async (n: number, seed: number) => Promise.all(Array.from({ length: n }, (_, i) => png(56 + 28 * (i % 3), 56, seed + i)));
+  const examples = async () => [
+    ...(await pictures(12, 100)).map((p, i) => ({ request: { state: `Photo ${i}.`, images: [dataUrl(p)], questions: { q: questions.kind } }, answer: ['cat', 'dog', 'car'][i % 3] })),
+    ...(await pictures(12, 200)).map((p, i) => ({ request: { state: `Blurred photo ${i}: ${dataUrl(p)}`, questions: { q: questions.kind } }, answer: null })),
+  ];
+
+  test('registers through the image engine under its own fingerprint; the text route never applies it', async () => {
+    const r = await server.post('/v1/abstention/tasks', { id: 'blurred', option: { append: "can't tell" }, match: 'imajev_extension', examples: await examples() });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ id: 'blurred', match: 'imajev_extension' });
+    expect(r.body.record.counts ?? r.body.record).toBeDefined();
+    const full = (await server.get('/v1/tasks?full=1')).body;
+    const task = full.abstention_tasks.find((t: any) => t.id === 'blurred');
+    expect(task.fingerprint_components.image_recipe).toMatch(/^[0-9a-f]{16}$/);
+    expect(task.fingerprint).not.toBe(full.fingerprint);
+    const text = await ask({ state: 'Words only.', questions: { q: questions.kind } });
+    expect(text.headers.get('x-service-tasks')).toBeNull();
+    if (task.applied) {
+      const image = await ask({ state: 'A photo.', images: [dataUrl(red)], questions: { q: questions.kind } });
+      expect(image.headers.get('x-service-tasks')).toBe('abstention:blurred');
+    }
+  });
+
+  test('an example image that is not an image: 422 naming the example; option_set examples with images: 422', async () => {
+    const list = await examples();
+    list[3] = { ...list[3], request: { ...list[3].request, images: ['data:image/png;base64,AAAA'] } };
+    const bad = await server.post('/v1/abstention/tasks', { id: 'blurred', option: { append: "can't tell" }, match: 'imajev_extension', examples: list });
+    expect(bad.status).toBe(422);
+    expect(JSON.stringify(bad.body.detail)).toMatch(/example 3: images\.0 is/);
+    const textual = await server.post('/v1/abstention/tasks', { id: 'bad', option: { append: "can't tell" }, examples: await examples() });
+    expect(textual.status).toBe(422);
+    expect(JSON.stringify(textual.body.detail)).toMatch(/imajev_extension/);
+  });
+
+  test('a server without --image-model refuses the stored image-route task at start, naming the flag', async () => {
+    const other = await startServer(['--tasks-file', tasksFile]);
+    try {
+      expect(other.log()).toMatch(/abstention task blurred in --tasks-file refused: an image-route abstention task \(match imajev_extension\) needs a server started with --image-model/);
+    } finally {
+      await other.stop();
+    }
+    expect(JSON.parse(fs.readFileSync(tasksFile, 'utf8')).abstention_tasks.map((t: any) => t.id)).toContain('blurred');
+  }, 60_000);
 });
 
 describe('routing and errors, the server up afterwards', () => {

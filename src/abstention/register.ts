@@ -1,12 +1,15 @@
 /**
  * Registering an abstention task, once its body is valid (server/routes/abstention-body.ts):
- * read the examples through the serving engine exactly as a matching question is answered
+ * read the examples through the engine of its route (the serving engine, or the image engine for
+ * imajev_extension) exactly as a matching question is answered
  * (the abstain option in place, the question's task applied), then fit the threshold on the
  * abstain option's probability (fit.ts). The fit takes milliseconds: no worker.
  */
 import { createHash } from 'crypto';
 import { AnsweringContext } from '../answering/context';
 import { WireQuestion } from '../answering/pipeline';
+import { inPromptOrder, stateWithImages } from '../answering/image-state';
+import { ImageInput } from '../images/collect';
 import { choiceAnswer } from '../answering/answers';
 import { QuestionSpec } from '../rendering/renderer';
 import { Fingerprint } from '../tasks/fingerprint';
@@ -20,8 +23,8 @@ export interface ParsedAbstention {
   match: MatchMode;
   /** The question as asked, abstain option included (the first example's). */
   asked: QuestionSpec;
-  /** `answer`: an option key other than the abstain option, or null (unanswerable). */
-  examples: { state: unknown; question: WireQuestion; answer: string | null }[];
+  /** `answer`: an option key other than the abstain option, or null (unanswerable). `images`: imajev_extension's, as collected. */
+  examples: { state: unknown; question: WireQuestion; answer: string | null; images: ImageInput[] }[];
   raw: unknown;
 }
 
@@ -44,7 +47,9 @@ export async function registerAbstention(context: AnsweringContext, fingerprint:
   };
   const reading = { ...context, abstentions: { abstentionFor: asAsked } };
   const t0 = performance.now();
-  await forEachExample(reading, r.examples, (i, q) => {
+  // An example with images is read as the image route reads a request: its images placed in its state.
+  const asServed = r.examples.map((e) => (e.images.length ? { ...e, state: stateWithImages(e.state, e.images), images: inPromptOrder(e.images).map((i) => i.bytes) } : { ...e, images: undefined }));
+  await forEachExample(reading, asServed, (i, q) => {
     const label = r.examples[i].answer;
     const others = [...q.probabilities.keys()].filter((k) => k !== key);
     data.u[i] = q.abstention!.unknown;

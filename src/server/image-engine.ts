@@ -1,15 +1,16 @@
 /**
  * --image-model: the image engine, a second engine process running a vision-language checkpoint
- * (Qwen2-VL), with its own renderer, temperatures and abstention book; the image route answers
+ * (Qwen2-VL), with its own renderer and temperatures (its abstention book is set once the tasks
+ * are open: main.ts) and the fingerprint image-route abstention tasks are fitted under; the image route answers
  * with it. It decodes the images it receives (src/images/decode.ts), so only compressed bytes
  * cross the process boundary. Its death is an engine death (503, exit 70).
  */
-import { AbstentionBook } from '../abstention/book';
 import { resolveBase } from '../config/bases';
 import { Flags } from '../config/flags';
 import { promptProfile, temperaturesOf } from '../config/profile-flags';
 import { NativeLoadOptions } from '../engine/native';
-import { budgetOfTokens } from '../images/preprocess';
+import { budgetOfTokens, RECIPE_VERSION } from '../images/preprocess';
+import { computeFingerprint } from '../tasks/fingerprint';
 import { Renderer } from '../rendering/renderer';
 import { ModelTokenizer } from '../tokenizer/tokenizer';
 import { EngineClient } from './engine-process/client';
@@ -19,7 +20,6 @@ export async function startImageEngine(
   flags: Flags,
   load: NativeLoadOptions,
   batchTokens: number,
-  abstentions: AbstentionBook,
   servedName: string,
   onDeath: (reason: string) => void,
 ): Promise<{ service: ImageService; engine: EngineClient; note?: string }> {
@@ -38,15 +38,10 @@ export async function startImageEngine(
     engine.stop();
     throw new Error(`--image-model ${name}: ${base.checkpoint} is ${engine.info.architecture}, not a vision-language model (supported: Qwen2VLForConditionalGeneration)`);
   }
+  const temperatures = temperaturesOf(base.profile.temperatures, flags);
   const service: ImageService = {
-    context: {
-      engine,
-      renderer,
-      temperatures: temperaturesOf(base.profile.temperatures, flags),
-      servedName,
-      abstentions,
-      imagePadId: vision.imagePadId,
-    },
+    context: { engine, renderer, temperatures, servedName, imagePadId: vision.imagePadId },
+    fingerprint: computeFingerprint({ checkpoint: base.checkpoint, profile: renderer.profile, temperatures, headEngine: null, imageRecipe: `${RECIPE_VERSION} ${JSON.stringify(budget)}` }),
     base,
     engineInfo: engine.info,
     budget,

@@ -74,6 +74,18 @@ async function main() {
     const headRenderer = await Renderer.create(ModelTokenizer.load(headBase.checkpoint), promptProfile(headBase.profile.prompt, flags));
     head = { base: headBase, renderer: headRenderer, engine: await EngineClient.start({ load: { ...load, path: headBase.checkpoint }, batchTokens }, died('head engine (--head-engine): ')) };
   }
+  const servedName = (flags['served-name'] as string | undefined) ?? base.profile.servedName;
+  let images: Awaited<ReturnType<typeof startImageEngine>> | undefined;
+  if (flags['image-model']) {
+    try {
+      images = await startImageEngine(flags, load, batchTokens, servedName, died('image engine (--image-model): '));
+    } catch (e) {
+      engine.stop();
+      head?.engine.stop();
+      throw e;
+    }
+    if (images.note) log(`WARNING: image model: ${images.note}`);
+  }
   let tasks: TaskStore, taskBook: TaskBook, abstentionBook: AbstentionBook, imageAbstentionBook: AbstentionBook;
   try {
     ({ store: tasks, book: taskBook, abstentionBook, imageAbstentionBook } = openTasks({
@@ -84,23 +96,14 @@ async function main() {
       profile: renderer.profile,
       temperatures,
       headCheckpoint: head?.base.checkpoint,
+      imageFingerprint: images?.service.fingerprint,
     }));
+    if (images) images.service.context.abstentions = imageAbstentionBook;
   } catch (e) {
     engine.stop();
     head?.engine.stop();
+    images?.engine.stop();
     throw new Error(`--tasks-file ${flags['tasks-file']}: cannot be read as a tasks file (${(e as Error).message}); it is left as it is`);
-  }
-  const servedName = (flags['served-name'] as string | undefined) ?? base.profile.servedName;
-  let images: Awaited<ReturnType<typeof startImageEngine>> | undefined;
-  if (flags['image-model']) {
-    try {
-      images = await startImageEngine(flags, load, batchTokens, imageAbstentionBook, servedName, died('image engine (--image-model): '));
-    } catch (e) {
-      engine.stop();
-      head?.engine.stop();
-      throw e;
-    }
-    if (images.note) log(`WARNING: image model: ${images.note}`);
   }
   for (const r of tasks.refusedAtStart) log(`WARNING: ${r.kind === 'abstention' ? 'abstention task' : 'task'} ${r.id} in --tasks-file refused: ${r.reason}`);
   service = {

@@ -8,6 +8,7 @@ import { CacheReport } from './engine-process/protocol';
 import { NativeEngineInfo } from '../engine/native';
 import { InFlight } from './inflight';
 import { PixelBudget } from '../images/preprocess';
+import { Fingerprint } from '../tasks/fingerprint';
 
 /** --image-model: the image engine process and the image route's answering context. */
 export interface ImageService {
@@ -19,6 +20,8 @@ export interface ImageService {
   maxTokens: number;
   cacheReport: () => Promise<CacheReport>;
   engineProcess: { pid: number | null; where: string };
+  /** What image-route abstention tasks are fitted under. */
+  fingerprint: Fingerprint;
 }
 
 export interface Service extends AnsweringContext {

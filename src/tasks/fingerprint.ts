@@ -62,7 +62,12 @@ export interface Fingerprint {
   components: Record<string, string>;
 }
 
-export function computeFingerprint(o: { checkpoint: string; profile: PromptProfile; temperatures: Temperatures; headEngine: { checkpoint: string } | null }): Fingerprint {
+/**
+ * `imageRecipe`: an image-route abstention task's (imajev_extension), fitted on the image engine:
+ * the checkpoint, profile and temperatures are then the image engine's, and the image recipe with
+ * its pixel budget is one more component.
+ */
+export function computeFingerprint(o: { checkpoint: string; profile: PromptProfile; temperatures: Temperatures; headEngine: { checkpoint: string } | null; imageRecipe?: string }): Fingerprint {
   const model = modelHash(o.checkpoint);
   const components: Record<string, string> = {
     model,
@@ -71,6 +76,7 @@ export function computeFingerprint(o: { checkpoint: string; profile: PromptProfi
     readout: sha(READOUT_RULE),
     head_engine: sha(JSON.stringify([o.headEngine ? modelHash(o.headEngine.checkpoint) : 'serving engine', HIDDEN_TAP])),
     format: sha(TASKS_FORMAT),
+    ...(o.imageRecipe ? { image_recipe: sha(o.imageRecipe) } : {}),
   };
   for (const k of Object.keys(components)) components[k] = components[k].slice(0, 16);
   return { hash: sha(JSON.stringify(components)).slice(0, 32), components };

@@ -2,11 +2,21 @@
 import { AbstentionBook } from '../abstention/book';
 import { PromptProfile, Temperatures } from '../rendering/profile';
 import { TaskBook } from './apply';
-import { computeFingerprint } from './fingerprint';
+import { computeFingerprint, Fingerprint } from './fingerprint';
 import { TaskStore } from './store';
 
 /** Throws when the file cannot be read as a tasks file (it is then left as it is). */
-export function openTasks(o: { file?: string; enabled: boolean; abstention: { enabled: boolean; defaultOption?: string }; checkpoint: string; profile: PromptProfile; temperatures: Temperatures; headCheckpoint?: string }) {
+export function openTasks(o: {
+  file?: string;
+  enabled: boolean;
+  abstention: { enabled: boolean; defaultOption?: string };
+  checkpoint: string;
+  profile: PromptProfile;
+  temperatures: Temperatures;
+  headCheckpoint?: string;
+  /** The image engine's fingerprint (--image-model): image-route abstention tasks load under it. */
+  imageFingerprint?: Fingerprint;
+}) {
   const book = new TaskBook(o.enabled);
   const abstentionBook = new AbstentionBook(o.abstention.enabled, o.abstention.defaultOption);
   // The image route's (--image-model): the same abstain option, and the tasks matched on requests with images.
@@ -17,6 +27,7 @@ export function openTasks(o: { file?: string; enabled: boolean; abstention: { en
     abstentionBook.set(abstention);
     imageAbstentionBook.set(abstention);
   });
+  store.imageFingerprint = o.imageFingerprint;
   store.load();
   return { book, abstentionBook, imageAbstentionBook, store };
 }

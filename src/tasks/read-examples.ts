@@ -30,7 +30,7 @@ export class ExampleError extends Error {
  */
 export async function forEachExample(
   context: AnsweringContext,
-  examples: { state: unknown; question: WireQuestion }[],
+  examples: { state: unknown; question: WireQuestion; images?: Uint8Array[] }[],
   onResult: (i: number, q: QuestionResult) => void,
 ): Promise<void> {
   const n = examples.length;
@@ -40,7 +40,7 @@ export async function forEachExample(
       const i = next++;
       let q;
       try {
-        q = (await runQuestions(context, examples[i].state, [examples[i].question], { orders: 1 })).questions[0];
+        q = (await runQuestions(context, examples[i].state, [examples[i].question], { orders: 1, images: examples[i].images })).questions[0];
       } catch (e) {
         throw new ExampleError(i, e);
       }

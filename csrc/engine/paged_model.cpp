@@ -23,7 +23,7 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
   auto kernels = options.aten_kernels ? aten_layer_kernels(options.device) : cpu_layer_kernels(options.batch_invariant);
   transformer_ = std::make_unique<Transformer>(*checkpoint_, options.dtype, options.context_limit, std::move(kernels));
   const auto& c = checkpoint_->config();
-  if (c.vision) vision_ = std::make_unique<VisionTower>(*checkpoint_, options.device);
+  if (c.vision) vision_ = std::make_unique<VisionTower>(*checkpoint_, transformer_->kernels(), options.dtype);
   KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size, 0, options.dtype, options.device};
   const int64_t tokens = options.cache_tokens > 0 ? options.cache_tokens : 2 * options.context_limit;
   shape.num_blocks = options.cache_mib > 0 ? std::max<int64_t>(1, options.cache_mib * (int64_t{1} << 20) / shape.bytes_per_block())

@@ -13,7 +13,7 @@ export async function imageEngineHealth(images: ImageService) {
       checkpoint: base.checkpoint,
       architecture: e.architecture,
       dtype: e.dtype,
-      vision_dtype: 'fp32',
+      vision: `the text model's kernels in ${e.dtype}; residual stream, LayerNorms, RoPE and activations fp32`,
       stored_dtype: e.storedDtype,
       random_weights: base.randomWeights,
       ...(base.note ? { note: base.note } : {}),

@@ -64,6 +64,18 @@ describe('tiny-qwen2-vl (transformers 4 layout) against the float64 reference', 
     for (const e of await maxErrors(engine, model, cases)) expect(e).toBeLessThanOrEqual(1e-4);
   });
 
+  test("ATen's kernels (the path CUDA runs, here on the CPU): fp32 logits within 1e-4", async () => {
+    const aten = await Engine.open({ path: model, threads: 2, kernels: 'aten' });
+    try {
+      expect(aten.info.kernels).toBe('aten');
+      const wide = images['non-square PNG (wide)'], tall = images['non-square PNG (tall)'];
+      const errors = await maxErrors(aten, model, [{ tokens: [...text(2), ...image(...text(5, 3000)), ...image(...text(3, 4000))], images: [wide, tall] }]);
+      expect(errors[0]).toBeLessThanOrEqual(1e-4);
+    } finally {
+      await aten.close();
+    }
+  });
+
   test('bf16 (the vision tower too): the error is reported, within 5% of the logit scale', async () => {
     const bf16 = await Engine.open({ path: model, threads: 2, dtype: 'bf16' });
     try {
@@ -123,9 +135,12 @@ describe('image caching by content', () => {
     await uncached.close();
   });
 
-  test('the same image again hits every block and the vision cache; answers equal the uncached engine', async () => {
+  test('the same image again hits every block (no vision tower run); after other text, the vision cache; answers equal the uncached engine', async () => {
     const first = await cached.answer({ state, images: [native(a, model)], questions });
+    const afterFirst = await cached.visionCacheStats();
     const again = await cached.answer({ state, images: [native(a, model)], questions });
+    // Every image token came from the prefix cache: the vision tower and its cache were not asked.
+    expect(await cached.visionCacheStats()).toEqual(afterFirst);
     expect(first.cachedTokens).toBe(0);
     expect(again.cachedTokens).toBe(again.stateTokens);
     const reference = await uncached.answer({ state, images: [native(a, model)], questions });

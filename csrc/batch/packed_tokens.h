@@ -15,6 +15,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "vision/image_prompt.h"
@@ -33,18 +34,17 @@ struct PackedTokens {
   std::vector<int64_t> rope_positions;  // multimodal: [ids.size(), 3] t, h, w
   std::vector<int64_t> hash_ids;        // multimodal: what the prefix cache hashes for each token
   std::vector<int64_t> embed_rows;      // multimodal: each token's row of image_embeds, or -1
-  at::Tensor image_embeds;              // multimodal: [image tokens, hidden] fp32, on the engine's device
+  // multimodal: makes the rows embed_rows point at, [image tokens, hidden] fp32 on the engine's device.
+  // Called only when some image token is computed: an image whose tokens all come from the prefix
+  // cache needs no vision tower.
+  std::function<at::Tensor()> image_embeds;
   std::vector<int64_t> segment_next_position;  // multimodal: one past each segment's largest position
 
   bool is_root(size_t s) const { return segment_roots[s] == static_cast<int64_t>(s); }
 
   // Appends a segment and returns its index; `parent` is -1 for a new state.
   int64_t add_segment(const std::vector<int64_t>& tokens, int64_t parent) {
-    const int64_t s = static_cast<int64_t>(segment_lengths.size());
-    ids.insert(ids.end(), tokens.begin(), tokens.end());
-    segment_lengths.push_back(static_cast<int64_t>(tokens.size()));
-    segment_roots.push_back(parent < 0 ? s : segment_roots[parent]);
-    segment_parents.push_back(parent < 0 ? s : parent);
+    const int64_t s = push_segment(tokens, parent);
     if (multimodal) {
       const int64_t start = parent < 0 ? 0 : segment_next_position[parent], n = static_cast<int64_t>(tokens.size());
       for (int64_t i = 0; i < n; ++i) rope_positions.insert(rope_positions.end(), 3, start + i);
@@ -57,14 +57,10 @@ struct PackedTokens {
 
   // Appends a state with images (multimodal); its image tokens take rows first_embed_row, ... of image_embeds.
   int64_t add_image_state(const ImagePrompt& p, int64_t first_embed_row) {
-    const int64_t s = static_cast<int64_t>(segment_lengths.size());
-    ids.insert(ids.end(), p.ids.begin(), p.ids.end());
-    segment_lengths.push_back(static_cast<int64_t>(p.ids.size()));
-    segment_roots.push_back(s);
-    segment_parents.push_back(s);
+    const size_t first = ids.size();
+    const int64_t s = push_segment(p.ids, -1);
     rope_positions.insert(rope_positions.end(), p.rope_positions.begin(), p.rope_positions.end());
     hash_ids.insert(hash_ids.end(), p.hash_ids.begin(), p.hash_ids.end());
-    const size_t first = embed_rows.size();
     embed_rows.insert(embed_rows.end(), p.ids.size(), -1);
     for (const auto& span : p.spans)
       for (int64_t i = 0; i < span.tokens; ++i) embed_rows[first + span.offset + i] = first_embed_row++;
@@ -111,6 +107,14 @@ struct PackedTokens {
   std::vector<int64_t> parents() const { return per_token(segment_parents); }
 
  private:
+  int64_t push_segment(const std::vector<int64_t>& tokens, int64_t parent) {
+    const int64_t s = static_cast<int64_t>(segment_lengths.size());
+    ids.insert(ids.end(), tokens.begin(), tokens.end());
+    segment_lengths.push_back(static_cast<int64_t>(tokens.size()));
+    segment_roots.push_back(parent < 0 ? s : segment_roots[parent]);
+    segment_parents.push_back(parent < 0 ? s : parent);
+    return s;
+  }
   std::vector<int64_t> per_token(const std::vector<int64_t>& per_segment) const {
     std::vector<int64_t> out;
     out.reserve(ids.size());

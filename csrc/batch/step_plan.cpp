@@ -10,7 +10,8 @@ at::Tensor long_tensor(const std::vector<int64_t>& v) {
 }
 
 // The step's M-RoPE positions and image embeddings (a multimodal call).
-void add_images(const PackedTokens& packed, const std::vector<int64_t>& queries, const at::Tensor& q_index, StepBatch& batch) {
+void add_images(const PackedTokens& packed, const at::Tensor& image_embeds, const std::vector<int64_t>& queries, const at::Tensor& q_index,
+                StepBatch& batch) {
   const int64_t n = static_cast<int64_t>(packed.ids.size());
   batch.rope_positions = long_tensor(packed.rope_positions).view({n, 3}).index_select(0, q_index);
   std::vector<int64_t> rows, embed_rows;
@@ -21,13 +22,13 @@ void add_images(const PackedTokens& packed, const std::vector<int64_t>& queries,
     }
   if (rows.empty()) return;
   batch.image_rows = long_tensor(rows);
-  batch.image_embeds = packed.image_embeds.index_select(0, long_tensor(embed_rows).to(packed.image_embeds.device()));
+  batch.image_embeds = image_embeds.index_select(0, long_tensor(embed_rows).to(image_embeds.device()));
 }
 
 }  // namespace
 
 std::vector<Step> plan_steps(const PackedTokens& packed, const std::vector<int64_t>& slots, const std::vector<int64_t>& compute,
-                             int64_t max_step_tokens) {
+                             int64_t max_step_tokens, const at::Tensor& image_embeds) {
   const auto& lens = packed.segment_lengths;
   const size_t n_seg = lens.size();
   const int64_t n = static_cast<int64_t>(packed.ids.size());
@@ -70,7 +71,7 @@ std::vector<Step> plan_steps(const PackedTokens& packed, const std::vector<int64
                            key_end,
                            all_slots.index_select(0, key_index), all_pos.index_select(0, key_index), all_seg.index_select(0, key_index),
                            local_rows};
-    if (packed.multimodal) add_images(packed, queries, q_index, step.batch);
+    if (packed.multimodal) add_images(packed, image_embeds, queries, q_index, step.batch);
     steps.push_back(std::move(step));
   }
   return steps;

@@ -34,7 +34,8 @@ struct Step {
 // slots: the KV slot of every packed token; compute: the packed indices to
 // compute, ascending (cached state prefixes left out). Output rows are
 // packed.output_rows, in that order.
+// image_embeds: a multimodal call's (packed.image_embeds()), undefined when no image token is computed.
 std::vector<Step> plan_steps(const PackedTokens& packed, const std::vector<int64_t>& slots, const std::vector<int64_t>& compute,
-                             int64_t max_step_tokens);
+                             int64_t max_step_tokens, const at::Tensor& image_embeds = {});
 
 }  // namespace tq

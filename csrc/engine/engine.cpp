@@ -138,8 +138,6 @@ void Engine::check_tokens(const std::vector<int64_t>& ids, const std::string& wh
 void Engine::check_request(const AnswerRequest& req, int64_t state_len, const std::string& where) const {
   if (req.questions.empty()) throw EngineError(code::kBadRequest, where + "a request needs at least one question");
   check_tokens(req.state, where + "state");
-  if (!req.images.empty() && !vision_)
-    throw EngineError(code::kBadRequest, where + "the request has images but " + info_.architecture + " has no vision tower");
   const int64_t pad = vision_ ? info_.image_tokens.image_pad : -1;
   if (vision_ && req.images.empty() && std::count(req.state.begin(), req.state.end(), pad) > 0)
     throw EngineError(code::kBadRequest, where + "the state holds image placeholder tokens but the request has no images");
@@ -194,17 +192,18 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
   if (reqs.empty()) throw EngineError(code::kBadRequest, "a batch needs at least one request");
   // A call with images is multimodal throughout (batch/packed_tokens.h): its states are expanded around their images.
   const bool multimodal = std::any_of(reqs.begin(), reqs.end(), [](const AnswerRequest& r) { return !r.images.empty(); });
+  if (multimodal && !vision_) throw EngineError(code::kBadRequest, "the request has images but " + info_.architecture + " has no vision tower");
   std::vector<ImagePrompt> prompts(reqs.size());
   for (size_t r = 0; r < reqs.size(); ++r) {
     const std::string where = reqs.size() > 1 ? "request " + std::to_string(r) + ": " : "";
-    if (multimodal && vision_) {
+    if (multimodal) {
       try {
         prompts[r] = image_prompt(reqs[r].state, reqs[r].images);
       } catch (const EngineError& e) {
         throw EngineError(e.code(), where + e.what(), e.details());
       }
     }
-    check_request(reqs[r], multimodal && vision_ ? static_cast<int64_t>(prompts[r].ids.size()) : static_cast<int64_t>(reqs[r].state.size()), where);
+    check_request(reqs[r], static_cast<int64_t>(multimodal ? prompts[r].ids.size() : reqs[r].state.size()), where);
   }
 
   // Pack each distinct state once (with images: the same ids and the same images), followed by the
@@ -219,25 +218,22 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
   }
   PackedTokens packed;
   packed.multimodal = multimodal;
-  double vision_ms = 0;
-  if (multimodal) {
-    const auto t0 = std::chrono::steady_clock::now();
+  // Every state's images, in packing order: made during the forward pass, only if some image token is computed.
+  packed.image_embeds = [&] {
     std::vector<at::Tensor> embeds;
     for (auto r : states)
       if (!reqs[r].images.empty()) embeds.push_back(image_embeddings(reqs[r].images));
-    packed.image_embeds = at::cat(embeds);
-    vision_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  }
+    return at::cat(embeds);
+  };
   std::vector<std::vector<int64_t>> rows(reqs.size());  // per request, its questions' readout rows
   int64_t embed_rows = 0;
   for (size_t k = 0; k < states.size(); ++k) {
-    const auto& first = reqs[states[k]];
     int64_t root;
     if (multimodal) {
       root = packed.add_image_state(prompts[states[k]], embed_rows);
       for (const auto& span : prompts[states[k]].spans) embed_rows += span.tokens;
     } else {
-      root = packed.add_segment(first.state, -1);
+      root = packed.add_segment(reqs[states[k]].state, -1);
     }
     // The state's questions from every request, with text they begin with in common packed once.
     std::vector<std::pair<size_t, size_t>> owner;  // (request, question)
@@ -266,7 +262,6 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
 
   ForwardInfo info;
   auto hidden = model_->final_hidden(packed, info);  // on CUDA, finished: the paged model waits after each step
-  info.state_ms += vision_ms;
   auto t0 = std::chrono::steady_clock::now();
   // Every question's labels in one readout (on CUDA, one launch), in output-row order.
   std::vector<ReadoutQuestion> readout;
@@ -345,7 +340,7 @@ at::Tensor Engine::logits_all(const std::vector<int64_t>& state, const std::vect
     packed.add_segment(tokens, -1);
   } else {
     packed.multimodal = true;
-    packed.image_embeds = image_embeddings(images);
+    packed.image_embeds = [&] { return image_embeddings(images); };
     packed.add_image_state(prompt, 0);
   }
   packed.use_prefix_cache = false;

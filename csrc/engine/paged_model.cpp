@@ -83,9 +83,17 @@ at::Tensor PagedModel::final_hidden(const PackedTokens& packed, ForwardInfo& inf
   }
   info.computed_tokens = static_cast<int64_t>(compute.size());
 
+  // Image embeddings only when some image token is computed (vision/vision_tower.h is the costly part).
+  at::Tensor image_embeds;
+  if (packed.multimodal && std::any_of(compute.begin(), compute.end(), [&](int64_t i) { return packed.embed_rows[i] >= 0; })) {
+    const auto t0 = std::chrono::steady_clock::now();
+    image_embeds = packed.image_embeds();
+    info.state_ms += ms_since(t0);
+  }
+
   const auto device = options_.device;
   auto out = at::empty({static_cast<int64_t>(packed.output_rows.size()), hidden_size()}, at::TensorOptions().dtype(at::kFloat).device(device));
-  for (const auto& step : plan_steps(packed, slots, compute, options_.max_step_tokens)) {
+  for (const auto& step : plan_steps(packed, slots, compute, options_.max_step_tokens, image_embeds)) {
     auto t0 = std::chrono::steady_clock::now();
     auto hidden = transformer_->forward(step.batch, *cache_);
     if (!step.output_index.empty())

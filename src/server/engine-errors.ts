@@ -23,6 +23,8 @@ export function toHttpError(e: unknown, questionName: (i: number) => string): un
   if (e instanceof EngineDeadError) return new HttpError(503, e.message);
   const wire = e instanceof EngineCallError ? e.wire : (e as { code?: string; message?: string; details?: Record<string, number> });
   if (wire && typeof wire.code === 'string') {
+    // The image engine could not decode an image whose header read (the main route names which).
+    if (wire.code === 'IMAGE_UNREADABLE') return new HttpError(422, `image ${(wire.details?.image ?? 0) + 1} of the request cannot be decoded: ${wire.message}`);
     if (wire.code === 'CONTEXT_OVERFLOW') {
       const d = wire.details ?? {};
       return tooLong(questionName(d.question ?? 0), `${d.promptTokens} tokens`, d.contextLimit);

@@ -45,6 +45,9 @@ export const flagDefs: FlagDef[] = [
   { name: 'abstention', kind: 'choice', choices: ['on', 'off'], default: 'on', help: "apply registered abstention tasks' thresholds (and their abstain options) to matching questions" },
   { name: 'debug-readout', kind: 'boolean', default: false, help: 'honour the x-service-debug request header (raw readout in responses)' },
   { name: 'cors-origin', kind: 'string', help: 'let browser pages on this origin (or * for any) call the server: answers preflights, sets Access-Control-Allow-* (default: off)' },
+  { name: 'log-level', kind: 'choice', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', help: 'the least severe level of the JSON log lines written to stdout' },
+  { name: 'log-bodies', kind: 'boolean', default: false, help: 'also log each request body (states and questions are never logged without it)' },
+  { name: 'shutdown-timeout', kind: 'number', default: 30, help: 'on SIGTERM or SIGINT, how many seconds in-flight and queued requests get to finish before the server exits (a second signal exits at once)' },
   { name: 'exit-grace-ms', kind: 'number', default: 1000, help: 'after the engine dies, answer 503 this long, then exit with code 70' },
 ];
 
@@ -90,6 +93,7 @@ export function parseFlags(argv: string[]): Flags {
   if (!/^(cpu|cuda(:\d+)?)$/.test(flags.device as string)) throw new FlagError(`--device must be cpu, cuda or cuda:N, got ${JSON.stringify(flags.device)}`);
   if (!((flags['cache-mib'] as number) >= 0)) throw new FlagError('--cache-mib must be 0 or more');
   if (!Number.isInteger(flags['image-max-tokens']) || (flags['image-max-tokens'] as number) < 4) throw new FlagError('--image-max-tokens must be an integer of 4 or more (the smallest image is 4 tokens)');
+  if (!((flags['shutdown-timeout'] as number) >= 0)) throw new FlagError('--shutdown-timeout must be 0 or more seconds');
   if (!((flags['vision-cache-mib'] as number) >= 0)) throw new FlagError('--vision-cache-mib must be 0 or more');
   if (flags['abstain-option'] !== undefined && !(flags['abstain-option'] as string).trim()) throw new FlagError('--abstain-option must not be blank');
   for (const t of ['temperature-noul', 'temperature-choice', 'temperature-score'])

@@ -21,6 +21,7 @@
  */
 import { createHash } from 'crypto';
 import { ClientGoneError } from '../answering/engine-like';
+import { AnsweredFields } from './http/access-log';
 
 /** How long work nobody waits for stays wanted (queued work) or kept (a finished response), for a retry. */
 export const DROP_GRACE_MS = 1500;
@@ -29,6 +30,8 @@ export const DROP_GRACE_MS = 1500;
 export interface SharedResponse {
   headers: Record<string, string>;
   body: string;
+  /** What the log and the metrics record of it (http/access-log.ts). */
+  answered?: AnsweredFields;
 }
 
 interface Computation {

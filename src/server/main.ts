@@ -1,36 +1,26 @@
 /**
- * `npm start -- [flags]`: resolve the base, start the engine process, serve HTTP.
- * Exit codes: 0 after --help, 2 for a bad flag, 1 when start-up fails (bad base,
- * busy port), 70 after the engine process died.
+ * `npm start -- [flags]`: listen (answering 503 while loading), start the engine processes, then
+ * serve; drain on SIGTERM/SIGINT (ops/drain.ts). Exit codes: 0 after --help or a drain, 2 for a
+ * bad flag, 1 when start-up fails (bad base, busy port) or on a second signal, 70 after an engine
+ * process died. Logs are JSON lines on stdout (ops/logger.ts).
  */
-import * as os from 'os';
-import { ModelTokenizer } from '../tokenizer/tokenizer';
-import { Renderer } from '../rendering/renderer';
-import { createApp } from './app';
-import { ResolvedBase, resolveBase } from '../config/bases';
-import { EngineClient } from './engine-process/client';
+import * as http from 'http';
 import { FlagError, Flags, helpText, parseFlags } from '../config/flags';
-import { promptProfile, temperaturesOf } from '../config/profile-flags';
+import { createApp } from './app';
 import { answerMalformedRequests } from './http/connection';
-import { InFlight } from './inflight';
-import { AbstentionBook } from '../abstention/book';
-import { TaskBook } from '../tasks/apply';
-import { HIDDEN_TAP } from '../tasks/fingerprint';
-import { openTasks } from '../tasks/open';
-import { TaskStore } from '../tasks/store';
+import { loadService } from './load-service';
+import { drainOnSignals, Drainable } from './ops/drain';
+import { Lifecycle } from './ops/lifecycle';
+import { answerWhileLoading } from './ops/loading';
+import { createLogger, Logger } from './ops/logger';
+import { Metrics } from './ops/metrics';
 import { Service } from './service';
-import { startImageEngine } from './image-engine';
 
 export const ENGINE_DEAD_EXIT = 70;
 
-function log(message: string) {
-  console.error(`[tqserve] ${message}`);
-}
-
-async function main() {
-  let flags: Flags;
+function parse(): Flags {
   try {
-    flags = parseFlags(process.argv.slice(2));
+    return parseFlags(process.argv.slice(2));
   } catch (e) {
     if (e instanceof FlagError) {
       console.error(`tqserve: ${e.message}`);
@@ -38,126 +28,63 @@ async function main() {
     }
     throw e;
   }
-  if (flags.help) {
-    console.log(helpText());
-    return;
-  }
-  const base = resolveBase(flags.base as string, flags['models-dir'] as string);
-  if (base.note) log(`WARNING: ${base.note}`);
-  const temperatures = temperaturesOf(base.profile.temperatures, flags);
-  const renderer = await Renderer.create(ModelTokenizer.load(base.checkpoint), promptProfile(base.profile.prompt, flags));
-  const threads = (flags.threads as number) || os.cpus().length;
+}
 
-  let service: Service | undefined;
-  const load = {
-    path: base.checkpoint,
-    dtype: flags.dtype as 'bf16' | 'fp32',
-    threads,
-    prefixCache: flags['prefix-cache'] === 'on',
-    batchInvariant: flags['batch-invariant'] === 'on',
-    device: flags.device as string,
-    registerBoundary: flags['register-boundary'] as 'after' | 'before',
-    cacheMiB: flags['cache-mib'] as number,
-  };
-  const died = (which: string) => (reason: string) => {
-    const why = which + reason;
-    log(`${why}: answering 503 and exiting with code ${ENGINE_DEAD_EXIT}`);
-    if (service) service.deadReason = why;
-    setTimeout(() => process.exit(ENGINE_DEAD_EXIT), flags['exit-grace-ms'] as number);
-  };
-  const batchTokens = flags['batch-tokens'] as number;
-  const engine = await EngineClient.start({ load, batchTokens }, died(''));
-  // --head-engine: a second engine process, its own model and renderer, read for intent heads' hidden states.
-  let head: { base: ResolvedBase; renderer: Renderer; engine: EngineClient } | undefined;
-  if (flags['head-engine']) {
-    const headBase = resolveBase(flags['head-engine'] as string, flags['models-dir'] as string);
-    const headRenderer = await Renderer.create(ModelTokenizer.load(headBase.checkpoint), promptProfile(headBase.profile.prompt, flags));
-    head = { base: headBase, renderer: headRenderer, engine: await EngineClient.start({ load: { ...load, path: headBase.checkpoint }, batchTokens }, died('head engine (--head-engine): ')) };
-  }
-  const servedName = (flags['served-name'] as string | undefined) ?? base.profile.servedName;
-  let images: Awaited<ReturnType<typeof startImageEngine>> | undefined;
-  if (flags['image-model']) {
-    try {
-      images = await startImageEngine(flags, load, batchTokens, servedName, died('image engine (--image-model): '));
-    } catch (e) {
-      engine.stop();
-      head?.engine.stop();
-      throw e;
-    }
-    if (images.note) log(`WARNING: image model: ${images.note}`);
-  }
-  let tasks: TaskStore, taskBook: TaskBook, abstentionBook: AbstentionBook, imageAbstentionBook: AbstentionBook;
-  try {
-    ({ store: tasks, book: taskBook, abstentionBook, imageAbstentionBook } = openTasks({
-      file: flags['tasks-file'] as string | undefined,
-      enabled: flags.tasks === 'on',
-      abstention: { enabled: flags.abstention === 'on', defaultOption: flags['abstain-option'] as string | undefined },
-      checkpoint: base.checkpoint,
-      profile: renderer.profile,
-      temperatures,
-      headCheckpoint: head?.base.checkpoint,
-      imageFingerprint: images?.service.fingerprint,
-    }));
-    if (images) images.service.context.abstentions = imageAbstentionBook;
-  } catch (e) {
-    engine.stop();
-    head?.engine.stop();
-    images?.engine.stop();
-    throw new Error(`--tasks-file ${flags['tasks-file']}: cannot be read as a tasks file (${(e as Error).message}); it is left as it is`);
-  }
-  for (const r of tasks.refusedAtStart) log(`WARNING: ${r.kind === 'abstention' ? 'abstention task' : 'task'} ${r.id} in --tasks-file refused: ${r.reason}`);
-  service = {
-    base,
-    tasks,
-    taskBook,
-    distributions: taskBook,
-    abstentionBook,
-    abstentions: abstentionBook,
-    headEngine: head && { engine: head.engine, renderer: head.renderer },
-    headEngineReport: head
-      ? {
-          engine: 'second engine process (--head-engine)',
-          base: head.base.profile.name,
-          checkpoint: head.base.checkpoint,
-          architecture: head.engine.info.architecture,
-          dtype: head.engine.info.dtype,
-          pid: head.engine.pid,
-          tap: HIDDEN_TAP,
-          hidden_size: head.engine.info.hiddenSize,
-        }
-      : { engine: 'serving engine', tap: HIDDEN_TAP, hidden_size: engine.info.hiddenSize },
-    servedName,
-    images: images?.service,
-    renderer,
-    temperatures,
-    engine,
-    cacheReport: () => engine.cacheReport(),
-    engineInfo: engine.info,
-    engineProcess: { pid: engine.pid, where: `child process ${engine.pid} of server ${process.pid}` },
-    debugReadout: flags['debug-readout'] as boolean,
-    corsOrigin: flags['cors-origin'] as string | undefined,
-    inflight: new InFlight(),
-    startedAt: new Date(),
-  };
-  if (engine.info.dtypeNote) log(`WARNING: ${engine.info.dtypeNote}`);
-  const server = createApp(service).listen(flags.port as number, flags.host as string);
+/** Listens with the loading answer; exits 1 when the port cannot be had. */
+function listen(flags: Flags, logger: Logger): Promise<http.Server> {
+  const server = http.createServer(answerWhileLoading);
   answerMalformedRequests(server);
-  server.on('listening', () => {
-    const a = server.address();
-    const where = typeof a === 'object' && a ? `${a.address}:${a.port}` : String(a);
-    log(`serving ${service!.servedName} (${base.checkpoint}, ${engine.info.architecture}, ${engine.info.dtype}) on http://${where}`);
-    if (images) log(`image route: ${images.service.base.checkpoint} (${images.engine.info.architecture}, ${images.engine.info.dtype}), at most ${images.service.maxTokens} tokens per image`);
-  });
-  server.on('error', (e: NodeJS.ErrnoException) => {
-    log(e.code === 'EADDRINUSE' ? `port ${flags.port} on ${flags.host} is already in use` : `cannot listen: ${e.message}`);
-    engine.stop();
-    head?.engine.stop();
-    images?.engine.stop();
-    process.exit(1);
+  return new Promise((resolve) => {
+    server.once('error', (e: NodeJS.ErrnoException) => {
+      logger.fatal({ code: e.code }, e.code === 'EADDRINUSE' ? `port ${flags.port} on ${flags.host} is already in use` : `cannot listen: ${e.message}`);
+      process.exit(1);
+    });
+    server.listen(flags.port as number, flags.host as string, () => resolve(server));
   });
 }
 
-main().catch((e) => {
-  log(`start-up failed: ${e instanceof Error ? e.message : String(e)}`);
-  process.exit(1);
-});
+async function main() {
+  const flags = parse();
+  if (flags.help) return console.log(helpText());
+  const logger = createLogger(flags['log-level'] as string);
+  const lifecycle = new Lifecycle();
+  const server = await listen(flags, logger);
+  const a = server.address();
+  const where = typeof a === 'object' && a ? `${a.address}:${a.port}` : String(a);
+  logger.info({ address: where }, `listening at http://${where}; loading the engines (GET /ready answers 503 until they are up)`);
+  const drainable: Drainable = { server, lifecycle, logger, timeoutMs: (flags['shutdown-timeout'] as number) * 1000 };
+  drainOnSignals(drainable);
+
+  let service: Service | undefined;
+  const died = (which: string) => (reason: string) => {
+    const why = which + reason;
+    logger.error({ event: 'engine_died', engine: which.split(' ')[0] || 'text' }, `${why}: answering 503 and exiting with code ${ENGINE_DEAD_EXIT}`);
+    if (service) service.deadReason = why;
+    setTimeout(() => process.exit(ENGINE_DEAD_EXIT), flags['exit-grace-ms'] as number);
+  };
+  let loaded;
+  try {
+    loaded = await loadService(flags, logger, died);
+  } catch (e) {
+    logger.fatal(`start-up failed: ${e instanceof Error ? e.message : String(e)}`);
+    process.exit(1);
+  }
+  service = loaded.service;
+  drainable.loaded = { engines: loaded.engines, tasks: service.tasks };
+  const app = createApp(service, { lifecycle, logger, logBodies: flags['log-bodies'] as boolean, metrics: new Metrics(loaded.engines) });
+  // Requests in flight, counted until their responses are sent (or their connections close), for the drain.
+  const handle = app.callback();
+  server.removeAllListeners('request');
+  server.on('request', (req, res) => {
+    lifecycle.begin();
+    res.once('close', () => lifecycle.end());
+    handle(req, res);
+  });
+  if (lifecycle.state === 'loading') lifecycle.state = 'ready';
+  const e = service.engineInfo;
+  logger.info({ event: 'ready', model: service.servedName }, `serving ${service.servedName} (${service.base.checkpoint}, ${e.architecture}, ${e.dtype}) on http://${where}`);
+  const images = service.images;
+  if (images) logger.info({ event: 'image_route' }, `image route: ${images.base.checkpoint} (${images.engineInfo.architecture}, ${images.engineInfo.dtype}), at most ${images.maxTokens} tokens per image`);
+}
+
+main();

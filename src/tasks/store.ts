@@ -68,6 +68,11 @@ export class TaskStore {
     return `fitted under fingerprint ${task.fingerprint}, this server's is ${ours.hash} (differing: ${differ.join(', ') || 'unknown'}): register it again from its examples`;
   }
 
+  /** Resolves once every change asked for so far is stored (the drain waits for it). */
+  async flush(): Promise<void> {
+    await this.queue;
+  }
+
   /**
    * Runs `change` on copies of the tasks and abstention tasks after every earlier change, stores
    * the result and returns what `change` returned. `change` may throw: nothing is altered then.

@@ -6,7 +6,7 @@ import { ChildProcess, fork } from 'child_process';
 import * as path from 'path';
 import { ClientGoneError, EngineCall, EngineLike, EngineReply } from '../../answering/engine-like';
 import { NativeEngineInfo } from '../../engine/native';
-import { CacheReport, HostArgs, HostMessage, WireError } from './protocol';
+import { CacheReport, HostArgs, HostMessage, MetricsReport, WireError } from './protocol';
 
 export class EngineCallError extends Error {
   constructor(readonly wire: WireError) {
@@ -68,12 +68,12 @@ export class EngineClient implements EngineLike {
     if (!p) return;
     this.pending.delete(m.id);
     if (m.kind === 'reply') p.resolve(m.reply);
-    else if (m.kind === 'cache') p.resolve(m.report);
+    else if (m.kind === 'cache' || m.kind === 'metrics') p.resolve(m.report);
     else if (m.kind === 'dropped') p.reject(new ClientGoneError());
     else p.reject(new EngineCallError(m.error));
   }
 
-  private call<T>(message: { kind: 'answer'; call: EngineCall } | { kind: 'cache' }, cancel?: AbortSignal): Promise<T> {
+  private call<T>(message: { kind: 'answer'; call: EngineCall } | { kind: 'cache' } | { kind: 'metrics' }, cancel?: AbortSignal): Promise<T> {
     if (this.deathReason) return Promise.reject(new EngineDeadError(this.deathReason));
     if (cancel?.aborted) return Promise.reject(new ClientGoneError());
     const id = this.nextId++;
@@ -92,6 +92,16 @@ export class EngineClient implements EngineLike {
   /** The prefix cache's counters and the boundary registrations' (queued behind pending calls). */
   cacheReport(): Promise<CacheReport> {
     return this.call({ kind: 'cache' });
+  }
+
+  /** What /metrics reads of the engine process, answered at once (not queued behind the engine). */
+  metricsReport(): Promise<MetricsReport> {
+    return this.call({ kind: 'metrics' });
+  }
+
+  /** Whether the process is alive. */
+  get up(): boolean {
+    return !this.deathReason;
   }
 
   stop() {

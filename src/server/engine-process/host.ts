@@ -10,10 +10,16 @@
  * A call still queued when the server cancels it (its clients have gone) is dropped.
  */
 import { Engine } from '../../engine/engine';
-import { isEngineError, NativeImage } from '../../engine/native';
+import { isEngineError, NativeCacheStats, NativeImage, NativeVisionCacheStats } from '../../engine/native';
+import { collectDefaultMetrics, Registry } from 'prom-client';
+import { Family } from '../ops/prom-text';
 import { decodeImages, ImageDecodeError } from '../../images/decode';
 import { EngineCall } from '../../answering/engine-like';
-import { BoundaryCounters, HostArgs, HostMessage, ServerMessage, WireError } from './protocol';
+import { BoundaryCounters, HostArgs, HostMessage, MetricsReport, ServerMessage, WireError } from './protocol';
+
+/** This process's default metrics (CPU, memory, event loop, GC), relayed to the server's /metrics. */
+const processMetrics = new Registry();
+collectDefaultMetrics({ register: processMetrics });
 
 function toWire(e: unknown): WireError {
   if (isEngineError(e)) return { code: e.code, message: e.message, details: e.details ?? {} };
@@ -41,9 +47,24 @@ class Host {
 
   receive(m: ServerMessage) {
     if (m.kind === 'cancel') return this.cancel(m.id);
+    if (m.kind === 'metrics') return this.sendMetrics(m.id);
     if (m.kind === 'cache') this.enqueue({ kind: 'cache', id: m.id });
     else if (m.call.images?.length) this.decodeThenQueue(m.id, m.call);
     else this.queueAnswer(m.id, m.call as NativeCall, 0);
+  }
+
+  /** Caches' counters as of the end of the last call: /metrics never waits for the engine thread. */
+  private lastStats?: { stats: NativeCacheStats; vision?: NativeVisionCacheStats };
+
+  private async sendMetrics(id: number) {
+    const report: MetricsReport = {
+      process: (await processMetrics.getMetricsAsJSON()) as unknown as Family[],
+      queued: this.queue.filter((j) => j.kind === 'answer').length,
+      running: this.running?.kind === 'answer',
+      ...this.lastStats,
+      boundaries: { ...this.boundaries },
+    };
+    send({ kind: 'metrics', id, report });
   }
 
   private cancel(id: number) {
@@ -133,6 +154,7 @@ class Host {
         },
       });
     });
+    this.lastStats = { stats: await this.engine.cacheStats(), vision: this.engine.info.vision ? await this.engine.visionCacheStats() : undefined };
     for (const r of results) {
       if (r.boundaryTicket < 0) continue;
       if (this.queue.some((j) => j.kind === 'answer')) {

@@ -2,6 +2,7 @@
 import { NativeCacheStats, NativeEngineInfo, NativeLoadOptions, NativeMemoryStats, NativeVisionCacheStats } from '../../engine/native';
 import { EngineCall, EngineReply } from '../../answering/engine-like';
 import { PixelBudget } from '../../images/preprocess';
+import { Family } from '../ops/prom-text';
 
 /** State-boundary registrations (--register-boundary after), counted by the engine process. */
 export interface BoundaryCounters {
@@ -24,17 +25,35 @@ export interface CacheReport {
   memory: NativeMemoryStats & { rssBytes: number; jsHeapBytes: number };
 }
 
+/** Answered at once, never queued behind the engine: what /metrics reads of an engine process. */
+export interface MetricsReport {
+  /** The engine process's own default metrics (prom-client's JSON form). */
+  process: Family[];
+  /** Answer calls waiting for the engine (decoded, queued), and whether one is running. */
+  queued: number;
+  running: boolean;
+  /** The caches' counters as of the end of the last call (read on the engine thread then, not now). */
+  stats?: NativeCacheStats;
+  vision?: NativeVisionCacheStats;
+  boundaries: BoundaryCounters;
+}
+
 export type HostMessage =
   | { kind: 'ready'; info: NativeEngineInfo }
   | { kind: 'fatal'; error: WireError }
   | { kind: 'reply'; id: number; reply: EngineReply }
   | { kind: 'error'; id: number; error: WireError }
   | { kind: 'cache'; id: number; report: CacheReport }
+  | { kind: 'metrics'; id: number; report: MetricsReport }
   /** An answer call taken off the queue by a `cancel` before the engine started it. */
   | { kind: 'dropped'; id: number };
 
 /** `cancel` drops a queued answer call; one the engine has started runs to its reply. */
-export type ServerMessage = { kind: 'answer'; id: number; call: EngineCall } | { kind: 'cache'; id: number } | { kind: 'cancel'; id: number };
+export type ServerMessage =
+  | { kind: 'answer'; id: number; call: EngineCall }
+  | { kind: 'cache'; id: number }
+  | { kind: 'metrics'; id: number }
+  | { kind: 'cancel'; id: number };
 
 export interface WireError {
   code: string;

@@ -13,7 +13,7 @@ import { Service } from '../service';
 
 export interface Computed {
   body: object;
-  result: Pick<PipelineResult, 'stages' | 'waitedBehindRegistration' | 'tasks'>;
+  result: Pick<PipelineResult, 'stages' | 'waitedBehindRegistration' | 'tasks' | 'inputTokens' | 'cachedTokens' | 'batchSize'>;
 }
 
 /**
@@ -44,8 +44,10 @@ export async function respondShared(
     const headers: Record<string, string> = { 'x-service-route': route, 'x-service-stages': stagesHeader(r.stages), 'Server-Timing': serverTiming(r.stages) };
     if (r.waitedBehindRegistration) headers['x-service-wait-behind'] = 'registration';
     if (r.tasks.length) headers['x-service-tasks'] = r.tasks.join(',');
-    return { headers, body: JSON.stringify(computed.body) };
+    const answered = { service_route: route, input_tokens: r.inputTokens, cached_tokens: r.cachedTokens, batch_size: r.batchSize, tasks: r.tasks, stages: r.stages };
+    return { headers, body: JSON.stringify(computed.body), answered };
   });
+  ctx.state.answered = response.answered;
   ctx.set(response.headers);
   if (answeredBy !== ctx.state.requestId) ctx.set('x-service-joined', answeredBy);
   ctx.type = 'application/json';

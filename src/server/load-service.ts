@@ -1,0 +1,126 @@
+/**
+ * Start-up's long part: resolve the base, start the engine processes (serving, and the head and
+ * image engines when asked for), open the tasks, and assemble the Service the routes share.
+ * `died(which)` is told when an engine process dies. On failure every engine started is stopped.
+ */
+import * as os from 'os';
+import { AbstentionBook } from '../abstention/book';
+import { ResolvedBase, resolveBase } from '../config/bases';
+import { Flags } from '../config/flags';
+import { promptProfile, temperaturesOf } from '../config/profile-flags';
+import { Renderer } from '../rendering/renderer';
+import { TaskBook } from '../tasks/apply';
+import { HIDDEN_TAP } from '../tasks/fingerprint';
+import { openTasks } from '../tasks/open';
+import { TaskStore } from '../tasks/store';
+import { ModelTokenizer } from '../tokenizer/tokenizer';
+import { EngineClient } from './engine-process/client';
+import { startImageEngine } from './image-engine';
+import { InFlight } from './inflight';
+import { Logger } from './ops/logger';
+import { EngineSource } from './ops/metrics';
+import { Service } from './service';
+
+export interface Loaded {
+  service: Service;
+  /** Every engine process started, by role: for /metrics and for the drain to stop. */
+  engines: EngineSource[];
+}
+
+export async function loadService(flags: Flags, logger: Logger, died: (which: string) => (reason: string) => void): Promise<Loaded> {
+  const base = resolveBase(flags.base as string, flags['models-dir'] as string);
+  if (base.note) logger.warn(`WARNING: ${base.note}`);
+  const temperatures = temperaturesOf(base.profile.temperatures, flags);
+  const renderer = await Renderer.create(ModelTokenizer.load(base.checkpoint), promptProfile(base.profile.prompt, flags));
+  const threads = (flags.threads as number) || os.cpus().length;
+
+  const load = {
+    path: base.checkpoint,
+    dtype: flags.dtype as 'bf16' | 'fp32',
+    threads,
+    prefixCache: flags['prefix-cache'] === 'on',
+    batchInvariant: flags['batch-invariant'] === 'on',
+    device: flags.device as string,
+    registerBoundary: flags['register-boundary'] as 'after' | 'before',
+    cacheMiB: flags['cache-mib'] as number,
+  };
+  const batchTokens = flags['batch-tokens'] as number;
+  const engine = await EngineClient.start({ load, batchTokens }, died(''));
+  // --head-engine: a second engine process, its own model and renderer, read for intent heads' hidden states.
+  let head: { base: ResolvedBase; renderer: Renderer; engine: EngineClient } | undefined;
+  if (flags['head-engine']) {
+    const headBase = resolveBase(flags['head-engine'] as string, flags['models-dir'] as string);
+    const headRenderer = await Renderer.create(ModelTokenizer.load(headBase.checkpoint), promptProfile(headBase.profile.prompt, flags));
+    head = { base: headBase, renderer: headRenderer, engine: await EngineClient.start({ load: { ...load, path: headBase.checkpoint }, batchTokens }, died('head engine (--head-engine): ')) };
+  }
+  const servedName = (flags['served-name'] as string | undefined) ?? base.profile.servedName;
+  let images: Awaited<ReturnType<typeof startImageEngine>> | undefined;
+  if (flags['image-model']) {
+    try {
+      images = await startImageEngine(flags, load, batchTokens, servedName, died('image engine (--image-model): '));
+    } catch (e) {
+      engine.stop();
+      head?.engine.stop();
+      throw e;
+    }
+    if (images.note) logger.warn(`WARNING: image model: ${images.note}`);
+  }
+  let tasks: TaskStore, taskBook: TaskBook, abstentionBook: AbstentionBook, imageAbstentionBook: AbstentionBook;
+  try {
+    ({ store: tasks, book: taskBook, abstentionBook, imageAbstentionBook } = openTasks({
+      file: flags['tasks-file'] as string | undefined,
+      enabled: flags.tasks === 'on',
+      abstention: { enabled: flags.abstention === 'on', defaultOption: flags['abstain-option'] as string | undefined },
+      checkpoint: base.checkpoint,
+      profile: renderer.profile,
+      temperatures,
+      headCheckpoint: head?.base.checkpoint,
+      imageFingerprint: images?.service.fingerprint,
+    }));
+    if (images) images.service.context.abstentions = imageAbstentionBook;
+  } catch (e) {
+    engine.stop();
+    head?.engine.stop();
+    images?.engine.stop();
+    throw new Error(`--tasks-file ${flags['tasks-file']}: cannot be read as a tasks file (${(e as Error).message}); it is left as it is`);
+  }
+  for (const r of tasks.refusedAtStart) logger.warn(`WARNING: ${r.kind === 'abstention' ? 'abstention task' : 'task'} ${r.id} in --tasks-file refused: ${r.reason}`);
+  const service: Service = {
+    base,
+    tasks,
+    taskBook,
+    distributions: taskBook,
+    abstentionBook,
+    abstentions: abstentionBook,
+    headEngine: head && { engine: head.engine, renderer: head.renderer },
+    headEngineReport: head
+      ? {
+          engine: 'second engine process (--head-engine)',
+          base: head.base.profile.name,
+          checkpoint: head.base.checkpoint,
+          architecture: head.engine.info.architecture,
+          dtype: head.engine.info.dtype,
+          pid: head.engine.pid,
+          tap: HIDDEN_TAP,
+          hidden_size: head.engine.info.hiddenSize,
+        }
+      : { engine: 'serving engine', tap: HIDDEN_TAP, hidden_size: engine.info.hiddenSize },
+    servedName,
+    images: images?.service,
+    renderer,
+    temperatures,
+    engine,
+    cacheReport: () => engine.cacheReport(),
+    engineInfo: engine.info,
+    engineProcess: { pid: engine.pid, where: `child process ${engine.pid} of server ${process.pid}` },
+    debugReadout: flags['debug-readout'] as boolean,
+    corsOrigin: flags['cors-origin'] as string | undefined,
+    inflight: new InFlight(),
+    startedAt: new Date(),
+  };
+  if (engine.info.dtypeNote) logger.warn(`WARNING: ${engine.info.dtypeNote}`);
+  const engines: EngineSource[] = [{ engine: 'text', client: engine }];
+  if (head) engines.push({ engine: 'head', client: head.engine });
+  if (images) engines.push({ engine: 'image', client: images.engine });
+  return { service, engines };
+}

@@ -17,12 +17,11 @@ import * as path from 'path';
 import { performance } from 'perf_hooks';
 import { budgetOfTokens, preprocessImage } from '../src/images/preprocess';
 import { generateTestModel } from '../src/testmodels/generate';
-import { texture } from '../test/helpers/images';
+import { dataUrl, texture } from '../test/helpers/images';
 import { startServerProcess } from '../test/helpers/server-process';
 
 const f = (x: number, d = 1) => x.toFixed(d);
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
-const dataUrl = (b: Buffer, type: string) => `data:${type};base64,${b.toString('base64')}`;
 
 async function preprocessing() {
   console.log('\n## 1. Preprocessing per image (sharp 0.35.5, budget 1024 tokens)\n');

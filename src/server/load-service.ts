@@ -1,7 +1,7 @@
 /**
  * Start-up's long part: resolve the base, start the engine processes (serving, and the head and
  * image engines when asked for), open the tasks, and assemble the Service the routes share.
- * `died(which)` is told when an engine process dies. On failure every engine started is stopped.
+ * `died(role)` is told when an engine process dies. On failure every engine started is stopped.
  */
 import * as os from 'os';
 import { AbstentionBook } from '../abstention/book';
@@ -18,7 +18,7 @@ import { EngineClient } from './engine-process/client';
 import { startImageEngine } from './image-engine';
 import { InFlight } from './inflight';
 import { Logger } from './ops/logger';
-import { EngineSource } from './ops/metrics';
+import { EngineRole, EngineSource } from './ops/metrics';
 import { Service } from './service';
 
 export interface Loaded {
@@ -27,7 +27,7 @@ export interface Loaded {
   engines: EngineSource[];
 }
 
-export async function loadService(flags: Flags, logger: Logger, died: (which: string) => (reason: string) => void): Promise<Loaded> {
+export async function loadService(flags: Flags, logger: Logger, died: (role: EngineRole) => (reason: string) => void): Promise<Loaded> {
   const base = resolveBase(flags.base as string, flags['models-dir'] as string);
   if (base.note) logger.warn(`WARNING: ${base.note}`);
   const temperatures = temperaturesOf(base.profile.temperatures, flags);
@@ -45,19 +45,19 @@ export async function loadService(flags: Flags, logger: Logger, died: (which: st
     cacheMiB: flags['cache-mib'] as number,
   };
   const batchTokens = flags['batch-tokens'] as number;
-  const engine = await EngineClient.start({ load, batchTokens }, died(''));
+  const engine = await EngineClient.start({ load, batchTokens }, died('text'));
   // --head-engine: a second engine process, its own model and renderer, read for intent heads' hidden states.
   let head: { base: ResolvedBase; renderer: Renderer; engine: EngineClient } | undefined;
   if (flags['head-engine']) {
     const headBase = resolveBase(flags['head-engine'] as string, flags['models-dir'] as string);
     const headRenderer = await Renderer.create(ModelTokenizer.load(headBase.checkpoint), promptProfile(headBase.profile.prompt, flags));
-    head = { base: headBase, renderer: headRenderer, engine: await EngineClient.start({ load: { ...load, path: headBase.checkpoint }, batchTokens }, died('head engine (--head-engine): ')) };
+    head = { base: headBase, renderer: headRenderer, engine: await EngineClient.start({ load: { ...load, path: headBase.checkpoint }, batchTokens }, died('head')) };
   }
   const servedName = (flags['served-name'] as string | undefined) ?? base.profile.servedName;
   let images: Awaited<ReturnType<typeof startImageEngine>> | undefined;
   if (flags['image-model']) {
     try {
-      images = await startImageEngine(flags, load, batchTokens, servedName, died('image engine (--image-model): '));
+      images = await startImageEngine(flags, load, batchTokens, servedName, died('image'));
     } catch (e) {
       engine.stop();
       head?.engine.stop();

@@ -13,10 +13,13 @@ import { drainOnSignals, Drainable } from './ops/drain';
 import { Lifecycle } from './ops/lifecycle';
 import { answerWhileLoading } from './ops/loading';
 import { createLogger, Logger } from './ops/logger';
-import { Metrics } from './ops/metrics';
+import { EngineRole, Metrics } from './ops/metrics';
 import { Service } from './service';
 
 export const ENGINE_DEAD_EXIT = 70;
+
+/** How a death's reason names the engine that died (the serving engine's is unnamed). */
+const DEATH_PREFIX: Record<EngineRole, string> = { text: '', head: 'head engine (--head-engine): ', image: 'image engine (--image-model): ' };
 
 function parse(): Flags {
   try {
@@ -56,9 +59,9 @@ async function main() {
   drainOnSignals(drainable);
 
   let service: Service | undefined;
-  const died = (which: string) => (reason: string) => {
-    const why = which + reason;
-    logger.error({ event: 'engine_died', engine: which.split(' ')[0] || 'text' }, `${why}: answering 503 and exiting with code ${ENGINE_DEAD_EXIT}`);
+  const died = (engine: EngineRole) => (reason: string) => {
+    const why = DEATH_PREFIX[engine] + reason;
+    logger.error({ event: 'engine_died', engine }, `${why}: answering 503 and exiting with code ${ENGINE_DEAD_EXIT}`);
     if (service) service.deadReason = why;
     setTimeout(() => process.exit(ENGINE_DEAD_EXIT), flags['exit-grace-ms'] as number);
   };

@@ -17,8 +17,10 @@ import { Family, formatFamilies, withLabels } from './prom-text';
 export const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
 /** An engine process by its role: `text` (serving), `head` (--head-engine), `image` (--image-model). */
+export type EngineRole = 'text' | 'head' | 'image';
+
 export interface EngineSource {
-  engine: 'text' | 'head' | 'image';
+  engine: EngineRole;
   client: EngineClient;
 }
 

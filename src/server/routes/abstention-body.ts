@@ -73,6 +73,5 @@ export function parseAbstentionRegistration(body: unknown): ParsedAbstention {
     });
   }
   if (list.problems.length) throw new ValidationError(list.problems);
-  const examples = parsed!.examples.map(({ state, question, answer, images }) => ({ state, question, answer, images }));
-  return { id: body.id, option: option!, match, asked: parsed!.asked, examples, raw: body };
+  return { id: body.id, option: option!, match, asked: parsed!.asked, examples: parsed!.examples, raw: body };
 }

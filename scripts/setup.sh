@@ -5,8 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # libtorch (CPU) and its fast BLAS; python3-torch is the float64 reference the
-# tests compare against; nlohmann-json parses config.json and safetensors headers.
-packages=(libtorch-dev libdnnl-dev libopenblas0-pthread python3-torch python3-numpy nlohmann-json3-dev cmake g++ make python3)
+# tests compare against; nlohmann-json parses config.json and safetensors headers. chromium runs
+# the playground's browser test (playwright-core drives it), nginx the several-replica recipe's,
+# and curl the playground's "copy as curl" command.
+packages=(libtorch-dev libdnnl-dev libopenblas0-pthread python3-torch python3-numpy nlohmann-json3-dev cmake g++ make python3 chromium nginx curl)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -2,7 +2,7 @@
  * The Koa application, outermost first: request ids, the access log, error
  * bodies, readiness (GET /ready; 503 with `Connection: close` while draining),
  * the metrics' counting, CORS (when asked for), the
- * dead-engine gate, body parsing, then the routes.
+ * dead-engine gate, body parsing, then the routes (the playground page at / among them).
  */
 import Router from '@koa/router';
 import Koa from 'koa';
@@ -16,6 +16,7 @@ import { answerDeadHealth, infoRoutes, RETRY_AFTER_DEAD_S } from './routes/info'
 import { systemoneRoute } from './routes/systemone';
 import { taskRoutes } from './routes/tasks';
 import { abstentionRoutes } from './routes/abstention';
+import { playgroundRoutes } from './routes/playground';
 import { Service } from './service';
 import { accessLog } from './http/access-log';
 import { Lifecycle } from './ops/lifecycle';
@@ -71,6 +72,7 @@ export function createApp(service: Service, ops: Operations): Koa {
   taskRoutes(router, service);
   abstentionRoutes(router, service);
   infoRoutes(router, service);
+  playgroundRoutes(router);
   router.get('/metrics', async (ctx) => {
     ctx.type = METRICS_CONTENT_TYPE;
     ctx.body = await ops.metrics.render();

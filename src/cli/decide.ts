@@ -41,7 +41,7 @@ function loadTasks(flags: Flags, checkpoint: string, renderer: Renderer, tempera
   const file = flags['tasks-file'] as string | undefined;
   const abstention = { enabled: flags.abstention === 'on', defaultOption: flags['abstain-option'] as string | undefined };
   const { book, abstentionBook, store } = openTasks({ file, enabled: flags.tasks === 'on', abstention, checkpoint, profile: renderer.profile, temperatures });
-  for (const r of store.refusedAtStart) console.error(`[tqserve] WARNING: ${r.kind === 'abstention' ? 'abstention task' : 'task'} ${r.id} refused: ${r.reason}`);
+  for (const r of store.refused) console.error(`[tqserve] WARNING: ${r.kind === 'abstention' ? 'abstention task' : 'task'} ${r.id} refused: ${r.reason}`);
   return { distributions: book, abstentions: abstentionBook };
 }
 

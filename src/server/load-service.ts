@@ -84,7 +84,7 @@ export async function loadService(flags: Flags, logger: Logger, died: (role: Eng
     images?.engine.stop();
     throw new Error(`--tasks-file ${flags['tasks-file']}: cannot be read as a tasks file (${(e as Error).message}); it is left as it is`);
   }
-  for (const r of tasks.refusedAtStart) logger.warn(`WARNING: ${r.kind === 'abstention' ? 'abstention task' : 'task'} ${r.id} in --tasks-file refused: ${r.reason}`);
+  for (const r of tasks.refused) logger.warn(`WARNING: ${r.kind === 'abstention' ? 'abstention task' : 'task'} ${r.id} in --tasks-file refused: ${r.reason}`);
   const service: Service = {
     base,
     tasks,

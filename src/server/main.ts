@@ -13,6 +13,7 @@ import { drainOnSignals, Drainable } from './ops/drain';
 import { Lifecycle } from './ops/lifecycle';
 import { answerWhileLoading } from './ops/loading';
 import { createLogger, Logger } from './ops/logger';
+import { TaskStore } from '../tasks/store';
 import { EngineRole, Metrics } from './ops/metrics';
 import { Service } from './service';
 
@@ -74,7 +75,9 @@ async function main() {
   }
   service = loaded.service;
   drainable.loaded = { engines: loaded.engines, tasks: service.tasks };
-  const app = createApp(service, { lifecycle, logger, logBodies: flags['log-bodies'] as boolean, metrics: new Metrics(loaded.engines) });
+  const metrics = new Metrics(loaded.engines);
+  const app = createApp(service, { lifecycle, logger, logBodies: flags['log-bodies'] as boolean, metrics });
+  watchTasksFile(service.tasks, logger, metrics);
   // Requests in flight, counted until their responses are sent (or their connections close), for the drain.
   const handle = app.callback();
   server.removeAllListeners('request');
@@ -88,6 +91,17 @@ async function main() {
   logger.info({ event: 'ready', model: service.servedName }, `serving ${service.servedName} (${service.base.checkpoint}, ${e.architecture}, ${e.dtype}) on http://${where}`);
   const images = service.images;
   if (images) logger.info({ event: 'image_route' }, `image route: ${images.base.checkpoint} (${images.engineInfo.architecture}, ${images.engineInfo.dtype}), at most ${images.maxTokens} tokens per image`);
+}
+
+/** Replicas sharing --tasks-file: each reload of it another process replaced is logged and counted. */
+function watchTasksFile(tasks: TaskStore, logger: Logger, metrics: Metrics) {
+  tasks.onReload = (r) => {
+    metrics.tasksFileReloads.inc({ result: 'error' in r ? 'unreadable' : 'loaded' });
+    if ('error' in r) return logger.warn({ event: 'tasks_file_unreadable' }, r.error);
+    logger.info({ event: 'tasks_file_reloaded', tasks: r.tasks, abstention_tasks: r.abstention_tasks, refused: r.refused.length }, `--tasks-file replaced by another process: ${r.tasks} tasks and ${r.abstention_tasks} abstention tasks loaded`);
+    for (const x of r.refused) logger.warn({ event: 'task_refused', id: x.id }, `${x.kind === 'abstention' ? 'abstention task' : 'task'} ${x.id} in --tasks-file refused: ${x.reason}`);
+  };
+  tasks.watch();
 }
 
 main();

@@ -4,12 +4,18 @@
  * the new content is written to a temporary file beside it, fsynced, renamed over it (atomic
  * on POSIX), and the directory fsynced, so a crash at any moment leaves the old file or the
  * new one, never a torn one. A change whose write fails is undone and reported.
+ *
+ * Several replicas may share the file (shared-file.ts): a change holds the file's lock and
+ * starts from the file as it is (re-read when another process replaced it), and `watch` reloads
+ * the file whenever another process replaces it, refusing (and carrying) tasks fitted under
+ * another fingerprint exactly as at start.
  */
 import * as fs from 'fs';
 import * as path from 'path';
 import { parseAbstentionTask } from '../abstention/form';
 import { AbstentionTask } from '../abstention/task';
 import { exportForm, FormProblem, parseTask } from './export';
+import { contentHash, lockTasksFile, watchTasksFile } from './shared-file';
 import { differingComponents, Fingerprint } from './fingerprint';
 import { Task } from './task';
 
@@ -24,8 +30,12 @@ export class TaskStore {
   private tasks = new Map<string, Task>();
   private abstention = new Map<string, AbstentionTask>();
   private queue: Promise<unknown> = Promise.resolve();
-  /** Tasks of --tasks-file refused at start, with why. */
-  readonly refusedAtStart: Refusal[] = [];
+  /** Tasks of --tasks-file refused when it was last loaded (at start or on a reload), with why. */
+  refused: Refusal[] = [];
+  /** The content hash of the file as last loaded or written: a reload of the same content does nothing. */
+  private seen?: string;
+  /** Told of every reload of the file another process replaced (the server logs it). */
+  onReload?: (r: { tasks: number; abstention_tasks: number; refused: Refusal[] } | { error: string }) => void;
   /**
    * Those tasks as the file held them: written back with every change (so a server started
    * under another fingerprint never drops them from the file) until a task of the same id
@@ -79,31 +89,83 @@ export class TaskStore {
    */
   change<T>(change: (tasks: Map<string, Task>, abstention: Map<string, AbstentionTask>) => T): Promise<T> {
     const run = this.queue.then(async () => {
-      const next = new Map(this.tasks), nextAbstention = new Map(this.abstention);
-      const result = change(next, nextAbstention);
-      const carried = {
-        tasks: new Map([...this.carried.tasks].filter(([id]) => !next.has(id))),
-        abstention_tasks: new Map([...this.carried.abstention_tasks].filter(([id]) => !nextAbstention.has(id))),
-      };
-      if (this.file) {
-        const form = exportForm([...next.values()], [...nextAbstention.values()], this.fingerprint.hash);
-        const withCarried = { ...form, tasks: [...form.tasks, ...carried.tasks.values()], abstention_tasks: [...form.abstention_tasks, ...carried.abstention_tasks.values()] };
-        await writeAtomically(this.file, JSON.stringify(withCarried));
+      const unlock = this.file ? await lockTasksFile(this.file) : undefined;
+      try {
+        if (this.file) this.reload(true);
+        return await this.store(change);
+      } finally {
+        await unlock?.();
       }
-      this.tasks = next;
-      this.abstention = nextAbstention;
-      this.carried = carried;
-      this.onChange(this.list(), this.abstentionList());
-      return result;
     });
     this.queue = run.catch(() => undefined);
     return run;
   }
 
+  private async store<T>(change: (tasks: Map<string, Task>, abstention: Map<string, AbstentionTask>) => T): Promise<T> {
+    const next = new Map(this.tasks), nextAbstention = new Map(this.abstention);
+    const result = change(next, nextAbstention);
+    const carried = {
+      tasks: new Map([...this.carried.tasks].filter(([id]) => !next.has(id))),
+      abstention_tasks: new Map([...this.carried.abstention_tasks].filter(([id]) => !nextAbstention.has(id))),
+    };
+    if (this.file) {
+      const form = exportForm([...next.values()], [...nextAbstention.values()], this.fingerprint.hash);
+      const withCarried = JSON.stringify({ ...form, tasks: [...form.tasks, ...carried.tasks.values()], abstention_tasks: [...form.abstention_tasks, ...carried.abstention_tasks.values()] });
+      await writeAtomically(this.file, withCarried);
+      this.seen = contentHash(withCarried);
+    }
+    this.tasks = next;
+    this.abstention = nextAbstention;
+    this.carried = carried;
+    this.onChange(this.list(), this.abstentionList());
+    return result;
+  }
+
   /** Loads --tasks-file at start: a missing file is an empty store; tasks refused are listed, the rest loaded. */
   load() {
     if (!this.file || !fs.existsSync(this.file)) return;
-    const doc = JSON.parse(fs.readFileSync(this.file, 'utf8')); // unreadable: start-up fails rather than overwrite it
+    const content = fs.readFileSync(this.file);
+    this.replaceWith(JSON.parse(content.toString('utf8'))); // unreadable: start-up fails rather than overwrite it
+    this.seen = contentHash(content);
+  }
+
+  /** Reloads the file whenever another process replaces it (see the header); returns the function that stops. */
+  watch(): () => void {
+    if (!this.file) return () => undefined;
+    return watchTasksFile(this.file, () => {
+      this.queue = this.queue.then(() => this.reload(false));
+    });
+  }
+
+  /**
+   * Loads the file again if its content is not what this store last loaded or wrote. A missing
+   * file leaves the tasks as they are (the next change writes it again). So does an unreadable one:
+   * before a change (`forChange`) that is an error, so nothing is written over a file this store
+   * cannot read; for the watcher it is reported.
+   */
+  private reload(forChange: boolean) {
+    let content: Buffer | undefined, doc: unknown;
+    try {
+      content = fs.readFileSync(this.file!);
+      if (contentHash(content) === this.seen) return;
+      doc = JSON.parse(content.toString('utf8'));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
+      const error = `--tasks-file ${this.file} cannot be read (${(e as Error).message}): the tasks are kept as they are`;
+      if (forChange) throw new Error(error);
+      return this.onReload?.({ error });
+    }
+    this.replaceWith(doc);
+    this.seen = contentHash(content);
+    if (!forChange) this.onReload?.({ tasks: this.tasks.size, abstention_tasks: this.abstention.size, refused: this.refused });
+  }
+
+  /** The tasks of a tasks file's document, in place of these: those refused listed and carried. */
+  private replaceWith(doc: any) {
+    this.tasks = new Map();
+    this.abstention = new Map();
+    this.carried = { tasks: new Map(), abstention_tasks: new Map() };
+    this.refused = [];
     this.loadList(doc?.tasks, 'tasks', parseTask, (t) => this.holderOf(t.match_key, t.id), (t) => this.tasks.set(t.id, t));
     this.loadList(doc?.abstention_tasks, 'abstention_tasks', parseAbstentionTask, (t) => abstentionHolderIn(this.abstention, t), (t) => this.abstention.set(t.id, t));
     this.onChange(this.list(), this.abstentionList());
@@ -122,7 +184,7 @@ export class TaskStore {
       const holder = task && holderOf(task);
       const reason = !task ? problems.map((p) => `${p.loc.join('.')}: ${p.msg}`).join('; ') : this.fingerprintRefusal(task) ?? (holder ? `its question is held by task ${holder.id}` : undefined);
       if (!reason) return keep(task!);
-      this.refusedAtStart.push({ id, reason, ...(list === 'abstention_tasks' ? { kind: 'abstention' as const } : {}) });
+      this.refused.push({ id, reason, ...(list === 'abstention_tasks' ? { kind: 'abstention' as const } : {}) });
       const carried = this.carried[list];
       carried.set(carried.has(id) ? `${id}#${i}` : id, raw);
     });

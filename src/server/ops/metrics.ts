@@ -41,6 +41,8 @@ export class Metrics {
   private readonly batch = new Histogram({ name: 'tqserve_batch_size', help: 'Requests merged into the forward pass that answered each request.', labelNames: ['service_route'], buckets: [1, 2, 4, 8, 16, 32, 64], registers: [this.registry] });
   private readonly tokens = new Counter({ name: 'tqserve_prompt_tokens_total', help: 'Prompt tokens of answered requests: computed, or served from the prefix cache.', labelNames: ['service_route', 'source'], registers: [this.registry] });
   private readonly applied = new Counter({ name: 'tqserve_tasks_applied_total', help: 'Answered requests a registered task applied to, by kind (task or abstention).', labelNames: ['kind'], registers: [this.registry] });
+  /** Reloads of a --tasks-file another replica replaced: `loaded`, or `unreadable` (the tasks kept as they were). */
+  readonly tasksFileReloads = new Counter({ name: 'tqserve_tasks_file_reloads_total', help: 'Reloads of the --tasks-file after another process replaced it, by result (loaded or unreadable).', labelNames: ['result'], registers: [this.registry] });
 
   constructor(private readonly engines: EngineSource[]) {
     collectDefaultMetrics({ register: this.registry, labels: { process: 'server' } });

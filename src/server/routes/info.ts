@@ -156,7 +156,7 @@ export function infoRoutes(router: Router, service: Service) {
           applied: service.tasks.list().filter((t) => t.applied !== 'none').map((t) => t.id),
           fingerprint: service.tasks.fingerprint.hash,
           file: service.tasks.file ?? null,
-          refused_at_start: service.tasks.refusedAtStart.length,
+          refused_at_start: service.tasks.refused.length,
         },
         temperatures: service.temperatures,
       },

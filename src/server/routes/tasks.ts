@@ -83,7 +83,7 @@ export function taskRoutes(router: Router, service: Service) {
       fingerprint_components: store.fingerprint.components,
       head_engine: service.headEngineReport,
       tasks_file: store.file ?? null,
-      refused_at_start: store.refusedAtStart,
+      refused_at_start: store.refused,
     };
   });
 

@@ -12,7 +12,7 @@ import { Renderer } from '../rendering/renderer';
 import { TaskBook } from '../tasks/apply';
 import { HIDDEN_TAP } from '../tasks/fingerprint';
 import { openTasks } from '../tasks/open';
-import { TaskStore } from '../tasks/store';
+import { refusalLine, TaskStore } from '../tasks/store';
 import { ModelTokenizer } from '../tokenizer/tokenizer';
 import { EngineClient } from './engine-process/client';
 import { startImageEngine } from './image-engine';
@@ -84,7 +84,7 @@ export async function loadService(flags: Flags, logger: Logger, died: (role: Eng
     images?.engine.stop();
     throw new Error(`--tasks-file ${flags['tasks-file']}: cannot be read as a tasks file (${(e as Error).message}); it is left as it is`);
   }
-  for (const r of tasks.refused) logger.warn(`WARNING: ${r.kind === 'abstention' ? 'abstention task' : 'task'} ${r.id} in --tasks-file refused: ${r.reason}`);
+  for (const r of tasks.refused) logger.warn(`WARNING: ${refusalLine(r)}`);
   const service: Service = {
     base,
     tasks,

@@ -13,7 +13,7 @@ import { drainOnSignals, Drainable } from './ops/drain';
 import { Lifecycle } from './ops/lifecycle';
 import { answerWhileLoading } from './ops/loading';
 import { createLogger, Logger } from './ops/logger';
-import { TaskStore } from '../tasks/store';
+import { watchTasksFile } from './ops/tasks-file';
 import { EngineRole, Metrics } from './ops/metrics';
 import { Service } from './service';
 
@@ -91,17 +91,6 @@ async function main() {
   logger.info({ event: 'ready', model: service.servedName }, `serving ${service.servedName} (${service.base.checkpoint}, ${e.architecture}, ${e.dtype}) on http://${where}`);
   const images = service.images;
   if (images) logger.info({ event: 'image_route' }, `image route: ${images.base.checkpoint} (${images.engineInfo.architecture}, ${images.engineInfo.dtype}), at most ${images.maxTokens} tokens per image`);
-}
-
-/** Replicas sharing --tasks-file: each reload of it another process replaced is logged and counted. */
-function watchTasksFile(tasks: TaskStore, logger: Logger, metrics: Metrics) {
-  tasks.onReload = (r) => {
-    metrics.tasksFileReloads.inc({ result: 'error' in r ? 'unreadable' : 'loaded' });
-    if ('error' in r) return logger.warn({ event: 'tasks_file_unreadable' }, r.error);
-    logger.info({ event: 'tasks_file_reloaded', tasks: r.tasks, abstention_tasks: r.abstention_tasks, refused: r.refused.length }, `--tasks-file replaced by another process: ${r.tasks} tasks and ${r.abstention_tasks} abstention tasks loaded`);
-    for (const x of r.refused) logger.warn({ event: 'task_refused', id: x.id }, `${x.kind === 'abstention' ? 'abstention task' : 'task'} ${x.id} in --tasks-file refused: ${x.reason}`);
-  };
-  tasks.watch();
 }
 
 main();

@@ -26,6 +26,9 @@ export interface Refusal {
   kind?: 'abstention';
 }
 
+/** A refusal as the logs say it. */
+export const refusalLine = (r: Refusal) => `${r.kind === 'abstention' ? 'abstention task' : 'task'} ${r.id} in --tasks-file refused: ${r.reason}`;
+
 export class TaskStore {
   private tasks = new Map<string, Task>();
   private abstention = new Map<string, AbstentionTask>();

@@ -22,8 +22,8 @@ let browser: Browser;
 beforeAll(async () => {
   if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: scripts/setup.sh installs Debian's chromium`);
   fs.mkdirSync(OUTPUT, { recursive: true });
-  // --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+  // --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start; containers often have a small /dev/shm.
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
 });
 afterAll(() => browser?.close());
 

@@ -14,6 +14,7 @@ import * as readline from 'readline';
 import { writeLlamaGguf } from './peer/gguf';
 import { softmax } from '../src/answering/answers';
 import { generateTestModel } from '../src/testmodels/generate';
+import { listeningUrl, runServerProcess } from '../test/helpers/server-process';
 
 const root = path.resolve(__dirname, '..');
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
@@ -38,21 +39,11 @@ const questionSet = Array.from({ length: 16 }, (_, i) =>
 );
 const oneQuestion = (variant: number) => ({ state: stateText(variant), questions: { q: questionSet[1] } });
 
+/** The server on bench-llama (bf16); its log lines go to stdout, which listeningUrl reads. */
 async function startServer(): Promise<{ url: string; pid: number; stop: () => void }> {
   const dir = generateTestModel('bench-llama');
-  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', 'src/server/main.ts', '--base', dir, '--dtype', 'bf16', '--threads', String(THREADS), '--port', '0', '--debug-readout'], { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '';
-  child.stderr!.on('data', (d) => (log += d));
-  const url = await new Promise<string>((resolve, reject) => {
-    const t = setInterval(() => {
-      const m = /on (http:\/\/[\d.]+:\d+)/.exec(log);
-      if (m) {
-        clearInterval(t);
-        resolve(m[1]);
-      }
-    }, 50);
-    child.on('exit', () => reject(new Error(log)));
-  });
+  const { child, output, exited } = runServerProcess(['--base', dir, '--dtype', 'bf16', '--threads', String(THREADS), '--port', '0', '--debug-readout']);
+  const url = await listeningUrl(output, exited);
   return { url, pid: child.pid!, stop: () => child.kill() };
 }
 

@@ -1,35 +1,25 @@
 /**
- * Two replicas behind Debian's nginx with deploy/nginx/tqserve.conf (only its ports rewritten):
+ * Two replicas behind Debian's nginx with deploy/nginx/tqserve.conf (only its ports rewritten, helpers/nginx.ts):
  * requests with one X-State-Key all reach one replica and both replicas serve; a task registered
  * on one replica is answered by the other, deleted on it, and gone from both; registrations on both
  * replicas at once are both kept; a task of another fingerprint written to the shared file is
  * refused and kept in it; and while one replica drains, every request through nginx is answered
  * by the other. Skipped, saying so, where nginx is not installed (scripts/setup.sh installs it).
  */
-import { ChildProcess, spawn } from 'child_process';
+import { ChildProcess } from 'child_process';
 import * as fs from 'fs';
-import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { writeAtomically } from '../src/tasks/store';
+import { NGINX, startNginx } from './helpers/nginx';
 import { priorExamples, priorQuestion } from './helpers/tasks';
 import { RunningServer, startServer } from './helpers/server';
 
 jest.setTimeout(240_000);
 
-const NGINX = '/usr/sbin/nginx';
-const RECIPE = path.resolve(__dirname, '..', 'deploy', 'nginx', 'tqserve.conf');
 const haveNginx = fs.existsSync(NGINX);
 if (!haveNginx) console.warn(`SKIPPED test/replicas-nginx.test.ts: ${NGINX} is not installed (scripts/setup.sh installs Debian's nginx)`);
 const describeWithNginx = haveNginx ? describe : describe.skip;
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
 
 async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -51,23 +41,12 @@ function renamedPriorExamples(n: number, seed: number) {
 describeWithNginx('two replicas behind nginx', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-replicas-'));
   const tasksFile = path.join(dir, 'tasks.json');
-  let a: RunningServer, b: RunningServer, nginx: ChildProcess, nginxLog = '', front: string;
+  let a: RunningServer, b: RunningServer, nginx: ChildProcess, front: string;
   const portOf = (s: RunningServer) => new URL(s.url).port;
 
   beforeAll(async () => {
     [a, b] = await Promise.all([startServer(['--tasks-file', tasksFile]), startServer(['--tasks-file', tasksFile])]);
-    const port = await freePort();
-    const conf = fs
-      .readFileSync(RECIPE, 'utf8')
-      .replace('listen 127.0.0.1:8000;', `listen 127.0.0.1:${port};`)
-      .replace('server 127.0.0.1:8001 ', `server 127.0.0.1:${portOf(a)} `)
-      .replace('server 127.0.0.1:8002 ', `server 127.0.0.1:${portOf(b)} `);
-    expect(conf).not.toMatch(/:800[0-2]\b/);
-    fs.writeFileSync(path.join(dir, 'nginx.conf'), conf);
-    nginx = spawn(NGINX, ['-p', dir, '-e', 'stderr', '-c', path.join(dir, 'nginx.conf'), '-g', 'daemon off;'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    nginx.stderr!.on('data', (d) => (nginxLog += d));
-    front = `http://127.0.0.1:${port}`;
-    await until(`nginx on ${front} (${nginxLog})`, async () => ((await fetch(`${front}/ready`).catch(() => undefined))?.status === 200 ? true : undefined));
+    ({ url: front, process: nginx } = await startNginx(dir, [a, b].map((s) => Number(portOf(s)))));
   }, 120_000);
 
   afterAll(async () => {

@@ -37,7 +37,7 @@ export class TaskStore {
   refused: Refusal[] = [];
   /** The content hash of the file as last loaded or written: a reload of the same content does nothing. */
   private seen?: string;
-  /** Told of every reload of the file another process replaced (the server logs it). */
+  /** Told of every reload of the file another process replaced, by the watcher or before a change (the server logs it). */
   onReload?: (r: { tasks: number; abstention_tasks: number; refused: Refusal[] } | { error: string }) => void;
   /**
    * Those tasks as the file held them: written back with every change (so a server started
@@ -136,7 +136,7 @@ export class TaskStore {
   watch(): () => void {
     if (!this.file) return () => undefined;
     return watchTasksFile(this.file, () => {
-      this.queue = this.queue.then(() => this.reload(false));
+      this.queue = this.queue.then(() => this.reload(false)).catch(() => undefined);
     });
   }
 
@@ -160,7 +160,7 @@ export class TaskStore {
     }
     this.replaceWith(doc);
     this.seen = contentHash(content);
-    if (!forChange) this.onReload?.({ tasks: this.tasks.size, abstention_tasks: this.abstention.size, refused: this.refused });
+    this.onReload?.({ tasks: this.tasks.size, abstention_tasks: this.abstention.size, refused: this.refused });
   }
 
   /** The tasks of a tasks file's document, in place of these: those refused listed and carried. */

@@ -30,14 +30,13 @@ interface Holder {
 }
 
 function isStale(lockFile: string): boolean {
-  let holder: Holder, ageMs: number;
+  let holder: Holder;
   try {
+    if (Date.now() - fs.statSync(lockFile).mtimeMs > STALE_MS) return true; // even one its holder died before filling
     holder = JSON.parse(fs.readFileSync(lockFile, 'utf8'));
-    ageMs = Date.now() - fs.statSync(lockFile).mtimeMs;
   } catch {
-    return false; // gone or half-written: try again
+    return false; // gone, or being written: try again
   }
-  if (ageMs > STALE_MS) return true;
   if (holder.host !== os.hostname()) return false;
   try {
     process.kill(holder.pid, 0);

@@ -36,8 +36,12 @@ async function chosenImages() {
 }
 
 function showPreviews() {
-  const previews = ['image-1', 'image-2'].map((id) => $(id).files[0]).filter(Boolean).map((file) => Object.assign(document.createElement('img'), { src: URL.createObjectURL(file), alt: file.name }));
-  $('image-previews').replaceChildren(...previews);
+  const preview = (file) => {
+    const img = Object.assign(document.createElement('img'), { src: URL.createObjectURL(file), alt: file.name });
+    img.onload = () => URL.revokeObjectURL(img.src);
+    return img;
+  };
+  $('image-previews').replaceChildren(...['image-1', 'image-2'].map((id) => $(id).files[0]).filter(Boolean).map(preview));
 }
 
 function clearResult() {
@@ -50,7 +54,10 @@ async function ask(event) {
   event.preventDefault();
   clearResult();
   const { questions, problem } = readQuestions($('questions'));
-  if (problem) return renderError($('error'), { title: 'Not sent', lines: [problem] });
+  if (problem) {
+    $('status').textContent = 'Not sent.';
+    return renderError($('error'), { title: 'Not sent', lines: [problem] });
+  }
   const body = { state: $('state').value, questions };
   const images = await chosenImages();
   if (images.length) body.images = images;

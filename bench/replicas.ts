@@ -13,18 +13,11 @@ import * as path from 'path';
 import { generateTestModel } from '../src/testmodels/generate';
 import { NGINX, startNginx } from '../test/helpers/nginx';
 import { listeningUrl, runServerProcess } from '../test/helpers/server-process';
+import { dossier, quantile, topicQuestion } from './workload';
 
 const STATES = Number(process.env.BENCH_STATES ?? 16);
 const QUESTIONS = 4;
 const CLIENTS = 4;
-
-const paragraph =
-  'The committee reviewed the quarterly figures, noted that shipping costs had risen by a third, and asked the regional offices ' +
-  'to report any delays longer than two days before the next meeting, together with the names of the carriers involved. ';
-const stateText = (arm: string, i: number) => `Dossier ${arm}-${i}. ` + paragraph.repeat(20);
-const question = (q: number) => ({ type: 'choice', instructions: `Question ${q}: what is the main topic?`, criteria: { costs: null, delays: null, carriers: null, staffing: null } });
-
-const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
 
 async function cachedAndComputed(urls: string[]) {
   let cached = 0, computed = 0;
@@ -53,7 +46,7 @@ async function arm(front: string, replicas: string[], name: string, keyed: boole
         const res = await fetch(`${front}/v1/systemone`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', ...(keyed ? { 'x-state-key': `${name}-${s}` } : {}) },
-          body: JSON.stringify({ state: stateText(name, s), questions: { q: question(q) } }),
+          body: JSON.stringify({ state: dossier(`${name}-${s}`), questions: { q: topicQuestion(q) } }),
         });
         if (res.status !== 200) throw new Error(`${res.status}: ${await res.text()}`);
         await res.json();
@@ -77,7 +70,7 @@ async function main() {
     const nginx = await startNginx(dir, urls.map((u) => Number(new URL(u).port)));
     try {
       // One request per replica first, so neither arm pays for warming the engines.
-      for (const url of urls) await fetch(`${url}/v1/systemone`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ state: 'warm-up', questions: { q: question(0) } }) });
+      for (const url of urls) await fetch(`${url}/v1/systemone`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ state: 'warm-up', questions: { q: topicQuestion(0) } }) });
       const keyed = await arm(nginx.url, urls, 'keyed', true);
       const spread = await arm(nginx.url, urls, 'spread', false);
       const row = (r: typeof keyed) => `| ${r.name === 'keyed' ? 'X-State-Key (the recipe)' : 'no key (spread)'} | ${(100 * r.cachedShare).toFixed(1)}% | ${r.computedTokens} | ${r.wallS.toFixed(1)} s | ${r.p50.toFixed(0)} ms | ${r.p90.toFixed(0)} ms |`;

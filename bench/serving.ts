@@ -15,6 +15,7 @@ import { writeLlamaGguf } from './peer/gguf';
 import { softmax } from '../src/answering/answers';
 import { generateTestModel } from '../src/testmodels/generate';
 import { listeningUrl, runServerProcess } from '../test/helpers/server-process';
+import { dossier, median, quantile, topicQuestion } from './workload';
 
 const root = path.resolve(__dirname, '..');
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
@@ -22,22 +23,15 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 30);
 const CLIENTS = 8;
 const COLD_PAIRS = Number(process.env.BENCH_COLD_PAIRS ?? 5);
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
 const maxDiff = (a: number[], b: number[]) => Math.max(...a.map((x, i) => Math.abs(x - b[i])));
 const peakMiB = (pid: number) => Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 
-// About 1,000 tokens of state; `variant` changes its first words so a new variant misses the cache.
-const paragraph =
-  'The committee reviewed the quarterly figures, noted that shipping costs had risen by a third, and asked the regional offices ' +
-  'to report any delays longer than two days before the next meeting, together with the names of the carriers involved. ';
-const stateText = (variant: number) => `Dossier ${variant}. ` + paragraph.repeat(20);
 const questionSet = Array.from({ length: 16 }, (_, i) =>
   i % 2 === 0
     ? { type: 'noul', instructions: `Does the text mention item ${i}: ${['costs', 'delays', 'carriers', 'meetings'][i % 4]}?` }
-    : { type: 'choice', instructions: `Question ${i}: what is the main topic?`, criteria: { costs: null, delays: null, carriers: null, staffing: null } },
+    : topicQuestion(i),
 );
-const oneQuestion = (variant: number) => ({ state: stateText(variant), questions: { q: questionSet[1] } });
+const oneQuestion = (variant: number) => ({ state: dossier(variant), questions: { q: questionSet[1] } });
 
 /** The server on bench-llama (bf16); its log lines go to stdout, which listeningUrl reads. */
 async function startServer(): Promise<{ url: string; pid: number; stop: () => void }> {
@@ -111,7 +105,7 @@ async function main() {
   coldPeer.stop();
   // Sixteen questions on one new state, in one request.
   const sixteen = [];
-  for (let v = 10; v < 12; v++) sixteen.push(await post({ state: stateText(v), questions: Object.fromEntries(questionSet.map((q, i) => [`q${i}`, q])) }, true));
+  for (let v = 10; v < 12; v++) sixteen.push(await post({ state: dossier(v), questions: Object.fromEntries(questionSet.map((q, i) => [`q${i}`, q])) }, true));
   const sixteenReadout = Object.values<any>(sixteen[0].json.readout);
   // Warm: the state of the first cold request again (its boundary was registered after that response).
   const warm = [];

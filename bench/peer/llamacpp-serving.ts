@@ -10,6 +10,7 @@
 import * as fs from 'fs';
 import * as readline from 'readline';
 import type { LlamaContextSequence, Token } from 'node-llama-cpp';
+import { median, quantile } from '../workload';
 
 const importEsm = new Function('specifier', 'return import(specifier)') as (s: string) => Promise<typeof import('node-llama-cpp')>;
 
@@ -26,8 +27,6 @@ interface Input {
   concurrentSeconds: number;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
 
 /** Evaluates `tokens` on top of the sequence; returns the label log-probabilities at the last one. */
 async function readLabels(seq: LlamaContextSequence, tokens: number[], labels: number[]): Promise<number[]> {

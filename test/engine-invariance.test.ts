@@ -3,13 +3,16 @@
  * whether it is computed alone or in a batch of any composition (other
  * questions, other states, questions sharing its leading text), cold or from
  * the prefix cache, in one forward step or cut into many, in fp32 and bf16, on
- * every architecture. (oneDNN's kernels, kept behind batchInvariant: false,
- * are not: their GEMM result for a row changes with M.)
+ * every architecture, and at every instruction set level this CPU runs (the
+ * default, its best, on every architecture; the lower ones on one). (oneDNN's
+ * kernels, kept behind batchInvariant: false, are not: their GEMM result for a
+ * row changes with M.)
  */
 import { Engine } from '../src/engine/engine';
-import { Dtype, NativeAnswerRequest, NativeLoadOptions } from '../src/engine/native';
+import { Dtype, IsaLevel, NativeAnswerRequest, NativeLoadOptions } from '../src/engine/native';
 import { uniformStream } from '../src/testmodels/prng';
 import { tinyModelNames } from '../src/testmodels/specs';
+import { runnableIsaLevels } from './helpers/cpu';
 import { tinyModel } from './helpers/models';
 import { tokenizeTexts, TokenizedTexts } from './helpers/tokens';
 
@@ -39,6 +42,37 @@ function variedRequests(t: TokenizedTexts, seed: number): { states: number[][]; 
   return { states, questions };
 }
 
+/**
+ * Every (state, question) alone and cold, then the same in batches of every composition, cached and
+ * cut into steps: the label logits must be the same bits. isa: the kernels' level (default: the best).
+ */
+async function expectInvariant(dir: string, t: TokenizedTexts, dtype: Dtype, isa?: IsaLevel) {
+  const { states, questions } = variedRequests(t, 11);
+  const ask = (state: number[], qs: number[][]): NativeAnswerRequest => ({ state, questions: qs.map((tokens) => ({ tokens, labelIds: t.labels })) });
+  // Reference: every (state, question) alone, each on a fresh cache (no prefix cache: always cold).
+  const alone = new Map<string, string>();
+  await withEngine(dir, { dtype, isa, prefixCache: false }, async (e) => {
+    if (isa) expect(e.info.kernels).toBe(isa === 'avx512-bf16' && dtype === 'fp32' ? 'avx512' : isa);
+    for (let s = 0; s < states.length; s++)
+      for (let q = 0; q < questions.length; q++) alone.set(`${s}/${q}`, (await logitBits(e, [ask(states[s], [questions[q]])]))[0][0]);
+  });
+  const expectAlone = (got: string[][], layout: [number, number[]][]) =>
+    layout.forEach(([s, qs], r) => qs.forEach((q, i) => expect(`${s}/${q}: ${got[r][i]}`).toBe(`${s}/${q}: ${alone.get(`${s}/${q}`)}`)));
+
+  for (const options of [{}, { maxStepTokens: 7 }, { blockSize: 5 }] as Partial<NativeLoadOptions>[]) {
+    await withEngine(dir, { dtype, isa, ...options }, async (e) => {
+      const all = questions.map((_, i) => i);
+      // One request with every question (cold state), then reversed (cached state).
+      expectAlone(await logitBits(e, [ask(states[0], questions)]), [[0, all]]);
+      const reversed = [...all].reverse();
+      expectAlone(await logitBits(e, [ask(states[0], reversed.map((i) => questions[i]))]), [[0, reversed]]);
+      // Several requests in one call: different states (one cold), overlapping question sets, a repeated question.
+      const layout: [number, number[]][] = [[1, [0, 4, 5]], [0, [2]], [2, [5, 6, 1, 1]], [0, [7, 3]]];
+      expectAlone(await logitBits(e, layout.map(([s, qs]) => ask(states[s], qs.map((q) => questions[q])))), layout);
+    });
+  }
+}
+
 describe.each(tinyModelNames)('%s: bit-identical label logits in any batch', (name) => {
   const dir = tinyModel(name);
   let t: TokenizedTexts;
@@ -46,31 +80,20 @@ describe.each(tinyModelNames)('%s: bit-identical label logits in any batch', (na
     t = await tokenizeTexts(dir);
   });
 
-  test.each(['fp32', 'bf16'] as Dtype[])('%s: alone and cold = batched, reordered, mixed with other states, cached, cut into steps', async (dtype) => {
-    const { states, questions } = variedRequests(t, 11);
-    const ask = (state: number[], qs: number[][]): NativeAnswerRequest => ({ state, questions: qs.map((tokens) => ({ tokens, labelIds: t.labels })) });
-    // Reference: every (state, question) alone, each on a fresh cache (no prefix cache: always cold).
-    const alone = new Map<string, string>();
-    await withEngine(dir, { dtype, prefixCache: false }, async (e) => {
-      for (let s = 0; s < states.length; s++)
-        for (let q = 0; q < questions.length; q++) alone.set(`${s}/${q}`, (await logitBits(e, [ask(states[s], [questions[q]])]))[0][0]);
-    });
-    const expectAlone = (got: string[][], layout: [number, number[]][]) =>
-      layout.forEach(([s, qs], r) => qs.forEach((q, i) => expect(`${s}/${q}: ${got[r][i]}`).toBe(`${s}/${q}: ${alone.get(`${s}/${q}`)}`)));
+  test.each(['fp32', 'bf16'] as Dtype[])('%s: alone and cold = batched, reordered, mixed with other states, cached, cut into steps', (dtype) =>
+    expectInvariant(dir, t, dtype));
+});
 
-    for (const options of [{}, { maxStepTokens: 7 }, { blockSize: 5 }] as Partial<NativeLoadOptions>[]) {
-      await withEngine(dir, { dtype, ...options }, async (e) => {
-        const all = questions.map((_, i) => i);
-        // One request with every question (cold state), then reversed (cached state).
-        expectAlone(await logitBits(e, [ask(states[0], questions)]), [[0, all]]);
-        const reversed = [...all].reverse();
-        expectAlone(await logitBits(e, [ask(states[0], reversed.map((i) => questions[i]))]), [[0, reversed]]);
-        // Several requests in one call: different states (one cold), overlapping question sets, a repeated question.
-        const layout: [number, number[]][] = [[1, [0, 4, 5]], [0, [2]], [2, [5, 6, 1, 1]], [0, [7, 3]]];
-        expectAlone(await logitBits(e, layout.map(([s, qs]) => ask(states[s], qs.map((q) => questions[q])))), layout);
-      });
-    }
+// The levels below this CPU's best (its best ran above), on one architecture.
+const lowerLevels = runnableIsaLevels().slice(1);
+describe.each(lowerLevels)('tiny-qwen3 at level %s: bit-identical label logits in any batch', (isa) => {
+  const dir = tinyModel('tiny-qwen3');
+  let t: TokenizedTexts;
+  beforeAll(async () => {
+    t = await tokenizeTexts(dir);
   });
+
+  test.each(['fp32', 'bf16'] as Dtype[])('%s', (dtype) => expectInvariant(dir, t, dtype, isa));
 });
 
 test('oneDNN kernels (batchInvariant: false) still answer within 1e-5 of the invariant ones (fp32)', async () => {
@@ -84,6 +107,19 @@ test('oneDNN kernels (batchInvariant: false) still answer within 1e-5 of the inv
   });
   onednn.answers.forEach((a, i) =>
     a.labelLogits.forEach((x, j) => expect(Math.abs(x - invariant.answers[i].labelLogits[j])).toBeLessThanOrEqual(1e-5)));
+});
+
+test("bf16: label probabilities within 2e-3 of oneDNN's bf16 kernels (batchInvariant: false)", async () => {
+  const dir = tinyModel('tiny-qwen3');
+  const t = await tokenizeTexts(dir);
+  const request = { state: t.state, questions: t.questions.map((tokens) => ({ tokens, labelIds: t.labels })) };
+  const invariant = await withEngine(dir, { dtype: 'bf16' }, (e) => e.answer(request));
+  const onednn = await withEngine(dir, { dtype: 'bf16', batchInvariant: false }, async (e) => {
+    expect(e.info.dtype).toBe('bf16');
+    return e.answer(request);
+  });
+  onednn.answers.forEach((a, i) =>
+    a.labelLogProbs.forEach((x, j) => expect(Math.abs(Math.exp(x) - Math.exp(invariant.answers[i].labelLogProbs[j]))).toBeLessThanOrEqual(2e-3)));
 });
 
 test('an empty state is allowed: questions attend to their own tokens only', async () => {

@@ -178,6 +178,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     opts.vision_cache_mib = int_option(o, "visionCacheMiB", opts.vision_cache_mib);
     if (o.Get("prefixCache").IsBoolean()) opts.prefix_cache = o.Get("prefixCache").As<Napi::Boolean>().Value();
     if (o.Get("batchInvariant").IsBoolean()) opts.batch_invariant = o.Get("batchInvariant").As<Napi::Boolean>().Value();
+    if (o.Get("isa").IsString()) opts.isa = o.Get("isa").As<Napi::String>().Utf8Value();
     if (o.Get("device").IsString()) opts.device = o.Get("device").As<Napi::String>().Utf8Value();
     if (o.Get("kernels").IsString()) opts.kernels = o.Get("kernels").As<Napi::String>().Utf8Value();
     if (o.Get("registerBoundary").IsString()) opts.register_boundary = o.Get("registerBoundary").As<Napi::String>().Utf8Value();

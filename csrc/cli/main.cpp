@@ -4,13 +4,14 @@
 //
 //   tq_cli answer --model DIR --calls FILE.json [--dtype fp32|bf16] [--device cpu|cuda] [--kernels engine|aten]
 //                 [--threads N] [--block-size N] [--max-step-tokens N] [--cache-mib N] [--no-prefix-cache]
-//                 [--batch-invariant on|off] [--repeat N]
+//                 [--batch-invariant on|off] [--isa avx512-bf16|avx512|avx2|portable] [--repeat N]
 //       FILE.json: {"calls": [[request, ...], ...]}, each call one answer_batch of requests
 //       {"state": [ids], "questions": [{"tokens": [ids], "labelIds": [ids], "readoutIndex": i, "temperature": t}]}.
 //       Prints {"info", "calls": [[{"labelLogits", "labelLogProbs", "hiddenSum", "hiddenAbsSum", ...}]],
 //       "wallMs": [per repeat, per call]} as JSON: the calls run in order, --repeat times over; "calls" are
 //       the last repetition's results.
-//   tq_cli gemm --m M --k K --n N [--dtype] [--batch-invariant on|off] [--iterations N] [--threads N]
+//   tq_cli gemm --m M --k K --n N [--dtype] [--batch-invariant on|off] [--isa ...] [--iterations N] [--threads N]
+//       Prints {"gflops", "ms", "isa"}: the fastest of the iterations, and the level the invariant GEMM ran at.
 //   tq_cli readout --model DIR [--dtype] [--device] [--labels N] [--iterations N]
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
@@ -24,6 +25,7 @@
 #include "cli/microbench.h"
 #include "common/errors.h"
 #include "engine/engine.h"
+#include "kernels/cpu/invariant_gemm.h"
 
 namespace {
 
@@ -65,6 +67,7 @@ tq::EngineOptions engine_options(const Args& a) {
   o.context_limit = a.number("context-limit", o.context_limit);
   o.prefix_cache = !a.has("no-prefix-cache");
   o.batch_invariant = a.get("batch-invariant", "on") == "on";
+  o.isa = a.get("isa");
   o.register_boundary = "before";  // no server to register boundaries after a response
   return o;
 }
@@ -148,9 +151,10 @@ json answer(const Args& a) {
 json gemm(const Args& a) {
   if (a.has("threads")) at::set_num_threads(static_cast<int>(a.number("threads", 1)));
   const auto dtype = a.get("dtype", "fp32") == "bf16" ? at::kBFloat16 : at::kFloat;
+  const auto isa = tq::isa_for(a.get("isa"));
   const auto r = tq::measure_gemm(a.number("m", 512), a.number("k", 896), a.number("n", 4864), dtype,
-                                  static_cast<int>(a.number("iterations", 10)), a.get("batch-invariant", "on") == "on");
-  return {{"gflops", r.gflops}, {"ms", r.ms}};
+                                  static_cast<int>(a.number("iterations", 10)), a.get("batch-invariant", "on") == "on", isa);
+  return {{"gflops", r.gflops}, {"ms", r.ms}, {"isa", tq::isa_name(tq::invariant_gemm::level_for(isa, dtype == at::kBFloat16))}};
 }
 
 json readout(const Args& a) {

@@ -33,9 +33,9 @@ double median_ms(int iterations, F&& f) {
 
 }  // namespace
 
-GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations, bool invariant) {
+GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations, bool invariant, Isa isa) {
   auto a = at::randn({m, k}).to(dtype), w = (at::randn({n, k}) * 0.02).to(dtype);
-  const PackedLinear linear(w, {}, invariant);  // as the engine runs its linear layers
+  const PackedLinear linear(w, {}, invariant, isa);  // as the engine runs its linear layers
   GemmRate r;
   // The fastest run: this measures the machine's limit, which neighbours on a
   // shared machine can only lower.

@@ -4,14 +4,16 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include "kernels/cpu/isa.h"
+
 namespace tq {
 
 struct GemmRate {
   double gflops = 0;
   double ms = 0;  // fastest of the iterations
 };
-// invariant: on the batch-invariant GEMM, else oneDNN's (as the engine's linear layers run).
-GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations, bool invariant);
+// invariant: on the batch-invariant GEMM at level isa, else oneDNN's (as the engine's linear layers run).
+GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations, bool invariant, Isa isa);
 
 struct ReadoutTiming {
   double readout_ms = 0;  // median, the label readout of one question with `labels` labels

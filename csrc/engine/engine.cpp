@@ -14,6 +14,7 @@
 #include "engine/paged_model.h"
 #include "engine/readout.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/isa.h"
 #if TQ_ONEDNN
 #include "kernels/cpu/onednn.h"
 #endif
@@ -94,8 +95,14 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
       throw EngineError(code::kBadRequest, "this build has no oneDNN: on the CPU only the batch-invariant kernels run");
 #endif
     }
+    Isa isa;
+    try {
+      isa = isa_for(options.isa);
+    } catch (const std::invalid_argument& e) {
+      throw EngineError(code::kBadRequest, e.what());
+    }
     PagedModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
-                         options.prefix_cache, options.batch_invariant, device_, aten,
+                         options.prefix_cache, options.batch_invariant, isa, device_, aten,
                          options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After};
     auto paged = std::make_unique<PagedModel>(options.path, o);
     info_.prefix_cache = options.prefix_cache;

@@ -28,6 +28,9 @@ struct EngineOptions {
   // Kernels whose result for a row does not depend on the rest of the batch (the
   // engine's own GEMM and attention), or oneDNN's (faster where it has bf16 instructions).
   bool batch_invariant = true;
+  // The highest instruction set level the engine's own CPU kernels may use (kernels/cpu/isa.h):
+  // "" = the best this CPU has, capped by TQ_KERNELS; a level the CPU lacks gives the best it has.
+  std::string isa;
   std::string device = "cpu";   // cpu | cuda | cuda:N (engine/device.h)
   // Whose ops run the layers: "engine" (the engine's own CPU kernels; CPU only) or "aten"
   // (ATen's device-generic ops: what CUDA runs, and on the CPU a check of that path). "" = by device.

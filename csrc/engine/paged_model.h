@@ -9,6 +9,7 @@
 #include "batch/step_plan.h"
 #include "cache/kv_cache.h"
 #include "cache/pending_boundaries.h"
+#include "kernels/cpu/isa.h"
 #include "model/checkpoint.h"
 #include "model/hidden_state_model.h"
 #include "model/transformer.h"
@@ -27,6 +28,7 @@ struct PagedModelOptions {
   int64_t context_limit = 32768;
   bool prefix_cache = true;
   bool batch_invariant = true;  // CPU kernels only (kernels/cpu/invariant_gemm.h)
+  Isa isa = Isa::Portable;      // the CPU kernels' level (kernels/cpu/isa.h)
   // Where the weights, the KV cache and the forward pass live, and whose ops run it: the
   // engine's CPU kernels (cpu only) or ATen's (any device; always off the CPU).
   at::Device device = at::kCPU;

@@ -8,6 +8,10 @@ import * as path from 'path';
 export type Dtype = 'fp32' | 'bf16';
 export type TokenIds = Int32Array | number[];
 
+/** Instruction set levels of the engine's own CPU kernels, highest first. */
+export const isaLevels = ['avx512-bf16', 'avx512', 'avx2', 'portable'] as const;
+export type IsaLevel = (typeof isaLevels)[number];
+
 export interface NativeLoadOptions {
   /** HF checkpoint folder (config.json + safetensors) or a TorchScript .pt file. */
   path: string;
@@ -40,6 +44,13 @@ export interface NativeLoadOptions {
    * device-generic ops: what CUDA runs; on the CPU, a check of that path). Absent: by device.
    */
   kernels?: 'engine' | 'aten';
+  /**
+   * The highest instruction set level the engine's own CPU kernels may use (csrc/kernels/cpu/isa.h):
+   * 'avx512-bf16' (bf16 GEMMs on vdpbf16ps), 'avx512', 'avx2' or 'portable'. Absent: the best this CPU
+   * has, capped by the environment variable TQ_KERNELS (same names) or TQ_PORTABLE_KERNELS=1. A level
+   * the CPU lacks gives the best it has; `kernels` in the engine's info says which ran.
+   */
+  isa?: IsaLevel;
   /** A vision-language model's cache of vision-tower outputs by image key, in MiB (default 256). */
   visionCacheMiB?: number;
 }
@@ -96,8 +107,9 @@ export interface NativeEngineInfo {
   cacheBytes: number;
   threads: number;
   /**
-   * The layers' kernels: the engine's own CPU kernels by instruction set, 'avx512', 'avx2' or 'portable'
-   * (TQ_PORTABLE_KERNELS=1, or neither); 'aten' (ATen's ops, on any device); or 'libtorch' (TorchScript).
+   * The layers' kernels: the engine's own CPU kernels by instruction set level, 'avx512-bf16' (bf16 only:
+   * an fp32 engine on such a CPU says 'avx512'), 'avx512', 'avx2' or 'portable' (see `isa`); 'aten'
+   * (ATen's ops, on any device); or 'libtorch' (TorchScript).
    */
   kernels: string;
   device: NativeDeviceInfo;

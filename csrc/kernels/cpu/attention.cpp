@@ -116,6 +116,7 @@ struct AttentionData {
   char* out;
   int64_t item;  // bytes per element
   bool bf16;
+  Isa isa;
   const char* q_at(int64_t query, int64_t head) const { return q + (query * shape.heads + head) * shape.dim * item; }
   const char* k_at(int64_t key, int64_t kv_head) const { return k + (key * shape.kv_heads + kv_head) * shape.dim * item; }
   const char* v_at(int64_t key, int64_t kv_head) const { return v + (key * shape.kv_heads + kv_head) * shape.dim * item; }
@@ -166,7 +167,7 @@ void numerators(const AttentionData& d, const AttentionPlan::Chunk& ch, int64_t 
   const int64_t bias_from = ch.bias_begin - ch.key_begin;
   for (int64_t r = 0; r < rows; ++r)
     softmax_numerators(buf.scores.data() + r * tk, tk, bias ? bias + (r % c) * (tk - bias_from) : nullptr, bias_from,
-                       d.bf16 ? buf.probs.data() + r * tk : nullptr);
+                       d.bf16 ? buf.probs.data() + r * tk : nullptr, d.isa >= Isa::Avx512);
   inverse_row_sums(buf.scores.data(), rows, tk, buf.row_scale.data());
 }
 
@@ -206,23 +207,31 @@ void attend(const AttentionData& d, const AttentionPrimitives& kernels, const Wo
 // their order, and masked keys (probability exactly 0) leave a chain as it
 // was, so a query's result does not depend on which other queries or keys
 // share its chunk.
+//
+// The scores may take the vdpbf16ps family (pairs of head dimensions: fixed
+// by the head, whatever the chunk). The mix may not: its pairs would be pairs
+// of keys, counted from the chunk's first key, and a query's visible keys sit
+// at other offsets in other chunks and batches (a masked key between two of
+// them would change which keys share an instruction, and so the rounding).
+// So the mix stays on the FMA family, one key per step.
 void attend_invariant(const AttentionData& d, const WorkItem& w, ItemBuffers& buf) {
   const auto& ch = *w.chunk;
   const auto& shape = d.shape;
   const int64_t tk = ch.key_end - ch.key_begin, rows = shape.group() * (ch.end - ch.begin), dim = shape.dim;
-  const int64_t stride = shape.kv_heads * dim, width = invariant_gemm::panel_width();
+  const int64_t stride = shape.kv_heads * dim;
+  const Isa scores_isa = d.isa, mix_isa = std::min(d.isa, Isa::Avx512);
   buf.fit(rows, tk, dim, d.item, d.bf16);
   gather_queries(d, ch, w.kv_head, buf);
-  buf.packed_keys.resize(static_cast<size_t>(invariant_gemm::panels(tk) * width * dim * d.item));
-  buf.packed_values.resize(static_cast<size_t>(invariant_gemm::panels(dim) * width * tk * d.item));
-  invariant_gemm::pack(d.k_at(ch.key_begin, w.kv_head), d.bf16, tk, dim, stride, 1, buf.packed_keys.data());
-  invariant_gemm::pack(d.v_at(ch.key_begin, w.kv_head), d.bf16, dim, tk, 1, stride, buf.packed_values.data());
-  invariant_gemm::multiply(buf.queries.data(), dim, d.bf16, buf.packed_keys.data(), rows, dim, tk, buf.scores.data(), tk, false);
+  buf.packed_keys.resize(invariant_gemm::packed_bytes(scores_isa, d.bf16, tk, dim));
+  buf.packed_values.resize(invariant_gemm::packed_bytes(mix_isa, d.bf16, dim, tk));
+  invariant_gemm::pack(scores_isa, d.k_at(ch.key_begin, w.kv_head), d.bf16, tk, dim, stride, 1, buf.packed_keys.data());
+  invariant_gemm::pack(mix_isa, d.v_at(ch.key_begin, w.kv_head), d.bf16, dim, tk, 1, stride, buf.packed_values.data());
+  invariant_gemm::multiply(scores_isa, buf.queries.data(), dim, d.bf16, buf.packed_keys.data(), rows, dim, tk, buf.scores.data(), tk, false);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
   for (float& x : buf.scores) x *= scale;
   numerators(d, ch, rows, buf);
   const void* probs = d.bf16 ? static_cast<const void*>(buf.probs.data()) : static_cast<const void*>(buf.scores.data());
-  invariant_gemm::multiply(probs, tk, d.bf16, buf.packed_values.data(), rows, tk, dim, buf.mixed.data(), dim, false);
+  invariant_gemm::multiply(mix_isa, probs, tk, d.bf16, buf.packed_values.data(), rows, tk, dim, buf.mixed.data(), dim, false);
   store_rows(d, ch, w.kv_head, rows, buf);
 }
 
@@ -254,7 +263,7 @@ struct CountedBuffers {
 
 int64_t attention_buffer_bytes() { return buffer_bytes.load(); }
 
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant) {
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant, Isa isa) {
   TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && k.scalar_type() == q.scalar_type() &&
                   v.scalar_type() == q.scalar_type(),
               "attention: contiguous q, k, v of one dtype");
@@ -271,7 +280,8 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                            static_cast<const char*>(v.data_ptr()),
                            static_cast<char*>(out.data_ptr()),
                            q.element_size(),
-                           q.scalar_type() == at::kBFloat16};
+                           q.scalar_type() == at::kBFloat16,
+                           isa};
   // One parallel region per call, the threads taking items largest first (a
   // causal prefill's later chunks read more keys). An item's scores stay in
   // its thread's cache from matmul to softmax to matmul, and the threads meet

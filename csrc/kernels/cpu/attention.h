@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/layer_kernels.h"
 
 namespace tq {
@@ -38,9 +39,10 @@ AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos
                              std::optional<int64_t> window, int64_t heads);
 
 // q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim]. Returns [Tq, heads, dim] in
-// q's dtype; scores and softmax are fp32. invariant: on the invariant GEMM
-// (a query's result independent of the chunk it is in), else on oneDNN.
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant);
+// q's dtype; scores and softmax are fp32. invariant: on the invariant GEMM at
+// level isa (a query's result independent of the chunk it is in), else on
+// oneDNN. isa also picks the softmax's vectors.
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant, Isa isa);
 
 // Bytes the worker threads keep in attention buffers between calls (up to 8 MiB each; larger ones are returned after the call).
 int64_t attention_buffer_bytes();

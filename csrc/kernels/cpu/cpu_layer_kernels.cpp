@@ -11,23 +11,24 @@ namespace {
 
 class CpuStepAttention : public StepAttention {
  public:
-  CpuStepAttention(AttentionPlan plan, bool invariant) : plan_(std::move(plan)), invariant_(invariant) {}
+  CpuStepAttention(AttentionPlan plan, bool invariant, Isa isa) : plan_(std::move(plan)), invariant_(invariant), isa_(isa) {}
   at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const override {
-    return attention(q, k, v, plan_, invariant_);
+    return attention(q, k, v, plan_, invariant_, isa_);
   }
 
  private:
   AttentionPlan plan_;
   bool invariant_;
+  Isa isa_;
 };
 
 class CpuLayerKernels : public LayerKernels {
  public:
-  explicit CpuLayerKernels(bool invariant) : invariant_(invariant) {}
-  std::string name() const override { return invariant_gemm::isa(); }
+  CpuLayerKernels(bool invariant, Isa isa) : invariant_(invariant), isa_(isa) {}
+  std::string name() const override { return isa_name(isa_); }
   at::Device device() const override { return at::kCPU; }
   std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const override {
-    return std::make_unique<PackedLinear>(weight, bias, invariant_);
+    return std::make_unique<PackedLinear>(weight, bias, invariant_, isa_);
   }
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, at::ScalarType out_dtype) const override {
     return tq::rms_norm(x, w, eps, out_dtype);
@@ -39,15 +40,18 @@ class CpuLayerKernels : public LayerKernels {
   at::Tensor silu_mul(at::Tensor& gate, const at::Tensor& up) const override { return silu_mul_(gate, up); }
   std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
                                                 std::optional<int64_t> window, int64_t heads) const override {
-    return std::make_unique<CpuStepAttention>(tq::plan_attention(queries, key_positions, key_segments, window, heads), invariant_);
+    return std::make_unique<CpuStepAttention>(tq::plan_attention(queries, key_positions, key_segments, window, heads), invariant_, isa_);
   }
 
  private:
   bool invariant_;
+  Isa isa_;
 };
 
 }  // namespace
 
-std::unique_ptr<LayerKernels> cpu_layer_kernels(bool invariant) { return std::make_unique<CpuLayerKernels>(invariant); }
+std::unique_ptr<LayerKernels> cpu_layer_kernels(bool invariant, Isa isa, at::ScalarType dtype) {
+  return std::make_unique<CpuLayerKernels>(invariant, invariant_gemm::level_for(isa, dtype == at::kBFloat16));
+}
 
 }  // namespace tq

@@ -83,10 +83,10 @@ int64_t cached_primitives() { return PrimitiveCache::count_.load(); }
 int64_t cached_primitives() { return 0; }
 #endif
 
-PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias, bool invariant)
+PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias, bool invariant, Isa isa)
     : invariant_(invariant), in_(weight.size(1)), out_(weight.size(0)), dtype_(weight.scalar_type()) {
   if (invariant) {
-    gemm_ = InvariantGemm(weight, bias);
+    gemm_ = InvariantGemm(weight, bias, isa);
     return;
   }
 #if TQ_ONEDNN

@@ -11,8 +11,9 @@ namespace tq {
 
 // x[0, n): scores, overwritten by the numerators exp(x - max), also written
 // in bf16 to out_bf16 when it is not null. bias: the mask for x[bias_from, n)
-// (0 or -inf), or null. A row with nothing visible comes out all 0.
-void softmax_numerators(float* x, int64_t n, const float* bias, int64_t bias_from, uint16_t* out_bf16);
+// (0 or -inf), or null. A row with nothing visible comes out all 0. avx512:
+// with AVX-512 vectors (only where the CPU has them), else portable loops.
+void softmax_numerators(float* x, int64_t n, const float* bias, int64_t bias_from, uint16_t* out_bf16, bool avx512);
 
 // inv[r] = 1 / sum of p[r * n, r * n + n) (0 for a zero sum), each sum taken
 // in index order, one term after another: so a row's sum does not change when

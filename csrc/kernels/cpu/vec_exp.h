@@ -58,13 +58,6 @@ namespace tq {
 // (1.5 vs 2.7 ms on [1000, 4864] bf16), so they stay there.
 #define TQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 
-// TQ_PORTABLE_KERNELS=1 forces the portable path, so that a test can check it on this machine.
-inline bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                          !std::getenv("TQ_PORTABLE_KERNELS");
-  return yes;
-}
-
 TQ_AVX512 inline __m512 exp16(__m512 x) {
   x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-104.0f));
   const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

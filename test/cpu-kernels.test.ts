@@ -1,0 +1,70 @@
+/**
+ * The engine's CPU kernels without torch (test/native/*_check.cpp, compiled here with g++ -O2, so with
+ * the compiler's default floating-point contraction).
+ *
+ * The invariant GEMM's kernel families (csrc/kernels/cpu/gemm_kernels.h), compiled without torch with
+ * test/native/gemm_check.cpp and run at every instruction set level this CPU has, in fp32 and bf16:
+ * every output within a small fraction of the worst-case rounding bound of a float64 reference, every
+ * row bit-identical alone, in batches of other sizes and places, under other column splits and when
+ * accumulated; and the FMA family's chains the same bits with 16, 8 or 4 lanes where all have FMA.
+ */
+import { execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { runnableIsaLevels } from './helpers/cpu';
+
+const root = path.resolve(__dirname, '..');
+const csrc = path.join(root, 'csrc');
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-gemm-'));
+afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+type Row = { level: string; dtype: string; width: number; depth: number; worstErrorOverBound: number; rowsCompared: number; rowsDiffering: number; bits: string };
+
+/** Builds test/native/<name>.cpp with the named kernel sources and runs it: one JSON object per output line. */
+function runCheck<T>(name: string, kernelSources: string[]): T[] {
+  const exe = path.join(scratch, name);
+  const sources = kernelSources.map((f) => path.join(csrc, 'kernels', 'cpu', f));
+  execFileSync('g++', ['-std=c++17', '-O2', `-I${csrc}`, path.join(root, 'test', 'native', `${name}.cpp`), ...sources, '-o', exe], { stdio: 'pipe' });
+  // TQ_KERNELS unset: the programs run every level up to this CPU's best.
+  const env = { ...process.env };
+  delete env.TQ_KERNELS;
+  delete env.TQ_PORTABLE_KERNELS;
+  return execFileSync(exe, { encoding: 'utf8', env }).trim().split('\n').map((line) => JSON.parse(line));
+}
+
+let rows: Row[];
+beforeAll(() => {
+  rows = runCheck<Row>('gemm_check', ['gemm_fma.cpp', 'gemm_dpbf16.cpp', 'isa.cpp']);
+}, 120_000);
+
+test('every level this CPU runs is checked, in fp32 and bf16', () => {
+  const expected = runnableIsaLevels().reverse();
+  expect(rows.map((r) => `${r.level}/${r.dtype}`)).toEqual(expected.flatMap((l) => [`${l}/fp32`, `${l}/bf16`]));
+  // bf16 on avx512-bf16 is the vdpbf16ps family: pairs of k; everything else one k per step.
+  for (const r of rows) expect(r.depth).toBe(r.level === 'avx512-bf16' && r.dtype === 'bf16' ? 2 : 1);
+});
+
+test('outputs within 5% of the worst-case fp32 rounding bound of a float64 reference (a missing or doubled term is ~2x it)', () => {
+  for (const r of rows) expect(`${r.level}/${r.dtype}: ${r.worstErrorOverBound <= 0.05}`).toBe(`${r.level}/${r.dtype}: true`);
+});
+
+test('every row bit-identical alone, in other batches and places, under other column splits, and accumulated', () => {
+  for (const r of rows) {
+    expect(r.rowsCompared).toBeGreaterThan(1000);
+    expect(`${r.level}/${r.dtype}: ${r.rowsDiffering} differing`).toBe(`${r.level}/${r.dtype}: 0 differing`);
+  }
+});
+
+test('the FMA family gives the same bits at every vector width that has FMA (AVX2, AVX-512)', () => {
+  for (const dtype of ['fp32', 'bf16']) {
+    const fma = rows.filter((r) => r.dtype === dtype && r.depth === 1 && r.level !== 'portable');
+    expect(new Set(fma.map((r) => r.bits)).size).toBeLessThanOrEqual(1);
+  }
+});
+
+test("a softmax numerator does not change with its place in the row (portable loops: no contraction in the vector body only)", () => {
+  const paths = runCheck<{ path: string; offsets: number; differing: number }>('softmax_check', ['softmax.cpp', 'bf16.cpp', 'isa.cpp']);
+  expect(paths.map((p) => p.path)).toEqual(runnableIsaLevels().includes('avx512') ? ['portable', 'avx512'] : ['portable']);
+  for (const p of paths) expect(`${p.path}: ${p.differing} of ${p.offsets} offsets differ`).toBe(`${p.path}: 0 of ${p.offsets} offsets differ`);
+}, 120_000);

@@ -1,0 +1,133 @@
+// The invariant GEMM's families (csrc/kernels/cpu/gemm_kernels.h) checked
+// without torch, at every level this CPU runs, in fp32 and bf16:
+//   - accuracy: every output against a float64 reference of the same
+//     (bf16-rounded) inputs, as a ratio to the bound K * 2^-23 * sum |x w|
+//     (fp32 accumulation; bf16 products are exact);
+//   - invariance: each row's outputs bit-identical when computed alone, in
+//     batches of other sizes at other places (crossing row tiles and blocks),
+//     with its columns split between "threads" differently, and when
+//     accumulated onto its bias rather than started from it;
+//   - the outputs' bits as a hash: the FMA family computes the same chains
+//     with 4, 8 or 16 lanes, so AVX2 and AVX-512 must agree bit for bit.
+// Prints one JSON line per (level, dtype); test/invariant-gemm.test.ts reads them.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/gemm_kernels.h"
+
+using namespace tq;
+
+namespace {
+
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float from_bf16(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+struct Case {
+  gemm::Kernel kernel;
+  bool bf16;
+  int64_t k, n;
+  std::vector<float> xf, wf;      // values as the kernel sees them (bf16-rounded in bf16)
+  std::vector<uint16_t> xb, wb;
+  std::vector<char> packed;
+  std::vector<float> bias;
+
+  Case(gemm::Kernel kn, bool is_bf16, int64_t m, int64_t kk, int64_t nn, uint32_t seed) : kernel(kn), bf16(is_bf16), k(kk), n(nn) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const auto fill = [&](std::vector<float>& f, std::vector<uint16_t>& b, int64_t count, float scale) {
+      for (int64_t i = 0; i < count; ++i) {
+        float v = normal(rng) * scale;
+        if (bf16) {
+          b.push_back(to_bf16(v));
+          v = from_bf16(b.back());
+        }
+        f.push_back(v);
+      }
+    };
+    fill(xf, xb, m * k, 1.0f);
+    fill(wf, wb, n * k, 0.05f);
+    packed.resize(kernel.packed_bytes(n, k));
+    kernel.pack(bf16 ? static_cast<const void*>(wb.data()) : wf.data(), n, k, k, 1, packed.data());
+    bias.assign(static_cast<size_t>(kernel.panels(n) * kernel.width), 0.0f);
+    for (int64_t j = 0; j < n; ++j) bias[j] = normal(rng);
+  }
+  const void* rows(int64_t first) const {
+    return bf16 ? static_cast<const void*>(xb.data() + first * k) : static_cast<const void*>(xf.data() + first * k);
+  }
+  // Rows [first, first + m) into out (m x n), the panels split at `split`, with the bias or not.
+  std::vector<float> run(int64_t first, int64_t m, int64_t split, bool with_bias) const {
+    std::vector<float> out(static_cast<size_t>(m * n));
+    const gemm::Job job{rows(first), packed.data(), out.data(), with_bias ? bias.data() : nullptr, m, k, n, k, n, false};
+    const int64_t panels = kernel.panels(n), at = std::min(split, panels);
+    kernel.run(job, 0, at);
+    kernel.run(job, at, panels);
+    return out;
+  }
+  void accumulate(int64_t first, int64_t m, std::vector<float>& out) const {
+    const gemm::Job job{rows(first), packed.data(), out.data(), nullptr, m, k, n, k, n, true};
+    kernel.run(job, 0, kernel.panels(n));
+  }
+};
+
+void check(const char* level, Isa isa, bool bf16) {
+  const gemm::Kernel kernel = bf16 && isa == Isa::Avx512Bf16 ? gemm::dpbf16_kernel() : gemm::fma_kernel(isa, bf16);
+  // K = 2,101: odd (the last pair half empty) and past the longest k block
+  // (2,048), so chains cross a block boundary; N = 150: a partial last panel.
+  const int64_t m = 111, k = 2101, n = 150;
+  const Case c(kernel, bf16, m, k, n, bf16 ? 7 : 3);
+  const std::vector<float> all = c.run(0, m, 1, true);
+  double worst = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double exact = c.bias[j], magnitude = std::fabs(c.bias[j]);
+      for (int64_t kk = 0; kk < k; ++kk) {
+        exact += static_cast<double>(c.xf[i * k + kk]) * c.wf[j * k + kk];
+        magnitude += std::fabs(static_cast<double>(c.xf[i * k + kk]) * c.wf[j * k + kk]);
+      }
+      worst = std::max(worst, std::fabs(all[i * n + j] - exact) / (k * std::ldexp(1.0, -23) * magnitude));
+    }
+  // Every row alone, and in sub-batches of other sizes at other places, with other column splits.
+  int64_t mismatches = 0, compared = 0;
+  const auto compare = [&](const std::vector<float>& got, int64_t first, int64_t rows) {
+    for (int64_t r = 0; r < rows; ++r, ++compared)
+      if (std::memcmp(got.data() + r * n, all.data() + (first + r) * n, n * sizeof(float)) != 0) ++mismatches;
+  };
+  for (int64_t i = 0; i < m; ++i) compare(c.run(i, 1, 0, true), i, 1);
+  const int64_t batches[][2] = {{0, 7}, {5, 49}, {3, 100}, {60, 51}, {1, 110}};
+  for (const auto& b : batches)
+    for (int64_t split : {0, 1, 2})
+      compare(c.run(b[0], b[1], split, true), b[0], b[1]);
+  // Accumulating onto the bias rows gives the same chains as starting from the bias.
+  std::vector<float> from_bias(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) std::memcpy(from_bias.data() + i * n, c.bias.data(), n * sizeof(float));
+  c.accumulate(0, m, from_bias);
+  compare(from_bias, 0, m);
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the output bytes
+  for (size_t b = 0; b < all.size() * sizeof(float); ++b) hash = (hash ^ reinterpret_cast<const unsigned char*>(all.data())[b]) * 1099511628211ull;
+  std::printf("{\"level\": \"%s\", \"dtype\": \"%s\", \"width\": %ld, \"depth\": %ld, \"worstErrorOverBound\": %.6g, \"rowsCompared\": %ld, "
+              "\"rowsDiffering\": %ld, \"bits\": \"%016llx\"}\n",
+              level, bf16 ? "bf16" : "fp32", static_cast<long>(kernel.width), static_cast<long>(kernel.depth), worst,
+              static_cast<long>(compared), static_cast<long>(mismatches), static_cast<unsigned long long>(hash));
+}
+
+}  // namespace
+
+int main() {
+  for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16}) {
+    if (isa > best_isa()) continue;
+    check(isa_name(isa), isa, false);
+    check(isa_name(isa), isa, true);
+  }
+}

@@ -1,5 +1,5 @@
 /**
- * The engine's CPU kernels without torch (test/native/*_check.cpp, compiled here with g++ -O2, so with
+ * The engine's CPU kernels without torch (test/native/*_check.cpp, compiled here with g++ -O3 as the addon is, so with
  * the compiler's default floating-point contraction).
  *
  * The invariant GEMM's kernel families (csrc/kernels/cpu/gemm_kernels.h), compiled without torch with
@@ -25,7 +25,7 @@ type Row = { level: string; dtype: string; width: number; depth: number; worstEr
 function runCheck<T>(name: string, kernelSources: string[]): T[] {
   const exe = path.join(scratch, name);
   const sources = kernelSources.map((f) => path.join(csrc, 'kernels', 'cpu', f));
-  execFileSync('g++', ['-std=c++17', '-O2', `-I${csrc}`, path.join(root, 'test', 'native', `${name}.cpp`), ...sources, '-o', exe], { stdio: 'pipe' });
+  execFileSync('g++', ['-std=c++17', '-O3', `-I${csrc}`, path.join(root, 'test', 'native', `${name}.cpp`), ...sources, '-o', exe], { stdio: 'pipe' });
   // TQ_KERNELS unset: the programs run every level up to this CPU's best.
   const env = { ...process.env };
   delete env.TQ_KERNELS;

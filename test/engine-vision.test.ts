@@ -22,7 +22,7 @@ const text = (n: number, from = 1000) => Array.from({ length: n }, (_, i) => fro
 const native = (im: PreprocessedImage, model: string): NativeImage => ({ rgb: new Uint8Array(im.rgb), width: im.width, height: im.height, key: imageKey(im, model) });
 
 async function maxErrors(engine: Engine, model: string, cases: VlmCase[]): Promise<number[]> {
-  const refs = referenceVlmLogits(model, cases);
+  const refs = await referenceVlmLogits(model, cases);
   const errors: number[] = [];
   for (const [i, c] of cases.entries()) {
     const got = await engine.logitsAll(c.tokens, c.images.map((im) => native(im, model)));
@@ -80,7 +80,7 @@ describe('tiny-qwen2-vl (transformers 4 layout) against the float64 reference', 
     const bf16 = await Engine.open({ path: model, threads: 2, dtype: 'bf16' });
     try {
       const c = { tokens: [...text(3), ...image(...text(4, 2000))], images: [images['non-square PNG (wide)']] };
-      const [ref] = referenceVlmLogits(model, [c]);
+      const [ref] = await referenceVlmLogits(model, [c]);
       const got = await bf16.logitsAll(c.tokens, c.images.map((im) => native(im, model)));
       const err = Math.max(...got.map((row, p) => maxAbsDiff(row, ref[p])));
       const scale = ref.reduce((m, r) => r.reduce((mm, v) => Math.max(mm, Math.abs(v)), m), 0);
@@ -98,7 +98,7 @@ describe('tiny-qwen2-vl (transformers 4 layout) against the float64 reference', 
     const labels = [101, 202, 303];
     const res = await engine.answer({ state, images: [native(im, model)], questions: questions.map((tokens) => ({ tokens, labelIds: labels })) });
     expect(res.stateTokens).toBe(state.length - 1 + (im.width / 28) * (im.height / 28));
-    const refs = referenceVlmLogits(model, questions.map((q) => ({ tokens: [...state, ...q], images: [im] })));
+    const refs = await referenceVlmLogits(model, questions.map((q) => ({ tokens: [...state, ...q], images: [im] })));
     res.answers.forEach((a, i) => {
       const last = refs[i][refs[i].length - 1];
       expect(maxAbsDiff(a.labelLogits, labels.map((id) => last[id]))).toBeLessThanOrEqual(1e-4);

@@ -74,7 +74,7 @@ test('the readout equals the float64 reference on the same RGB (debug readout, b
   for (const name of Object.keys(questions)) {
     const q = r.body.readout[name];
     // prompt_token_ids hold one placeholder per image, as the engine received them.
-    const [ref] = referenceVlmLogits(tinyModel('tiny-qwen2-vl'), [{ tokens: q.prompt_token_ids, images }]);
+    const [ref] = await referenceVlmLogits(tinyModel('tiny-qwen2-vl'), [{ tokens: q.prompt_token_ids, images }]);
     const last = ref[ref.length - 1];
     expect(maxAbsDiff(q.label_logits, q.label_token_ids.map((id: number) => last[id]))).toBeLessThanOrEqual(1e-4);
     // Each 84 x 56 image is 6 tokens in place of its one placeholder.

@@ -1,5 +1,5 @@
 /** Float64 reference logits of a Qwen2-VL checkpoint (test/reference/ref_vlm.py, Debian's python3-torch). */
-import { execFileSync } from 'child_process';
+import { spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -12,8 +12,25 @@ export interface VlmCase {
   images: PreprocessedImage[];
 }
 
+/**
+ * The reference's standard output for `input` on its standard input. Asynchronous: the reference takes
+ * seconds, and a test that blocked its event loop that long while holding a keep-alive connection to a
+ * server found the socket closed by the server's idle timeout (5 s) on its next request ("other side closed").
+ */
+function runReference(script: string, input: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(debianPython, [path.join(referenceDir, script)], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '', stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`${script} exited ${code}: ${stderr}`))));
+    child.stdin.end(input);
+  });
+}
+
 /** For each case, its full-vocabulary float64 logits at every position of the expanded prompt. */
-export function referenceVlmLogits(model: string, cases: VlmCase[]): Float64Array[][] {
+export async function referenceVlmLogits(model: string, cases: VlmCase[]): Promise<Float64Array[][]> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-vlm-ref-'));
   try {
     const out = path.join(dir, 'logits.bin');
@@ -25,7 +42,7 @@ export function referenceVlmLogits(model: string, cases: VlmCase[]): Float64Arra
         return { rgb: file, width: im.width, height: im.height };
       }),
     }));
-    const stdout = execFileSync(debianPython, [path.join(referenceDir, 'ref_vlm.py')], { input: JSON.stringify({ model, cases: input, out }), encoding: 'utf8' });
+    const stdout = await runReference('ref_vlm.py', JSON.stringify({ model, cases: input, out }));
     const { vocab, lengths } = JSON.parse(stdout) as { vocab: number; lengths: number[] };
     const buf = fs.readFileSync(out);
     const all = new Float64Array(buf.buffer, buf.byteOffset, buf.byteLength / 8);

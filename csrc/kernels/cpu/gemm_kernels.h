@@ -51,7 +51,10 @@ Kernel fma_kernel(Isa isa, bool bf16);
 Kernel dpbf16_kernel();  // needs Isa::Avx512Bf16
 
 // The loops every family shares: blocks of rows, then of k; within them, the
-// thread's panels, then tiles of K::kRows rows. A block's activations are
+// thread's panels, then tiles of K::kRows rows. A remainder of under half a
+// block joins the last block: each block streams all the thread's weights
+// again, and a warm question's 49 rows in blocks of 48 and 1 streamed them
+// twice for one more row. A block's activations are
 // packed per thread, interleaved so that a tile reads its step's values
 // together (rows past M are 0). A micro-kernel K provides:
 //   In, Step, Weight: activation, packed activation (one row, one step) and
@@ -70,9 +73,11 @@ inline void run_panels(const Job& job, int64_t p_begin, int64_t p_end) {
   const auto* panels = static_cast<const typename K::Weight*>(job.panels);
   const int64_t steps_in_k = (job.k + depth - 1) / depth;
   thread_local std::vector<Step> packed;  // [tiles][steps][kRows], this thread's copy
-  packed.resize(static_cast<size_t>(K::kBlockRows * K::kBlockK / depth));
-  for (int64_t m0 = 0; m0 < job.m; m0 += K::kBlockRows) {
-    const int64_t mc = std::min(K::kBlockRows, job.m - m0), tiles = (mc + rows_per_tile - 1) / rows_per_tile;
+  constexpr int64_t max_block_rows = K::kBlockRows + K::kBlockRows / 2;
+  packed.resize(static_cast<size_t>((max_block_rows + rows_per_tile) * K::kBlockK / depth));
+  for (int64_t m0 = 0, mc; m0 < job.m; m0 += mc) {
+    mc = job.m - m0 < max_block_rows ? job.m - m0 : K::kBlockRows;
+    const int64_t tiles = (mc + rows_per_tile - 1) / rows_per_tile;
     for (int64_t k0 = 0; k0 < job.k; k0 += K::kBlockK) {
       const int64_t kc = std::min(K::kBlockK, job.k - k0), steps = (kc + depth - 1) / depth;
       for (int64_t t = 0; t < tiles; ++t)

@@ -96,30 +96,28 @@ describe.each(lowerLevels)('tiny-qwen3 at level %s: bit-identical label logits i
   test.each(['fp32', 'bf16'] as Dtype[])('%s', (dtype) => expectInvariant(dir, t, dtype, isa));
 });
 
-test('oneDNN kernels (batchInvariant: false) still answer within 1e-5 of the invariant ones (fp32)', async () => {
+/** tiny-qwen3's answers to every question on the invariant kernels and on oneDNN's, in one dtype. */
+async function invariantAndOnednn(dtype: Dtype) {
   const dir = tinyModel('tiny-qwen3');
   const t = await tokenizeTexts(dir);
   const request = { state: t.state, questions: t.questions.map((tokens) => ({ tokens, labelIds: t.labels })) };
-  const invariant = await withEngine(dir, { dtype: 'fp32' }, (e) => e.answer(request));
-  const onednn = await withEngine(dir, { dtype: 'fp32', batchInvariant: false }, async (e) => {
-    expect(e.info.batchInvariant).toBe(false);
+  const invariant = await withEngine(dir, { dtype }, (e) => e.answer(request));
+  const onednn = await withEngine(dir, { dtype, batchInvariant: false }, async (e) => {
+    expect(e.info).toMatchObject({ batchInvariant: false, dtype });
     return e.answer(request);
   });
-  onednn.answers.forEach((a, i) =>
-    a.labelLogits.forEach((x, j) => expect(Math.abs(x - invariant.answers[i].labelLogits[j])).toBeLessThanOrEqual(1e-5)));
+  return { invariant: invariant.answers, onednn: onednn.answers };
+}
+
+test('oneDNN kernels (batchInvariant: false) still answer within 1e-5 of the invariant ones (fp32)', async () => {
+  const { invariant, onednn } = await invariantAndOnednn('fp32');
+  onednn.forEach((a, i) => a.labelLogits.forEach((x, j) => expect(Math.abs(x - invariant[i].labelLogits[j])).toBeLessThanOrEqual(1e-5)));
 });
 
 test("bf16: label probabilities within 2e-3 of oneDNN's bf16 kernels (batchInvariant: false)", async () => {
-  const dir = tinyModel('tiny-qwen3');
-  const t = await tokenizeTexts(dir);
-  const request = { state: t.state, questions: t.questions.map((tokens) => ({ tokens, labelIds: t.labels })) };
-  const invariant = await withEngine(dir, { dtype: 'bf16' }, (e) => e.answer(request));
-  const onednn = await withEngine(dir, { dtype: 'bf16', batchInvariant: false }, async (e) => {
-    expect(e.info.dtype).toBe('bf16');
-    return e.answer(request);
-  });
-  onednn.answers.forEach((a, i) =>
-    a.labelLogProbs.forEach((x, j) => expect(Math.abs(Math.exp(x) - Math.exp(invariant.answers[i].labelLogProbs[j]))).toBeLessThanOrEqual(2e-3)));
+  const { invariant, onednn } = await invariantAndOnednn('bf16');
+  onednn.forEach((a, i) =>
+    a.labelLogProbs.forEach((x, j) => expect(Math.abs(Math.exp(x) - Math.exp(invariant[i].labelLogProbs[j]))).toBeLessThanOrEqual(2e-3)));
 });
 
 test('an empty state is allowed: questions attend to their own tokens only', async () => {

@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm_kernels.h"
 
 using namespace tq;
@@ -25,7 +26,7 @@ namespace {
 uint16_t to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  return bf16_bits(u);
 }
 float from_bf16(uint16_t b) {
   const uint32_t u = static_cast<uint32_t>(b) << 16;

@@ -54,9 +54,9 @@ Kernel dpbf16_kernel();  // needs Isa::Avx512Bf16
 // thread's panels, then tiles of K::kRows rows. A remainder of under half a
 // block joins the last block: each block streams all the thread's weights
 // again, and a warm question's 49 rows in blocks of 48 and 1 streamed them
-// twice for one more row. A block's activations are
-// packed per thread, interleaved so that a tile reads its step's values
-// together (rows past M are 0). A micro-kernel K provides:
+// twice for one more row. A block's activations are packed per thread,
+// interleaved so that a tile reads its step's values together (rows past M
+// are 0). A micro-kernel K provides:
 //   In, Step, Weight: activation, packed activation (one row, one step) and
 //     packed weight element types; kRows, kWidth, kDepth, kBlockRows, kBlockK
 //     (a multiple of kDepth, so that steps never straddle blocks), kStepWeights

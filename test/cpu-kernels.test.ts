@@ -6,7 +6,8 @@
  * test/native/gemm_check.cpp and run at every instruction set level this CPU has, in fp32 and bf16:
  * every output within a small fraction of the worst-case rounding bound of a float64 reference, every
  * row bit-identical alone, in batches of other sizes and places, under other column splits and when
- * accumulated; and the FMA family's chains the same bits with 16, 8 or 4 lanes where all have FMA.
+ * accumulated; bf16 outputs the fp32 ones rounded; and the FMA family's chains the same bits with 16, 8 or 4
+ * lanes where all have FMA. Each at an odd and an even K (steps packed or read in place).
  */
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
@@ -19,7 +20,10 @@ const csrc = path.join(root, 'csrc');
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-gemm-'));
 afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
-type Row = { level: string; dtype: string; width: number; depth: number; worstErrorOverBound: number; rowsCompared: number; rowsDiffering: number; bits: string };
+type Row = {
+  level: string; dtype: string; k: number; width: number; depth: number; worstErrorOverBound: number;
+  rowsCompared: number; rowsDiffering: number; bf16OutputsDiffering: number; bits: string;
+};
 
 /** Builds test/native/<name>.cpp with the named kernel sources and runs it: one JSON object per output line. */
 function runCheck<T>(name: string, kernelSources: string[]): T[] {
@@ -38,29 +42,36 @@ beforeAll(() => {
   rows = runCheck<Row>('gemm_check', ['gemm_fma.cpp', 'gemm_dpbf16.cpp', 'isa.cpp']);
 }, 120_000);
 
-test('every level this CPU runs is checked, in fp32 and bf16', () => {
+test('every level this CPU runs is checked, in fp32 and bf16, at an odd and an even K', () => {
   const expected = runnableIsaLevels().reverse();
-  expect(rows.map((r) => `${r.level}/${r.dtype}`)).toEqual(expected.flatMap((l) => [`${l}/fp32`, `${l}/bf16`]));
+  expect(rows.map((r) => `${r.level}/${r.dtype}/${r.k}`)).toEqual(
+    expected.flatMap((l) => [2101, 2100].flatMap((k) => [`${l}/fp32/${k}`, `${l}/bf16/${k}`])),
+  );
   // bf16 on avx512-bf16 is the vdpbf16ps family: pairs of k; everything else one k per step.
   for (const r of rows) expect(r.depth).toBe(r.level === 'avx512-bf16' && r.dtype === 'bf16' ? 2 : 1);
 });
 
 test('outputs within 5% of the worst-case fp32 rounding bound of a float64 reference (a missing or doubled term is ~2x it)', () => {
-  for (const r of rows) expect(`${r.level}/${r.dtype}: ${r.worstErrorOverBound <= 0.05}`).toBe(`${r.level}/${r.dtype}: true`);
+  for (const r of rows) expect(`${r.level}/${r.dtype}/${r.k}: ${r.worstErrorOverBound <= 0.05}`).toBe(`${r.level}/${r.dtype}/${r.k}: true`);
 });
 
 test('every row bit-identical alone, in other batches and places, under other column splits, and accumulated', () => {
   for (const r of rows) {
     expect(r.rowsCompared).toBeGreaterThan(1000);
-    expect(`${r.level}/${r.dtype}: ${r.rowsDiffering} differing`).toBe(`${r.level}/${r.dtype}: 0 differing`);
+    expect(`${r.level}/${r.dtype}/${r.k}: ${r.rowsDiffering} differing`).toBe(`${r.level}/${r.dtype}/${r.k}: 0 differing`);
   }
 });
 
+test('bf16 outputs, rounded tile by tile, are the fp32 outputs rounded to nearest even', () => {
+  for (const r of rows) expect(`${r.level}/${r.dtype}/${r.k}: ${r.bf16OutputsDiffering}`).toBe(`${r.level}/${r.dtype}/${r.k}: 0`);
+});
+
 test('the FMA family gives the same bits at every vector width that has FMA (AVX2, AVX-512)', () => {
-  for (const dtype of ['fp32', 'bf16']) {
-    const fma = rows.filter((r) => r.dtype === dtype && r.depth === 1 && r.level !== 'portable');
-    expect(new Set(fma.map((r) => r.bits)).size).toBeLessThanOrEqual(1);
-  }
+  for (const dtype of ['fp32', 'bf16'])
+    for (const k of [2101, 2100]) {
+      const fma = rows.filter((r) => r.dtype === dtype && r.k === k && r.depth === 1 && r.level !== 'portable');
+      expect(new Set(fma.map((r) => r.bits)).size).toBeLessThanOrEqual(1);
+    }
 });
 
 test("a softmax numerator does not change with its place in the row (portable loops: no contraction in the vector body only)", () => {

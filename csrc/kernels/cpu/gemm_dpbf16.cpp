@@ -36,7 +36,8 @@ struct DpTile {
 
   static Step step(const uint16_t* x, int64_t n) { return x[0] | (n > 1 ? static_cast<uint32_t>(x[1]) << 16 : 0u); }
 
-  TQ_DPBF16 static void tile(int64_t steps, const uint32_t* a, const uint32_t* b, const float* init, int64_t ld_init, float* c, int64_t ldc) {
+  template <class A>
+  TQ_DPBF16 static void tile(int64_t steps, const A& a, const uint32_t* b, const float* init, int64_t ld_init, float* c, int64_t ldc) {
     __m512 acc[kRows][kVectors];
     for (int r = 0; r < kRows; ++r)
       for (int v = 0; v < kVectors; ++v) acc[r][v] = init ? _mm512_loadu_ps(init + r * ld_init + v * 16) : _mm512_setzero_ps();
@@ -44,7 +45,7 @@ struct DpTile {
       __m512bh w[kVectors];
       for (int v = 0; v < kVectors; ++v) w[v] = (__m512bh)_mm512_loadu_si512(b + (s * kVectors + v) * 16);
       for (int r = 0; r < kRows; ++r) {
-        const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[s * kRows + r]));
+        const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(a(s, r)));
         for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], x, w[v]);
       }
     }
@@ -69,7 +70,7 @@ void pack(const void* src, int64_t n, int64_t k, int64_t stride_n, int64_t strid
 
 }  // namespace
 
-Kernel dpbf16_kernel() { return {panels, pack, DpTile::kWidth, DpTile::kDepth, 2}; }
+Kernel dpbf16_kernel() { return {panels, pack, DpTile::kWidth, DpTile::kDepth, 2, DpTile::kBlockK}; }
 
 }  // namespace tq::gemm
 #else

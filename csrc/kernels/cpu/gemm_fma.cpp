@@ -79,7 +79,8 @@ struct FmaTile {
   }
   static Step step(const W* x, int64_t) { return widen(*x); }
 
-  static void tile(int64_t steps, const float* a, const W* b, const float* init, int64_t ld_init, float* c, int64_t ldc) {
+  template <class A>
+  static void tile(int64_t steps, const A& a, const W* b, const float* init, int64_t ld_init, float* c, int64_t ldc) {
     F acc[kRows][kVectors];
     for (int r = 0; r < kRows; ++r)
       for (int v = 0; v < kVectors; ++v) acc[r][v] = init ? load(init + r * ld_init + v * L) : F{};
@@ -87,7 +88,7 @@ struct FmaTile {
       F w[kVectors];
       weights(b + k * kWidth, w);
       for (int r = 0; r < kRows; ++r) {
-        const float s = a[k * kRows + r];
+        const float s = a(k, r);
         for (int v = 0; v < kVectors; ++v) acc[r][v] += s * w[v];
       }
     }
@@ -124,9 +125,9 @@ void pack(const void* src, int64_t n, int64_t k, int64_t stride_n, int64_t strid
 
 template <int L>
 Kernel kernel_of(PanelsFn f32, PanelsFn bf16, bool is_bf16) {
-  constexpr int64_t width = FmaTile<L, float>::kWidth;
-  if (is_bf16) return {bf16, pack<uint16_t, width>, width, 1, 2};
-  return {f32, pack<float, width>, width, 1, 4};
+  constexpr int64_t width = FmaTile<L, float>::kWidth, block_k = FmaTile<L, float>::kBlockK;
+  if (is_bf16) return {bf16, pack<uint16_t, width>, width, 1, 2, block_k};
+  return {f32, pack<float, width>, width, 1, 4, block_k};
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/isa.h"
 
 namespace tq::gemm {
@@ -24,10 +25,11 @@ namespace tq::gemm {
 struct Job {
   const void* x;       // [M, K] activations in the weights' dtype, rows lda apart
   const void* panels;  // packed weights
-  float* out;          // [M, N], rows ldc apart
+  void* out;           // [M, N], rows ldc apart: fp32, or bf16 where out_bf16
   const float* bias;   // [panels * width] zero-padded, or null
   int64_t m, k, n, lda, ldc;
-  bool accumulate;
+  bool accumulate;     // onto out (fp32 only)
+  bool out_bf16;       // each output rounded to bf16 (to nearest even, as at::BFloat16) when complete
 };
 
 using PanelsFn = void (*)(const Job&, int64_t p_begin, int64_t p_end);
@@ -41,6 +43,7 @@ struct Kernel {
   int64_t width;         // columns per panel
   int64_t depth;         // k per step
   int64_t element_bytes;  // of the packed weights
+  int64_t block_k;        // k per block: a bf16 output of a longer K widens the block
   int64_t panels(int64_t n) const { return (n + width - 1) / width; }
   size_t packed_bytes(int64_t n, int64_t k) const {
     return static_cast<size_t>(panels(n) * ((k + depth - 1) / depth) * width * depth * element_bytes);
@@ -50,13 +53,66 @@ struct Kernel {
 Kernel fma_kernel(Isa isa, bool bf16);
 Kernel dpbf16_kernel();  // needs Isa::Avx512Bf16
 
+// A tile's activations, step s of row r, as a micro-kernel reads them: packed
+// by run_panels ([steps][kRows], rows past M zero) ...
+template <class K>
+struct PackedSteps {
+  const typename K::Step* a;
+  typename K::Step operator()(int64_t s, int r) const { return a[s * K::kRows + r]; }
+};
+// ... or in place, where a step is a row's next kDepth values as they are
+// stored (fp32 one at a time, bf16 pairs) and K has no partial last step.
+// Packing cost 8% of the vdpbf16ps family's time in a prefill (perf: each
+// thread packed every block again, element by element); a broadcast reads a
+// step from the row as cheaply as from the copy.
+template <class K>
+struct RowSteps {
+  const char* row[K::kRows];  // rows past M point at a real row: their results are dropped
+  typename K::Step operator()(int64_t s, int r) const {
+    typename K::Step v;
+    std::memcpy(&v, row[r] + s * sizeof v, sizeof v);
+    return v;
+  }
+};
+
+// One tile of rows [row0, row0 + rows) and columns [col0, col0 + cols) over a
+// block's `steps`, started from `init` (fresh: the bias row or null) or from
+// the output (a later k block, or accumulate). Partial tiles and bf16 outputs
+// go through a full-size fp32 copy on the stack.
+template <class K, class A>
+inline void run_tile(const Job& job, const A& a, int64_t steps, const typename K::Weight* b, const float* bias, bool fresh, int64_t row0,
+                     int64_t rows, int64_t col0, int64_t cols) {
+  constexpr int64_t rows_per_tile = K::kRows, width = K::kWidth;
+  alignas(64) float edge[rows_per_tile][width];
+  if (job.out_bf16) {  // fresh: one k block (run_panels)
+    K::tile(steps, a, b, bias, 0, &edge[0][0], width);
+    auto* out = static_cast<uint16_t*>(job.out) + row0 * job.ldc + col0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < cols; ++j) {
+        uint32_t bits;
+        std::memcpy(&bits, &edge[r][j], sizeof bits);
+        out[r * job.ldc + j] = bf16_bits(bits);
+      }
+    return;
+  }
+  float* c = static_cast<float*>(job.out) + row0 * job.ldc + col0;
+  if (rows == rows_per_tile && cols == width) return K::tile(steps, a, b, fresh ? bias : c, fresh ? 0 : job.ldc, c, job.ldc);
+  if (!fresh) {
+    std::memset(edge, 0, sizeof edge);
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(edge[r], c + r * job.ldc, cols * sizeof(float));
+  }
+  K::tile(steps, a, b, fresh ? bias : &edge[0][0], fresh ? 0 : width, &edge[0][0], width);
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(c + r * job.ldc, edge[r], cols * sizeof(float));
+}
+
 // The loops every family shares: blocks of rows, then of k; within them, the
 // thread's panels, then tiles of K::kRows rows. A remainder of under half a
 // block joins the last block: each block streams all the thread's weights
 // again, and a warm question's 49 rows in blocks of 48 and 1 streamed them
-// twice for one more row. A block's activations are packed per thread,
-// interleaved so that a tile reads its step's values together (rows past M
-// are 0). A micro-kernel K provides:
+// twice for one more row. Where steps cannot be read in place (RowSteps), a
+// block's activations are packed per thread, interleaved so that a tile reads
+// its step's values together. A bf16 output takes K in one block, so that an
+// output is complete when its tile is. A micro-kernel K provides:
 //   In, Step, Weight: activation, packed activation (one row, one step) and
 //     packed weight element types; kRows, kWidth, kDepth, kBlockRows, kBlockK
 //     (a multiple of kDepth, so that steps never straddle blocks), kStepWeights
@@ -64,7 +120,8 @@ Kernel dpbf16_kernel();  // needs Isa::Avx512Bf16
 //   Step step(const In* x, int64_t n): a row's next kDepth values, the last
 //     past n zero;
 //   tile(steps, a, b, init, ld_init, c, ldc): c = init (ld_init 0: one row for
-//     all; null: 0) + the tile's chains over `steps` steps.
+//     all; null: 0) + the tile's chains over `steps` steps, step s of row r
+//     being a(s, r).
 template <class K>
 inline void run_panels(const Job& job, int64_t p_begin, int64_t p_end) {
   using Step = typename K::Step;
@@ -72,21 +129,24 @@ inline void run_panels(const Job& job, int64_t p_begin, int64_t p_end) {
   const auto* x = static_cast<const typename K::In*>(job.x);
   const auto* panels = static_cast<const typename K::Weight*>(job.panels);
   const int64_t steps_in_k = (job.k + depth - 1) / depth;
-  thread_local std::vector<Step> packed;  // [tiles][steps][kRows], this thread's copy
+  const int64_t block_k = job.out_bf16 ? std::max(K::kBlockK, steps_in_k * depth) : K::kBlockK;
+  const bool in_place = sizeof(Step) == depth * sizeof(typename K::In) && job.k % depth == 0;
   constexpr int64_t max_block_rows = K::kBlockRows + K::kBlockRows / 2;
-  packed.resize(static_cast<size_t>((max_block_rows + rows_per_tile) * K::kBlockK / depth));
+  thread_local std::vector<Step> packed;  // [tiles][steps][kRows], this thread's copy
+  if (!in_place) packed.resize(static_cast<size_t>((max_block_rows + rows_per_tile) * block_k / depth));
   for (int64_t m0 = 0, mc; m0 < job.m; m0 += mc) {
     mc = job.m - m0 < max_block_rows ? job.m - m0 : K::kBlockRows;
     const int64_t tiles = (mc + rows_per_tile - 1) / rows_per_tile;
-    for (int64_t k0 = 0; k0 < job.k; k0 += K::kBlockK) {
-      const int64_t kc = std::min(K::kBlockK, job.k - k0), steps = (kc + depth - 1) / depth;
-      for (int64_t t = 0; t < tiles; ++t)
-        for (int64_t r = 0; r < rows_per_tile; ++r) {
-          const int64_t row = m0 + t * rows_per_tile + r;
-          Step* dst = packed.data() + t * steps * rows_per_tile + r;
-          const auto* src = x + row * job.lda + k0;
-          for (int64_t s = 0; s < steps; ++s) dst[s * rows_per_tile] = row < job.m ? K::step(src + s * depth, kc - s * depth) : Step{};
-        }
+    for (int64_t k0 = 0; k0 < job.k; k0 += block_k) {
+      const int64_t kc = std::min(block_k, job.k - k0), steps = (kc + depth - 1) / depth;
+      if (!in_place)
+        for (int64_t t = 0; t < tiles; ++t)
+          for (int64_t r = 0; r < rows_per_tile; ++r) {
+            const int64_t row = m0 + t * rows_per_tile + r;
+            Step* dst = packed.data() + t * steps * rows_per_tile + r;
+            const auto* src = x + row * job.lda + k0;
+            for (int64_t s = 0; s < steps; ++s) dst[s * rows_per_tile] = row < job.m ? K::step(src + s * depth, kc - s * depth) : Step{};
+          }
       const bool fresh = k0 == 0 && !job.accumulate;
       for (int64_t p = p_begin; p < p_end; ++p) {
         const auto* b = panels + (p * steps_in_k + k0 / depth) * K::kStepWeights;
@@ -94,20 +154,14 @@ inline void run_panels(const Job& job, int64_t p_begin, int64_t p_end) {
         const float* bias = fresh && job.bias ? job.bias + col0 : nullptr;
         for (int64_t t = 0; t < tiles; ++t) {
           const int64_t row0 = m0 + t * rows_per_tile, rows = std::min(rows_per_tile, job.m - row0);
-          const Step* a = packed.data() + t * steps * rows_per_tile;
-          float* c = job.out + row0 * job.ldc + col0;
-          if (rows == rows_per_tile && cols == width) {
-            K::tile(steps, a, b, fresh ? bias : c, fresh ? 0 : job.ldc, c, job.ldc);
-            continue;
+          if (in_place) {
+            RowSteps<K> a;
+            for (int64_t r = 0; r < rows_per_tile; ++r)
+              a.row[r] = reinterpret_cast<const char*>(x + std::min(row0 + r, job.m - 1) * job.lda + k0);
+            run_tile<K>(job, a, steps, b, bias, fresh, row0, rows, col0, cols);
+          } else {
+            run_tile<K>(job, PackedSteps<K>{packed.data() + t * steps * rows_per_tile}, steps, b, bias, fresh, row0, rows, col0, cols);
           }
-          // Partial tiles (the last rows or columns) go through a full-size copy.
-          alignas(64) float edge[rows_per_tile][width];
-          if (!fresh) {
-            std::memset(edge, 0, sizeof edge);
-            for (int64_t r = 0; r < rows; ++r) std::memcpy(edge[r], c + r * job.ldc, cols * sizeof(float));
-          }
-          K::tile(steps, a, b, fresh ? bias : &edge[0][0], fresh ? 0 : width, &edge[0][0], width);
-          for (int64_t r = 0; r < rows; ++r) std::memcpy(c + r * job.ldc, edge[r], cols * sizeof(float));
         }
       }
     }

@@ -42,8 +42,9 @@ class InvariantGemm {
   // weight: [N, K] in fp32 or bf16 (the activations must come in the same dtype); bias: [N] or undefined.
   InvariantGemm(const at::Tensor& weight, const at::Tensor& bias, Isa isa);
 
-  // out[M, N] fp32 = init + x W^T for x [M, K]: init is out itself when
-  // accumulate (a residual), else the bias, else 0.
+  // out[M, N] = init + x W^T for x [M, K]: init is out itself when
+  // accumulate (a residual, fp32), else the bias, else 0. out in fp32, or in
+  // bf16 (each output rounded to nearest even, as at::BFloat16).
   void run(const at::Tensor& x, at::Tensor& out, bool accumulate) const;
 
  private:

@@ -106,13 +106,7 @@ PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias, boo
 void PackedLinear::run(const at::Tensor& x, at::Tensor& out, bool add_into) const {
   const int64_t m = x.size(0);
   if (m == 0) return;
-  if (invariant_) {
-    if (out.scalar_type() == at::kFloat) return gemm_.run(x, out, add_into);
-    auto wide = at::empty(out.sizes(), out.options().dtype(at::kFloat));
-    gemm_.run(x, wide, false);
-    out.copy_(wide);
-    return;
-  }
+  if (invariant_) return gemm_.run(x, out, add_into);
 #if TQ_ONEDNN
   TORCH_CHECK(x.scalar_type() == dtype_ && x.size(1) == in_, "PackedLinear: input ", x.sizes(), " ", x.scalar_type(), " for weights [",
               out_, ", ", in_, "] ", dtype_);

@@ -8,6 +8,9 @@
  * row bit-identical alone, in batches of other sizes and places, under other column splits and when
  * accumulated; bf16 outputs the fp32 ones rounded; and the FMA family's chains the same bits with 16, 8 or 4
  * lanes where all have FMA. Each at an odd and an even K (steps packed or read in place).
+ *
+ * Attention's mix with two keys per vdpbf16ps (csrc/kernels/cpu/key_pairs.h), with test/native/pairs_check.cpp:
+ * a query's mixed values the same bits in every layout the engine can give its keys.
  */
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
@@ -78,4 +81,14 @@ test("a softmax numerator does not change with its place in the row (portable lo
   const paths = runCheck<{ path: string; offsets: number; differing: number }>('softmax_check', ['softmax.cpp', 'bf16.cpp', 'isa.cpp']);
   expect(paths.map((p) => p.path)).toEqual(runnableIsaLevels().includes('avx512') ? ['portable', 'avx512'] : ['portable']);
   for (const p of paths) expect(`${p.path}: ${p.differing} of ${p.offsets} offsets differ`).toBe(`${p.path}: 0 of ${p.offsets} offsets differ`);
+}, 120_000);
+
+// Needs vdpbf16ps: elsewhere the mix runs one key per step and no pairs are made.
+const testDp = runnableIsaLevels().includes('avx512-bf16') ? test : test.skip;
+testDp("the mix's key pairs give a query the same bits in every layout of its keys (and pairs as the keys lie would not)", () => {
+  const [r] = runCheck<{ compared: number; differing: number; naiveDiffering: number }>('pairs_check', ['key_pairs.cpp', 'gemm_dpbf16.cpp', 'isa.cpp']);
+  expect(r.compared).toBeGreaterThan(100);
+  expect(r.differing).toBe(0);
+  // The check can see a wrong pairing: values spanning 2^-12..2^12 make the order of the adds show.
+  expect(r.naiveDiffering).toBeGreaterThan(0);
 }, 120_000);

@@ -355,7 +355,9 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
         [](Napi::Env env, tq::MemoryStats& s) -> Napi::Value {
           auto out = Napi::Object::New(env);
           out.Set("attentionBufferBytes", static_cast<double>(s.attention_buffer_bytes));
+          out.Set("attentionBufferKeptBytes", static_cast<double>(s.attention_buffer_kept_bytes));
           out.Set("cachedPrimitives", static_cast<double>(s.cached_primitives));
+          out.Set("cachedPrimitivesMax", static_cast<double>(s.cached_primitives_max));
           out.Set("pendingBoundaries", static_cast<double>(s.pending_boundaries));
           return out;
         });

@@ -1,7 +1,6 @@
 #include "engine/engine.h"
 
 #include <ATen/Parallel.h>
-#include <malloc.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 
 #include "batch/shared_prefix.h"
 #include "common/errors.h"
+#include "engine/host_allocator.h"
 #include "engine/paged_model.h"
 #include "engine/readout.h"
 #include "kernels/cpu/attention.h"
@@ -40,19 +40,6 @@ at::ScalarType parse_dtype(const std::string& d) {
   throw EngineError(code::kBadRequest, "dtype must be fp32 or bf16, got " + d);
 }
 
-// Hands freed heap pages back to the OS, at most once a second. A forward
-// pass allocates and frees tensors whose sizes follow the batch; glibc keeps
-// what it freed inside its heaps (fragmented, so not at the top to trim), and
-// under varied load the engine process grew by 390 MiB in 27.7k requests
-// (issue 10). malloc_trim(0) also returns whole free pages inside the heaps.
-void release_free_memory() {
-  static auto last = std::chrono::steady_clock::time_point{};
-  const auto now = std::chrono::steady_clock::now();
-  if (now - last < std::chrono::seconds(1)) return;
-  last = now;
-  malloc_trim(0);
-}
-
 bool is_directory(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw EngineError(code::kCheckpointInvalid, path + ": no such file or folder");
@@ -71,6 +58,7 @@ bool uses_aten_kernels(const EngineOptions& options, const at::Device& device) {
 }  // namespace
 
 Engine::Engine(const EngineOptions& options) : options_(options) {
+  keep_freed_host_memory();
   auto dtype = parse_dtype(options.dtype);
   if (options.threads > 0) at::set_num_threads(options.threads);
   if (options.block_size <= 0 || options.max_step_tokens <= 0 || options.context_limit <= 0)
@@ -305,7 +293,7 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
     }
   }
   const double readout_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  release_free_memory();
+  release_free_host_memory();
   for (auto& res : results) {
     res.state_ms = info.state_ms;
     res.questions_ms = info.questions_ms;
@@ -318,7 +306,9 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
 MemoryStats Engine::memory_stats() const {
   MemoryStats m;
   m.attention_buffer_bytes = attention_buffer_bytes();
+  m.attention_buffer_kept_bytes = attention_buffer_kept_bytes();
   m.cached_primitives = cached_primitives();
+  m.cached_primitives_max = max_cached_primitives();
   if (auto* paged = dynamic_cast<const PagedModel*>(model_.get())) m.pending_boundaries = paged->pending_boundaries();
   return m;
 }

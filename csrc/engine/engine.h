@@ -95,8 +95,10 @@ struct EngineInfo {
 
 // What the engine keeps besides the weights and the KV cache, all bounded (sizes for /health).
 struct MemoryStats {
-  int64_t attention_buffer_bytes = 0;  // worker threads' attention buffers, kept up to 8 MiB each
-  int64_t cached_primitives = 0;       // oneDNN primitives (batch invariance off), at most 64
+  int64_t attention_buffer_bytes = 0;       // worker threads' attention buffers, between steps
+  int64_t attention_buffer_kept_bytes = 0;  // ... at most this much each
+  int64_t cached_primitives = 0;            // oneDNN primitives (batch invariance off)
+  int64_t cached_primitives_max = 0;        // ... at most this many
   int64_t pending_boundaries = 0;      // state boundaries awaiting registration
 };
 

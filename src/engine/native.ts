@@ -181,10 +181,12 @@ export interface NativeVisionCacheStats {
 
 /** What the engine keeps besides the weights and the KV cache; all of it bounded. */
 export interface NativeMemoryStats {
-  /** Worker threads' attention buffers, kept between calls up to 8 MiB per thread. */
+  /** Worker threads' attention buffers, between steps at most attentionBufferKeptBytes per thread. */
   attentionBufferBytes: number;
-  /** oneDNN primitives kept (batch invariance off), at most 64. */
+  attentionBufferKeptBytes: number;
+  /** oneDNN primitives kept (batch invariance off), at most cachedPrimitivesMax. */
   cachedPrimitives: number;
+  cachedPrimitivesMax: number;
   /** State boundaries awaiting registerBoundary. */
   pendingBoundaries: number;
 }

@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/invariant_gemm.h"
+#include "kernels/cpu/key_pairs.h"
 #if TQ_ONEDNN
 #include "kernels/cpu/onednn.h"
 #endif
@@ -38,21 +39,39 @@ at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, con
 }
 
 AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos, const at::Tensor& k_seg,
-                             std::optional<int64_t> window, int64_t heads) {
-  const int64_t tq = queries.positions.size(0), tk = k_pos.size(0);
-  const int64_t chunk = std::max<int64_t>(1, std::min(kChunkQueries, kMaxScoreElements / std::max<int64_t>(1, heads * tk)));
+                             std::optional<int64_t> window, int64_t heads, bool paired) {
   AttentionPlan plan;
+  at::Tensor key_pos = k_pos, key_seg = k_seg;
+  std::vector<int64_t> query_key_end = queries.key_end;
+  if (paired) {
+    auto pos = k_pos.contiguous(), seg = k_seg.contiguous();
+    const int64_t n = pos.size(0);
+    const auto order = pair_keys(pos.data_ptr<int64_t>(), seg.data_ptr<int64_t>(), n);
+    std::vector<int64_t> gather(order.size()), place(static_cast<size_t>(n));
+    for (size_t i = 0; i < order.size(); ++i) {
+      gather[i] = order[i] < 0 ? n : order[i];  // a gap reads an appended row: zeros, position 0, segment -1
+      if (order[i] >= 0) place[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+    }
+    plan.key_order = at::tensor(at::ArrayRef<int64_t>(gather), at::TensorOptions().dtype(at::kLong));
+    const auto gap = [](const at::Tensor& t, int64_t v) { return at::cat({t, at::full({1}, v, t.options())}); };
+    key_pos = gap(pos, 0).index_select(0, plan.key_order);
+    key_seg = gap(seg, -1).index_select(0, plan.key_order);
+    for (auto& e : query_key_end) e = place[static_cast<size_t>(e - 1)] + 1;
+  }
+  const int64_t tq = queries.positions.size(0), tk = key_pos.size(0);
+  const int64_t chunk = std::max<int64_t>(1, std::min(kChunkQueries, kMaxScoreElements / std::max<int64_t>(1, heads * tk)));
   for (int64_t a = 0; a < tq; a += chunk) {
     const int64_t b = std::min(tq, a + chunk);
-    const int64_t key_end = queries.key_end[b - 1];
+    const int64_t key_end = query_key_end[b - 1];
     auto visible = visibility_mask(queries.positions.slice(0, a, b), queries.segments.slice(0, a, b), queries.parents.slice(0, a, b),
-                                   queries.roots.slice(0, a, b), k_pos.slice(0, 0, key_end), k_seg.slice(0, 0, key_end), window);
+                                   queries.roots.slice(0, a, b), key_pos.slice(0, 0, key_end), key_seg.slice(0, 0, key_end), window);
     // Leading keys no query sees (behind a window), then leading keys all queries see.
     auto seen_by_any = visible.any(0), seen_by_all = visible.all(0);
     int64_t key_begin = 0, bias_begin;
     const bool* any = seen_by_any.data_ptr<bool>();
     const bool* all = seen_by_all.data_ptr<bool>();
     while (key_begin < key_end - 1 && !any[key_begin]) ++key_begin;
+    if (paired) key_begin -= key_begin % 2;  // start at a pair: the key before is one no query sees
     bias_begin = key_begin;
     while (bias_begin < key_end && all[bias_begin]) ++bias_begin;
     auto tail = visible.slice(1, bias_begin, key_end);
@@ -117,6 +136,7 @@ struct AttentionData {
   int64_t item;  // bytes per element
   bool bf16;
   Isa isa;
+  bool paired;  // keys in pairs (key_pairs.h): the mix may add two per step
   const char* q_at(int64_t query, int64_t head) const { return q + (query * shape.heads + head) * shape.dim * item; }
   const char* k_at(int64_t key, int64_t kv_head) const { return k + (key * shape.kv_heads + kv_head) * shape.dim * item; }
   const char* v_at(int64_t key, int64_t kv_head) const { return v + (key * shape.kv_heads + kv_head) * shape.dim * item; }
@@ -208,18 +228,20 @@ void attend(const AttentionData& d, const AttentionPrimitives& kernels, const Wo
 // was, so a query's result does not depend on which other queries or keys
 // share its chunk.
 //
-// The scores may take the vdpbf16ps family (pairs of head dimensions: fixed
-// by the head, whatever the chunk). The mix may not: its pairs would be pairs
-// of keys, counted from the chunk's first key, and a query's visible keys sit
-// at other offsets in other chunks and batches (a masked key between two of
-// them would change which keys share an instruction, and so the rounding).
-// So the mix stays on the FMA family, one key per step.
+// The scores may take the vdpbf16ps family: its pairs are pairs of head
+// dimensions, fixed by the head. The mix's pairs are pairs of keys, counted
+// from the chunk's first key; in a paired plan they are fixed by the keys'
+// segments and positions (key_pairs.h) and the mix takes the family too.
+// Otherwise a query's visible keys sit at other offsets in other chunks and
+// batches, so the mix stays on the FMA family, one key per step. Measured on
+// bench-llama (AVX-512 BF16, 2 threads), a warm question spent 13% of its
+// time in the FMA mix and its value packing.
 void attend_invariant(const AttentionData& d, const WorkItem& w, ItemBuffers& buf) {
   const auto& ch = *w.chunk;
   const auto& shape = d.shape;
   const int64_t tk = ch.key_end - ch.key_begin, rows = shape.group() * (ch.end - ch.begin), dim = shape.dim;
   const int64_t stride = shape.kv_heads * dim;
-  const Isa scores_isa = d.isa, mix_isa = std::min(d.isa, Isa::Avx512);
+  const Isa scores_isa = d.isa, mix_isa = d.paired ? d.isa : std::min(d.isa, Isa::Avx512);
   buf.fit(rows, tk, dim, d.item, d.bf16);
   gather_queries(d, ch, w.kv_head, buf);
   buf.packed_keys.resize(invariant_gemm::packed_bytes(scores_isa, d.bf16, tk, dim));
@@ -238,9 +260,12 @@ void attend_invariant(const AttentionData& d, const WorkItem& w, ItemBuffers& bu
 }  // namespace
 
 namespace {
-// Per thread, buffers up to this size stay for the next call (a 1,000-token
+// Per thread, buffers up to this size stay for the next step (a 1,000-token
 // prefill of bench-llama needs about 5 MiB); larger ones, taken by a long
-// state, are returned after the call.
+// state or many questions, are returned when the step ends, not after each
+// layer: returned and taken again at every layer, the 10 MiB per thread of a
+// state with 16 questions on bench-llama cost 126,000 page faults a forward
+// (20% of its time here; perf).
 constexpr size_t kKeptBufferBytes = size_t{8} << 20;
 std::atomic<int64_t> buffer_bytes{0};
 
@@ -251,22 +276,32 @@ struct CountedBuffers {
   ItemBuffers buffers;
   int64_t counted = 0;
   ~CountedBuffers() { buffer_bytes -= counted; }
-  // Returns oversized buffers, then brings the count up to date.
-  void settle() {
-    if (buffers.bytes() > kKeptBufferBytes) buffers = ItemBuffers{};
+  // Brings the count up to date, having returned oversized buffers if `trim`.
+  void settle(bool trim) {
+    if (trim && buffers.bytes() > kKeptBufferBytes) buffers = ItemBuffers{};
     const auto now = static_cast<int64_t>(buffers.bytes());
     buffer_bytes += now - counted;
     counted = now;
   }
 };
+thread_local CountedBuffers kept;
 }  // namespace
 
 int64_t attention_buffer_bytes() { return buffer_bytes.load(); }
+
+int64_t attention_buffer_kept_bytes() { return static_cast<int64_t>(kKeptBufferBytes); }
+
+void trim_attention_buffers() {
+  at::parallel_for(0, at::get_num_threads(), 1, [](int64_t, int64_t) { kept.settle(true); });
+}
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant, Isa isa) {
   TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && k.scalar_type() == q.scalar_type() &&
                   v.scalar_type() == q.scalar_type(),
               "attention: contiguous q, k, v of one dtype");
+  const bool paired = plan.key_order.defined();
+  TORCH_CHECK(!paired || (invariant && isa == Isa::Avx512Bf16 && q.scalar_type() == at::kBFloat16),
+              "attention: paired keys are for the invariant bf16 kernels at avx512-bf16");
   auto out = at::empty(q.sizes(), q.options());
 #if TQ_ONEDNN
   const AttentionShape shape{q.size(1), k.size(1), q.size(2), onednn::type_of(q.scalar_type())};
@@ -274,14 +309,18 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   TORCH_CHECK(invariant, "attention: this build has no oneDNN; only the batch-invariant kernels");
   const AttentionShape shape{q.size(1), k.size(1), q.size(2)};
 #endif
+  // Paired: the keys and values in the plan's order, a zero row at each gap.
+  const auto in_pairs = [&](const at::Tensor& x) { return at::cat({x, at::zeros({1, x.size(1), x.size(2)}, x.options())}).index_select(0, plan.key_order); };
+  const at::Tensor keys = paired ? in_pairs(k) : k, values = paired ? in_pairs(v) : v;
   const AttentionData data{shape,
                            static_cast<const char*>(q.data_ptr()),
-                           static_cast<const char*>(k.data_ptr()),
-                           static_cast<const char*>(v.data_ptr()),
+                           static_cast<const char*>(keys.data_ptr()),
+                           static_cast<const char*>(values.data_ptr()),
                            static_cast<char*>(out.data_ptr()),
                            q.element_size(),
                            q.scalar_type() == at::kBFloat16,
-                           isa};
+                           isa,
+                           paired};
   // One parallel region per call, the threads taking items largest first (a
   // causal prefill's later chunks read more keys). An item's scores stay in
   // its thread's cache from matmul to softmax to matmul, and the threads meet
@@ -295,7 +334,6 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   // work by the threads it sees when created.
   std::atomic<size_t> next{0};
   at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
-    thread_local CountedBuffers kept;
     auto& buffers = kept.buffers;
     if (invariant) {
       for (size_t i = next++; i < items.size(); i = next++) attend_invariant(data, items[i], buffers);
@@ -305,7 +343,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
       for (size_t i = next++; i < items.size(); i = next++) attend(data, kernels, items[i], buffers);
 #endif
     }
-    kept.settle();
+    kept.settle(false);
   });
   return out;
 }

@@ -33,18 +33,27 @@ struct AttentionPlan {
     at::Tensor bias;              // [end - begin, key_end - bias_begin] fp32
   };
   std::vector<Chunk> chunks;
+  // Paired (key_pairs.h): keys are read in this order, gaps included, and
+  // every chunk starts at a pair; the key indices above are places in it.
+  at::Tensor key_order;  // or undefined: the step's keys as they are
 };
 
+// paired: for the vdpbf16ps mix (invariant bf16 at avx512-bf16).
 AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos, const at::Tensor& k_seg,
-                             std::optional<int64_t> window, int64_t heads);
+                             std::optional<int64_t> window, int64_t heads, bool paired = false);
 
 // q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim]. Returns [Tq, heads, dim] in
 // q's dtype; scores and softmax are fp32. invariant: on the invariant GEMM at
 // level isa (a query's result independent of the chunk it is in), else on
-// oneDNN. isa also picks the softmax's vectors.
+// oneDNN. isa also picks the softmax's vectors. A paired plan needs invariant
+// bf16 at avx512-bf16.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant, Isa isa);
 
-// Bytes the worker threads keep in attention buffers between calls (up to 8 MiB each; larger ones are returned after the call).
+// Bytes the worker threads hold in attention buffers; between steps at most
+// attention_buffer_kept_bytes() each (8 MiB).
 int64_t attention_buffer_bytes();
+int64_t attention_buffer_kept_bytes();
+// Returns each worker thread's buffers over that bound: at the end of a step.
+void trim_attention_buffers();
 
 }  // namespace tq

@@ -12,6 +12,8 @@ namespace {
 class CpuStepAttention : public StepAttention {
  public:
   CpuStepAttention(AttentionPlan plan, bool invariant, Isa isa) : plan_(std::move(plan)), invariant_(invariant), isa_(isa) {}
+  // A step's plan lives for the step's forward: what its attention grew is trimmed once, here.
+  ~CpuStepAttention() override { trim_attention_buffers(); }
   at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const override {
     return attention(q, k, v, plan_, invariant_, isa_);
   }
@@ -40,7 +42,10 @@ class CpuLayerKernels : public LayerKernels {
   at::Tensor silu_mul(at::Tensor& gate, const at::Tensor& up) const override { return silu_mul_(gate, up); }
   std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
                                                 std::optional<int64_t> window, int64_t heads) const override {
-    return std::make_unique<CpuStepAttention>(tq::plan_attention(queries, key_positions, key_segments, window, heads), invariant_, isa_);
+    // The vdpbf16ps mix needs keys in pairs (key_pairs.h); the level is avx512-bf16 only for bf16.
+    const bool paired = invariant_ && isa_ == Isa::Avx512Bf16;
+    return std::make_unique<CpuStepAttention>(tq::plan_attention(queries, key_positions, key_segments, window, heads, paired), invariant_,
+                                              isa_);
   }
 
  private:

@@ -57,15 +57,36 @@ struct DpTile {
 TQ_DPBF16 __attribute__((flatten)) void panels(const Job& j, int64_t a, int64_t b) { run_panels<DpTile>(j, a, b); }
 
 // Panels of 64 columns, [ceil(k / 2)][64] words each: word (s, c) holds
-// column c's values at k = 2s (low half) and 2s + 1 (high half).
+// column c's values at k = 2s (low half) and 2s + 1 (high half), zeros past
+// n and k. Attention packs every item's keys (k along a row) and values (a
+// step's columns along a row) this way, so both have a loop that vectorizes.
 void pack(const void* src, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* out) {
   const auto* w = static_cast<const uint16_t*>(src);
-  auto* dst = static_cast<uint32_t*>(out);
   constexpr int64_t width = DpTile::kWidth;
-  const auto at = [&](int64_t col, int64_t kk) -> uint32_t { return col < n && kk < k ? w[col * stride_n + kk * stride_k] : 0u; };
-  for (int64_t p = 0; p < (n + width - 1) / width; ++p)
-    for (int64_t s = 0; s < (k + 1) / 2; ++s)
-      for (int64_t c = 0; c < width; ++c) *dst++ = at(p * width + c, 2 * s) | at(p * width + c, 2 * s + 1) << 16;
+  const int64_t steps = (k + 1) / 2;
+  for (int64_t p = 0; p < (n + width - 1) / width; ++p) {
+    const int64_t cols = std::min(width, n - p * width);
+    const uint16_t* first = w + p * width * stride_n;
+    uint32_t* panel = static_cast<uint32_t*>(out) + p * steps * width;
+    for (int64_t s = 0; s < steps; ++s) std::fill(panel + s * width + cols, panel + (s + 1) * width, 0u);
+    if (stride_n == 1) {
+      for (int64_t s = 0; s < steps; ++s) {
+        const uint16_t* low = first + 2 * s * stride_k;
+        const uint16_t* high = low + stride_k;
+        uint32_t* dst = panel + s * width;
+        if (2 * s + 1 < k)
+          for (int64_t c = 0; c < cols; ++c) dst[c] = low[c] | static_cast<uint32_t>(high[c]) << 16;
+        else
+          for (int64_t c = 0; c < cols; ++c) dst[c] = low[c];
+      }
+    } else {
+      for (int64_t c = 0; c < cols; ++c) {
+        const uint16_t* column = first + c * stride_n;
+        for (int64_t s = 0; s < steps; ++s)
+          panel[s * width + c] = column[2 * s * stride_k] | (2 * s + 1 < k ? static_cast<uint32_t>(column[(2 * s + 1) * stride_k]) << 16 : 0u);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -79,8 +79,10 @@ std::atomic<int64_t> PrimitiveCache::count_{0};
 }  // namespace
 
 int64_t cached_primitives() { return PrimitiveCache::count_.load(); }
+int64_t max_cached_primitives() { return static_cast<int64_t>(kMaxCachedPrimitives); }
 #else
 int64_t cached_primitives() { return 0; }
+int64_t max_cached_primitives() { return 0; }
 #endif
 
 PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias, bool invariant, Isa isa)

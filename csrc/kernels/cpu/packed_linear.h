@@ -41,7 +41,9 @@ class PackedLinear : public Linear {
   at::Tensor bias_;    // [1, out] fp32, or undefined (oneDNN path)
 };
 
-// oneDNN primitives the engine thread keeps, one per (M, shape, epilogue), at most 64: the least recently used goes first.
+// oneDNN primitives the engine thread keeps, one per (M, shape, epilogue), at most
+// max_cached_primitives() (64): the least recently used goes first.
 int64_t cached_primitives();
+int64_t max_cached_primitives();
 
 }  // namespace tq

@@ -171,8 +171,8 @@ export function infoRoutes(router: Router, service: Service) {
         engine_js_heap_bytes: memory.jsHeapBytes,
         kv_cache_bytes: e.cacheBytes,
         attention_buffer_bytes: memory.attentionBufferBytes,
-        attention_buffer_bytes_kept_max_per_thread: 8 << 20,
-        onednn_primitives: { cached: memory.cachedPrimitives, max: 64 },
+        attention_buffer_bytes_kept_max_per_thread: memory.attentionBufferKeptBytes,
+        onednn_primitives: { cached: memory.cachedPrimitives, max: memory.cachedPrimitivesMax },
         pending_state_boundaries: memory.pendingBoundaries,
       },
       requests: {

@@ -33,6 +33,7 @@ struct DpTile {
   using Weight = uint32_t;  // a column's pair (w[2s], w[2s + 1]), likewise
   static constexpr int64_t kRows = 6, kVectors = 4, kWidth = kVectors * 16, kDepth = 2, kBlockRows = 48, kBlockK = 2048;
   static constexpr int64_t kStepWeights = kWidth;  // one word per column
+  static constexpr bool kInPlace = true;            // a step is a row's pair as stored
 
   static Step step(const uint16_t* x, int64_t n) { return x[0] | (n > 1 ? static_cast<uint32_t>(x[1]) << 16 : 0u); }
 

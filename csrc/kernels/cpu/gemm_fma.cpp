@@ -56,6 +56,7 @@ struct FmaTile {
   using Weight = W;
   static constexpr int64_t kRows = 6, kVectors = 2, kWidth = kVectors * L, kDepth = 1, kBlockRows = 96, kBlockK = 256;
   static constexpr int64_t kStepWeights = kWidth;
+  static constexpr bool kInPlace = false;  // packed: see gemm_kernels.h
 
   static F load(const float* p) {
     F v;

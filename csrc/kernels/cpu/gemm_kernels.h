@@ -60,11 +60,13 @@ struct PackedSteps {
   const typename K::Step* a;
   typename K::Step operator()(int64_t s, int r) const { return a[s * K::kRows + r]; }
 };
-// ... or in place, where a step is a row's next kDepth values as they are
-// stored (fp32 one at a time, bf16 pairs) and K has no partial last step.
-// Packing cost 8% of the vdpbf16ps family's time in a prefill (perf: each
-// thread packed every block again, element by element); a broadcast reads a
-// step from the row as cheaply as from the copy.
+// ... or in place, for a family whose step is a row's next kDepth values as
+// they are stored (K::kInPlace), where K has no partial last step. For the
+// vdpbf16ps family (bf16 pairs) packing cost 8% of its time in a prefill
+// (perf: each thread packed every block again, element by element), and a
+// broadcast reads a step from the row as cheaply as from the copy. The fp32
+// FMA family packs: in place, attention's rows of probabilities (4 KiB apart
+// for 1,024 keys) took the fp32 prefill from 2.8 to 3.3 s.
 template <class K>
 struct RowSteps {
   const char* row[K::kRows];  // rows past M point at a real row: their results are dropped
@@ -114,7 +116,8 @@ inline void run_tile(const Job& job, const A& a, int64_t steps, const typename K
 // its step's values together. A bf16 output takes K in one block, so that an
 // output is complete when its tile is. A micro-kernel K provides:
 //   In, Step, Weight: activation, packed activation (one row, one step) and
-//     packed weight element types; kRows, kWidth, kDepth, kBlockRows, kBlockK
+//     packed weight element types; kInPlace (a Step is kDepth Ins as stored,
+//     read where they lie); kRows, kWidth, kDepth, kBlockRows, kBlockK
 //     (a multiple of kDepth, so that steps never straddle blocks), kStepWeights
 //     (Weight elements of one step of one panel);
 //   Step step(const In* x, int64_t n): a row's next kDepth values, the last
@@ -130,7 +133,7 @@ inline void run_panels(const Job& job, int64_t p_begin, int64_t p_end) {
   const auto* panels = static_cast<const typename K::Weight*>(job.panels);
   const int64_t steps_in_k = (job.k + depth - 1) / depth;
   const int64_t block_k = job.out_bf16 ? std::max(K::kBlockK, steps_in_k * depth) : K::kBlockK;
-  const bool in_place = sizeof(Step) == depth * sizeof(typename K::In) && job.k % depth == 0;
+  const bool in_place = K::kInPlace && job.k % depth == 0;
   constexpr int64_t max_block_rows = K::kBlockRows + K::kBlockRows / 2;
   thread_local std::vector<Step> packed;  // [tiles][steps][kRows], this thread's copy
   if (!in_place) packed.resize(static_cast<size_t>((max_block_rows + rows_per_tile) * block_k / depth));

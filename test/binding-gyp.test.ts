@@ -13,6 +13,23 @@ import { tinyModel } from './helpers/models';
 
 const root = path.resolve(__dirname, '..');
 
+/** Every .cpp under csrc/, relative to the root: what CMake's globs build into the addon (the CLI's own files aside). */
+function addonSources(dir = 'csrc'): string[] {
+  return fs.readdirSync(path.join(root, dir), { withFileTypes: true }).flatMap((entry) => {
+    const rel = `${dir}/${entry.name}`;
+    if (entry.isDirectory()) return rel === 'csrc/cli' ? [] : addonSources(rel);
+    return rel.endsWith('.cpp') ? [rel] : [];
+  });
+}
+
+// A file added to csrc/ but not to binding.gyp links into an addon with an
+// undefined symbol, which kills the process that loads it: caught here, at once.
+test('binding.gyp lists every source file the CMake build compiles', () => {
+  const gyp = fs.readFileSync(path.join(root, 'binding.gyp'), 'utf8');
+  const listed = Array.from(gyp.matchAll(/"(csrc\/[^"]+\.cpp)"/g), (m) => m[1]).sort();
+  expect(listed).toEqual(addonSources().sort());
+});
+
 test('node-gyp builds the addon from binding.gyp and it answers like the cmake-js build', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-gyp-'));
   try {
@@ -20,7 +37,10 @@ test('node-gyp builds the addon from binding.gyp and it answers like the cmake-j
     fs.cpSync(path.join(root, 'csrc'), path.join(dir, 'csrc'), { recursive: true });
     fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
     execFileSync(process.execPath, [require.resolve('node-gyp/bin/node-gyp.js'), 'rebuild', '--nodedir=/usr', '-j', '2'], { cwd: dir, stdio: 'pipe' });
-    const addon = require(path.join(dir, 'build', 'Release', 'tqserve_engine.node')) as { NativeEngine: new () => NativeEngine };
+    const built = path.join(dir, 'build', 'Release', 'tqserve_engine.node');
+    // Loaded first in a child: an unresolved symbol ends the loading process, which must not be jest's.
+    execFileSync(process.execPath, ['-e', `require(${JSON.stringify(built)})`], { stdio: 'pipe' });
+    const addon = require(built) as { NativeEngine: new () => NativeEngine };
     const gyp = new addon.NativeEngine();
     const request = { state: [1, 2, 3, 4, 5], questions: [{ tokens: [6, 7], labelIds: [8, 9, 10] }] };
     await gyp.load({ path: tinyModel('tiny-mistral') });

@@ -1,6 +1,6 @@
 /**
  * The TorchScript path: a module exported by Debian's python3-torch following
- * the README's contract answers like the native checkpoint it was made from.
+ * the contract in docs/engine.md ("TorchScript models") answers like the native checkpoint it was made from.
  */
 import { Engine } from '../src/engine/engine';
 import { tinyModel, torchscriptModel } from './helpers/models';

@@ -1,5 +1,5 @@
 /**
- * Abstention over HTTP (README, "Abstention"): --abstain-option and its default rule (choice and
+ * Abstention over HTTP (docs/abstention.md): --abstain-option and its default rule (choice and
  * yes/no), abstention tasks in both forms (append, key) composed with a head task, the threshold's
  * justification, probabilities byte-identical with and without a threshold, x-service-tasks,
  * GET /v1/abstention/tasks, /health, --abstention off, --tasks-file across a restart and a killed

@@ -1,5 +1,5 @@
 /**
- * Image input on the main route (README, "Image input"): the three forms (data URLs in `images`,
+ * Image input on the main route (docs/images.md): the three forms (data URLs in `images`,
  * data URIs inside `state`, multipart/form-data files), the limits (2 images, 20 MB, 64 megapixels)
  * and bad images of many kinds, each a 422 whose detail names the image and the problem, the server
  * up after them. Well-formed images reach the routing step: 400 naming --image-model while the

@@ -1,5 +1,5 @@
 /**
- * Tasks over HTTP (README, "Tasks"): registration and its record, application and
+ * Tasks over HTTP (docs/tasks.md): registration and its record, application and
  * x-service-tasks, list/full/delete/import, the fingerprint, --tasks off, --tasks-file
  * across a restart and a killed process, serving during a registration.
  */

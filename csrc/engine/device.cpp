@@ -16,7 +16,7 @@ at::Device parse_device(const std::string& name) {
   if (name == "cpu") return at::kCPU;
   if (name == "cuda" || name.rfind("cuda:", 0) == 0) {
 #if !TQ_CUDA
-    throw EngineError(code::kBadRequest, "device " + name + ": this engine was built without CUDA (README, \"GPU build\")");
+    throw EngineError(code::kBadRequest, "device " + name + ": this engine was built without CUDA (docs/gpu.md)");
 #else
     if (!at::hasCUDA() || c10::cuda::device_count() == 0) throw EngineError(code::kBadRequest, "device " + name + ": no CUDA device is visible");
     const int64_t index = name == "cuda" ? 0 : std::stoll(name.substr(5));

@@ -18,7 +18,7 @@ ScriptedModel::ScriptedModel(const std::string& path, at::ScalarType dtype) {
   module_->eval();
   module_->to(dtype);
   if (!module_->find_method("lm_head_weight"))
-    throw EngineError(code::kCheckpointInvalid, path + ": TorchScript module has no lm_head_weight() method (see the README's contract)");
+    throw EngineError(code::kCheckpointInvalid, path + ": TorchScript module has no lm_head_weight() method (see docs/engine.md, \"TorchScript models\")");
   lm_head_ = module_->run_method("lm_head_weight").toTensor().contiguous();
   if (lm_head_.dim() != 2) throw EngineError(code::kTensorShape, path + ": lm_head_weight() must return [vocab, hidden]");
 }

@@ -1,5 +1,5 @@
 // A TorchScript export run as one packed forward (no KV cache). Contract
-// (see README, "TorchScript models"):
+// (see docs/engine.md, "TorchScript models"):
 //   forward(input_ids: int64[T], position_ids: int64[T], attention_mask: bool[T, T]) -> float[T, hidden]
 //     returns final-normed hidden states; attention_mask[i][j] is true where token i may attend to token j.
 //   lm_head_weight() -> float[vocab, hidden]   (an @torch.jit.export method)

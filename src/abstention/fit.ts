@@ -1,5 +1,5 @@
 /**
- * Fitting an abstention threshold from labelled examples (README, "Abstention"), in float64.
+ * Fitting an abstention threshold from labelled examples (docs/abstention.md), in float64.
  *
  * Per example: u, the abstain option's probability in the distribution the server answers with
  * (tasks applied); whether it is answerable; whether the best other option is its label; and

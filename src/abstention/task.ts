@@ -1,5 +1,5 @@
 /**
- * An abstention task as it is stored, exported and applied (README, "Abstention"): a threshold
+ * An abstention task as it is stored, exported and applied (docs/abstention.md): a threshold
  * on the abstain option's probability for the questions with one option set.
  *   option {key: K}:      the request's own option K means "can't tell" (choice questions);
  *   option {append: T}:   the server appends an option T (key T, no description) to the question;

@@ -1,5 +1,5 @@
 /**
- * The abstention extension's answer math (README, "Abstention"). A question with an abstain
+ * The abstention extension's answer math (docs/abstention.md). A question with an abstain
  * option is answered from the distribution over all its options, the abstain option included
  * (after any task): u = P(abstain option) is `unknown_probability`, and
  *   - with a fitted threshold τ (an abstention task, --abstention on): abstain when u > τ;

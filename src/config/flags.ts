@@ -31,7 +31,7 @@ export const flagDefs: FlagDef[] = [
   { name: 'options-position', kind: 'choice', choices: ['after', 'before'], help: "the option list after the question's instructions, or before them (questions sharing an option list then share its computation)" },
   { name: 'prefix-cache', kind: 'choice', choices: ['on', 'off'], default: 'on', help: 'reuse the KV of state prefixes across requests' },
   { name: 'batch-invariant', kind: 'choice', choices: ['on', 'off'], default: 'on', help: "on: the engine's own kernels, a question's logits bit-identical alone, in any batch, cached or cold; off: oneDNN's kernels (faster where the CPU has bf16 instructions, answers may differ in the last bits with the batch)" },
-  { name: 'device', kind: 'string', default: 'cpu', help: 'where the engine runs: cpu, cuda or cuda:N (a CUDA build of the engine: README, "GPU build")' },
+  { name: 'device', kind: 'string', default: 'cpu', help: 'where the engine runs: cpu, cuda or cuda:N (a CUDA build of the engine: docs/gpu.md)' },
   { name: 'register-boundary', kind: 'choice', choices: ['after', 'before'], default: 'after', help: "when a state's partial last block enters the prefix cache: after the response is sent, or before the question is computed" },
   { name: 'cache-mib', kind: 'number', default: 0, help: 'KV cache memory budget in MiB (0: room for twice the 32,768-token context); the least recently used prefixes are evicted to stay within it' },
   { name: 'batch-tokens', kind: 'number', default: 16384, help: 'requests that queue while the engine is busy are merged into one forward pass up to this many tokens (0: no merging)' },

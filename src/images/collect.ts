@@ -1,5 +1,5 @@
 /**
- * The images of a main-route request, in the three forms (README, "Image input"): data URLs in
+ * The images of a main-route request, in the three forms (docs/images.md): data URLs in
  * `images`; `data:image/...;base64,` URIs anywhere inside `state` (in any of its strings); and the
  * files of a multipart/form-data request (fields `image`, `images`, `image[]`). Each comes back with
  * its bytes and where it was, so that an error names it; a data URL that cannot be read is a problem

@@ -1,5 +1,5 @@
 /**
- * The image engine process's side of an image (README, "Image input"): the compressed bytes it
+ * The image engine process's side of an image (docs/images.md): the compressed bytes it
  * received are decoded and sized by the recipe here, in the engine's process, so only compressed
  * bytes cross the process boundary; each gets its content key. Normalisation and the patch
  * layout are the engine's (csrc/vision/patches.h).

@@ -1,5 +1,5 @@
 /**
- * Image limits and formats (README, "Image input"): at most 2 images per request, each at most
+ * Image limits and formats (docs/images.md): at most 2 images per request, each at most
  * 20 MB, PNG, JPEG or WebP identified by their bytes, never by a declared type; and at most
  * 64 megapixels, read from the header before anything is decoded, so that a small file that
  * would decode to gigabytes (a decompression bomb) is refused.

@@ -1,5 +1,5 @@
 /**
- * Each image checked before it reaches an engine (README, "Image input"): the count, the size,
+ * Each image checked before it reaches an engine (docs/images.md): the count, the size,
  * the format by its bytes, and its header read by sharp (the dimensions, the pixel count, a
  * header that does not parse, an animation). Only the header is read: decoding belongs to the
  * image engine's process. Every problem names the image.

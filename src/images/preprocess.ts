@@ -1,5 +1,5 @@
 /**
- * The image recipe of the Qwen2-VL family (README, "Image input"), with sharp (pinned, 0.35.5 on
+ * The image recipe of the Qwen2-VL family (docs/images.md), with sharp (pinned, 0.35.5 on
  * libvips 8.18): decode; EXIF orientation applied; converted to sRGB (CMYK and grey included);
  * alpha flattened on white (as qwen-vl-utils does); resized to the family's `smart_resize` size
  * (both sides multiples of 28, the pixel count within the budget) with a bicubic (Catmull-Rom)

@@ -160,7 +160,7 @@ export class Renderer {
 
   /**
    * A yes/no question read as the words Yes/No (--yes-no words); one with a third option (an abstain
-   * option, README "Abstention") is lettered: A. Yes, B. No, C. <its text>.
+   * option, docs/abstention.md) is lettered: A. Yes, B. No, C. <its text>.
    */
   private yesNoWords(q: QuestionSpec): boolean {
     return this.profile.yesNo === 'words' && q.options.length === 2;

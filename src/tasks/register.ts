@@ -24,7 +24,7 @@ export interface ParsedRegistration {
 
 /**
  * The question a task is fitted for: the examples' question as the server asks it, with the abstain
- * option the server gives it (README, "Abstention") among its options, so the task matches the
+ * option the server gives it (docs/abstention.md) among its options, so the task matches the
  * questions it serves.
  */
 export function servedQuestion(context: AnsweringContext, spec: QuestionSpec) {

@@ -4,7 +4,7 @@ decoder, reading an HF checkpoint's safetensors by hand (no transformers).
 Used two ways:
   * in float64 as the parity reference for the engine (forward.py);
   * scripted in float32 as the TorchScript test model (export_torchscript.py),
-    following the engine's TorchScript contract (README, "TorchScript models"):
+    following the engine's TorchScript contract (docs/engine.md, "TorchScript models"):
       forward(input_ids[T], position_ids[T], attention_mask[T, T] bool) -> hidden[T, H]
       lm_head_weight() -> [V, H]
 """

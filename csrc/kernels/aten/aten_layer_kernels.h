@@ -10,7 +10,7 @@
 // (it aligns the causal triangle top-left, which is wrong once queries follow
 // a cached prefix). FlashAttention-2 varlen or cascade attention over the
 // gathered blocks would skip the masked work; they are the next step, to be
-// chosen by the GPU check's measurements (README, "GPU engine").
+// chosen by the GPU check's measurements (docs/gpu.md).
 #pragma once
 #include "kernels/layer_kernels.h"
 

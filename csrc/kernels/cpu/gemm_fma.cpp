@@ -7,7 +7,7 @@
 // of the function it is inlined into. (The portable build, for CPUs without
 // FMA, has separate multiplies and adds: another fixed chain, invariant all
 // the same.) On an AVX2 machine and bench-llama's shapes this family runs at
-// oneDNN's fp32 rate (README, "Batch invariance").
+// oneDNN's fp32 rate (docs/engine.md, "Batch invariance").
 #include "kernels/cpu/gemm_kernels.h"
 
 // Vector types are passed by value between inlined helpers only (see flatten below).

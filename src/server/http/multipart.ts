@@ -1,5 +1,5 @@
 /**
- * multipart/form-data bodies of the main route (README, "Image input"): the `request` field holds
+ * multipart/form-data bodies of the main route (docs/images.md): the `request` field holds
  * the JSON body, the `image`, `images` or `image[]` fields hold image files. Parsed by busboy from
  * the body already read (so the body's size limit and decompression apply), in memory: no
  * temporary file is ever written. A file is cut at one byte over the image size limit (reported

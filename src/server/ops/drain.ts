@@ -1,5 +1,5 @@
 /**
- * SIGTERM and SIGINT (README, "Operations"): the drain. /ready turns 503 and the listening socket
+ * SIGTERM and SIGINT (docs/operations.md): the drain. /ready turns 503 and the listening socket
  * closes (new connections are refused; a request on an open keep-alive connection gets 503 with
  * `Connection: close`); the requests in flight, computing or queued for the engine, finish, for
  * at most --shutdown-timeout seconds; the tasks file is flushed; the engines are stopped; exit 0.

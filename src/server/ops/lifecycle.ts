@@ -1,5 +1,5 @@
 /**
- * Where the server is in its life, for GET /ready and the drain (README, "Operations"):
+ * Where the server is in its life, for GET /ready and the drain (docs/operations.md):
  *   loading:  listening, engines loading; every route but /ready and /health answers 503;
  *   ready:    serving;
  *   draining: after SIGTERM or SIGINT: /ready answers 503, the listening socket is closed (new

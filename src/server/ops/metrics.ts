@@ -1,5 +1,5 @@
 /**
- * GET /metrics (README, "Operations"): Prometheus text. The server's own counters and histograms
+ * GET /metrics (docs/operations.md): Prometheus text. The server's own counters and histograms
  * (requests by matched route, method and status; their duration; each engine stage; batch size;
  * prompt tokens computed and served from the prefix cache; tasks and abstention tasks applied),
  * each engine process's state read at scrape time without waiting for its engine (up, queue,

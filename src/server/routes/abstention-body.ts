@@ -1,5 +1,5 @@
 /**
- * POST /v1/abstention/tasks's body (README, "Abstention"): `{id, option, match, examples}`,
+ * POST /v1/abstention/tasks's body (docs/abstention.md): `{id, option, match, examples}`,
  * checked whole before any engine work, with the tasks' example rules (task-body.ts) and:
  *   - `option`: exactly one of `key` (a non-empty string: the requests' own option) and
  *     `append` (a non-blank string: the text of the option the server adds);

@@ -1,4 +1,4 @@
-/** POST/GET /v1/abstention/tasks, DELETE /v1/abstention/tasks/{id} (README, "Abstention"). */
+/** POST/GET /v1/abstention/tasks, DELETE /v1/abstention/tasks/{id} (docs/abstention.md). */
 import Router from '@koa/router';
 import { abstentionSummaryOf } from '../../abstention/form';
 import { ParsedAbstention, registerAbstention, TaskChangedError } from '../../abstention/register';

@@ -1,5 +1,5 @@
 /**
- * Registration bodies, checked whole before any engine work (README, "Tasks" and "Abstention").
+ * Registration bodies, checked whole before any engine work (docs/tasks.md and docs/abstention.md).
  * Both kinds share `{id, examples: [{request, answer}]}` with 10 to 10,000 examples, each a
  * main-route request with exactly one question, all asking the same question (type,
  * instructions, options with their descriptions; a choice's keys in any order) as the task

@@ -1,4 +1,4 @@
-/** POST/GET /v1/tasks, DELETE /v1/tasks/{id}, POST /v1/tasks/import (tasks and abstention tasks) (README, "Tasks"). */
+/** POST/GET /v1/tasks, DELETE /v1/tasks/{id}, POST /v1/tasks/import (tasks and abstention tasks) (docs/tasks.md). */
 import Router from '@koa/router';
 import { parseAbstentionTask } from '../../abstention/form';
 import { exportForm, FormProblem, parseTask, summaryOf } from '../../tasks/export';

@@ -2,7 +2,7 @@
  * Cross-validated evidence: seeded stratified folds, the metrics of a set of predicted
  * distributions, and the rule that keeps a fitted part.
  *
- * The rule (README, "Tasks"): a part is kept only when, over the outer folds (J = K x R),
+ * The rule (docs/tasks.md): a part is kept only when, over the outer folds (J = K x R),
  *   - its mean out-of-fold NLL gain over what is applied without it is at least `margin`
  *     (0.005 nats per example for a calibration, 0.02 for an intent head);
  *   - the corrected resampled t-statistic (Nadeau & Bengio 2003) of that gain,

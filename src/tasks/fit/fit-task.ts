@@ -1,5 +1,5 @@
 /**
- * Fitting one task from its examples' readouts, on evidence (README, "Tasks"):
+ * Fitting one task from its examples' readouts, on evidence (docs/tasks.md):
  *   1. calibration, evaluated by stratified 5-fold CV repeated 3 times against the baseline;
  *   2. for 10 or more options, the intent head (residual on the calibrated readout, or
  *      alone), evaluated by stratified 5-fold CV against what step 1 applies;

@@ -1,6 +1,6 @@
 /**
  * Abstention benchmark (not a test): `npm run bench:abstention`. On the random-weight tiny-qwen3,
- * through the real server over HTTP (README, "Abstention"), with --abstain-option "can't tell":
+ * through the real server over HTTP (docs/abstention.md), with --abstain-option "can't tell":
  *   1. visible: notes that name one of 12 code words (answerable) or hold the marker "[blank]"
  *      (unanswerable). A head task on the question with "can't tell" among its options reads the
  *      marker from the hidden state; its labels for blank notes say "can't tell" only 30% of the

@@ -1,5 +1,5 @@
 /**
- * Image benchmark (not a test): `npm run bench:images`. (README, "Image input".)
+ * Image benchmark (not a test): `npm run bench:images`. (docs/images.md.)
  *   1. Preprocessing (the recipe, src/images/preprocess.ts: sharp decode, EXIF orientation, sRGB,
  *      flatten, smart_resize and cubic resize to raw RGB) per image by size and format, within the
  *      default budget of --image-max-tokens 1024: the median of 7 runs, in this process.

@@ -1,6 +1,6 @@
 /**
  * Tasks benchmark (not a test): `npm run bench:tasks`. On random-weight models, through the real
- * server over HTTP (README, "Tasks"):
+ * server over HTTP (docs/tasks.md):
  *   1. keyword: 12 options, the answer named by a keyword among L = 0, 4, 12 filler words;
  *      n = 240. The record's cross-validated accuracy and NLL (readout, calibrated, head) against
  *      a fresh held-out set of 240 through /v1/systemone (with the task, then without it);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (issue 11; README, "GPU engine"): on a machine with an NVIDIA GPU, a CUDA build of
+# The GPU check (issue 11; docs/gpu.md): on a machine with an NVIDIA GPU, a CUDA build of
 # PyTorch (its C++ headers and TorchConfig.cmake), transformers, CMake, ninja and nvcc, without Node:
 #   bash bench/gpu/run.sh OUT_DIR
 # builds the engine library and tq_cli against that torch, writes the test and bench models, and

@@ -1,12 +1,31 @@
-/** Generates the tiny test models (deterministic; reused when unchanged) and their TorchScript exports. */
-import { execFileSync } from 'child_process';
+/**
+ * Before any test: compiles the server to dist/ (the tests run the `tqserve` command as users do;
+ * incremental, so a second run compiles only what changed), type-checks the tests and benchmarks
+ * (ts-jest only transpiles them), and generates the tiny test models (deterministic; reused when
+ * unchanged) and their TorchScript exports.
+ */
+import { execFile, execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { generateTestModel } from '../src/testmodels/generate';
 import { tinyModelNames, visionModelNames } from '../src/testmodels/specs';
 import { debianPython, referenceDir, torchscriptModel } from './helpers/models';
 
+const root = path.resolve(__dirname, '..');
+const tsc = require.resolve('typescript/bin/tsc');
+
+function run(file: string, args: string[]): Promise<void> {
+  return new Promise((resolve, reject) =>
+    execFile(file, args, { cwd: root, encoding: 'utf8' }, (error, stdout, stderr) => (error ? reject(new Error(`${args.join(' ')}:\n${stdout}${stderr}`)) : resolve())),
+  );
+}
+
 export default async function globalSetup(): Promise<void> {
+  const compiled = Promise.all([
+    run(process.execPath, [tsc, '-p', 'tsconfig.build.json']).then(() => fs.chmodSync(path.join(root, 'dist/cli/tqserve.js'), 0o755)),
+    run(process.execPath, [tsc, '-p', 'tsconfig.json', '--noEmit']),
+  ]);
+  compiled.catch(() => undefined); // awaited below, after the models
   for (const name of visionModelNames) generateTestModel(name);
   for (const name of tinyModelNames) {
     const dir = generateTestModel(name);
@@ -16,4 +35,5 @@ export default async function globalSetup(): Promise<void> {
       execFileSync(debianPython, [path.join(referenceDir, 'export_torchscript.py'), dir, pt], { stdio: 'ignore' });
     }
   }
+  await compiled;
 }

@@ -5,12 +5,11 @@
  * GET /v1/abstention/tasks, /health, --abstention off, --tasks-file across a restart and a killed
  * process, export and import, the fingerprint, and match "imajev_extension".
  */
-import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { blankAbstentionExamples, blankHeadExamples, blankState, CANT_TELL, codeQuestion } from './helpers/abstention';
-import { RunningServer, startServer } from './helpers/server';
+import { runDecide, RunningServer, startServer } from './helpers/server';
 import { keywordState, priorExamples, priorQuestion } from './helpers/tasks';
 
 jest.setTimeout(300_000);
@@ -212,12 +211,8 @@ describe('not justified, key form, persistence, import, --abstention off, imajev
     const body = { state: blankState(8888), questions: { q: codeQuestion([CANT_TELL]), n: { type: 'noul' } } };
     const request = path.join(dir, 'request.json');
     fs.writeFileSync(request, JSON.stringify(body));
-    const out = execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', 'src/cli/decide.ts', request, '--base', 'tiny-qwen3', '--dtype', 'fp32', '--tasks-file', file, '--abstain-option', CANT_TELL], {
-      cwd: path.resolve(__dirname, '..'),
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-    });
-    const decided = JSON.parse(out);
+    const { stdout } = await runDecide([request, '--base', 'tiny-qwen3', '--dtype', 'fp32', '--tasks-file', file, '--abstain-option', CANT_TELL]);
+    const decided = JSON.parse(stdout);
     expect(decided.answers.q).toMatchObject({ abstained: true, choice: CANT_TELL });
     expect(decided).toEqual((await server.post('/v1/systemone', body)).body);
   });

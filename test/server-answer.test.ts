@@ -1,10 +1,9 @@
 /** /v1/answer (the engine's own form) and the `decide` command, against the main route. */
-import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { logSoftmax } from './helpers/reference';
-import { expectProblems, RunningServer, startServer } from './helpers/server';
+import { expectProblems, runDecide, RunningServer, startServer } from './helpers/server';
 
 const state = 'The invoice of March was paid twice; the customer asked for a refund of the second payment.';
 let server: RunningServer;
@@ -81,12 +80,7 @@ test('decide answers a request file like the server, without a server', async ()
   };
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tq-decide-')), 'request.json');
   fs.writeFileSync(file, JSON.stringify(body));
-  const root = path.resolve(__dirname, '..');
-  const out = execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', 'src/cli/decide.ts', file, '--base', 'tiny-qwen3', '--dtype', 'fp32', '--temperature-choice', '0.7', '--temperature-score', '1.3'], {
-    cwd: root,
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'ignore'],
-  });
+  const { stdout: out } = await runDecide([file, '--base', 'tiny-qwen3', '--dtype', 'fp32', '--temperature-choice', '0.7', '--temperature-score', '1.3']);
   const served = await server.post('/v1/systemone', body);
   const decided = JSON.parse(out);
   expect(decided.model).toBe('tiny-qwen3');
@@ -95,14 +89,7 @@ test('decide answers a request file like the server, without a server', async ()
   expect(decided.answers.mood.score).toBeCloseTo(served.body.answers.mood.score, 6);
   // A malformed file gets the same 422 detail, on stdout, exit code 3.
   fs.writeFileSync(file, JSON.stringify({ state }));
-  let status = 0;
-  let stdout = '';
-  try {
-    execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', 'src/cli/decide.ts', file, '--base', 'tiny-qwen3'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-  } catch (e: any) {
-    status = e.status;
-    stdout = e.stdout;
-  }
+  const { code: status, stdout } = await runDecide([file, '--base', 'tiny-qwen3']);
   expect(status).toBe(3);
   expect(JSON.parse(stdout).detail).toEqual([{ loc: ['body', 'questions'], msg: 'missing required field "questions"', type: 'missing' }]);
 });

@@ -3,6 +3,7 @@
  * computation; queued work whose client has gone is dropped; request ids,
  * Server-Timing, CORS, unknown methods.
  */
+import * as http from 'http';
 import * as net from 'net';
 import { rawRequest, RunningServer, startServer } from './helpers/server';
 import { longState } from './helpers/texts';
@@ -145,4 +146,15 @@ describe('--cors-origin', () => {
     expect(r.headers.get('access-control-allow-origin')).toBeNull();
     expect(r.headers.get('vary')).toContain('Origin');
   });
+});
+
+test('idle keep-alive connections are kept 65 s, longer than the proxies in front keep theirs', async () => {
+  const agent = new http.Agent({ keepAlive: true });
+  try {
+    const res = await rawRequest(server.url, 'GET', '/ready', undefined, {}, agent);
+    expect(res.status).toBe(200);
+    expect(res.headers['keep-alive']).toBe('timeout=65');
+  } finally {
+    agent.destroy();
+  }
 });

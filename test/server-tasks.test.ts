@@ -3,12 +3,11 @@
  * x-service-tasks, list/full/delete/import, the fingerprint, --tasks off, --tasks-file
  * across a restart and a killed process, serving during a registration.
  */
-import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { codeWords, keywordExamples, keywordQuestion, keywordState, priorExamples, priorQuestion } from './helpers/tasks';
-import { detailText, RunningServer, startServer } from './helpers/server';
+import { detailText, runDecide, RunningServer, startServer } from './helpers/server';
 
 jest.setTimeout(300_000);
 
@@ -226,12 +225,8 @@ describe('management and persistence', () => {
     const served = await server.post('/v1/systemone', request);
     const req = path.join(dir, 'request.json');
     fs.writeFileSync(req, JSON.stringify(request));
-    const out = execFileSync(process.execPath, ['-r', 'ts-node/register/transpile-only', 'src/cli/decide.ts', req, '--base', 'tiny-qwen3', '--dtype', 'fp32', '--tasks-file', file], {
-      cwd: path.resolve(__dirname, '..'),
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const decided = JSON.parse(out);
+    const { stdout } = await runDecide([req, '--base', 'tiny-qwen3', '--dtype', 'fp32', '--tasks-file', file]);
+    const decided = JSON.parse(stdout);
     for (const name of ['q', 'd'])
       for (const [k, v] of Object.entries(served.body.answers[name].probabilities)) expect(Math.abs((decided.answers[name].probabilities[k] as number) - (v as number))).toBeLessThanOrEqual(1e-6);
   });

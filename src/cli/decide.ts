@@ -1,5 +1,5 @@
 /**
- * `npm run decide -- request.json [--base ...] [--dtype ...] [--threads N] [--tasks-file F]`:
+ * `tqserve decide request.json [--base ...] [--dtype ...] [--threads N] [--tasks-file F]` (or `npm run decide -- ...`):
  * answers one /v1/systemone request file without a server and prints the same response body.
  * Rendering, temperature and task flags are those of the server (see --help there); a
  * --tasks-file is read, never written. Heads fitted on a --head-engine are refused here.
@@ -45,10 +45,10 @@ function loadTasks(flags: Flags, checkpoint: string, renderer: Renderer, tempera
   return { distributions: book, abstentions: abstentionBook };
 }
 
-async function main() {
-  const [file, ...rest] = process.argv.slice(2);
+async function answerFile(argv: string[]) {
+  const [file, ...rest] = argv;
   if (!file || file.startsWith('--')) {
-    console.error('usage: npm run decide -- request.json [server flags]');
+    console.error('usage: tqserve decide request.json [server flags]   (or: npm run decide -- request.json [server flags])');
     process.exit(2);
   }
   const flags = parseFlags(rest);
@@ -81,11 +81,16 @@ async function main() {
   }
 }
 
-main().catch((e) => {
-  if (e instanceof HttpError) {
-    console.log(JSON.stringify({ detail: e.detail }));
-    process.exit(e.status === 422 ? 3 : 4);
-  }
-  console.error(`decide: ${e instanceof Error ? e.message : String(e)}`);
-  process.exit(1);
-});
+/** `tqserve decide request.json [flags]`: prints the response body; exits 3 for a malformed body, 4 for an engine refusal, 1 otherwise. */
+export function decide(argv: string[]): Promise<void> {
+  return answerFile(argv).catch((e) => {
+    if (e instanceof HttpError) {
+      console.log(JSON.stringify({ detail: e.detail }));
+      process.exit(e.status === 422 ? 3 : 4);
+    }
+    console.error(`decide: ${e instanceof Error ? e.message : String(e)}`);
+    process.exit(1);
+  });
+}
+
+if (require.main === module) decide(process.argv.slice(2));

@@ -107,5 +107,5 @@ export function helpText(): string {
     const def = d.default === undefined ? '' : ` (default: ${d.default})`;
     return `  --${d.name}${value}\n      ${d.help}${def}`;
   });
-  return ['Usage: npm start -- [flags]    (or: node -r ts-node/register/transpile-only src/server/main.ts [flags])', '', 'Flags:', ...rows, '  --help\n      this text'].join('\n');
+  return ['Usage: tqserve serve [flags]    (or: npm start -- [flags])', '', 'Flags:', ...rows, '  --help\n      this text'].join('\n');
 }

@@ -4,6 +4,7 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
+import { projectRoot } from '../common/project-root';
 
 export type Dtype = 'fp32' | 'bf16';
 export type TokenIds = Int32Array | number[];
@@ -234,7 +235,6 @@ export function isEngineError(e: unknown): e is EngineError {
   return typeof e === 'object' && e !== null && typeof (e as Partial<EngineError>).code === 'string' && typeof (e as Partial<EngineError>).message === 'string';
 }
 
-const projectRoot = path.resolve(__dirname, '..', '..');
 /** cmake-js with Ninja writes build/<name>.node, with Make build/Release/, node-gyp build/Release/. */
 const candidates = ['build/tqserve_engine.node', 'build/Release/tqserve_engine.node'];
 

@@ -1,5 +1,5 @@
 /**
- * `npm start -- [flags]`: listen (answering 503 while loading), start the engine processes, then
+ * `tqserve serve [flags]` (`npm start -- [flags]`): listen (answering 503 while loading), start the engine processes, then
  * serve; drain on SIGTERM/SIGINT (ops/drain.ts). Exit codes: 0 after --help or a drain, 2 for a
  * bad flag, 1 when start-up fails (bad base, busy port) or on a second signal, 70 after an engine
  * process died. Logs are JSON lines on stdout (ops/logger.ts).
@@ -18,13 +18,14 @@ import { EngineRole, Metrics } from './ops/metrics';
 import { Service } from './service';
 
 export const ENGINE_DEAD_EXIT = 70;
+export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
 /** How a death's reason names the engine that died (the serving engine's is unnamed). */
 const DEATH_PREFIX: Record<EngineRole, string> = { text: '', head: 'head engine (--head-engine): ', image: 'image engine (--image-model): ' };
 
-function parse(): Flags {
+function parse(argv: string[]): Flags {
   try {
-    return parseFlags(process.argv.slice(2));
+    return parseFlags(argv);
   } catch (e) {
     if (e instanceof FlagError) {
       console.error(`tqserve: ${e.message}`);
@@ -37,6 +38,12 @@ function parse(): Flags {
 /** Listens with the loading answer; exits 1 when the port cannot be had. */
 function listen(flags: Flags, logger: Logger): Promise<http.Server> {
   const server = http.createServer(answerWhileLoading);
+  // Idle keep-alive connections are kept longer than the proxies and load balancers in front of
+  // servers keep theirs (nginx 60 s, AWS ALB 60 s): with Node's 5 s default the server could close
+  // a connection just as a client or proxy sent the next request on it, which then failed
+  // ("other side closed"). The headers timeout must exceed it (Node's rule).
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+  server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1000;
   answerMalformedRequests(server);
   return new Promise((resolve) => {
     server.once('error', (e: NodeJS.ErrnoException) => {
@@ -47,8 +54,9 @@ function listen(flags: Flags, logger: Logger): Promise<http.Server> {
   });
 }
 
-async function main() {
-  const flags = parse();
+/** `tqserve serve [flags]`: runs until drained or an engine dies. */
+export async function serve(argv: string[]) {
+  const flags = parse(argv);
   if (flags.help) return console.log(helpText());
   const logger = createLogger(flags['log-level'] as string);
   const lifecycle = new Lifecycle();
@@ -93,4 +101,4 @@ async function main() {
   if (images) logger.info({ event: 'image_route' }, `image route: ${images.base.checkpoint} (${images.engineInfo.architecture}, ${images.engineInfo.dtype}), at most ${images.maxTokens} tokens per image`);
 }
 
-main();
+if (require.main === module) serve(process.argv.slice(2));

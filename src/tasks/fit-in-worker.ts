@@ -1,17 +1,15 @@
 /**
  * Fits a task in a worker thread of its own, so that /v1/systemone keeps answering while a
  * registration fits (a fit of 1,000 examples with 77 options takes seconds to minutes).
- * Under ts-node (npm start, the tests) the worker loads its TypeScript the same way.
+ * The worker runs as its caller does: TypeScript under ts-node, or compiled (common/sibling-module.ts).
  */
-import * as path from 'path';
+import { siblingModule } from '../common/sibling-module';
 import { Worker } from 'worker_threads';
 import { FitInput, FitOutput } from './fit/fit-task';
 
 export function fitInWorker(input: FitInput): Promise<FitOutput> {
-  const typescript = __filename.endsWith('.ts');
-  const worker = new Worker(path.join(__dirname, `fit-worker.${typescript ? 'ts' : 'js'}`), {
-    execArgv: typescript ? ['-r', 'ts-node/register/transpile-only'] : [],
-  });
+  const fitWorker = siblingModule(__filename, 'fit-worker');
+  const worker = new Worker(fitWorker.file, { execArgv: fitWorker.execArgv });
   return new Promise<FitOutput>((resolve, reject) => {
     worker.once('message', (m: { ok?: FitOutput; error?: string }) => (m.ok ? resolve(m.ok) : reject(new Error(`task fitting failed: ${m.error}`))));
     worker.once('error', reject);

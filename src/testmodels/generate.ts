@@ -5,9 +5,10 @@ import * as path from 'path';
 import { fillNormal } from './prng';
 import { NamedTensor, writeSafetensors } from './safetensors-writer';
 import { TestModelSpec, testModels } from './specs';
+import { projectRoot } from '../common/project-root';
 
 /** Default location of generated models: <project>/models/<name>. */
-export const modelsDir = path.resolve(__dirname, '..', '..', 'models');
+export const modelsDir = path.join(projectRoot, 'models');
 const STAMP = 'tqserve-testmodel.json';
 
 function tensorList(spec: TestModelSpec): NamedTensor[] {
@@ -137,7 +138,7 @@ export function generateTestModel(name: string, dir = path.join(modelsDir, name)
     fs.writeFileSync(path.join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: {}, weight_map: weightMap }, null, 2));
   }
   fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(hfConfig(spec), null, 2));
-  const tokDir = path.resolve(__dirname, '..', '..', 'node_modules', spec.tokenizerPackage, 'models');
+  const tokDir = path.join(projectRoot, 'node_modules', spec.tokenizerPackage, 'models');
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) fs.copyFileSync(path.join(tokDir, f), path.join(dir, f));
   fs.writeFileSync(stamp, JSON.stringify({ hash, spec }, null, 2));
   return dir;

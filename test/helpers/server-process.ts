@@ -2,15 +2,34 @@
  * Runs the real server as a child process and waits for it to listen. Free of
  * jest, so that benchmarks (bench/soak.ts) start it the same way as the tests.
  */
-import { ChildProcess, spawn } from 'child_process';
+import { ChildProcess, execFile, spawn } from 'child_process';
 import * as http from 'http';
 import * as path from 'path';
 
 const root = path.resolve(__dirname, '..', '..');
 
-/** Starts `node src/server/main.ts` (via ts-node) with `args`; listeningUrl waits until it listens. */
+/**
+ * The compiled `tqserve` command (dist/, what `npm start` runs): it starts in a third of the time
+ * ts-node takes to compile the server and its engine process. The tests' global set-up builds it
+ * first; elsewhere (the benchmarks) `npm run build` does.
+ */
+export const tqserveCommand = path.join(root, 'dist', 'cli', 'tqserve.js');
+
+/**
+ * Runs `tqserve decide args...` without blocking the event loop (a test holding a keep-alive
+ * connection to a server must not stall past the server's idle timeout): its stdout and exit code.
+ */
+export function runDecide(args: string[]): Promise<{ code: number; stdout: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [tqserveCommand, 'decide', ...args], { cwd: root, encoding: 'utf8' }, (error, stdout) =>
+      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout }),
+    );
+  });
+}
+
+/** Starts `tqserve serve` with `args`; listeningUrl waits until it listens. */
 export function runServerProcess(args: string[], env: Record<string, string> = {}): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', path.join(root, 'src/server/main.ts'), ...args], {
+  const child = spawn(process.execPath, [tqserveCommand, 'serve', ...args], {
     cwd: root,
     // Passed explicitly: jest's sandboxed process.env is not what child_process inherits.
     env: { ...process.env, ...env },

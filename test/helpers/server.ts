@@ -1,8 +1,8 @@
 /** Starts the real server as a child process on a free port and talks to it over HTTP. */
 import { ChildProcess } from 'child_process';
-import { listeningUrl, rawRequest, runServerProcess } from './server-process';
+import { listeningUrl, rawRequest, runDecide, runServerProcess } from './server-process';
 
-export { rawRequest, runServerProcess };
+export { rawRequest, runDecide, runServerProcess };
 
 export interface RunningServer {
   url: string;

@@ -3,7 +3,7 @@
  * notices its death (every pending call then fails with EngineDeadError).
  */
 import { ChildProcess, fork } from 'child_process';
-import * as path from 'path';
+import { siblingModule } from '../../common/sibling-module';
 import { ClientGoneError, EngineCall, EngineLike, EngineReply } from '../../answering/engine-like';
 import { NativeEngineInfo } from '../../engine/native';
 import { CacheReport, HostArgs, HostMessage, MetricsReport, WireError } from './protocol';
@@ -33,10 +33,10 @@ export class EngineClient implements EngineLike {
 
   /** Starts the engine process and waits until the model is loaded. */
   static start(args: HostArgs, onDeath: (reason: string) => void): Promise<EngineClient> {
-    const host = path.join(__dirname, 'host.ts');
-    const child = fork(host, [JSON.stringify(args)], {
+    const host = siblingModule(__filename, 'host');
+    const child = fork(host.file, [JSON.stringify(args)], {
       serialization: 'advanced',
-      execArgv: ['-r', 'ts-node/register/transpile-only'],
+      execArgv: host.execArgv,
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     return new Promise((resolve, reject) => {

@@ -14,7 +14,7 @@
  * (extra server flags, e.g. "--batch-invariant off") choose the server.
  */
 import { createHash } from 'crypto';
-import { uniformStream } from '../src/testmodels/prng';
+import { uniformStream } from '../src/common/prng';
 import { listeningUrl, runServerProcess } from '../test/helpers/server-process';
 
 const CLIENTS = Number(process.env.SOAK_CLIENTS ?? 8);

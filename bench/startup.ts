@@ -16,7 +16,7 @@ const BASE = process.env.STARTUP_BASE ?? 'tiny-qwen3';
 const PORT = 18700;
 
 const forms: Record<string, string[]> = {
-  'tqserve serve (compiled)': [path.join(root, 'dist/cli/tqserve.js'), 'serve'],
+  'tqserve serve (compiled)': [path.join(root, 'dist/tqserve.js'), 'serve'],
   'ts-node src/server/main.ts': ['-r', 'ts-node/register/transpile-only', path.join(root, 'src/server/main.ts')],
 };
 

@@ -14,7 +14,7 @@
  *      (--layout question-first), and the main route's latency during that registration.
  * TASKS_SKIP (comma-separated numbers) leaves parts out.
  */
-import { uniformStream } from '../src/testmodels/prng';
+import { uniformStream } from '../src/common/prng';
 import { rawRequest, startServerProcess } from '../test/helpers/server-process';
 import { codeWords, keywordExamples, keywordQuestion, priorExamples } from '../test/helpers/tasks';
 

@@ -1,6 +1,6 @@
-/** The abstention threshold's fit (src/abstention/fit.ts): the exact scan, and the rule that keeps a threshold. */
-import { bestThreshold, fitThreshold, ThresholdData } from '../src/abstention/fit';
-import { uniformStream } from '../src/testmodels/prng';
+/** The abstention threshold's fit (src/tasks/abstention/fit.ts): the exact scan, and the rule that keeps a threshold. */
+import { bestThreshold, fitThreshold, ThresholdData } from '../src/tasks/abstention/fit';
+import { uniformStream } from '../src/common/prng';
 
 /** Beta(a, b) for integers a, b: the a-th smallest of a + b - 1 uniforms. */
 function beta(u: () => number, a: number, b: number): number {

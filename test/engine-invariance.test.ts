@@ -10,7 +10,7 @@
  */
 import { Engine } from '../src/engine/engine';
 import { Dtype, IsaLevel, NativeAnswerRequest, NativeLoadOptions } from '../src/engine/native';
-import { uniformStream } from '../src/testmodels/prng';
+import { uniformStream } from '../src/common/prng';
 import { tinyModelNames } from '../src/testmodels/specs';
 import { runnableIsaLevels } from './helpers/cpu';
 import { tinyModel } from './helpers/models';

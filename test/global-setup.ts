@@ -22,7 +22,7 @@ function run(file: string, args: string[]): Promise<void> {
 
 export default async function globalSetup(): Promise<void> {
   const compiled = Promise.all([
-    run(process.execPath, [tsc, '-p', 'tsconfig.build.json']).then(() => fs.chmodSync(path.join(root, 'dist/cli/tqserve.js'), 0o755)),
+    run(process.execPath, [tsc, '-p', 'tsconfig.build.json']).then(() => fs.chmodSync(path.join(root, 'dist/tqserve.js'), 0o755)),
     run(process.execPath, [tsc, '-p', 'tsconfig.json', '--noEmit']),
   ]);
   compiled.catch(() => undefined); // awaited below, after the models

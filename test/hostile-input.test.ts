@@ -11,7 +11,7 @@ import * as http from 'http';
 import * as zlib from 'zlib';
 import { toSpec } from '../src/answering/pipeline';
 import { choiceAnswer, scoreAnswer } from '../src/answering/answers';
-import { validate } from '../src/server/validation';
+import { validate } from '../src/wire/validation';
 import { Deep, hostileRequest, nested, rng, SPLIT_MARKER, toJson } from './helpers/hostile';
 import { detailText, expectProblems, expectSameAnswers, rawRequest, RunningServer, startServer } from './helpers/server';
 

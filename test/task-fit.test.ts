@@ -4,7 +4,7 @@ import { evidenceOf, refusal, stratifiedFolds } from '../src/tasks/fit/evidence'
 import { fitTask } from '../src/tasks/fit/fit-task';
 import { fitProjection, headObjective, project, symmetricEigen } from '../src/tasks/fit/head';
 import { Readouts } from '../src/tasks/fit/softmax-model';
-import { uniformStream } from '../src/testmodels/prng';
+import { uniformStream } from '../src/common/prng';
 
 function normal(u: () => number) {
   return Math.sqrt(-2 * Math.log(u())) * Math.cos(2 * Math.PI * u());

@@ -32,7 +32,7 @@ export interface QuestionTask {
 
 /**
  * The step before the tasks: a choice or yes/no question's abstain option ("can't tell"),
- * the request's own option or one the server appends (src/abstention/). `abstentionFor` is
+ * the request's own option or one the server appends (src/tasks/abstention/). `abstentionFor` is
  * asked once per question; undefined: the question has no abstain option.
  */
 export interface Abstentions {

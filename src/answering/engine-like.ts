@@ -41,6 +41,23 @@ export class ClientGoneError extends Error {
   }
 }
 
+/** An engine's refusal, as it crosses a process boundary: its stable code, message and figures. */
+export interface WireError {
+  code: string;
+  message: string;
+  details: Record<string, number>;
+}
+
+/** The engine refused the call (an engine error with its code). */
+export class EngineCallError extends Error {
+  constructor(readonly wire: WireError) {
+    super(wire.message);
+  }
+}
+
+/** The engine's process died: this call and every later one fail. */
+export class EngineDeadError extends Error {}
+
 export interface EngineLike {
   /** The longest prompt (state + one question) in tokens, as the engine reports it. */
   readonly contextLimit: number;

@@ -8,16 +8,15 @@ import * as fs from 'fs';
 import { EngineCall, EngineLike } from '../answering/engine-like';
 import { Engine } from '../engine/engine';
 import { Renderer } from '../rendering/renderer';
-import { ModelTokenizer } from '../tokenizer/tokenizer';
 import { resolveBase } from '../config/bases';
 import { Flags, parseFlags } from '../config/flags';
 import { Temperatures } from '../rendering/profile';
 import { openTasks } from '../tasks/open';
-import { HttpError, ValidationError } from '../server/http-error';
-import { promptProfile, temperaturesOf } from '../config/profile-flags';
+import { HttpError, ValidationError } from '../wire/http-error';
+import { rendererFor, temperaturesOf } from '../config/profile-flags';
 import { answerSystemOne, SystemOneRequest } from '../answering/systemone';
-import { toHttpError } from '../server/engine-errors';
-import { validate } from '../server/validation';
+import { toHttpError } from '../answering/http-errors';
+import { validate } from '../wire/validation';
 import { collectImages } from '../images/collect';
 import { NO_IMAGE_ENGINE } from '../images/formats';
 
@@ -38,8 +37,8 @@ class InProcessEngine implements EngineLike {
 
 /** --tasks-file, read only: its tasks and abstention tasks applied as the server applies them; --abstain-option as the server's. */
 function loadTasks(flags: Flags, checkpoint: string, renderer: Renderer, temperatures: Temperatures) {
-  const file = flags['tasks-file'] as string | undefined;
-  const abstention = { enabled: flags.abstention === 'on', defaultOption: flags['abstain-option'] as string | undefined };
+  const file = flags['tasks-file'];
+  const abstention = { enabled: flags.abstention === 'on', defaultOption: flags['abstain-option'] };
   const { book, abstentionBook, store } = openTasks({ file, enabled: flags.tasks === 'on', abstention, checkpoint, profile: renderer.profile, temperatures });
   for (const r of store.refused) console.error(`[tqserve] WARNING: ${r.kind === 'abstention' ? 'abstention task' : 'task'} ${r.id} refused: ${r.reason}`);
   return { distributions: book, abstentions: abstentionBook };
@@ -62,12 +61,12 @@ async function answerFile(argv: string[]) {
   if (problems.length) throw new ValidationError(problems);
   const found = collectImages(body);
   if (found.images.length || found.problems.length) throw new HttpError(400, NO_IMAGE_ENGINE);
-  const base = resolveBase(flags.base as string, flags['models-dir'] as string);
+  const base = resolveBase(flags.base, flags['models-dir']);
   if (base.note) console.error(`[tqserve] WARNING: ${base.note}`);
-  const renderer = await Renderer.create(ModelTokenizer.load(base.checkpoint), promptProfile(base.profile.prompt, flags));
-  const engine = await Engine.open({ path: base.checkpoint, dtype: flags.dtype as 'bf16' | 'fp32', threads: (flags.threads as number) || undefined });
+  const renderer = await rendererFor(base, flags);
+  const engine = await Engine.open({ path: base.checkpoint, dtype: flags.dtype, threads: flags.threads || undefined });
   try {
-    const servedName = (flags['served-name'] as string | undefined) ?? base.profile.servedName;
+    const servedName = flags['served-name'] ?? base.profile.servedName;
     const temperatures = temperaturesOf(base.profile.temperatures, flags);
     const names = Object.keys(body.questions);
     const books = loadTasks(flags, base.checkpoint, renderer, temperatures);

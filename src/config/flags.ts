@@ -2,15 +2,15 @@
 
 type Kind = 'string' | 'number' | 'boolean' | 'choice';
 
-interface FlagDef {
+export interface FlagDef {
   name: string;
   kind: Kind;
   default?: string | number | boolean;
-  choices?: string[];
+  choices?: readonly string[];
   help: string;
 }
 
-export const flagDefs: FlagDef[] = [
+const table = [
   { name: 'host', kind: 'string', default: '127.0.0.1', help: 'address to listen on' },
   { name: 'port', kind: 'number', default: 8000, help: 'port to listen on' },
   { name: 'base', kind: 'string', default: 'qwen3-0.6b', help: 'a named base (qwen3-0.6b, llama3.2-1b, mistral-7b), a test model (tiny-qwen3, tiny-llama, tiny-mistral, tiny-qwen2), or a checkpoint folder' },
@@ -49,14 +49,21 @@ export const flagDefs: FlagDef[] = [
   { name: 'log-bodies', kind: 'boolean', default: false, help: 'also log each request body (states and questions are never logged without it)' },
   { name: 'shutdown-timeout', kind: 'number', default: 30, help: 'on SIGTERM or SIGINT, how many seconds in-flight and queued requests get to finish before the server exits (a second signal exits at once)' },
   { name: 'exit-grace-ms', kind: 'number', default: 1000, help: 'after the engine dies, answer 503 this long, then exit with code 70' },
-];
+] as const satisfies readonly FlagDef[];
 
-export type Flags = Record<string, string | number | boolean | undefined>;
+/** The table, for reading row by row (help, parsing, the docs test). */
+export const flagDefs: readonly FlagDef[] = table;
+
+type Def = (typeof table)[number];
+/** A flag's value type from its row: number, boolean, the union of its choices, or string. */
+type ValueOf<D> = D extends { kind: 'number' } ? number : D extends { kind: 'boolean' } ? boolean : D extends { choices: readonly (infer C)[] } ? C : string;
+/** The parsed flags, typed from the table: a flag with a default always has a value. */
+export type Flags = { [D in Def as D['name']]: D extends { default: unknown } ? ValueOf<D> : ValueOf<D> | undefined } & { help?: boolean };
 
 export class FlagError extends Error {}
 
 export function parseFlags(argv: string[]): Flags {
-  const flags: Flags = {};
+  const flags: Record<string, string | number | boolean | undefined> = {};
   for (const d of flagDefs) flags[d.name] = d.default;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
@@ -88,16 +95,23 @@ export function parseFlags(argv: string[]): Flags {
       flags[name] = value;
     }
   }
-  const port = flags.port as number;
+  return checked(flags as Flags);
+}
+
+/** The rules between a flag's value and its kind. */
+function checked(flags: Flags): Flags {
+  const port = flags.port;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new FlagError(`--port must be an integer from 0 to 65535, got ${port}`);
-  if (!/^(cpu|cuda(:\d+)?)$/.test(flags.device as string)) throw new FlagError(`--device must be cpu, cuda or cuda:N, got ${JSON.stringify(flags.device)}`);
-  if (!((flags['cache-mib'] as number) >= 0)) throw new FlagError('--cache-mib must be 0 or more');
-  if (!Number.isInteger(flags['image-max-tokens']) || (flags['image-max-tokens'] as number) < 4) throw new FlagError('--image-max-tokens must be an integer of 4 or more (the smallest image is 4 tokens)');
-  if (!((flags['shutdown-timeout'] as number) >= 0)) throw new FlagError('--shutdown-timeout must be 0 or more seconds');
-  if (!((flags['vision-cache-mib'] as number) >= 0)) throw new FlagError('--vision-cache-mib must be 0 or more');
-  if (flags['abstain-option'] !== undefined && !(flags['abstain-option'] as string).trim()) throw new FlagError('--abstain-option must not be blank');
-  for (const t of ['temperature-noul', 'temperature-choice', 'temperature-score'])
-    if (flags[t] !== undefined && !((flags[t] as number) > 0)) throw new FlagError(`--${t} must be positive`);
+  if (!/^(cpu|cuda(:\d+)?)$/.test(flags.device)) throw new FlagError(`--device must be cpu, cuda or cuda:N, got ${JSON.stringify(flags.device)}`);
+  if (!(flags['cache-mib'] >= 0)) throw new FlagError('--cache-mib must be 0 or more');
+  if (!Number.isInteger(flags['image-max-tokens']) || flags['image-max-tokens'] < 4) throw new FlagError('--image-max-tokens must be an integer of 4 or more (the smallest image is 4 tokens)');
+  if (!(flags['shutdown-timeout'] >= 0)) throw new FlagError('--shutdown-timeout must be 0 or more seconds');
+  if (!(flags['vision-cache-mib'] >= 0)) throw new FlagError('--vision-cache-mib must be 0 or more');
+  if (flags['abstain-option'] !== undefined && !flags['abstain-option'].trim()) throw new FlagError('--abstain-option must not be blank');
+  for (const t of ['temperature-noul', 'temperature-choice', 'temperature-score'] as const) {
+    const value = flags[t];
+    if (value !== undefined && !(value > 0)) throw new FlagError(`--${t} must be positive`);
+  }
   return flags;
 }
 

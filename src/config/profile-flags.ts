@@ -1,25 +1,33 @@
-/** The base's prompt profile and temperatures with the start-up flags applied. */
+/** The base's prompt profile, renderer and temperatures with the start-up flags applied. */
 import { PromptProfile, Temperatures } from '../rendering/profile';
+import { Renderer } from '../rendering/renderer';
+import { ModelTokenizer } from '../tokenizer/tokenizer';
+import { ResolvedBase } from './bases';
 import { Flags } from './flags';
 
+/** The renderer a base is served with: its own tokenizer and chat template, its prompt profile under the flags. */
+export function rendererFor(base: ResolvedBase, flags: Flags): Promise<Renderer> {
+  return Renderer.create(ModelTokenizer.load(base.checkpoint), promptProfile(base.profile.prompt, flags));
+}
+
 export function promptProfile(base: PromptProfile, f: Flags): PromptProfile {
-  const system = f['system-turn'] as string | undefined;
+  const system = f['system-turn'];
   return {
-    layout: (f.layout as PromptProfile['layout']) ?? base.layout,
-    template: (f.template as PromptProfile['template']) ?? base.template,
+    layout: f.layout ?? base.layout,
+    template: f.template ?? base.template,
     systemTurn: system === undefined ? base.systemTurn : system === 'none' || system === '' ? null : system,
-    answerPosition: (f['answer-position'] as PromptProfile['answerPosition']) ?? base.answerPosition,
-    choiceLabels: (f['choice-labels'] as PromptProfile['choiceLabels']) ?? base.choiceLabels,
-    scoreLabels: (f['score-labels'] as PromptProfile['scoreLabels']) ?? base.scoreLabels,
-    yesNo: (f['yes-no'] as PromptProfile['yesNo']) ?? base.yesNo,
-    optionsPosition: (f['options-position'] as PromptProfile['optionsPosition']) ?? base.optionsPosition,
+    answerPosition: f['answer-position'] ?? base.answerPosition,
+    choiceLabels: f['choice-labels'] ?? base.choiceLabels,
+    scoreLabels: f['score-labels'] ?? base.scoreLabels,
+    yesNo: f['yes-no'] ?? base.yesNo,
+    optionsPosition: f['options-position'] ?? base.optionsPosition,
   };
 }
 
 export function temperaturesOf(base: Temperatures, f: Flags): Temperatures {
   return {
-    noul: (f['temperature-noul'] as number | undefined) ?? base.noul,
-    choice: (f['temperature-choice'] as number | undefined) ?? base.choice,
-    score: (f['temperature-score'] as number | undefined) ?? base.score,
+    noul: f['temperature-noul'] ?? base.noul,
+    choice: f['temperature-choice'] ?? base.choice,
+    score: f['temperature-score'] ?? base.score,
   };
 }

@@ -5,7 +5,7 @@
  * its bytes and where it was, so that an error names it; a data URL that cannot be read is a problem
  * at its location. Nothing is decoded here (inspect.ts reads headers only).
  */
-import { Problem } from '../server/http-error';
+import { Problem } from '../wire/http-error';
 
 export interface ImageInput {
   /** How an error names it: `images.0`, `state image 1`, `file "a.png" (field image)`. */

@@ -5,7 +5,7 @@
  * image engine's process. Every problem names the image.
  */
 import sharp from 'sharp';
-import { Problem } from '../server/http-error';
+import { Problem } from '../wire/http-error';
 import { ImageInput } from './collect';
 import { describeBytes, IMAGE_LIMITS, sniffFormat } from './formats';
 

@@ -6,7 +6,7 @@
  */
 import Router from '@koa/router';
 import Koa from 'koa';
-import { HttpError } from './http-error';
+import { HttpError } from '../wire/http-error';
 import { jsonBodies } from './http/body';
 import { cors } from './http/cors';
 import { errorBodies } from './http/errors';
@@ -17,8 +17,8 @@ import { systemoneRoute } from './routes/systemone';
 import { taskRoutes } from './routes/tasks';
 import { abstentionRoutes } from './routes/abstention';
 import { playgroundRoutes } from './routes/playground';
-import { Service } from './service';
-import { accessLog } from './http/access-log';
+import { Service } from './service/service';
+import { accessLog } from './ops/access-log';
 import { Lifecycle } from './ops/lifecycle';
 import { Logger } from './ops/logger';
 import { METRICS_CONTENT_TYPE, Metrics } from './ops/metrics';

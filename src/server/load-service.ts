@@ -4,22 +4,21 @@
  * `died(role)` is told when an engine process dies. On failure every engine started is stopped.
  */
 import * as os from 'os';
-import { AbstentionBook } from '../abstention/book';
+import { AbstentionBook } from '../tasks/abstention/book';
 import { ResolvedBase, resolveBase } from '../config/bases';
 import { Flags } from '../config/flags';
-import { promptProfile, temperaturesOf } from '../config/profile-flags';
+import { rendererFor, temperaturesOf } from '../config/profile-flags';
 import { Renderer } from '../rendering/renderer';
 import { TaskBook } from '../tasks/apply';
 import { HIDDEN_TAP } from '../tasks/fingerprint';
 import { openTasks } from '../tasks/open';
 import { refusalLine, TaskStore } from '../tasks/store';
-import { ModelTokenizer } from '../tokenizer/tokenizer';
 import { EngineClient } from './engine-process/client';
-import { startImageEngine } from './image-engine';
-import { InFlight } from './inflight';
+import { startImageEngine } from './service/image-engine';
+import { InFlight } from './service/inflight';
 import { Logger } from './ops/logger';
 import { EngineRole, EngineSource } from './ops/metrics';
-import { Service } from './service';
+import { Service } from './service/service';
 
 export interface Loaded {
   service: Service;
@@ -28,22 +27,22 @@ export interface Loaded {
 }
 
 export async function loadService(flags: Flags, logger: Logger, died: (role: EngineRole) => (reason: string) => void): Promise<Loaded> {
-  const base = resolveBase(flags.base as string, flags['models-dir'] as string);
+  const base = resolveBase(flags.base, flags['models-dir']);
   if (base.note) logger.warn(`WARNING: ${base.note}`);
   const temperatures = temperaturesOf(base.profile.temperatures, flags);
-  const threads = (flags.threads as number) || os.cpus().length;
+  const threads = flags.threads || os.cpus().length;
 
   const load = {
     path: base.checkpoint,
-    dtype: flags.dtype as 'bf16' | 'fp32',
+    dtype: flags.dtype,
     threads,
     prefixCache: flags['prefix-cache'] === 'on',
     batchInvariant: flags['batch-invariant'] === 'on',
-    device: flags.device as string,
-    registerBoundary: flags['register-boundary'] as 'after' | 'before',
-    cacheMiB: flags['cache-mib'] as number,
+    device: flags.device,
+    registerBoundary: flags['register-boundary'],
+    cacheMiB: flags['cache-mib'],
   };
-  const batchTokens = flags['batch-tokens'] as number;
+  const batchTokens = flags['batch-tokens'];
   // The engine process loads libtorch and the model while this one loads the tokenizer (1.1 s for
   // Qwen3's): one after the other, tiny-qwen3's start to /ready took 4.2 s (median of 5, bench:startup),
   // together 2.7 s in the same session.
@@ -51,7 +50,7 @@ export async function loadService(flags: Flags, logger: Logger, died: (role: Eng
   engineStarting.catch(() => undefined); // awaited below, after the renderer
   let renderer: Renderer;
   try {
-    renderer = await Renderer.create(ModelTokenizer.load(base.checkpoint), promptProfile(base.profile.prompt, flags));
+    renderer = await rendererFor(base, flags);
   } catch (e) {
     engineStarting.then((started) => started.stop(), () => undefined);
     throw e;
@@ -60,15 +59,15 @@ export async function loadService(flags: Flags, logger: Logger, died: (role: Eng
   // --head-engine: a second engine process, its own model and renderer, read for intent heads' hidden states.
   let head: { base: ResolvedBase; renderer: Renderer; engine: EngineClient } | undefined;
   if (flags['head-engine']) {
-    const headBase = resolveBase(flags['head-engine'] as string, flags['models-dir'] as string);
-    const headRenderer = await Renderer.create(ModelTokenizer.load(headBase.checkpoint), promptProfile(headBase.profile.prompt, flags));
+    const headBase = resolveBase(flags['head-engine'], flags['models-dir']);
+    const headRenderer = await rendererFor(headBase, flags);
     head = { base: headBase, renderer: headRenderer, engine: await EngineClient.start({ load: { ...load, path: headBase.checkpoint }, batchTokens }, died('head')) };
   }
-  const servedName = (flags['served-name'] as string | undefined) ?? base.profile.servedName;
+  const servedName = flags['served-name'] ?? base.profile.servedName;
   let images: Awaited<ReturnType<typeof startImageEngine>> | undefined;
   if (flags['image-model']) {
     try {
-      images = await startImageEngine(flags, load, batchTokens, servedName, died('image'));
+      images = await startImageEngine(flags['image-model'], flags, load, batchTokens, servedName, died('image'));
     } catch (e) {
       engine.stop();
       head?.engine.stop();
@@ -79,9 +78,9 @@ export async function loadService(flags: Flags, logger: Logger, died: (role: Eng
   let tasks: TaskStore, taskBook: TaskBook, abstentionBook: AbstentionBook, imageAbstentionBook: AbstentionBook;
   try {
     ({ store: tasks, book: taskBook, abstentionBook, imageAbstentionBook } = openTasks({
-      file: flags['tasks-file'] as string | undefined,
+      file: flags['tasks-file'],
       enabled: flags.tasks === 'on',
-      abstention: { enabled: flags.abstention === 'on', defaultOption: flags['abstain-option'] as string | undefined },
+      abstention: { enabled: flags.abstention === 'on', defaultOption: flags['abstain-option'] },
       checkpoint: base.checkpoint,
       profile: renderer.profile,
       temperatures,
@@ -124,8 +123,8 @@ export async function loadService(flags: Flags, logger: Logger, died: (role: Eng
     cacheReport: () => engine.cacheReport(),
     engineInfo: engine.info,
     engineProcess: { pid: engine.pid, where: `child process ${engine.pid} of server ${process.pid}` },
-    debugReadout: flags['debug-readout'] as boolean,
-    corsOrigin: flags['cors-origin'] as string | undefined,
+    debugReadout: flags['debug-readout'],
+    corsOrigin: flags['cors-origin'],
     inflight: new InFlight(),
     startedAt: new Date(),
   };

@@ -15,7 +15,7 @@ import { answerWhileLoading } from './ops/loading';
 import { createLogger, Logger } from './ops/logger';
 import { watchTasksFile } from './ops/tasks-file';
 import { EngineRole, Metrics } from './ops/metrics';
-import { Service } from './service';
+import { Service } from './service/service';
 
 export const ENGINE_DEAD_EXIT = 70;
 export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
@@ -50,7 +50,7 @@ function listen(flags: Flags, logger: Logger): Promise<http.Server> {
       logger.fatal({ code: e.code }, e.code === 'EADDRINUSE' ? `port ${flags.port} on ${flags.host} is already in use` : `cannot listen: ${e.message}`);
       process.exit(1);
     });
-    server.listen(flags.port as number, flags.host as string, () => resolve(server));
+    server.listen(flags.port, flags.host, () => resolve(server));
   });
 }
 
@@ -58,13 +58,13 @@ function listen(flags: Flags, logger: Logger): Promise<http.Server> {
 export async function serve(argv: string[]) {
   const flags = parse(argv);
   if (flags.help) return console.log(helpText());
-  const logger = createLogger(flags['log-level'] as string);
+  const logger = createLogger(flags['log-level']);
   const lifecycle = new Lifecycle();
   const server = await listen(flags, logger);
   const a = server.address();
   const where = typeof a === 'object' && a ? `${a.address}:${a.port}` : String(a);
   logger.info({ address: where }, `listening at http://${where}; loading the engines (GET /ready answers 503 until they are up)`);
-  const drainable: Drainable = { server, lifecycle, logger, timeoutMs: (flags['shutdown-timeout'] as number) * 1000 };
+  const drainable: Drainable = { server, lifecycle, logger, timeoutMs: flags['shutdown-timeout'] * 1000 };
   drainOnSignals(drainable);
 
   let service: Service | undefined;
@@ -72,7 +72,7 @@ export async function serve(argv: string[]) {
     const why = DEATH_PREFIX[engine] + reason;
     logger.error({ event: 'engine_died', engine }, `${why}: answering 503 and exiting with code ${ENGINE_DEAD_EXIT}`);
     if (service) service.deadReason = why;
-    setTimeout(() => process.exit(ENGINE_DEAD_EXIT), flags['exit-grace-ms'] as number);
+    setTimeout(() => process.exit(ENGINE_DEAD_EXIT), flags['exit-grace-ms']);
   };
   let loaded;
   try {
@@ -84,7 +84,7 @@ export async function serve(argv: string[]) {
   service = loaded.service;
   drainable.loaded = { engines: loaded.engines, tasks: service.tasks };
   const metrics = new Metrics(loaded.engines);
-  const app = createApp(service, { lifecycle, logger, logBodies: flags['log-bodies'] as boolean, metrics });
+  const app = createApp(service, { lifecycle, logger, logBodies: flags['log-bodies'], metrics });
   watchTasksFile(service.tasks, logger, metrics);
   // Requests in flight, counted until their responses are sent (or their connections close), for the drain.
   const handle = app.callback();

@@ -7,7 +7,7 @@
  */
 import { createHash } from 'crypto';
 import { MAX_OPTIONS } from '../rendering/labels';
-import { AbstentionTask } from '../abstention/task';
+import { AbstentionTask } from './abstention/task';
 import { HeadForm } from './fit/head';
 import { matchKeyOf, Task, TASKS_FORMAT } from './task';
 

@@ -1,5 +1,5 @@
 /** The tasks of a server or of `decide`: the fingerprint, the store (loading --tasks-file) and the books the pipeline applies. */
-import { AbstentionBook } from '../abstention/book';
+import { AbstentionBook } from './abstention/book';
 import { PromptProfile, Temperatures } from '../rendering/profile';
 import { TaskBook } from './apply';
 import { computeFingerprint, Fingerprint } from './fingerprint';

@@ -12,8 +12,8 @@
  */
 import * as fs from 'fs';
 import * as path from 'path';
-import { parseAbstentionTask } from '../abstention/form';
-import { AbstentionTask } from '../abstention/task';
+import { parseAbstentionTask } from './abstention/form';
+import { AbstentionTask } from './abstention/task';
 import { exportForm, FormProblem, parseTask } from './export';
 import { contentHash, lockTasksFile, watchTasksFile } from './shared-file';
 import { differingComponents, Fingerprint } from './fingerprint';

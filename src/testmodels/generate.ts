@@ -2,7 +2,7 @@
 import * as crypto from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
-import { fillNormal } from './prng';
+import { fillNormal } from '../common/prng';
 import { NamedTensor, writeSafetensors } from './safetensors-writer';
 import { TestModelSpec, testModels } from './specs';
 import { projectRoot } from '../common/project-root';

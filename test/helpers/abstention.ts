@@ -6,7 +6,7 @@
  * `blankLabelShare` of the time and "alpha" otherwise (annotators who guessed), so the abstain
  * option is seldom the most probable on a blank note and a fitted threshold beats the default rule.
  */
-import { uniformStream } from '../../src/testmodels/prng';
+import { uniformStream } from '../../src/common/prng';
 import { codeWords, keywordQuestion, keywordState } from './tasks';
 
 export const CANT_TELL = "can't tell";

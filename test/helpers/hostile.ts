@@ -6,7 +6,7 @@
  * wrong content types and encodings, and unknown methods.
  */
 import * as zlib from 'zlib';
-import { uniformStream } from '../../src/testmodels/prng';
+import { uniformStream } from '../../src/common/prng';
 
 export interface HostileRequest {
   kind: string;

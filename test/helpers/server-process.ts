@@ -13,7 +13,7 @@ const root = path.resolve(__dirname, '..', '..');
  * ts-node takes to compile the server and its engine process. The tests' global set-up builds it
  * first; elsewhere (the benchmarks) `npm run build` does.
  */
-export const tqserveCommand = path.join(root, 'dist', 'cli', 'tqserve.js');
+export const tqserveCommand = path.join(root, 'dist', 'tqserve.js');
 
 /**
  * Runs `tqserve decide args...` without blocking the event loop (a test holding a keep-alive

@@ -1,5 +1,5 @@
 /** Task examples for tests and benchmarks: the keyword task (12 options, the answer named in the state) and a class-prior task. */
-import { uniformStream } from '../../src/testmodels/prng';
+import { uniformStream } from '../../src/common/prng';
 
 export const codeWords = ['alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot', 'golf', 'hotel', 'india', 'juliet', 'kilo', 'lima'];
 const filler = ['river', 'window', 'paper', 'stone', 'garden', 'music', 'winter', 'bridge', 'silver', 'forest', 'candle', 'market'];

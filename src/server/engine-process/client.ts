@@ -4,17 +4,9 @@
  */
 import { ChildProcess, fork } from 'child_process';
 import { siblingModule } from '../../common/sibling-module';
-import { ClientGoneError, EngineCall, EngineLike, EngineReply } from '../../answering/engine-like';
+import { ClientGoneError, EngineCall, EngineCallError, EngineDeadError, EngineLike, EngineReply } from '../../answering/engine-like';
 import { NativeEngineInfo } from '../../engine/native';
-import { CacheReport, HostArgs, HostMessage, MetricsReport, WireError } from './protocol';
-
-export class EngineCallError extends Error {
-  constructor(readonly wire: WireError) {
-    super(wire.message);
-  }
-}
-
-export class EngineDeadError extends Error {}
+import { CacheReport, HostArgs, HostMessage, MetricsReport } from './protocol';
 
 export class EngineClient implements EngineLike {
   private nextId = 1;

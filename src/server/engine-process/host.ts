@@ -12,10 +12,10 @@
 import { Engine } from '../../engine/engine';
 import { isEngineError, NativeCacheStats, NativeImage, NativeVisionCacheStats } from '../../engine/native';
 import { collectDefaultMetrics, Registry } from 'prom-client';
-import { Family } from '../ops/prom-text';
+import { Family } from '../../common/prom-text';
 import { decodeImages, ImageDecodeError } from '../../images/decode';
-import { EngineCall } from '../../answering/engine-like';
-import { BoundaryCounters, HostArgs, HostMessage, MetricsReport, ServerMessage, WireError } from './protocol';
+import { EngineCall, WireError } from '../../answering/engine-like';
+import { BoundaryCounters, HostArgs, HostMessage, MetricsReport, ServerMessage } from './protocol';
 
 /** This process's default metrics (CPU, memory, event loop, GC), relayed to the server's /metrics. */
 const processMetrics = new Registry();

@@ -1,8 +1,8 @@
 /** Messages between the server and its engine process (Node IPC, advanced serialization). */
 import { NativeCacheStats, NativeEngineInfo, NativeLoadOptions, NativeMemoryStats, NativeVisionCacheStats } from '../../engine/native';
-import { EngineCall, EngineReply } from '../../answering/engine-like';
+import { EngineCall, EngineReply, WireError } from '../../answering/engine-like';
 import { PixelBudget } from '../../images/preprocess';
-import { Family } from '../ops/prom-text';
+import { Family } from '../../common/prom-text';
 
 /** State-boundary registrations (--register-boundary after), counted by the engine process. */
 export interface BoundaryCounters {
@@ -54,12 +54,6 @@ export type ServerMessage =
   | { kind: 'cache'; id: number }
   | { kind: 'metrics'; id: number }
   | { kind: 'cancel'; id: number };
-
-export interface WireError {
-  code: string;
-  message: string;
-  details: Record<string, number>;
-}
 
 export interface HostArgs {
   load: NativeLoadOptions;

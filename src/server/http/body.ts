@@ -22,7 +22,7 @@ import inflate from 'inflation';
 import { Middleware } from 'koa';
 import getRawBody from 'raw-body';
 import { createHash } from 'crypto';
-import { HttpError, invalid } from '../http-error';
+import { HttpError, invalid } from '../../wire/http-error';
 import { parseMultipart } from './multipart';
 
 declare module 'koa' {

@@ -7,7 +7,7 @@
  */
 import { Middleware } from 'koa';
 import { ClientGoneError } from '../../answering/engine-like';
-import { HttpError } from '../http-error';
+import { HttpError } from '../../wire/http-error';
 
 export function errorBodies(): Middleware {
   return async (ctx, next) => {

@@ -8,7 +8,7 @@
 import Busboy from 'busboy';
 import { UploadedFile } from '../../images/collect';
 import { IMAGE_LIMITS } from '../../images/formats';
-import { invalid } from '../http-error';
+import { invalid } from '../../wire/http-error';
 
 export const IMAGE_FIELDS = ['image', 'images', 'image[]'];
 

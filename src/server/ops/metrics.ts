@@ -11,8 +11,8 @@ import { Middleware } from 'koa';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 import { EngineClient } from '../engine-process/client';
 import { MetricsReport } from '../engine-process/protocol';
-import { AnsweredFields, matchedRoute } from '../http/access-log';
-import { Family, formatFamilies, withLabels } from './prom-text';
+import { AnsweredFields, matchedRoute } from './access-log';
+import { Family, formatFamilies, withLabels } from '../../common/prom-text';
 
 export const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 

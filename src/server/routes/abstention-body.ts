@@ -10,10 +10,10 @@
  *   - at least 10 unanswerable and 10 answerable examples (THRESHOLD_RULE.minEach).
  * Examples with images need the image engine: the route answers 400 naming the flag while there is none.
  */
-import { THRESHOLD_RULE } from '../../abstention/fit';
-import { ParsedAbstention } from '../../abstention/register';
-import { AbstainOption, abstainKeyOf, AbstentionTask, MATCH_MODES, MatchMode, withAbstainOption } from '../../abstention/task';
-import { ValidationError } from '../http-error';
+import { THRESHOLD_RULE } from '../../tasks/abstention/fit';
+import { ParsedAbstention } from '../../tasks/abstention/register';
+import { AbstainOption, abstainKeyOf, AbstentionTask, MATCH_MODES, MatchMode, withAbstainOption } from '../../tasks/abstention/task';
+import { ValidationError } from '../../wire/http-error';
 import { answerKey, answerRule, Bad, ExampleRules, isObject, parseExamples, problemList } from './task-body';
 
 

@@ -1,14 +1,14 @@
 /** POST/GET /v1/abstention/tasks, DELETE /v1/abstention/tasks/{id} (docs/abstention.md). */
 import Router from '@koa/router';
-import { abstentionSummaryOf } from '../../abstention/form';
-import { ParsedAbstention, registerAbstention, TaskChangedError } from '../../abstention/register';
+import { abstentionSummaryOf } from '../../tasks/abstention/form';
+import { ParsedAbstention, registerAbstention, TaskChangedError } from '../../tasks/abstention/register';
 import { NO_IMAGE_ENGINE } from '../../images/formats';
 import { inspectImages } from '../../images/inspect';
-import { abstainKeyOf, AbstentionTask, optionSetOf } from '../../abstention/task';
+import { abstainKeyOf, AbstentionTask, optionSetOf } from '../../tasks/abstention/task';
 import { ExampleError } from '../../tasks/read-examples';
 import { abstentionHolderIn } from '../../tasks/store';
-import { HttpError, Problem, ValidationError } from '../http-error';
-import { Service } from '../service';
+import { HttpError, Problem, ValidationError } from '../../wire/http-error';
+import { Service } from '../service/service';
 import { abstentionHeld, parseAbstentionRegistration } from './abstention-body';
 import { exampleError, refuseHeld, storeRegistered } from './tasks';
 

@@ -8,9 +8,9 @@
 import Router from '@koa/router';
 import { runQuestions, WireQuestion } from '../../answering/pipeline';
 import { ordersOf } from '../../answering/systemone';
-import { invalid, ValidationError } from '../http-error';
-import { Service } from '../service';
-import { validate } from '../validation';
+import { invalid, ValidationError } from '../../wire/http-error';
+import { Service } from '../service/service';
+import { validate } from '../../wire/validation';
 import { respondShared } from './respond';
 
 interface AnswerQuestion {

@@ -2,7 +2,7 @@
 import sharp from 'sharp';
 import { IMAGE_LIMITS } from '../../images/formats';
 import { RECIPE_VERSION } from '../../images/preprocess';
-import { ImageService } from '../service';
+import { ImageService } from '../service/service';
 
 export async function imageEngineHealth(images: ImageService) {
   const { stats, vision: visionCache, memory } = await images.cacheReport();

@@ -5,10 +5,10 @@ import { version as tqserveVersion } from '../../../package.json';
 import { MAX_OPTIONS } from '../../rendering/labels';
 import * as fs from 'fs';
 import * as path from 'path';
-import { EngineDeadError } from '../engine-process/client';
+import { EngineDeadError } from '../../answering/engine-like';
 import { MAX_BODY_BYTES } from '../http/body';
-import { Service } from '../service';
-import { MAX_DEPTH } from '../validation';
+import { Service } from '../service/service';
+import { MAX_DEPTH } from '../../wire/validation';
 import { imageEngineHealth } from './image-health';
 
 /** The format's model alias: hosted servers list it, and the official clients send it by default. */

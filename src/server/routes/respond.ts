@@ -6,10 +6,10 @@
  */
 import { Context } from 'koa';
 import { PipelineResult } from '../../answering/pipeline';
-import { toHttpError } from '../engine-errors';
-import { InFlight, SharedResponse } from '../inflight';
-import { serverTiming, stagesHeader } from '../request-headers';
-import { Service } from '../service';
+import { toHttpError } from '../../answering/http-errors';
+import { InFlight, SharedResponse } from '../service/inflight';
+import { serverTiming, stagesHeader } from '../service/request-headers';
+import { Service } from '../service/service';
 
 export interface Computed {
   body: object;

@@ -6,14 +6,14 @@
 import Router from '@koa/router';
 import { PipelineResult } from '../../answering/pipeline';
 import { answerSystemOne, SystemOneRequest } from '../../answering/systemone';
-import { HttpError, ValidationError } from '../http-error';
-import { requestedDebug, requestedRoute } from '../request-headers';
+import { HttpError, ValidationError } from '../../wire/http-error';
+import { requestedDebug, requestedRoute } from '../service/request-headers';
 import { respondShared } from './respond';
-import { Service } from '../service';
-import { validate } from '../validation';
+import { Service } from '../service/service';
+import { validate } from '../../wire/validation';
 import { collectImages, ImageInput, UploadedFile } from '../../images/collect';
 import { inPromptOrder, stateWithImages } from '../../answering/image-state';
-import { EngineCallError } from '../engine-process/client';
+import { EngineCallError } from '../../answering/engine-like';
 import { inspectImages } from '../../images/inspect';
 import { NO_IMAGE_ENGINE } from '../../images/formats';
 

@@ -15,8 +15,8 @@ import { QuestionSpec } from '../../rendering/renderer';
 import { TASK_ID, TASK_ID_RULE } from '../../tasks/export';
 import { ParsedRegistration } from '../../tasks/register';
 import { questionOf } from '../../tasks/task';
-import { HttpError, Problem, ValidationError } from '../http-error';
-import { validate } from '../validation';
+import { HttpError, Problem, ValidationError } from '../../wire/http-error';
+import { validate } from '../../wire/validation';
 
 export const TASK_LIMITS = { minExamples: 10, maxExamples: 10_000, minDistinctAnswers: 2 };
 /** Problems listed at most: a 10,000-example body could otherwise give a 10,000-line answer. */

@@ -1,14 +1,14 @@
 /** POST/GET /v1/tasks, DELETE /v1/tasks/{id}, POST /v1/tasks/import (tasks and abstention tasks) (docs/tasks.md). */
 import Router from '@koa/router';
-import { parseAbstentionTask } from '../../abstention/form';
+import { parseAbstentionTask } from '../../tasks/abstention/form';
 import { exportForm, FormProblem, parseTask, summaryOf } from '../../tasks/export';
 import { ExampleError } from '../../tasks/read-examples';
 import { registerTask, servedQuestion } from '../../tasks/register';
 import { abstentionHolderIn, holderIn } from '../../tasks/store';
 import { Task } from '../../tasks/task';
-import { toHttpError } from '../engine-errors';
-import { HttpError, invalid, Problem, ValidationError } from '../http-error';
-import { Service } from '../service';
+import { toHttpError } from '../../answering/http-errors';
+import { HttpError, invalid, Problem, ValidationError } from '../../wire/http-error';
+import { Service } from '../service/service';
 import { abstentionHeld } from './abstention-body';
 import { isObject, parseRegistration } from './task-body';
 

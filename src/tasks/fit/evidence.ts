@@ -10,7 +10,7 @@
  *   - its mean accuracy change is not below minus one (equally corrected) standard error.
  * NLL decides, being strictly proper; Brier and ECE are reported only.
  */
-import { uniformStream } from '../../testmodels/prng';
+import { uniformStream } from '../../common/prng';
 
 /** Fold index of each row: each class's rows shuffled (seeded), then dealt round the folds. */
 export function stratifiedFolds(y: Int32Array, classes: number, K: number, seed: number): Int32Array {

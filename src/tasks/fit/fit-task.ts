@@ -7,7 +7,7 @@
  * training fold by an inner 3-fold CV with the one-standard-error rule (the most regularised
  * candidate within one SE of the best). Folds are seeded from the task id: deterministic.
  */
-import { hashString } from '../../testmodels/prng';
+import { hashString } from '../../common/prng';
 import { Calibration, calibratedLogits, fitCalibration } from './calibration';
 import { evidenceOf, Evidence, MARGIN, Metrics, metricsOf, refusal, splitFold, stratifiedFolds } from './evidence';
 import { fitHeadPath, fitProjection, foldHead, HeadData, HeadForm, headLogits, project, Projection } from './head';

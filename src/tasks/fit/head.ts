@@ -9,7 +9,7 @@
  * Loss: mean NLL + (lambda/2)(|W|^2 + |c|^2) (replace: c penalised by 1e-4 only), L-BFGS.
  * After the fit, standardisation and projection fold into one C x d matrix and a bias.
  */
-import { uniformStream } from '../../testmodels/prng';
+import { uniformStream } from '../../common/prng';
 import { lbfgs } from './optimize';
 import { softmaxInto } from './softmax-model';
 

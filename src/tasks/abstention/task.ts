@@ -8,9 +8,9 @@
  *   match "imajev_extension": the same, for requests that use the format's image extension (served
  *                         by the image engine); text questions never match it.
  */
-import { QuestionType } from '../rendering/profile';
-import { QuestionOption, QuestionSpec } from '../rendering/renderer';
-import { questionOf, TaskOption } from '../tasks/task';
+import { QuestionType } from '../../rendering/profile';
+import { QuestionOption, QuestionSpec } from '../../rendering/renderer';
+import { questionOf, TaskOption } from '../task';
 import { ThresholdRecord } from './fit';
 
 export const MATCH_MODES = ['option_set', 'imajev_extension'] as const;

@@ -6,7 +6,7 @@
  * The body (states and questions) only with --log-bodies.
  */
 import { Context, Middleware } from 'koa';
-import { Logger } from '../ops/logger';
+import { Logger } from './logger';
 
 /** What an answering route reports of a request it answered. */
 export interface AnsweredFields {

@@ -1,14 +1,14 @@
 /** Everything the routes share: the base, its renderer and temperatures, the engine, and the engine's state. */
-import { AnsweringContext } from '../answering/context';
-import { AbstentionBook } from '../abstention/book';
-import { TaskBook } from '../tasks/apply';
-import { TaskStore } from '../tasks/store';
-import { ResolvedBase } from '../config/bases';
-import { CacheReport } from './engine-process/protocol';
-import { NativeEngineInfo } from '../engine/native';
+import { AnsweringContext } from '../../answering/context';
+import { AbstentionBook } from '../../tasks/abstention/book';
+import { TaskBook } from '../../tasks/apply';
+import { TaskStore } from '../../tasks/store';
+import { ResolvedBase } from '../../config/bases';
+import { CacheReport } from '../engine-process/protocol';
+import { NativeEngineInfo } from '../../engine/native';
 import { InFlight } from './inflight';
-import { PixelBudget } from '../images/preprocess';
-import { Fingerprint } from '../tasks/fingerprint';
+import { PixelBudget } from '../../images/preprocess';
+import { Fingerprint } from '../../tasks/fingerprint';
 
 /** --image-model: the image engine process and the image route's answering context. */
 export interface ImageService {

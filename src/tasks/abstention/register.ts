@@ -6,14 +6,14 @@
  * abstain option's probability (fit.ts). The fit takes milliseconds: no worker.
  */
 import { createHash } from 'crypto';
-import { AnsweringContext } from '../answering/context';
-import { WireQuestion } from '../answering/pipeline';
-import { inPromptOrder, stateWithImages } from '../answering/image-state';
-import { ImageInput } from '../images/collect';
-import { choiceAnswer } from '../answering/answers';
-import { QuestionSpec } from '../rendering/renderer';
-import { Fingerprint } from '../tasks/fingerprint';
-import { forEachExample } from '../tasks/read-examples';
+import { AnsweringContext } from '../../answering/context';
+import { WireQuestion } from '../../answering/pipeline';
+import { inPromptOrder, stateWithImages } from '../../answering/image-state';
+import { ImageInput } from '../../images/collect';
+import { choiceAnswer } from '../../answering/answers';
+import { QuestionSpec } from '../../rendering/renderer';
+import { Fingerprint } from '../fingerprint';
+import { forEachExample } from '../read-examples';
 import { fitThreshold } from './fit';
 import { AbstainOption, AbstentionTask, abstainKeyOf, MatchMode, optionSetOf, withAbstainOption } from './task';
 

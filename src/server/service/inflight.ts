@@ -20,8 +20,8 @@
  * for that retry.
  */
 import { createHash } from 'crypto';
-import { ClientGoneError } from '../answering/engine-like';
-import { AnsweredFields } from './http/access-log';
+import { ClientGoneError } from '../../answering/engine-like';
+import { AnsweredFields } from '../ops/access-log';
 
 /** How long work nobody waits for stays wanted (queued work) or kept (a finished response), for a retry. */
 export const DROP_GRACE_MS = 1500;

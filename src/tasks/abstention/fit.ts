@@ -16,8 +16,8 @@
  * accuracy gain of at least 0.01 over never abstaining and over the default rule, each with a
  * corrected resampled t-statistic (Nadeau & Bengio) of at least 2.
  */
-import { hashString } from '../testmodels/prng';
-import { correctedMeanSe, fmt, MIN_T, splitFold, stratifiedFolds, tStatistic } from '../tasks/fit/evidence';
+import { hashString } from '../../common/prng';
+import { correctedMeanSe, fmt, MIN_T, splitFold, stratifiedFolds, tStatistic } from '../fit/evidence';
 
 export const THRESHOLD_RULE = { minEach: 10, margin: 0.01, minT: MIN_T, folds: 5, repeats: 3 };
 

@@ -1,9 +1,8 @@
 /** Engine failures as HTTP errors. */
-import { EngineCallError, EngineDeadError } from './engine-process/client';
-import { HttpError } from './http-error';
+import { HttpError } from '../wire/http-error';
 import { PromptTooLongError, RenderError } from '../rendering/renderer';
-import { ClientGoneError } from '../answering/engine-like';
-import { ImagePlacementError } from '../answering/image-state';
+import { ClientGoneError, EngineCallError, EngineDeadError } from './engine-like';
+import { ImagePlacementError } from './image-state';
 
 /** The 422 for a prompt longer than the context; `count` is "N tokens" or "at least N tokens (...)". */
 function tooLong(question: string, count: string, contextLimit: number): HttpError {

@@ -4,9 +4,9 @@
  * the server applies (the option set against its match key, the abstain option, the threshold)
  * so a malformed import is refused whole before anything is stored.
  */
-import { MAX_OPTIONS } from '../rendering/labels';
-import { FormProblem, TASK_ID, TASK_ID_RULE } from '../tasks/export';
-import { matchKeyOf } from '../tasks/task';
+import { MAX_OPTIONS } from '../../rendering/labels';
+import { FormProblem, TASK_ID, TASK_ID_RULE } from '../export';
+import { matchKeyOf } from '../task';
 import { AbstentionTask, MATCH_MODES } from './task';
 
 const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);

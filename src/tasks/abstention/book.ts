@@ -9,9 +9,9 @@
  * A task whose threshold is not applied (not justified, or --abstention off) is passed over, so
  * the question is asked as it would be without the task. Score questions have no abstain option.
  */
-import { Abstentions, QuestionAbstention } from '../answering/context';
-import { QuestionSpec } from '../rendering/renderer';
-import { questionOf } from '../tasks/task';
+import { Abstentions, QuestionAbstention } from '../../answering/context';
+import { QuestionSpec } from '../../rendering/renderer';
+import { questionOf } from '../task';
 import { AbstentionTask, abstainKeyOf, askedMatchKey, withAbstainOption } from './task';
 
 export class AbstentionBook implements Abstentions {

@@ -5,32 +5,30 @@
  * with it. It decodes the images it receives (src/images/decode.ts), so only compressed bytes
  * cross the process boundary. Its death is an engine death (503, exit 70).
  */
-import { resolveBase } from '../config/bases';
-import { Flags } from '../config/flags';
-import { promptProfile, temperaturesOf } from '../config/profile-flags';
-import { NativeLoadOptions } from '../engine/native';
-import { budgetOfTokens, RECIPE_VERSION } from '../images/preprocess';
-import { computeFingerprint } from '../tasks/fingerprint';
-import { Renderer } from '../rendering/renderer';
-import { ModelTokenizer } from '../tokenizer/tokenizer';
-import { EngineClient } from './engine-process/client';
+import { resolveBase } from '../../config/bases';
+import { Flags } from '../../config/flags';
+import { rendererFor, temperaturesOf } from '../../config/profile-flags';
+import { NativeLoadOptions } from '../../engine/native';
+import { budgetOfTokens, RECIPE_VERSION } from '../../images/preprocess';
+import { computeFingerprint } from '../../tasks/fingerprint';
+import { EngineClient } from '../engine-process/client';
 import { ImageService } from './service';
 
 export async function startImageEngine(
+  name: string,
   flags: Flags,
   load: NativeLoadOptions,
   batchTokens: number,
   servedName: string,
   onDeath: (reason: string) => void,
 ): Promise<{ service: ImageService; engine: EngineClient; note?: string }> {
-  const name = flags['image-model'] as string;
-  const base = resolveBase(name, flags['models-dir'] as string);
-  const renderer = await Renderer.create(ModelTokenizer.load(base.checkpoint), promptProfile(base.profile.prompt, flags));
+  const base = resolveBase(name, flags['models-dir']);
+  const renderer = await rendererFor(base, flags);
   if (renderer.profile.layout !== 'state-first') throw new Error('--image-model needs --layout state-first: images belong in the state that every question shares');
-  const maxTokens = flags['image-max-tokens'] as number;
+  const maxTokens = flags['image-max-tokens'];
   const budget = budgetOfTokens(maxTokens);
   const engine = await EngineClient.start(
-    { load: { ...load, path: base.checkpoint, visionCacheMiB: flags['vision-cache-mib'] as number }, batchTokens, images: { budget, model: base.checkpoint } },
+    { load: { ...load, path: base.checkpoint, visionCacheMiB: flags['vision-cache-mib'] }, batchTokens, images: { budget, model: base.checkpoint } },
     onDeath,
   );
   const vision = engine.info.vision;

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `tqserve` command (package.json `bin`, compiled to dist/cli/tqserve.js by `npm run build`):
+ * The `tqserve` command (package.json `bin`, compiled to dist/tqserve.js by `npm run build`):
  *   tqserve serve [flags]               the HTTP server (server/main.ts; `tqserve serve --help` lists the flags)
  *   tqserve decide request.json [flags] one /v1/systemone body answered without a server (cli/decide.ts)
  * Each subcommand's module is loaded only when named, so `serve` never loads decide's and the reverse.
@@ -11,9 +11,9 @@ const USAGE = `Usage:
 
 const [command, ...rest] = process.argv.slice(2);
 if (command === 'serve') {
-  void import('../server/main').then((m) => m.serve(rest));
+  void import('./server/main').then((m) => m.serve(rest));
 } else if (command === 'decide') {
-  void import('./decide').then((m) => m.decide(rest));
+  void import('./cli/decide').then((m) => m.decide(rest));
 } else if (command === undefined || command === '--help' || command === 'help') {
   console.log(USAGE);
 } else {

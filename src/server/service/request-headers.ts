@@ -3,7 +3,7 @@
  * `x-jev-route` for `x-service-route`, `x-jev-debug` for `x-service-debug`.
  */
 import { Context } from 'koa';
-import { invalid } from './http-error';
+import { invalid } from '../../wire/http-error';
 
 function header(ctx: Context, name: string, alias: string): string | undefined {
   const v = ctx.get(name) || ctx.get(alias);

@@ -1,0 +1,72 @@
+/**
+ * Imports point down (docs/architecture.md, "Layers"): a module of src/ may import its own folder
+ * and the folders of lower layers, never a higher one nor another folder of its own layer. Inside
+ * src/server/ the rooms are ordered the same way. Read from the sources, so a new import that
+ * points up fails here with its file and line.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+
+const src = path.resolve(__dirname, '..', 'src');
+
+/** Lowest first (types/: declarations for untyped packages). Folders on one line are peers: neither imports the other. */
+export const LAYERS: string[][] = [
+  ['types', 'common'],
+  ['testmodels'],
+  ['engine', 'tokenizer'],
+  ['rendering'],
+  ['config'],
+  ['wire'],
+  ['images'],
+  ['answering'],
+  ['tasks'],
+  ['server', 'cli'],
+  ['index.ts', 'tqserve.ts'],
+];
+
+/** The rooms of src/server/, lowest first; its files outside them (app.ts, main.ts, load-service.ts) are above them all. */
+export const SERVER_ROOMS = ['engine-process', 'http', 'ops', 'service', 'routes', 'playground'];
+
+function sourceFiles(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    return e.isDirectory() ? sourceFiles(p) : e.name.endsWith('.ts') ? [p] : [];
+  });
+}
+
+/** [layer rank, room rank] of a file under src/. */
+function place(file: string): { folder: string; rank: number; room: number } {
+  const [top, sub] = path.relative(src, file).split(path.sep);
+  const rank = LAYERS.findIndex((layer) => layer.includes(top));
+  if (rank < 0) throw new Error(`${path.relative(src, file)}: src/${top} is in no layer of test/layers.test.ts`);
+  const room = top === 'server' ? (SERVER_ROOMS.includes(sub) ? SERVER_ROOMS.indexOf(sub) : SERVER_ROOMS.length) : 0;
+  return { folder: top, rank, room };
+}
+
+/** Every relative import of `file` that points up a layer (or across to a peer), as "file:line -> target". */
+export function upwardImports(file: string, text: string): string[] {
+  const from = place(file);
+  const found: string[] = [];
+  text.split('\n').forEach((line, i) => {
+    for (const m of line.matchAll(/(?:from|import|require)\s*\(?\s*'(\.{1,2}\/[^']+)'/g)) {
+      const target = path.resolve(path.dirname(file), m[1]);
+      if (path.relative(src, target).startsWith('..')) continue; // ../package.json: outside the layers
+      const to = place(fs.existsSync(target) && fs.statSync(target).isDirectory() ? path.join(target, 'index.ts') : `${target}.ts`);
+      const up = from.folder === to.folder ? to.room > from.room : to.rank >= from.rank;
+      if (up) found.push(`${path.relative(src, file)}:${i + 1} -> ${path.relative(src, target)}`);
+    }
+  });
+  return found;
+}
+
+test('every import in src/ points down a layer', () => {
+  expect(sourceFiles(src).flatMap((f) => upwardImports(f, fs.readFileSync(f, 'utf8')))).toEqual([]);
+});
+
+test('the check sees an import up a layer, across to a peer, and up a room of the server', () => {
+  const at = (rel: string) => path.join(src, rel);
+  expect(upwardImports(at('images/collect.ts'), "import { serve } from '../server/main';")).toEqual(['images/collect.ts:1 -> server/main']);
+  expect(upwardImports(at('engine/engine.ts'), "import { Tokenizer } from '../tokenizer/tokenizer';")).toHaveLength(1);
+  expect(upwardImports(at('server/http/body.ts'), "import { Logger } from '../ops/logger';")).toHaveLength(1);
+  expect(upwardImports(at('server/routes/answer.ts'), "import { Logger } from '../ops/logger';\nimport { x } from '../../rendering/renderer';")).toEqual([]);
+});

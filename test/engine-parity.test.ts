@@ -6,15 +6,20 @@ import { Engine } from '../src/engine/engine';
 import { tinyModelNames } from '../src/testmodels/specs';
 import { tinyModel } from './helpers/models';
 import { logSoftmax, maxAbsDiff, referenceLogits } from './helpers/reference';
-import { tokenizeTexts } from './helpers/tokens';
+import { TokenizedTexts, tokenizeTexts } from './helpers/tokens';
 
 describe.each(tinyModelNames)('%s against the float64 reference', (name) => {
   const dir = tinyModel(name);
   let fp32: Engine;
   let bf16: Engine;
+  let texts: TokenizedTexts;
+  /** The reference logits of state + each question, from one run of the reference (it imports torch: seconds). */
+  let refs: Float64Array[][];
   beforeAll(async () => {
     fp32 = await Engine.open({ path: dir, dtype: 'fp32', threads: 2 });
     bf16 = await Engine.open({ path: dir, dtype: 'bf16', threads: 2 });
+    texts = await tokenizeTexts(dir);
+    refs = referenceLogits(dir, texts.questions.map((q) => [...texts.state, ...q]));
   });
   afterAll(async () => {
     await fp32.close();
@@ -22,11 +27,11 @@ describe.each(tinyModelNames)('%s against the float64 reference', (name) => {
   });
 
   test('fp32 logits agree to 1e-4 at every position; bf16 error is reported', async () => {
-    const { state, questions } = await tokenizeTexts(dir);
+    const { state, questions } = texts;
     // Longer than several KV blocks and, for Mistral, than its sliding window.
     const seq = [...state, ...questions[0]];
     expect(seq.length).toBeGreaterThan(48);
-    const [ref] = referenceLogits(dir, [seq]);
+    const ref = refs[0];
     const got = await fp32.logitsAll(seq);
     const perPosition = got.map((row, i) => maxAbsDiff(row, ref[i]));
     expect(Math.max(...perPosition)).toBeLessThanOrEqual(1e-4);
@@ -38,9 +43,8 @@ describe.each(tinyModelNames)('%s against the float64 reference', (name) => {
   });
 
   test('readout of packed questions equals the reference at each question end, and its log-probs equal the restricted softmax', async () => {
-    const { state, questions, labels } = await tokenizeTexts(dir);
+    const { state, questions, labels } = texts;
     const res = await fp32.answer({ state, questions: questions.map((tokens) => ({ tokens, labelIds: labels })) });
-    const refs = referenceLogits(dir, questions.map((q) => [...state, ...q]));
     res.answers.forEach((a, i) => {
       const last = refs[i][refs[i].length - 1];
       const refLabels = labels.map((id) => last[id]);

@@ -7,8 +7,15 @@ export interface TokenizedTexts {
   labels: number[];
 }
 
-/** The shared test texts in a model's own tokenizer; each label must be one token. */
-export async function tokenizeTexts(modelDir: string): Promise<TokenizedTexts> {
+const tokenized = new Map<string, Promise<TokenizedTexts>>();
+
+/** The shared test texts in a model's own tokenizer (loaded once per model and test file: Qwen3's takes 1 s); each label must be one token. */
+export function tokenizeTexts(modelDir: string): Promise<TokenizedTexts> {
+  if (!tokenized.has(modelDir)) tokenized.set(modelDir, tokenize(modelDir));
+  return tokenized.get(modelDir)!;
+}
+
+async function tokenize(modelDir: string): Promise<TokenizedTexts> {
   const tok = ModelTokenizer.load(modelDir);
   const state = await tok.encode(stateText);
   const questions = await Promise.all(questionTexts.map((q) => tok.encode(q)));

@@ -4,7 +4,7 @@
  * arithmetic they share with the CPU readout (csrc/kernels/label_readout_math.h) is compiled by the
  * host compiler exactly as written: no fused multiply-add where the kernel rounds twice.
  */
-import { execFileSync } from 'child_process';
+import { execFile, execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -49,7 +49,21 @@ test('the readout arithmetic is the same bits at -O0 and at -O3 with FMA allowed
  * Debian's libtorch ships c10/cuda headers but not the one CMake generates for a CUDA build
  * (c10/cuda/impl/cuda_cmake_macros.h): the check writes it, as a CUDA build would.
  */
-test('the sources with CUDA or oneDNN branches compile as a CUDA build (TQ_CUDA=1, TQ_ONEDNN=0)', () => {
+/** Runs each command, as many at a time as there are cores; rejects with the first failure's output. */
+async function runAll(commands: [string, string[]][]): Promise<void> {
+  const queue = [...commands];
+  const worker = async () => {
+    for (let next = queue.shift(); next; next = queue.shift()) {
+      const [file, args] = next;
+      await new Promise<void>((resolve, reject) =>
+        execFile(file, args, (error, _stdout, stderr) => (error ? reject(new Error(`${args[args.length - 1]}:\n${stderr}`)) : resolve())),
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: os.cpus().length }, worker));
+}
+
+test('the sources with CUDA or oneDNN branches compile as a CUDA build (TQ_CUDA=1, TQ_ONEDNN=0)', async () => {
   const cudaInclude = ['/usr/local/cuda/include', '/usr/local/cuda-13.0/include'].find((d) => fs.existsSync(path.join(d, 'cuda_runtime_api.h')));
   if (!cudaInclude) throw new Error('CUDA headers (cuda_runtime_api.h) not found next to nvcc');
   const generated = path.join(scratch, 'include');
@@ -57,7 +71,6 @@ test('the sources with CUDA or oneDNN branches compile as a CUDA build (TQ_CUDA=
   fs.writeFileSync(path.join(generated, 'c10', 'cuda', 'impl', 'cuda_cmake_macros.h'), '#define C10_CUDA_BUILD_SHARED_LIBS\n');
   const sources = execFileSync('grep', ['-rl', '--include=*.cpp', '-e', 'TQ_CUDA', '-e', 'TQ_ONEDNN', csrc], { encoding: 'utf8' }).trim().split('\n');
   expect(sources.length).toBeGreaterThanOrEqual(4);
-  for (const file of sources)
-    execFileSync('g++', ['-std=gnu++17', '-fsyntax-only', '-Werror', '-Wall', `-I${csrc}`, '-I/usr/include/torch/csrc/api/include', `-I${cudaInclude}`,
-      `-I${generated}`, '-DTQ_CUDA=1', '-DTQ_ONEDNN=0', file], { stdio: 'pipe' });
+  const flags = ['-std=gnu++17', '-fsyntax-only', '-Werror', '-Wall', `-I${csrc}`, '-I/usr/include/torch/csrc/api/include', `-I${cudaInclude}`, `-I${generated}`, '-DTQ_CUDA=1', '-DTQ_ONEDNN=0'];
+  await runAll(sources.map((file): [string, string[]] => ['g++', [...flags, file]]));
 }, 300_000);

@@ -4,6 +4,8 @@ module.exports = {
   testEnvironment: 'node',
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   globalSetup: '<rootDir>/test/global-setup.ts',
+  globalTeardown: '<rootDir>/test/global-teardown.ts',
+  testSequencer: '<rootDir>/test/sequencer.js',
   testTimeout: 300000,
   transform: { '^.+\\.ts$': ['ts-jest', { diagnostics: { warnOnly: false } }] },
 };

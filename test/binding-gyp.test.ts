@@ -1,14 +1,15 @@
 /**
  * binding.gyp is the documented alternative build: it must build the same
- * addon with node-gyp (in a scratch copy, so the cmake-js build is untouched),
+ * addon with node-gyp (in a scratch copy, so the cmake-js build is untouched,
+ * and in the background while the other suites run: helpers/gyp-build.ts),
  * and that addon must answer exactly like the cmake-js one.
  */
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
 import { Engine } from '../src/engine/engine';
 import { NativeEngine } from '../src/engine/native';
+import { finishedGypBuild, GYP_BUILD_ENV, removeGypBuild, startGypBuild } from './helpers/gyp-build';
 import { tinyModel } from './helpers/models';
 
 const root = path.resolve(__dirname, '..');
@@ -31,13 +32,11 @@ test('binding.gyp lists every source file the CMake build compiles', () => {
 });
 
 test('node-gyp builds the addon from binding.gyp and it answers like the cmake-js build', async () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-gyp-'));
+  // Started by the global set-up (helpers/gyp-build.ts); started here when that did not.
+  const started = process.env[GYP_BUILD_ENV];
+  const dir = started ?? startGypBuild();
   try {
-    for (const f of ['binding.gyp', 'package.json']) fs.copyFileSync(path.join(root, f), path.join(dir, f));
-    fs.cpSync(path.join(root, 'csrc'), path.join(dir, 'csrc'), { recursive: true });
-    fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
-    execFileSync(process.execPath, [require.resolve('node-gyp/bin/node-gyp.js'), 'rebuild', '--nodedir=/usr', '-j', '2'], { cwd: dir, stdio: 'pipe' });
-    const built = path.join(dir, 'build', 'Release', 'tqserve_engine.node');
+    const built = await finishedGypBuild(dir);
     // Loaded first in a child: an unresolved symbol ends the loading process, which must not be jest's.
     execFileSync(process.execPath, ['-e', `require(${JSON.stringify(built)})`], { stdio: 'pipe' });
     const addon = require(built) as { NativeEngine: new () => NativeEngine };
@@ -51,6 +50,6 @@ test('node-gyp builds the addon from binding.gyp and it answers like the cmake-j
     await cmake.close();
     expect(Array.from(viaGyp.answers[0].labelLogits)).toEqual(Array.from(viaCmake.answers[0].labelLogits));
   } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
+    removeGypBuild(dir);
   }
 }, 600_000);

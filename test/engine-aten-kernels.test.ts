@@ -9,13 +9,22 @@ import { Engine } from '../src/engine/engine';
 import { tinyModelNames } from '../src/testmodels/specs';
 import { tinyModel } from './helpers/models';
 import { logSoftmax, maxAbsDiff, referenceLogits } from './helpers/reference';
-import { tokenizeTexts } from './helpers/tokens';
+import { TokenizedTexts, tokenizeTexts } from './helpers/tokens';
 
 describe.each(tinyModelNames)('%s on the ATen kernels', (name) => {
   const dir = tinyModel(name);
   let aten: Engine;
+  let texts: TokenizedTexts;
+  /** Two questions sharing their first tokens (a shared segment) and one alone. */
+  let qs: number[][];
+  /** The reference logits of state + each of qs, from one run of the reference (it imports torch: seconds). */
+  let refs: Float64Array[][];
   beforeAll(async () => {
     aten = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, kernels: 'aten', registerBoundary: 'before' });
+    texts = await tokenizeTexts(dir);
+    const { state, questions } = texts;
+    qs = [questions[0], questions[1], [...questions[0].slice(0, 3), ...questions[1]]];
+    refs = referenceLogits(dir, qs.map((q) => [...state, ...q]));
   });
   afterAll(async () => aten.close());
 
@@ -26,19 +35,13 @@ describe.each(tinyModelNames)('%s on the ATen kernels', (name) => {
   });
 
   test('fp32 logits agree with the float64 reference to 1e-4 at every position', async () => {
-    const { state, questions } = await tokenizeTexts(dir);
-    const seq = [...state, ...questions[0]];
-    const [ref] = referenceLogits(dir, [seq]);
-    const got = await aten.logitsAll(seq);
-    expect(Math.max(...got.map((row, i) => maxAbsDiff(row, ref[i])))).toBeLessThanOrEqual(1e-4);
+    const got = await aten.logitsAll([...texts.state, ...qs[0]]);
+    expect(Math.max(...got.map((row, i) => maxAbsDiff(row, refs[0][i])))).toBeLessThanOrEqual(1e-4);
   });
 
   test('packed questions over a cached state match the reference, cold and cached, and at another block size', async () => {
-    const { state, questions, labels } = await tokenizeTexts(dir);
-    // Two questions sharing their first tokens (a shared segment) and one alone.
-    const qs = [questions[0], questions[1], [...questions[0].slice(0, 3), ...questions[1]]];
+    const { state, labels } = texts;
     const request = { state, questions: qs.map((tokens) => ({ tokens, labelIds: labels })) };
-    const refs = referenceLogits(dir, qs.map((q) => [...state, ...q]));
     const cold = await aten.answer(request);
     const cached = await aten.answer(request);
     expect(cold.cachedTokens).toBe(0);

@@ -1,5 +1,5 @@
 /**
- * Before any test: compiles the server to dist/ (the tests run the `tqserve` command as users do;
+ * Before any test: starts the node-gyp build in the background (helpers/gyp-build.ts), compiles the server to dist/ (the tests run the `tqserve` command as users do;
  * incremental, so a second run compiles only what changed), type-checks the tests and benchmarks
  * (ts-jest only transpiles them), and generates the tiny test models (deterministic; reused when
  * unchanged) and their TorchScript exports.
@@ -9,6 +9,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { generateTestModel } from '../src/testmodels/generate';
 import { tinyModelNames, visionModelNames } from '../src/testmodels/specs';
+import { GYP_BUILD_ENV, gypTestFile, startGypBuild } from './helpers/gyp-build';
 import { debianPython, referenceDir, torchscriptModel } from './helpers/models';
 
 const root = path.resolve(__dirname, '..');
@@ -20,7 +21,10 @@ function run(file: string, args: string[]): Promise<void> {
   );
 }
 
-export default async function globalSetup(): Promise<void> {
+export default async function globalSetup(globalConfig: { testPathPattern?: string }): Promise<void> {
+  // The node-gyp build, in the background from now on, if its test is among those selected.
+  const pattern = globalConfig.testPathPattern ?? '';
+  if (!pattern || new RegExp(pattern, 'i').test(gypTestFile)) process.env[GYP_BUILD_ENV] = startGypBuild();
   const compiled = Promise.all([
     run(process.execPath, [tsc, '-p', 'tsconfig.build.json']).then(() => fs.chmodSync(path.join(root, 'dist/tqserve.js'), 0o755)),
     run(process.execPath, [tsc, '-p', 'tsconfig.json', '--noEmit']),

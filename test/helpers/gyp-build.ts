@@ -1,0 +1,54 @@
+/**
+ * The node-gyp build of binding.gyp that test/binding-gyp.test.ts checks. It compiles every engine
+ * source at -O3 (two minutes on 2 cores), so the global set-up starts it in the background at the
+ * lowest CPU priority (nice 19) when that test is selected, and the test-sequencer runs that test
+ * last: the compile uses the cycles the other suites leave idle (waiting on servers and engine
+ * processes) instead of two minutes of its own. The test then waits for it; run alone, it waits
+ * for the whole build as before.
+ */
+import { spawn } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+const root = path.resolve(__dirname, '..', '..');
+export const gypTestFile = path.join(root, 'test', 'binding-gyp.test.ts');
+/** Where the global set-up tells the test (and the teardown) which build it started. */
+export const GYP_BUILD_ENV = 'TQ_GYP_BUILD_DIR';
+
+/** Copies what node-gyp needs into a scratch folder and starts the build there; returns the folder. */
+export function startGypBuild(): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-gyp-'));
+  for (const f of ['binding.gyp', 'package.json']) fs.copyFileSync(path.join(root, f), path.join(dir, f));
+  fs.cpSync(path.join(root, 'csrc'), path.join(dir, 'csrc'), { recursive: true });
+  fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
+  const gyp = [process.execPath, require.resolve('node-gyp/bin/node-gyp.js'), 'rebuild', '--nodedir=/usr', '-j', String(os.cpus().length)];
+  // The exit status is written by the shell, so it is there even if no JavaScript is left to listen.
+  const script = `nice -n 19 "$@" > build.log 2>&1; echo $? > status.tmp && mv status.tmp status`;
+  const child = spawn('bash', ['-c', script, 'gyp', ...gyp], { cwd: dir, stdio: 'ignore', detached: true });
+  fs.writeFileSync(path.join(dir, 'pid'), String(child.pid));
+  child.unref();
+  return dir;
+}
+
+/** Waits (without blocking the event loop) until the build in `dir` ends; its addon's path, or an error with its log. */
+export async function finishedGypBuild(dir: string): Promise<string> {
+  const status = path.join(dir, 'status');
+  while (!fs.existsSync(status)) await new Promise((r) => setTimeout(r, 500));
+  const code = Number(fs.readFileSync(status, 'utf8'));
+  if (code !== 0) throw new Error(`node-gyp rebuild exited with ${code}:\n${fs.readFileSync(path.join(dir, 'build.log'), 'utf8').slice(-4000)}`);
+  return path.join(dir, 'build', 'Release', 'tqserve_engine.node');
+}
+
+/** Stops the build if it still runs (its whole process group) and removes its folder. */
+export function removeGypBuild(dir: string) {
+  const pidFile = path.join(dir, 'pid');
+  if (fs.existsSync(pidFile) && !fs.existsSync(path.join(dir, 'status'))) {
+    try {
+      process.kill(-Number(fs.readFileSync(pidFile, 'utf8')), 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  fs.rmSync(dir, { recursive: true, force: true });
+}

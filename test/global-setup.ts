@@ -1,8 +1,8 @@
 /**
- * Before any test: starts the node-gyp build in the background (helpers/gyp-build.ts), compiles the server to dist/ (the tests run the `tqserve` command as users do;
- * incremental, so a second run compiles only what changed), type-checks the tests and benchmarks
- * (ts-jest only transpiles them), and generates the tiny test models (deterministic; reused when
- * unchanged) and their TorchScript exports.
+ * Before any test: starts the node-gyp build in the background (helpers/gyp-build.ts), compiles
+ * the server to dist/ (the tests run the `tqserve` command as users do; incremental, so a second run
+ * compiles only what changed), type-checks the tests and benchmarks (ts-jest only transpiles them),
+ * and generates the tiny test models (deterministic; reused when unchanged) and their TorchScript exports.
  */
 import { execFile, execFileSync } from 'child_process';
 import * as fs from 'fs';
@@ -26,7 +26,7 @@ export default async function globalSetup(globalConfig: { testPathPattern?: stri
   const pattern = globalConfig.testPathPattern ?? '';
   if (!pattern || new RegExp(pattern, 'i').test(gypTestFile)) process.env[GYP_BUILD_ENV] = startGypBuild();
   const compiled = Promise.all([
-    run(process.execPath, [tsc, '-p', 'tsconfig.build.json']).then(() => fs.chmodSync(path.join(root, 'dist/tqserve.js'), 0o755)),
+    run(process.execPath, [tsc, '-p', 'tsconfig.build.json']), // run as `node dist/tqserve.js`: no exec bit needed
     run(process.execPath, [tsc, '-p', 'tsconfig.json', '--noEmit']),
   ]);
   compiled.catch(() => undefined); // awaited below, after the models

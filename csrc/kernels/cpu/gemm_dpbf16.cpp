@@ -37,20 +37,22 @@ struct DpTile {
 
   static Step step(const uint16_t* x, int64_t n) { return x[0] | (n > 1 ? static_cast<uint32_t>(x[1]) << 16 : 0u); }
 
-  template <class A>
-  TQ_DPBF16 static void tile(int64_t steps, const A& a, const uint32_t* b, const float* init, int64_t ld_init, float* c, int64_t ldc) {
-    __m512 acc[kRows][kVectors];
-    for (int r = 0; r < kRows; ++r)
+  template <int R, class A>
+  TQ_DPBF16 static void tile(int64_t steps, const A& a, const uint32_t* b, const float* init, int64_t ld_init, float* c, int64_t ldc,
+                                 const char* prefetch) {
+    __m512 acc[R][kVectors];
+    for (int r = 0; r < R; ++r)
       for (int v = 0; v < kVectors; ++v) acc[r][v] = init ? _mm512_loadu_ps(init + r * ld_init + v * 16) : _mm512_setzero_ps();
     for (int64_t s = 0; s < steps; ++s) {
+      if (prefetch) _mm_prefetch(prefetch + s * 64, _MM_HINT_T1);
       __m512bh w[kVectors];
       for (int v = 0; v < kVectors; ++v) w[v] = (__m512bh)_mm512_loadu_si512(b + (s * kVectors + v) * 16);
-      for (int r = 0; r < kRows; ++r) {
+      for (int r = 0; r < R; ++r) {
         const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(a(s, r)));
         for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], x, w[v]);
       }
     }
-    for (int r = 0; r < kRows; ++r)
+    for (int r = 0; r < R; ++r)
       for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(c + r * ldc + v * 16, acc[r][v]);
   }
 };

@@ -80,20 +80,20 @@ struct FmaTile {
   }
   static Step step(const W* x, int64_t) { return widen(*x); }
 
-  template <class A>
-  static void tile(int64_t steps, const A& a, const W* b, const float* init, int64_t ld_init, float* c, int64_t ldc) {
-    F acc[kRows][kVectors];
-    for (int r = 0; r < kRows; ++r)
+  template <int R, class A>
+  static void tile(int64_t steps, const A& a, const W* b, const float* init, int64_t ld_init, float* c, int64_t ldc, const char*) {
+    F acc[R][kVectors];
+    for (int r = 0; r < R; ++r)
       for (int v = 0; v < kVectors; ++v) acc[r][v] = init ? load(init + r * ld_init + v * L) : F{};
     for (int64_t k = 0; k < steps; ++k) {
       F w[kVectors];
       weights(b + k * kWidth, w);
-      for (int r = 0; r < kRows; ++r) {
+      for (int r = 0; r < R; ++r) {
         const float s = a(k, r);
         for (int v = 0; v < kVectors; ++v) acc[r][v] += s * w[v];
       }
     }
-    for (int r = 0; r < kRows; ++r)
+    for (int r = 0; r < R; ++r)
       for (int v = 0; v < kVectors; ++v) std::memcpy(c + r * ldc + v * L, &acc[r][v], sizeof(F));
   }
 };

@@ -69,7 +69,7 @@ struct PackedSteps {
 // for 1,024 keys) took the fp32 prefill from 2.8 to 3.3 s.
 template <class K>
 struct RowSteps {
-  const char* row[K::kRows];  // rows past M point at a real row: their results are dropped
+  const char* row[K::kRows];  // rows past M point at a real row (tile_rows never reads them)
   typename K::Step operator()(int64_t s, int r) const {
     typename K::Step v;
     std::memcpy(&v, row[r] + s * sizeof v, sizeof v);
@@ -77,17 +77,30 @@ struct RowSteps {
   }
 };
 
+// K::tile for the first `rows` rows of a tile (1 to K::kRows): a short last
+// tile computes only its own rows. A row's chain is the same whichever tile
+// size computes it (each lane is its own chain). Measured on bench-llama
+// (AVX-512 BF16, 2 threads): a warm question's 49 rows are 8 tiles of 6 and
+// one of 1, and the full-size last tile was 11% of every GEMM's work.
+template <class K, int R = K::kRows, class A>
+inline void tile_rows(int64_t rows, int64_t steps, const A& a, const typename K::Weight* b, const float* init, int64_t ld_init, float* c,
+                      int64_t ldc, const char* prefetch) {
+  if constexpr (R > 1)
+    if (rows < R) return tile_rows<K, R - 1>(rows, steps, a, b, init, ld_init, c, ldc, prefetch);
+  K::template tile<R>(steps, a, b, init, ld_init, c, ldc, prefetch);
+}
+
 // One tile of rows [row0, row0 + rows) and columns [col0, col0 + cols) over a
 // block's `steps`, started from `init` (fresh: the bias row or null) or from
-// the output (a later k block, or accumulate). Partial tiles and bf16 outputs
-// go through a full-size fp32 copy on the stack.
+// the output (a later k block, or accumulate). A panel's last, narrower tiles
+// and bf16 outputs go through a full-width fp32 copy on the stack.
 template <class K, class A>
 inline void run_tile(const Job& job, const A& a, int64_t steps, const typename K::Weight* b, const float* bias, bool fresh, int64_t row0,
-                     int64_t rows, int64_t col0, int64_t cols) {
+                     int64_t rows, int64_t col0, int64_t cols, const char* prefetch) {
   constexpr int64_t rows_per_tile = K::kRows, width = K::kWidth;
   alignas(64) float edge[rows_per_tile][width];
   if (job.out_bf16) {  // fresh: one k block (run_panels)
-    K::tile(steps, a, b, bias, 0, &edge[0][0], width);
+    tile_rows<K>(rows, steps, a, b, bias, 0, &edge[0][0], width, prefetch);
     auto* out = static_cast<uint16_t*>(job.out) + row0 * job.ldc + col0;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < cols; ++j) {
@@ -98,12 +111,12 @@ inline void run_tile(const Job& job, const A& a, int64_t steps, const typename K
     return;
   }
   float* c = static_cast<float*>(job.out) + row0 * job.ldc + col0;
-  if (rows == rows_per_tile && cols == width) return K::tile(steps, a, b, fresh ? bias : c, fresh ? 0 : job.ldc, c, job.ldc);
+  if (cols == width) return tile_rows<K>(rows, steps, a, b, fresh ? bias : c, fresh ? 0 : job.ldc, c, job.ldc, prefetch);
   if (!fresh) {
     std::memset(edge, 0, sizeof edge);
     for (int64_t r = 0; r < rows; ++r) std::memcpy(edge[r], c + r * job.ldc, cols * sizeof(float));
   }
-  K::tile(steps, a, b, fresh ? bias : &edge[0][0], fresh ? 0 : width, &edge[0][0], width);
+  tile_rows<K>(rows, steps, a, b, fresh ? bias : &edge[0][0], fresh ? 0 : width, &edge[0][0], width, prefetch);
   for (int64_t r = 0; r < rows; ++r) std::memcpy(c + r * job.ldc, edge[r], cols * sizeof(float));
 }
 
@@ -122,9 +135,9 @@ inline void run_tile(const Job& job, const A& a, int64_t steps, const typename K
 //     (Weight elements of one step of one panel);
 //   Step step(const In* x, int64_t n): a row's next kDepth values, the last
 //     past n zero;
-//   tile(steps, a, b, init, ld_init, c, ldc): c = init (ld_init 0: one row for
-//     all; null: 0) + the tile's chains over `steps` steps, step s of row r
-//     being a(s, r).
+//   tile<R>(steps, a, b, init, ld_init, c, ldc): c = init (ld_init 0: one row
+//     for all; null: 0) + the chains of the tile's first R rows over `steps`
+//     steps, step s of row r being a(s, r).
 template <class K>
 inline void run_panels(const Job& job, int64_t p_begin, int64_t p_end) {
   using Step = typename K::Step;
@@ -155,15 +168,19 @@ inline void run_panels(const Job& job, int64_t p_begin, int64_t p_end) {
         const auto* b = panels + (p * steps_in_k + k0 / depth) * K::kStepWeights;
         const int64_t col0 = p * width, cols = std::min(width, job.n - col0);
         const float* bias = fresh && job.bias ? job.bias + col0 : nullptr;
+        const char* next = p + 1 < p_end ? reinterpret_cast<const char*>(b + steps_in_k * K::kStepWeights) : nullptr;
+        const int64_t block_bytes = steps * K::kStepWeights * static_cast<int64_t>(sizeof(typename K::Weight));
         for (int64_t t = 0; t < tiles; ++t) {
           const int64_t row0 = m0 + t * rows_per_tile, rows = std::min(rows_per_tile, job.m - row0);
+          const int64_t ahead = (t - 1) * steps * 64;
+          const char* prefetch = next && t > 0 && ahead < block_bytes ? next + ahead : nullptr;
           if (in_place) {
             RowSteps<K> a;
             for (int64_t r = 0; r < rows_per_tile; ++r)
               a.row[r] = reinterpret_cast<const char*>(x + std::min(row0 + r, job.m - 1) * job.lda + k0);
-            run_tile<K>(job, a, steps, b, bias, fresh, row0, rows, col0, cols);
+            run_tile<K>(job, a, steps, b, bias, fresh, row0, rows, col0, cols, prefetch);
           } else {
-            run_tile<K>(job, PackedSteps<K>{packed.data() + t * steps * rows_per_tile}, steps, b, bias, fresh, row0, rows, col0, cols);
+            run_tile<K>(job, PackedSteps<K>{packed.data() + t * steps * rows_per_tile}, steps, b, bias, fresh, row0, rows, col0, cols, prefetch);
           }
         }
       }

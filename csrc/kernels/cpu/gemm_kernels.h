@@ -168,6 +168,11 @@ inline void run_panels(const Job& job, int64_t p_begin, int64_t p_end) {
         const auto* b = panels + (p * steps_in_k + k0 / depth) * K::kStepWeights;
         const int64_t col0 = p * width, cols = std::min(width, job.n - col0);
         const float* bias = fresh && job.bias ? job.bias + col0 : nullptr;
+        // While tiles 1.. read this panel's block from L2 (tile 0 brought it),
+        // each step of theirs asks for one line of the next panel's block, so
+        // that the next tile 0 finds it in L2 rather than in memory. Measured
+        // (vdpbf16ps, M = 49, K = 896, weights streamed from memory, 2 threads):
+        // 580 -> 780 GFLOP/s; families that do not prefetch ignore it.
         const char* next = p + 1 < p_end ? reinterpret_cast<const char*>(b + steps_in_k * K::kStepWeights) : nullptr;
         const int64_t block_bytes = steps * K::kStepWeights * static_cast<int64_t>(sizeof(typename K::Weight));
         for (int64_t t = 0; t < tiles; ++t) {

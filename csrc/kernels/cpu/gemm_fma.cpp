@@ -81,11 +81,12 @@ struct FmaTile {
   static Step step(const W* x, int64_t) { return widen(*x); }
 
   template <int R, class A>
-  static void tile(int64_t steps, const A& a, const W* b, const float* init, int64_t ld_init, float* c, int64_t ldc, const char*) {
+  static void tile(int64_t steps, const A& a, const W* b, const float* init, int64_t ld_init, float* c, int64_t ldc, const char* prefetch) {
     F acc[R][kVectors];
     for (int r = 0; r < R; ++r)
       for (int v = 0; v < kVectors; ++v) acc[r][v] = init ? load(init + r * ld_init + v * L) : F{};
     for (int64_t k = 0; k < steps; ++k) {
+      if (prefetch) __builtin_prefetch(prefetch + k * 64, 0, 2);
       F w[kVectors];
       weights(b + k * kWidth, w);
       for (int r = 0; r < R; ++r) {

@@ -1,7 +1,11 @@
 // The softmax numerators (csrc/kernels/cpu/softmax.cpp) of one row of scores
-// placed at 40 offsets behind masked keys (-inf), on the portable loops and
-// on AVX-512 where the CPU has it: an element's numerator must not depend on
-// its place in the row. Prints {"path", "offsets", "differing"} per path.
+// placed at 40 offsets behind masked keys (-inf), with masked keys between
+// them too, on the portable loops and on AVX-512 where the CPU has it: an
+// element's numerator (fp32 in place, and bf16) and the row's inverse sum
+// must not depend on its place in the row; the inverse sum must be within
+// 1e-7 of 1 / a float64 sum of the same numerators. Prints {"path",
+// "offsets", "differing", "sumError"} per path.
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -17,20 +21,37 @@ void check(const char* path, bool avx512) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   const int n = 37, offsets = 40;
+  constexpr float kMasked = -std::numeric_limits<float>::infinity();
   std::vector<float> scores(n);
   for (float& v : scores) v = normal(rng);
-  std::vector<float> first;
+  for (int i = 5; i < n; i += 7) scores[i] = kMasked;  // masked keys among the visible ones
+  std::vector<float> first_fp32;
+  std::vector<uint16_t> first_bf16;
+  float first_inverse = 0;
   int differing = 0;
+  double sum_error = 0;
   for (int offset = 0; offset < offsets; ++offset) {
-    std::vector<float> row(offset + n + 5, -std::numeric_limits<float>::infinity());
+    std::vector<float> row(offset + n + 5, kMasked);
     std::memcpy(row.data() + offset, scores.data(), n * sizeof(float));
+    std::vector<float> fp32 = row;
+    const float inverse = tq::softmax_numerators(fp32.data(), static_cast<int64_t>(fp32.size()), 0.5f, nullptr, 0, nullptr, avx512);
     std::vector<uint16_t> bf16(row.size());
-    tq::softmax_numerators(row.data(), static_cast<int64_t>(row.size()), nullptr, 0, bf16.data(), avx512);
-    std::vector<float> got(row.begin() + offset, row.begin() + offset + n);
-    if (first.empty()) first = got;
-    else if (std::memcmp(first.data(), got.data(), n * sizeof(float)) != 0) ++differing;
+    const float inverse_bf16 = tq::softmax_numerators(row.data(), static_cast<int64_t>(row.size()), 0.5f, nullptr, 0, bf16.data(), avx512);
+    std::vector<float> got(fp32.begin() + offset, fp32.begin() + offset + n);
+    std::vector<uint16_t> got_bf16(bf16.begin() + offset, bf16.begin() + offset + n);
+    double sum = 0;
+    for (float v : fp32) sum += v;
+    sum_error = std::max(sum_error, std::abs(inverse * sum - 1.0));
+    if (first_fp32.empty()) {
+      first_fp32 = got;
+      first_bf16 = got_bf16;
+      first_inverse = inverse;
+    } else if (std::memcmp(first_fp32.data(), got.data(), n * sizeof(float)) != 0 || first_bf16 != got_bf16 || inverse != first_inverse) {
+      ++differing;
+    }
+    if (inverse_bf16 != inverse) ++differing;
   }
-  std::printf("{\"path\": \"%s\", \"offsets\": %d, \"differing\": %d}\n", path, offsets, differing);
+  std::printf("{\"path\": \"%s\", \"offsets\": %d, \"differing\": %d, \"sumError\": %g}\n", path, offsets, differing, sum_error);
 }
 
 }  // namespace

@@ -150,20 +150,27 @@ struct WorkItem {
   int64_t cost() const { return (chunk->end - chunk->begin) * (chunk->key_end - chunk->key_begin); }
 };
 
+// Rows of an invariant item taken at a time from scores to mix, so that their
+// scores (48 x 1,025 keys: 192 KiB fp32) stay in L2 between the GEMM, the
+// softmax and the mix. Measured on bench-llama (AVX-512 BF16, 2 threads), a
+// warm question's item of 343 rows at once wrote and read 1.4 MB of scores per
+// pass: attention was a quarter of the question's time.
+constexpr int64_t kScoreRows = 48;
+
 // A thread's buffers, kept across items and calls.
 struct ItemBuffers {
   std::vector<char> queries;     // [rows, dim] in the compute dtype
-  std::vector<float> scores;     // [rows, keys]; fp32 numerators in place
-  std::vector<uint16_t> probs;   // [rows, keys] bf16 numerators
+  std::vector<float> scores;     // [score rows, keys]; fp32 numerators in place
+  std::vector<uint16_t> probs;   // [score rows, keys] bf16 numerators, rows probs_ld apart
   std::vector<float> mixed;      // [rows, dim]
   std::vector<float> row_scale;  // [rows] 1 / softmax sum
   std::vector<char> packed_keys, packed_values;  // invariant kernel's panels, in the compute dtype
 
-  // Sizes them for an item of `rows` queries and `keys` keys.
-  void fit(int64_t rows, int64_t keys, int64_t dim, int64_t item, bool bf16) {
+  // Sizes them for an item of `rows` queries and `keys` keys, `score_rows` of them scored at a time.
+  void fit(int64_t rows, int64_t score_rows, int64_t keys, int64_t dim, int64_t item, bool bf16) {
     queries.resize(static_cast<size_t>(rows * dim * item));
-    scores.resize(static_cast<size_t>(rows * keys));
-    if (bf16) probs.resize(scores.size());
+    scores.resize(static_cast<size_t>(score_rows * keys));
+    if (bf16) probs.resize(static_cast<size_t>(score_rows * (keys + 1)));  // rows up to keys + 1 apart
     mixed.resize(static_cast<size_t>(rows * dim));
     row_scale.resize(static_cast<size_t>(rows));
   }
@@ -180,15 +187,20 @@ void gather_queries(const AttentionData& d, const AttentionPlan::Chunk& ch, int6
   for (int64_t r = 0; r < rows; ++r) std::memcpy(buf.queries.data() + r * row_bytes, d.q_at(ch.begin + r % c, first_head + r / c), row_bytes);
 }
 
-// Masked softmax numerators of every row in place (and in bf16), and 1 / their sums.
-void numerators(const AttentionData& d, const AttentionPlan::Chunk& ch, int64_t rows, ItemBuffers& buf) {
+// Masked softmax numerators of rows [row0, row0 + rows), whose scores are the
+// buffer's first rows: in bf16 rows probs_ld apart (zeros past the keys), or
+// in place; and 1 / their sums.
+void numerators(const AttentionData& d, const AttentionPlan::Chunk& ch, int64_t row0, int64_t rows, float scale, int64_t probs_ld,
+                ItemBuffers& buf) {
   const int64_t c = ch.end - ch.begin, tk = ch.key_end - ch.key_begin;
   const float* bias = ch.bias.numel() > 0 ? ch.bias.data_ptr<float>() : nullptr;
   const int64_t bias_from = ch.bias_begin - ch.key_begin;
-  for (int64_t r = 0; r < rows; ++r)
-    softmax_numerators(buf.scores.data() + r * tk, tk, bias ? bias + (r % c) * (tk - bias_from) : nullptr, bias_from,
-                       d.bf16 ? buf.probs.data() + r * tk : nullptr, d.isa >= Isa::Avx512);
-  inverse_row_sums(buf.scores.data(), rows, tk, buf.row_scale.data());
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t r = row0 + i;
+    buf.row_scale[r] = softmax_numerators(buf.scores.data() + i * tk, tk, scale, bias ? bias + (r % c) * (tk - bias_from) : nullptr, bias_from,
+                                          d.bf16 ? buf.probs.data() + i * probs_ld : nullptr, d.isa >= Isa::Avx512);
+    if (d.bf16) std::fill(buf.probs.data() + i * probs_ld + tk, buf.probs.data() + (i + 1) * probs_ld, uint16_t{0});
+  }
 }
 
 void store_rows(const AttentionData& d, const AttentionPlan::Chunk& ch, int64_t kv_head, int64_t rows, const ItemBuffers& buf) {
@@ -206,13 +218,13 @@ void attend(const AttentionData& d, const AttentionPrimitives& kernels, const Wo
   const auto& ch = *w.chunk;
   const auto& shape = d.shape;
   const int64_t c = ch.end - ch.begin, tk = ch.key_end - ch.key_begin, rows = shape.group() * c;
-  buf.fit(rows, tk, shape.dim, d.item, d.bf16);
+  buf.fit(rows, rows, tk, shape.dim, d.item, d.bf16);
   // One GEMM of the group's query heads against the head's keys, read and packed once.
   gather_queries(d, ch, w.kv_head, buf);
   onednn::run(kernels.scores, {{DNNL_ARG_SRC, onednn::wrap(shape.queries(rows), buf.queries.data())},
                                {DNNL_ARG_WEIGHTS, onednn::wrap(shape.keys_t(tk), d.k_at(ch.key_begin, w.kv_head))},
                                {DNNL_ARG_DST, onednn::wrap(shape.scores(rows, tk, dnnl::memory::data_type::f32), buf.scores.data())}});
-  numerators(d, ch, rows, buf);
+  numerators(d, ch, 0, rows, 1.0f, tk, buf);  // the primitive applied the scale
   const void* probs = d.bf16 ? static_cast<const void*>(buf.probs.data()) : static_cast<const void*>(buf.scores.data());
   onednn::run(kernels.mix, {{DNNL_ARG_SRC, onednn::wrap(shape.scores(rows, tk, shape.type), probs)},
                             {DNNL_ARG_WEIGHTS, onednn::wrap(shape.values(tk), d.v_at(ch.key_begin, w.kv_head))},
@@ -242,24 +254,50 @@ void attend_invariant(const AttentionData& d, const WorkItem& w, ItemBuffers& bu
   const int64_t tk = ch.key_end - ch.key_begin, rows = shape.group() * (ch.end - ch.begin), dim = shape.dim;
   const int64_t stride = shape.kv_heads * dim;
   const Isa scores_isa = d.isa, mix_isa = d.paired ? d.isa : std::min(d.isa, Isa::Avx512);
-  buf.fit(rows, tk, dim, d.item, d.bf16);
+  buf.fit(rows, std::min(rows, kScoreRows), tk, dim, d.item, d.bf16);
   gather_queries(d, ch, w.kv_head, buf);
   buf.packed_keys.resize(invariant_gemm::packed_bytes(scores_isa, d.bf16, tk, dim));
   buf.packed_values.resize(invariant_gemm::packed_bytes(mix_isa, d.bf16, dim, tk));
   invariant_gemm::pack(scores_isa, d.k_at(ch.key_begin, w.kv_head), d.bf16, tk, dim, stride, 1, buf.packed_keys.data());
   invariant_gemm::pack(mix_isa, d.v_at(ch.key_begin, w.kv_head), d.bf16, dim, tk, 1, stride, buf.packed_values.data());
-  invariant_gemm::multiply(scores_isa, buf.queries.data(), dim, d.bf16, buf.packed_keys.data(), rows, dim, tk, buf.scores.data(), tk, false);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
-  for (float& x : buf.scores) x *= scale;
-  numerators(d, ch, rows, buf);
+  // The vdpbf16ps mix over an odd number of keys runs one more, a zero
+  // probability against the zero its packed values end with (the same
+  // products): an even K reads the probabilities in place, where an odd one
+  // has them packed first, at half the rate (48 x 1,025 x 64: 210 against
+  // 450 GFLOP/s).
+  const int64_t mix_k = d.paired ? tk + tk % 2 : tk;
   const void* probs = d.bf16 ? static_cast<const void*>(buf.probs.data()) : static_cast<const void*>(buf.scores.data());
-  invariant_gemm::multiply(mix_isa, probs, tk, d.bf16, buf.packed_values.data(), rows, tk, dim, buf.mixed.data(), dim, false);
+  for (int64_t r0 = 0; r0 < rows; r0 += kScoreRows) {
+    const int64_t n = std::min(kScoreRows, rows - r0);
+    invariant_gemm::multiply(scores_isa, buf.queries.data() + r0 * dim * d.item, dim, d.bf16, buf.packed_keys.data(), n, dim, tk,
+                             buf.scores.data(), tk, false);
+    numerators(d, ch, r0, n, scale, mix_k, buf);
+    invariant_gemm::multiply(mix_isa, probs, mix_k, d.bf16, buf.packed_values.data(), n, mix_k, dim, buf.mixed.data() + r0 * dim, dim, false);
+  }
   store_rows(d, ch, w.kv_head, rows, buf);
 }
 
 }  // namespace
 
 namespace {
+// Paired: x's rows in the plan's order, a zero row at each gap (index
+// x.size(0)). Row copies: at::cat of a zero row and index_select took 0.23 ms
+// a layer for a warm question's 1,025 keys and values (bench-llama, bf16).
+at::Tensor in_key_order(const at::Tensor& x, const at::Tensor& order) {
+  const int64_t n = x.size(0), count = order.size(0);
+  const size_t row_bytes = static_cast<size_t>(x.size(1) * x.size(2) * x.element_size());
+  auto out = at::empty({count, x.size(1), x.size(2)}, x.options());
+  const int64_t* index = order.data_ptr<int64_t>();
+  const char* src = static_cast<const char*>(x.data_ptr());
+  char* dst = static_cast<char*>(out.data_ptr());
+  for (int64_t i = 0; i < count; ++i, dst += row_bytes) {
+    if (index[i] < n) std::memcpy(dst, src + index[i] * row_bytes, row_bytes);
+    else std::memset(dst, 0, row_bytes);
+  }
+  return out;
+}
+
 // Per thread, buffers up to this size stay for the next step (a 1,000-token
 // prefill of bench-llama needs about 5 MiB); larger ones, taken by a long
 // state or many questions, are returned when the step ends, not after each
@@ -309,9 +347,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   TORCH_CHECK(invariant, "attention: this build has no oneDNN; only the batch-invariant kernels");
   const AttentionShape shape{q.size(1), k.size(1), q.size(2)};
 #endif
-  // Paired: the keys and values in the plan's order, a zero row at each gap.
-  const auto in_pairs = [&](const at::Tensor& x) { return at::cat({x, at::zeros({1, x.size(1), x.size(2)}, x.options())}).index_select(0, plan.key_order); };
-  const at::Tensor keys = paired ? in_pairs(k) : k, values = paired ? in_pairs(v) : v;
+  const at::Tensor keys = paired ? in_key_order(k, plan.key_order) : k, values = paired ? in_key_order(v, plan.key_order) : v;
   const AttentionData data{shape,
                            static_cast<const char*>(q.data_ptr()),
                            static_cast<const char*>(keys.data_ptr()),

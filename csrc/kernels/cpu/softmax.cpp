@@ -8,6 +8,7 @@
 #include "kernels/cpu/softmax.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "kernels/cpu/bf16.h"
@@ -18,9 +19,22 @@ namespace {
 
 constexpr int kLanes = 16;  // partial maxima, so the reduction vectorizes (a max is exact in any order)
 
+// A row's sum in fixed point: each numerator (in [0, 1]) rounded to a multiple
+// of 2^-31 (to nearest even, the default rounding of both the vector
+// conversion and nearbyint) and the integers added. An integer sum is exact,
+// so its order does not matter: a row's sum is the same whichever lanes its
+// terms fall in, wherever its visible keys sit and however many masked keys
+// (zeros) come between them, and the lanes need no sequential pass. Its error,
+// under 2^-32 a term, is below fp32 rounding for any row of under 2^8 terms and
+// n 2^-32 against the sequential fp32 sum's n 2^-24 beyond.
+constexpr float kFixedOne = 2147483648.0f;  // 2^31
+float inverse_of_fixed(uint64_t sum) { return sum > 0 ? static_cast<float>(static_cast<double>(kFixedOne) / static_cast<double>(sum)) : 0.0f; }
+
 // In place (the caller stores the numerators): the loops vectorize for any target.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void numerators_portable(float* x, int64_t n, const float* bias, int64_t bias_from) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) float numerators_portable(float* x, int64_t n, float scale, const float* bias,
+                                                                                    int64_t bias_from) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) x[i] *= scale;
   if (bias)
     for (int64_t i = bias_from; i < n; ++i) x[i] += bias[i - bias_from];
   float part[kLanes];
@@ -33,70 +47,65 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void numerators_por
   for (; i < n; ++i) max = std::max(max, x[i]);
   if (max == kNegInf) {  // nothing visible: no such row in the engine, but stay finite
     std::fill(x, x + n, 0.0f);
-    return;
+    return 0.0f;
   }
   float shifted[kExpBlock], e[kExpBlock];
+  uint64_t sum = 0;
   for (int64_t a = 0; a < n; a += kExpBlock) {
     const int m = static_cast<int>(std::min<int64_t>(kExpBlock, n - a));
     for (int j = 0; j < m; ++j) shifted[j] = x[a + j] - max;
     exp_block(shifted, e, m);
     for (int j = 0; j < m; ++j) x[a + j] = x[a + j] == kNegInf ? 0.0f : e[j];
+    for (int j = 0; j < m; ++j) sum += static_cast<uint32_t>(std::nearbyint(x[a + j] * kFixedOne));
   }
+  return inverse_of_fixed(sum);
 }
 
 #if defined(__x86_64__)
-// One row: the mask added, max, then exp, with the numerators written in
-// place and in bf16 (when asked) in the same pass.
-TQ_AVX512 void numerators_avx512(float* x, int64_t n, const float* bias, int64_t bias_from, uint16_t* out_bf16) {
+// One row in two passes: scaled and masked, with its max; then exp, written
+// in bf16 (when asked) or in place, and summed.
+TQ_AVX512 float numerators_avx512(float* x, int64_t n, float scale, const float* bias, int64_t bias_from, uint16_t* out_bf16) {
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  if (bias)
-    for (int64_t i = bias_from; i < n; i += 16) {
-      const __mmask16 m = lanes_from(i, n);
-      _mm512_mask_storeu_ps(x + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, bias + (i - bias_from))));
-    }
+  const __m512 factor = _mm512_set1_ps(scale);
   __m512 vmax = neg_inf;
-  for (int64_t i = 0; i < n; i += 16) vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(neg_inf, lanes_from(i, n), x + i));
-  const float max = _mm512_reduce_max_ps(vmax);
-  if (max != -std::numeric_limits<float>::infinity()) {  // else nothing is visible: no such row in the engine, but stay finite
-    const __m512 shift = _mm512_set1_ps(max);
-    for (int64_t i = 0; i < n; i += 16) {
-      const __mmask16 m = lanes_from(i, n);
-      const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-      const __mmask16 live = _mm512_mask_cmp_ps_mask(m, v, neg_inf, _CMP_NEQ_OQ);
-      const __m512 e = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(v, shift)));
-      if (out_bf16) store_bf16(out_bf16 + i, e, m);
-      _mm512_mask_storeu_ps(x + i, m, e);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes_from(i, n);
+    __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), factor);
+    if (bias && i + 16 > bias_from) {
+      const __mmask16 biased = m & static_cast<__mmask16>(i >= bias_from ? 0xffff : 0xffff << (bias_from - i));
+      v = _mm512_mask_add_ps(v, biased, v, _mm512_maskz_loadu_ps(biased, bias + (i - bias_from)));
     }
-  } else {
-    for (int64_t i = 0; i < n; i += 16) {
-      const __mmask16 m = lanes_from(i, n);
-      if (out_bf16) store_bf16(out_bf16 + i, _mm512_setzero_ps(), m);
-      _mm512_mask_storeu_ps(x + i, m, _mm512_setzero_ps());
-    }
+    _mm512_mask_storeu_ps(x + i, m, v);
+    vmax = _mm512_mask_max_ps(vmax, m, vmax, v);
   }
+  const float max = _mm512_reduce_max_ps(vmax);
+  const bool any = max != -std::numeric_limits<float>::infinity();  // else nothing is visible: no such row in the engine, but stay finite
+  const __m512 shift = _mm512_set1_ps(max), fixed_one = _mm512_set1_ps(kFixedOne);
+  __m512i low = _mm512_setzero_si512(), high = _mm512_setzero_si512();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes_from(i, n);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __mmask16 live = any ? _mm512_mask_cmp_ps_mask(m, v, neg_inf, _CMP_NEQ_OQ) : 0;
+    const __m512 e = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(v, shift)));
+    if (out_bf16) store_bf16(out_bf16 + i, e, m);
+    else _mm512_mask_storeu_ps(x + i, m, e);
+    const __m512i q = _mm512_cvtps_epu32(_mm512_mul_ps(e, fixed_one));
+    low = _mm512_add_epi64(low, _mm512_cvtepu32_epi64(_mm512_castsi512_si256(q)));
+    high = _mm512_add_epi64(high, _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(q, 1)));
+  }
+  return inverse_of_fixed(static_cast<uint64_t>(_mm512_reduce_add_epi64(_mm512_add_epi64(low, high))));
 }
 #endif
 
 }  // namespace
 
-void softmax_numerators(float* x, int64_t n, const float* bias, int64_t bias_from, uint16_t* out_bf16, bool avx512) {
+float softmax_numerators(float* x, int64_t n, float scale, const float* bias, int64_t bias_from, uint16_t* out_bf16, bool avx512) {
 #if defined(__x86_64__)
-  if (avx512) return numerators_avx512(x, n, bias, bias_from, out_bf16);
+  if (avx512) return numerators_avx512(x, n, scale, bias, bias_from, out_bf16);
 #endif
-  numerators_portable(x, n, bias, bias_from);
+  const float inverse = numerators_portable(x, n, scale, bias, bias_from);
   if (out_bf16) store_scaled(x, 1.0f, n, out_bf16);
-}
-
-void inverse_row_sums(const float* p, int64_t rows, int64_t n, float* inv) {
-  // Eight rows at a time: eight independent chains, not one, so the adds overlap.
-  constexpr int64_t kRows = 8;
-  for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-    const int64_t m = std::min(kRows, rows - r0);
-    float sum[kRows] = {};
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t r = 0; r < m; ++r) sum[r] += p[(r0 + r) * n + j];
-    for (int64_t r = 0; r < m; ++r) inv[r0 + r] = sum[r] > 0 ? 1.0f / sum[r] : 0.0f;
-  }
+  return inverse;
 }
 
 }  // namespace tq

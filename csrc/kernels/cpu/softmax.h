@@ -9,16 +9,14 @@
 
 namespace tq {
 
-// x[0, n): scores, overwritten by the numerators exp(x - max), also written
-// in bf16 to out_bf16 when it is not null. bias: the mask for x[bias_from, n)
-// (0 or -inf), or null. A row with nothing visible comes out all 0. avx512:
-// with AVX-512 vectors (only where the CPU has them), else portable loops.
-void softmax_numerators(float* x, int64_t n, const float* bias, int64_t bias_from, uint16_t* out_bf16, bool avx512);
-
-// inv[r] = 1 / sum of p[r * n, r * n + n) (0 for a zero sum), each sum taken
-// in index order, one term after another: so a row's sum does not change when
-// zeros (masked keys) come between its terms or before them, which a sum in
-// vector lanes would (a term's lane depends on its index).
-void inverse_row_sums(const float* p, int64_t rows, int64_t n, float* inv);
+// x[0, n): scores. Computes the numerators exp(v - max) of v = x * scale plus
+// the mask (bias: 0 or -inf for x[bias_from, n), or null), in bf16 to
+// out_bf16 when it is not null, else in place (x then holds the numerators;
+// with out_bf16, the masked scaled scores). Returns 1 / their sum, taken
+// exactly in fixed point (softmax.cpp): a row's sum does not change with the
+// place of its terms or the zeros (masked keys) among them. A row with nothing
+// visible comes out all 0, its inverse sum 0. avx512: with AVX-512 vectors
+// (only where the CPU has them), else portable loops.
+float softmax_numerators(float* x, int64_t n, float scale, const float* bias, int64_t bias_from, uint16_t* out_bf16, bool avx512);
 
 }  // namespace tq

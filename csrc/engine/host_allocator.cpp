@@ -21,6 +21,9 @@ void release_free_host_memory() {
   const auto now = std::chrono::steady_clock::now();
   if (now - last < std::chrono::seconds(1)) return;
   last = now;
+#if __GLIBC_PREREQ(2, 33)
+  if (mallinfo2().fordblks <= kKeptFreeHostBytes) return;
+#endif
   malloc_trim(0);
 #endif
 }

@@ -1,6 +1,6 @@
 // The softmax numerators (csrc/kernels/cpu/softmax.cpp) of one row of scores
 // placed at 40 offsets behind masked keys (-inf), with masked keys between
-// them too, on the portable loops and on AVX-512 where the CPU has it: an
+// them too, on the portable loops and on each AVX-512 level the CPU has: an
 // element's numerator (fp32 in place, and bf16) and the row's inverse sum
 // must not depend on its place in the row; the inverse sum must be within
 // 1e-7 of 1 / a float64 sum of the same numerators. Prints {"path",
@@ -17,7 +17,7 @@
 
 namespace {
 
-void check(const char* path, bool avx512) {
+void check(const char* path, tq::Isa isa) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   const int n = 37, offsets = 40;
@@ -34,9 +34,9 @@ void check(const char* path, bool avx512) {
     std::vector<float> row(offset + n + 5, kMasked);
     std::memcpy(row.data() + offset, scores.data(), n * sizeof(float));
     std::vector<float> fp32 = row;
-    const float inverse = tq::softmax_numerators(fp32.data(), static_cast<int64_t>(fp32.size()), 0.5f, nullptr, 0, nullptr, avx512);
+    const float inverse = tq::softmax_numerators(fp32.data(), static_cast<int64_t>(fp32.size()), 0.5f, nullptr, 0, nullptr, isa);
     std::vector<uint16_t> bf16(row.size());
-    const float inverse_bf16 = tq::softmax_numerators(row.data(), static_cast<int64_t>(row.size()), 0.5f, nullptr, 0, bf16.data(), avx512);
+    const float inverse_bf16 = tq::softmax_numerators(row.data(), static_cast<int64_t>(row.size()), 0.5f, nullptr, 0, bf16.data(), isa);
     std::vector<float> got(fp32.begin() + offset, fp32.begin() + offset + n);
     std::vector<uint16_t> got_bf16(bf16.begin() + offset, bf16.begin() + offset + n);
     double sum = 0;
@@ -57,6 +57,7 @@ void check(const char* path, bool avx512) {
 }  // namespace
 
 int main() {
-  check("portable", false);
-  if (tq::best_isa() >= tq::Isa::Avx512) check("avx512", true);
+  check("portable", tq::Isa::Portable);
+  if (tq::best_isa() >= tq::Isa::Avx512) check("avx512", tq::Isa::Avx512);
+  if (tq::best_isa() >= tq::Isa::Avx512Bf16) check("avx512-bf16", tq::Isa::Avx512Bf16);
 }

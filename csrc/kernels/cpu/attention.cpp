@@ -198,7 +198,7 @@ void numerators(const AttentionData& d, const AttentionPlan::Chunk& ch, int64_t 
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t r = row0 + i;
     buf.row_scale[r] = softmax_numerators(buf.scores.data() + i * tk, tk, scale, bias ? bias + (r % c) * (tk - bias_from) : nullptr, bias_from,
-                                          d.bf16 ? buf.probs.data() + i * probs_ld : nullptr, d.isa >= Isa::Avx512);
+                                          d.bf16 ? buf.probs.data() + i * probs_ld : nullptr, d.isa);
     if (d.bf16) std::fill(buf.probs.data() + i * probs_ld + tk, buf.probs.data() + (i + 1) * probs_ld, uint16_t{0});
   }
 }

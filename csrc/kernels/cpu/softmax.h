@@ -7,6 +7,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cpu/isa.h"
+
 namespace tq {
 
 // x[0, n): scores. Computes the numerators exp(v - max) of v = x * scale plus
@@ -15,8 +17,9 @@ namespace tq {
 // with out_bf16, the masked scaled scores). Returns 1 / their sum, taken
 // exactly in fixed point (softmax.cpp): a row's sum does not change with the
 // place of its terms or the zeros (masked keys) among them. A row with nothing
-// visible comes out all 0, its inverse sum 0. avx512: with AVX-512 vectors
-// (only where the CPU has them), else portable loops.
-float softmax_numerators(float* x, int64_t n, float scale, const float* bias, int64_t bias_from, uint16_t* out_bf16, bool avx512);
+// visible comes out all 0, its inverse sum 0. isa: AVX-512 vectors at the
+// AVX-512 levels (only where the CPU has them), with vcvtneps2bf16 at
+// avx512-bf16; else portable loops.
+float softmax_numerators(float* x, int64_t n, float scale, const float* bias, int64_t bias_from, uint16_t* out_bf16, Isa isa);
 
 }  // namespace tq

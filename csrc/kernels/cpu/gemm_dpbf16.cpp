@@ -44,7 +44,7 @@ struct DpTile {
     for (int r = 0; r < R; ++r)
       for (int v = 0; v < kVectors; ++v) acc[r][v] = init ? _mm512_loadu_ps(init + r * ld_init + v * 16) : _mm512_setzero_ps();
     for (int64_t s = 0; s < steps; ++s) {
-      if (prefetch) _mm_prefetch(prefetch + s * 64, _MM_HINT_T1);
+      if (prefetch) _mm_prefetch(prefetch + s * kPrefetchLine, _MM_HINT_T1);
       __m512bh w[kVectors];
       for (int v = 0; v < kVectors; ++v) w[v] = (__m512bh)_mm512_loadu_si512(b + (s * kVectors + v) * 16);
       for (int r = 0; r < R; ++r) {

@@ -86,7 +86,7 @@ struct FmaTile {
     for (int r = 0; r < R; ++r)
       for (int v = 0; v < kVectors; ++v) acc[r][v] = init ? load(init + r * ld_init + v * L) : F{};
     for (int64_t k = 0; k < steps; ++k) {
-      if (prefetch) __builtin_prefetch(prefetch + k * 64, 0, 2);
+      if (prefetch) __builtin_prefetch(prefetch + k * kPrefetchLine, 0, 2);
       F w[kVectors];
       weights(b + k * kWidth, w);
       for (int r = 0; r < R; ++r) {

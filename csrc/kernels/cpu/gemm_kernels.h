@@ -50,6 +50,10 @@ struct Kernel {
   }
 };
 
+// A tile given a `prefetch` address asks for one cache line of it per step:
+// line s at prefetch + s * kPrefetchLine (run_panels says why).
+constexpr int64_t kPrefetchLine = 64;
+
 Kernel fma_kernel(Isa isa, bool bf16);
 Kernel dpbf16_kernel();  // needs Isa::Avx512Bf16
 
@@ -177,7 +181,7 @@ inline void run_panels(const Job& job, int64_t p_begin, int64_t p_end) {
         const int64_t block_bytes = steps * K::kStepWeights * static_cast<int64_t>(sizeof(typename K::Weight));
         for (int64_t t = 0; t < tiles; ++t) {
           const int64_t row0 = m0 + t * rows_per_tile, rows = std::min(rows_per_tile, job.m - row0);
-          const int64_t ahead = (t - 1) * steps * 64;
+          const int64_t ahead = (t - 1) * steps * kPrefetchLine;
           const char* prefetch = next && t > 0 && ahead < block_bytes ? next + ahead : nullptr;
           if (in_place) {
             RowSteps<K> a;

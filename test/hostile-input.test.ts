@@ -115,8 +115,10 @@ test('a 60 MiB state is refused before tokenizing, in bounded memory, while smal
   const r = await done;
   expect(r.status).toBe(422);
   expect(JSON.parse(r.body).detail).toMatch(/longer than the context: at least \d+ tokens \(\d+ bytes of text, refused before tokenizing\), the context holds 32768/);
-  // Usual small-request latency here is ~10-30 ms; before, one huge request held them up to 5.7 s.
-  expect(Math.max(...latencies)).toBeLessThan(2000);
+  // Usual small-request latency here is ~10-30 ms; before, one huge request held them up to 5.7 s. The
+  // slowest one includes parsing the 60 MiB body on a 2-core machine shared with the background gyp build:
+  // a clean-clone CI run measured 2.1 s once (2026-11-24), so the bound is 3 s, still well below 5.7.
+  expect(Math.max(...latencies)).toBeLessThan(3000);
   const peakKiB = Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${server.process.pid}/status`, 'utf8'))![1]);
   // Before: 11 GB. The body, its string and its parse: a few hundred MB.
   expect(peakKiB).toBeLessThan(1.5 * (1 << 20));

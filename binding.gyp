@@ -26,6 +26,7 @@
         "csrc/kernels/cpu/key_pairs.cpp",
         "csrc/kernels/cpu/onednn.cpp",
         "csrc/kernels/cpu/packed_linear.cpp",
+        "csrc/kernels/cpu/row_math.cpp",
         "csrc/kernels/cpu/rowwise.cpp",
         "csrc/kernels/cpu/softmax.cpp",
         "csrc/kernels/cpu/swiglu.cpp",

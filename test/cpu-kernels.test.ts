@@ -9,6 +9,9 @@
  * accumulated; bf16 outputs the fp32 ones rounded; and the FMA family's chains the same bits with 16, 8 or 4
  * lanes where all have FMA. Each at an odd and an even K (steps packed or read in place).
  *
+ * RoPE and RMSNorm rows (csrc/kernels/cpu/row_math.h), with test/native/rowwise_check.cpp: the same bits wherever
+ * a row's output lies relative to its input.
+ *
  * Attention's mix with two keys per vdpbf16ps (csrc/kernels/cpu/key_pairs.h), with test/native/pairs_check.cpp:
  * a query's mixed values the same bits in every layout the engine can give its keys.
  */
@@ -83,6 +86,15 @@ test("a softmax numerator and its row's sum do not change with their place in th
   for (const p of paths) {
     expect(`${p.path}: ${p.differing} of ${p.offsets} offsets differ`).toBe(`${p.path}: 0 of ${p.offsets} offsets differ`);
     expect(p.sumError).toBeLessThan(1e-7);
+  }
+}, 120_000);
+
+test("RoPE and RMSNorm values do not change with where a row's output lies (no contraction in some loop versions only)", () => {
+  const rows = runCheck<{ kernel: string; n: number; placements: number; differing: number }>('rowwise_check', ['row_math.cpp']);
+  expect(rows.map((r) => r.kernel).filter((k, i, all) => all.indexOf(k) === i)).toEqual(['rope', 'rms_norm']);
+  for (const r of rows) {
+    expect(r.placements).toBeGreaterThan(100);
+    expect(`${r.kernel}/${r.n}: ${r.differing} of ${r.placements} placements differ`).toBe(`${r.kernel}/${r.n}: 0 of ${r.placements} placements differ`);
   }
 }, 120_000);
 

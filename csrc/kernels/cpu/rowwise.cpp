@@ -2,11 +2,11 @@
 
 #include <ATen/Parallel.h>
 
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "kernels/cpu/bf16.h"
+#include "kernels/cpu/row_math.h"
 
 namespace tq {
 namespace {
@@ -25,26 +25,6 @@ struct Rows {
   }
   const float* operator[](int64_t r) const { return base + (r / inner) * outer_stride + (r % inner) * inner_stride; }
 };
-
-__attribute__((target_clones("avx512f", "avx2", "default"))) void rms_norm_row(const float* x, const float* w, float eps, int64_t n, float* y) {
-  // Sixteen partial sums, so the reduction vectorizes without reassociation flags.
-  constexpr int kLanes = 16;
-  float part[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) part[l] += x[j + l] * x[j + l];
-  float sum = 0;
-  for (; j < n; ++j) sum += x[j] * x[j];
-  for (int l = 0; l < kLanes; ++l) sum += part[l];
-  const float scale = 1.0f / std::sqrt(sum / static_cast<float>(n) + eps);
-  for (j = 0; j < n; ++j) y[j] = x[j] * scale * w[j];
-}
-
-__attribute__((target_clones("avx512f", "avx2", "default"))) void rope_row(const float* x, const float* cos, const float* sin, int64_t n, float* y) {
-  const int64_t half = n / 2;
-  for (int64_t j = 0; j < half; ++j) y[j] = x[j] * cos[j] - x[j + half] * sin[j];
-  for (int64_t j = half; j < n; ++j) y[j] = x[j] * cos[j] + x[j - half] * sin[j];
-}
 
 // Runs row(r, fp32 scratch) over all rows in parallel and stores each row in out's dtype.
 template <typename RowFn>

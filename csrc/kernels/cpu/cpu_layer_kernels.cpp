@@ -44,8 +44,8 @@ class CpuLayerKernels : public LayerKernels {
                                                 std::optional<int64_t> window, int64_t heads) const override {
     // The vdpbf16ps mix needs keys in pairs (key_pairs.h); the level is avx512-bf16 only for bf16.
     const bool paired = invariant_ && isa_ == Isa::Avx512Bf16;
-    return std::make_unique<CpuStepAttention>(tq::plan_attention(queries, key_positions, key_segments, window, heads, paired), invariant_,
-                                              isa_);
+    return std::make_unique<CpuStepAttention>(tq::plan_attention(queries, key_positions, key_segments, window, heads, paired, invariant_),
+                                              invariant_, isa_);
   }
 
  private:

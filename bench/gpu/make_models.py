@@ -4,7 +4,7 @@ The four tiny architectures have the shapes of src/testmodels/specs.ts (their we
 float64 reference runs on the same machine, on these very files). bench-qwen3 has the shape of
 Qwen3-0.6B, in bf16: the benchmark model, loaded by both tqserve and transformers.
 
-  python3 bench/gpu/make_models.py OUT_DIR
+  python3 bench/gpu/make_models.py OUT_DIR [NAME ...]      (NAME: only these; default all)
 """
 import os
 import sys
@@ -44,10 +44,10 @@ def config_of(config_class, fields):
 
 
 def main():
-    out = sys.argv[1]
+    out, only = sys.argv[1], set(sys.argv[2:])
     for i, (name, (config_class, fields, dtype)) in enumerate(MODELS.items()):
         folder = os.path.join(out, name)
-        if os.path.exists(os.path.join(folder, "config.json")):
+        if (only and name not in only) or os.path.exists(os.path.join(folder, "config.json")):
             continue
         torch.manual_seed(20261122 + i)
         model = tf.AutoModelForCausalLM.from_config(config_of(config_class, fields))

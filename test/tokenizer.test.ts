@@ -1,4 +1,5 @@
 /** The checkpoint's own tokenizer.json and chat template, from the real npm tokenizers. */
+import { EncodingCache } from '../src/tokenizer/encoding-cache';
 import { ModelTokenizer } from '../src/tokenizer/tokenizer';
 import { tinyModel } from './helpers/models';
 
@@ -33,4 +34,30 @@ test('Mistral (SentencePiece): no chat template; " A" after "Answer:" is the one
 
 test('a folder without tokenizer.json is reported by name', () => {
   expect(() => ModelTokenizer.load('/nonexistent')).toThrow('/nonexistent/tokenizer.json: missing');
+});
+
+test('a text tokenized again comes from the encoding cache: the same ids, as a copy its caller may change', async () => {
+  const tok = ModelTokenizer.load(tinyModel('tiny-qwen3'));
+  const text = 'The shipment left Rotterdam on Tuesday. '.repeat(50);
+  const first = await tok.encode(text);
+  const again = await tok.encode(text);
+  expect(again).toEqual(first);
+  expect(again).not.toBe(first);
+  again.fill(0);
+  first.fill(0);
+  expect(await tok.encode(text)).toEqual(await ModelTokenizer.load(tinyModel('tiny-qwen3')).encode(text));
+});
+
+test('the encoding cache drops the least recently used texts to stay within its budget', () => {
+  const ids = [1, 2, 3];
+  const each = EncodingCache.cost('aaaa', ids);
+  const cache = new EncodingCache(3 * each);
+  for (const text of ['aaaa', 'bbbb', 'cccc']) cache.set(text, ids);
+  expect(cache.get('aaaa')).toEqual(ids);  // now the most recently used
+  cache.set('dddd', ids);
+  expect(cache.get('bbbb')).toBeUndefined();
+  expect(['aaaa', 'cccc', 'dddd'].map((t) => cache.get(t))).toEqual([ids, ids, ids]);
+  expect(cache.heldBytes).toBe(3 * each);
+  cache.set('x'.repeat(4 * each), ids);  // larger than the whole budget: not held
+  expect(cache.size).toBe(3);
 });

@@ -6,6 +6,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from 'tokenizers';
+import { EncodingCache } from './encoding-cache';
 import { maxBytesPerToken } from './token-bound';
 
 export interface ChatMessage {
@@ -25,8 +26,12 @@ function tokenText(t: TokenizerConfig['bos_token']): string | undefined {
   return typeof t === 'string' ? t : t.content;
 }
 
+/** What the encoding cache may hold: about 1,400 states of 5,000 characters with their ids. */
+export const encodingCacheBytes = 32 << 20;
+
 export class ModelTokenizer {
   private readonly template?: Template;
+  private readonly encodings = new EncodingCache(encodingCacheBytes);
 
   private constructor(
     private readonly tokenizer: Tokenizer,
@@ -66,8 +71,11 @@ export class ModelTokenizer {
 
   /** Token ids of `text`; special tokens written in the text are recognised, none are added. */
   async encode(text: string): Promise<number[]> {
-    const enc = await this.tokenizer.encode(text, null, { addSpecialTokens: false });
-    return enc.getIds();
+    const held = this.encodings.get(text);
+    if (held) return held;
+    const ids = (await this.tokenizer.encode(text, null, { addSpecialTokens: false })).getIds();
+    this.encodings.set(text, ids);
+    return ids;
   }
 
   async decode(ids: number[]): Promise<string> {

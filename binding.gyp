@@ -5,8 +5,11 @@
       "sources": [
         "csrc/addon/addon.cpp",
         "csrc/addon/engine_thread.cpp",
+        "csrc/addon/js_values.cpp",
+        "csrc/batch/pack_requests.cpp",
         "csrc/batch/shared_prefix.cpp",
         "csrc/batch/step_plan.cpp",
+        "csrc/batch/visibility.cpp",
         "csrc/cache/block_pool.cpp",
         "csrc/cache/kv_cache.cpp",
         "csrc/cache/pending_boundaries.cpp",

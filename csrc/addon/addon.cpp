@@ -1,107 +1,24 @@
 // The Node-API surface (declared in src/engine/native.ts). Each method turns
-// its JS arguments into C++ values on the JS thread, runs the work on the
-// engine thread, and settles a Promise through a thread-safe function. Every
-// C++/torch error becomes a JS Error with a stable `code` and `details`.
+// its JS arguments into C++ values on the JS thread (js_values.h), runs the
+// work on the engine thread, and settles a Promise through a thread-safe
+// function. Every C++/torch error becomes a JS Error with a stable `code` and
+// `details`.
 #include <napi.h>
 
-#include <map>
 #include <memory>
 #include <optional>
 
-#include "engine/engine.h"
 #include "addon/engine_thread.h"
+#include "addon/js_values.h"
+#include "engine/engine.h"
 #include "common/errors.h"
 
 namespace {
 
 using tq::EngineError;
-
-struct Failure {
-  std::string code, message;
-  std::map<std::string, int64_t> details;
-};
-
-Napi::Error to_js_error(Napi::Env env, const Failure& f) {
-  auto err = Napi::Error::New(env, f.message);
-  err.Set("code", Napi::String::New(env, f.code));
-  auto details = Napi::Object::New(env);
-  for (const auto& [k, v] : f.details) details.Set(k, Napi::Number::New(env, static_cast<double>(v)));
-  err.Set("details", details);
-  return err;
-}
-
-[[noreturn]] void throw_bad_argument(Napi::Env env, const std::string& message) {
-  throw to_js_error(env, Failure{tq::code::kBadRequest, message, {}});
-}
-
-std::vector<int64_t> int_list(Napi::Env env, const Napi::Value& v, const std::string& name) {
-  std::vector<int64_t> out;
-  if (v.IsTypedArray()) {
-    auto ta = v.As<Napi::TypedArray>();
-    if (ta.TypedArrayType() == napi_int32_array) {
-      auto a = v.As<Napi::Int32Array>();
-      out.assign(a.Data(), a.Data() + a.ElementLength());
-      return out;
-    }
-    if (ta.TypedArrayType() == napi_uint32_array) {
-      auto a = v.As<Napi::Uint32Array>();
-      out.assign(a.Data(), a.Data() + a.ElementLength());
-      return out;
-    }
-  } else if (v.IsArray()) {
-    auto a = v.As<Napi::Array>();
-    for (uint32_t i = 0; i < a.Length(); ++i) {
-      Napi::Value e = a.Get(i);
-      if (!e.IsNumber()) throw_bad_argument(env, name + "[" + std::to_string(i) + "] is not a number");
-      double d = e.As<Napi::Number>().DoubleValue();
-      if (d != static_cast<double>(static_cast<int64_t>(d))) throw_bad_argument(env, name + "[" + std::to_string(i) + "] is not an integer");
-      out.push_back(static_cast<int64_t>(d));
-    }
-    return out;
-  }
-  throw_bad_argument(env, name + " must be an Int32Array, Uint32Array or array of integers");
-}
-
-// Images of a request: [{rgb: Uint8Array (height x width x 3), width, height, key: 64 hex digits}].
-std::vector<tq::ImageInput> image_list(Napi::Env env, const Napi::Value& v, const std::string& name) {
-  std::vector<tq::ImageInput> out;
-  if (v.IsUndefined() || v.IsNull()) return out;
-  if (!v.IsArray()) throw_bad_argument(env, name + " must be an array of images");
-  auto a = v.As<Napi::Array>();
-  for (uint32_t i = 0; i < a.Length(); ++i) {
-    const std::string item = name + "[" + std::to_string(i) + "]";
-    Napi::Value e = a.Get(i);
-    if (!e.IsObject()) throw_bad_argument(env, item + " must be an object");
-    auto o = e.As<Napi::Object>();
-    if (!o.Get("rgb").IsTypedArray() || o.Get("rgb").As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
-      throw_bad_argument(env, item + ".rgb must be a Uint8Array");
-    auto rgb = o.Get("rgb").As<Napi::Uint8Array>();
-    const int64_t w = o.Get("width").IsNumber() ? o.Get("width").As<Napi::Number>().Int64Value() : -1;
-    const int64_t h = o.Get("height").IsNumber() ? o.Get("height").As<Napi::Number>().Int64Value() : -1;
-    if (w <= 0 || h <= 0 || static_cast<int64_t>(rgb.ElementLength()) != w * h * 3)
-      throw_bad_argument(env, item + ": width and height must be positive and rgb hold width x height x 3 bytes");
-    if (!o.Get("key").IsString()) throw_bad_argument(env, item + ".key must be a string");
-    const auto key = o.Get("key").As<Napi::String>().Utf8Value();
-    if (key.size() != 64 || key.find_first_not_of("0123456789abcdef") != std::string::npos)
-      throw_bad_argument(env, item + ".key must be 64 lower-case hex digits");
-    tq::ImageInput image;
-    for (int k = 0; k < 4; ++k) image.key[k] = std::stoull(key.substr(16 * k, 16), nullptr, 16);
-    image.rgb = at::from_blob(rgb.Data(), {h, w, 3}, at::kByte).clone();
-    out.push_back(std::move(image));
-  }
-  return out;
-}
-
-Napi::Float32Array float_array(Napi::Env env, const float* data, size_t n) {
-  auto a = Napi::Float32Array::New(env, n);
-  std::copy(data, data + n, a.Data());
-  return a;
-}
-
-int64_t int_option(const Napi::Object& o, const char* key, int64_t fallback) {
-  Napi::Value v = o.Get(key);
-  return v.IsNumber() ? v.As<Napi::Number>().Int64Value() : fallback;
-}
+using tq::js::Failure;
+using tq::js::throw_bad_argument;
+using tq::js::to_js_error;
 
 class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
  public:
@@ -163,125 +80,19 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
 
   Napi::Value Load(const Napi::CallbackInfo& info) {
     auto env = info.Env();
-    if (!info[0].IsObject()) throw_bad_argument(env, "load(options) needs an options object");
-    auto o = info[0].As<Napi::Object>();
-    tq::EngineOptions opts;
-    if (!o.Get("path").IsString()) throw_bad_argument(env, "options.path must be a string");
-    opts.path = o.Get("path").As<Napi::String>().Utf8Value();
-    if (o.Get("dtype").IsString()) opts.dtype = o.Get("dtype").As<Napi::String>().Utf8Value();
-    opts.threads = static_cast<int>(int_option(o, "threads", 0));
-    opts.block_size = int_option(o, "blockSize", opts.block_size);
-    opts.cache_tokens = int_option(o, "cacheTokens", opts.cache_tokens);
-    opts.max_step_tokens = int_option(o, "maxStepTokens", opts.max_step_tokens);
-    opts.context_limit = int_option(o, "contextLimit", opts.context_limit);
-    opts.cache_mib = int_option(o, "cacheMiB", opts.cache_mib);
-    opts.vision_cache_mib = int_option(o, "visionCacheMiB", opts.vision_cache_mib);
-    if (o.Get("prefixCache").IsBoolean()) opts.prefix_cache = o.Get("prefixCache").As<Napi::Boolean>().Value();
-    if (o.Get("batchInvariant").IsBoolean()) opts.batch_invariant = o.Get("batchInvariant").As<Napi::Boolean>().Value();
-    if (o.Get("isa").IsString()) opts.isa = o.Get("isa").As<Napi::String>().Utf8Value();
-    if (o.Get("device").IsString()) opts.device = o.Get("device").As<Napi::String>().Utf8Value();
-    if (o.Get("kernels").IsString()) opts.kernels = o.Get("kernels").As<Napi::String>().Utf8Value();
-    if (o.Get("registerBoundary").IsString()) opts.register_boundary = o.Get("registerBoundary").As<Napi::String>().Utf8Value();
+    const auto opts = tq::js::load_options(env, info[0]);
     return schedule<tq::EngineInfo>(
         env,
         [this, opts] {
           engine_ = std::make_unique<tq::Engine>(opts);
           return engine_->info();
         },
-        [](Napi::Env env, tq::EngineInfo& i) -> Napi::Value {
-          auto r = Napi::Object::New(env);
-          r.Set("format", i.format);
-          r.Set("architecture", i.architecture);
-          r.Set("dtype", i.dtype);
-          r.Set("storedDtype", i.stored_dtype);
-          if (!i.dtype_note.empty()) r.Set("dtypeNote", i.dtype_note);
-          r.Set("vocabSize", static_cast<double>(i.vocab_size));
-          r.Set("hiddenSize", static_cast<double>(i.hidden_size));
-          r.Set("contextLimit", static_cast<double>(i.context_limit));
-          r.Set("blockSize", static_cast<double>(i.block_size));
-          r.Set("cacheBlocks", static_cast<double>(i.cache_blocks));
-          r.Set("cacheBytes", static_cast<double>(i.cache_bytes));
-          r.Set("threads", i.threads);
-          r.Set("kernels", i.kernels);
-          r.Set("prefixCache", i.prefix_cache);
-          r.Set("batchInvariant", i.batch_invariant);
-          r.Set("registerBoundary", i.register_boundary);
-          auto d = Napi::Object::New(env);
-          d.Set("mode", i.device.mode);
-          d.Set("name", i.device.name);
-          d.Set("totalBytes", static_cast<double>(i.device.total_bytes));
-          d.Set("freeBytes", static_cast<double>(i.device.free_bytes));
-          if (!i.device.capability.empty()) d.Set("capability", i.device.capability);
-          if (!i.device.cuda_version.empty()) d.Set("cudaVersion", i.device.cuda_version);
-          d.Set("torchVersion", i.device.torch_version);
-          r.Set("device", d);
-          if (i.vision) {
-            auto v = Napi::Object::New(env);
-            const std::pair<const char*, int64_t> fields[] = {
-                {"depth", i.vision->depth},           {"embedDim", i.vision->embed_dim},
-                {"heads", i.vision->num_heads},       {"mlpRatio", i.vision->mlp_ratio},
-                {"patchSize", i.vision->patch_size},  {"temporalPatchSize", i.vision->temporal_patch_size},
-                {"mergeSize", i.vision->spatial_merge_size}, {"outHidden", i.vision->out_hidden},
-                {"visionStartId", i.image_tokens.vision_start}, {"visionEndId", i.image_tokens.vision_end},
-                {"imagePadId", i.image_tokens.image_pad}};
-            for (const auto& [k, val] : fields) v.Set(k, static_cast<double>(val));
-            r.Set("vision", v);
-          }
-          return r;
-        });
+        [](Napi::Env env, tq::EngineInfo& i) { return tq::js::to_js(env, i); });
   }
 
   tq::Engine& loaded() {
     if (!engine_) throw EngineError(tq::code::kNotLoaded, "no model is loaded");
     return *engine_;
-  }
-
-  static tq::AnswerRequest parse_request(Napi::Env env, const Napi::Value& v, const std::string& where) {
-    if (!v.IsObject()) throw_bad_argument(env, where + " must be a request object");
-    auto o = v.As<Napi::Object>();
-    tq::AnswerRequest req;
-    req.state = int_list(env, o.Get("state"), where + "state");
-    req.want_hidden = o.Get("wantHidden").ToBoolean();
-    req.images = image_list(env, o.Get("images"), where + "images");
-    if (!o.Get("questions").IsArray()) throw_bad_argument(env, where + "questions must be an array");
-    auto qs = o.Get("questions").As<Napi::Array>();
-    for (uint32_t i = 0; i < qs.Length(); ++i) {
-      const std::string name = where + "questions[" + std::to_string(i) + "]";
-      Napi::Value qv = qs.Get(i);
-      if (!qv.IsObject()) throw_bad_argument(env, name + " must be an object");
-      auto q = qv.As<Napi::Object>();
-      tq::QuestionSpec spec;
-      spec.tokens = int_list(env, q.Get("tokens"), name + ".tokens");
-      spec.label_ids = int_list(env, q.Get("labelIds"), name + ".labelIds");
-      spec.readout_index = int_option(q, "readoutIndex", -1);
-      if (q.Get("temperature").IsNumber()) spec.temperature = q.Get("temperature").As<Napi::Number>().FloatValue();
-      req.questions.push_back(std::move(spec));
-    }
-    return req;
-  }
-
-  static Napi::Value result_to_js(Napi::Env env, const tq::AnswerResult& r) {
-    auto out = Napi::Object::New(env);
-    auto answers = Napi::Array::New(env, r.answers.size());
-    for (size_t i = 0; i < r.answers.size(); ++i) {
-      auto a = Napi::Object::New(env);
-      a.Set("labelLogits", float_array(env, r.answers[i].label_logits.data(), r.answers[i].label_logits.size()));
-      a.Set("labelLogProbs", float_array(env, r.answers[i].label_log_probs.data(), r.answers[i].label_log_probs.size()));
-      if (!r.answers[i].hidden.empty()) a.Set("hidden", float_array(env, r.answers[i].hidden.data(), r.answers[i].hidden.size()));
-      answers.Set(static_cast<uint32_t>(i), a);
-    }
-    out.Set("answers", answers);
-    auto timing = Napi::Object::New(env);
-    timing.Set("stateMs", r.state_ms);
-    timing.Set("questionsMs", r.questions_ms);
-    timing.Set("readoutMs", r.readout_ms);
-    out.Set("timing", timing);
-    out.Set("stateTokens", static_cast<double>(r.state_tokens));
-    out.Set("questionTokens", static_cast<double>(r.question_tokens));
-    out.Set("cachedTokens", static_cast<double>(r.cached_tokens));
-    out.Set("computedTokens", static_cast<double>(r.computed_tokens));
-    out.Set("boundaryTicket", static_cast<double>(r.boundary_ticket));
-    return out;
   }
 
   Napi::Value AnswerBatch(const Napi::CallbackInfo& info) {
@@ -290,25 +101,25 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     auto list = info[0].As<Napi::Array>();
     std::vector<tq::AnswerRequest> reqs;
     for (uint32_t i = 0; i < list.Length(); ++i)
-      reqs.push_back(parse_request(env, list.Get(i), list.Length() > 1 ? "requests[" + std::to_string(i) + "]." : ""));
+      reqs.push_back(tq::js::answer_request(env, list.Get(i), list.Length() > 1 ? "requests[" + std::to_string(i) + "]." : ""));
     return schedule<std::vector<tq::AnswerResult>>(
         env, [this, reqs] { return loaded().answer_batch(reqs); },
         [](Napi::Env env, std::vector<tq::AnswerResult>& results) -> Napi::Value {
           auto out = Napi::Array::New(env, results.size());
-          for (size_t i = 0; i < results.size(); ++i) out.Set(static_cast<uint32_t>(i), result_to_js(env, results[i]));
+          for (size_t i = 0; i < results.size(); ++i) out.Set(static_cast<uint32_t>(i), tq::js::to_js(env, results[i]));
           return out;
         });
   }
 
   Napi::Value LogitsAll(const Napi::CallbackInfo& info) {
     auto env = info.Env();
-    auto tokens = int_list(env, info[0], "tokens");
-    auto images = image_list(env, info[1], "images");
+    auto tokens = tq::js::int_list(env, info[0], "tokens");
+    auto images = tq::js::image_list(env, info[1], "images");
     return schedule<at::Tensor>(
         env, [this, tokens, images] { return loaded().logits_all(tokens, images); },
         [](Napi::Env env, at::Tensor& t) -> Napi::Value {
           auto out = Napi::Object::New(env);
-          out.Set("logits", float_array(env, t.data_ptr<float>(), static_cast<size_t>(t.numel())));
+          out.Set("logits", tq::js::float_array(env, t.data_ptr<float>(), static_cast<size_t>(t.numel())));
           out.Set("vocabSize", static_cast<double>(t.size(1)));
           return out;
         });
@@ -326,41 +137,19 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   Napi::Value CacheStats(const Napi::CallbackInfo& info) {
     return schedule<tq::CacheStats>(
         info.Env(), [this] { return loaded().cache_stats(); },
-        [](Napi::Env env, tq::CacheStats& s) -> Napi::Value {
-          auto out = Napi::Object::New(env);
-          const std::pair<const char*, int64_t> fields[] = {
-              {"lookups", s.lookups},          {"hitTokens", s.hit_tokens},         {"missTokens", s.miss_tokens},
-              {"hitBlocks", s.hit_blocks},     {"registeredBlocks", s.registered_blocks}, {"evictedBlocks", s.evicted_blocks},
-              {"cachedBlocks", s.cached_blocks}, {"freeBlocks", s.free_blocks},      {"totalBlocks", s.total_blocks}};
-          for (const auto& [k, v] : fields) out.Set(k, static_cast<double>(v));
-          return out;
-        });
+        [](Napi::Env env, tq::CacheStats& s) { return tq::js::to_js(env, s); });
   }
 
   Napi::Value VisionCacheStats(const Napi::CallbackInfo& info) {
     return schedule<tq::VisionCacheStats>(
         info.Env(), [this] { return loaded().vision_cache_stats(); },
-        [](Napi::Env env, tq::VisionCacheStats& s) -> Napi::Value {
-          auto out = Napi::Object::New(env);
-          const std::pair<const char*, int64_t> fields[] = {
-              {"hits", s.hits}, {"misses", s.misses}, {"entries", s.entries}, {"bytes", s.bytes}, {"budgetBytes", s.budget_bytes}};
-          for (const auto& [k, v] : fields) out.Set(k, static_cast<double>(v));
-          return out;
-        });
+        [](Napi::Env env, tq::VisionCacheStats& s) { return tq::js::to_js(env, s); });
   }
 
   Napi::Value MemoryStats(const Napi::CallbackInfo& info) {
     return schedule<tq::MemoryStats>(
         info.Env(), [this] { return loaded().memory_stats(); },
-        [](Napi::Env env, tq::MemoryStats& s) -> Napi::Value {
-          auto out = Napi::Object::New(env);
-          out.Set("attentionBufferBytes", static_cast<double>(s.attention_buffer_bytes));
-          out.Set("attentionBufferKeptBytes", static_cast<double>(s.attention_buffer_kept_bytes));
-          out.Set("cachedPrimitives", static_cast<double>(s.cached_primitives));
-          out.Set("cachedPrimitivesMax", static_cast<double>(s.cached_primitives_max));
-          out.Set("pendingBoundaries", static_cast<double>(s.pending_boundaries));
-          return out;
-        });
+        [](Napi::Env env, tq::MemoryStats& s) { return tq::js::to_js(env, s); });
   }
 
   Napi::Value Close(const Napi::CallbackInfo& info) {

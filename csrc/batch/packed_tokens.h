@@ -10,7 +10,7 @@
 // also has M-RoPE's three positions (a segment's text continues one past its
 // parent's largest position), the value the prefix cache hashes in its place
 // (an image's tokens carry the image's key), and, for image tokens, a row of
-// image_embeds that stands in for its token embedding (vision/image_prompt.h).
+// image_embeds that stands in for its token embedding (batch/image_state.h).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -18,7 +18,7 @@
 #include <functional>
 #include <vector>
 
-#include "vision/image_prompt.h"
+#include "batch/image_state.h"
 
 namespace tq {
 

@@ -8,17 +8,12 @@
 #include <chrono>
 #include <map>
 
-#include "batch/shared_prefix.h"
+#include "batch/pack_requests.h"
 #include "common/errors.h"
 #include "engine/host_allocator.h"
 #include "engine/paged_model.h"
 #include "engine/readout.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/isa.h"
-#if TQ_ONEDNN
-#include "kernels/cpu/onednn.h"
-#endif
-#include "kernels/cpu/packed_linear.h"
+#include "kernels/cpu/cpu_layer_kernels.h"
 #include "kernels/label_readout_math.h"
 #include "model/scripted_model.h"
 #include "vision/patches.h"
@@ -74,7 +69,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     // without AVX-512), bf16 would fail at the first forward pass, so the engine computes in fp32 and says so.
     if (!aten && !options.batch_invariant) {
 #if TQ_ONEDNN
-      if (dtype == at::kBFloat16 && !onednn::bf16_matmul_supported()) {
+      if (dtype == at::kBFloat16 && !cpu_bf16_without_invariance()) {
         dtype = at::kFloat;
         info_.dtype = "fp32";
         info_.dtype_note = "bf16 was asked for, but oneDNN has no bf16 matmul on this CPU (it needs AVX-512): computing in fp32";
@@ -201,59 +196,24 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
     check_request(reqs[r], static_cast<int64_t>(multimodal ? prompts[r].ids.size() : reqs[r].state.size()), where);
   }
 
-  // Pack each distinct state once (with images: the same ids and the same images), followed by the
-  // questions of every request that has it.
-  std::vector<size_t> states;  // the first request with each state, in first-seen order
-  std::vector<size_t> state_of(reqs.size());
-  std::map<std::vector<int64_t>, size_t> index;
+  std::vector<RequestToPack> to_pack(reqs.size());
   for (size_t r = 0; r < reqs.size(); ++r) {
-    auto [it, fresh] = index.emplace(multimodal ? prompts[r].hash_ids : reqs[r].state, states.size());
-    if (fresh) states.push_back(r);
-    state_of[r] = it->second;
+    to_pack[r].state = &reqs[r].state;
+    to_pack[r].image_state = &prompts[r];
+    for (const auto& q : reqs[r].questions) {
+      to_pack[r].questions.push_back(&q.tokens);
+      to_pack[r].readout_at.push_back(q.readout_at());
+    }
   }
-  PackedTokens packed;
-  packed.multimodal = multimodal;
+  auto batch = pack_requests(to_pack, multimodal);
+  PackedTokens& packed = batch.tokens;
   // Every state's images, in packing order: made during the forward pass, only if some image token is computed.
   packed.image_embeds = [&] {
     std::vector<at::Tensor> embeds;
-    for (auto r : states)
+    for (auto r : batch.first_with_state)
       if (!reqs[r].images.empty()) embeds.push_back(image_embeddings(reqs[r].images));
     return at::cat(embeds);
   };
-  std::vector<std::vector<int64_t>> rows(reqs.size());  // per request, its questions' readout rows
-  int64_t embed_rows = 0;
-  for (size_t k = 0; k < states.size(); ++k) {
-    int64_t root;
-    if (multimodal) {
-      root = packed.add_image_state(prompts[states[k]], embed_rows);
-      for (const auto& span : prompts[states[k]].spans) embed_rows += span.tokens;
-    } else {
-      root = packed.add_segment(reqs[states[k]].state, -1);
-    }
-    // The state's questions from every request, with text they begin with in common packed once.
-    std::vector<std::pair<size_t, size_t>> owner;  // (request, question)
-    std::vector<const std::vector<int64_t>*> tokens;
-    std::vector<int64_t> readout_at;
-    for (size_t r = 0; r < reqs.size(); ++r) {
-      if (state_of[r] != k) continue;
-      rows[r].resize(reqs[r].questions.size());
-      for (size_t qi = 0; qi < reqs[r].questions.size(); ++qi) {
-        owner.emplace_back(r, qi);
-        tokens.push_back(&reqs[r].questions[qi].tokens);
-        readout_at.push_back(reqs[r].questions[qi].readout_at());
-      }
-    }
-    for (const auto& run : plan_shared_prefixes(tokens, readout_at)) {
-      const auto& first = *tokens[run.members.front()];
-      const int64_t parent =
-          run.shared_tokens > 0 ? packed.add_segment(std::vector<int64_t>(first.begin(), first.begin() + run.shared_tokens), root) : root;
-      for (size_t m : run.members) {
-        rows[owner[m].first][owner[m].second] = static_cast<int64_t>(packed.ids.size()) + readout_at[m] - run.shared_tokens;
-        packed.add_segment(std::vector<int64_t>(tokens[m]->begin() + run.shared_tokens, tokens[m]->end()), parent);
-      }
-    }
-  }
-  for (const auto& rr : rows) packed.output_rows.insert(packed.output_rows.end(), rr.begin(), rr.end());
 
   ForwardInfo info;
   auto hidden = model_->final_hidden(packed, info);  // on CUDA, finished: the paged model waits after each step
@@ -272,7 +232,7 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
   for (size_t r = 0; r < reqs.size(); ++r) {
     AnswerResult& res = results[r];
     res.state_tokens = static_cast<int64_t>(multimodal ? prompts[r].ids.size() : reqs[r].state.size());
-    const size_t k = state_of[r];  // ForwardInfo lists states in packing order
+    const size_t k = batch.state_of[r];  // ForwardInfo lists states in packing order
     res.cached_tokens = info.cached_tokens.at(k);
     if (!ticket_given[k]) {
       res.boundary_ticket = info.boundary_tickets.at(k);
@@ -305,10 +265,11 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
 
 MemoryStats Engine::memory_stats() const {
   MemoryStats m;
-  m.attention_buffer_bytes = attention_buffer_bytes();
-  m.attention_buffer_kept_bytes = attention_buffer_kept_bytes();
-  m.cached_primitives = cached_primitives();
-  m.cached_primitives_max = max_cached_primitives();
+  const auto kernels = cpu_kernel_memory();
+  m.attention_buffer_bytes = kernels.attention_buffer_bytes;
+  m.attention_buffer_kept_bytes = kernels.attention_buffer_kept_bytes;
+  m.cached_primitives = kernels.cached_primitives;
+  m.cached_primitives_max = kernels.cached_primitives_max;
   if (auto* paged = dynamic_cast<const PagedModel*>(model_.get())) m.pending_boundaries = paged->pending_boundaries();
   return m;
 }

@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "batch/visibility.h"
+
 namespace tq {
 
 // x W^T (+ b), with its weights prepared once in whatever form the device reads best.
@@ -20,12 +22,6 @@ class Linear {
   virtual at::Tensor operator()(const at::Tensor& x, at::ScalarType out_dtype) const = 0;
   // residual += x W^T, residual [M, out] fp32.
   virtual void add_into(const at::Tensor& x, at::Tensor& residual) const = 0;
-};
-
-// Where a step's queries sit, for attention's visibility rule (kernels/cpu/attention.h).
-struct QueryLayout {
-  at::Tensor positions, segments, parents, roots;  // [Tq] int64
-  std::vector<int64_t> key_end;                    // per query: 1 + index of its own key; non-decreasing
 };
 
 // One step's attention, planned once from the step's layout and run at every layer.

@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "kernels/cpu/attention.h"
+#include "batch/visibility.h"
 #include "common/errors.h"
 
 namespace tq {

@@ -19,23 +19,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "batch/image_state.h"
 #include "model/model_config.h"
 
 namespace tq {
 
 using ImageKey = std::array<uint64_t, 4>;
-
-struct ImageSpan {
-  int64_t offset = 0, tokens = 0;  // the image's pads in the expanded ids
-  int64_t grid_h = 0, grid_w = 0;  // merged grid
-};
-
-struct ImagePrompt {
-  std::vector<int64_t> ids, hash_ids;
-  std::vector<int64_t> rope_positions;  // [ids.size(), 3]: t, h, w per token
-  std::vector<ImageSpan> spans;         // in the order of the images
-  int64_t next_position = 0;            // where text after the state continues
-};
 
 struct PromptImageShape {
   int64_t grid_h = 0, grid_w = 0;  // merged grid: the image's sides / (patch_size * merge)

@@ -6,7 +6,7 @@
 #include <map>
 #include <vector>
 
-#include "kernels/cpu/attention.h"  // visibility_mask: the one visibility rule
+#include "batch/visibility.h"
 
 namespace tq {
 namespace {

@@ -10,6 +10,7 @@
 #include <map>
 #include <tuple>
 
+#include "batch/visibility.h"
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/invariant_gemm.h"
 #include "kernels/cpu/key_pairs.h"
@@ -28,15 +29,6 @@ constexpr int64_t kChunkQueries = 128;
 // bounds each thread's score buffers (fp32: 16 MiB).
 constexpr int64_t kMaxScoreElements = int64_t{4} << 20;
 }  // namespace
-
-at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, const at::Tensor& q_parent, const at::Tensor& q_root,
-                           const at::Tensor& k_pos, const at::Tensor& k_seg, std::optional<int64_t> window) {
-  auto qp = q_pos.unsqueeze(1), kp = k_pos.unsqueeze(0), ks = k_seg.unsqueeze(0);
-  auto lineage = ks.eq(q_seg.unsqueeze(1)).logical_or_(ks.eq(q_parent.unsqueeze(1))).logical_or_(ks.eq(q_root.unsqueeze(1)));
-  auto mask = kp.le(qp).logical_and_(lineage);
-  if (window) mask.logical_and_((qp - kp).lt(*window));
-  return mask;
-}
 
 namespace {
 // Shorter runs of unseen keys are read and masked: a hole costs a copy of the

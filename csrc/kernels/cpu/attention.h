@@ -14,10 +14,6 @@
 
 namespace tq {
 
-// [Tq, Tk] bool: true where query i may attend to key j.
-at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, const at::Tensor& q_parent, const at::Tensor& q_root,
-                           const at::Tensor& k_pos, const at::Tensor& k_seg, std::optional<int64_t> window);
-
 // How a step's queries are cut into chunks, which keys each chunk reads, and
 // its additive mask (0 or -inf). Built once per step and shared by every
 // layer. Keys are ordered so that each query's own key comes after every key

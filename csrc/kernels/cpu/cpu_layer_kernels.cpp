@@ -2,6 +2,9 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/invariant_gemm.h"
+#if TQ_ONEDNN
+#include "kernels/cpu/onednn.h"
+#endif
 #include "kernels/cpu/packed_linear.h"
 #include "kernels/cpu/rowwise.h"
 #include "kernels/cpu/swiglu.h"
@@ -57,6 +60,18 @@ class CpuLayerKernels : public LayerKernels {
 
 std::unique_ptr<LayerKernels> cpu_layer_kernels(bool invariant, Isa isa, at::ScalarType dtype) {
   return std::make_unique<CpuLayerKernels>(invariant, invariant_gemm::level_for(isa, dtype == at::kBFloat16));
+}
+
+CpuKernelMemory cpu_kernel_memory() {
+  return {attention_buffer_bytes(), attention_buffer_kept_bytes(), cached_primitives(), max_cached_primitives()};
+}
+
+bool cpu_bf16_without_invariance() {
+#if TQ_ONEDNN
+  return onednn::bf16_matmul_supported();
+#else
+  return false;
+#endif
 }
 
 }  // namespace tq

@@ -12,4 +12,16 @@ namespace tq {
 // vdpbf16ps GEMM is bf16's), and name() says the level that runs.
 std::unique_ptr<LayerKernels> cpu_layer_kernels(bool invariant, Isa isa, at::ScalarType dtype);
 
+// What the CPU kernels keep between calls, process-wide, with its limits (for /health):
+// attention's per-thread buffers (attention.h) and oneDNN's cached primitives (packed_linear.h).
+struct CpuKernelMemory {
+  int64_t attention_buffer_bytes = 0, attention_buffer_kept_bytes = 0;
+  int64_t cached_primitives = 0, cached_primitives_max = 0;
+};
+CpuKernelMemory cpu_kernel_memory();
+
+// Whether bf16 can run without batch invariance, on oneDNN's matmuls: they need AVX-512, and
+// a build without oneDNN has none.
+bool cpu_bf16_without_invariance();
+
 }  // namespace tq

@@ -1,0 +1,26 @@
+// The engine's one visibility rule: a query at (position p, segment s, whose
+// parent is segment a and state is segment r) sees a key at (position p',
+// segment s') when p' <= p, s' is s, a or r, and p - p' is inside the sliding
+// window if any (packed_tokens.h). Every attention implementation (the CPU
+// kernels' plan, the ATen kernels' masks, TorchScript models' masks) asks it
+// here, so they cannot disagree.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace tq {
+
+// Where a step's queries sit, for the visibility rule.
+struct QueryLayout {
+  at::Tensor positions, segments, parents, roots;  // [Tq] int64
+  std::vector<int64_t> key_end;                    // per query: 1 + index of its own key; non-decreasing
+};
+
+// [Tq, Tk] bool: true where query i may attend to key j.
+at::Tensor visibility_mask(const at::Tensor& q_pos, const at::Tensor& q_seg, const at::Tensor& q_parent, const at::Tensor& q_root,
+                           const at::Tensor& k_pos, const at::Tensor& k_seg, std::optional<int64_t> window);
+
+}  // namespace tq

@@ -20,6 +20,7 @@ interface Input {
   state: number[]; // the cold question's state
   coldQuestion: number[];
   coldLabels: number[];
+  sixteenRuns: number;
   sixteenState: number[];
   questions: number[][]; // the 16 questions' own tokens (after sixteenState)
   labels: number[][]; // each question's label ids
@@ -65,7 +66,7 @@ async function main() {
   // Sixteen questions on one state: the state once, each question on top of it.
   const sixteen: number[] = [];
   let sixteenLabels: number[][] = [];
-  for (let i = 0; i < 2; i++) {
+  for (let i = 0; i < input.sixteenRuns; i++) {
     await seq.clearHistory();
     const t0 = performance.now();
     await seq.evaluateWithoutGeneratingNewTokens(input.sixteenState as Token[]);

@@ -5,7 +5,7 @@
 import { Engine } from '../src/engine/engine';
 import { tinyModelNames } from '../src/testmodels/specs';
 import { tinyModel } from './helpers/models';
-import { logSoftmax, maxAbsDiff, referenceLogits } from './helpers/reference';
+import { logSoftmax, maxAbs, maxAbsDiff, referenceLogits } from './helpers/reference';
 import { TokenizedTexts, tokenizeTexts } from './helpers/tokens';
 
 describe.each(tinyModelNames)('%s against the float64 reference', (name) => {
@@ -37,7 +37,7 @@ describe.each(tinyModelNames)('%s against the float64 reference', (name) => {
     expect(Math.max(...perPosition)).toBeLessThanOrEqual(1e-4);
     const gotBf16 = await bf16.logitsAll(seq);
     const bf16Err = Math.max(...gotBf16.map((row, i) => maxAbsDiff(row, ref[i])));
-    const scale = ref.reduce((m, r) => r.reduce((mm, v) => Math.max(mm, Math.abs(v)), m), 0);
+    const scale = maxAbs(ref);
     console.log(`${name}: fp32 max|Δlogit| ${Math.max(...perPosition).toExponential(2)}, bf16 max|Δlogit| ${bf16Err.toExponential(2)} (logit scale ${scale.toFixed(2)})`);
     expect(bf16Err).toBeLessThan(0.05 * scale);
   });

@@ -1,6 +1,7 @@
 #include "addon/js_values.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <utility>
 
 #include "common/errors.h"
@@ -11,6 +12,13 @@ namespace {
 int64_t int_option(const Napi::Object& o, const char* key, int64_t fallback) {
   Napi::Value v = o.Get(key);
   return v.IsNumber() ? v.As<Napi::Number>().Int64Value() : fallback;
+}
+
+// A JS object of named integers.
+Napi::Object numbers(Napi::Env env, std::initializer_list<std::pair<const char*, int64_t>> fields) {
+  auto out = Napi::Object::New(env);
+  for (const auto& [k, v] : fields) out.Set(k, static_cast<double>(v));
+  return out;
 }
 
 }  // namespace
@@ -142,18 +150,18 @@ Napi::Value to_js(Napi::Env env, const EngineInfo& i) {
   if (!i.device.cuda_version.empty()) d.Set("cudaVersion", i.device.cuda_version);
   d.Set("torchVersion", i.device.torch_version);
   r.Set("device", d);
-  if (i.vision) {
-    auto v = Napi::Object::New(env);
-    const std::pair<const char*, int64_t> fields[] = {
-        {"depth", i.vision->depth},           {"embedDim", i.vision->embed_dim},
-        {"heads", i.vision->num_heads},       {"mlpRatio", i.vision->mlp_ratio},
-        {"patchSize", i.vision->patch_size},  {"temporalPatchSize", i.vision->temporal_patch_size},
-        {"mergeSize", i.vision->spatial_merge_size}, {"outHidden", i.vision->out_hidden},
-        {"visionStartId", i.image_tokens.vision_start}, {"visionEndId", i.image_tokens.vision_end},
-        {"imagePadId", i.image_tokens.image_pad}};
-    for (const auto& [k, val] : fields) v.Set(k, static_cast<double>(val));
-    r.Set("vision", v);
-  }
+  if (i.vision)
+    r.Set("vision", numbers(env, {{"depth", i.vision->depth},
+                                  {"embedDim", i.vision->embed_dim},
+                                  {"heads", i.vision->num_heads},
+                                  {"mlpRatio", i.vision->mlp_ratio},
+                                  {"patchSize", i.vision->patch_size},
+                                  {"temporalPatchSize", i.vision->temporal_patch_size},
+                                  {"mergeSize", i.vision->spatial_merge_size},
+                                  {"outHidden", i.vision->out_hidden},
+                                  {"visionStartId", i.image_tokens.vision_start},
+                                  {"visionEndId", i.image_tokens.vision_end},
+                                  {"imagePadId", i.image_tokens.image_pad}}));
   return r;
 }
 
@@ -206,31 +214,27 @@ Napi::Value to_js(Napi::Env env, const AnswerResult& r) {
 }
 
 Napi::Value to_js(Napi::Env env, const CacheStats& s) {
-  auto out = Napi::Object::New(env);
-  const std::pair<const char*, int64_t> fields[] = {
-      {"lookups", s.lookups},          {"hitTokens", s.hit_tokens},         {"missTokens", s.miss_tokens},
-      {"hitBlocks", s.hit_blocks},     {"registeredBlocks", s.registered_blocks}, {"evictedBlocks", s.evicted_blocks},
-      {"cachedBlocks", s.cached_blocks}, {"freeBlocks", s.free_blocks},      {"totalBlocks", s.total_blocks}};
-  for (const auto& [k, v] : fields) out.Set(k, static_cast<double>(v));
-  return out;
+  return numbers(env, {{"lookups", s.lookups},
+                       {"hitTokens", s.hit_tokens},
+                       {"missTokens", s.miss_tokens},
+                       {"hitBlocks", s.hit_blocks},
+                       {"registeredBlocks", s.registered_blocks},
+                       {"evictedBlocks", s.evicted_blocks},
+                       {"cachedBlocks", s.cached_blocks},
+                       {"freeBlocks", s.free_blocks},
+                       {"totalBlocks", s.total_blocks}});
 }
 
 Napi::Value to_js(Napi::Env env, const VisionCacheStats& s) {
-  auto out = Napi::Object::New(env);
-  const std::pair<const char*, int64_t> fields[] = {
-      {"hits", s.hits}, {"misses", s.misses}, {"entries", s.entries}, {"bytes", s.bytes}, {"budgetBytes", s.budget_bytes}};
-  for (const auto& [k, v] : fields) out.Set(k, static_cast<double>(v));
-  return out;
+  return numbers(env, {{"hits", s.hits}, {"misses", s.misses}, {"entries", s.entries}, {"bytes", s.bytes}, {"budgetBytes", s.budget_bytes}});
 }
 
 Napi::Value to_js(Napi::Env env, const MemoryStats& s) {
-  auto out = Napi::Object::New(env);
-  out.Set("attentionBufferBytes", static_cast<double>(s.attention_buffer_bytes));
-  out.Set("attentionBufferKeptBytes", static_cast<double>(s.attention_buffer_kept_bytes));
-  out.Set("cachedPrimitives", static_cast<double>(s.cached_primitives));
-  out.Set("cachedPrimitivesMax", static_cast<double>(s.cached_primitives_max));
-  out.Set("pendingBoundaries", static_cast<double>(s.pending_boundaries));
-  return out;
+  return numbers(env, {{"attentionBufferBytes", s.attention_buffer_bytes},
+                       {"attentionBufferKeptBytes", s.attention_buffer_kept_bytes},
+                       {"cachedPrimitives", s.cached_primitives},
+                       {"cachedPrimitivesMax", s.cached_primitives_max},
+                       {"pendingBoundaries", s.pending_boundaries}});
 }
 
 }  // namespace tq::js

@@ -1,5 +1,5 @@
 /**
- * Jest's own order (failed first, then slowest first), except test/binding-gyp.test.ts last: its
+ * Jest's own order (failed first, then slowest first), except test/project/binding-gyp.test.ts last: its
  * node-gyp build runs in the background while the other suites run (test/helpers/gyp-build.ts).
  */
 const Sequencer = require('@jest/test-sequencer').default;

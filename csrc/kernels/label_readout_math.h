@@ -40,7 +40,7 @@ TQ_HOST_DEVICE inline float add(float a, float b) {
 // twice. The device has explicitly rounded intrinsics; on the host the product
 // passes through an empty asm statement, which the compiler cannot see into and
 // so cannot fuse with the add that follows (a GCC optimize pragma does not
-// survive inlining into a caller compiled with contraction on; test/cuda-kernels.test.ts).
+// survive inlining into a caller compiled with contraction on; test/kernels/cuda.test.ts).
 TQ_HOST_DEVICE inline float mul(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fmul_rn(a, b);

@@ -1,5 +1,5 @@
 /**
- * The node-gyp build of binding.gyp that test/binding-gyp.test.ts checks. It compiles every engine
+ * The node-gyp build of binding.gyp that test/project/binding-gyp.test.ts checks. It compiles every engine
  * source at -O3 (two minutes on 2 cores), so the global set-up starts it in the background at the
  * lowest CPU priority (nice 19) when that test is selected, and the test-sequencer runs that test
  * last: the compile uses the cycles the other suites leave idle (waiting on servers and engine

@@ -12,7 +12,7 @@
 //     with 4, 8 or 16 lanes, so AVX2 and AVX-512 must agree bit for bit.
 // Each at an odd K (the vdpbf16ps family packs its steps, the last pair half
 // empty) and an even one (it reads them in place).
-// Prints one JSON line per (level, dtype); test/invariant-gemm.test.ts reads them.
+// Prints one JSON line per (level, dtype); test/kernels/cpu.test.ts reads them.
 #include <cmath>
 #include <cstdio>
 #include <cstring>

@@ -7,7 +7,7 @@
 // The values span 2^-12 to 2^12 so that the order of the adds changes the
 // rounding; the same layouts with the keys paired as they lie (no gaps) must
 // differ somewhere, or this check could not see a wrong pairing.
-// Prints one JSON line; test/cpu-kernels.test.ts reads it.
+// Prints one JSON line; test/kernels/cpu.test.ts reads it.
 #include <cmath>
 #include <cstdio>
 #include <cstring>

@@ -1,6 +1,6 @@
 // Prints, for random rows and hidden states, the label readout's dot products as
 // kernels/label_readout_math.h computes them, in hex. Built twice by
-// test/cuda-kernels.test.ts, at -O0 and at -O3 with FMA instructions allowed:
+// test/kernels/cuda.test.ts, at -O0 and at -O3 with FMA instructions allowed:
 // the two must agree bit for bit, or the host compiler fused a multiply-add that
 // the CUDA kernel rounds twice.
 #include <cstdint>

@@ -1,0 +1,61 @@
+/**
+ * The engine's command-line program (csrc/cli/main.cpp, the same engine library without Node):
+ * it must answer exactly like the addon, and fail with a JSON error and exit status 2.
+ */
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { Engine } from '../../src/engine/engine';
+import { tinyModelNames } from '../../src/testmodels/specs';
+import { tinyModel } from '../helpers/models';
+import { tokenizeTexts } from '../helpers/tokens';
+import { runCli } from '../helpers/tq-cli';
+
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-cli-'));
+afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+describe.each(tinyModelNames)('tq_cli on %s', (name) => {
+  test.each(['fp32', 'bf16'] as const)('answers like the addon in %s: the same label logits, bit for bit', async (dtype) => {
+    const dir = tinyModel(name);
+    const { state, questions, labels } = await tokenizeTexts(dir);
+    // A batch of two calls: the second finds the first's state in the prefix cache.
+    const calls = [
+      [{ state, questions: questions.map((tokens) => ({ tokens, labelIds: labels, temperature: 1.5 })) },
+        { state: state.slice(0, 9), questions: [{ tokens: questions[0], labelIds: labels.slice(0, 2) }] }],
+      [{ state, questions: [{ tokens: questions[1], labelIds: labels }] }],
+    ];
+    const file = path.join(scratch, `${name}-${dtype}.json`);
+    fs.writeFileSync(file, JSON.stringify({ calls }));
+    const cli = await runCli(['answer', '--model', dir, '--dtype', dtype, '--threads', '2', '--calls', file]);
+    expect(cli.info).toMatchObject({ dtype, device: 'cpu', batchInvariant: true });
+    const engine = await Engine.open({ path: dir, dtype, threads: 2, registerBoundary: 'before' });
+    for (const [c, call] of calls.entries()) {
+      const results = await engine.answerBatch(call);
+      results.forEach((r, i) => {
+        expect(cli.calls[c][i].cachedTokens).toBe(r.cachedTokens);
+        r.answers.forEach((a, j) => {
+          expect(cli.calls[c][i].answers[j].labelLogits).toEqual(Array.from(a.labelLogits));
+          expect(cli.calls[c][i].answers[j].labelLogProbs).toEqual(Array.from(a.labelLogProbs));
+        });
+      });
+    }
+    await engine.close();
+    expect(cli.calls[1][0].cachedTokens).toBe(state.length);
+  });
+});
+
+test('tq_cli reports errors as JSON with exit status 2', async () => {
+  await expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', path.join(scratch, 'missing.json')])).rejects.toThrow(/cannot read/);
+  const ok = path.join(scratch, 'ok.json');
+  fs.writeFileSync(ok, JSON.stringify({ calls: [[{ state: [1, 2], questions: [{ tokens: [3], labelIds: [4, 5] }] }]] }));
+  await expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--device', 'cuda'])).rejects.toThrow(/\(2\).*"BAD_REQUEST".*without CUDA/);
+  await expect(runCli(['transmogrify'])).rejects.toThrow(/unknown command/);
+});
+
+test('tq_cli runs the microbenchmarks the addon no longer carries', async () => {
+  const gemm = await runCli(['gemm', '--m', '64', '--k', '128', '--n', '256', '--iterations', '2']);
+  expect(gemm.gflops).toBeGreaterThan(0);
+  const readout = await runCli(['readout', '--model', tinyModel('tiny-llama'), '--labels', '8', '--iterations', '3']);
+  expect(readout.readoutMs).toBeGreaterThan(0);
+  expect(readout.fullMs).toBeGreaterThan(0);
+});

@@ -1,0 +1,109 @@
+/**
+ * The engine's CPU kernels without torch (test/native/*_check.cpp, compiled here with g++ -O3 as the addon is, so with
+ * the compiler's default floating-point contraction).
+ *
+ * The invariant GEMM's kernel families (csrc/kernels/cpu/gemm_kernels.h), compiled without torch with
+ * test/native/gemm_check.cpp and run at every instruction set level this CPU has, in fp32 and bf16:
+ * every output within a small fraction of the worst-case rounding bound of a float64 reference, every
+ * row bit-identical alone, in batches of other sizes and places, under other column splits and when
+ * accumulated; bf16 outputs the fp32 ones rounded; and the FMA family's chains the same bits with 16, 8 or 4
+ * lanes where all have FMA. Each at an odd and an even K (steps packed or read in place).
+ *
+ * RoPE and RMSNorm rows (csrc/kernels/cpu/row_math.h), with test/native/rowwise_check.cpp: the same bits wherever
+ * a row's output lies relative to its input.
+ *
+ * Attention's mix with two keys per vdpbf16ps (csrc/kernels/cpu/key_pairs.h), with test/native/pairs_check.cpp:
+ * a query's mixed values the same bits in every layout the engine can give its keys.
+ */
+import { execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { runnableIsaLevels } from '../helpers/cpu';
+
+const root = path.resolve(__dirname, '..', '..');
+const csrc = path.join(root, 'csrc');
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-gemm-'));
+afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+type Row = {
+  level: string; dtype: string; k: number; width: number; depth: number; worstErrorOverBound: number;
+  rowsCompared: number; rowsDiffering: number; bf16OutputsDiffering: number; bits: string;
+};
+
+/** Builds test/native/<name>.cpp with the named kernel sources and runs it: one JSON object per output line. */
+function runCheck<T>(name: string, kernelSources: string[]): T[] {
+  const exe = path.join(scratch, name);
+  const sources = kernelSources.map((f) => path.join(csrc, 'kernels', 'cpu', f));
+  execFileSync('g++', ['-std=c++17', '-O3', `-I${csrc}`, path.join(root, 'test', 'native', `${name}.cpp`), ...sources, '-o', exe], { stdio: 'pipe' });
+  // TQ_KERNELS unset: the programs run every level up to this CPU's best.
+  const env = { ...process.env };
+  delete env.TQ_KERNELS;
+  delete env.TQ_PORTABLE_KERNELS;
+  return execFileSync(exe, { encoding: 'utf8', env }).trim().split('\n').map((line) => JSON.parse(line));
+}
+
+let rows: Row[];
+beforeAll(() => {
+  rows = runCheck<Row>('gemm_check', ['gemm_fma.cpp', 'gemm_dpbf16.cpp', 'isa.cpp']);
+}, 120_000);
+
+test('every level this CPU runs is checked, in fp32 and bf16, at an odd and an even K', () => {
+  const expected = runnableIsaLevels().reverse();
+  expect(rows.map((r) => `${r.level}/${r.dtype}/${r.k}`)).toEqual(
+    expected.flatMap((l) => [2101, 2100].flatMap((k) => [`${l}/fp32/${k}`, `${l}/bf16/${k}`])),
+  );
+  // bf16 on avx512-bf16 is the vdpbf16ps family: pairs of k; everything else one k per step.
+  for (const r of rows) expect(r.depth).toBe(r.level === 'avx512-bf16' && r.dtype === 'bf16' ? 2 : 1);
+});
+
+test('outputs within 5% of the worst-case fp32 rounding bound of a float64 reference (a missing or doubled term is ~2x it)', () => {
+  for (const r of rows) expect(`${r.level}/${r.dtype}/${r.k}: ${r.worstErrorOverBound <= 0.05}`).toBe(`${r.level}/${r.dtype}/${r.k}: true`);
+});
+
+test('every row bit-identical alone, in other batches and places, under other column splits, and accumulated', () => {
+  for (const r of rows) {
+    expect(r.rowsCompared).toBeGreaterThan(1000);
+    expect(`${r.level}/${r.dtype}/${r.k}: ${r.rowsDiffering} differing`).toBe(`${r.level}/${r.dtype}/${r.k}: 0 differing`);
+  }
+});
+
+test('bf16 outputs, rounded tile by tile, are the fp32 outputs rounded to nearest even', () => {
+  for (const r of rows) expect(`${r.level}/${r.dtype}/${r.k}: ${r.bf16OutputsDiffering}`).toBe(`${r.level}/${r.dtype}/${r.k}: 0`);
+});
+
+test('the FMA family gives the same bits at every vector width that has FMA (AVX2, AVX-512)', () => {
+  for (const dtype of ['fp32', 'bf16'])
+    for (const k of [2101, 2100]) {
+      const fma = rows.filter((r) => r.dtype === dtype && r.k === k && r.depth === 1 && r.level !== 'portable');
+      expect(new Set(fma.map((r) => r.bits)).size).toBeLessThanOrEqual(1);
+    }
+});
+
+test("a softmax numerator and its row's sum do not change with their place in the row (portable loops: no contraction in the vector body only)", () => {
+  const paths = runCheck<{ path: string; offsets: number; differing: number; sumError: number }>('softmax_check', ['softmax.cpp', 'bf16.cpp', 'isa.cpp']);
+  expect(paths.map((p) => p.path).sort()).toEqual(['portable', ...runnableIsaLevels().filter((l) => l.startsWith('avx512'))].sort());
+  for (const p of paths) {
+    expect(`${p.path}: ${p.differing} of ${p.offsets} offsets differ`).toBe(`${p.path}: 0 of ${p.offsets} offsets differ`);
+    expect(p.sumError).toBeLessThan(1e-7);
+  }
+}, 120_000);
+
+test("RoPE and RMSNorm values do not change with where a row's output lies (no contraction in some loop versions only)", () => {
+  const rows = runCheck<{ kernel: string; n: number; placements: number; differing: number }>('rowwise_check', ['row_math.cpp']);
+  expect(rows.map((r) => r.kernel).filter((k, i, all) => all.indexOf(k) === i)).toEqual(['rope', 'rms_norm']);
+  for (const r of rows) {
+    expect(r.placements).toBeGreaterThan(100);
+    expect(`${r.kernel}/${r.n}: ${r.differing} of ${r.placements} placements differ`).toBe(`${r.kernel}/${r.n}: 0 of ${r.placements} placements differ`);
+  }
+}, 120_000);
+
+// Needs vdpbf16ps: elsewhere the mix runs one key per step and no pairs are made.
+const testDp = runnableIsaLevels().includes('avx512-bf16') ? test : test.skip;
+testDp("the mix's key pairs give a query the same bits in every layout of its keys (and pairs as the keys lie would not)", () => {
+  const [r] = runCheck<{ compared: number; differing: number; naiveDiffering: number }>('pairs_check', ['key_pairs.cpp', 'gemm_dpbf16.cpp', 'isa.cpp']);
+  expect(r.compared).toBeGreaterThan(100);
+  expect(r.differing).toBe(0);
+  // The check can see a wrong pairing: values spanning 2^-12..2^12 make the order of the adds show.
+  expect(r.naiveDiffering).toBeGreaterThan(0);
+}, 120_000);

@@ -1,0 +1,76 @@
+/**
+ * The CUDA kernels without a GPU: every .cu under csrc/kernels/cuda compiles with the installed nvcc
+ * for sm_90 (the H100), alone and without torch headers, so a broken kernel fails CI. And the readout
+ * arithmetic they share with the CPU readout (csrc/kernels/label_readout_math.h) is compiled by the
+ * host compiler exactly as written: no fused multiply-add where the kernel rounds twice.
+ */
+import { execFile, execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+const root = path.resolve(__dirname, '..', '..');
+const csrc = path.join(root, 'csrc');
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-cuda-'));
+afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+function nvcc(): string {
+  for (const candidate of [process.env.NVCC, '/usr/local/bin/nvcc', '/usr/local/cuda/bin/nvcc', '/usr/bin/nvcc'])
+    if (candidate && fs.existsSync(candidate)) return candidate;
+  throw new Error('nvcc not found (set NVCC): CI compiles the CUDA kernels for sm_90');
+}
+
+const kernels = fs.readdirSync(path.join(csrc, 'kernels', 'cuda')).filter((f) => f.endsWith('.cu'));
+
+test('there are CUDA kernels to compile', () => {
+  expect(kernels).toContain('label_readout.cu');
+});
+
+test.each(kernels)('%s compiles for sm_90 with nvcc, without torch', (file) => {
+  const out = path.join(scratch, `${file}.o`);
+  execFileSync(nvcc(), ['-std=c++17', '-O3', '-arch=sm_90', '-Werror', 'all-warnings', `-I${csrc}`, '-c', path.join(csrc, 'kernels', 'cuda', file), '-o', out], { stdio: 'pipe' });
+  expect(fs.statSync(out).size).toBeGreaterThan(0);
+}, 120_000);
+
+test('the readout arithmetic is the same bits at -O0 and at -O3 with FMA allowed (no contraction)', () => {
+  const run = (flags: string[]) => {
+    const exe = path.join(scratch, `twin${flags.join('')}`);
+    execFileSync('g++', ['-std=c++17', ...flags, `-I${csrc}`, path.join(root, 'test', 'native', 'readout_twin.cpp'), '-o', exe], { stdio: 'pipe' });
+    return execFileSync(exe, { encoding: 'utf8' });
+  };
+  const plain = run(['-O0']);
+  expect(plain.trim().split('\n')).toHaveLength(6);
+  expect(run(['-O3', '-march=haswell', '-ffp-contract=fast'])).toBe(plain);
+}, 120_000);
+
+/**
+ * The C++ of a CUDA build (TQ_CUDA=1: the device code paths; TQ_ONEDNN=0: a CUDA libtorch brings its
+ * own oneDNN privately) compiles, checked against this machine's libtorch headers and CUDA headers.
+ * Debian's libtorch ships c10/cuda headers but not the one CMake generates for a CUDA build
+ * (c10/cuda/impl/cuda_cmake_macros.h): the check writes it, as a CUDA build would.
+ */
+/** Runs each command, as many at a time as there are cores; rejects with the first failure's output. */
+async function runAll(commands: [string, string[]][]): Promise<void> {
+  const queue = [...commands];
+  const worker = async () => {
+    for (let next = queue.shift(); next; next = queue.shift()) {
+      const [file, args] = next;
+      await new Promise<void>((resolve, reject) =>
+        execFile(file, args, (error, _stdout, stderr) => (error ? reject(new Error(`${args[args.length - 1]}:\n${stderr}`)) : resolve())),
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: os.cpus().length }, worker));
+}
+
+test('the sources with CUDA or oneDNN branches compile as a CUDA build (TQ_CUDA=1, TQ_ONEDNN=0)', async () => {
+  const cudaInclude = ['/usr/local/cuda/include', '/usr/local/cuda-13.0/include'].find((d) => fs.existsSync(path.join(d, 'cuda_runtime_api.h')));
+  if (!cudaInclude) throw new Error('CUDA headers (cuda_runtime_api.h) not found next to nvcc');
+  const generated = path.join(scratch, 'include');
+  fs.mkdirSync(path.join(generated, 'c10', 'cuda', 'impl'), { recursive: true });
+  fs.writeFileSync(path.join(generated, 'c10', 'cuda', 'impl', 'cuda_cmake_macros.h'), '#define C10_CUDA_BUILD_SHARED_LIBS\n');
+  const sources = execFileSync('grep', ['-rl', '--include=*.cpp', '-e', 'TQ_CUDA', '-e', 'TQ_ONEDNN', csrc], { encoding: 'utf8' }).trim().split('\n');
+  expect(sources.length).toBeGreaterThanOrEqual(4);
+  const flags = ['-std=gnu++17', '-fsyntax-only', '-Werror', '-Wall', `-I${csrc}`, '-I/usr/include/torch/csrc/api/include', `-I${cudaInclude}`, `-I${generated}`, '-DTQ_CUDA=1', '-DTQ_ONEDNN=0'];
+  await runAll(sources.map((file): [string, string[]] => ['g++', [...flags, file]]));
+}, 300_000);

@@ -1,0 +1,56 @@
+/**
+ * The documents stay true to the tree: every relative link in README.md, docs/ and bench/README.md
+ * resolves (the file, and the heading its #anchor names), and every start-up flag has its row in
+ * docs/running.md's flag table.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+import { flagDefs } from '../../src/config/flags';
+
+const root = path.resolve(__dirname, '..', '..');
+const documents = ['README.md', 'bench/README.md', ...fs.readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+
+/** Markdown outside fenced code blocks (a `# comment` in a shell example is not a heading). */
+function prose(markdown: string): string {
+  return markdown.split(/^```.*$/m).filter((_, i) => i % 2 === 0).join('\n');
+}
+
+/** GitHub's anchor for a heading: lower case, punctuation other than '-' and '_' dropped, spaces as '-'. */
+function slug(heading: string): string {
+  return heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
+}
+
+function anchorsOf(file: string): Set<string> {
+  const headings = prose(fs.readFileSync(file, 'utf8')).match(/^#{1,6} .*$/gm) ?? [];
+  return new Set(headings.map((h) => slug(h.replace(/^#+ /, ''))));
+}
+
+/** The relative links of `markdown` (as if it were the document at `doc`) that name no file or no heading. */
+function brokenLinks(doc: string, markdown: string): string[] {
+  const broken: string[] = [];
+  for (const [, target] of prose(markdown).matchAll(/\]\(([^)\s]+)\)/g)) {
+    if (/^[a-z]+:/.test(target)) continue; // http:, https:, mailto:
+    const [file, anchor] = target.split('#');
+    const resolved = file ? path.resolve(path.dirname(path.join(root, doc)), file) : path.join(root, doc);
+    if (!fs.existsSync(resolved)) broken.push(`${doc}: ${target} (no such file)`);
+    else if (anchor !== undefined && !anchorsOf(resolved).has(anchor)) broken.push(`${doc}: ${target} (no such heading)`);
+  }
+  return broken;
+}
+
+test('every relative link in the documents resolves, anchors included', () => {
+  expect(documents.flatMap((doc) => brokenLinks(doc, fs.readFileSync(path.join(root, doc), 'utf8')))).toEqual([]);
+});
+
+test('the link check finds a missing file and a missing heading, and passes good links', () => {
+  const text = '[a](docs/nothing.md) [b](docs/running.md#no-such-heading) [c](docs/running.md#flags) [d](bench/README.md) [e](https://example.com)';
+  expect(brokenLinks('README.md', text)).toEqual(['README.md: docs/nothing.md (no such file)', 'README.md: docs/running.md#no-such-heading (no such heading)']);
+  expect(slug('Drop-in clients and hostile input')).toBe('drop-in-clients-and-hostile-input');
+  expect(slug('Serving: `npm run bench:serving`')).toBe('serving-npm-run-benchserving');
+});
+
+test('every start-up flag is documented in docs/running.md', () => {
+  const running = fs.readFileSync(path.join(root, 'docs/running.md'), 'utf8');
+  const missing = flagDefs.map((f) => `--${f.name}`).filter((flag) => !running.includes(`\`${flag}\``));
+  expect(missing).toEqual([]);
+});

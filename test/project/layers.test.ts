@@ -1,0 +1,146 @@
+/**
+ * Imports point down (docs/architecture.md, "Layers"): a module of src/ may import its own folder
+ * and the folders of lower layers, never a higher one nor another folder of its own layer. Inside
+ * src/server/ the rooms are ordered the same way. The engine's C++ (csrc/) likewise, by its
+ * #includes, where kernels/ is entered only at its entry points. Read from the sources, so a new
+ * import or include that points up fails here with its file and line.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+
+const src = path.resolve(__dirname, '..', '..', 'src');
+
+/** Lowest first (types/: declarations for untyped packages). Folders on one line are peers: neither imports the other. */
+export const LAYERS: string[][] = [
+  ['types', 'common'],
+  ['testmodels'],
+  ['engine', 'tokenizer'],
+  ['rendering'],
+  ['config'],
+  ['wire'],
+  ['images'],
+  ['answering'],
+  ['tasks'],
+  ['server', 'cli'],
+  ['index.ts', 'tqserve.ts'],
+];
+
+/** The rooms of src/server/, lowest first; its files outside them (app.ts, main.ts, load-service.ts) are above them all. */
+export const SERVER_ROOMS = ['engine-process', 'http', 'ops', 'service', 'routes', 'playground'];
+
+function sourceFiles(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    return e.isDirectory() ? sourceFiles(p) : e.name.endsWith('.ts') ? [p] : [];
+  });
+}
+
+/** [layer rank, room rank] of a file under src/. */
+function place(file: string): { folder: string; rank: number; room: number } {
+  const [top, sub] = path.relative(src, file).split(path.sep);
+  const rank = LAYERS.findIndex((layer) => layer.includes(top));
+  if (rank < 0) throw new Error(`${path.relative(src, file)}: src/${top} is in no layer of test/project/layers.test.ts`);
+  const room = top === 'server' ? (SERVER_ROOMS.includes(sub) ? SERVER_ROOMS.indexOf(sub) : SERVER_ROOMS.length) : 0;
+  return { folder: top, rank, room };
+}
+
+/** Every relative import of `file` that points up a layer (or across to a peer), as "file:line -> target". */
+export function upwardImports(file: string, text: string): string[] {
+  const from = place(file);
+  const found: string[] = [];
+  text.split('\n').forEach((line, i) => {
+    for (const m of line.matchAll(/(?:from|import|require)\s*\(?\s*'(\.{1,2}\/[^']+)'/g)) {
+      const target = path.resolve(path.dirname(file), m[1]);
+      if (path.relative(src, target).startsWith('..')) continue; // ../package.json: outside the layers
+      const to = place(fs.existsSync(target) && fs.statSync(target).isDirectory() ? path.join(target, 'index.ts') : `${target}.ts`);
+      const up = from.folder === to.folder ? to.room > from.room : to.rank >= from.rank;
+      if (up) found.push(`${path.relative(src, file)}:${i + 1} -> ${path.relative(src, target)}`);
+    }
+  });
+  return found;
+}
+
+test('every import in src/ points down a layer', () => {
+  expect(sourceFiles(src).flatMap((f) => upwardImports(f, fs.readFileSync(f, 'utf8')))).toEqual([]);
+});
+
+test('the check sees an import up a layer, across to a peer, and up a room of the server', () => {
+  const at = (rel: string) => path.join(src, rel);
+  expect(upwardImports(at('images/collect.ts'), "import { serve } from '../server/main';")).toEqual(['images/collect.ts:1 -> server/main']);
+  expect(upwardImports(at('engine/engine.ts'), "import { Tokenizer } from '../tokenizer/tokenizer';")).toHaveLength(1);
+  expect(upwardImports(at('server/http/body.ts'), "import { Logger } from '../ops/logger';")).toHaveLength(1);
+  expect(upwardImports(at('server/routes/answer.ts'), "import { Logger } from '../ops/logger';\nimport { x } from '../../rendering/renderer';")).toEqual([]);
+});
+
+const csrc = path.resolve(__dirname, '..', '..', 'csrc');
+
+/** csrc/ folders, lowest first (docs/architecture.md, "Layers"); folders on one line are peers. */
+export const NATIVE_LAYERS: string[][] = [['common'], ['batch'], ['kernels'], ['cache'], ['model'], ['vision'], ['engine'], ['addon', 'cli']];
+
+/**
+ * The kernel headers other folders may include: the interface the transformer is written in, the
+ * readout's arithmetic and CUDA kernel, and each implementation's entry point (the engine picks
+ * one). The rest of kernels/ is the implementations' own, and cli/'s microbenchmarks'.
+ */
+export const KERNEL_ENTRY_POINTS = [
+  'kernels/layer_kernels.h',
+  'kernels/label_readout_math.h',
+  'kernels/cuda/label_readout.h',
+  'kernels/cpu/cpu_layer_kernels.h',
+  'kernels/cpu/isa.h',
+  'kernels/aten/aten_layer_kernels.h',
+];
+
+function nativeFiles(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    return e.isDirectory() ? nativeFiles(p) : /\.(h|cpp|cu|cuh)$/.test(e.name) ? [p] : [];
+  });
+}
+
+/** Every #include of `file` (under csrc/) that points up a layer, across to a peer, or into a kernel implementation, as "file:line -> header". */
+export function upwardIncludes(file: string, text: string): string[] {
+  const rel = path.relative(csrc, file);
+  const from = rel.split(path.sep)[0];
+  const rank = (folder: string) => NATIVE_LAYERS.findIndex((layer) => layer.includes(folder));
+  if (rank(from) < 0) throw new Error(`${rel}: csrc/${from} is in no layer of test/project/layers.test.ts`);
+  const found: string[] = [];
+  text.split('\n').forEach((line, i) => {
+    const m = /^\s*#\s*include\s+"([^"]+)"/.exec(line);
+    if (!m || !m[1].includes('/')) return;  // a header beside the file, or a library's
+    const to = m[1].split('/')[0];
+    if (rank(to) < 0) return;
+    const up = to === from ? false : rank(to) >= rank(from);
+    const intoKernels = to === 'kernels' && from !== 'kernels' && from !== 'cli' && !KERNEL_ENTRY_POINTS.includes(m[1]);
+    if (up || intoKernels) found.push(`${rel}:${i + 1} -> ${m[1]}`);
+  });
+  return found;
+}
+
+test('every #include in csrc/ points down a layer, and into kernels/ only at an entry point', () => {
+  expect(nativeFiles(csrc).flatMap((f) => upwardIncludes(f, fs.readFileSync(f, 'utf8')))).toEqual([]);
+});
+
+test('the check sees an include up a layer, across to a peer, and into a kernel implementation', () => {
+  const at = (rel: string) => path.join(csrc, rel);
+  expect(upwardIncludes(at('batch/step_plan.h'), '#include "vision/image_prompt.h"')).toEqual(['batch/step_plan.h:1 -> vision/image_prompt.h']);
+  expect(upwardIncludes(at('addon/addon.cpp'), '#include "cli/microbench.h"')).toHaveLength(1);
+  expect(upwardIncludes(at('engine/engine.cpp'), '#include "kernels/cpu/attention.h"')).toHaveLength(1);
+  expect(upwardIncludes(at('engine/engine.cpp'), '#include "kernels/cpu/cpu_layer_kernels.h"\n#include "model/transformer.h"\n#include <ATen/ATen.h>')).toEqual([]);
+  expect(upwardIncludes(at('cli/microbench.cpp'), '#include "kernels/cpu/packed_linear.h"')).toEqual([]);
+});
+
+/**
+ * test/ mirrors the code (docs/testing.md, "Where the tests live"): each test sits in a folder named
+ * after the src/ or csrc/ folder whose behaviour it checks (test/server/, test/engine/, test/kernels/,
+ * ...), or in test/project/ for checks of the repository itself; none at test/'s top.
+ */
+test('every test file sits in a folder named after a folder of src/ or csrc/, or in test/project/', () => {
+  const tests = path.resolve(__dirname, '..');
+  const codeFolders = new Set([...fs.readdirSync(src), ...fs.readdirSync(csrc), 'project']);
+  const misplaced = fs
+    .readdirSync(tests, { recursive: true, encoding: 'utf8' })
+    .filter((rel) => rel.endsWith('.test.ts'))
+    .filter((rel) => !rel.includes(path.sep) || !codeFolders.has(rel.split(path.sep)[0]));
+  expect(misplaced).toEqual([]);
+});

@@ -42,7 +42,7 @@ const table = [
   { name: 'image-max-tokens', kind: 'number', default: 1024, help: "the most tokens one image may become: the recipe's pixel budget is this many 28x28 squares (smart_resize keeps the aspect ratio within it)" },
   { name: 'vision-cache-mib', kind: 'number', default: 256, help: "memory for the image engine's cache of vision-tower outputs by image content (0: none)" },
   { name: 'abstain-option', kind: 'string', help: 'the abstention extension: append an option with this text to every choice and yes/no question; answers then carry unknown_probability and abstained (default rule: abstain when that option is the most probable)' },
-  { name: 'abstention', kind: 'choice', choices: ['on', 'off'], default: 'on', help: "apply registered abstention tasks' thresholds (and their abstain options) to matching questions" },
+  { name: 'abstention', kind: 'choice', choices: ['on', 'off'], default: 'on', help: "let registered abstention tasks' thresholds decide abstained; off: the default rule decides, with the same abstain options asked and the same probabilities" },
   { name: 'debug-readout', kind: 'boolean', default: false, help: 'honour the x-service-debug request header (raw readout in responses)' },
   { name: 'cors-origin', kind: 'string', help: 'let browser pages on this origin (or * for any) call the server: answers preflights, sets Access-Control-Allow-* (default: off)' },
   { name: 'log-level', kind: 'choice', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', help: 'the least severe level of the JSON log lines written to stdout' },

@@ -9,6 +9,7 @@ import { createHash } from 'crypto';
 import { MAX_OPTIONS } from '../rendering/labels';
 import { AbstentionTask } from './abstention/task';
 import { HeadForm } from './fit/head';
+import { explainedParts } from './fit/part-reasons';
 import { matchKeyOf, Task, TASKS_FORMAT } from './task';
 
 export interface FormProblem {
@@ -99,7 +100,8 @@ export function parseTask(v: unknown, loc: (string | number)[]): { task?: Task; 
     applied: v.applied,
     calibration: { a: cal.a, b: Object.fromEntries(keys.map((k) => [k, cal.b[k]])), lambda: cal.lambda },
     head,
-    record: v.record,
+    // Its parts made to say what the task applies, and why a part is not applied (an older export may not).
+    record: explainedParts(v.record, v.applied, head?.form),
     fingerprint: v.fingerprint,
     fingerprint_components: isObject(v.fingerprint_components) ? v.fingerprint_components : {},
     created_at: typeof v.created_at === 'string' ? v.created_at : new Date().toISOString(),

@@ -34,3 +34,8 @@ export function priorExamples(n: number, seed = 5) {
     return { request: { state: `Ticket ${i}: ${Math.floor(u() * 1e6).toString(36)} ${Math.floor(u() * 1e6).toString(36)}`, questions: { d: priorQuestion } }, answer };
   });
 }
+
+/** The parts of a task's record that are not applied and do not say why (docs/tasks.md, "The record"): none, always. */
+export function unexplainedParts(task: { id: string; record: Record<string, any> }): string[] {
+  return ['calibration', 'head'].filter((part) => !task.record[part].applied && !(typeof task.record[part].reason === 'string' && task.record[part].reason)).map((part) => `${task.id}.${part}`);
+}

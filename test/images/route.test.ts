@@ -157,6 +157,34 @@ describe('abstention tasks with images (match imajev_extension), read by the ima
     }
     expect(JSON.parse(fs.readFileSync(tasksFile, 'utf8')).abstention_tasks.map((t: any) => t.id)).toContain('blurred');
   }, 60_000);
+
+  test('--abstention off: image questions asked the same (the task\'s option appended), the same bytes; only abstained by the default rule', async () => {
+    const blurred = (await server.get('/v1/tasks?full=1')).body.abstention_tasks.find((t: any) => t.id === 'blurred');
+    // Its threshold made to decide every question (τ = 0): on and off then decide apart wherever the default rule answers.
+    const deciding = { ...blurred, applied: true, threshold: 0, record: { ...blurred.record, applied: true, reason: undefined } };
+    expect((await server.post('/v1/tasks/import', { abstention_tasks: [deciding] })).body.abstention).toEqual({ loaded: ['blurred'], refused: [] });
+    const offFile = path.join(dir, 'off.json');
+    fs.copyFileSync(tasksFile, offFile);
+    const off = await startServer(['--image-model', 'tiny-qwen2-vl', '--tasks-file', offFile, '--abstention', 'off']);
+    try {
+      let decidedApart = 0;
+      for (let i = 0; i < 6; i++) {
+        const body = { state: `Photo ${i}.`, images: [dataUrl(await png(56 + 28 * (i % 2), 56, 300 + i))], questions: { q: questions.kind } };
+        const [a, b] = await Promise.all([ask(body), off.post('/v1/systemone', body)]);
+        expect([a.headers.get('x-service-tasks'), b.headers.get('x-service-tasks')]).toEqual(['abstention:blurred', null]);
+        const [x, y] = [a.body.answers.q, b.body.answers.q];
+        expect(JSON.stringify(y.probabilities)).toBe(JSON.stringify(x.probabilities));
+        expect(y.unknown_probability).toBe(x.unknown_probability);
+        expect(x.abstained).toBe(true);
+        // The default rule: the appended option more probable than each other option (its share put back).
+        expect(y.abstained).toBe(Object.values(y.probabilities as Record<string, number>).every((p) => y.unknown_probability > p * (1 - y.unknown_probability)));
+        if (!y.abstained) decidedApart++;
+      }
+      expect(decidedApart).toBeGreaterThan(0);
+    } finally {
+      await off.stop();
+    }
+  }, 120_000);
 });
 
 describe('routing and errors, the server up afterwards', () => {

@@ -6,7 +6,7 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { codeWords, keywordExamples, keywordQuestion, keywordState, priorExamples, priorQuestion } from '../helpers/tasks';
+import { codeWords, keywordExamples, keywordQuestion, keywordState, priorExamples, priorQuestion, unexplainedParts } from '../helpers/tasks';
 import { detailText, runDecide, RunningServer, startServer } from '../helpers/server';
 
 jest.setTimeout(300_000);
@@ -40,6 +40,10 @@ describe('registration', () => {
     expect(Object.values(r.counts)).toEqual(new Array(12).fill(10));
     expect(r.folds).toMatchObject({ outer: 5, calibration_repeats: 3, inner: 3 });
     expect(r.head).toMatchObject({ fitted: true, applied: true });
+    // The calibration is applied inside a residual head, superseded by a replacing one; its own verdict stays beside it.
+    if (r.head.hyper.form === 'residual') expect(r.calibration).toMatchObject({ fitted: true, applied: true, applied_as: expect.stringMatching(/^inside the head/) });
+    else expect(r.calibration).toMatchObject({ fitted: true, applied: false, reason: expect.stringMatching(/^superseded by the head/) });
+    expect(typeof r.calibration.kept_alone).toBe('boolean');
     expect(r.head.evidence.t).toBeGreaterThanOrEqual(2);
     expect(r.head.evidence.gain).toBeGreaterThan(0.5);
     // Random weights: the readout is near chance, the head reads the keyword from the hidden state.
@@ -70,7 +74,8 @@ describe('registration', () => {
     const r = await server.post('/v1/tasks', { id: 'coin', examples: noul });
     expect(r.status).toBe(200);
     expect(r.body.applied).toBe('none');
-    expect(r.body.record.calibration.reason).toMatch(/ΔNLL [-+]\d\.\d{4} ± \d\.\d{4}/);
+    expect(r.body.record.calibration).toMatchObject({ applied: false, kept_alone: false, reason: expect.stringMatching(/ΔNLL [-+]\d\.\d{4} ± \d\.\d{4}/) });
+    expect(r.body.record.head).toEqual({ fitted: false, applied: false, reason: 'fewer than 10 options (2)' });
     expect((await server.delete('/v1/tasks/coin')).status).toBe(200);
   });
 
@@ -144,8 +149,10 @@ describe('management and persistence', () => {
     expect(list.tasks[0].head).toBeUndefined();
     expect(list.head_engine).toMatchObject({ engine: 'serving engine', hidden_size: 64 });
     expect(Object.keys(list.fingerprint_components).sort()).toEqual(['format', 'head_engine', 'model', 'readout', 'rendering', 'tokenizer']);
+    expect(list.tasks.flatMap(unexplainedParts)).toEqual([]);
     const full = (await server.get('/v1/tasks?full=1')).body;
     expect(full.format).toBe('tqserve-tasks/1');
+    expect(full.tasks.flatMap(unexplainedParts)).toEqual([]);
     const k = full.tasks.find((t: any) => t.id === 'keyword');
     expect(k.head.W.shape).toEqual([12, 64]);
     expect(Buffer.from(k.head.W.data, 'base64').length).toBe(12 * 64 * 4);
@@ -171,6 +178,32 @@ describe('management and persistence', () => {
     const after = await ask(state);
     expect(after.headers.get('x-service-tasks')).toBe('keyword');
     for (const k of codeWords) expect(Math.abs(after.body.answers.q.probabilities[k] - before.body.answers.q.probabilities[k])).toBeLessThanOrEqual(1e-6);
+    const listed = (await server.get('/v1/tasks')).body.tasks.find((t: any) => t.id === 'keyword');
+    expect(listed.record).toEqual(full.tasks.find((t: any) => t.id === 'keyword').record);
+  });
+
+  test('an export whose record does not say why (an older server\'s, or edited) reads with the reasons after import', async () => {
+    const full = (await server.get('/v1/tasks?full=1')).body;
+    const keyword = full.tasks.find((t: any) => t.id === 'keyword');
+    const bare = (part: any) => ({ fitted: part.fitted, applied: part.applied, evidence: part.evidence });
+    const imports: [object, object][] = [
+      // A replacing head: the calibration is superseded.
+      [{ ...keyword, head: { ...keyword.head, form: 'replace' }, record: { ...keyword.record, calibration: { ...bare(keyword.record.calibration), applied: true }, head: bare(keyword.record.head) } },
+        { calibration: { applied: false, reason: expect.stringMatching(/^superseded by the head/) }, head: { applied: true } }],
+      // Nothing applied: both parts say they were not kept.
+      [{ ...keyword, applied: 'none', record: { ...keyword.record, calibration: { ...bare(keyword.record.calibration), applied: false }, head: bare(keyword.record.head) } },
+        { calibration: { applied: false, kept_alone: false, reason: expect.stringMatching(/not large and significant enough/) }, head: { applied: false, reason: expect.stringMatching(/not large and significant enough/) } }],
+    ];
+    try {
+      for (const [task, parts] of imports) {
+        expect((await server.post('/v1/tasks/import', { tasks: [task] })).body).toEqual({ loaded: ['keyword'], refused: [] });
+        const listed = (await server.get('/v1/tasks')).body.tasks.find((t: any) => t.id === 'keyword');
+        expect(listed.record).toMatchObject(parts);
+        expect(unexplainedParts(listed)).toEqual([]);
+      }
+    } finally {
+      expect((await server.post('/v1/tasks/import', { tasks: [keyword] })).body).toEqual({ loaded: ['keyword'], refused: [] });
+    }
   });
 
   test('the file survives a restart with --tasks off (kept, listed, not applied) and a killed process', async () => {

@@ -8,7 +8,8 @@
  * - `JSON.parse` makes every key, `__proto__` included, an own data property:
  *   names are data, and no prototype is touched;
  * - the size limit applies to the decompressed body (a gzip bomb is cut off at
- *   the limit): over it is 413, and any failed read closes the connection;
+ *   the limit): over it is 413, and any failed read closes the connection,
+ *   once the client has sent the rest of its body (lingering-close.ts);
  * - a leading byte-order mark is skipped (RFC 8259 allows ignoring it);
  * - the body is JSON, or multipart/form-data with the JSON in its `request`
  *   field and image files beside it (multipart.ts, `ctx.state.uploads`);
@@ -23,6 +24,7 @@ import { Middleware } from 'koa';
 import getRawBody from 'raw-body';
 import { createHash } from 'crypto';
 import { HttpError, invalid } from '../../wire/http-error';
+import { lingerBeforeClose } from './lingering-close';
 import { parseMultipart } from './multipart';
 
 declare module 'koa' {
@@ -50,6 +52,7 @@ export function jsonBodies(): Middleware {
       const identity = (ctx.get('content-encoding') || 'identity').toLowerCase() === 'identity';
       raw = await getRawBody(inflate(ctx.req), { limit: MAX_BODY_BYTES, length: identity ? ctx.get('content-length') || undefined : undefined });
     } catch (e) {
+      lingerBeforeClose(ctx.req);
       throw readFailure(e);
     }
     let text: string, fileHashes = '';

@@ -145,6 +145,8 @@ export function infoRoutes(router: Router, service: Service) {
           thresholds_enabled: service.abstentionBook.enabled,
           tasks: {
             registered: service.tasks.abstentionList().length,
+            // Justified tasks offer their abstain option whatever --abstention says; their thresholds decide only while it is on.
+            options_offered: service.tasks.abstentionList().filter((t) => t.applied).map((t) => t.id),
             applied: service.abstentionBook.enabled ? service.tasks.abstentionList().filter((t) => t.applied).map((t) => t.id) : [],
           },
           probabilities: "over the request's own keys: an appended abstain option's share is divided out",

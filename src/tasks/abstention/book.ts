@@ -1,13 +1,17 @@
 /**
  * Abstain options before the tasks (the pipeline's Abstentions step). For a choice or yes/no
  * question, in this order:
- *   1. an abstention task that matches it and whose threshold is applied (--abstention on):
- *      the task's abstain option (the request's own key, or its text appended) and threshold;
+ *   1. an abstention task that matches it and whose threshold is justified: the task's abstain
+ *      option (the request's own key, or its text appended) and, while --abstention is on, its
+ *      threshold;
  *   2. --abstain-option TEXT: the text appended as an option (a request that already has an
  *      option with that key keeps it as its abstain option), and the default rule;
  *   3. otherwise no abstain option: the question is asked as sent.
- * A task whose threshold is not applied (not justified, or --abstention off) is passed over, so
- * the question is asked as it would be without the task. Score questions have no abstain option.
+ * --abstention off changes only the decision: the question is asked exactly as when on (the
+ * same abstain option, so the same prompt, tasks and probabilities), and the default rule
+ * decides `abstained` in place of the threshold. A task whose threshold is not justified is
+ * passed over either way, so the question is asked as without it. Score questions have no
+ * abstain option.
  */
 import { Abstentions, QuestionAbstention } from '../../answering/context';
 import { QuestionSpec } from '../../rendering/renderer';
@@ -21,6 +25,7 @@ export class AbstentionBook implements Abstentions {
   private byOptionSet = new Map<string, AbstentionTask>();
 
   constructor(
+    /** --abstention: whether the thresholds decide; off, the default rule decides, the questions asked the same. */
     public enabled: boolean,
     /** --abstain-option: the text of the option appended to every choice and yes/no question, or undefined. */
     readonly defaultOption?: string,
@@ -36,11 +41,12 @@ export class AbstentionBook implements Abstentions {
 
   abstentionFor(spec: QuestionSpec): QuestionAbstention | undefined {
     if (spec.type === 'score') return undefined;
-    if (this.enabled && this.byAsked.size) {
+    if (this.byAsked.size) {
       const key = questionOf(spec).match_key;
       const task = this.byAsked.get(key) ?? this.byOptionSet.get(key);
       const asked = task && withAbstainOption(spec, task.option);
-      if (task && asked) return { asked, key: abstainKeyOf(task.option), appended: asked !== spec, threshold: { task: task.id, value: task.threshold!, fittedWith: task.fitted_with } };
+      const threshold = task && this.enabled ? { task: task.id, value: task.threshold!, fittedWith: task.fitted_with } : undefined;
+      if (task && asked) return { asked, key: abstainKeyOf(task.option), appended: asked !== spec, threshold };
     }
     const asked = this.defaultOption === undefined ? undefined : withAbstainOption(spec, { append: this.defaultOption });
     return asked && { asked, key: this.defaultOption!, appended: asked !== spec };

@@ -18,6 +18,12 @@ export function abstentionSummaryOf(t: AbstentionTask) {
   return rest;
 }
 
+/** The record says whether the threshold applies, and why not when it does not (an older or hand-written export may not). */
+function explainedThreshold(record: Record<string, any>, applied: boolean): AbstentionTask['record'] {
+  const { reason, ...rest } = record;
+  return { ...rest, applied, ...(applied ? {} : { reason: typeof reason === 'string' && reason ? reason : 'not justified (the imported record gives no reason)' }) } as AbstentionTask['record'];
+}
+
 export function parseAbstentionTask(v: unknown, loc: (string | number)[]): { task?: AbstentionTask; problems: FormProblem[] } {
   const problems: FormProblem[] = [];
   const bad = (path: (string | number)[], msg: string) => problems.push({ loc: [...loc, ...path], msg });
@@ -53,7 +59,7 @@ export function parseAbstentionTask(v: unknown, loc: (string | number)[]): { tas
     threshold,
     applied: v.applied,
     fitted_with: v.fitted_with,
-    record: v.record,
+    record: explainedThreshold(v.record, v.applied),
     fingerprint: v.fingerprint,
     fingerprint_components: isObject(v.fingerprint_components) ? v.fingerprint_components : {},
     created_at: typeof v.created_at === 'string' ? v.created_at : new Date().toISOString(),

@@ -10,6 +10,7 @@
 import { hashString } from '../../common/prng';
 import { Calibration, calibratedLogits, fitCalibration } from './calibration';
 import { evidenceOf, Evidence, MARGIN, Metrics, metricsOf, refusal, splitFold, stratifiedFolds } from './evidence';
+import { explainedParts } from './part-reasons';
 import { fitHeadPath, fitProjection, foldHead, HeadData, HeadForm, headLogits, project, Projection } from './head';
 import { Readouts, softmaxInto, subset } from './softmax-model';
 
@@ -31,9 +32,15 @@ export interface FitInput {
 
 export interface PartRecord {
   fitted: boolean;
+  /** Whether its numbers enter the served distribution (part-reasons.ts). */
   applied: boolean;
   /** Why it was not fitted or not applied. */
   reason?: string;
+  /** The calibration inside a head of form "residual". */
+  applied_as?: string;
+  /** The calibration's own verdict against the baseline, whatever the head does. */
+  kept_alone?: boolean;
+  reason_alone?: string;
   evidence?: Evidence & { against: string };
   hyper?: Record<string, unknown>;
 }
@@ -219,20 +226,16 @@ export function fitTask(input: FitInput): FitOutput {
     if (!reason) metrics.applied = metrics.head;
   }
   const applied = headPart.applied ? 'head' : calibrationPart.applied ? 'calibration' : 'none';
-  return {
-    calibration,
-    head,
-    applied,
-    record: {
-      n,
-      counts: Object.fromEntries(keys.map((k, j) => [k, counts[j]])),
-      folds: { outer: OUTER_FOLDS, calibration_repeats: CALIBRATION_REPEATS, head_repeats: HEAD_REPEATS, inner: INNER_FOLDS, seed },
-      calibration: calibrationPart,
-      head: headPart,
-      metrics,
-      fit_ms: performance.now() - t0,
-    },
+  const record = {
+    n,
+    counts: Object.fromEntries(keys.map((k, j) => [k, counts[j]])),
+    folds: { outer: OUTER_FOLDS, calibration_repeats: CALIBRATION_REPEATS, head_repeats: HEAD_REPEATS, inner: INNER_FOLDS, seed },
+    calibration: calibrationPart,
+    head: headPart,
+    metrics,
+    fit_ms: performance.now() - t0,
   };
+  return { calibration, head, applied, record: explainedParts(record, applied, head?.form) };
 }
 
 function headRefusal(input: FitInput, counts: number[]): string | undefined {

@@ -35,6 +35,7 @@
         "csrc/kernels/cpu/swiglu.cpp",
         "csrc/model/checkpoint.cpp",
         "csrc/model/model_config.cpp",
+        "csrc/model/rotary.cpp",
         "csrc/model/safetensors.cpp",
         "csrc/model/scripted_model.cpp",
         "csrc/model/transformer.cpp",

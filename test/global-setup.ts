@@ -10,7 +10,7 @@ import * as path from 'path';
 import { generateTestModel } from '../src/testmodels/generate';
 import { tinyModelNames, visionModelNames } from '../src/testmodels/specs';
 import { GYP_BUILD_ENV, gypTestFile, startGypBuild } from './helpers/gyp-build';
-import { debianPython, referenceDir, torchscriptModel } from './helpers/models';
+import { debianPython, referenceDir, torchscriptModel, torchscriptModelNames } from './helpers/models';
 
 const root = path.resolve(__dirname, '..');
 const tsc = require.resolve('typescript/bin/tsc');
@@ -31,7 +31,8 @@ export default async function globalSetup(globalConfig: { testPathPattern?: stri
   ]);
   compiled.catch(() => undefined); // awaited below, after the models
   for (const name of visionModelNames) generateTestModel(name);
-  for (const name of tinyModelNames) {
+  for (const name of tinyModelNames) generateTestModel(name);
+  for (const name of torchscriptModelNames) {
     const dir = generateTestModel(name);
     const pt = torchscriptModel(name);
     const stamp = path.join(dir, 'tqserve-testmodel.json');

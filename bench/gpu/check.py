@@ -2,8 +2,8 @@
 transformers, and no Node. It drives the engine through its command-line program (tq_cli) and writes
 results.json and results.md into --out:
 
-- parity: fp32 label logits on the GPU against the float64 reference (test/reference/ref_model.py)
-  for every architecture (bound 1e-4); the bf16 error; GPU against CPU label probabilities;
+- parity: fp32 label logits on the GPU against the float64 reference (test/reference/ref_model.py,
+  ref_families.py) for every architecture (bound 1e-4); the bf16 error; GPU against CPU label probabilities;
 - invariance on the GPU: each question alone and cold against the same question inside a batch of
   several states, from the prefix cache, and at another block size and step size (measured bound);
 - benchmark, side by side with transformers on the same weights and token ids: a 1,000-token cold
@@ -27,9 +27,10 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
+from ref_families import FamilyModel  # noqa: E402
 from ref_model import RefModel  # noqa: E402
 
-TINY = ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3"]
+TINY = ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-olmo2", "tiny-smollm3"]
 STATE_TOKENS, QUESTIONS, QUESTION_TOKENS, LABELS = 1000, 16, 24, 8
 
 
@@ -76,13 +77,17 @@ def parity(args, name):
     labels = ids(rng, 64, vocab)
     request = {"state": state, "questions": [{"tokens": q, "labelIds": labels} for q in qs]}
 
-    ref = RefModel(folder)
     expected = []
     with torch.no_grad():
-        for q in qs:
-            seq = torch.tensor(state + q)
-            hidden = ref(seq, torch.arange(len(seq)), torch.ones(len(seq), len(seq), dtype=torch.bool).tril())
-            expected.append((hidden[-1] @ ref.lm_head_weight().t())[labels].tolist())
+        if json.load(open(os.path.join(folder, "config.json"))).get("model_type") in FamilyModel.FAMILIES:
+            ref = FamilyModel(folder)
+            expected = [ref.logits(ref.hidden(torch.tensor(state + q)))[-1][labels].tolist() for q in qs]
+        else:
+            ref = RefModel(folder)
+            for q in qs:
+                seq = torch.tensor(state + q)
+                hidden = ref(seq, torch.arange(len(seq)), torch.ones(len(seq), len(seq), dtype=torch.bool).tril())
+                expected.append((hidden[-1] @ ref.lm_head_weight().t())[labels].tolist())
 
     base = ["--model", folder]
     out = {}

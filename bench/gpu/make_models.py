@@ -1,8 +1,10 @@
 """Random-weight checkpoints for the GPU check, written with transformers (no Node on the GPU machine).
 
-The four tiny architectures have the shapes of src/testmodels/specs.ts (their weights differ: the
-float64 reference runs on the same machine, on these very files). bench-qwen3 has the shape of
-Qwen3-0.6B, in bf16: the benchmark model, loaded by both tqserve and transformers.
+The tiny models have the shapes and config fields of src/testmodels/specs.ts, one per family (their
+weights differ: the float64 reference and transformers run on the same machine, on these very
+files, and bench/gpu/families.py checks the engine against transformers' own classes on them).
+bench-qwen3 has the shape of Qwen3-0.6B, in bf16: the benchmark model, loaded by both tqserve and
+transformers.
 
   python3 bench/gpu/make_models.py OUT_DIR [NAME ...]      (NAME: only these; default all)
 """
@@ -26,6 +28,25 @@ MODELS = {
                      torch.float16),
     "tiny-qwen2": (tf.Qwen2Config, dict(TINY, vocab_size=151936, rope_theta=1000000.0, tie_word_embeddings=True), torch.float32),
     "tiny-qwen3": (tf.Qwen3Config, dict(TINY, head_dim=32, vocab_size=151936, rope_theta=1000000.0, tie_word_embeddings=True), torch.bfloat16),
+    # The families after the first four, with the test models' fields (specs.ts: tiny-gemma3, tiny-phi3, ...).
+    "tiny-gemma3": (tf.Gemma3TextConfig if hasattr(tf, "Gemma3TextConfig") else None,
+                    dict(TINY, num_hidden_layers=3, head_dim=32, vocab_size=262144, rope_theta=1000000.0, tie_word_embeddings=True,
+                         rope_scaling={"rope_type": "linear", "factor": 8.0}, rope_local_base_freq=10000.0, sliding_window=16,
+                         layer_types=["sliding_attention", "sliding_attention", "full_attention"], query_pre_attn_scalar=24,
+                         attn_logit_softcapping=50.0, final_logit_softcapping=30.0, hidden_activation="gelu_pytorch_tanh"),
+                    torch.bfloat16),
+    "tiny-phi3": (tf.Phi3Config,
+                  dict({k: v for k, v in TINY.items() if k != "head_dim"}, vocab_size=200064, rope_theta=10000.0, tie_word_embeddings=True,
+                       partial_rotary_factor=0.75, original_max_position_embeddings=64, sliding_window=None, pad_token_id=199999,
+                       bos_token_id=199999, eos_token_id=199999,
+                       rope_scaling={"type": "longrope", "short_factor": [1, 1.1, 1.3, 1.7, 2.3, 3.1], "long_factor": [1, 1.5, 3, 6, 12, 24]}),
+                  torch.bfloat16),
+    "tiny-olmo2": (tf.Olmo2Config, dict(TINY, vocab_size=100352, rope_theta=500000.0, tie_word_embeddings=False, pad_token_id=100257,
+                                        bos_token_id=100257, eos_token_id=100257), torch.float32),
+    "tiny-smollm3": (getattr(tf, "SmolLM3Config", None),
+                     dict(TINY, num_hidden_layers=3, vocab_size=128256, rope_theta=5000000.0, tie_word_embeddings=True,
+                          no_rope_layers=[1, 1, 0], no_rope_layer_interval=3, use_sliding_window=False),
+                     torch.bfloat16),
     "bench-qwen3": (tf.Qwen3Config, dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
                                          num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6, vocab_size=151936,
                                          rope_theta=1000000.0, tie_word_embeddings=True, max_position_embeddings=40960),
@@ -34,11 +55,18 @@ MODELS = {
 
 
 def config_of(config_class, fields):
-    # transformers 5 keeps RoPE's theta and scaling in one rope_parameters object.
+    # transformers 5 keeps RoPE's theta and scaling in one rope_parameters object (Gemma 3: one per layer type).
     if int(tf.__version__.split(".")[0]) >= 5:
         fields = dict(fields)
         rope = dict(fields.pop("rope_scaling", None) or {"rope_type": "default"})
+        if "type" in rope:
+            rope["rope_type"] = rope.pop("type")
         rope["rope_theta"] = fields.pop("rope_theta")
+        if "rope_local_base_freq" in fields:
+            local = {"rope_type": "default", "rope_theta": fields.pop("rope_local_base_freq")}
+            rope = {"full_attention": rope, "sliding_attention": local}
+        elif "original_max_position_embeddings" in fields:
+            rope["original_max_position_embeddings"] = fields["original_max_position_embeddings"]
         fields["rope_parameters"] = rope
     return config_class(**fields)
 
@@ -48,6 +76,9 @@ def main():
     for i, (name, (config_class, fields, dtype)) in enumerate(MODELS.items()):
         folder = os.path.join(out, name)
         if (only and name not in only) or os.path.exists(os.path.join(folder, "config.json")):
+            continue
+        if config_class is None:
+            print(f"{name}: this transformers ({tf.__version__}) has no class for it; skipped", flush=True)
             continue
         torch.manual_seed(20261122 + i)
         model = tf.AutoModelForCausalLM.from_config(config_of(config_class, fields))

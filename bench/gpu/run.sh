@@ -3,8 +3,9 @@
 # PyTorch (its C++ headers and TorchConfig.cmake), transformers, CMake, ninja and nvcc, without Node:
 #   bash bench/gpu/run.sh OUT_DIR
 # builds the engine library and tq_cli against that torch, writes the test and bench models, and
-# runs bench/gpu/check.py: parity, invariance and the benchmark against transformers. Results go to
-# OUT_DIR/results.json and OUT_DIR/results.md; the build log to OUT_DIR/build.log.
+# runs bench/gpu/check.py: parity, invariance and the benchmark against transformers, then
+# bench/gpu/families.py: every family's logits against transformers' own classes. Results go to
+# OUT_DIR/results.{json,md} and OUT_DIR/families.{json,md}; the build log to OUT_DIR/build.log.
 # nlohmann/json: installed (nlohmann-json3-dev), or TQ_JSON_INCLUDE=<folder holding nlohmann/json.hpp>.
 set -euo pipefail
 out=${1:?usage: bench/gpu/run.sh OUT_DIR}
@@ -28,3 +29,5 @@ echo "built in $(( $(date +%s) - start )) s"
 
 "$py" bench/gpu/make_models.py "$build/models"
 "$py" bench/gpu/check.py --cli "$build/tq_cli" --models "$build/models" --out "$out" "${@:2}"
+# Every family against transformers' own classes, on the CPU and the GPU (issue 29).
+"$py" bench/gpu/families.py --cli "$build/tq_cli" --models "$build/models" --out "$out" || echo "families check failed"

@@ -7,14 +7,31 @@
 
 namespace tq {
 
-PackedRequests pack_requests(const std::vector<RequestToPack>& requests, bool multimodal) {
+PackedRequests pack_requests(const std::vector<RequestToPack>& requests, bool multimodal, int64_t long_rope_after) {
   PackedRequests out;
   out.state_of.resize(requests.size());
-  std::map<std::vector<int64_t>, size_t> index;
+  // Each question's packed state: its request's state, as a long_rope one when the state and the
+  // question together are longer than long_rope_after (0: never), as transformers picks longrope's factors.
+  std::map<std::pair<std::vector<int64_t>, bool>, size_t> index;
+  std::vector<bool> long_rope;                       // per packed state
+  std::vector<std::vector<size_t>> state_of_question(requests.size());
   for (size_t r = 0; r < requests.size(); ++r) {
-    auto [it, fresh] = index.emplace(multimodal ? requests[r].image_state->hash_ids : *requests[r].state, out.first_with_state.size());
-    if (fresh) out.first_with_state.push_back(r);
-    out.state_of[r] = it->second;
+    const auto& req = requests[r];
+    const auto& key = multimodal ? req.image_state->hash_ids : *req.state;
+    auto state_for = [&](bool is_long) {
+      auto [it, fresh] = index.emplace(std::make_pair(key, is_long), out.first_with_state.size());
+      if (fresh) {
+        out.first_with_state.push_back(r);
+        long_rope.push_back(is_long);
+      }
+      return it->second;
+    };
+    for (size_t qi = 0; qi < req.questions.size(); ++qi) {
+      const bool is_long = long_rope_after > 0 && !multimodal && static_cast<int64_t>(req.state->size() + req.questions[qi]->size()) > long_rope_after;
+      state_of_question[r].push_back(state_for(is_long));
+    }
+    // A request's state for what is reported per state (cached tokens, its boundary): its first question's.
+    out.state_of[r] = state_of_question[r].empty() ? state_for(false) : state_of_question[r][0];
   }
   PackedTokens& packed = out.tokens;
   packed.multimodal = multimodal;
@@ -27,16 +44,16 @@ PackedRequests pack_requests(const std::vector<RequestToPack>& requests, bool mu
       root = packed.add_image_state(*first.image_state, embed_rows);
       for (const auto& span : first.image_state->spans) embed_rows += span.tokens;
     } else {
-      root = packed.add_segment(*first.state, -1);
+      root = packed.add_segment(*first.state, -1, long_rope[k]);
     }
     // The state's questions from every request, with text they begin with in common packed once.
     std::vector<std::pair<size_t, size_t>> owner;  // (request, question)
     std::vector<const std::vector<int64_t>*> tokens;
     std::vector<int64_t> readout_at;
     for (size_t r = 0; r < requests.size(); ++r) {
-      if (out.state_of[r] != k) continue;
       rows[r].resize(requests[r].questions.size());
       for (size_t qi = 0; qi < requests[r].questions.size(); ++qi) {
+        if (state_of_question[r][qi] != k) continue;
         owner.emplace_back(r, qi);
         tokens.push_back(requests[r].questions[qi]);
         readout_at.push_back(requests[r].readout_at[qi]);

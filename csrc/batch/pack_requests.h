@@ -26,12 +26,13 @@ struct PackedRequests {
   // output_rows: every request's questions, in request then question order.
   PackedTokens tokens;
   std::vector<size_t> first_with_state;  // per packed state (packing order): the first request that has it
-  std::vector<size_t> state_of;          // per request: its state's place in packing order
+  std::vector<size_t> state_of;          // per request: its (first question's) state's place in packing order
 };
 
 // multimodal: states are keyed and packed by their image prompts (their hash ids carry the images'
 // keys); the caller sets tokens.image_embeds. A state's image tokens take the rows of image_embeds
-// in packing order.
-PackedRequests pack_requests(const std::vector<RequestToPack>& requests, bool multimodal);
+// in packing order. long_rope_after: a longrope model's original context (0: none); a state is
+// packed once more, marked long_rope, for its questions whose sequence is longer (packed_tokens.h).
+PackedRequests pack_requests(const std::vector<RequestToPack>& requests, bool multimodal, int64_t long_rope_after = 0);
 
 }  // namespace tq

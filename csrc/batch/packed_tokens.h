@@ -6,6 +6,11 @@
 // Several states (a batch of requests) may share one list: nothing crosses
 // between them. A parent is always packed before its children.
 //
+// With longrope (Phi-3), a sequence longer than the model's original context
+// takes RoPE's long factors for all its tokens, as transformers does: the
+// sequences of a state that are longer are packed under a root of their own,
+// marked `long_rope`, whose keys the prefix cache hashes apart.
+//
 // A call about images (the image engine) is `multimodal`: then every token
 // also has M-RoPE's three positions (a segment's text continues one past its
 // parent's largest position), the value the prefix cache hashes in its place
@@ -27,6 +32,7 @@ struct PackedTokens {
   std::vector<int64_t> segment_lengths;
   std::vector<int64_t> segment_roots;    // per segment: the index of its state's segment (a state: itself)
   std::vector<int64_t> segment_parents;  // per segment: its parent segment (a state: itself)
+  std::vector<int64_t> segment_long_rope;  // per segment: 1 when its sequences take longrope's long factors (its state's mark)
   std::vector<int64_t> output_rows;    // flat indices whose hidden state is read out
   bool use_prefix_cache = true;        // false when rows of the state itself are read out
 
@@ -42,9 +48,9 @@ struct PackedTokens {
 
   bool is_root(size_t s) const { return segment_roots[s] == static_cast<int64_t>(s); }
 
-  // Appends a segment and returns its index; `parent` is -1 for a new state.
-  int64_t add_segment(const std::vector<int64_t>& tokens, int64_t parent) {
-    const int64_t s = push_segment(tokens, parent);
+  // Appends a segment and returns its index; `parent` is -1 for a new state, marked `long_rope` or not.
+  int64_t add_segment(const std::vector<int64_t>& tokens, int64_t parent, bool long_rope = false) {
+    const int64_t s = push_segment(tokens, parent, long_rope);
     if (multimodal) {
       const int64_t start = parent < 0 ? 0 : segment_next_position[parent], n = static_cast<int64_t>(tokens.size());
       for (int64_t i = 0; i < n; ++i) rope_positions.insert(rope_positions.end(), 3, start + i);
@@ -58,7 +64,7 @@ struct PackedTokens {
   // Appends a state with images (multimodal); its image tokens take rows first_embed_row, ... of image_embeds.
   int64_t add_image_state(const ImagePrompt& p, int64_t first_embed_row) {
     const size_t first = ids.size();
-    const int64_t s = push_segment(p.ids, -1);
+    const int64_t s = push_segment(p.ids, -1, false);
     rope_positions.insert(rope_positions.end(), p.rope_positions.begin(), p.rope_positions.end());
     hash_ids.insert(hash_ids.end(), p.hash_ids.begin(), p.hash_ids.end());
     embed_rows.insert(embed_rows.end(), p.ids.size(), -1);
@@ -74,10 +80,19 @@ struct PackedTokens {
     for (size_t s = 1; s < segment_lengths.size(); ++s) offset[s] = offset[s - 1] + segment_lengths[s - 1];
     return offset;
   }
-  // What the prefix cache hashes for a segment: its token ids, or hash_ids when multimodal.
+  // What the prefix cache hashes for a segment: its token ids, or hash_ids when multimodal; a
+  // long_rope state's ids with a bit no token id has, as its keys and values differ.
   std::vector<int64_t> segment_cache_keys(size_t s, const std::vector<int64_t>& offsets) const {
     const auto& from = multimodal ? hash_ids : ids;
-    return std::vector<int64_t>(from.begin() + offsets[s], from.begin() + offsets[s] + segment_lengths[s]);
+    std::vector<int64_t> keys(from.begin() + offsets[s], from.begin() + offsets[s] + segment_lengths[s]);
+    if (segment_long_rope[s])
+      for (auto& k : keys) k |= int64_t{1} << 62;
+    return keys;
+  }
+  bool any_long_rope() const {
+    for (auto l : segment_long_rope)
+      if (l) return true;
+    return false;
   }
 
   // Position of each segment's first token: the end of its parent's.
@@ -104,15 +119,17 @@ struct PackedTokens {
     return out;
   }
   std::vector<int64_t> roots() const { return per_token(segment_roots); }
+  std::vector<int64_t> long_rope() const { return per_token(segment_long_rope); }
   std::vector<int64_t> parents() const { return per_token(segment_parents); }
 
  private:
-  int64_t push_segment(const std::vector<int64_t>& tokens, int64_t parent) {
+  int64_t push_segment(const std::vector<int64_t>& tokens, int64_t parent, bool long_rope) {
     const int64_t s = static_cast<int64_t>(segment_lengths.size());
     ids.insert(ids.end(), tokens.begin(), tokens.end());
     segment_lengths.push_back(static_cast<int64_t>(tokens.size()));
     segment_roots.push_back(parent < 0 ? s : segment_roots[parent]);
     segment_parents.push_back(parent < 0 ? s : parent);
+    segment_long_rope.push_back(parent < 0 ? long_rope : segment_long_rope[parent]);
     return s;
   }
   std::vector<int64_t> per_token(const std::vector<int64_t>& per_segment) const {

@@ -72,6 +72,7 @@ std::vector<Step> plan_steps(const PackedTokens& packed, const std::vector<int64
                            all_slots.index_select(0, key_index), all_pos.index_select(0, key_index), all_seg.index_select(0, key_index),
                            local_rows};
     if (packed.multimodal) add_images(packed, image_embeds, queries, q_index, step.batch);
+    if (packed.any_long_rope()) step.batch.long_rope = long_tensor(packed.long_rope()).index_select(0, q_index);
     steps.push_back(std::move(step));
   }
   return steps;

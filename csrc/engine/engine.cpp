@@ -205,7 +205,7 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
       to_pack[r].readout_at.push_back(q.readout_at());
     }
   }
-  auto batch = pack_requests(to_pack, multimodal);
+  auto batch = pack_requests(to_pack, multimodal, model_->long_rope_after());
   PackedTokens& packed = batch.tokens;
   // Every state's images, in packing order: made during the forward pass, only if some image token is computed.
   packed.image_embeds = [&] {
@@ -222,7 +222,7 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
   std::vector<ReadoutQuestion> readout;
   for (const auto& req : reqs)
     for (const auto& q : req.questions) readout.push_back({q.label_ids, q.temperature});
-  const auto labels = read_labels(hidden, model_->lm_head(), readout);
+  const auto labels = read_labels(hidden, model_->lm_head(), readout, model_->final_logit_softcap());
   bool any_hidden = false;
   for (const auto& req : reqs) any_hidden |= req.want_hidden;
   const auto hidden_cpu = any_hidden ? hidden.cpu().contiguous() : at::Tensor();
@@ -295,7 +295,8 @@ at::Tensor Engine::logits_all(const std::vector<int64_t>& state, const std::vect
                                              std::to_string(model_->vocab_size()) + " vocabulary exceeds 2^28 logits");
   PackedTokens packed;
   if (images.empty()) {
-    packed.add_segment(tokens, -1);
+    const int64_t long_after = model_->long_rope_after();
+    packed.add_segment(tokens, -1, long_after > 0 && static_cast<int64_t>(tokens.size()) > long_after);
   } else {
     packed.multimodal = true;
     packed.image_embeds = [&] { return image_embeddings(images); };
@@ -304,7 +305,7 @@ at::Tensor Engine::logits_all(const std::vector<int64_t>& state, const std::vect
   packed.use_prefix_cache = false;
   for (size_t i = 0; i < tokens.size(); ++i) packed.output_rows.push_back(static_cast<int64_t>(i));
   ForwardInfo info;
-  return full_logits(model_->final_hidden(packed, info), model_->lm_head()).cpu().contiguous();
+  return full_logits(model_->final_hidden(packed, info), model_->lm_head(), model_->final_logit_softcap()).cpu().contiguous();
 }
 
 }  // namespace tq

@@ -45,6 +45,11 @@ class PagedModel : public HiddenStateModel {
   at::Tensor final_hidden(const PackedTokens& packed, ForwardInfo& times) override;
   const at::Tensor& lm_head() const override { return transformer_->lm_head(); }
   int64_t vocab_size() const override { return checkpoint_->config().vocab_size; }
+  float final_logit_softcap() const override { return static_cast<float>(checkpoint_->config().final_logit_softcap); }
+  int64_t long_rope_after() const override {
+    const auto& rope = checkpoint_->config().rope;
+    return rope.scaling == RopeConfig::Scaling::LongRope ? rope.original_max_position_embeddings : 0;
+  }
   int64_t hidden_size() const override { return checkpoint_->config().hidden_size; }
   std::string describe() const override { return checkpoint_->config().architecture_name; }
   bool register_boundary(int64_t ticket) override;

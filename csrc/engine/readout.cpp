@@ -15,7 +15,7 @@ namespace tq {
 namespace {
 
 template <typename W>
-void read_labels_cpu(const float* hidden, const W* head, int64_t hidden_size, const std::vector<ReadoutQuestion>& questions,
+void read_labels_cpu(const float* hidden, const W* head, int64_t hidden_size, const std::vector<ReadoutQuestion>& questions, float softcap,
                      LabelReadout& out) {
   at::parallel_for(0, static_cast<int64_t>(questions.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t q = begin; q < end; ++q) {
@@ -25,7 +25,7 @@ void read_labels_cpu(const float* hidden, const W* head, int64_t hidden_size, co
         float partial[readout::kLanes];
         for (int lane = 0; lane < readout::kLanes; ++lane)
           partial[lane] = readout::lane_partial(head + labels[i] * hidden_size, hidden + q * hidden_size, hidden_size, lane);
-        logits[i] = readout::combine_lanes(partial);
+        logits[i] = readout::soft_cap(readout::combine_lanes(partial), softcap);
       }
       readout::log_probs(logits, static_cast<int>(labels.size()), questions[q].temperature, out.log_probs.data() + out.offsets[q]);
     }
@@ -33,7 +33,8 @@ void read_labels_cpu(const float* hidden, const W* head, int64_t hidden_size, co
 }
 
 #if TQ_CUDA
-void read_labels_cuda(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions, LabelReadout& out) {
+void read_labels_cuda(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions, float softcap,
+                      LabelReadout& out) {
   std::vector<int64_t> ids;
   std::vector<int32_t> offsets;
   std::vector<float> temperatures;
@@ -52,7 +53,7 @@ void read_labels_cuda(const at::Tensor& hidden, const at::Tensor& lm_head, const
   auto h = hidden.contiguous();
   cuda::LabelReadoutArgs args{h.data_ptr<float>(), lm_head.data_ptr(), lm_head.scalar_type() == at::kBFloat16, h.size(1),
                               static_cast<int>(questions.size()), d_ids.data_ptr<int64_t>(), d_offsets.data_ptr<int32_t>(),
-                              d_temps.data_ptr<float>(), d_logits.data_ptr<float>(), d_log_probs.data_ptr<float>()};
+                              d_temps.data_ptr<float>(), softcap, d_logits.data_ptr<float>(), d_log_probs.data_ptr<float>()};
   const auto status = cuda::launch_label_readout(args, c10::cuda::getCurrentCUDAStream(device.index()).stream());
   if (status != cudaSuccess) throw EngineError(code::kInternal, std::string("label readout kernel: ") + cudaGetErrorString(status));
   auto logits = d_logits.cpu(), log_probs = d_log_probs.cpu();
@@ -63,7 +64,7 @@ void read_labels_cuda(const at::Tensor& hidden, const at::Tensor& lm_head, const
 
 }  // namespace
 
-LabelReadout read_labels(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions) {
+LabelReadout read_labels(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions, float softcap) {
   TORCH_CHECK(hidden.scalar_type() == at::kFloat && hidden.dim() == 2 && hidden.size(0) == static_cast<int64_t>(questions.size()) &&
                   hidden.size(1) == lm_head.size(1) && hidden.device() == lm_head.device(),
               "read_labels: hidden ", hidden.sizes(), " for lm_head ", lm_head.sizes());
@@ -77,7 +78,7 @@ LabelReadout read_labels(const at::Tensor& hidden, const at::Tensor& lm_head, co
   }
 #if TQ_CUDA
   if (hidden.is_cuda()) {
-    read_labels_cuda(hidden, lm_head, questions, out);
+    read_labels_cuda(hidden, lm_head, questions, softcap, out);
     return out;
   }
 #endif
@@ -85,15 +86,16 @@ LabelReadout read_labels(const at::Tensor& hidden, const at::Tensor& lm_head, co
   out.log_probs.resize(out.offsets.back());
   auto h = hidden.contiguous();
   if (lm_head.scalar_type() == at::kBFloat16)
-    read_labels_cpu(h.data_ptr<float>(), static_cast<const uint16_t*>(lm_head.data_ptr()), h.size(1), questions, out);
+    read_labels_cpu(h.data_ptr<float>(), static_cast<const uint16_t*>(lm_head.data_ptr()), h.size(1), questions, softcap, out);
   else
-    read_labels_cpu(h.data_ptr<float>(), lm_head.data_ptr<float>(), h.size(1), questions, out);
+    read_labels_cpu(h.data_ptr<float>(), lm_head.data_ptr<float>(), h.size(1), questions, softcap, out);
   return out;
 }
 
-at::Tensor full_logits(const at::Tensor& hidden, const at::Tensor& lm_head) {
-  if (lm_head.scalar_type() == at::kFloat) return at::matmul(hidden.to(at::kFloat), lm_head.t());
-  return at::matmul(hidden.to(lm_head.scalar_type()), lm_head.t()).to(at::kFloat);
+at::Tensor full_logits(const at::Tensor& hidden, const at::Tensor& lm_head, float softcap) {
+  auto logits = lm_head.scalar_type() == at::kFloat ? at::matmul(hidden.to(at::kFloat), lm_head.t())
+                                                    : at::matmul(hidden.to(lm_head.scalar_type()), lm_head.t()).to(at::kFloat);
+  return softcap > 0 ? logits.div_(softcap).tanh_().mul_(softcap) : logits;
 }
 
 }  // namespace tq

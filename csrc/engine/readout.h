@@ -22,9 +22,10 @@ struct LabelReadout {
 };
 
 // hidden: [questions, hidden] fp32, final-normed, on the lm_head's device; lm_head: [vocab, hidden] fp32 or bf16.
-LabelReadout read_labels(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions);
+// softcap: the model's final logit soft-cap (0: none), applied to each label's logit.
+LabelReadout read_labels(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions, float softcap = 0);
 
 // Full-vocabulary projection, for reference checks and the readout benchmark.
-at::Tensor full_logits(const at::Tensor& hidden, const at::Tensor& lm_head);
+at::Tensor full_logits(const at::Tensor& hidden, const at::Tensor& lm_head, float softcap = 0);
 
 }  // namespace tq

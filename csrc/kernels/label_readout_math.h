@@ -86,6 +86,9 @@ TQ_HOST_DEVICE inline float combine_lanes(float* partial) {
   return partial[0];
 }
 
+// Gemma's final logit soft-capping: cap * tanh(logit / cap), or the logit as it is (cap 0).
+TQ_HOST_DEVICE inline float soft_cap(float logit, float cap) { return cap > 0.0f ? cap * tanhf(logit / cap) : logit; }
+
 // out[i] = logits[i] / T - log(sum_j exp(logits[j] / T)), for n labels.
 TQ_HOST_DEVICE inline void log_probs(const float* logits, int n, float temperature, float* out) {
   float top = -INFINITY;

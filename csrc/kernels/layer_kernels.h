@@ -14,6 +14,9 @@
 
 namespace tq {
 
+// The gated MLP's activation: silu (SwiGLU), or gelu_pytorch_tanh (Gemma).
+enum class GateActivation { Silu, GeluTanh };
+
 // x W^T (+ b), with its weights prepared once in whatever form the device reads best.
 class Linear {
  public:
@@ -44,11 +47,12 @@ class LayerKernels {
   // Rotate-half RoPE of x [T, heads, dim] fp32 at positions [T]; cos, sin [max_positions, dim] fp32.
   virtual at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& positions,
                           at::ScalarType out_dtype) const = 0;
-  // silu(gate) * up, in gate's dtype.
-  virtual at::Tensor silu_mul(at::Tensor& gate, const at::Tensor& up) const = 0;
+  // act(gate) * up, in gate's dtype.
+  virtual at::Tensor gated_mul(at::Tensor& gate, const at::Tensor& up, GateActivation act) const = 0;
+  // logit_softcap > 0: scores are soft-capped, cap * tanh(score / cap), before the mask and softmax (Gemma).
   virtual std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions,
                                                         const at::Tensor& key_segments, std::optional<int64_t> window,
-                                                        int64_t heads) const = 0;
+                                                        int64_t heads, double logit_softcap = 0) const = 0;
 };
 
 }  // namespace tq

@@ -15,6 +15,10 @@ class HiddenStateModel {
   // [output_rows, hidden] fp32, final-normed (the lm_head's input).
   virtual at::Tensor final_hidden(const PackedTokens& packed, ForwardInfo& times) = 0;
   virtual const at::Tensor& lm_head() const = 0;
+  // The soft-cap of the output logits, cap * tanh(logit / cap) (Gemma's final_logit_softcapping); 0: none.
+  virtual float final_logit_softcap() const { return 0; }
+  // longrope's original context: longer sequences take its long factors (packed_tokens.h); 0: no longrope.
+  virtual int64_t long_rope_after() const { return 0; }
   virtual int64_t vocab_size() const = 0;
   virtual int64_t hidden_size() const = 0;
   virtual std::string describe() const = 0;  // architecture, for info()

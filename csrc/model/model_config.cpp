@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,134 @@ T field_or(const json& j, const char* key, T fallback, const std::string& file) 
   return field<T>(j, key, file);
 }
 
+
+struct Family {
+  const char* name;
+  Architecture arch;
+};
+constexpr Family kFamilies[] = {
+    {"LlamaForCausalLM", Architecture::Llama},     {"MistralForCausalLM", Architecture::Mistral},
+    {"Qwen2ForCausalLM", Architecture::Qwen2},     {"Qwen3ForCausalLM", Architecture::Qwen3},
+    {"Gemma3ForCausalLM", Architecture::Gemma3},   {"Phi3ForCausalLM", Architecture::Phi3},
+    {"Olmo2ForCausalLM", Architecture::Olmo2},     {"SmolLM3ForCausalLM", Architecture::SmolLM3},
+    {"Qwen2VLForConditionalGeneration", Architecture::Qwen2VL},
+};
+
+std::string supported_list() {
+  std::string out;
+  for (const auto& f : kFamilies) out += (out.empty() ? "" : ", ") + std::string(f.name);
+  return out;
+}
+
+// One RoPE's settings from `p` (transformers 5's rope_parameters, or one layer type's entry of it,
+// or transformers 4's rope_scaling), with theta and the fields transformers 4 kept at the top of
+// the config (`t`) as fallbacks.
+RopeConfig parse_rope(const json& p, const json& t, double default_theta, int64_t max_positions, const std::string& file) {
+  RopeConfig r;
+  r.theta = field_or<double>(p, "rope_theta", default_theta, file);
+  const auto type = field_or<std::string>(p, "rope_type", field_or<std::string>(p, "type", "default", file), file);
+  if (type == "linear") {
+    r.scaling = RopeConfig::Scaling::Linear;
+    r.factor = field<double>(p, "factor", file);
+  } else if (type == "llama3") {
+    r.scaling = RopeConfig::Scaling::Llama3;
+    r.factor = field<double>(p, "factor", file);
+    r.low_freq_factor = field<double>(p, "low_freq_factor", file);
+    r.high_freq_factor = field<double>(p, "high_freq_factor", file);
+    r.original_max_position_embeddings = field<int64_t>(p, "original_max_position_embeddings", file);
+  } else if (type == "longrope") {
+    r.scaling = RopeConfig::Scaling::LongRope;
+    r.short_factor = field<std::vector<double>>(p, "short_factor", file);
+    r.long_factor = field<std::vector<double>>(p, "long_factor", file);
+    r.original_max_position_embeddings =
+        field_or<int64_t>(p, "original_max_position_embeddings", field<int64_t>(t, "original_max_position_embeddings", file), file);
+    // transformers: Phi-3 gives no factor; the ratio of the two lengths stands in, and sets the attention factor.
+    const double factor = field_or<double>(p, "factor", static_cast<double>(max_positions) / r.original_max_position_embeddings, file);
+    r.attention_factor = field_or<double>(
+        p, "attention_factor", factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(static_cast<double>(r.original_max_position_embeddings))),
+        file);
+  } else if (type != "default" && type != "mrope") {
+    throw EngineError(code::kCheckpointInvalid, file + ": rope type " + type + " is not supported (supported: default, linear, llama3, longrope, mrope)");
+  }
+  return r;
+}
+
+Activation parse_activation(const json& t, const std::string& file) {
+  const auto act = field_or<std::string>(t, "hidden_activation", field_or<std::string>(t, "hidden_act", "silu", file), file);
+  if (act == "silu") return Activation::Silu;
+  if (act == "gelu_pytorch_tanh") return Activation::GeluTanh;
+  throw EngineError(code::kCheckpointInvalid, file + ": hidden_act " + act + " is not supported (supported: silu, gelu_pytorch_tanh)");
+}
+
+// Which layers slide, turn RoPE, and with which tables; and the window, when some layer slides.
+void parse_layers(const json& t, ModelConfig& c, const std::string& file) {
+  const auto a = c.arch;
+  c.layers.assign(c.num_layers, LayerKind{});
+  const bool has_window = t.contains("sliding_window") && !t["sliding_window"].is_null();
+  if (t.contains("layer_types") && t["layer_types"].is_array()) {
+    const auto types = field<std::vector<std::string>>(t, "layer_types", file);
+    if (static_cast<int64_t>(types.size()) != c.num_layers) throw EngineError(code::kCheckpointInvalid, file + ": layer_types has not num_hidden_layers entries");
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      if (types[i] != "sliding_attention" && types[i] != "full_attention")
+        throw EngineError(code::kCheckpointInvalid, file + ": layer type " + types[i] + " is not supported (sliding_attention, full_attention)");
+      c.layers[i].sliding = types[i] == "sliding_attention";
+    }
+  } else if (a == Architecture::Gemma3) {
+    // transformers 4's Gemma 3: every sliding_window_pattern-th layer is global.
+    const auto pattern = field_or<int64_t>(t, "sliding_window_pattern", 6, file);
+    for (int64_t i = 0; i < c.num_layers; ++i) c.layers[i].sliding = pattern <= 0 || (i + 1) % pattern != 0;
+  } else if (a == Architecture::Mistral || a == Architecture::Phi3) {
+    for (auto& l : c.layers) l.sliding = has_window;
+  } else if (field_or<bool>(t, "use_sliding_window", false, file)) {
+    // Qwen2/Qwen3/SmolLM3 carry sliding_window but apply it only with use_sliding_window, from max_window_layers on.
+    const auto from = a == Architecture::SmolLM3 ? 0 : field_or<int64_t>(t, "max_window_layers", 0, file);
+    for (int64_t i = from; i < c.num_layers; ++i) c.layers[i].sliding = has_window;
+  }
+  for (const auto& l : c.layers)
+    if (l.sliding) {
+      if (!has_window) throw EngineError(code::kCheckpointInvalid, file + ": sliding layers need sliding_window");
+      c.sliding_window = field<int64_t>(t, "sliding_window", file);
+    }
+  if (a == Architecture::Gemma3)
+    for (auto& l : c.layers) l.local_rope = l.sliding;
+  if (a == Architecture::SmolLM3) {
+    std::vector<int64_t> uses;
+    if (t.contains("no_rope_layers") && !t["no_rope_layers"].is_null()) {
+      uses = field<std::vector<int64_t>>(t, "no_rope_layers", file);
+    } else {
+      const auto interval = field_or<int64_t>(t, "no_rope_layer_interval", 4, file);
+      for (int64_t i = 0; i < c.num_layers; ++i) uses.push_back(interval <= 0 || (i + 1) % interval != 0);
+    }
+    if (static_cast<int64_t>(uses.size()) != c.num_layers) throw EngineError(code::kCheckpointInvalid, file + ": no_rope_layers has not num_hidden_layers entries");
+    for (int64_t i = 0; i < c.num_layers; ++i) c.layers[i].rotary = uses[i] != 0;  // SmolLM3's 1 means "uses RoPE"
+  }
+}
+
+// RoPE's settings: transformers 5's rope_parameters (flat, or per layer type for Gemma 3), else
+// transformers 4's rope_theta / rope_scaling (and Gemma 3's rope_local_base_freq).
+void parse_ropes(const json& t, ModelConfig& c, const std::string& file) {
+  const json none = json::object();
+  const json& params = t.contains("rope_parameters") && t["rope_parameters"].is_object() ? t["rope_parameters"] : none;
+  const json& scaling = t.contains("rope_scaling") && t["rope_scaling"].is_object() ? t["rope_scaling"] : none;
+  const double theta = field_or<double>(t, "rope_theta", 10000.0, file);
+  const bool per_type = params.contains("full_attention") || params.contains("sliding_attention");
+  const json& global = per_type ? (params.contains("full_attention") ? params["full_attention"] : none) : (params.empty() ? scaling : params);
+  c.rope = parse_rope(global, t, theta, c.max_position_embeddings, file);
+  if (c.arch == Architecture::Gemma3) {
+    const json& local = per_type && params.contains("sliding_attention") ? params["sliding_attention"] : none;
+    c.local_rope = parse_rope(local, t, field_or<double>(t, "rope_local_base_freq", 10000.0, file), c.max_position_embeddings, file);
+  }
+  if (global.contains("mrope_section")) c.mrope_section = field<std::vector<int64_t>>(global, "mrope_section", file);
+  const double partial = field_or<double>(global, "partial_rotary_factor", field_or<double>(t, "partial_rotary_factor", 1.0, file), file);
+  c.rotary_dim = static_cast<int64_t>(c.head_dim * partial);
+  if (c.rotary_dim <= 0 || c.rotary_dim % 2 != 0 || c.rotary_dim > c.head_dim)
+    throw EngineError(code::kCheckpointInvalid, file + ": partial_rotary_factor must turn an even number of head dimensions");
+  for (const auto* r : {&c.rope, c.local_rope ? &*c.local_rope : nullptr})
+    if (r && r->scaling == RopeConfig::Scaling::LongRope &&
+        (static_cast<int64_t>(r->short_factor.size()) * 2 != c.rotary_dim || static_cast<int64_t>(r->long_factor.size()) * 2 != c.rotary_dim))
+      throw EngineError(code::kCheckpointInvalid, file + ": longrope's short_factor and long_factor need rotary_dim / 2 = " + std::to_string(c.rotary_dim / 2) + " entries");
+}
+
 }  // namespace
 
 ModelConfig read_model_config(const std::string& dir) {
@@ -42,18 +171,15 @@ ModelConfig read_model_config(const std::string& dir) {
   auto archs = field<std::vector<std::string>>(j, "architectures", file);
   if (archs.empty()) throw EngineError(code::kUnknownArchitecture, file + ": architectures is empty");
   c.architecture_name = archs[0];
-  if (c.architecture_name == "LlamaForCausalLM") c.arch = Architecture::Llama;
-  else if (c.architecture_name == "MistralForCausalLM") c.arch = Architecture::Mistral;
-  else if (c.architecture_name == "Qwen2ForCausalLM") c.arch = Architecture::Qwen2;
-  else if (c.architecture_name == "Qwen3ForCausalLM") c.arch = Architecture::Qwen3;
-  else if (c.architecture_name == "Qwen2VLForConditionalGeneration") c.arch = Architecture::Qwen2VL;
-  else
-    throw EngineError(code::kUnknownArchitecture,
-                      file + ": unknown architecture " + c.architecture_name +
-                          " (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2VLForConditionalGeneration)");
+  const Family* family = nullptr;
+  for (const auto& f : kFamilies)
+    if (c.architecture_name == f.name) family = &f;
+  if (!family) throw EngineError(code::kUnknownArchitecture, file + ": unknown architecture " + c.architecture_name + " (supported: " + supported_list() + ")");
+  c.arch = family->arch;
+  const auto a = c.arch;
   // A vision-language config keeps the text model's fields at the top level (transformers 4)
   // or in text_config (transformers 5).
-  const bool vl = c.arch == Architecture::Qwen2VL;
+  const bool vl = a == Architecture::Qwen2VL;
   const json& t = vl && j.contains("text_config") && j["text_config"].is_object() ? j["text_config"] : j;
 
   c.vocab_size = field<int64_t>(t, "vocab_size", file);
@@ -64,39 +190,27 @@ ModelConfig read_model_config(const std::string& dir) {
   c.num_kv_heads = field_or<int64_t>(t, "num_key_value_heads", c.num_heads, file);
   c.head_dim = field_or<int64_t>(t, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0, file);
   c.max_position_embeddings = field_or<int64_t>(t, "max_position_embeddings", 32768, file);
-  // transformers 5 writes RoPE's settings (theta, type, scaling) into one rope_parameters object;
-  // earlier versions wrote rope_theta and rope_scaling at the top level.
-  const json none = json::object();
-  const json& rope = t.contains("rope_parameters") && t["rope_parameters"].is_object() ? t["rope_parameters"] : none;
-  c.rope_theta = field_or<double>(rope, "rope_theta", field_or<double>(t, "rope_theta", 10000.0, file), file);
   c.rms_norm_eps = field_or<double>(t, "rms_norm_eps", 1e-6, file);
-  c.tie_word_embeddings = field_or<bool>(j, "tie_word_embeddings", field_or<bool>(t, "tie_word_embeddings", false, file), file);
-  c.attention_bias = field_or<bool>(t, "attention_bias", c.arch == Architecture::Qwen2 || vl, file);
-  c.qk_norm = c.arch == Architecture::Qwen3;
-  // Qwen2/Qwen3 configs carry sliding_window but only apply it with use_sliding_window.
-  bool uses_window = c.arch == Architecture::Mistral || field_or<bool>(t, "use_sliding_window", false, file);
-  if (uses_window && t.contains("sliding_window") && !t["sliding_window"].is_null()) {
-    c.sliding_window = field<int64_t>(t, "sliding_window", file);
-  }
-  const bool scaling = t.contains("rope_scaling") && !t["rope_scaling"].is_null();
-  if (scaling || !rope.empty()) {
-    const json& rs = scaling ? t["rope_scaling"] : rope;
-    std::string type = field_or<std::string>(rs, "rope_type", field_or<std::string>(rs, "type", "", file), file);
-    if (type == "llama3") {
-      Llama3RopeScaling s;
-      s.factor = field<double>(rs, "factor", file);
-      s.low_freq_factor = field<double>(rs, "low_freq_factor", file);
-      s.high_freq_factor = field<double>(rs, "high_freq_factor", file);
-      s.original_max_position_embeddings = field<int64_t>(rs, "original_max_position_embeddings", file);
-      c.rope_scaling = s;
-    } else if (type != "default" && type != "mrope" && !type.empty()) {
-      throw EngineError(code::kCheckpointInvalid, file + ": rope_scaling type " + type + " is not supported (supported: llama3, mrope)");
-    }
-    if (rs.contains("mrope_section")) c.mrope_section = field<std::vector<int64_t>>(rs, "mrope_section", file);
+  // transformers' defaults where a config leaves it out: Gemma 3 and SmolLM3 tie their embeddings.
+  const bool ties = a == Architecture::Gemma3 || a == Architecture::SmolLM3;
+  c.tie_word_embeddings = field_or<bool>(j, "tie_word_embeddings", field_or<bool>(t, "tie_word_embeddings", ties, file), file);
+  c.attention_bias = field_or<bool>(t, "attention_bias", a == Architecture::Qwen2 || vl, file);
+  c.qk_norm = a == Architecture::Qwen3 || a == Architecture::Gemma3 ? QkNorm::PerHead : a == Architecture::Olmo2 ? QkNorm::Whole : QkNorm::None;
+  c.norms = a == Architecture::Gemma3 ? NormPlacement::Sandwich : a == Architecture::Olmo2 ? NormPlacement::Post : NormPlacement::Pre;
+  c.activation = parse_activation(t, file);
+  c.fused_projections = a == Architecture::Phi3;
+  if (a == Architecture::Gemma3) {
+    c.norm_weight_offset = 1.0;
+    c.scale_embeddings = true;
+    c.query_scale = std::sqrt(static_cast<double>(c.head_dim) / field_or<double>(t, "query_pre_attn_scalar", static_cast<double>(c.head_dim), file));
+    c.attn_logit_softcap = field_or<double>(t, "attn_logit_softcapping", 0.0, file);
+    c.final_logit_softcap = field_or<double>(t, "final_logit_softcapping", 0.0, file);
   }
   if (c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 ||
       c.vocab_size <= 0 || c.intermediate_size <= 0)
     throw EngineError(code::kCheckpointInvalid, file + ": sizes must be positive");
+  parse_ropes(t, c, file);
+  parse_layers(t, c, file);
   if (c.num_heads % c.num_kv_heads != 0)
     throw EngineError(code::kCheckpointInvalid, file + ": num_attention_heads is not a multiple of num_key_value_heads");
   if (!c.mrope_section.empty()) {

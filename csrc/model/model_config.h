@@ -7,13 +7,37 @@
 
 namespace tq {
 
-enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Qwen2VL };
+enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Qwen2VL, Gemma3, Phi3, Olmo2, SmolLM3 };
 
-struct Llama3RopeScaling {
-  double factor = 8.0;
-  double low_freq_factor = 1.0;
-  double high_freq_factor = 4.0;
-  int64_t original_max_position_embeddings = 8192;
+// RoPE's inverse frequencies over the rotary dimensions, as transformers' rope_type computes them
+// (model/rotary.h): default, "linear" (divided by factor), "llama3" (wavelength-dependent), and
+// "longrope" (per-frequency short or long factors, chosen by the sequence's length; cos and sin
+// scaled by attention_factor).
+struct RopeConfig {
+  enum class Scaling { None, Linear, Llama3, LongRope };
+  double theta = 10000.0;
+  Scaling scaling = Scaling::None;
+  double factor = 1.0;                                  // linear, llama3
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+  int64_t original_max_position_embeddings = 0;         // llama3; longrope: longer sequences take long_factor
+  std::vector<double> short_factor, long_factor;        // longrope: rotary_dim / 2 each
+  double attention_factor = 1.0;                        // longrope
+};
+
+// Where a layer's RMSNorms sit: before each sublayer (Llama), after it on its output before the
+// residual add (OLMo 2), or both (Gemma 3: four norms a layer).
+enum class NormPlacement { Pre, Post, Sandwich };
+// q/k RMSNorm before RoPE: none, per head (Qwen3, Gemma 3), or over the whole projection (OLMo 2).
+enum class QkNorm { None, PerHead, Whole };
+// The gated MLP's activation: silu(gate) * up, or gelu_pytorch_tanh(gate) * up (Gemma 3).
+enum class Activation { Silu, GeluTanh };
+
+// What differs between a model's layers: Gemma 3 interleaves sliding-window layers (with their own
+// RoPE base) and global ones; SmolLM3 leaves RoPE out of every fourth layer.
+struct LayerKind {
+  bool sliding = false;     // attends within sliding_window
+  bool rotary = true;       // applies RoPE
+  bool local_rope = false;  // with ModelConfig::local_rope's tables
 };
 
 // Qwen2-VL's vision tower (vision/vision_tower.h): a ViT over 14x14x2 patches whose
@@ -47,13 +71,23 @@ struct ModelConfig {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   int64_t max_position_embeddings = 0;
-  double rope_theta = 10000.0;
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
-  bool qk_norm = false;         // per-head RMSNorm on q and k before RoPE (Qwen3)
+  QkNorm qk_norm = QkNorm::None;
+  NormPlacement norms = NormPlacement::Pre;
+  double norm_weight_offset = 0;   // Gemma: the norms scale by (offset + weight)
+  Activation activation = Activation::Silu;
+  bool scale_embeddings = false;   // Gemma: embeddings times sqrt(hidden_size), rounded to the compute dtype
+  double query_scale = 1.0;        // attention's scale over 1/sqrt(head_dim) (Gemma 3: query_pre_attn_scalar)
+  double attn_logit_softcap = 0;   // scores become cap * tanh(scores / cap) before the softmax (0: none)
+  double final_logit_softcap = 0;  // the same on the output logits
+  bool fused_projections = false;  // Phi-3: self_attn.qkv_proj and mlp.gate_up_proj
   std::optional<int64_t> sliding_window;
-  std::optional<Llama3RopeScaling> rope_scaling;
+  int64_t rotary_dim = 0;          // the first rotary_dim dims of a head are turned; the rest pass (partial_rotary_factor)
+  RopeConfig rope;                 // every rotary layer's, or Gemma 3's global layers'
+  std::optional<RopeConfig> local_rope;  // Gemma 3's sliding-window layers (rope_local_base_freq)
+  std::vector<LayerKind> layers;   // num_layers entries
   // M-RoPE (Qwen2-VL): the rotary frequencies [0, head_dim/2) split into sections driven by
   // the temporal, height and width position streams. Empty for 1-D RoPE.
   std::vector<int64_t> mrope_section;

@@ -2,25 +2,8 @@
 
 #include <cmath>
 
-
 namespace tq {
 namespace {
-
-// Inverse RoPE frequencies in float64, with Llama 3's wavelength-dependent scaling.
-at::Tensor inverse_frequencies(const ModelConfig& c) {
-  auto idx = at::arange(0, c.head_dim, 2, at::kDouble);
-  auto inv = 1.0 / at::pow(c.rope_theta, idx / static_cast<double>(c.head_dim));
-  if (!c.rope_scaling) return inv;
-  const auto& s = *c.rope_scaling;
-  const double old_len = static_cast<double>(s.original_max_position_embeddings);
-  const double low_wavelen = old_len / s.low_freq_factor, high_wavelen = old_len / s.high_freq_factor;
-  auto wavelen = 2.0 * M_PI / inv;
-  auto scaled = at::where(wavelen > low_wavelen, inv / s.factor, inv);
-  auto smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-  auto smoothed = (1.0 - smooth) * scaled / s.factor + smooth * scaled;
-  auto medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
-  return at::where(medium, smoothed, scaled);
-}
 
 std::string layer_name(int64_t i, const char* rest) { return "model.layers." + std::to_string(i) + "." + rest; }
 
@@ -29,7 +12,7 @@ std::string layer_name(int64_t i, const char* rest) { return "model.layers." + s
 Transformer::Transformer(const Checkpoint& ckpt, at::ScalarType dtype, int64_t max_positions, std::unique_ptr<LayerKernels> kernels)
     : config_(ckpt.config()), dtype_(dtype), kernels_(std::move(kernels)) {
   const auto& c = config_;
-  const int64_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  const int64_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim, inter = c.intermediate_size;
   const auto f32 = at::kFloat;
   const auto device = kernels_->device();
   // On the CPU a weight stays a view of the memory map; elsewhere it is copied to the device.
@@ -40,10 +23,16 @@ Transformer::Transformer(const Checkpoint& ckpt, at::ScalarType dtype, int64_t m
     ckpt.release(w);
     return copy;
   };
+  // Gemma's norms scale by (1 + weight): the sum is taken once here, in fp32 as transformers does.
+  auto norm_weight = [&](const std::string& name, int64_t size) {
+    auto w = on_device(name, {size}, f32);
+    return c.norm_weight_offset == 0 ? w : w + c.norm_weight_offset;
+  };
   embed_ = on_device("model.embed_tokens.weight", {c.vocab_size, h}, dtype);
-  final_norm_ = on_device("model.norm.weight", {h}, f32);
+  final_norm_ = norm_weight("model.norm.weight", h);
   if (ckpt.has("lm_head.weight") || !c.tie_word_embeddings) lm_head_ = on_device("lm_head.weight", {c.vocab_size, h}, dtype);
   else lm_head_ = embed_;
+  const bool pre = c.norms != NormPlacement::Post, post = c.norms != NormPlacement::Pre;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     auto weight = [&](const char* rest, at::IntArrayRef shape) { return ckpt.get(layer_name(i, rest), shape, dtype); };
     // Prepares the (stacked) weights for the kernels, then lets their mapped pages go.
@@ -53,31 +42,49 @@ Transformer::Transformer(const Checkpoint& ckpt, at::ScalarType dtype, int64_t m
       return prepared;
     };
     Layer l;
-    l.input_norm = on_device(layer_name(i, "input_layernorm.weight"), {h}, f32);
-    l.post_norm = on_device(layer_name(i, "post_attention_layernorm.weight"), {h}, f32);
+    l.kind = c.layers[i];
+    if (pre) l.attn_in_norm = norm_weight(layer_name(i, "input_layernorm.weight"), h);
+    if (post) {
+      l.attn_out_norm = norm_weight(layer_name(i, "post_attention_layernorm.weight"), h);
+      l.ffn_out_norm = norm_weight(layer_name(i, "post_feedforward_layernorm.weight"), h);
+    }
+    if (c.norms == NormPlacement::Pre) l.ffn_in_norm = norm_weight(layer_name(i, "post_attention_layernorm.weight"), h);
+    if (c.norms == NormPlacement::Sandwich) l.ffn_in_norm = norm_weight(layer_name(i, "pre_feedforward_layernorm.weight"), h);
     at::Tensor qkv_bias;
     if (c.attention_bias) {
       qkv_bias = at::cat({ckpt.get(layer_name(i, "self_attn.q_proj.bias"), {q_dim}, f32), ckpt.get(layer_name(i, "self_attn.k_proj.bias"), {kv_dim}, f32),
                           ckpt.get(layer_name(i, "self_attn.v_proj.bias"), {kv_dim}, f32)});
     }
-    // q, k and v come from one GEMM: one call instead of three at every layer.
-    l.qkv = linear({weight("self_attn.q_proj.weight", {q_dim, h}), weight("self_attn.k_proj.weight", {kv_dim, h}),
-                  weight("self_attn.v_proj.weight", {kv_dim, h})},
-                 qkv_bias);
+    // q, k and v come from one GEMM: one call instead of three at every layer (Phi-3 stores them so).
+    if (c.fused_projections) l.qkv = linear({weight("self_attn.qkv_proj.weight", {q_dim + 2 * kv_dim, h})}, qkv_bias);
+    else
+      l.qkv = linear({weight("self_attn.q_proj.weight", {q_dim, h}), weight("self_attn.k_proj.weight", {kv_dim, h}),
+                      weight("self_attn.v_proj.weight", {kv_dim, h})},
+                     qkv_bias);
     l.o = linear({weight("self_attn.o_proj.weight", {h, q_dim})}, {});
-    l.gate = linear({weight("mlp.gate_proj.weight", {c.intermediate_size, h})}, {});
-    l.up = linear({weight("mlp.up_proj.weight", {c.intermediate_size, h})}, {});
-    l.down = linear({weight("mlp.down_proj.weight", {h, c.intermediate_size})}, {});
-    if (c.qk_norm) {
-      l.q_norm = on_device(layer_name(i, "self_attn.q_norm.weight"), {c.head_dim}, f32);
-      l.k_norm = on_device(layer_name(i, "self_attn.k_norm.weight"), {c.head_dim}, f32);
+    if (c.fused_projections) {
+      // Phi-3's gate_up_proj: the gate's rows, then up's.
+      auto fused = weight("mlp.gate_up_proj.weight", {2 * inter, h});
+      l.gate = kernels_->linear(fused.narrow(0, 0, inter), {});
+      l.up = kernels_->linear(fused.narrow(0, inter, inter), {});
+      ckpt.release(fused);
+    } else {
+      l.gate = linear({weight("mlp.gate_proj.weight", {inter, h})}, {});
+      l.up = linear({weight("mlp.up_proj.weight", {inter, h})}, {});
+    }
+    l.down = linear({weight("mlp.down_proj.weight", {h, inter})}, {});
+    if (c.qk_norm != QkNorm::None) {
+      const bool whole = c.qk_norm == QkNorm::Whole;
+      l.q_norm = norm_weight(layer_name(i, "self_attn.q_norm.weight"), whole ? q_dim : c.head_dim);
+      l.k_norm = norm_weight(layer_name(i, "self_attn.k_norm.weight"), whole ? kv_dim : c.head_dim);
+      // Gemma 3's attention scale (query_pre_attn_scalar^-1/2 where the kernels use head_dim^-1/2),
+      // carried by the query's norm: the scores come out scaled as transformers scales them.
+      if (c.query_scale != 1.0) l.q_norm = l.q_norm * c.query_scale;
     }
     layers_.push_back(std::move(l));
   }
-  auto angles = at::outer(at::arange(max_positions, at::kDouble), inverse_frequencies(c));
-  auto full = at::cat({angles, angles}, -1);  // rotate-half layout: both halves share a frequency
-  cos_ = full.cos().to(device, f32);
-  sin_ = full.sin().to(device, f32);
+  rope_ = rotary_tables(c.rope, c.rotary_dim, max_positions, device);
+  if (c.local_rope) local_rope_ = rotary_tables(*c.local_rope, c.rotary_dim, max_positions, device);
   if (!c.mrope_section.empty()) {
     // transformers' apply_multimodal_rotary_pos_emb: sections [t, h, w] over the frequencies, in both halves.
     std::vector<int64_t> stream;
@@ -87,20 +94,36 @@ Transformer::Transformer(const Checkpoint& ckpt, at::ScalarType dtype, int64_t m
   }
 }
 
-Transformer::RopeRows Transformer::rope_rows(const StepBatch& step, const at::Tensor& positions) const {
-  if (!step.rope_positions.defined()) return {cos_, sin_, positions};
+Transformer::RopeRows Transformer::rope_rows(const StepBatch& step, const at::Tensor& positions, const RotaryTables& tables) const {
   const auto device = kernels_->device();
+  if (!step.rope_positions.defined()) {
+    if (!step.long_rope.defined() || tables.long_offset == 0) return {tables.cos, tables.sin, positions};
+    // longrope: a long sequence's tokens read the rows of the long factors.
+    return {tables.cos, tables.sin, positions + step.long_rope.to(device) * tables.long_offset};
+  }
   const auto streams = step.rope_positions.to(device);  // [T, 3]
-  const int64_t t = streams.size(0), d = cos_.size(1);
+  const int64_t t = streams.size(0), d = tables.cos.size(1);
   auto pick = [&](const at::Tensor& table) {
     auto rows = table.index_select(0, streams.reshape({-1})).view({t, 3, d});
     return rows.gather(1, mrope_stream_.view({1, 1, d}).expand({t, 1, d})).squeeze(1).contiguous();
   };
-  return {pick(cos_), pick(sin_), at::arange(t, at::TensorOptions().dtype(at::kLong).device(device))};
+  return {pick(tables.cos), pick(tables.sin), at::arange(t, at::TensorOptions().dtype(at::kLong).device(device))};
+}
+
+at::Tensor Transformer::rotate(const at::Tensor& x, const RopeRows& rope) const {
+  const int64_t rd = config_.rotary_dim, hd = x.size(-1);
+  if (rd == hd) return kernels_->rope(x, rope.cos, rope.sin, rope.index, dtype_);
+  // Partial rotary (Phi-4-mini): the first rd dims turn, the rest pass as they are.
+  return at::cat({kernels_->rope(x.narrow(-1, 0, rd), rope.cos, rope.sin, rope.index, dtype_), x.narrow(-1, rd, hd - rd).to(dtype_)}, -1);
 }
 
 at::Tensor Transformer::norm(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype) const {
   return kernels_->rms_norm(x, w, config_.rms_norm_eps, out_dtype);
+}
+
+void Transformer::add_output(const Linear& proj, const at::Tensor& in, const at::Tensor& out_norm, at::Tensor& x) const {
+  if (!out_norm.defined()) return proj.add_into(in, x);
+  x.add_(norm(proj(in, at::kFloat), out_norm, at::kFloat));
 }
 
 at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
@@ -111,27 +134,45 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
   // The step's indices on the device, moved once (the plan is built on the CPU).
   const auto device = k_.device();
   const auto positions = step.positions.to(device), slots = step.slots.to(device), key_slots = step.key_slots.to(device);
-  auto x = embed_.index_select(0, step.token_ids.to(device)).to(at::kFloat);
+  auto embedded = embed_.index_select(0, step.token_ids.to(device));
+  // Gemma: times sqrt(hidden), the scale rounded to the weights' dtype and the product taken in it, as transformers does.
+  if (c.scale_embeddings) embedded = embedded.mul(at::scalar_tensor(std::sqrt(static_cast<double>(c.hidden_size)), embedded.options()));
+  auto x = embedded.to(at::kFloat);
   if (step.image_rows.defined()) x.index_copy_(0, step.image_rows.to(device), step.image_embeds.to(device));
-  const auto rope = rope_rows(step, positions);
-  const auto attend = k_.plan_attention({step.positions, step.segments, step.parents, step.roots, step.key_end}, step.key_positions,
-                                        step.key_segments, c.sliding_window, c.num_heads);
+  const auto rope = rope_rows(step, positions, rope_);
+  const auto local_rope = local_rope_.cos.defined() ? rope_rows(step, positions, local_rope_) : rope;
+  // One plan per attention rule the layers use: with and without the window (Gemma 3 has both).
+  const QueryLayout queries{step.positions, step.segments, step.parents, step.roots, step.key_end};
+  auto plan = [&](const QueryLayout& q, bool sliding) {
+    return k_.plan_attention(q, step.key_positions, step.key_segments, sliding ? c.sliding_window : std::nullopt, c.num_heads, c.attn_logit_softcap);
+  };
+  std::unique_ptr<StepAttention> attend[2];
+  for (const auto& l : layers_)
+    if (!attend[l.kind.sliding]) attend[l.kind.sliding] = plan(queries, l.kind.sliding);
   for (int64_t li = 0; li < n_layers; ++li) {
     const Layer& l = layers_[li];
     const int64_t t = x.size(0);
-    auto qkv = (*l.qkv)(norm(x, l.input_norm, dtype_), at::kFloat);
-    auto q = qkv.slice(1, 0, q_dim).view({t, c.num_heads, c.head_dim});
-    auto k = qkv.slice(1, q_dim, q_dim + kv_dim).view({t, c.num_kv_heads, c.head_dim});
+    const auto& layer_rope = l.kind.local_rope ? local_rope : rope;
+    auto qkv = (*l.qkv)(l.attn_in_norm.defined() ? norm(x, l.attn_in_norm, dtype_) : x.to(dtype_), at::kFloat);
+    auto q = qkv.slice(1, 0, q_dim), k = qkv.slice(1, q_dim, q_dim + kv_dim);
     auto v = qkv.slice(1, q_dim + kv_dim).view({t, c.num_kv_heads, c.head_dim});
-    if (c.qk_norm) {
+    if (c.qk_norm == QkNorm::Whole) {
       q = norm(q, l.q_norm, at::kFloat);
       k = norm(k, l.k_norm, at::kFloat);
     }
-    cache.write(li, slots, k_.rope(k, rope.cos, rope.sin, rope.index, dtype_), v);
+    q = q.view({t, c.num_heads, c.head_dim});
+    k = k.view({t, c.num_kv_heads, c.head_dim});
+    if (c.qk_norm == QkNorm::PerHead) {
+      q = norm(q, l.q_norm, at::kFloat);
+      k = norm(k, l.k_norm, at::kFloat);
+    }
+    // A layer without RoPE (SmolLM3) keys and queries by content alone.
+    auto turned = [&](const at::Tensor& y, const RopeRows& r) { return l.kind.rotary ? rotate(y, r) : y.to(dtype_).contiguous(); };
+    cache.write(li, slots, turned(k, layer_rope), v);
     auto keys = cache.keys(li, key_slots), values = cache.values(li, key_slots);
     at::Tensor attn;
     if (li < n_layers - 1) {
-      attn = (*attend)(k_.rope(q, rope.cos, rope.sin, rope.index, dtype_), keys, values);
+      attn = (*attend[l.kind.sliding])(turned(q, layer_rope), keys, values);
     } else {
       // Past the last layer's K/V only the output rows matter: the rest of
       // the layer runs for them alone.
@@ -141,16 +182,16 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
       for (auto r : step.output_rows) key_end.push_back(step.key_end[r]);
       QueryLayout out_queries{step.positions.index_select(0, rows), step.segments.index_select(0, rows), step.parents.index_select(0, rows),
                               step.roots.index_select(0, rows), key_end};
-      auto attend_out = k_.plan_attention(out_queries, step.key_positions, step.key_segments, c.sliding_window, c.num_heads);
       const auto device_rows = rows.to(device);
       x = x.index_select(0, device_rows);
-      attn = (*attend_out)(k_.rope(q.index_select(0, device_rows), rope.cos, rope.sin, rope.index.index_select(0, device_rows), dtype_), keys, values);
+      const RopeRows out_rope{layer_rope.cos, layer_rope.sin, layer_rope.index.index_select(0, device_rows)};
+      attn = (*plan(out_queries, l.kind.sliding))(turned(q.index_select(0, device_rows), out_rope), keys, values);
     }
-    l.o->add_into(attn.view({x.size(0), q_dim}), x);
-    auto h2 = norm(x, l.post_norm, dtype_);
+    add_output(*l.o, attn.view({x.size(0), q_dim}), l.attn_out_norm, x);
+    auto h2 = l.ffn_in_norm.defined() ? norm(x, l.ffn_in_norm, dtype_) : x.to(dtype_);
     auto gated = (*l.gate)(h2, dtype_);
-    gated = k_.silu_mul(gated, (*l.up)(h2, dtype_));
-    l.down->add_into(gated, x);
+    gated = k_.gated_mul(gated, (*l.up)(h2, dtype_), c.activation == Activation::GeluTanh ? GateActivation::GeluTanh : GateActivation::Silu);
+    add_output(*l.down, gated, l.ffn_out_norm, x);
   }
   return norm(x, final_norm_, at::kFloat);
 }

@@ -1,7 +1,10 @@
-// The decoder-only transformer shared by Llama, Mistral, Qwen2, Qwen3 and
-// Qwen2-VL's text model: RMSNorm, GQA attention with rotate-half RoPE
-// (optionally llama3-scaled, or M-RoPE's three position streams),
-// optional QKV bias (Qwen2) and per-head q/k norms (Qwen3), SwiGLU MLP.
+// The decoder-only transformer of every supported text family (Llama, Mistral,
+// Qwen2, Qwen3, Gemma 3, Phi-3, OLMo 2, SmolLM3) and Qwen2-VL's text model:
+// RMSNorm before, after or around each sublayer, GQA attention with
+// rotate-half RoPE (scaled, partial, per-layer tables, left out of some
+// layers, or M-RoPE's three position streams), optional QKV bias (Qwen2) and
+// q/k norms (per head or over the projection), a gated MLP (SwiGLU or
+// GELU-tanh). What differs is read from the config (model/model_config.h).
 // The residual stream is kept in fp32; matmuls run in the compute dtype. The
 // arithmetic itself is the LayerKernels' (kernels/layer_kernels.h): the
 // engine's CPU kernels, or ATen's ops on the chosen device (CUDA). The
@@ -15,6 +18,7 @@
 #include "cache/kv_cache.h"
 #include "kernels/layer_kernels.h"
 #include "model/checkpoint.h"
+#include "model/rotary.h"
 
 namespace tq {
 
@@ -32,24 +36,31 @@ class Transformer {
 
  private:
   struct Layer {
-    at::Tensor input_norm, post_norm;  // fp32
-    std::unique_ptr<Linear> qkv;       // q, k, v stacked; bias only with attention_bias
+    LayerKind kind;
+    // fp32, (offset +) weight; each undefined where the config's NormPlacement has none.
+    at::Tensor attn_in_norm, attn_out_norm, ffn_in_norm, ffn_out_norm;
+    std::unique_ptr<Linear> qkv;  // q, k, v stacked; bias only with attention_bias
     std::unique_ptr<Linear> o, gate, up, down;
-    at::Tensor q_norm, k_norm;  // undefined unless qk_norm
+    at::Tensor q_norm, k_norm;  // undefined unless qk_norm (q_norm carries query_scale)
   };
   at::Tensor norm(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype) const;
-  // RoPE's tables for a step and the row of each new token in them: cos_/sin_ by position,
-  // or with M-RoPE one row per token, each frequency taken from its section's position stream.
+  // x += its sublayer's output, normed first where the layer has an output norm.
+  void add_output(const Linear& proj, const at::Tensor& in, const at::Tensor& out_norm, at::Tensor& x) const;
+  // RoPE's tables for a step and the row of each new token in them: rows by position (with
+  // longrope, the long rows for the tokens of long sequences), or with M-RoPE one row per token,
+  // each frequency taken from its section's position stream.
   struct RopeRows {
     at::Tensor cos, sin, index;
   };
-  RopeRows rope_rows(const StepBatch& step, const at::Tensor& positions) const;
+  RopeRows rope_rows(const StepBatch& step, const at::Tensor& positions, const RotaryTables& tables) const;
+  // RoPE over the first rotary_dim dims of each head of x [T, heads, head_dim] fp32; the rest pass.
+  at::Tensor rotate(const at::Tensor& x, const RopeRows& rope) const;
 
   ModelConfig config_;
   at::ScalarType dtype_;
   std::unique_ptr<LayerKernels> kernels_;
   at::Tensor embed_, final_norm_, lm_head_;
-  at::Tensor cos_, sin_;  // [max_positions, head_dim] fp32, computed in float64
+  RotaryTables rope_, local_rope_;  // local: Gemma 3's sliding layers' (undefined otherwise)
   at::Tensor mrope_stream_;  // M-RoPE: [head_dim] int64, the position stream (t 0, h 1, w 2) of each column
   std::vector<Layer> layers_;
 };

@@ -49,6 +49,39 @@ export const namedBases: Record<string, BaseProfile> = {
     prompt: { ...defaultProfile, systemTurn: null },
     testModel: 'tiny-mistral',
   },
+  'gemma3-1b': {
+    name: 'gemma3-1b',
+    servedName: 'tqserve-gemma3-1b',
+    repo: 'google/gemma-3-1b-it',
+    temperatures: { noul: 1.0, choice: 1.0, score: 1.0 },
+    // Gemma 3's template has no system turn of its own: it prefixes the system text to the first user turn.
+    prompt: defaultProfile,
+    testModel: 'tiny-gemma3',
+  },
+  'phi4-mini': {
+    name: 'phi4-mini',
+    servedName: 'tqserve-phi4-mini',
+    repo: 'microsoft/Phi-4-mini-instruct',
+    temperatures: { noul: 1.0, choice: 1.0, score: 1.0 },
+    prompt: defaultProfile,
+    testModel: 'tiny-phi3',
+  },
+  'olmo2-1b': {
+    name: 'olmo2-1b',
+    servedName: 'tqserve-olmo2-1b',
+    repo: 'allenai/OLMo-2-0425-1B-Instruct',
+    temperatures: { noul: 1.0, choice: 1.0, score: 1.0 },
+    prompt: defaultProfile,
+    testModel: 'tiny-olmo2',
+  },
+  'smollm3-3b': {
+    name: 'smollm3-3b',
+    servedName: 'tqserve-smollm3-3b',
+    repo: 'HuggingFaceTB/SmolLM3-3B',
+    temperatures: { noul: 1.0, choice: 1.0, score: 1.0 },
+    prompt: defaultProfile,
+    testModel: 'tiny-smollm3',
+  },
   // A vision-language base, for --image-model.
   'qwen2-vl-2b': {
     name: 'qwen2-vl-2b',

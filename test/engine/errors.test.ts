@@ -74,6 +74,18 @@ describe('bad checkpoints', () => {
     expect(err.code).toBe('UNKNOWN_ARCHITECTURE');
     expect(err.message).toContain('config.json');
     expect(err.message).toContain('GPTNeoXForCausalLM');
+    for (const family of ['LlamaForCausalLM', 'Gemma3ForCausalLM', 'Phi3ForCausalLM', 'Olmo2ForCausalLM', 'SmolLM3ForCausalLM']) expect(err.message).toContain(family);
+  });
+
+  test('an unsupported RoPE type or activation is named with what is supported', async () => {
+    const rope = bad();
+    editConfig(rope, (c) => (c.rope_scaling = { rope_type: 'yarn', factor: 4 }));
+    const ropeErr = await openError(rope);
+    expect(ropeErr.code).toBe('CHECKPOINT_INVALID');
+    expect(ropeErr.message).toMatch(/rope type yarn is not supported \(supported: default, linear, llama3, longrope, mrope\)/);
+    const act = bad();
+    editConfig(act, (c) => (c.hidden_act = 'relu'));
+    expect((await openError(act)).message).toMatch(/hidden_act relu is not supported \(supported: silu, gelu_pytorch_tanh\)/);
   });
 
   test('a missing tensor is named', async () => {

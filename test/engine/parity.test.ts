@@ -2,6 +2,9 @@
  * Parity of the engine with an independent float64 reference (Debian's
  * python3-torch, test/reference/ref_model.py) on every supported architecture.
  */
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
 import { Engine } from '../../src/engine/engine';
 import { tinyModelNames } from '../../src/testmodels/specs';
 import { tinyModel } from '../helpers/models';
@@ -19,7 +22,7 @@ describe.each(tinyModelNames)('%s against the float64 reference', (name) => {
     fp32 = await Engine.open({ path: dir, dtype: 'fp32', threads: 2 });
     bf16 = await Engine.open({ path: dir, dtype: 'bf16', threads: 2 });
     texts = await tokenizeTexts(dir);
-    refs = referenceLogits(dir, texts.questions.map((q) => [...texts.state, ...q]));
+    refs = referenceLogits(dir, texts.questions.map((q) => [...texts.state, ...q]), 1);
   });
   afterAll(async () => {
     await fp32.close();
@@ -66,4 +69,43 @@ describe.each(tinyModelNames)('%s against the float64 reference', (name) => {
     expect(norm).toBeGreaterThan(0.5 * Math.sqrt(hidden.length));
     expect(norm).toBeLessThan(2 * Math.sqrt(hidden.length));
   });
+});
+
+// tiny-phi3's longrope: original_max_position_embeddings 64. transformers takes the long factors for a
+// forward over more tokens than that, the short ones otherwise; here each sequence (state + question)
+// takes them by its own length, whatever else its call holds.
+test('longrope: a state asked a short and a long question answers each with its own factors, alone, together and cached', async () => {
+  const dir = tinyModel('tiny-phi3');
+  const { state: full, questions, labels } = await tokenizeTexts(dir);
+  const short = questions[0], long = [...questions[0], ...questions[1], ...questions[2]];
+  const state = full.slice(0, 60 - short.length);
+  expect(state.length + short.length).toBeLessThanOrEqual(64);
+  expect(state.length + long.length).toBeGreaterThan(64);
+  const refs = referenceLogits(dir, [short, long].map((q) => [...state, ...q]), 0);
+  const ask = (qs: number[][]) => ({ state, questions: qs.map((tokens) => ({ tokens, labelIds: labels })) });
+  const engine = await Engine.open({ path: dir, dtype: 'fp32', threads: 2 });
+  try {
+    const together = await engine.answer(ask([short, long]));  // cold: the state packed once per kind
+    const again = await engine.answer(ask([long, short]));     // both kinds from the prefix cache
+    expect(again.cachedTokens).toBeGreaterThan(0);
+    const alone = [(await engine.answer(ask([short]))).answers[0], (await engine.answer(ask([long]))).answers[0]];
+    [together.answers, [again.answers[1], again.answers[0]], alone].forEach((answers) =>
+      answers.forEach((a, i) => expect(maxAbsDiff(a.labelLogits, labels.map((id) => refs[i][0][id]))).toBeLessThanOrEqual(1e-4)));
+  } finally {
+    await engine.close();
+  }
+  // The same weights with an original context long enough for both: the long question, now under the
+  // short factors, no longer agrees with the reference (the test can tell the factors apart).
+  const allShort = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-phi3-'));
+  fs.cpSync(dir, allShort, { recursive: true });
+  const config = JSON.parse(fs.readFileSync(path.join(allShort, 'config.json'), 'utf8'));
+  fs.writeFileSync(path.join(allShort, 'config.json'), JSON.stringify({ ...config, original_max_position_embeddings: 4096, rope_scaling: { ...config.rope_scaling, attention_factor: Math.sqrt(1 + Math.log(64) / Math.log(64)) } }));
+  const shortOnly = await Engine.open({ path: allShort, dtype: 'fp32', threads: 2 });
+  try {
+    const a = (await shortOnly.answer(ask([long]))).answers[0];
+    expect(maxAbsDiff(a.labelLogits, labels.map((id) => refs[1][0][id]))).toBeGreaterThan(1e-2);
+  } finally {
+    await shortOnly.close();
+    fs.rmSync(allShort, { recursive: true, force: true });
+  }
 });

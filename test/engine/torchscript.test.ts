@@ -3,11 +3,11 @@
  * the contract in docs/engine.md ("TorchScript models") answers like the native checkpoint it was made from.
  */
 import { Engine } from '../../src/engine/engine';
-import { tinyModel, torchscriptModel } from '../helpers/models';
+import { tinyModel, torchscriptModel, torchscriptModelNames } from '../helpers/models';
 import { maxAbsDiff } from '../helpers/reference';
 import { tokenizeTexts } from '../helpers/tokens';
 
-describe.each(['tiny-llama', 'tiny-mistral', 'tiny-qwen3'])('TorchScript export of %s', (name) => {
+describe.each(torchscriptModelNames)('TorchScript export of %s', (name) => {
   test('loads, reports its format, and answers packed questions like the native engine (fp32, 1e-5)', async () => {
     const t = await tokenizeTexts(tinyModel(name));
     const request = { state: t.state, questions: t.questions.map((tokens) => ({ tokens, labelIds: t.labels })), wantHidden: true };

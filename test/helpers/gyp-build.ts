@@ -12,7 +12,7 @@ import * as os from 'os';
 import * as path from 'path';
 
 const root = path.resolve(__dirname, '..', '..');
-export const gypTestFile = path.join(root, 'test', 'binding-gyp.test.ts');
+export const gypTestFile = path.join(root, 'test', 'project', 'binding-gyp.test.ts');
 /** Where the global set-up tells the test (and the teardown) which build it started. */
 export const GYP_BUILD_ENV = 'TQ_GYP_BUILD_DIR';
 

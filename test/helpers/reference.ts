@@ -5,11 +5,14 @@ import * as os from 'os';
 import * as path from 'path';
 import { debianPython, referenceDir } from './models';
 
-/** For each sequence, its full-vocabulary float64 logits per position. */
-export function referenceLogits(model: string, sequences: number[][]): Float64Array[][] {
+/**
+ * For each sequence, its full-vocabulary float64 logits per position; with `allPositions` N, past the
+ * first N sequences only the last position's (one row: rows[rows.length - 1] reads the same either way).
+ */
+export function referenceLogits(model: string, sequences: number[][], allPositions = sequences.length): Float64Array[][] {
   const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tq-ref-')), 'logits.bin');
   const stdout = execFileSync(debianPython, [path.join(referenceDir, 'forward.py')], {
-    input: JSON.stringify({ model, sequences, out }),
+    input: JSON.stringify({ model, sequences, out, all_positions: allPositions }),
     encoding: 'utf8',
   });
   const { vocab } = JSON.parse(stdout) as { vocab: number };
@@ -18,9 +21,9 @@ export function referenceLogits(model: string, sequences: number[][]): Float64Ar
   const all = new Float64Array(buf.buffer, buf.byteOffset, buf.byteLength / 8);
   const result: Float64Array[][] = [];
   let offset = 0;
-  for (const seq of sequences) {
+  for (const [s, seq] of sequences.entries()) {
     const rows: Float64Array[] = [];
-    for (let i = 0; i < seq.length; i++, offset += vocab) rows.push(all.subarray(offset, offset + vocab));
+    for (let i = 0; i < (s < allPositions ? seq.length : 1); i++, offset += vocab) rows.push(all.subarray(offset, offset + vocab));
     result.push(rows);
   }
   return result;

@@ -50,3 +50,19 @@ test('a rendered request: the state segment is shared and every question ends at
   expect(out.questions[1].text).toContain('A. x: ex\nB. y');
   for (const q of out.questions) expect(q.text.endsWith('<|start_header_id|>assistant<|end_header_id|>\n\nAnswer:')).toBe(true);
 });
+
+// The newer families' chat templates (Gemma 3's own; Phi-4-mini's and OLMo 2's written over their stand-in
+// tokenizers by the generator; Llama 3's for SmolLM3): the system text opens the prompt (Gemma 3 folds it
+// into the user turn), every question ends at the assistant turn's opening and the cue, 255 letter labels.
+test.each([
+  ['tiny-gemma3', '<bos><start_of_turn>user\nYou answer', '<end_of_turn>\n<start_of_turn>model\nAnswer:'],
+  ['tiny-phi3', '<|system|>You answer', '<|end|><|assistant|>Answer:'],
+  ['tiny-olmo2', '<|endoftext|><|system|>\nYou answer', '\n<|assistant|>\nAnswer:'],
+  ['tiny-smollm3', '<|begin_of_text|><|start_header_id|>system<|end_header_id|>', '<|start_header_id|>assistant<|end_header_id|>\n\nAnswer:'],
+])('%s: its chat template frames the state and every question', async (name, start, end) => {
+  const r = await Renderer.create(ModelTokenizer.load(tinyModel(name)), defaultProfile);
+  expect(r.letters.texts).toHaveLength(255);
+  const out = await r.render('Some state.', [{ type: 'choice', instructions: 'Q?', options: [{ key: 'x', description: 'ex' }, { key: 'y', description: null }] }]);
+  expect(out.prefixText.startsWith(start)).toBe(true);
+  expect(out.questions[0].text.endsWith(end)).toBe(true);
+});

@@ -29,14 +29,15 @@ class AtenLinear : public Linear {
 };
 
 // q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim]; visible: [Tq, Tk] bool. Returns [Tq, heads, dim].
-at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& visible) {
+// softcap > 0: the scaled scores are soft-capped before the mask (no fused kernel does that).
+at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& visible, double softcap) {
   const int64_t group = q.size(1) / k.size(1);
   // [heads, T, dim], the key/value heads repeated for their query heads (GQA).
   auto qh = q.permute({1, 0, 2});
   auto kh = k.repeat_interleave(group, 1).permute({1, 0, 2});
   auto vh = v.repeat_interleave(group, 1).permute({1, 0, 2});
 #if TORCH_VERSION_MAJOR >= 2
-  if (q.is_cuda()) {
+  if (q.is_cuda() && softcap <= 0) {
     // Fused attention (memory-efficient kernel; fp32 accumulation) with an arbitrary mask.
     auto out = at::scaled_dot_product_attention(qh.unsqueeze(0), kh.unsqueeze(0), vh.unsqueeze(0), visible.unsqueeze(0).unsqueeze(0));
     return out.squeeze(0).permute({1, 0, 2}).contiguous();
@@ -45,6 +46,7 @@ at::Tensor masked_attention(const at::Tensor& q, const at::Tensor& k, const at::
   // Scores and softmax in fp32, as the CPU kernels compute them.
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
   auto scores = at::matmul(qh.to(at::kFloat), kh.to(at::kFloat).transpose(1, 2)).mul_(scale);
+  if (softcap > 0) scores = scores.div_(softcap).tanh_().mul_(softcap);
   scores.masked_fill_(visible.logical_not().unsqueeze(0), -INFINITY);
   auto mixed = at::matmul(scores.softmax(-1), vh.to(at::kFloat));
   return mixed.permute({1, 0, 2}).to(q.scalar_type()).contiguous();
@@ -59,17 +61,18 @@ class MaskedAttention : public StepAttention {
     at::Tensor queries, keys;  // int64 indices on the device; undefined when the step is one group
     at::Tensor visible;        // [queries, keys] bool on the device
   };
-  explicit MaskedAttention(std::vector<Group> groups) : groups_(std::move(groups)) {}
+  MaskedAttention(std::vector<Group> groups, double softcap) : groups_(std::move(groups)), softcap_(softcap) {}
   at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const override {
-    if (groups_.size() == 1 && !groups_[0].queries.defined()) return masked_attention(q, k, v, groups_[0].visible);
+    if (groups_.size() == 1 && !groups_[0].queries.defined()) return masked_attention(q, k, v, groups_[0].visible, softcap_);
     auto out = at::empty_like(q);
     for (const auto& g : groups_)
-      out.index_copy_(0, g.queries, masked_attention(q.index_select(0, g.queries), k.index_select(0, g.keys), v.index_select(0, g.keys), g.visible));
+      out.index_copy_(0, g.queries, masked_attention(q.index_select(0, g.queries), k.index_select(0, g.keys), v.index_select(0, g.keys), g.visible, softcap_));
     return out;
   }
 
  private:
   std::vector<Group> groups_;
+  double softcap_;
 };
 
 class AtenLayerKernels : public LayerKernels {
@@ -91,9 +94,11 @@ class AtenLayerKernels : public LayerKernels {
     auto rotated = at::cat({x.narrow(-1, half, half).neg(), x.narrow(-1, 0, half)}, -1);
     return (x * c + rotated * s).to(out_dtype).contiguous();
   }
-  at::Tensor silu_mul(at::Tensor& gate, const at::Tensor& up) const override { return at::silu(gate).mul_(up); }
+  at::Tensor gated_mul(at::Tensor& gate, const at::Tensor& up, GateActivation act) const override {
+    return (act == GateActivation::Silu ? at::silu(gate) : at::gelu(gate, "tanh")).mul_(up);
+  }
   std::unique_ptr<StepAttention> plan_attention(const QueryLayout& q, const at::Tensor& key_positions, const at::Tensor& key_segments,
-                                                std::optional<int64_t> window, int64_t /*heads*/) const override {
+                                                std::optional<int64_t> window, int64_t /*heads*/, double logit_softcap) const override {
     std::map<int64_t, std::vector<int64_t>> by_state;
     const auto roots = q.roots.contiguous();
     for (int64_t i = 0; i < roots.size(0); ++i) by_state[roots.data_ptr<int64_t>()[i]].push_back(i);
@@ -101,7 +106,7 @@ class AtenLayerKernels : public LayerKernels {
     if (by_state.size() == 1) {
       auto visible = visibility_mask(q.positions, q.segments, q.parents, q.roots, key_positions, key_segments, window);
       groups.push_back({at::Tensor(), at::Tensor(), visible.to(device_)});
-      return std::make_unique<MaskedAttention>(std::move(groups));
+      return std::make_unique<MaskedAttention>(std::move(groups), logit_softcap);
     }
     // Each state's mask over the keys of its own segments only: one dense mask over a step of
     // 8 states of 1,000 tokens was 64M elements built on the CPU, and on an H100 it took most of
@@ -115,7 +120,7 @@ class AtenLayerKernels : public LayerKernels {
       auto seen = sub.any(0).nonzero().squeeze(1);
       groups.push_back({queries.to(device_), candidates.index_select(0, seen).to(device_), sub.index_select(1, seen).to(device_)});
     }
-    return std::make_unique<MaskedAttention>(std::move(groups));
+    return std::make_unique<MaskedAttention>(std::move(groups), logit_softcap);
   }
 
  private:

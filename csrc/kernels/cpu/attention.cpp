@@ -154,6 +154,7 @@ struct AttentionData {
   bool bf16;
   Isa isa;
   bool paired;  // keys in pairs (key_pairs.h): the mix may add two per step
+  float softcap;  // > 0: scores become softcap * tanh(scores / softcap) (Gemma's attention logit soft-capping)
   const char* q_at(int64_t query, int64_t head) const { return q + (query * shape.heads + head) * shape.dim * item; }
   // A key's (or value's) row of one KV head in k (or v).
   const char* kv_at(const char* kv, int64_t key, int64_t kv_head) const { return kv + (key * shape.kv_heads + kv_head) * shape.dim * item; }
@@ -217,7 +218,12 @@ void numerators(const AttentionData& d, const AttentionPlan::Chunk& ch, int64_t 
   const int64_t bias_from = ch.bias_begin - ch.key_begin;
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t r = row0 + i;
-    buf.row_scale[r] = softmax_numerators(buf.scores.data() + i * tk, tk, scale, bias ? bias + (r % c) * (tk - bias_from) : nullptr, bias_from,
+    float* scores = buf.scores.data() + i * tk;
+    if (d.softcap > 0) {
+      // Scaled, capped, then masked: the bias adds after the cap, as transformers' mask does.
+      for (int64_t j = 0; j < tk; ++j) scores[j] = d.softcap * std::tanh(scores[j] * scale / d.softcap);
+    }
+    buf.row_scale[r] = softmax_numerators(scores, tk, d.softcap > 0 ? 1.0f : scale, bias ? bias + (r % c) * (tk - bias_from) : nullptr, bias_from,
                                           d.bf16 ? buf.probs.data() + i * probs_ld : nullptr, d.isa);
     if (d.bf16) std::fill(buf.probs.data() + i * probs_ld + tk, buf.probs.data() + (i + 1) * probs_ld, uint16_t{0});
   }
@@ -377,7 +383,8 @@ void trim_attention_buffers() {
   at::parallel_for(0, at::get_num_threads(), 1, [](int64_t, int64_t) { kept.settle(true); });
 }
 
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant, Isa isa) {
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant, Isa isa,
+                     double softcap) {
   TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && k.scalar_type() == q.scalar_type() &&
                   v.scalar_type() == q.scalar_type(),
               "attention: contiguous q, k, v of one dtype");
@@ -401,7 +408,8 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                            q.element_size(),
                            q.scalar_type() == at::kBFloat16,
                            isa,
-                           paired};
+                           paired,
+                           static_cast<float>(softcap)};
   // One parallel region per call, the threads taking items largest first (a
   // causal prefill's later chunks read more keys). An item's scores stay in
   // its thread's cache from matmul to softmax to matmul, and the threads meet

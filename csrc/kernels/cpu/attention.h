@@ -50,8 +50,9 @@ AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos
 // q's dtype; scores and softmax are fp32. invariant: on the invariant GEMM at
 // level isa (a query's result independent of the chunk it is in), else on
 // oneDNN. isa also picks the softmax's vectors. A paired plan needs invariant
-// bf16 at avx512-bf16.
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant, Isa isa);
+// bf16 at avx512-bf16. softcap > 0: the scaled scores are soft-capped, cap * tanh(s / cap), before the mask and softmax.
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant, Isa isa,
+                     double softcap = 0);
 
 // Bytes the worker threads hold in attention buffers; between steps at most
 // attention_buffer_kept_bytes() each (8 MiB).

@@ -14,17 +14,19 @@ namespace {
 
 class CpuStepAttention : public StepAttention {
  public:
-  CpuStepAttention(AttentionPlan plan, bool invariant, Isa isa) : plan_(std::move(plan)), invariant_(invariant), isa_(isa) {}
+  CpuStepAttention(AttentionPlan plan, bool invariant, Isa isa, double softcap)
+      : plan_(std::move(plan)), invariant_(invariant), isa_(isa), softcap_(softcap) {}
   // A step's plan lives for the step's forward: what its attention grew is trimmed once, here.
   ~CpuStepAttention() override { trim_attention_buffers(); }
   at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const override {
-    return attention(q, k, v, plan_, invariant_, isa_);
+    return attention(q, k, v, plan_, invariant_, isa_, softcap_);
   }
 
  private:
   AttentionPlan plan_;
   bool invariant_;
   Isa isa_;
+  double softcap_;
 };
 
 class CpuLayerKernels : public LayerKernels {
@@ -42,13 +44,13 @@ class CpuLayerKernels : public LayerKernels {
                   at::ScalarType out_dtype) const override {
     return tq::rope(x, cos, sin, positions, out_dtype);
   }
-  at::Tensor silu_mul(at::Tensor& gate, const at::Tensor& up) const override { return silu_mul_(gate, up); }
+  at::Tensor gated_mul(at::Tensor& gate, const at::Tensor& up, GateActivation act) const override { return gated_mul_(gate, up, act); }
   std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
-                                                std::optional<int64_t> window, int64_t heads) const override {
+                                                std::optional<int64_t> window, int64_t heads, double logit_softcap) const override {
     // The vdpbf16ps mix needs keys in pairs (key_pairs.h); the level is avx512-bf16 only for bf16.
     const bool paired = invariant_ && isa_ == Isa::Avx512Bf16;
     return std::make_unique<CpuStepAttention>(tq::plan_attention(queries, key_positions, key_segments, window, heads, paired, invariant_),
-                                              invariant_, isa_);
+                                              invariant_, isa_, logit_softcap);
   }
 
  private:

@@ -27,7 +27,7 @@ __global__ void label_readout_kernel(LabelReadoutArgs a) {
     // combine_lanes, as shuffles: lane l adds lane l + offset.
     for (int offset = readout::kLanes / 2; offset > 0; offset /= 2)
       partial = readout::add(partial, __shfl_down_sync(0xffffffffu, partial, offset));
-    if (lane == 0) logits[label] = partial;
+    if (lane == 0) logits[label] = readout::soft_cap(partial, a.softcap);
   }
   __syncthreads();
   if (threadIdx.x == 0) {

@@ -18,6 +18,7 @@ struct LabelReadoutArgs {
   const int64_t* label_ids;   // all questions' labels, concatenated
   const int32_t* offsets;     // [questions + 1]: question q's labels are [offsets[q], offsets[q + 1])
   const float* temperatures;  // [questions]
+  float softcap;              // the model's final logit soft-cap (0: none)
   float* logits;              // [offsets[questions]]
   float* log_probs;           // [offsets[questions]]
 };

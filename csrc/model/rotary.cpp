@@ -1,0 +1,49 @@
+#include "model/rotary.h"
+
+#include <cmath>
+
+namespace tq {
+
+at::Tensor inverse_frequencies(const RopeConfig& r, int64_t rotary_dim, bool long_factors) {
+  auto idx = at::arange(0, rotary_dim, 2, at::kDouble);
+  auto inv = 1.0 / at::pow(r.theta, idx / static_cast<double>(rotary_dim));
+  switch (r.scaling) {
+    case RopeConfig::Scaling::None:
+      return inv;
+    case RopeConfig::Scaling::Linear:
+      return inv / r.factor;
+    case RopeConfig::Scaling::LongRope: {
+      const auto& f = long_factors ? r.long_factor : r.short_factor;
+      return inv / at::tensor(f, at::kDouble);
+    }
+    case RopeConfig::Scaling::Llama3: {
+      // Llama 3's wavelength-dependent scaling: long wavelengths divided by factor, short ones
+      // kept, the band between interpolated.
+      const double old_len = static_cast<double>(r.original_max_position_embeddings);
+      const double low_wavelen = old_len / r.low_freq_factor, high_wavelen = old_len / r.high_freq_factor;
+      auto wavelen = 2.0 * M_PI / inv;
+      auto scaled = at::where(wavelen > low_wavelen, inv / r.factor, inv);
+      auto smooth = (old_len / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+      auto smoothed = (1.0 - smooth) * scaled / r.factor + smooth * scaled;
+      auto medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+      return at::where(medium, smoothed, scaled);
+    }
+  }
+  return inv;
+}
+
+RotaryTables rotary_tables(const RopeConfig& r, int64_t rotary_dim, int64_t max_positions, at::Device device) {
+  const auto positions = at::arange(max_positions, at::kDouble);
+  auto angles = at::outer(positions, inverse_frequencies(r, rotary_dim));
+  const bool longrope = r.scaling == RopeConfig::Scaling::LongRope;
+  if (longrope) angles = at::cat({angles, at::outer(positions, inverse_frequencies(r, rotary_dim, true))});
+  auto full = at::cat({angles, angles}, -1);
+  RotaryTables t;
+  // longrope scales cos and sin by its attention factor (1 otherwise).
+  t.cos = (full.cos() * r.attention_factor).to(device, at::kFloat);
+  t.sin = (full.sin() * r.attention_factor).to(device, at::kFloat);
+  t.long_offset = longrope ? max_positions : 0;
+  return t;
+}
+
+}  // namespace tq

@@ -41,7 +41,8 @@
         "csrc/model/transformer.cpp",
         "csrc/vision/image_prompt.cpp",
         "csrc/vision/patches.cpp",
-        "csrc/vision/vision_tower.cpp"
+        "csrc/vision/vision_tower.cpp",
+        "csrc/vision/windows.cpp"
       ],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")",

@@ -155,6 +155,8 @@ Napi::Value to_js(Napi::Env env, const EngineInfo& i) {
                                   {"embedDim", i.vision->embed_dim},
                                   {"heads", i.vision->num_heads},
                                   {"mlpRatio", i.vision->mlp_ratio},
+                                  {"intermediateSize", i.vision->intermediate_size},
+                                  {"windowSize", i.vision->window_size},
                                   {"patchSize", i.vision->patch_size},
                                   {"temporalPatchSize", i.vision->temporal_patch_size},
                                   {"mergeSize", i.vision->spatial_merge_size},

@@ -37,7 +37,7 @@ constexpr Family kFamilies[] = {
     {"Qwen2ForCausalLM", Architecture::Qwen2},     {"Qwen3ForCausalLM", Architecture::Qwen3},
     {"Gemma3ForCausalLM", Architecture::Gemma3},   {"Phi3ForCausalLM", Architecture::Phi3},
     {"Olmo2ForCausalLM", Architecture::Olmo2},     {"SmolLM3ForCausalLM", Architecture::SmolLM3},
-    {"Qwen2VLForConditionalGeneration", Architecture::Qwen2VL},
+    {"Qwen2VLForConditionalGeneration", Architecture::Qwen2VL}, {"Qwen2_5_VLForConditionalGeneration", Architecture::Qwen25VL},
 };
 
 std::string supported_list() {
@@ -179,7 +179,7 @@ ModelConfig read_model_config(const std::string& dir) {
   const auto a = c.arch;
   // A vision-language config keeps the text model's fields at the top level (transformers 4)
   // or in text_config (transformers 5).
-  const bool vl = a == Architecture::Qwen2VL;
+  const bool vl = a == Architecture::Qwen2VL || a == Architecture::Qwen25VL;
   const json& t = vl && j.contains("text_config") && j["text_config"].is_object() ? j["text_config"] : j;
 
   c.vocab_size = field<int64_t>(t, "vocab_size", file);
@@ -220,25 +220,43 @@ ModelConfig read_model_config(const std::string& dir) {
       throw EngineError(code::kCheckpointInvalid, file + ": mrope_section must be three sizes summing to head_dim / 2 = " + std::to_string(c.head_dim / 2));
   }
   if (vl) {
-    if (c.mrope_section.empty()) throw EngineError(code::kCheckpointInvalid, file + ": a Qwen2-VL config needs rope_scaling.mrope_section");
+    if (c.mrope_section.empty()) throw EngineError(code::kCheckpointInvalid, file + ": a " + c.architecture_name + " config needs rope_scaling.mrope_section");
     if (!j.contains("vision_config") || !j["vision_config"].is_object()) throw EngineError(code::kCheckpointInvalid, file + ": missing field vision_config");
     const json& v = j["vision_config"];
     const std::string vfile = file + " vision_config";
     VisionConfig vc;
+    vc.qwen25 = a == Architecture::Qwen25VL;
     vc.depth = field<int64_t>(v, "depth", vfile);
-    vc.embed_dim = field<int64_t>(v, "embed_dim", vfile);
-    vc.out_hidden = field_or<int64_t>(v, "hidden_size", c.hidden_size, vfile);
     vc.num_heads = field<int64_t>(v, "num_heads", vfile);
-    vc.mlp_ratio = field_or<int64_t>(v, "mlp_ratio", 4, vfile);
     vc.patch_size = field_or<int64_t>(v, "patch_size", 14, vfile);
     vc.temporal_patch_size = field_or<int64_t>(v, "temporal_patch_size", 2, vfile);
     vc.spatial_merge_size = field_or<int64_t>(v, "spatial_merge_size", 2, vfile);
     vc.in_channels = field_or<int64_t>(v, "in_channels", field_or<int64_t>(v, "in_chans", 3, vfile), vfile);
-    const auto act = field_or<std::string>(v, "hidden_act", "quick_gelu", vfile);
-    if (act != "quick_gelu") throw EngineError(code::kCheckpointInvalid, vfile + ": hidden_act " + act + " is not supported (Qwen2-VL's is quick_gelu)");
+    // The two towers name their widths differently: Qwen2-VL's embed_dim is the ViT's and hidden_size the
+    // text model's; Qwen2.5-VL's hidden_size is the ViT's and out_hidden_size the text model's.
+    if (vc.qwen25) {
+      vc.embed_dim = field<int64_t>(v, "hidden_size", vfile);
+      vc.out_hidden = field_or<int64_t>(v, "out_hidden_size", c.hidden_size, vfile);
+      vc.intermediate_size = field<int64_t>(v, "intermediate_size", vfile);
+      vc.window_size = field_or<int64_t>(v, "window_size", 112, vfile);
+      vc.full_attention_blocks = field_or<std::vector<int64_t>>(v, "fullatt_block_indexes", {}, vfile);
+    } else {
+      vc.embed_dim = field<int64_t>(v, "embed_dim", vfile);
+      vc.out_hidden = field_or<int64_t>(v, "hidden_size", c.hidden_size, vfile);
+      vc.mlp_ratio = field_or<int64_t>(v, "mlp_ratio", 4, vfile);
+      vc.intermediate_size = vc.embed_dim * vc.mlp_ratio;
+    }
+    const auto act = field_or<std::string>(v, "hidden_act", vc.qwen25 ? "silu" : "quick_gelu", vfile);
+    const char* expected = vc.qwen25 ? "silu" : "quick_gelu";
+    if (act != expected)
+      throw EngineError(code::kCheckpointInvalid, vfile + ": hidden_act " + act + " is not supported (" + c.architecture_name + "'s is " + expected + ")");
     if (vc.depth <= 0 || vc.embed_dim <= 0 || vc.num_heads <= 0 || vc.embed_dim % vc.num_heads != 0 || (vc.embed_dim / vc.num_heads) % 4 != 0 ||
-        vc.in_channels != 3 || vc.out_hidden != c.hidden_size)
+        vc.in_channels != 3 || vc.out_hidden != c.hidden_size || vc.intermediate_size <= 0)
       throw EngineError(code::kCheckpointInvalid, vfile + ": sizes must be positive, embed_dim / num_heads a multiple of 4, in_channels 3 and hidden_size the text model's");
+    if (vc.qwen25 && (vc.window_size < vc.patch_size * vc.spatial_merge_size || vc.window_size % (vc.patch_size * vc.spatial_merge_size) != 0))
+      throw EngineError(code::kCheckpointInvalid, vfile + ": window_size must be a positive multiple of patch_size * spatial_merge_size");
+    for (auto b : vc.full_attention_blocks)
+      if (b < 0 || b >= vc.depth) throw EngineError(code::kCheckpointInvalid, vfile + ": fullatt_block_indexes must name blocks below depth");
     c.vision = vc;
     c.image_tokens.vision_start = field_or<int64_t>(j, "vision_start_token_id", c.image_tokens.vision_start, file);
     c.image_tokens.vision_end = field_or<int64_t>(j, "vision_end_token_id", c.image_tokens.vision_end, file);

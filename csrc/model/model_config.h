@@ -7,7 +7,7 @@
 
 namespace tq {
 
-enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Qwen2VL, Gemma3, Phi3, Olmo2, SmolLM3 };
+enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Qwen2VL, Qwen25VL, Gemma3, Phi3, Olmo2, SmolLM3 };
 
 // RoPE's inverse frequencies over the rotary dimensions, as transformers' rope_type computes them
 // (model/rotary.h): default, "linear" (divided by factor), "llama3" (wavelength-dependent), and
@@ -40,14 +40,19 @@ struct LayerKind {
   bool local_rope = false;  // with ModelConfig::local_rope's tables
 };
 
-// Qwen2-VL's vision tower (vision/vision_tower.h): a ViT over 14x14x2 patches whose
-// PatchMerger maps each 2x2 group of patches to one text-model embedding.
+// Qwen2-VL's and Qwen2.5-VL's vision tower (vision/vision_tower.h): a ViT over 14x14x2 patches
+// whose PatchMerger maps each 2x2 group of patches to one text-model embedding. Qwen2.5-VL's
+// blocks use RMSNorm and a SwiGLU MLP, and attend within windows but for the full-attention ones.
 struct VisionConfig {
+  bool qwen25 = false;       // Qwen2.5-VL's tower (else Qwen2-VL's: LayerNorm, QuickGELU, full attention)
   int64_t depth = 0;
   int64_t embed_dim = 0;     // the ViT's width
   int64_t out_hidden = 0;    // the merger's output: the text model's hidden size
   int64_t num_heads = 0;
   int64_t mlp_ratio = 4;
+  int64_t intermediate_size = 0;  // the MLP's width: Qwen2.5-VL's intermediate_size, Qwen2-VL's embed_dim * mlp_ratio
+  int64_t window_size = 0;        // Qwen2.5-VL: windows of window_size x window_size pixels
+  std::vector<int64_t> full_attention_blocks;  // Qwen2.5-VL's fullatt_block_indexes
   int64_t patch_size = 14;
   int64_t temporal_patch_size = 2;
   int64_t spatial_merge_size = 2;

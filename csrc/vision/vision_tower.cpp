@@ -1,11 +1,14 @@
 #include "vision/vision_tower.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "vision/windows.h"
 
 namespace tq {
 namespace {
 
-constexpr double kLayerNormEps = 1e-6;  // Qwen2VLVisionBlock's and PatchMerger's LayerNorms
+constexpr double kNormEps = 1e-6;  // the blocks' and the PatchMerger's LayerNorms (Qwen2-VL) or RMSNorms (Qwen2.5-VL)
 
 at::Tensor rotate_half(const at::Tensor& x) {
   const int64_t half = x.size(-1) / 2;
@@ -17,10 +20,12 @@ at::Tensor rotate_half(const at::Tensor& x) {
 VisionTower::VisionTower(const Checkpoint& ckpt, const LayerKernels& kernels, at::ScalarType dtype)
     : config_(*ckpt.config().vision), kernels_(kernels), dtype_(dtype) {
   const auto& v = config_;
-  const int64_t E = v.embed_dim, hidden = E * v.mlp_ratio;
+  const int64_t E = v.embed_dim, hidden = v.intermediate_size;
   const int64_t merged = E * v.spatial_merge_size * v.spatial_merge_size;
   const auto device = kernels.device();
   auto vec = [&](const std::string& name, int64_t n) { return ckpt.get(name, {n}, at::kFloat).to(device).contiguous(); };
+  // A LayerNorm's bias, or none: Qwen2.5-VL's RMSNorms have none.
+  auto bias = [&](const std::string& name, int64_t n) { return v.qwen25 ? at::Tensor() : vec(name, n); };
   // A linear layer prepared by the kernels from the weight in the compute dtype (and its fp32 bias).
   auto linear = [&](const std::string& name, at::IntArrayRef shape, bool bias) {
     auto w = ckpt.get(name + ".weight", shape, dtype).reshape({shape[0], -1}).contiguous();
@@ -31,17 +36,24 @@ VisionTower::VisionTower(const Checkpoint& ckpt, const LayerKernels& kernels, at
     const std::string p = "visual.blocks." + std::to_string(i) + ".";
     Block b;
     b.norm1_w = vec(p + "norm1.weight", E);
-    b.norm1_b = vec(p + "norm1.bias", E);
+    b.norm1_b = bias(p + "norm1.bias", E);
     b.norm2_w = vec(p + "norm2.weight", E);
-    b.norm2_b = vec(p + "norm2.bias", E);
+    b.norm2_b = bias(p + "norm2.bias", E);
     b.qkv = linear(p + "attn.qkv", {3 * E, E}, true);
     b.proj = linear(p + "attn.proj", {E, E}, true);
-    b.fc1 = linear(p + "mlp.fc1", {hidden, E}, true);
-    b.fc2 = linear(p + "mlp.fc2", {E, hidden}, true);
+    if (v.qwen25) {
+      b.gate = linear(p + "mlp.gate_proj", {hidden, E}, true);
+      b.up = linear(p + "mlp.up_proj", {hidden, E}, true);
+      b.down = linear(p + "mlp.down_proj", {E, hidden}, true);
+      b.windowed = std::find(v.full_attention_blocks.begin(), v.full_attention_blocks.end(), i) == v.full_attention_blocks.end();
+    } else {
+      b.fc1 = linear(p + "mlp.fc1", {hidden, E}, true);
+      b.fc2 = linear(p + "mlp.fc2", {E, hidden}, true);
+    }
     blocks_.push_back(std::move(b));
   }
   merger_norm_w_ = vec("visual.merger.ln_q.weight", E);
-  merger_norm_b_ = vec("visual.merger.ln_q.bias", E);
+  merger_norm_b_ = bias("visual.merger.ln_q.bias", E);
   merger_fc1_ = linear("visual.merger.mlp.0", {merged, merged}, true);
   merger_fc2_ = linear("visual.merger.mlp.2", {v.out_hidden, merged}, true);
   // VisionRotaryEmbedding(head_dim / 2): head_dim / 4 frequencies per axis.
@@ -59,6 +71,22 @@ at::Tensor VisionTower::attention(const Block& b, const at::Tensor& x, const at:
   return (*b.proj)(attend(q, k, v).view({n, E}), at::kFloat);
 }
 
+at::Tensor VisionTower::norm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const {
+  if (config_.qwen25) return kernels_.rms_norm(x, w, kNormEps, at::kFloat);
+  return at::layer_norm(x, {config_.embed_dim}, w, b, kNormEps);
+}
+
+at::Tensor VisionTower::mlp(const Block& b, const at::Tensor& x) const {
+  const auto in = x.to(dtype_);
+  if (config_.qwen25) {
+    auto gate = (*b.gate)(in, dtype_);
+    return (*b.down)(kernels_.gated_mul(gate, (*b.up)(in, dtype_), GateActivation::Silu), at::kFloat);
+  }
+  auto h = (*b.fc1)(in, at::kFloat);
+  h = h * at::sigmoid(1.702 * h);  // QuickGELU
+  return (*b.fc2)(h.to(dtype_), at::kFloat);
+}
+
 at::Tensor VisionTower::embed(const ImagePatches& patches) const {
   const auto& v = config_;
   const int64_t E = v.embed_dim, unit = v.spatial_merge_size * v.spatial_merge_size, n = patches.values.size(0);
@@ -66,20 +94,42 @@ at::Tensor VisionTower::embed(const ImagePatches& patches) const {
   auto x = (*patch_embed_)(patches.values.to(device, dtype_), at::kFloat);  // [N, E]
   // 2D RoPE: angles in float64, [N, head_dim / 2] = (row frequencies, column frequencies), repeated.
   auto angles = at::cat({at::outer(patches.rows.to(at::kDouble), inv_freq_), at::outer(patches.cols.to(at::kDouble), inv_freq_)}, -1);
-  angles = at::cat({angles, angles}, -1);
-  const auto cos = angles.cos().to(device, at::kFloat).unsqueeze(1), sin = angles.sin().to(device, at::kFloat).unsqueeze(1);
   // Every patch at position 0 of one segment, each query's keys all N of them: the whole image is visible to each patch.
   const auto zeros = at::zeros({n}, at::kLong);
-  const auto attend = kernels_.plan_attention({zeros, zeros, zeros, zeros, std::vector<int64_t>(n, n)}, zeros, zeros, std::nullopt, v.num_heads);
-  for (const auto& b : blocks_) {
-    x = x + attention(b, at::layer_norm(x, {E}, b.norm1_w, b.norm1_b, kLayerNormEps), cos, sin, *attend);
-    auto h = (*b.fc1)(at::layer_norm(x, {E}, b.norm2_w, b.norm2_b, kLayerNormEps).to(dtype_), at::kFloat);
-    h = h * at::sigmoid(1.702 * h);  // QuickGELU
-    x = x + (*b.fc2)(h.to(dtype_), at::kFloat);
+  const auto full = kernels_.plan_attention({zeros, zeros, zeros, zeros, std::vector<int64_t>(n, n)}, zeros, zeros, std::nullopt, v.num_heads);
+  // Qwen2.5-VL: the patches in window order, a window one segment whose patches see each other only.
+  std::unique_ptr<StepAttention> windowed;
+  std::vector<int64_t> units;
+  if (v.qwen25) {
+    const int64_t m = v.spatial_merge_size;
+    const auto w = window_order(patches.grid_h / m, patches.grid_w / m, v.window_size / v.patch_size / m);
+    std::vector<int64_t> order, window, key_end;
+    for (size_t i = 0; i < w.units.size(); ++i)
+      for (int64_t j = 0; j < unit; ++j) {
+        order.push_back(w.units[i] * unit + j);
+        window.push_back(w.window_of[i]);
+        key_end.push_back(w.window_end[i] * unit);
+      }
+    const auto in_order = at::tensor(order, at::kLong), windows = at::tensor(window, at::kLong);
+    x = x.index_select(0, in_order.to(device));
+    angles = angles.index_select(0, in_order);
+    windowed = kernels_.plan_attention({zeros, windows, windows, windows, key_end}, zeros, windows, std::nullopt, v.num_heads);
+    units = w.units;
   }
-  auto merged = at::layer_norm(x, {E}, merger_norm_w_, merger_norm_b_, kLayerNormEps).reshape({-1, E * unit});
+  angles = at::cat({angles, angles}, -1);
+  const auto cos = angles.cos().to(device, at::kFloat).unsqueeze(1), sin = angles.sin().to(device, at::kFloat).unsqueeze(1);
+  for (const auto& b : blocks_) {
+    x = x + attention(b, norm(x, b.norm1_w, b.norm1_b), cos, sin, b.windowed ? *windowed : *full);
+    x = x + mlp(b, norm(x, b.norm2_w, b.norm2_b));
+  }
+  auto merged = norm(x, merger_norm_w_, merger_norm_b_).reshape({-1, E * unit});
   auto h = at::gelu((*merger_fc1_)(merged.to(dtype_), at::kFloat));
-  return (*merger_fc2_)(h.to(dtype_), at::kFloat).contiguous();
+  auto out = (*merger_fc2_)(h.to(dtype_), at::kFloat);
+  if (units.empty()) return out.contiguous();
+  // Back from window order to the image's: the row of unit u is the one at u's place in `units`.
+  std::vector<int64_t> place(units.size());
+  for (size_t k = 0; k < units.size(); ++k) place[units[k]] = static_cast<int64_t>(k);
+  return out.index_select(0, at::tensor(place, at::kLong).to(device)).contiguous();
 }
 
 }  // namespace tq

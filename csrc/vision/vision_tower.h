@@ -1,4 +1,4 @@
-// Qwen2-VL's vision tower: a ViT whose patch embedding is one linear map of a
+// Qwen2-VL's and Qwen2.5-VL's vision tower: a ViT whose patch embedding is one linear map of a
 // 14x14x2x3 patch (the checkpoint's Conv3d, stride = kernel), 2D RoPE (the
 // first half of each head's rotary frequencies driven by the patch's row, the
 // second by its column), bidirectional attention within one image, pre-norm
@@ -15,6 +15,16 @@
 // engine's kernels in fp32, 32 s in bf16 (no bf16 instructions here: bf16 is
 // converted). Compute-bound either way; the kernels also give the tower the
 // text model's batch invariance and dtype.
+//
+// Qwen2.5-VL's blocks differ in three ways: RMSNorm for the LayerNorms (the
+// merger's too), a SwiGLU MLP (gate, up, down, with biases) for the QuickGELU
+// one, and attention within windows of window_size pixels (square groups of
+// merged units, cut from the image's top left; the last row and column of
+// windows may be smaller) in every block but the fullatt_block_indexes ones.
+// As transformers does, the patches are put in window order (windows row by
+// row, each window's units row by row) before the blocks, so that a window's
+// patches are consecutive and its attention reads its own keys only, and the
+// merger's rows are put back in the image's order after it.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -38,11 +48,16 @@ class VisionTower {
 
  private:
   struct Block {
-    at::Tensor norm1_w, norm1_b, norm2_w, norm2_b;  // fp32
-    std::unique_ptr<Linear> qkv, proj, fc1, fc2;
+    at::Tensor norm1_w, norm1_b, norm2_w, norm2_b;  // fp32; the biases undefined for Qwen2.5-VL's RMSNorm
+    std::unique_ptr<Linear> qkv, proj;
+    std::unique_ptr<Linear> fc1, fc2;         // Qwen2-VL's MLP
+    std::unique_ptr<Linear> gate, up, down;   // Qwen2.5-VL's
+    bool windowed = false;                    // attends within its window (Qwen2.5-VL)
   };
   // Bidirectional attention over one image's patches; x [N, E] fp32 (normed), returns proj's output [N, E] fp32.
   at::Tensor attention(const Block& b, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const StepAttention& attend) const;
+  at::Tensor norm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const;
+  at::Tensor mlp(const Block& b, const at::Tensor& x) const;
 
   VisionConfig config_;
   const LayerKernels& kernels_;

@@ -91,6 +91,14 @@ export const namedBases: Record<string, BaseProfile> = {
     prompt: defaultProfile,
     testModel: 'tiny-qwen2-vl',
   },
+  'qwen2.5-vl-3b': {
+    name: 'qwen2.5-vl-3b',
+    servedName: 'tqserve-qwen2.5-vl-3b',
+    repo: 'Qwen/Qwen2.5-VL-3B-Instruct',
+    temperatures: { noul: 1.0, choice: 1.0, score: 1.0 },
+    prompt: defaultProfile,
+    testModel: 'tiny-qwen2.5-vl',
+  },
 };
 
 export const DEFAULT_BASE = 'qwen3-0.6b';

@@ -56,12 +56,16 @@ export interface NativeLoadOptions {
   visionCacheMiB?: number;
 }
 
-/** A vision-language checkpoint's vision tower (Qwen2-VL) and its image token ids. */
+/** A vision-language checkpoint's vision tower (Qwen2-VL, Qwen2.5-VL) and its image token ids. */
 export interface NativeVisionInfo {
   depth: number;
   embedDim: number;
   heads: number;
   mlpRatio: number;
+  /** The MLP's width (Qwen2-VL: embedDim * mlpRatio). */
+  intermediateSize: number;
+  /** Qwen2.5-VL's attention windows, in pixels (0: attention over the whole image). */
+  windowSize: number;
   patchSize: number;
   temporalPatchSize: number;
   mergeSize: number;

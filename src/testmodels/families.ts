@@ -57,6 +57,7 @@ export const modelTypes: Record<TestModelSpec['architecture'], string> = {
   Olmo2ForCausalLM: 'olmo2',
   SmolLM3ForCausalLM: 'smollm3',
   Qwen2VLForConditionalGeneration: 'qwen2_vl',
+  Qwen2_5_VLForConditionalGeneration: 'qwen2_5_vl',
 };
 
 /** config.json fields of the family beyond the Llama ones (which they replace where named alike). */

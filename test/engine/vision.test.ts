@@ -7,6 +7,9 @@
  * every block; two different images of the same size (identical token ids) share no block that
  * overlaps them; answers are the same with and without the caches.
  */
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
 import { Engine } from '../../src/engine/engine';
 import { NativeImage } from '../../src/engine/native';
 import { imageKey } from '../../src/images/key';
@@ -116,6 +119,54 @@ test('tiny-qwen2-vl-v5 (transformers 5 layout, untied lm_head, bf16-stored) agre
   } finally {
     await engine.close();
   }
+});
+
+// Qwen2.5-VL: RMSNorm and SwiGLU in the ViT, attention within windows of 56 px (2x2 merged units) in blocks 0 and
+// 1 and over the whole image in block 2. A 90x60 image is resized to 3x2 merged units (a whole window and a
+// partial one), a 50x120 one to 2x4, a 112x84 one to 4x3 (whole windows and partial ones at its bottom).
+describe('tiny-qwen2.5-vl (window attention) against the float64 reference', () => {
+  const model = tinyModel('tiny-qwen2.5-vl');
+  let engine: Engine;
+  let cases: VlmCase[];
+  beforeAll(async () => {
+    engine = await Engine.open({ path: model, threads: 2 });
+    const wide = await preprocessImage(await png(90, 60, 1)), tall = await preprocessImage(await png(50, 120, 2));
+    const big = await preprocessImage(await png(112, 84, 3));
+    cases = [
+      { tokens: [...text(2), ...image(...text(5, 3000)), ...image(...text(3, 4000))], images: [wide, tall] },
+      { tokens: [...text(3), ...image(...text(4, 2000))], images: [big] },
+    ];
+  });
+  afterAll(() => engine.close());
+
+  test('loads as Qwen2.5-VL with its windows, and answers within 1e-4 at every position, on the engine and ATen kernels', async () => {
+    expect(engine.info.architecture).toBe('Qwen2_5_VLForConditionalGeneration');
+    expect(engine.info.vision).toMatchObject({ depth: 3, embedDim: 32, intermediateSize: 48, windowSize: 56, imagePadId: PAD });
+    for (const e of await maxErrors(engine, model, cases)) expect(e).toBeLessThanOrEqual(1e-4);
+    const aten = await Engine.open({ path: model, threads: 2, kernels: 'aten' });
+    try {
+      for (const e of await maxErrors(aten, model, cases)) expect(e).toBeLessThanOrEqual(1e-4);
+    } finally {
+      await aten.close();
+    }
+  });
+
+  test('the windows matter: the same weights with every block attending to the whole image answer otherwise', async () => {
+    const everywhere = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-qwen25-'));
+    fs.cpSync(model, everywhere, { recursive: true });
+    const config = JSON.parse(fs.readFileSync(path.join(everywhere, 'config.json'), 'utf8'));
+    config.vision_config.fullatt_block_indexes = [0, 1, 2];
+    fs.writeFileSync(path.join(everywhere, 'config.json'), JSON.stringify(config));
+    const full = await Engine.open({ path: everywhere, threads: 2 });
+    try {
+      const c = cases[1];
+      const [windowed, whole] = await Promise.all([engine, full].map((e) => e.logitsAll(c.tokens, c.images.map((im) => native(im, model)))));
+      expect(Math.max(...windowed.map((row, p) => maxAbsDiff(row, whole[p])))).toBeGreaterThan(1e-3);
+    } finally {
+      await full.close();
+      fs.rmSync(everywhere, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('image caching by content', () => {

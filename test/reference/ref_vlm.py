@@ -1,5 +1,6 @@
-"""Float64 reference for Qwen2-VL (Qwen2VLForConditionalGeneration), written
-from transformers' modeling_qwen2_vl.py and Qwen2VLImageProcessor without
+"""Float64 reference for Qwen2-VL (Qwen2VLForConditionalGeneration) and
+Qwen2.5-VL (Qwen2_5_VLForConditionalGeneration), written from transformers'
+modeling_qwen2_vl.py, modeling_qwen2_5_vl.py and Qwen2VLImageProcessor without
 importing them. Reads JSON from stdin:
   {"model": <checkpoint folder>, "out": <file>,
    "cases": [{"tokens": [ids, one <|image_pad|> per image],
@@ -12,6 +13,8 @@ Where the engine differs on purpose, this follows transformers: the patch
 embedding is a Conv3d, the patch order comes from the image processor's
 reshape/transpose, images are found by get_rope_index's scan of
 <|vision_start|> tokens, and M-RoPE splits cos/sin by mrope_section * 2.
+Qwen2.5-VL's windows come from get_window_index's padded reshape (pad with
+-100, drop the pads) and attend by cu_window_seqlens, as there.
 """
 import json
 import math
@@ -56,8 +59,35 @@ def rotate_half(x):
     return torch.cat([-x[..., h:], x[..., :h]], -1)
 
 
+def rms(x, weight):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
+
+
+def window_index(grids, v):
+    """Qwen2_5_VisionTransformer.get_window_index: the merged units in window order, and each unit's window."""
+    m = v["spatial_merge_size"]
+    side = v["window_size"] // m // v["patch_size"]
+    order, windows, offset, n_windows = [], [], 0, 0
+    for t, h, ww in grids:
+        gh, gw = h // m, ww // m
+        index = torch.arange(t * gh * gw).reshape(t, gh, gw)
+        pad_h, pad_w = side - gh % side, side - gw % side
+        nh, nw = (gh + pad_h) // side, (gw + pad_w) // side
+        padded = torch.nn.functional.pad(index, (0, pad_w, 0, pad_h), "constant", -100)
+        padded = padded.reshape(t, nh, side, nw, side).permute(0, 1, 3, 2, 4).reshape(t, nh * nw, side * side)
+        for k in range(t * nh * nw):
+            units = padded[k // (nh * nw), k % (nh * nw)]
+            units = units[units != -100]
+            order.append(units + offset)
+            windows += [n_windows] * len(units)
+            n_windows += 1
+        offset += t * gh * gw
+    return torch.cat(order), torch.tensor(windows)
+
+
 def vision_tower(w, v, pixel_values, grids):
-    E, heads = v["embed_dim"], v["num_heads"]
+    qwen25 = "out_hidden_size" in v
+    E, heads = (v["hidden_size"] if qwen25 else v["embed_dim"]), v["num_heads"]
     hd, m = E // heads, v["spatial_merge_size"]
     conv = w["visual.patch_embed.proj.weight"]
     x = torch.nn.functional.conv3d(pixel_values.view(-1, 3, v["temporal_patch_size"], v["patch_size"], v["patch_size"]), conv,
@@ -73,29 +103,45 @@ def vision_tower(w, v, pixel_values, grids):
     inv_freq = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
     table = torch.outer(torch.arange(max(max(h, ww) for _, h, ww in grids), dtype=torch.float64), inv_freq)
     freqs = table[pos].flatten(1)
-    cos = freqs.cos().unsqueeze(1).repeat(1, 1, 2)
-    sin = freqs.sin().unsqueeze(1).repeat(1, 1, 2)
     # cu_seqlens: attention within each image only
     lens = [t * h * ww for t, h, ww in grids]
     image_of = torch.repeat_interleave(torch.arange(len(lens)), torch.tensor(lens))
+    n, unit = x.shape[0], m * m
+    if qwen25:
+        # The units in window order (their patches with them), and a mask of same-window pairs.
+        units, window_of = window_index(grids, v)
+        x = x.reshape(n // unit, unit, E)[units].reshape(n, E)
+        freqs = freqs.reshape(n // unit, unit, -1)[units].reshape(n, -1)
+        image_of = image_of.reshape(n // unit, unit)[units].reshape(n)
+        window_of = window_of.repeat_interleave(unit)
+        window_mask = window_of.unsqueeze(0) == window_of.unsqueeze(1)
+    cos = freqs.cos().unsqueeze(1).repeat(1, 1, 2)
+    sin = freqs.sin().unsqueeze(1).repeat(1, 1, 2)
     mask = image_of.unsqueeze(0) == image_of.unsqueeze(1)
-    n = x.shape[0]
+    norm = (lambda x, p: rms(x, w[p + ".weight"])) if qwen25 else (lambda x, p: layer_norm(x, w[p + ".weight"], w[p + ".bias"]))
     for i in range(v["depth"]):
         p = f"visual.blocks.{i}."
-        h = layer_norm(x, w[p + "norm1.weight"], w[p + "norm1.bias"])
+        h = norm(x, p + "norm1")
         q, k, val = (h @ w[p + "attn.qkv.weight"].t() + w[p + "attn.qkv.bias"]).reshape(n, 3, heads, hd).permute(1, 0, 2, 3).unbind(0)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         scores = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(hd)
-        scores = scores.masked_fill(~mask.unsqueeze(0), float("-inf"))
+        windowed = qwen25 and i not in v.get("fullatt_block_indexes", [])
+        scores = scores.masked_fill(~(window_mask if windowed else mask).unsqueeze(0), float("-inf"))
         attn = torch.einsum("hqk,khd->qhd", torch.softmax(scores, -1), val).reshape(n, E)
         x = x + attn @ w[p + "attn.proj.weight"].t() + w[p + "attn.proj.bias"]
-        h = layer_norm(x, w[p + "norm2.weight"], w[p + "norm2.bias"]) @ w[p + "mlp.fc1.weight"].t() + w[p + "mlp.fc1.bias"]
-        h = h * torch.sigmoid(1.702 * h)
-        x = x + h @ w[p + "mlp.fc2.weight"].t() + w[p + "mlp.fc2.bias"]
-    x = layer_norm(x, w["visual.merger.ln_q.weight"], w["visual.merger.ln_q.bias"]).view(-1, E * m * m)
+        h = norm(x, p + "norm2")
+        if qwen25:
+            lin = lambda name, y: y @ w[p + f"mlp.{name}.weight"].t() + w[p + f"mlp.{name}.bias"]  # noqa: E731
+            x = x + lin("down_proj", torch.nn.functional.silu(lin("gate_proj", h)) * lin("up_proj", h))
+        else:
+            h = h @ w[p + "mlp.fc1.weight"].t() + w[p + "mlp.fc1.bias"]
+            h = h * torch.sigmoid(1.702 * h)
+            x = x + h @ w[p + "mlp.fc2.weight"].t() + w[p + "mlp.fc2.bias"]
+    x = norm(x, "visual.merger.ln_q").view(-1, E * unit)
     x = torch.nn.functional.gelu(x @ w["visual.merger.mlp.0.weight"].t() + w["visual.merger.mlp.0.bias"])
-    return x @ w["visual.merger.mlp.2.weight"].t() + w["visual.merger.mlp.2.bias"]
+    x = x @ w["visual.merger.mlp.2.weight"].t() + w["visual.merger.mlp.2.bias"]
+    return x[torch.argsort(units)] if qwen25 else x
 
 
 def get_rope_index(ids, grids, config, m):

@@ -34,7 +34,7 @@ export async function startImageEngine(
   const vision = engine.info.vision;
   if (!vision) {
     engine.stop();
-    throw new Error(`--image-model ${name}: ${base.checkpoint} is ${engine.info.architecture}, not a vision-language model (supported: Qwen2VLForConditionalGeneration)`);
+    throw new Error(`--image-model ${name}: ${base.checkpoint} is ${engine.info.architecture}, not a vision-language model (supported: Qwen2VLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration)`);
   }
   const temperatures = temperaturesOf(base.profile.temperatures, flags);
   const service: ImageService = {

@@ -24,7 +24,7 @@ describe.each(tinyModelNames)('%s on the ATen kernels', (name) => {
     texts = await tokenizeTexts(dir);
     const { state, questions } = texts;
     qs = [questions[0], questions[1], [...questions[0].slice(0, 3), ...questions[1]]];
-    refs = referenceLogits(dir, qs.map((q) => [...state, ...q]), 1);
+    refs = await referenceLogits(dir, qs.map((q) => [...state, ...q]), 1);
   });
   afterAll(async () => aten.close());
 

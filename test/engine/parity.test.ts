@@ -22,7 +22,7 @@ describe.each(tinyModelNames)('%s against the float64 reference', (name) => {
     fp32 = await Engine.open({ path: dir, dtype: 'fp32', threads: 2 });
     bf16 = await Engine.open({ path: dir, dtype: 'bf16', threads: 2 });
     texts = await tokenizeTexts(dir);
-    refs = referenceLogits(dir, texts.questions.map((q) => [...texts.state, ...q]), 1);
+    refs = await referenceLogits(dir, texts.questions.map((q) => [...texts.state, ...q]), 1);
   });
   afterAll(async () => {
     await fp32.close();
@@ -81,7 +81,7 @@ test('longrope: a state asked a short and a long question answers each with its 
   const state = full.slice(0, 60 - short.length);
   expect(state.length + short.length).toBeLessThanOrEqual(64);
   expect(state.length + long.length).toBeGreaterThan(64);
-  const refs = referenceLogits(dir, [short, long].map((q) => [...state, ...q]), 0);
+  const refs = await referenceLogits(dir, [short, long].map((q) => [...state, ...q]), 0);
   const ask = (qs: number[][]) => ({ state, questions: qs.map((tokens) => ({ tokens, labelIds: labels })) });
   const engine = await Engine.open({ path: dir, dtype: 'fp32', threads: 2 });
   try {

@@ -1,21 +1,16 @@
 /** Float64 reference logits from test/reference/forward.py (Debian's python3-torch). */
-import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { debianPython, referenceDir } from './models';
+import { callReference } from './python-reference';
 
 /**
  * For each sequence, its full-vocabulary float64 logits per position; with `allPositions` N, past the
  * first N sequences only the last position's (one row: rows[rows.length - 1] reads the same either way).
  */
-export function referenceLogits(model: string, sequences: number[][], allPositions = sequences.length): Float64Array[][] {
+export async function referenceLogits(model: string, sequences: number[][], allPositions = sequences.length): Promise<Float64Array[][]> {
   const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tq-ref-')), 'logits.bin');
-  const stdout = execFileSync(debianPython, [path.join(referenceDir, 'forward.py')], {
-    input: JSON.stringify({ model, sequences, out, all_positions: allPositions }),
-    encoding: 'utf8',
-  });
-  const { vocab } = JSON.parse(stdout) as { vocab: number };
+  const { vocab } = (await callReference('forward', { model, sequences, out, all_positions: allPositions })) as { vocab: number };
   const buf = fs.readFileSync(out);
   fs.rmSync(path.dirname(out), { recursive: true, force: true });
   const all = new Float64Array(buf.buffer, buf.byteOffset, buf.byteLength / 8);

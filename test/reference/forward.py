@@ -18,9 +18,7 @@ from ref_families import FamilyModel  # noqa: E402
 from ref_model import RefModel  # noqa: E402
 
 
-def main():
-    req = json.load(sys.stdin)
-    torch.set_num_threads(2)
+def run(req):
     with open(os.path.join(req["model"], "config.json")) as f:
         family = json.load(f).get("model_type") in FamilyModel.FAMILIES
     model = FamilyModel(req["model"]) if family else RefModel(req["model"])
@@ -37,8 +35,9 @@ def main():
                 hidden = hidden[-1:]
             logits = model.logits(hidden) if family else hidden @ model.lm_head_weight().t()
             out.write(logits.contiguous().numpy().astype("<f8").tobytes())
-    print(json.dumps({"vocab": int(model.lm_head.shape[0])}))
+    return {"vocab": int(model.lm_head.shape[0])}
 
 
 if __name__ == "__main__":
-    main()
+    torch.set_num_threads(2)
+    print(json.dumps(run(json.load(sys.stdin))))

@@ -170,9 +170,7 @@ def get_rope_index(ids, grids, config, m):
     return torch.cat(parts, 1)  # [3, T]
 
 
-def main():
-    req = json.load(sys.stdin)
-    torch.set_num_threads(2)
+def run(req):
     config, raw = read_checkpoint(req["model"])
     w = {canonical(k): t for k, t in raw.items()}
     text = config.get("text_config") or config
@@ -220,8 +218,9 @@ def main():
             logits = rms_norm(x, w["model.norm.weight"], float(text["rms_norm_eps"])) @ lm_head.t()
             out.write(logits.contiguous().numpy().astype("<f8").tobytes())
             lengths.append(T)
-    print(json.dumps({"vocab": int(lm_head.shape[0]), "lengths": lengths}))
+    return {"vocab": int(lm_head.shape[0]), "lengths": lengths}
 
 
 if __name__ == "__main__":
-    main()
+    torch.set_num_threads(2)
+    print(json.dumps(run(json.load(sys.stdin))))

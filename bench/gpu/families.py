@@ -6,8 +6,10 @@ transformers' own config and model classes and random weights), transformers' fp
 readout positions (eager attention: the one that applies every option, soft-capping included) are
 compared with the engine's label logits from tq_cli in fp32, on the CPU and on the GPU, for a state
 with three questions (two sharing their first tokens), and for longrope's family one sequence within
-its original context and one past it. Bound: max |Δ logit| <= 1e-4. Writes families.json and
-families.md into --out.
+its original context and one past it. The vision-language families (Qwen2-VL, Qwen2.5-VL) answer
+a state with an image of 84 x 56 pixels (3 x 2 merged units: a whole window of Qwen2.5-VL's and a
+partial one), patchified by transformers' own Qwen2VLImageProcessor for transformers and given to
+tq_cli as the raw RGB. Bound: max |Δ logit| <= 1e-4. Writes families.json and families.md into --out.
 
   python3 bench/gpu/families.py --cli build-gpu/tq_cli --models build-gpu/models --out OUT [--devices cpu,cuda]
 """
@@ -22,7 +24,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check import cli, ids, logits_of, max_diff  # noqa: E402
 
-FAMILIES = ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-olmo2", "tiny-smollm3"]
+FAMILIES = ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-olmo2", "tiny-smollm3",
+            "tiny-qwen2-vl", "tiny-qwen2.5-vl"]
 BOUND = 1e-4
 
 
@@ -53,13 +56,41 @@ def transformers_logits(folder, requests):
     return out
 
 
+def image_case(args, folder, config):
+    """A state with one image and a question: the tq_cli request, and transformers' label logits."""
+    import numpy as np
+    import transformers as tf
+
+    start, pad, end = config["vision_start_token_id"], config["image_token_id"], config["vision_end_token_id"]
+    rng = random.Random(os.path.basename(folder))
+    rgb = np.random.default_rng(7).integers(0, 256, (56, 84, 3), dtype=np.uint8)
+    rgb_file = os.path.join(args.out, os.path.basename(folder) + ".rgb")
+    rgb.tofile(rgb_file)
+    text = [rng.randrange(1000, 150000) for _ in range(9)]
+    state, question = text[:3] + [start, pad, end] + text[3:6], text[6:]
+    labels = [rng.randrange(1000, 150000) for _ in range(16)]
+    pixels = tf.Qwen2VLImageProcessor()(images=[rgb], do_resize=False, return_tensors="pt")
+    grid = pixels["image_grid_thw"]
+    image_tokens = int(grid.prod()) // 4  # one token per 2 x 2 patches
+    expanded = state[:4] + [pad] * image_tokens + state[5:] + question
+    model_class = getattr(tf, config["architectures"][0])
+    model = model_class.from_pretrained(folder, torch_dtype=torch.float32, attn_implementation="eager").eval()
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([expanded]), pixel_values=pixels["pixel_values"].float(), image_grid_thw=grid).logits[0, -1]
+    request = {"state": state, "images": [{"rgb": rgb_file, "width": 84, "height": 56}], "questions": [{"tokens": question, "labelIds": labels}]}
+    return [request], [logits[labels].tolist()]
+
+
 def check(args, name):
     folder = os.path.join(args.models, name)
     if not os.path.exists(os.path.join(folder, "config.json")):
         return {"error": "not written (this transformers has no class for it)"}
-    vocab = json.load(open(os.path.join(folder, "config.json")))["vocab_size"]
-    requests = requests_for(folder, vocab)
-    expected = transformers_logits(folder, requests)
+    config = json.load(open(os.path.join(folder, "config.json")))
+    if "vision_config" in config:
+        requests, expected = image_case(args, folder, config)
+    else:
+        requests = requests_for(folder, config["vocab_size"])
+        expected = transformers_logits(folder, requests)
     result = {}
     for device in args.devices.split(","):
         got = logits_of(cli(args, [requests], ["--model", folder, "--device", device, "--dtype", "fp32"]))

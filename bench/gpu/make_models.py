@@ -47,11 +47,38 @@ MODELS = {
                      dict(TINY, num_hidden_layers=3, vocab_size=128256, rope_theta=5000000.0, tie_word_embeddings=True,
                           no_rope_layers=[1, 1, 0], no_rope_layer_interval=3, use_sliding_window=False),
                      torch.bfloat16),
+    # The vision-language families (their text model as tiny-qwen2's under M-RoPE), as specs.ts's tiny-qwen2-vl and
+    # tiny-qwen2.5-vl: written with their own ForConditionalGeneration classes (VL_TEXT, VL_VISION below).
+    "tiny-qwen2-vl": (getattr(tf, "Qwen2VLConfig", None), "vl", torch.float32),
+    "tiny-qwen2.5-vl": (getattr(tf, "Qwen2_5_VLConfig", None), "vl", torch.float32),
     "bench-qwen3": (tf.Qwen3Config, dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
                                          num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6, vocab_size=151936,
                                          rope_theta=1000000.0, tie_word_embeddings=True, max_position_embeddings=40960),
                     torch.bfloat16),
 }
+
+
+VL_TEXT = dict(TINY, vocab_size=151936, rope_theta=1000000.0, tie_word_embeddings=True,
+               rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]})
+VL_IDS = dict(vision_start_token_id=151652, vision_end_token_id=151653, vision_token_id=151654, image_token_id=151655, video_token_id=151656)
+VL_VISION = {
+    "tiny-qwen2-vl": dict(depth=2, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=4, patch_size=14, temporal_patch_size=2,
+                          spatial_merge_size=2, hidden_act="quick_gelu"),
+    "tiny-qwen2.5-vl": dict(depth=3, hidden_size=32, out_hidden_size=64, intermediate_size=48, num_heads=2, patch_size=14,
+                            temporal_patch_size=2, spatial_merge_size=2, hidden_act="silu", window_size=56, fullatt_block_indexes=[2],
+                            tokens_per_second=2),
+}
+
+
+def vl_config(name, config_class):
+    """A vision-language config: the text fields at the top (transformers 4) or in text_config (5)."""
+    text = dict(VL_TEXT)
+    if int(tf.__version__.split(".")[0]) >= 5:
+        rope = dict(text.pop("rope_scaling"), rope_type="default", rope_theta=text.pop("rope_theta"))
+        rope.pop("type")
+        text["rope_parameters"] = rope
+        return config_class(text_config=text, vision_config=VL_VISION[name], tie_word_embeddings=True, **VL_IDS)
+    return config_class(**text, vision_config=VL_VISION[name], **VL_IDS)
 
 
 def config_of(config_class, fields):
@@ -81,10 +108,15 @@ def main():
             print(f"{name}: this transformers ({tf.__version__}) has no class for it; skipped", flush=True)
             continue
         torch.manual_seed(20261122 + i)
-        model = tf.AutoModelForCausalLM.from_config(config_of(config_class, fields))
-        with torch.no_grad():  # norm weights near 1 but not 1, so a missing norm shows
+        if fields == "vl":
+            config = vl_config(name, config_class)
+            model = getattr(tf, config.architectures[0] if config.architectures else config_class.__name__.replace("Config", "ForConditionalGeneration"))(config)
+        else:
+            model = tf.AutoModelForCausalLM.from_config(config_of(config_class, fields))
+        with torch.no_grad():  # norm weights near 1 but not 1 (the ViT's and the merger's too), so a missing norm shows
             for n, p in model.named_parameters():
-                if n.endswith("norm.weight"):
+                part = n.split(".")[-2] if "." in n else ""
+                if n.endswith(".weight") and ("norm" in part or part.startswith("ln_")):
                     p.add_(torch.randn_like(p) * 0.1)
         model.to(dtype).save_pretrained(folder, safe_serialization=True)
         print(f"{name}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, {dtype}", flush=True)

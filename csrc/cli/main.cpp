@@ -6,7 +6,9 @@
 //                 [--threads N] [--block-size N] [--max-step-tokens N] [--cache-mib N] [--no-prefix-cache]
 //                 [--batch-invariant on|off] [--isa avx512-bf16|avx512|avx2|portable] [--repeat N]
 //       FILE.json: {"calls": [[request, ...], ...]}, each call one answer_batch of requests
-//       {"state": [ids], "questions": [{"tokens": [ids], "labelIds": [ids], "readoutIndex": i, "temperature": t}]}.
+//       {"state": [ids], "questions": [{"tokens": [ids], "labelIds": [ids], "readoutIndex": i, "temperature": t}],
+//        "images": [{"rgb": FILE of raw RGB bytes, "width": W, "height": H}] (a vision-language model: one
+//        <|image_pad|> per image in the state; sides multiples of 28, as the server's recipe sizes them)}.
 //       Prints {"info", "calls": [[{"labelLogits", "labelLogProbs", "hiddenSum", "hiddenAbsSum", ...}]],
 //       "wallMs": [per repeat, per call]} as JSON: the calls run in order, --repeat times over; "calls" are
 //       the last repetition's results.
@@ -18,9 +20,11 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "cli/microbench.h"
 #include "common/errors.h"
@@ -80,9 +84,25 @@ json info_json(const tq::EngineInfo& i) {
           {"kvCacheBytes", i.cache_bytes}};
 }
 
+// An image from a file of raw RGB bytes, keyed by its content (the server's key is a SHA-256; any key
+// that differs between different pixels serves the vision cache).
+tq::ImageInput image_of(const json& j) {
+  const auto width = j.at("width").get<int64_t>(), height = j.at("height").get<int64_t>();
+  std::ifstream in(j.at("rgb").get<std::string>(), std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (static_cast<int64_t>(bytes.size()) != width * height * 3) throw std::runtime_error("image " + j.at("rgb").get<std::string>() + ": not width x height x 3 bytes");
+  tq::ImageInput image;
+  image.rgb = at::from_blob(bytes.data(), {height, width, 3}, at::kByte).clone();
+  const std::string_view view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  image.key = {std::hash<std::string_view>{}(view), static_cast<uint64_t>(width), static_cast<uint64_t>(height), 0};
+  return image;
+}
+
 tq::AnswerRequest request_of(const json& j) {
   tq::AnswerRequest r;
   r.state = j.at("state").get<std::vector<int64_t>>();
+  if (j.contains("images"))
+    for (const auto& im : j.at("images")) r.images.push_back(image_of(im));
   for (const auto& q : j.at("questions")) {
     tq::QuestionSpec s;
     s.tokens = q.at("tokens").get<std::vector<int64_t>>();

@@ -6,6 +6,9 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { Engine } from '../../src/engine/engine';
+import { imageKey } from '../../src/images/key';
+import { preprocessImage } from '../../src/images/preprocess';
+import { png } from '../helpers/images';
 import { tinyModel } from '../helpers/models';
 import { tokenizeTexts } from '../helpers/tokens';
 import { runCli } from '../helpers/tq-cli';
@@ -43,6 +46,25 @@ describe.each(['tiny-llama', 'tiny-mistral', 'tiny-qwen2', 'tiny-qwen3'])('tq_cl
     await engine.close();
     expect(cli.calls[1][0].cachedTokens).toBe(state.length);
   });
+});
+
+// The GPU machine's cross-check against transformers (bench/gpu/families.py) gives tq_cli its images as raw RGB.
+test('tq_cli answers a state with an image (raw RGB in the request) like the addon, bit for bit', async () => {
+  const dir = tinyModel('tiny-qwen2.5-vl');
+  const im = await preprocessImage(await png(90, 60, 1));
+  const rgb = path.join(scratch, 'image.rgb');
+  fs.writeFileSync(rgb, im.rgb);
+  const state = [1000, 1037, 151652, 151655, 151653, 2000], questions = [{ tokens: [3000, 3037, 3074], labelIds: [11, 22, 33] }];
+  const file = path.join(scratch, 'image-call.json');
+  fs.writeFileSync(file, JSON.stringify({ calls: [[{ state, images: [{ rgb, width: im.width, height: im.height }], questions }]] }));
+  const cli = await runCli(['answer', '--model', dir, '--threads', '2', '--calls', file]);
+  const engine = await Engine.open({ path: dir, threads: 2 });
+  try {
+    const res = await engine.answer({ state, images: [{ rgb: new Uint8Array(im.rgb), width: im.width, height: im.height, key: imageKey(im, dir) }], questions });
+    expect(cli.calls[0][0].answers[0].labelLogits).toEqual(Array.from(res.answers[0].labelLogits));
+  } finally {
+    await engine.close();
+  }
 });
 
 test('tq_cli reports errors as JSON with exit status 2', async () => {

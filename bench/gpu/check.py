@@ -61,6 +61,18 @@ def softmax(x):
     return [v / sum(e) for v in e]
 
 
+def per_model(names, run):
+    """run(name) for each model name, printed as it comes; one failing must not hide the others' figures."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = run(name)
+        except Exception as e:
+            out[name] = {"error": repr(e)}
+        print(name, json.dumps(out[name]), flush=True)
+    return out
+
+
 def logits_of(result):
     """All label logits of one tq_cli answer output, call by call, request by request."""
     return [a["labelLogits"] for call in result["calls"] for r in call for a in r["answers"]]
@@ -316,12 +328,7 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(4)
     results = {"device": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu (dry run)", "states": args.states, "parity": {}}
-    for name in TINY:
-        try:
-            results["parity"][name] = parity(args, name)
-        except Exception as e:  # one architecture failing must not hide the others' figures
-            results["parity"][name] = {"error": str(e)}
-        print(name, json.dumps(results["parity"][name]), flush=True)
+    results["parity"] = per_model(TINY, lambda name: parity(args, name))
     if not args.skip_benchmark:
         try:
             results["benchmark"] = benchmark(args)

@@ -22,7 +22,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check import cli, ids, logits_of, max_diff  # noqa: E402
+from check import cli, ids, logits_of, max_diff, per_model  # noqa: E402
 
 FAMILIES = ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-olmo2", "tiny-smollm3",
             "tiny-qwen2-vl", "tiny-qwen2.5-vl"]
@@ -108,13 +108,8 @@ def main():
     args = parser.parse_args()
     import transformers as tf
 
-    results = {"transformers": tf.__version__, "torch": torch.__version__, "bound": BOUND, "families": {}}
-    for name in FAMILIES:
-        try:
-            results["families"][name] = check(args, name)
-        except Exception as e:  # one family failing must not hide the others' figures
-            results["families"][name] = {"error": repr(e)}
-        print(name, json.dumps(results["families"][name]), flush=True)
+    results = {"transformers": tf.__version__, "torch": torch.__version__, "bound": BOUND,
+               "families": per_model(FAMILIES, lambda name: check(args, name))}
     with open(os.path.join(args.out, "families.json"), "w") as f:
         json.dump(results, f, indent=2)
     devices = args.devices.split(",")

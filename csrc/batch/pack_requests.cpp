@@ -36,6 +36,7 @@ PackedRequests pack_requests(const std::vector<RequestToPack>& requests, bool mu
   PackedTokens& packed = out.tokens;
   packed.multimodal = multimodal;
   std::vector<std::vector<int64_t>> rows(requests.size());  // per request, its questions' readout rows
+  for (size_t r = 0; r < requests.size(); ++r) rows[r].resize(requests[r].questions.size());
   int64_t embed_rows = 0;
   for (size_t k = 0; k < out.first_with_state.size(); ++k) {
     const RequestToPack& first = requests[out.first_with_state[k]];
@@ -51,7 +52,6 @@ PackedRequests pack_requests(const std::vector<RequestToPack>& requests, bool mu
     std::vector<const std::vector<int64_t>*> tokens;
     std::vector<int64_t> readout_at;
     for (size_t r = 0; r < requests.size(); ++r) {
-      rows[r].resize(requests[r].questions.size());
       for (size_t qi = 0; qi < requests[r].questions.size(); ++qi) {
         if (state_of_question[r][qi] != k) continue;
         owner.emplace_back(r, qi);

@@ -36,6 +36,7 @@ std::vector<Step> plan_steps(const PackedTokens& packed, const std::vector<int64
   const auto segments = packed.segments();
   auto all_ids = long_tensor(packed.ids), all_pos = long_tensor(packed.positions()), all_seg = long_tensor(segments),
        all_parent = long_tensor(packed.parents()), all_root = long_tensor(packed.roots()), all_slots = long_tensor(slots);
+  const auto all_long_rope = packed.any_long_rope() ? long_tensor(packed.long_rope()) : at::Tensor();
   std::vector<int64_t> out_of_row(n, -1);
   for (size_t r = 0; r < packed.output_rows.size(); ++r) out_of_row[packed.output_rows[r]] = static_cast<int64_t>(r);
 
@@ -72,7 +73,7 @@ std::vector<Step> plan_steps(const PackedTokens& packed, const std::vector<int64
                            all_slots.index_select(0, key_index), all_pos.index_select(0, key_index), all_seg.index_select(0, key_index),
                            local_rows};
     if (packed.multimodal) add_images(packed, image_embeds, queries, q_index, step.batch);
-    if (packed.any_long_rope()) step.batch.long_rope = long_tensor(packed.long_rope()).index_select(0, q_index);
+    if (all_long_rope.defined()) step.batch.long_rope = all_long_rope.index_select(0, q_index);
     steps.push_back(std::move(step));
   }
   return steps;

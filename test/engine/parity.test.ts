@@ -2,12 +2,9 @@
  * Parity of the engine with an independent float64 reference (Debian's
  * python3-torch, test/reference/ref_model.py) on every supported architecture.
  */
-import * as fs from 'fs';
-import * as os from 'os';
-import * as path from 'path';
 import { Engine } from '../../src/engine/engine';
 import { tinyModelNames } from '../../src/testmodels/specs';
-import { tinyModel } from '../helpers/models';
+import { tinyModel, withEditedConfig } from '../helpers/models';
 import { logSoftmax, maxAbs, maxAbsDiff, referenceLogits } from '../helpers/reference';
 import { TokenizedTexts, tokenizeTexts } from '../helpers/tokens';
 
@@ -96,16 +93,14 @@ test('longrope: a state asked a short and a long question answers each with its 
   }
   // The same weights with an original context long enough for both: the long question, now under the
   // short factors, no longer agrees with the reference (the test can tell the factors apart).
-  const allShort = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-phi3-'));
-  fs.cpSync(dir, allShort, { recursive: true });
-  const config = JSON.parse(fs.readFileSync(path.join(allShort, 'config.json'), 'utf8'));
-  fs.writeFileSync(path.join(allShort, 'config.json'), JSON.stringify({ ...config, original_max_position_embeddings: 4096, rope_scaling: { ...config.rope_scaling, attention_factor: Math.sqrt(1 + Math.log(64) / Math.log(64)) } }));
-  const shortOnly = await Engine.open({ path: allShort, dtype: 'fp32', threads: 2 });
-  try {
-    const a = (await shortOnly.answer(ask([long]))).answers[0];
-    expect(maxAbsDiff(a.labelLogits, labels.map((id) => refs[1][0][id]))).toBeGreaterThan(1e-2);
-  } finally {
-    await shortOnly.close();
-    fs.rmSync(allShort, { recursive: true, force: true });
-  }
+  const allShort = (c: any) => ({ ...c, original_max_position_embeddings: 4096, rope_scaling: { ...c.rope_scaling, attention_factor: Math.sqrt(1 + Math.log(64) / Math.log(64)) } });
+  await withEditedConfig(dir, allShort, async (copy) => {
+    const shortOnly = await Engine.open({ path: copy, dtype: 'fp32', threads: 2 });
+    try {
+      const a = (await shortOnly.answer(ask([long]))).answers[0];
+      expect(maxAbsDiff(a.labelLogits, labels.map((id) => refs[1][0][id]))).toBeGreaterThan(1e-2);
+    } finally {
+      await shortOnly.close();
+    }
+  });
 });

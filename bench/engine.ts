@@ -17,7 +17,7 @@ import * as fs from 'fs';
 import { Engine } from '../src/engine/engine';
 import { writeLlamaGguf } from './peer/gguf';
 import { LlamaCppPeer } from './peer/llamacpp';
-import { Dtype, IsaLevel } from '../src/engine/native';
+import { Dtype, IsaLevel, Quantization } from '../src/engine/native';
 import { softmax } from '../src/answering/answers';
 import { generateTestModel } from '../src/testmodels/generate';
 import { testModels } from '../src/testmodels/specs';
@@ -45,10 +45,13 @@ async function stateTokens(dir: string): Promise<number[]> {
   return out.slice(0, STATE_TOKENS);
 }
 
-/** One GEMM on the engine's kernels (invariant ones at level isa, else oneDNN's), timed by the engine's command-line program (csrc/cli/). */
-async function gemmRate(m: number, k: number, n: number, dtype: Dtype, iterations: number, invariant: boolean, isa?: IsaLevel): Promise<{ gflops: number; ms: number }> {
+/**
+ * One GEMM on the engine's kernels (invariant ones at level isa, else oneDNN's; int8: the int8 GEMM), timed by the
+ * engine's command-line program (csrc/cli/).
+ */
+async function gemmRate(m: number, k: number, n: number, dtype: Dtype, iterations: number, invariant: boolean, isa?: IsaLevel, quantization: Quantization = 'none'): Promise<{ gflops: number; ms: number }> {
   return runCli(['gemm', '--m', `${m}`, '--k', `${k}`, '--n', `${n}`, '--dtype', dtype, '--iterations', `${iterations}`,
-    '--batch-invariant', invariant ? 'on' : 'off', '--threads', `${THREADS}`, ...(isa ? ['--isa', isa] : [])]);
+    '--batch-invariant', invariant ? 'on' : 'off', '--threads', `${THREADS}`, '--quantization', quantization, ...(isa ? ['--isa', isa] : [])]);
 }
 
 /** The linear layers' shapes [K, N] as the engine runs them: q, k and v stacked in one GEMM; o; gate; up; down. */
@@ -67,8 +70,8 @@ function layerShapes(): [string, number, number][] {
 async function gemmTable(levels: IsaLevel[]) {
   console.log(`bf16 GEMM GFLOP/s (fastest of 7 at M = 1,000, of 200 at M = 49; ${THREADS} threads), invariant kernels by level and oneDNN's:
 `);
-  console.log(`| M x K x N | ${levels.map((l) => `invariant ${l}`).join(' | ')} | oneDNN | best invariant / oneDNN |`);
-  console.log(`|---|${levels.map(() => '---|').join('')}---|---|`);
+  console.log(`| M x K x N | ${levels.map((l) => `invariant ${l}`).join(' | ')} | oneDNN | best invariant / oneDNN | int8 (GOP/s) | int8 / best invariant |`);
+  console.log(`|---|${levels.map(() => '---|').join('')}---|---|---|---|`);
   const seen = new Set<string>();
   for (const m of [1000, 49])
     for (const [, k, n] of layerShapes()) {
@@ -80,17 +83,18 @@ async function gemmTable(levels: IsaLevel[]) {
       const rates: number[] = [];
       for (const isa of levels) rates.push((await gemmRate(m, k, n, 'bf16', iterations, true, isa)).gflops);
       const onednn = (await gemmRate(m, k, n, 'bf16', iterations, false)).gflops;
-      console.log(`| ${m} x ${k} x ${n} | ${rates.map((r) => fmt(r, 0)).join(' | ')} | ${fmt(onednn, 0)} | ${fmt(rates[0] / onednn, 2)} |`);
+      const int8 = (await gemmRate(m, k, n, 'bf16', iterations, true, undefined, 'int8')).gflops;
+      console.log(`| ${m} x ${k} x ${n} | ${rates.map((r) => fmt(r, 0)).join(' | ')} | ${fmt(onednn, 0)} | ${fmt(rates[0] / onednn, 2)} | ${fmt(int8, 0)} | ${fmt(int8 / rates[0], 2)} |`);
     }
   console.log('');
 }
 
 /** The prefill's matmuls, timed alone at the same M on the engine's kernels: [ms, GFLOP]. */
-async function matmulLimit(m: number, dtype: Dtype, invariant: boolean, isa?: IsaLevel): Promise<[number, number]> {
+async function matmulLimit(m: number, dtype: Dtype, invariant: boolean, isa?: IsaLevel, quantization: Quantization = 'none'): Promise<[number, number]> {
   const s = testModels['bench-llama'];
   let ms = 0, flop = 0;
   for (const [, k, n] of layerShapes()) {
-    ms += (await gemmRate(m, k, n, dtype, 5, invariant, isa)).ms * s.layers;
+    ms += (await gemmRate(m, k, n, dtype, 5, invariant, isa, quantization)).ms * s.layers;
     flop += 2 * m * k * n * s.layers;
   }
   return [ms, flop / 1e9];
@@ -117,12 +121,18 @@ async function main() {
   const request = { state: tokens.slice(0, -1), questions: [{ tokens: tokens.slice(-1), labelIds }] };
   const ours: Record<string, { ms: number; probs: number[] }> = {};
   // bf16 (the default dtype) at every level and on oneDNN's; fp32 at the best level and on oneDNN's.
-  const variants: { dtype: Dtype; invariant: boolean; isa?: IsaLevel }[] = [...levels.map((isa) => ({ dtype: 'bf16' as Dtype, invariant: true, isa })),
+  // And bf16 with int8 weights (--quantization int8) on the CPU's best int8 path.
+  const variants: { dtype: Dtype; invariant: boolean; isa?: IsaLevel; quantization?: Quantization }[] = [
+    ...levels.map((isa) => ({ dtype: 'bf16' as Dtype, invariant: true, isa })),
+    { dtype: 'bf16', invariant: true, quantization: 'int8' },
     { dtype: 'bf16', invariant: false }, { dtype: 'fp32', invariant: true }, { dtype: 'fp32', invariant: false }];
-  for (const { dtype, invariant, isa } of variants) {
+  const weightBytes: Record<string, number> = {};
+  for (const { dtype, invariant, isa, quantization } of variants) {
     // No prefix cache: every run computes the whole state.
-    const engine = await Engine.open({ path: dir, dtype, threads: THREADS, prefixCache: false, batchInvariant: invariant, isa });
-    const kernels = invariant ? `invariant (${engine.info.kernels})` : 'oneDNN';
+    const engine = await Engine.open({ path: dir, dtype, threads: THREADS, prefixCache: false, batchInvariant: invariant, isa, quantization });
+    const kernels = quantization === 'int8' ? `int8 weights (${engine.info.quantizedKernels}), quantized in ${fmt(engine.info.weightsMs, 0)} ms`
+      : invariant ? `invariant (${engine.info.kernels})` : 'oneDNN';
+    weightBytes[quantization ?? dtype] ??= engine.info.linearBytes;
     const label = `${dtype} ${kernels}`;
     if (engine.info.dtypeNote) notes.push(`${label}: ${engine.info.dtypeNote}`);
     await engine.answer(prefillRequest);
@@ -139,30 +149,37 @@ async function main() {
     }
     ours[label] = { ms: median(whole), probs: softmax(last, 1) };
     const computeDtype = engine.info.dtype;  // fp32 where oneDNN has no bf16 matmul
-    const [aloneMs, gflop] = await matmulLimit(tokens.length, computeDtype, invariant, isa);
-    const ref = await gemmRate(512, 896, 4864, computeDtype, 10, invariant, isa);
+    const [aloneMs, gflop] = await matmulLimit(tokens.length, computeDtype, invariant, isa, quantization);
+    const ref = await gemmRate(512, 896, 4864, computeDtype, 10, invariant, isa, quantization);
     console.log(`| ${dtype} | ${kernels} | ${fmt(prefill)} | ${fmt((tokens.length / prefill) * 1000, 0)} | ${fmt(aloneMs)} | ` +
       `${fmt(gflop / (prefill / 1000), 0)} / ${fmt(gflop / (aloneMs / 1000), 0)} | ${fmt((100 * aloneMs) / prefill, 0)}% | ${fmt(ref.gflops, 0)} |`);
     await engine.close();
-    if (invariant && isa && isa !== levels[0]) continue;  // the readout does not depend on the kernels' level
+    if ((invariant && isa && isa !== levels[0]) || quantization) continue;  // the readout does not depend on the kernels
     const r = await runCli(['readout', '--model', dir, '--dtype', dtype, '--labels', '8', '--iterations', '50', '--threads', `${THREADS}`]);
     readout.push(`| ${label} | ${fmt(r.readoutMs, 4)} | ${fmt(r.fullMs, 3)} | ${fmt(r.fullMs / r.readoutMs, 0)}x |`);
   }
-  // The peer: same weights, same token ids, batch 1024, default (F16) KV cache: its best practice.
-  const peer = await LlamaCppPeer.open(writeLlamaGguf(dir), { threads: THREADS, contextSize: 2048, batchSize: 1024 });
-  await peer.prefill(tokens, labelIds);
-  const peerRuns: { ms: number; labelLogits: number[] }[] = [];
-  for (let i = 0; i < RUNS; i++) peerRuns.push(await peer.prefill(tokens, labelIds));
-  await peer.close();
-  const peerMs = median(peerRuns.map((r) => r.ms));
-  const peerProbs = softmax(peerRuns[0].labelLogits, 1);
-  console.log(`\nPeer: llama.cpp (node-llama-cpp prebuilt CPU, GGUF BF16 of the same weights, ${THREADS} threads, batch 1024), same ${tokens.length} token ids:\n`);
-  console.log('| engine | 1,000 tokens to label logits, ms | llama.cpp / engine | max abs diff of the 8 label probabilities vs llama.cpp |');
-  console.log('|---|---|---|---|');
-  console.log(`| llama.cpp | ${fmt(peerMs)} | 1.00x | - |`);
+  // The peer: same weights, same token ids, batch 1024, default (F16) KV cache: its best practice. Twice:
+  // the weights as BF16, and the layers' weights as Q8_0 (what llama.cpp users quantize to at 8 bits).
+  const peerRun = async (gguf: string) => {
+    const peer = await LlamaCppPeer.open(gguf, { threads: THREADS, contextSize: 2048, batchSize: 1024 });
+    await peer.prefill(tokens, labelIds);
+    const runs: { ms: number; labelLogits: number[] }[] = [];
+    for (let i = 0; i < RUNS; i++) runs.push(await peer.prefill(tokens, labelIds));
+    await peer.close();
+    return { ms: median(runs.map((r) => r.ms)), probs: softmax(runs[0].labelLogits, 1) };
+  };
+  const peers = { 'BF16': await peerRun(writeLlamaGguf(dir)), 'Q8_0': await peerRun(writeLlamaGguf(dir, { q8_0: true })) };
+  console.log(`\nPeer: llama.cpp (node-llama-cpp prebuilt CPU, GGUF of the same weights: BF16, and Q8_0 layers; ${THREADS} threads, batch 1024), same ${tokens.length} token ids:\n`);
+  console.log('| engine | 1,000 tokens to label logits, ms | llama.cpp BF16 / engine | llama.cpp Q8_0 / engine | max abs diff of the 8 label probabilities vs llama.cpp BF16 |');
+  console.log('|---|---|---|---|---|');
+  for (const [name, p] of Object.entries(peers))
+    console.log(`| llama.cpp ${name} | ${fmt(p.ms)} | ${fmt(peers.BF16.ms / p.ms, 2)}x | ${fmt(peers.Q8_0.ms / p.ms, 2)}x | ${maxAbsDiff(p.probs, peers.BF16.probs).toExponential(1)} |`);
   for (const [label, o] of Object.entries(ours)) {
-    console.log(`| tqserve ${label} | ${fmt(o.ms)} | ${fmt(peerMs / o.ms, 2)}x | ${maxAbsDiff(o.probs, peerProbs).toExponential(1)} |`);
+    console.log(`| tqserve ${label} | ${fmt(o.ms)} | ${fmt(peers.BF16.ms / o.ms, 2)}x | ${fmt(peers.Q8_0.ms / o.ms, 2)}x | ${maxAbsDiff(o.probs, peers.BF16.probs).toExponential(1)} |`);
   }
+  console.log(`\nLinear weights as the kernels keep them: bf16 ${fmt(weightBytes.bf16 / 2 ** 20)} MiB, int8 ${fmt(weightBytes.int8 / 2 ** 20)} MiB ` +
+    `(${fmt(weightBytes.int8 / weightBytes.bf16, 2)}x); GGUF files: BF16 ${fmt(fs.statSync(writeLlamaGguf(dir)).size / 2 ** 20)} MiB, ` +
+    `Q8_0 ${fmt(fs.statSync(writeLlamaGguf(dir, { q8_0: true })).size / 2 ** 20)} MiB`);
   notes.forEach((n) => console.log(`\nNote: ${n}`));
   console.log(`\nReadout of 8 label rows vs the full lm_head projection (1 x ${s.hiddenSize} @ ${s.hiddenSize} x ${s.vocabSize}), median of 50:\n`);
   console.log('| dtype, kernels | readout ms | full projection ms | full / readout |');

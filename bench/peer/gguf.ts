@@ -9,6 +9,7 @@ import * as path from 'path';
 const enum ValueType { UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7, STRING = 8, ARRAY = 9 }
 const GGML_F32 = 0;
 const GGML_BF16 = 30;
+const GGML_Q8_0 = 8;
 const ALIGN = 32;
 
 type Meta = [string, ValueType, unknown, ValueType?];
@@ -81,9 +82,44 @@ function toF32(t: StTensor): Buffer {
   return out;
 }
 
-/** Writes `<dir>/model.gguf` (architecture llama) unless it exists; returns its path. */
-export function writeLlamaGguf(dir: string): string {
-  const out = path.join(dir, 'model.gguf');
+/** IEEE half from a float (round to nearest even; the scales here are normal halves). */
+function toHalf(v: number): number {
+  const f = new Float32Array([v]), u = new Uint32Array(f.buffer)[0];
+  const sign = (u >>> 16) & 0x8000, exp = ((u >>> 23) & 0xff) - 127 + 15;
+  let mant = u & 0x7fffff;
+  if (exp <= 0) return sign;  // below the normal halves: 0 (no scale here is that small)
+  const round = mant & 0x1fff, half = mant >>> 13;
+  let h = (exp << 10) | half;
+  if (round > 0x1000 || (round === 0x1000 && (half & 1))) h += 1;
+  return sign | h;
+}
+/**
+ * Q8_0 as llama.cpp's quantize writes it (ggml's quantize_row_q8_0_ref): per block of 32 values of a
+ * row, d = max|x| / 127 as a half, then the 32 values round(x / d) as int8; 34 bytes a block.
+ */
+function toQ8_0(t: StTensor, data: Buffer): Buffer {
+  const f32 = toF32({ ...t, data });
+  const n = f32.length / 4, out = Buffer.alloc((n / 32) * 34);
+  for (let b = 0; b < n / 32; b++) {
+    let amax = 0;
+    for (let i = 0; i < 32; i++) amax = Math.max(amax, Math.abs(f32.readFloatLE(4 * (b * 32 + i))));
+    const d = amax / 127, id = d ? 1 / d : 0;
+    out.writeUInt16LE(toHalf(d), b * 34);
+    for (let i = 0; i < 32; i++) {
+      const v = f32.readFloatLE(4 * (b * 32 + i)) * id;
+      out.writeInt8(Math.sign(v) * Math.round(Math.abs(v)), b * 34 + 2 + i);  // roundf: halves away from 0
+    }
+  }
+  return out;
+}
+
+/**
+ * Writes `<dir>/model.gguf` (architecture llama) unless it exists; returns its path. q8_0: the layers'
+ * linear weights as Q8_0 instead (`<dir>/model-q8_0.gguf`): what an operator serving llama.cpp on a CPU
+ * runs; the embeddings and output stay BF16, as tqserve's int8 keeps them in the compute dtype.
+ */
+export function writeLlamaGguf(dir: string, o: { q8_0?: boolean } = {}): string {
+  const out = path.join(dir, o.q8_0 ? 'model-q8_0.gguf' : 'model.gguf');
   if (fs.existsSync(out)) return out;
   const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
   if (cfg.architectures[0] !== 'LlamaForCausalLM') throw new Error('writeLlamaGguf: Llama checkpoints only');
@@ -126,7 +162,8 @@ export function writeLlamaGguf(dir: string): string {
     if (!t) throw new Error(`missing ${hf}`);
     const isNorm = t.shape.length === 1;
     const data = isNorm ? toF32(t) : permuteHeads ? permuteRows(t, permuteHeads) : t.data;
-    tensors.push({ name: gguf, dims: [...t.shape].reverse(), type: isNorm || t.dtype === 'F32' ? GGML_F32 : GGML_BF16, data });
+    if (o.q8_0 && gguf.startsWith('blk.') && !isNorm) tensors.push({ name: gguf, dims: [...t.shape].reverse(), type: GGML_Q8_0, data: toQ8_0(t, data) });
+    else tensors.push({ name: gguf, dims: [...t.shape].reverse(), type: isNorm || t.dtype === 'F32' ? GGML_F32 : GGML_BF16, data });
   };
   add('token_embd.weight', 'model.embed_tokens.weight');
   for (let i = 0; i < cfg.num_hidden_layers; i++) {

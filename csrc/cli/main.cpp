@@ -4,7 +4,7 @@
 //
 //   tq_cli answer --model DIR --calls FILE.json [--dtype fp32|bf16] [--device cpu|cuda] [--kernels engine|aten]
 //                 [--threads N] [--block-size N] [--max-step-tokens N] [--cache-mib N] [--no-prefix-cache]
-//                 [--batch-invariant on|off] [--isa avx512-bf16|avx512|avx2|portable] [--repeat N]
+//                 [--batch-invariant on|off] [--isa avx512-bf16|avx512|avx2|portable] [--quantization none|int8] [--repeat N]
 //       FILE.json: {"calls": [[request, ...], ...]}, each call one answer_batch of requests
 //       {"state": [ids], "questions": [{"tokens": [ids], "labelIds": [ids], "readoutIndex": i, "temperature": t}],
 //        "images": [{"rgb": FILE of raw RGB bytes, "width": W, "height": H}] (a vision-language model: one
@@ -12,8 +12,8 @@
 //       Prints {"info", "calls": [[{"labelLogits", "labelLogProbs", "hiddenSum", "hiddenAbsSum", ...}]],
 //       "wallMs": [per repeat, per call]} as JSON: the calls run in order, --repeat times over; "calls" are
 //       the last repetition's results.
-//   tq_cli gemm --m M --k K --n N [--dtype] [--batch-invariant on|off] [--isa ...] [--iterations N] [--threads N]
-//       Prints {"gflops", "ms", "isa"}: the fastest of the iterations, and the level the invariant GEMM ran at.
+//   tq_cli gemm --m M --k K --n N [--dtype] [--batch-invariant on|off] [--isa ...] [--quantization none|int8] [--iterations N] [--threads N]
+//       Prints {"gflops", "ms", "isa"}: the fastest of the iterations, and the level the invariant (or int8) GEMM ran at.
 //   tq_cli readout --model DIR [--dtype] [--device] [--labels N] [--iterations N]
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
@@ -29,6 +29,7 @@
 #include "cli/microbench.h"
 #include "common/errors.h"
 #include "engine/engine.h"
+#include "kernels/cpu/cpu_layer_kernels.h"
 #include "kernels/cpu/invariant_gemm.h"
 
 namespace {
@@ -72,6 +73,7 @@ tq::EngineOptions engine_options(const Args& a) {
   o.prefix_cache = !a.has("no-prefix-cache");
   o.batch_invariant = a.get("batch-invariant", "on") == "on";
   o.isa = a.get("isa");
+  o.quantization = a.get("quantization", o.quantization);
   o.register_boundary = "before";  // no server to register boundaries after a response
   return o;
 }
@@ -81,7 +83,8 @@ json info_json(const tq::EngineInfo& i) {
           {"batchInvariant", i.batch_invariant}, {"device", i.device.mode}, {"deviceName", i.device.name},
           {"torch", i.device.torch_version},     {"cuda", i.device.cuda_version}, {"dtypeNote", i.dtype_note},
           {"gpuMemoryBytes", i.device.total_bytes}, {"gpuFreeBytes", i.device.free_bytes},
-          {"kvCacheBytes", i.cache_bytes}};
+          {"kvCacheBytes", i.cache_bytes},     {"quantization", i.quantization}, {"quantizedKernels", i.quantized_kernels},
+          {"weightsMs", i.weights_ms},         {"linearBytes", i.linear_bytes}};
 }
 
 // An image from a file of raw RGB bytes, keyed by its content (the server's key is a SHA-256; any key
@@ -172,9 +175,11 @@ json gemm(const Args& a) {
   if (a.has("threads")) at::set_num_threads(static_cast<int>(a.number("threads", 1)));
   const auto dtype = a.get("dtype", "fp32") == "bf16" ? at::kBFloat16 : at::kFloat;
   const auto isa = tq::isa_for(a.get("isa"));
+  const bool int8 = a.get("quantization", "none") == "int8";
   const auto r = tq::measure_gemm(a.number("m", 512), a.number("k", 896), a.number("n", 4864), dtype,
-                                  static_cast<int>(a.number("iterations", 10)), a.get("batch-invariant", "on") == "on", isa);
-  return {{"gflops", r.gflops}, {"ms", r.ms}, {"isa", tq::isa_name(tq::invariant_gemm::level_for(isa, dtype == at::kBFloat16))}};
+                                  static_cast<int>(a.number("iterations", 10)), a.get("batch-invariant", "on") == "on", isa, int8);
+  return {{"gflops", r.gflops}, {"ms", r.ms},
+          {"isa", int8 ? tq::int8_kernel_name(isa) : tq::isa_name(tq::invariant_gemm::level_for(isa, dtype == at::kBFloat16))}};
 }
 
 json readout(const Args& a) {

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <vector>
 
-#include "kernels/cpu/packed_linear.h"
+#include "kernels/cpu/cpu_layer_kernels.h"
 #include "engine/device.h"
 #include "engine/readout.h"
 
@@ -33,13 +33,14 @@ double median_ms(int iterations, F&& f) {
 
 }  // namespace
 
-GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations, bool invariant, Isa isa) {
+GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations, bool invariant, Isa isa, bool int8) {
   auto a = at::randn({m, k}).to(dtype), w = (at::randn({n, k}) * 0.02).to(dtype);
-  const PackedLinear linear(w, {}, invariant, isa);  // as the engine runs its linear layers
+  // As the engine runs its linear layers.
+  std::unique_ptr<Linear> linear = cpu_layer_kernels(invariant, isa, dtype, int8 ? Quantization::Int8 : Quantization::None)->linear(w, {});
   GemmRate r;
   // The fastest run: this measures the machine's limit, which neighbours on a
   // shared machine can only lower.
-  r.ms = times_ms(iterations, [&] { linear(a, dtype); }).front();
+  r.ms = times_ms(iterations, [&] { (*linear)(a, dtype); }).front();
   r.gflops = 2.0 * m * k * n / (r.ms * 1e6);
   return r;
 }

@@ -12,8 +12,9 @@ struct GemmRate {
   double gflops = 0;
   double ms = 0;  // fastest of the iterations
 };
-// invariant: on the batch-invariant GEMM at level isa, else oneDNN's (as the engine's linear layers run).
-GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations, bool invariant, Isa isa);
+// invariant: on the batch-invariant GEMM at level isa, else oneDNN's (as the engine's linear layers run);
+// int8: on the int8 GEMM instead (int8_linear.h; its rate counts a multiply-add as 2 operations).
+GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations, bool invariant, Isa isa, bool int8 = false);
 
 struct ReadoutTiming {
   double readout_ms = 0;  // median, the label readout of one question with `labels` labels

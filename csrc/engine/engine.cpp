@@ -79,15 +79,26 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
 #endif
     }
     Isa isa;
+    Quantization quantization;
     try {
       isa = isa_for(options.isa);
+      quantization = parse_quantization(options.quantization);
     } catch (const std::invalid_argument& e) {
       throw EngineError(code::kBadRequest, e.what());
     }
+    if (quantization == Quantization::Int8 && aten)
+      throw EngineError(code::kBadRequest, "int8 weights run on the engine's CPU kernels only; on CUDA, fp8 is the quantization to ask for");
+    if (quantization == Quantization::Fp8)
+      throw EngineError(code::kBadRequest, aten ? "fp8 weights are not built yet: this build runs CUDA in bf16 or fp32"
+                                                : "fp8 weights run on CUDA only (the H100's fp8 tensor cores); on the CPU use int8");
     PagedModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
                          options.prefix_cache, options.batch_invariant, isa, device_, aten,
-                         options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After};
+                         options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After, quantization};
     auto paged = std::make_unique<PagedModel>(options.path, o);
+    info_.quantization = quantization_name(quantization);
+    if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(isa);
+    info_.weights_ms = paged->weights_ms();
+    info_.linear_bytes = paged->linear_bytes();
     info_.prefix_cache = options.prefix_cache;
     info_.register_boundary = options.register_boundary;
     info_.format = "hf";
@@ -106,6 +117,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     model_ = std::move(paged);
   } else {
     if (!device_.is_cpu() || aten) throw EngineError(code::kBadRequest, "TorchScript models run on the CPU with libtorch's kernels only");
+    if (options.quantization != "none") throw EngineError(code::kBadRequest, "TorchScript models run with their weights as stored: quantization must be none");
     model_ = std::make_unique<ScriptedModel>(options.path, dtype);
     info_.format = "torchscript";
     info_.kernels = "libtorch";

@@ -36,6 +36,7 @@ struct EngineOptions {
   // (ATen's device-generic ops: what CUDA runs, and on the CPU a check of that path). "" = by device.
   std::string kernels;
   std::string register_boundary = "after";  // after | before
+  std::string quantization = "none";        // none | int8 | fp8 (kernels/quantization.h)
   int64_t max_step_tokens = 2048;
   int64_t context_limit = 32768;
   int64_t vision_cache_mib = 256;  // the vision tower's outputs kept by image key (a vision-language model)
@@ -84,6 +85,10 @@ struct EngineInfo {
   // Set when the requested dtype could not be used on this CPU, saying what runs instead and why.
   std::string dtype_note;
   std::string kernels;  // the layers' kernels: "avx512", "avx2", "portable" (the engine's CPU kernels), "aten", or "libtorch" (TorchScript)
+  std::string quantization = "none";  // of the linear layers' weights (kernels/quantization.h)
+  std::string quantized_kernels;      // int8: "avx512-vnni" or "portable"
+  double weights_ms = 0;              // reading (and quantizing) the weights at load
+  int64_t linear_bytes = 0;           // the layers' linear weights as the kernels keep them
   DeviceInfo device;
   int64_t vocab_size = 0, hidden_size = 0, context_limit = 0, block_size = 0, cache_blocks = 0, cache_bytes = 0;
   int threads = 0;

@@ -20,16 +20,20 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
     : options_(options), checkpoint_(std::make_unique<Checkpoint>(dir)) {
-  auto kernels = options.aten_kernels ? aten_layer_kernels(options.device) : cpu_layer_kernels(options.batch_invariant, options.isa, options.dtype);
+  auto kernels = options.aten_kernels ? aten_layer_kernels(options.device)
+                                      : cpu_layer_kernels(options.batch_invariant, options.isa, options.dtype, options.quantization);
+  const auto t0 = std::chrono::steady_clock::now();
   transformer_ = std::make_unique<Transformer>(*checkpoint_, options.dtype, options.context_limit, std::move(kernels));
+  weights_ms_ = ms_since(t0);
   const auto& c = checkpoint_->config();
   if (c.vision) vision_ = std::make_unique<VisionTower>(*checkpoint_, transformer_->kernels(), options.dtype);
   KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size, 0, options.dtype, options.device};
   const int64_t tokens = options.cache_tokens > 0 ? options.cache_tokens : 2 * options.context_limit;
   shape.num_blocks = options.cache_mib > 0 ? std::max<int64_t>(1, options.cache_mib * (int64_t{1} << 20) / shape.bytes_per_block())
                                            : (tokens + options.block_size - 1) / options.block_size;
-  // Cached blocks are only valid for these weights in this dtype.
-  const uint64_t identity = std::hash<std::string>{}(dir + "|" + c10::toString(options.dtype) + "|" + std::to_string(options.block_size));
+  // Cached blocks are only valid for these weights in this dtype, stored this way.
+  const uint64_t identity = std::hash<std::string>{}(dir + "|" + c10::toString(options.dtype) + "|" + std::to_string(options.block_size) + "|" +
+                                                     quantization_name(options.quantization));
   cache_ = std::make_unique<KvCache>(shape, identity);
   pending_ = std::make_unique<PendingBoundaries>(cache_->pool());
 }

@@ -10,6 +10,7 @@
 #include "cache/kv_cache.h"
 #include "cache/pending_boundaries.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/quantization.h"
 #include "model/checkpoint.h"
 #include "model/hidden_state_model.h"
 #include "model/transformer.h"
@@ -37,6 +38,7 @@ struct PagedModelOptions {
   // call (Before), or when register_boundary(ticket) is called, which the
   // server does after sending the response (After).
   BoundaryRegistration boundary = BoundaryRegistration::After;
+  Quantization quantization = Quantization::None;  // of the linear layers (kernels/quantization.h)
 };
 
 class PagedModel : public HiddenStateModel {
@@ -57,6 +59,8 @@ class PagedModel : public HiddenStateModel {
   const LayerKernels& kernels() const { return transformer_->kernels(); }
   const PagedModelOptions& options() const { return options_; }
   std::string stored_dtype() const { return checkpoint_->stored_dtype(); }
+  double weights_ms() const { return weights_ms_; }
+  int64_t linear_bytes() const { return transformer_->linear_bytes(); }
   int64_t pending_boundaries() const { return pending_->size(); }
   const ModelConfig& config() const { return checkpoint_->config(); }
   // The checkpoint's vision tower (a vision-language model), or null.
@@ -72,6 +76,7 @@ class PagedModel : public HiddenStateModel {
   std::unique_ptr<VisionTower> vision_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<PendingBoundaries> pending_;  // holds blocks of cache_: destroyed first
+  double weights_ms_ = 0;
 };
 
 }  // namespace tq

@@ -25,6 +25,8 @@ class Linear {
   virtual at::Tensor operator()(const at::Tensor& x, at::ScalarType out_dtype) const = 0;
   // residual += x W^T, residual [M, out] fp32.
   virtual void add_into(const at::Tensor& x, at::Tensor& residual) const = 0;
+  // The memory its weights (and bias, scales) take, as prepared.
+  virtual int64_t bytes() const = 0;
 };
 
 // One step's attention, planned once from the step's layout and run at every layer.

@@ -94,6 +94,13 @@ Transformer::Transformer(const Checkpoint& ckpt, at::ScalarType dtype, int64_t m
   }
 }
 
+int64_t Transformer::linear_bytes() const {
+  int64_t total = 0;
+  for (const auto& l : layers_)
+    for (const auto* linear : {l.qkv.get(), l.o.get(), l.gate.get(), l.up.get(), l.down.get()}) total += linear->bytes();
+  return total;
+}
+
 Transformer::RopeRows Transformer::rope_rows(const StepBatch& step, const at::Tensor& positions, const RotaryTables& tables) const {
   const auto device = kernels_->device();
   if (!step.rope_positions.defined()) {

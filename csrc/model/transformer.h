@@ -30,6 +30,8 @@ class Transformer {
   at::ScalarType dtype() const { return dtype_; }
   const at::Tensor& lm_head() const { return lm_head_; }
   const LayerKernels& kernels() const { return *kernels_; }
+  // The layers' linear weights as the kernels keep them (packed, or quantized).
+  int64_t linear_bytes() const;
   // Writes the step's keys and values into the cache (on the kernels' device) and returns
   // the final (normed) hidden states of the output rows, [R, hidden] fp32 on that device.
   at::Tensor forward(const StepBatch& step, KvCache& cache) const;

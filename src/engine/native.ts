@@ -13,6 +13,8 @@ export type TokenIds = Int32Array | number[];
 export const isaLevels = ['avx512-bf16', 'avx512', 'avx2', 'portable'] as const;
 export type IsaLevel = (typeof isaLevels)[number];
 
+export type Quantization = 'none' | 'int8' | 'fp8';
+
 export interface NativeLoadOptions {
   /** HF checkpoint folder (config.json + safetensors) or a TorchScript .pt file. */
   path: string;
@@ -52,6 +54,12 @@ export interface NativeLoadOptions {
    * the CPU lacks gives the best it has; `kernels` in the engine's info says which ran.
    */
   isa?: IsaLevel;
+  /**
+   * How the linear layers' weights are stored (csrc/kernels/quantization.h): 'none' (default, the
+   * compute dtype), 'int8' (per output channel, activations per row; the engine's CPU kernels, on
+   * AVX-512 VNNI where the CPU has it) or 'fp8' (CUDA; not built yet, refused).
+   */
+  quantization?: Quantization;
   /** A vision-language model's cache of vision-tower outputs by image key, in MiB (default 256). */
   visionCacheMiB?: number;
 }
@@ -117,6 +125,13 @@ export interface NativeEngineInfo {
    * (ATen's ops, on any device); or 'libtorch' (TorchScript).
    */
   kernels: string;
+  quantization: Quantization;
+  /** int8: the int8 GEMM's path, 'avx512-vnni' or 'portable' (the same bits, slower). */
+  quantizedKernels?: string;
+  /** Reading the weights and preparing them for the kernels (packing, quantizing) at load. */
+  weightsMs: number;
+  /** The layers' linear weights as the kernels keep them (packed or quantized), in bytes; 0 for TorchScript. */
+  linearBytes: number;
   device: NativeDeviceInfo;
   prefixCache: boolean;
   batchInvariant: boolean;

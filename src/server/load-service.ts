@@ -38,6 +38,7 @@ export async function loadService(flags: Flags, logger: Logger, died: (role: Eng
     threads,
     prefixCache: flags['prefix-cache'] === 'on',
     batchInvariant: flags['batch-invariant'] === 'on',
+    quantization: flags.quantization,
     device: flags.device,
     registerBoundary: flags['register-boundary'],
     cacheMiB: flags['cache-mib'],
@@ -85,6 +86,7 @@ export async function loadService(flags: Flags, logger: Logger, died: (role: Eng
       profile: renderer.profile,
       temperatures,
       headCheckpoint: head?.base.checkpoint,
+      quantization: flags.quantization,
       imageFingerprint: images?.service.fingerprint,
     }));
     if (images) images.service.context.abstentions = imageAbstentionBook;

@@ -96,7 +96,8 @@ export async function serve(argv: string[]) {
   });
   if (lifecycle.state === 'loading') lifecycle.state = 'ready';
   const e = service.engineInfo;
-  logger.info({ event: 'ready', model: service.servedName }, `serving ${service.servedName} (${service.base.checkpoint}, ${e.architecture}, ${e.dtype}) on http://${where}`);
+  const weights = e.quantization === 'none' ? '' : `, ${e.quantization} weights (${e.quantizedKernels}) quantized at load in ${Math.round(e.weightsMs)} ms`;
+  logger.info({ event: 'ready', model: service.servedName }, `serving ${service.servedName} (${service.base.checkpoint}, ${e.architecture}, ${e.dtype}${weights}) on http://${where}`);
   const images = service.images;
   if (images) logger.info({ event: 'image_route' }, `image route: ${images.base.checkpoint} (${images.engineInfo.architecture}, ${images.engineInfo.dtype}), at most ${images.maxTokens} tokens per image`);
 }

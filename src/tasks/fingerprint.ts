@@ -7,7 +7,10 @@
  *   rendering:   the prompt profile and the temperatures (the baseline is tempered);
  *   readout:     the rule that turns label logits into the baseline;
  *   head_engine: where hidden states come from (its model, by the same hash, and its tap);
- *   format:      the stored form's version.
+ *   format:      the stored form's version;
+ *   quantization: the weights' quantization (--quantization), present unless none: int8 weights move
+ *                the label probabilities by up to ~1e-2 (docs/quantization.md), so a task fitted on one
+ *                is refused on the other, either way. Absent for none, so older fingerprints still hold.
  * The compute dtype is not part of it (recorded in the task only).
  */
 import { createHash } from 'crypto';
@@ -67,7 +70,7 @@ export interface Fingerprint {
  * the checkpoint, profile and temperatures are then the image engine's, and the image recipe with
  * its pixel budget is one more component.
  */
-export function computeFingerprint(o: { checkpoint: string; profile: PromptProfile; temperatures: Temperatures; headEngine: { checkpoint: string } | null; imageRecipe?: string }): Fingerprint {
+export function computeFingerprint(o: { checkpoint: string; profile: PromptProfile; temperatures: Temperatures; headEngine: { checkpoint: string } | null; imageRecipe?: string; quantization?: string }): Fingerprint {
   const model = modelHash(o.checkpoint);
   const components: Record<string, string> = {
     model,
@@ -77,6 +80,7 @@ export function computeFingerprint(o: { checkpoint: string; profile: PromptProfi
     head_engine: sha(JSON.stringify([o.headEngine ? modelHash(o.headEngine.checkpoint) : 'serving engine', HIDDEN_TAP])),
     format: sha(TASKS_FORMAT),
     ...(o.imageRecipe ? { image_recipe: sha(o.imageRecipe) } : {}),
+    ...(o.quantization && o.quantization !== 'none' ? { quantization: sha(o.quantization) } : {}),
   };
   for (const k of Object.keys(components)) components[k] = components[k].slice(0, 16);
   return { hash: sha(JSON.stringify(components)).slice(0, 32), components };

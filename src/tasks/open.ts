@@ -14,6 +14,8 @@ export function openTasks(o: {
   profile: PromptProfile;
   temperatures: Temperatures;
   headCheckpoint?: string;
+  /** The engines' weight quantization (--quantization): part of the fingerprint unless none. */
+  quantization?: string;
   /** The image engine's fingerprint (--image-model): image-route abstention tasks load under it. */
   imageFingerprint?: Fingerprint;
 }) {
@@ -21,7 +23,7 @@ export function openTasks(o: {
   const abstentionBook = new AbstentionBook(o.abstention.enabled, o.abstention.defaultOption);
   // The image route's (--image-model): the same abstain option, and the tasks matched on requests with images.
   const imageAbstentionBook = new AbstentionBook(o.abstention.enabled, o.abstention.defaultOption, 'imajev_extension');
-  const fingerprint = computeFingerprint({ checkpoint: o.checkpoint, profile: o.profile, temperatures: o.temperatures, headEngine: o.headCheckpoint ? { checkpoint: o.headCheckpoint } : null });
+  const fingerprint = computeFingerprint({ checkpoint: o.checkpoint, profile: o.profile, temperatures: o.temperatures, headEngine: o.headCheckpoint ? { checkpoint: o.headCheckpoint } : null, quantization: o.quantization });
   const store = new TaskStore(fingerprint, o.file, (list, abstention) => {
     book.set(list);
     abstentionBook.set(abstention);

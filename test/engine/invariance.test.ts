@@ -4,12 +4,13 @@
  * questions, other states, questions sharing its leading text), cold or from
  * the prefix cache, in one forward step or cut into many, in fp32 and bf16, on
  * every architecture, and at every instruction set level this CPU runs (the
- * default, its best, on every architecture; the lower ones on one). (oneDNN's
+ * default, its best, on every architecture; the lower ones on one); with int8
+ * weights too (bf16, every architecture; and its portable path). (oneDNN's
  * kernels, kept behind batchInvariant: false, are not: their GEMM result for a
  * row changes with M.)
  */
 import { Engine } from '../../src/engine/engine';
-import { Dtype, IsaLevel, NativeAnswerRequest, NativeLoadOptions } from '../../src/engine/native';
+import { Dtype, IsaLevel, NativeAnswerRequest, NativeLoadOptions, Quantization } from '../../src/engine/native';
 import { uniformStream } from '../../src/common/prng';
 import { tinyModelNames } from '../../src/testmodels/specs';
 import { runnableIsaLevels } from '../helpers/cpu';
@@ -46,13 +47,14 @@ function variedRequests(t: TokenizedTexts, seed: number): { states: number[][]; 
  * Every (state, question) alone and cold, then the same in batches of every composition, cached and
  * cut into steps: the label logits must be the same bits. isa: the kernels' level (default: the best).
  */
-async function expectInvariant(dir: string, t: TokenizedTexts, dtype: Dtype, isa?: IsaLevel) {
+async function expectInvariant(dir: string, t: TokenizedTexts, dtype: Dtype, isa?: IsaLevel, quantization?: Quantization) {
   const { states, questions } = variedRequests(t, 11);
   const ask = (state: number[], qs: number[][]): NativeAnswerRequest => ({ state, questions: qs.map((tokens) => ({ tokens, labelIds: t.labels })) });
   // Reference: every (state, question) alone, each on a fresh cache (no prefix cache: always cold).
   const alone = new Map<string, string>();
-  await withEngine(dir, { dtype, isa, prefixCache: false }, async (e) => {
+  await withEngine(dir, { dtype, isa, quantization, prefixCache: false }, async (e) => {
     if (isa) expect(e.info.kernels).toBe(isa === 'avx512-bf16' && dtype === 'fp32' ? 'avx512' : isa);
+    if (quantization) expect(e.info.quantization).toBe(quantization);
     for (let s = 0; s < states.length; s++)
       for (let q = 0; q < questions.length; q++) alone.set(`${s}/${q}`, (await logitBits(e, [ask(states[s], [questions[q]])]))[0][0]);
   });
@@ -60,7 +62,7 @@ async function expectInvariant(dir: string, t: TokenizedTexts, dtype: Dtype, isa
     layout.forEach(([s, qs], r) => qs.forEach((q, i) => expect(`${s}/${q}: ${got[r][i]}`).toBe(`${s}/${q}: ${alone.get(`${s}/${q}`)}`)));
 
   for (const options of [{}, { maxStepTokens: 7 }, { blockSize: 5 }] as Partial<NativeLoadOptions>[]) {
-    await withEngine(dir, { dtype, isa, ...options }, async (e) => {
+    await withEngine(dir, { dtype, isa, quantization, ...options }, async (e) => {
       const all = questions.map((_, i) => i);
       // One request with every question (cold state), then reversed (cached state).
       expectAlone(await logitBits(e, [ask(states[0], questions)]), [[0, all]]);
@@ -94,6 +96,17 @@ describe.each(lowerLevels)('tiny-qwen3 at level %s: bit-identical label logits i
   });
 
   test.each(['fp32', 'bf16'] as Dtype[])('%s', (dtype) => expectInvariant(dir, t, dtype, isa));
+});
+
+// int8 weights (csrc/kernels/cpu/int8_linear.h): bf16 on every architecture, on the CPU's best path
+// (AVX-512 VNNI where it has it); and the portable path on one.
+describe.each(tinyModelNames)('%s, int8 weights: bit-identical label logits in any batch', (name) => {
+  const dir = tinyModel(name);
+  test('bf16', async () => expectInvariant(dir, await tokenizeTexts(dir), 'bf16', undefined, 'int8'));
+});
+test('tiny-qwen3, int8 weights on the portable path: bit-identical label logits in any batch', async () => {
+  const dir = tinyModel('tiny-qwen3');
+  await expectInvariant(dir, await tokenizeTexts(dir), 'bf16', 'portable', 'int8');
 });
 
 /** tiny-qwen3's answers to every question on the invariant kernels and on oneDNN's, in one dtype. */

@@ -14,6 +14,10 @@
  *
  * Attention's mix with two keys per vdpbf16ps (csrc/kernels/cpu/key_pairs.h), with test/native/pairs_check.cpp:
  * a query's mixed values the same bits in every layout the engine can give its keys.
+ *
+ * The int8 GEMM (csrc/kernels/cpu/int8_gemm.h), with test/native/int8_check.cpp: its quantization as the rules
+ * say, every output the exact integer sum's fp32 expression, every row the same bits in any batch, and the
+ * AVX-512 VNNI path the portable loop's bits.
  */
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
@@ -106,4 +110,19 @@ testDp("the mix's key pairs give a query the same bits in every layout of its ke
   expect(r.differing).toBe(0);
   // The check can see a wrong pairing: values spanning 2^-12..2^12 make the order of the adds show.
   expect(r.naiveDiffering).toBeGreaterThan(0);
+}, 120_000);
+
+test('int8: quantized as the rules say, outputs exact, rows the same in any batch, and VNNI equal to the portable loop', () => {
+  const paths = runCheck<{
+    path: string; k: number; quantizedDiffering: number; outputsDiffering: number; accumulatedDiffering: number;
+    bf16OutputsDiffering: number; rowsCompared: number; rowsDiffering: number; bits: string;
+  }>('int8_check', ['int8_gemm.cpp', 'gemm_vnni.cpp', 'bf16.cpp']);
+  const vnni = fs.readFileSync('/proc/cpuinfo', 'utf8').includes(' avx512_vnni');
+  expect([...new Set(paths.map((p) => p.path))]).toEqual(vnni ? ['portable', 'avx512-vnni'] : ['portable']);
+  for (const p of paths) {
+    const counts = { quantized: p.quantizedDiffering, outputs: p.outputsDiffering, accumulated: p.accumulatedDiffering, bf16: p.bf16OutputsDiffering, rows: p.rowsDiffering };
+    expect(`${p.path}/${p.k}: ${JSON.stringify(counts)}`).toBe(`${p.path}/${p.k}: ${JSON.stringify({ quantized: 0, outputs: 0, accumulated: 0, bf16: 0, rows: 0 })}`);
+    expect(p.rowsCompared).toBeGreaterThan(300);
+  }
+  for (const k of [2101, 2102, 2100]) expect(new Set(paths.filter((p) => p.k === k).map((p) => p.bits)).size).toBe(1);
 }, 120_000);

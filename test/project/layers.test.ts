@@ -79,11 +79,12 @@ export const NATIVE_LAYERS: string[][] = [['common'], ['batch'], ['kernels'], ['
 
 /**
  * The kernel headers other folders may include: the interface the transformer is written in, the
- * readout's arithmetic and CUDA kernel, and each implementation's entry point (the engine picks
+ * weights' quantization modes, the readout's arithmetic and CUDA kernel, and each implementation's entry point (the engine picks
  * one). The rest of kernels/ is the implementations' own, and cli/'s microbenchmarks'.
  */
 export const KERNEL_ENTRY_POINTS = [
   'kernels/layer_kernels.h',
+  'kernels/quantization.h',
   'kernels/label_readout_math.h',
   'kernels/cuda/label_readout.h',
   'kernels/cpu/cpu_layer_kernels.h',

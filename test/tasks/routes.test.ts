@@ -284,6 +284,30 @@ describe('management and persistence', () => {
       await other.stop();
     }
   });
+
+  test('int8 weights: /health and /metrics say so, and tasks are refused across quantizations, both ways', async () => {
+    const copy = path.join(dir, 'int8.json');
+    fs.copyFileSync(file, copy);
+    const int8 = await startServer(['--tasks-file', copy, '--quantization', 'int8']);
+    try {
+      const health = (await int8.get('/health')).body;
+      expect(health).toMatchObject({ quantization: 'int8', quantized_kernels: expect.stringMatching(/^(avx512-vnni|portable)$/) });
+      expect(health.linear_weight_bytes).toBeGreaterThan(0);
+      expect((await int8.get('/metrics')).body).toMatch(/tqserve_engine_info\{engine="text",dtype="fp32",kernels="[^"]+",quantization="int8"\} 1/);
+      const list = (await int8.get('/v1/tasks')).body;
+      expect(list.refused_at_start.map((r: any) => r.id).sort()).toEqual(['keyword', 'prior']);
+      expect(list.refused_at_start[0].reason).toMatch(/differing: quantization/);
+      // And a task fitted under int8 is refused by the server without quantization.
+      expect((await int8.post('/v1/tasks', { id: 'prior-int8', examples: priorExamples(60) })).status).toBe(200);
+      const fitted = (await int8.get('/v1/tasks?full=1')).body.tasks;
+      expect(fitted.map((t: any) => t.id)).toEqual(['prior-int8']);
+      const r = await server.post('/v1/tasks/import', { tasks: fitted });
+      expect(r.body.loaded).toEqual([]);
+      expect(r.body.refused.map((x: any) => x.reason)).toEqual([expect.stringMatching(/differing: quantization/)]);
+    } finally {
+      await int8.stop();
+    }
+  });
 });
 
 test('/v1/systemone keeps answering while a task registers (fitting runs in a worker)', async () => {

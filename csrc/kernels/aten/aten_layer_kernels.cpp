@@ -25,6 +25,7 @@ class AtenLinear : public Linear {
   }
 
  private:
+  int64_t bytes() const override { return weight_.nbytes() + (bias_.defined() ? bias_.nbytes() : 0); }
   at::Tensor weight_, bias_;
 };
 

@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_layer_kernels.h"
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/int8_linear.h"
 #include "kernels/cpu/invariant_gemm.h"
 #if TQ_ONEDNN
 #include "kernels/cpu/onednn.h"
@@ -11,6 +12,9 @@
 
 namespace tq {
 namespace {
+
+// int8 on vpdpbusd where the level allows AVX-512 and the CPU has VNNI; else the portable loop.
+bool int8_vnni(Isa isa) { return isa >= Isa::Avx512 && int8_gemm::cpu_has_vnni(); }
 
 class CpuStepAttention : public StepAttention {
  public:
@@ -31,10 +35,11 @@ class CpuStepAttention : public StepAttention {
 
 class CpuLayerKernels : public LayerKernels {
  public:
-  CpuLayerKernels(bool invariant, Isa isa) : invariant_(invariant), isa_(isa) {}
+  CpuLayerKernels(bool invariant, Isa isa, bool int8) : invariant_(invariant), isa_(isa), int8_(int8) {}
   std::string name() const override { return isa_name(isa_); }
   at::Device device() const override { return at::kCPU; }
   std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const override {
+    if (int8_) return std::make_unique<Int8Linear>(weight, bias, int8_vnni(isa_));
     return std::make_unique<PackedLinear>(weight, bias, invariant_, isa_);
   }
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, at::ScalarType out_dtype) const override {
@@ -56,13 +61,17 @@ class CpuLayerKernels : public LayerKernels {
  private:
   bool invariant_;
   Isa isa_;
+  bool int8_;
 };
 
 }  // namespace
 
-std::unique_ptr<LayerKernels> cpu_layer_kernels(bool invariant, Isa isa, at::ScalarType dtype) {
-  return std::make_unique<CpuLayerKernels>(invariant, invariant_gemm::level_for(isa, dtype == at::kBFloat16));
+std::unique_ptr<LayerKernels> cpu_layer_kernels(bool invariant, Isa isa, at::ScalarType dtype, Quantization quantization) {
+  if (quantization == Quantization::Fp8) throw std::invalid_argument("fp8 weights run on CUDA only (the H100's fp8 tensor cores); on the CPU use int8");
+  return std::make_unique<CpuLayerKernels>(invariant, invariant_gemm::level_for(isa, dtype == at::kBFloat16), quantization == Quantization::Int8);
 }
+
+const char* int8_kernel_name(Isa isa) { return int8_vnni(isa) ? "avx512-vnni" : "portable"; }
 
 CpuKernelMemory cpu_kernel_memory() {
   return {attention_buffer_bytes(), attention_buffer_kept_bytes(), cached_primitives(), max_cached_primitives()};

@@ -4,13 +4,18 @@
 #pragma once
 #include "kernels/cpu/isa.h"
 #include "kernels/layer_kernels.h"
+#include "kernels/quantization.h"
 
 namespace tq {
 
 // invariant: a row's result never depends on the other rows of the batch (invariant_gemm.h).
 // isa: the highest level the kernels may use; for fp32 that is at most avx512 (the
 // vdpbf16ps GEMM is bf16's), and name() says the level that runs.
-std::unique_ptr<LayerKernels> cpu_layer_kernels(bool invariant, Isa isa, at::ScalarType dtype);
+// quantization: none, or int8 (int8_linear.h: on AVX-512 VNNI where the CPU has it and isa
+// is avx512 or above, else on the portable loop, the same bits); fp8 is CUDA's.
+std::unique_ptr<LayerKernels> cpu_layer_kernels(bool invariant, Isa isa, at::ScalarType dtype, Quantization quantization = Quantization::None);
+// The int8 GEMM's path at this level: "avx512-vnni" or "portable".
+const char* int8_kernel_name(Isa isa);
 
 // What the CPU kernels keep between calls, process-wide, with its limits (for /health):
 // attention's per-thread buffers (attention.h) and oneDNN's cached primitives (packed_linear.h).

@@ -46,6 +46,7 @@ class InvariantGemm {
   // accumulate (a residual, fp32), else the bias, else 0. out in fp32, or in
   // bf16 (each output rounded to nearest even, as at::BFloat16).
   void run(const at::Tensor& x, at::Tensor& out, bool accumulate) const;
+  int64_t bytes() const { return panels_.nbytes() + (bias_.defined() ? bias_.nbytes() : 0); }
 
  private:
   int64_t in_ = 0, out_ = 0;

@@ -105,6 +105,11 @@ PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias, boo
 #endif
 }
 
+int64_t PackedLinear::bytes() const {
+  if (invariant_) return gemm_.bytes();
+  return packed_.nbytes() + (bias_.defined() ? bias_.nbytes() : 0);
+}
+
 void PackedLinear::run(const at::Tensor& x, at::Tensor& out, bool add_into) const {
   const int64_t m = x.size(0);
   if (m == 0) return;

@@ -29,6 +29,7 @@ class PackedLinear : public Linear {
   at::Tensor operator()(const at::Tensor& x, at::ScalarType out_dtype) const override;
   // residual += x W^T, with residual [M, out] fp32 (oneDNN's sum post-op).
   void add_into(const at::Tensor& x, at::Tensor& residual) const override;
+  int64_t bytes() const override;
 
  private:
   void run(const at::Tensor& x, at::Tensor& out, bool add_into) const;

@@ -106,6 +106,9 @@ function engineFamilies(engines: EngineSource[], reports: (MetricsReport | undef
   const stat = (key: keyof NonNullable<MetricsReport['stats']>) => each((r, engine) => (r.stats ? [{ labels: { engine }, value: r.stats[key] }] : []));
   return [
     family('tqserve_engine_up', 'gauge', 'Whether the engine process is alive and answering (1) or not (0).', engines.map((e, i) => ({ labels: { engine: e.engine }, value: reports[i] ? 1 : 0 }))),
+    family('tqserve_engine_info', 'gauge', 'Each engine process as loaded (value 1): compute dtype, kernels, weight quantization.', engines.map((e) => ({
+      labels: { engine: e.engine, dtype: e.client.info.dtype, kernels: e.client.info.kernels, quantization: e.client.info.quantization }, value: 1,
+    }))),
     family('tqserve_engine_queue_depth', 'gauge', 'Answer calls waiting for the engine.', each((r, engine) => [{ labels: { engine }, value: r.queued }])),
     family('tqserve_engine_busy', 'gauge', 'Whether the engine is computing an answer call now.', each((r, engine) => [{ labels: { engine }, value: r.running ? 1 : 0 }])),
     family('tqserve_prefix_cache_lookups_total', 'counter', 'States looked up in the prefix cache.', stat('lookups')),

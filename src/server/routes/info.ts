@@ -94,7 +94,10 @@ export function infoRoutes(router: Router, service: Service) {
       batch_invariant: e.batchInvariant,
       pad_unit: 1,
       pad_where: 'none',
-      quantization: 'none',
+      quantization: e.quantization,
+      ...(e.quantizedKernels ? { quantized_kernels: e.quantizedKernels } : {}),
+      weights_load_ms: Math.round(e.weightsMs),
+      linear_weight_bytes: e.linearBytes,
       cache_dtypes: { key: e.dtype, value: e.dtype },
       cache: {
         enabled: e.prefixCache,

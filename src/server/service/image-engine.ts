@@ -39,7 +39,7 @@ export async function startImageEngine(
   const temperatures = temperaturesOf(base.profile.temperatures, flags);
   const service: ImageService = {
     context: { engine, renderer, temperatures, servedName, imagePadId: vision.imagePadId },
-    fingerprint: computeFingerprint({ checkpoint: base.checkpoint, profile: renderer.profile, temperatures, headEngine: null, imageRecipe: `${RECIPE_VERSION} ${JSON.stringify(budget)}` }),
+    fingerprint: computeFingerprint({ checkpoint: base.checkpoint, profile: renderer.profile, temperatures, headEngine: null, imageRecipe: `${RECIPE_VERSION} ${JSON.stringify(budget)}`, quantization: flags.quantization }),
     base,
     engineInfo: engine.info,
     budget,

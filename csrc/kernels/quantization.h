@@ -1,0 +1,24 @@
+// How the linear layers' weights are stored and multiplied (--quantization):
+//   none: in the compute dtype (bf16 or fp32);
+//   int8: int8 per output channel, activations int8 per row, int32 sums (the
+//         engine's CPU kernels: kernels/cpu/int8_linear.h);
+//   fp8:  e4m3 on CUDA (not built yet: refused with a message).
+// The embeddings, norms and the lm_head rows the readout reads stay in the
+// compute dtype: they are small, and the readout is what the answer is.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace tq {
+
+enum class Quantization { None, Int8, Fp8 };
+
+inline const char* quantization_name(Quantization q) { return q == Quantization::Int8 ? "int8" : q == Quantization::Fp8 ? "fp8" : "none"; }
+
+inline Quantization parse_quantization(const std::string& name) {
+  for (auto q : {Quantization::None, Quantization::Int8, Quantization::Fp8})
+    if (name == quantization_name(q)) return q;
+  throw std::invalid_argument("quantization must be none, int8 or fp8, got " + name);
+}
+
+}  // namespace tq

@@ -86,8 +86,9 @@ export function computeFingerprint(o: { checkpoint: string; profile: PromptProfi
   return { hash: sha(JSON.stringify(components)).slice(0, 32), components };
 }
 
-/** The components of `theirs` that differ from `ours`, for a refusal's reason. */
+/** The components of `theirs` that differ from `ours` (or that only one of them has), for a refusal's reason. */
 export function differingComponents(ours: Fingerprint, theirs: Record<string, unknown> | undefined): string[] {
   if (!theirs || typeof theirs !== 'object') return Object.keys(ours.components);
-  return Object.keys(ours.components).filter((k) => theirs[k] !== ours.components[k]);
+  const names = [...new Set([...Object.keys(ours.components), ...Object.keys(theirs)])];
+  return names.filter((k) => theirs[k] !== ours.components[k]);
 }

@@ -78,7 +78,7 @@ function toF32(t: StTensor): Buffer {
   if (t.dtype === 'F32') return t.data;
   if (t.dtype !== 'BF16') throw new Error(`unsupported dtype ${t.dtype}`);
   const out = Buffer.alloc(t.data.length * 2);
-  for (let i = 0; i < t.data.length / 2; i++) out.writeUInt32LE(t.data.readUInt16LE(2 * i) << 16, 4 * i);
+  for (let i = 0; i < t.data.length / 2; i++) out.writeUInt32LE((t.data.readUInt16LE(2 * i) << 16) >>> 0, 4 * i);
   return out;
 }
 

@@ -11,6 +11,7 @@
  * readout) through llama.cpp with the weights as BF16 and as Q8_0, and the same drift measured on the label
  * logits of both engines (softmax at temperature 1, as llama.cpp gives them).
  */
+import * as fs from 'fs';
 import { softmax } from '../src/answering/answers';
 import { uniformStream } from '../src/common/prng';
 import { generateTestModel } from '../src/testmodels/generate';
@@ -20,6 +21,7 @@ import { writeLlamaGguf } from './peer/gguf';
 import { LlamaCppPeer } from './peer/llamacpp';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
+// Test model names, or checkpoint folders (a real checkpoint: what int8 costs on it).
 const MODELS = (process.env.BENCH_MODELS ?? [...tinyModelNames, 'bench-llama'].join(',')).split(',');
 
 const sentences = [
@@ -101,7 +103,7 @@ async function main() {
   console.log('|---|---|---|---|---|');
   let llama: { dir: string; bf16: Readout[]; int8: Readout[] } | undefined;
   for (const name of MODELS) {
-    const dir = generateTestModel(name);
+    const dir = fs.existsSync(name) ? name : generateTestModel(name);
     const bf16 = await probabilities(dir, ['--dtype', 'bf16']);
     const int8 = await probabilities(dir, ['--dtype', 'bf16', '--quantization', 'int8']);
     const fp32 = await probabilities(dir, ['--dtype', 'fp32']);

@@ -58,7 +58,7 @@ TQ_VNNI __m256i to_bf16(__m512 y) {
 
 // The last step in vectors where the tile is whole; else finish_tile's loop (the same expression).
 // (Scalar, a bf16 output of 1,000 x 4,864 took 7 ms of the GEMM's 15.)
-TQ_VNNI void finish(const Job& job, const int32_t (*sums)[kWidth], int64_t row0, int64_t rows, int64_t col0) {
+TQ_VNNI void finish_vectors(const Job& job, const int32_t (*sums)[kWidth], int64_t row0, int64_t rows, int64_t col0) {
   if (col0 + kWidth > job.n) return finish_tile(job, sums, row0, rows, col0);
   for (int v = 0; v < kVectors; ++v) {
     const __m512i offset = _mm512_loadu_si512(job.offset + col0 + v * 16);
@@ -97,7 +97,7 @@ TQ_VNNI void panels_vnni(const Job& job, int64_t p_begin, int64_t p_end) {
         const int64_t rows = std::min<int64_t>(kRows, m0 + mc - row0);
         alignas(64) int32_t sums[kRows][kWidth];
         tile_rows(rows, job, row0, b, prefetch, sums);
-        finish(job, sums, row0, rows, p * kWidth);
+        finish_vectors(job, sums, row0, rows, p * kWidth);
       }
     }
   }

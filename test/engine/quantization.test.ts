@@ -7,14 +7,14 @@
  * (docs/quantization.md says why); a wrong scale, offset or rounding moves them by 1e-1 and more.
  * (Invariance with int8: test/engine/invariance.test.ts; the kernel itself: test/kernels/cpu.test.ts.)
  */
-import * as fs from 'fs';
 import { Engine } from '../../src/engine/engine';
 import { NativeAnswerRequest, NativeLoadOptions } from '../../src/engine/native';
 import { tinyModelNames } from '../../src/testmodels/specs';
+import { runsInt8Vnni } from '../helpers/cpu';
 import { tinyModel } from '../helpers/models';
 import { tokenizeTexts } from '../helpers/tokens';
 
-const vnni = fs.readFileSync('/proc/cpuinfo', 'utf8').includes(' avx512_vnni') && fs.readFileSync('/proc/cpuinfo', 'utf8').includes(' avx512bw');
+const vnni = runsInt8Vnni();
 
 async function answers(dir: string, options: Partial<NativeLoadOptions>, request: NativeAnswerRequest) {
   const e = await Engine.open({ path: dir, threads: 2, dtype: 'bf16', ...options });

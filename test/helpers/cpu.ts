@@ -2,9 +2,12 @@
 import * as fs from 'fs';
 import { IsaLevel, isaLevels } from '../../src/engine/native';
 
-export function runnableIsaLevels(): IsaLevel[] {
+function has(...names: string[]): boolean {
   const flags = fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m)?.[1].split(/\s+/) ?? [];
-  const has = (...names: string[]) => names.every((f) => flags.includes(f));
+  return names.every((f) => flags.includes(f));
+}
+
+export function runnableIsaLevels(): IsaLevel[] {
   const runs: Record<IsaLevel, boolean> = {
     'avx512-bf16': has('avx512f', 'avx512bw', 'avx512vl', 'avx512_bf16'),
     avx512: has('avx512f', 'avx512bw', 'avx512vl'),
@@ -12,4 +15,9 @@ export function runnableIsaLevels(): IsaLevel[] {
     portable: true,
   };
   return isaLevels.filter((level) => runs[level]);
+}
+
+/** Whether the int8 GEMM runs on AVX-512 VNNI here (csrc/kernels/cpu/gemm_vnni.cpp's cpu_has_vnni: the same flags). */
+export function runsInt8Vnni(): boolean {
+  return has('avx512f', 'avx512bw', 'avx512vl', 'avx512_vnni');
 }

@@ -23,7 +23,7 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { runnableIsaLevels } from '../helpers/cpu';
+import { runnableIsaLevels, runsInt8Vnni } from '../helpers/cpu';
 
 const root = path.resolve(__dirname, '..', '..');
 const csrc = path.join(root, 'csrc');
@@ -117,7 +117,7 @@ test('int8: quantized as the rules say, outputs exact, rows the same in any batc
     path: string; k: number; quantizedDiffering: number; outputsDiffering: number; accumulatedDiffering: number;
     bf16OutputsDiffering: number; rowsCompared: number; rowsDiffering: number; bits: string;
   }>('int8_check', ['int8_gemm.cpp', 'gemm_vnni.cpp', 'bf16.cpp']);
-  const vnni = fs.readFileSync('/proc/cpuinfo', 'utf8').includes(' avx512_vnni');
+  const vnni = runsInt8Vnni();
   expect([...new Set(paths.map((p) => p.path))]).toEqual(vnni ? ['portable', 'avx512-vnni'] : ['portable']);
   for (const p of paths) {
     const counts = { quantized: p.quantizedDiffering, outputs: p.outputsDiffering, accumulated: p.accumulatedDiffering, bf16: p.bf16OutputsDiffering, rows: p.rowsDiffering };

@@ -116,12 +116,13 @@ def parity(args, name):
     return out
 
 
-def invariance(args, folder, request, vocab, dtype):
+def invariance(args, folder, request, vocab, dtype, extra=()):
     """Max |Δ label logit| on the GPU between each question alone and cold, and the same question
-    in other company: all questions and a second state in one call, cached, another block size."""
+    in other company: all questions and a second state in one call, cached, another block size.
+    extra: more tq_cli flags (fp8.py: --quantization fp8)."""
     rng = random.Random(dtype)
     other = {"state": ids(rng, 37, vocab), "questions": [{"tokens": ids(rng, 6, vocab), "labelIds": request["questions"][0]["labelIds"]}]}
-    base = ["--model", folder, "--device", args.device, "--dtype", dtype]
+    base = ["--model", folder, "--device", args.device, "--dtype", dtype, *extra]
     alone_calls = [[{"state": request["state"], "questions": [q]}] for q in request["questions"]]
     alone = logits_of(cli(args, alone_calls, base + ["--no-prefix-cache"]))
     batched = logits_of(cli(args, [[request, other]], base + ["--no-prefix-cache"]))[: len(alone)]
@@ -315,13 +316,28 @@ def markdown(results):
     return "\n".join(lines) + "\n"
 
 
-def main():
+def arguments():
+    """The flags check.py and fp8.py share."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--cli", required=True)
     parser.add_argument("--models", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--states", type=int, default=32)
+    return parser
+
+
+def write_results(out, stem, results, md):
+    """OUT/stem.json and OUT/stem.md, and the markdown printed."""
+    with open(os.path.join(out, f"{stem}.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    with open(os.path.join(out, f"{stem}.md"), "w") as f:
+        f.write(md)
+    print(md)
+
+
+def main():
+    parser = arguments()
     # A dry run of the parity and invariance part where there is no GPU: --device cpu --skip-benchmark.
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--skip-benchmark", action="store_true")
@@ -334,12 +350,7 @@ def main():
             results["benchmark"] = benchmark(args)
         except Exception as e:
             results["benchmark"] = {"error": repr(e)}
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(results, f, indent=2)
-    md = markdown(results)
-    with open(os.path.join(args.out, "results.md"), "w") as f:
-        f.write(md)
-    print(md)
+    write_results(args.out, "results", results, markdown(results))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@
 #   bash bench/gpu/run.sh OUT_DIR
 # builds the engine library and tq_cli against that torch, writes the test and bench models, and
 # runs bench/gpu/check.py: parity, invariance and the benchmark against transformers, then
-# bench/gpu/families.py: every family's logits against transformers' own classes. Results go to
-# OUT_DIR/results.{json,md} and OUT_DIR/families.{json,md}; the build log to OUT_DIR/build.log.
+# bench/gpu/families.py: every family's logits against transformers' own classes, then bench/gpu/fp8.py:
+# fp8 weights' fidelity, invariance and speed against bf16 (issue 31). Results go to
+# OUT_DIR/results.{json,md}, OUT_DIR/families.{json,md} and OUT_DIR/fp8.{json,md}; the build log to OUT_DIR/build.log.
 # nlohmann/json: installed (nlohmann-json3-dev), or TQ_JSON_INCLUDE=<folder holding nlohmann/json.hpp>.
 set -euo pipefail
 out=${1:?usage: bench/gpu/run.sh OUT_DIR}
@@ -31,3 +32,5 @@ echo "built in $(( $(date +%s) - start )) s"
 "$py" bench/gpu/check.py --cli "$build/tq_cli" --models "$build/models" --out "$out" "${@:2}"
 # Every family against transformers' own classes, on the CPU and the GPU (issue 29).
 "$py" bench/gpu/families.py --cli "$build/tq_cli" --models "$build/models" --out "$out" || echo "families check failed"
+# fp8 weights against bf16 in the same run (issue 31).
+"$py" bench/gpu/fp8.py --cli "$build/tq_cli" --models "$build/models" --out "$out" || echo "fp8 check failed"

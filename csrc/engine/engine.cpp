@@ -88,15 +88,15 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     }
     if (quantization == Quantization::Int8 && aten)
       throw EngineError(code::kBadRequest, "int8 weights run on the engine's CPU kernels only; on CUDA, fp8 is the quantization to ask for");
-    if (quantization == Quantization::Fp8)
-      throw EngineError(code::kBadRequest, aten ? "fp8 weights are not built yet: this build runs CUDA in bf16 or fp32"
-                                                : "fp8 weights run on CUDA only (the H100's fp8 tensor cores); on the CPU use int8");
+    if (quantization == Quantization::Fp8 && !device_.is_cuda())
+      throw EngineError(code::kBadRequest, "fp8 weights run on CUDA only (the H100's fp8 tensor cores); on the CPU use int8");
     PagedModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
                          options.prefix_cache, options.batch_invariant, isa, device_, aten,
                          options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After, quantization};
     auto paged = std::make_unique<PagedModel>(options.path, o);
     info_.quantization = quantization_name(quantization);
     if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(isa);
+    if (quantization == Quantization::Fp8) info_.quantized_kernels = kFp8KernelName;
     info_.weights_ms = paged->weights_ms();
     info_.linear_bytes = paged->linear_bytes();
     info_.prefix_cache = options.prefix_cache;

@@ -20,7 +20,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
     : options_(options), checkpoint_(std::make_unique<Checkpoint>(dir)) {
-  auto kernels = options.aten_kernels ? aten_layer_kernels(options.device)
+  auto kernels = options.aten_kernels ? aten_layer_kernels(options.device, options.quantization)
                                       : cpu_layer_kernels(options.batch_invariant, options.isa, options.dtype, options.quantization);
   const auto t0 = std::chrono::steady_clock::now();
   transformer_ = std::make_unique<Transformer>(*checkpoint_, options.dtype, options.context_limit, std::move(kernels));

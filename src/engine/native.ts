@@ -57,7 +57,7 @@ export interface NativeLoadOptions {
   /**
    * How the linear layers' weights are stored (csrc/kernels/quantization.h): 'none' (default, the
    * compute dtype), 'int8' (per output channel, activations per row; the engine's CPU kernels, on
-   * AVX-512 VNNI where the CPU has it) or 'fp8' (CUDA; not built yet, refused).
+   * AVX-512 VNNI where the CPU has it) or 'fp8' (CUDA, compute capability 8.9+; refused on the CPU).
    */
   quantization?: Quantization;
   /** A vision-language model's cache of vision-tower outputs by image key, in MiB (default 256). */

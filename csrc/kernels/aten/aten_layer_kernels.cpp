@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "batch/visibility.h"
+#include "kernels/aten/fp8_linear.h"
 
 namespace tq {
 namespace {
@@ -78,10 +79,11 @@ class MaskedAttention : public StepAttention {
 
 class AtenLayerKernels : public LayerKernels {
  public:
-  explicit AtenLayerKernels(at::Device device) : device_(device) {}
+  AtenLayerKernels(at::Device device, Quantization quantization) : device_(device), quantization_(quantization) {}
   std::string name() const override { return "aten"; }
   at::Device device() const override { return device_; }
   std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const override {
+    if (quantization_ == Quantization::Fp8) return fp8_linear(weight, bias, device_);
     return std::make_unique<AtenLinear>(weight, bias, device_);
   }
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, at::ScalarType out_dtype) const override {
@@ -126,10 +128,13 @@ class AtenLayerKernels : public LayerKernels {
 
  private:
   at::Device device_;
+  Quantization quantization_;
 };
 
 }  // namespace
 
-std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device) { return std::make_unique<AtenLayerKernels>(device); }
+std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device, Quantization quantization) {
+  return std::make_unique<AtenLayerKernels>(device, quantization);
+}
 
 }  // namespace tq

@@ -13,9 +13,11 @@
 // chosen by the GPU check's measurements (docs/gpu.md).
 #pragma once
 #include "kernels/layer_kernels.h"
+#include "kernels/quantization.h"
 
 namespace tq {
 
-std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device);
+// quantization: none (weights in the compute dtype, cuBLAS) or fp8 (CUDA only: fp8_linear.h).
+std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device, Quantization quantization = Quantization::None);
 
 }  // namespace tq

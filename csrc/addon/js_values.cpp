@@ -14,6 +14,11 @@ int64_t int_option(const Napi::Object& o, const char* key, int64_t fallback) {
   return v.IsNumber() ? v.As<Napi::Number>().Int64Value() : fallback;
 }
 
+double number_option(const Napi::Object& o, const char* key, double fallback) {
+  Napi::Value v = o.Get(key);
+  return v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : fallback;
+}
+
 // A JS object of named integers.
 Napi::Object numbers(Napi::Env env, std::initializer_list<std::pair<const char*, int64_t>> fields) {
   auto out = Napi::Object::New(env);
@@ -114,6 +119,7 @@ EngineOptions load_options(Napi::Env env, const Napi::Value& v) {
   opts.context_limit = int_option(o, "contextLimit", opts.context_limit);
   opts.cache_mib = int_option(o, "cacheMiB", opts.cache_mib);
   opts.vision_cache_mib = int_option(o, "visionCacheMiB", opts.vision_cache_mib);
+  opts.gpu_memory_utilization = number_option(o, "gpuMemoryUtilization", opts.gpu_memory_utilization);
   if (o.Get("prefixCache").IsBoolean()) opts.prefix_cache = o.Get("prefixCache").As<Napi::Boolean>().Value();
   if (o.Get("batchInvariant").IsBoolean()) opts.batch_invariant = o.Get("batchInvariant").As<Napi::Boolean>().Value();
   if (o.Get("isa").IsString()) opts.isa = o.Get("isa").As<Napi::String>().Utf8Value();
@@ -137,6 +143,8 @@ Napi::Value to_js(Napi::Env env, const EngineInfo& i) {
   r.Set("blockSize", static_cast<double>(i.block_size));
   r.Set("cacheBlocks", static_cast<double>(i.cache_blocks));
   r.Set("cacheBytes", static_cast<double>(i.cache_bytes));
+  if (!i.cache_sized_by.empty()) r.Set("cacheSizedBy", i.cache_sized_by);
+  r.Set("gpuMemoryUtilization", i.gpu_memory_utilization);
   r.Set("threads", i.threads);
   r.Set("kernels", i.kernels);
   r.Set("quantization", i.quantization);

@@ -3,7 +3,7 @@
 // microbenchmarks live (they are not in the production addon).
 //
 //   tq_cli answer --model DIR --calls FILE.json [--dtype fp32|bf16] [--device cpu|cuda] [--kernels engine|aten]
-//                 [--threads N] [--block-size N] [--max-step-tokens N] [--cache-mib N] [--no-prefix-cache]
+//                 [--threads N] [--block-size N] [--max-step-tokens N] [--cache-mib N] [--gpu-memory-utilization F] [--no-prefix-cache]
 //                 [--batch-invariant on|off] [--isa avx512-bf16|avx512|avx2|portable] [--quantization none|int8|fp8] [--repeat N]
 //       FILE.json: {"calls": [[request, ...], ...]}, each call one answer_batch of requests
 //       {"state": [ids], "questions": [{"tokens": [ids], "labelIds": [ids], "readoutIndex": i, "temperature": t}],
@@ -69,6 +69,7 @@ tq::EngineOptions engine_options(const Args& a) {
   o.block_size = a.number("block-size", o.block_size);
   o.max_step_tokens = a.number("max-step-tokens", o.max_step_tokens);
   o.cache_mib = a.number("cache-mib", o.cache_mib);
+  if (a.has("gpu-memory-utilization")) o.gpu_memory_utilization = std::stod(a.values.at("gpu-memory-utilization"));
   o.context_limit = a.number("context-limit", o.context_limit);
   o.prefix_cache = !a.has("no-prefix-cache");
   o.batch_invariant = a.get("batch-invariant", "on") == "on";
@@ -83,7 +84,7 @@ json info_json(const tq::EngineInfo& i) {
           {"batchInvariant", i.batch_invariant}, {"device", i.device.mode}, {"deviceName", i.device.name},
           {"torch", i.device.torch_version},     {"cuda", i.device.cuda_version}, {"dtypeNote", i.dtype_note},
           {"gpuMemoryBytes", i.device.total_bytes}, {"gpuFreeBytes", i.device.free_bytes},
-          {"kvCacheBytes", i.cache_bytes},     {"quantization", i.quantization}, {"quantizedKernels", i.quantized_kernels},
+          {"kvCacheBytes", i.cache_bytes},     {"kvCacheSizedBy", i.cache_sized_by}, {"quantization", i.quantization}, {"quantizedKernels", i.quantized_kernels},
           {"weightsMs", i.weights_ms},         {"linearBytes", i.linear_bytes}};
 }
 

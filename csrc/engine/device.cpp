@@ -5,6 +5,7 @@
 #include "common/errors.h"
 
 #if TQ_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
@@ -60,5 +61,19 @@ void synchronize(const at::Device& device) {
 #endif
 }
 
+int64_t free_device_bytes(const at::Device& device) {
+#if TQ_CUDA
+  if (device.is_cuda()) {
+    c10::cuda::CUDAGuard guard(device.index());
+    c10::cuda::device_synchronize();
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess) return static_cast<int64_t>(free);
+  }
+#else
+  (void)device;
+#endif
+  return 0;
+}
 
 }  // namespace tq

@@ -23,5 +23,8 @@ struct DeviceInfo {
 at::Device parse_device(const std::string& name);
 DeviceInfo describe_device(const at::Device& device);
 void synchronize(const at::Device& device);
+// The device memory free now, after handing back what torch's caching allocator holds unused
+// (a CUDA device; 0 on the CPU).
+int64_t free_device_bytes(const at::Device& device);
 
 }  // namespace tq

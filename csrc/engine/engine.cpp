@@ -86,13 +86,17 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     } catch (const std::invalid_argument& e) {
       throw EngineError(code::kBadRequest, e.what());
     }
+    if (!(options.gpu_memory_utilization >= 0 && options.gpu_memory_utilization <= 1))
+      throw EngineError(code::kBadRequest, "gpu_memory_utilization must be in (0, 1] (0: size the KV cache by the context limit), got " +
+                                               std::to_string(options.gpu_memory_utilization));
     if (quantization == Quantization::Int8 && aten)
       throw EngineError(code::kBadRequest, "int8 weights run on the engine's CPU kernels only; on CUDA, fp8 is the quantization to ask for");
     if (quantization == Quantization::Fp8 && !device_.is_cuda())
       throw EngineError(code::kBadRequest, "fp8 weights run on CUDA only (the H100's fp8 tensor cores); on the CPU use int8");
     PagedModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
                          options.prefix_cache, options.batch_invariant, isa, device_, aten,
-                         options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After, quantization};
+                         options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After, quantization,
+                         options.gpu_memory_utilization};
     auto paged = std::make_unique<PagedModel>(options.path, o);
     info_.quantization = quantization_name(quantization);
     if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(isa);
@@ -109,6 +113,8 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     info_.block_size = paged->cache().shape().block_size;
     info_.cache_blocks = paged->cache().shape().num_blocks;
     info_.cache_bytes = paged->cache().bytes();
+    info_.cache_sized_by = paged->cache_sized_by();
+    info_.gpu_memory_utilization = options.gpu_memory_utilization;
     if ((vision_ = paged->vision())) {
       info_.vision = vision_->config();
       info_.image_tokens = paged->config().image_tokens;

@@ -24,6 +24,9 @@ struct EngineOptions {
   int64_t block_size = 16;
   int64_t cache_tokens = 0;     // 0 = twice the context limit
   int64_t cache_mib = 0;        // KV budget in MiB; overrides cache_tokens when set
+  // On CUDA with neither of those set: the KV cache's share of the device memory the weights leave
+  // free, in (0, 1] (the server's --gpu-memory-utilization, 0.9); 0: twice the context limit.
+  double gpu_memory_utilization = 0;
   bool prefix_cache = true;
   // Kernels whose result for a row does not depend on the rest of the batch (the
   // engine's own GEMM and attention), or oneDNN's (faster where it has bf16 instructions).
@@ -91,6 +94,9 @@ struct EngineInfo {
   int64_t linear_bytes = 0;           // the layers' linear weights as the kernels keep them
   DeviceInfo device;
   int64_t vocab_size = 0, hidden_size = 0, context_limit = 0, block_size = 0, cache_blocks = 0, cache_bytes = 0;
+  // What sized the KV cache (PagedModel::cache_sized_by; "" for TorchScript), and the share asked for.
+  std::string cache_sized_by;
+  double gpu_memory_utilization = 0;
   int threads = 0;
   bool prefix_cache = false;
   bool batch_invariant = false;

@@ -18,6 +18,27 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+int64_t PagedModel::kv_blocks(int64_t bytes_per_block) {
+  const auto& o = options_;
+  const auto blocks_for_tokens = [&](int64_t tokens) { return (tokens + o.block_size - 1) / o.block_size; };
+  if (o.cache_mib > 0) {
+    cache_sized_by_ = "mib";
+    return std::max<int64_t>(1, o.cache_mib * (int64_t{1} << 20) / bytes_per_block);
+  }
+  if (o.cache_tokens > 0) {
+    cache_sized_by_ = "tokens";
+    return blocks_for_tokens(o.cache_tokens);
+  }
+  if (o.device.is_cuda() && o.gpu_memory_utilization > 0) {
+    // Measured after the weights (and their load-time copies) are in place and freed.
+    cache_sized_by_ = "gpu-memory";
+    const auto budget = static_cast<int64_t>(o.gpu_memory_utilization * static_cast<double>(free_device_bytes(o.device)));
+    return std::max<int64_t>(1, budget / bytes_per_block);
+  }
+  cache_sized_by_ = "context";
+  return blocks_for_tokens(2 * o.context_limit);
+}
+
 PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
     : options_(options), checkpoint_(std::make_unique<Checkpoint>(dir)) {
   auto kernels = options.aten_kernels ? aten_layer_kernels(options.device, options.quantization)
@@ -28,9 +49,7 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
   const auto& c = checkpoint_->config();
   if (c.vision) vision_ = std::make_unique<VisionTower>(*checkpoint_, transformer_->kernels(), options.dtype);
   KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size, 0, options.dtype, options.device};
-  const int64_t tokens = options.cache_tokens > 0 ? options.cache_tokens : 2 * options.context_limit;
-  shape.num_blocks = options.cache_mib > 0 ? std::max<int64_t>(1, options.cache_mib * (int64_t{1} << 20) / shape.bytes_per_block())
-                                           : (tokens + options.block_size - 1) / options.block_size;
+  shape.num_blocks = kv_blocks(shape.bytes_per_block());
   // Cached blocks are only valid for these weights in this dtype, stored this way.
   const uint64_t identity = std::hash<std::string>{}(dir + "|" + c10::toString(options.dtype) + "|" + std::to_string(options.block_size) + "|" +
                                                      quantization_name(options.quantization));

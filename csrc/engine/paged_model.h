@@ -39,6 +39,9 @@ struct PagedModelOptions {
   // server does after sending the response (After).
   BoundaryRegistration boundary = BoundaryRegistration::After;
   Quantization quantization = Quantization::None;  // of the linear layers (kernels/quantization.h)
+  // On CUDA with neither cache_tokens nor cache_mib set: the KV cache takes this share of the device
+  // memory left free once the weights are loaded (vLLM's --gpu-memory-utilization; 0: twice the context limit).
+  double gpu_memory_utilization = 0;
 };
 
 class PagedModel : public HiddenStateModel {
@@ -58,6 +61,8 @@ class PagedModel : public HiddenStateModel {
   const KvCache& cache() const { return *cache_; }
   const LayerKernels& kernels() const { return transformer_->kernels(); }
   const PagedModelOptions& options() const { return options_; }
+  // What sized the KV cache: "mib", "tokens", "gpu-memory" or "context" (twice the context limit).
+  const std::string& cache_sized_by() const { return cache_sized_by_; }
   std::string stored_dtype() const { return checkpoint_->stored_dtype(); }
   double weights_ms() const { return weights_ms_; }
   int64_t linear_bytes() const { return transformer_->linear_bytes(); }
@@ -67,6 +72,9 @@ class PagedModel : public HiddenStateModel {
   const VisionTower* vision() const { return vision_.get(); }
 
  private:
+  // The KV cache's size in blocks, by the options' rule; sets cache_sized_by_.
+  int64_t kv_blocks(int64_t bytes_per_block);
+
   // Block tables of every segment; cached prefixes of states when caching.
   std::vector<std::unique_ptr<Sequence>> allocate(const PackedTokens& packed, const std::vector<int64_t>& offsets, bool caching);
 
@@ -77,6 +85,7 @@ class PagedModel : public HiddenStateModel {
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<PendingBoundaries> pending_;  // holds blocks of cache_: destroyed first
   double weights_ms_ = 0;
+  std::string cache_sized_by_;
 };
 
 }  // namespace tq

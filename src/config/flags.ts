@@ -34,7 +34,8 @@ const table = [
   { name: 'quantization', kind: 'choice', choices: ['none', 'int8', 'fp8'], default: 'none', help: "the linear layers' weights: none (the compute dtype), int8 (per output channel, activations per token; CPU, fastest on AVX-512 VNNI; answers still identical in any batch) or fp8 (CUDA, compute capability 8.9+: e4m3 on the tensor cores); tasks fitted under another quantization are refused" },
   { name: 'device', kind: 'string', default: 'cpu', help: 'where the engine runs: cpu, cuda or cuda:N (a CUDA build of the engine: docs/gpu.md)' },
   { name: 'register-boundary', kind: 'choice', choices: ['after', 'before'], default: 'after', help: "when a state's partial last block enters the prefix cache: after the response is sent, or before the question is computed" },
-  { name: 'cache-mib', kind: 'number', default: 0, help: 'KV cache memory budget in MiB (0: room for twice the 32,768-token context); the least recently used prefixes are evicted to stay within it' },
+  { name: 'cache-mib', kind: 'number', default: 0, help: 'KV cache memory budget in MiB (0: room for twice the 32,768-token context on the CPU; on CUDA, --gpu-memory-utilization); the least recently used prefixes are evicted to stay within it' },
+  { name: 'gpu-memory-utilization', kind: 'number', default: 0.9, help: "on CUDA without --cache-mib: the KV cache takes this share of the GPU memory the weights leave free at start, in (0, 1] (as vLLM's flag of that name)" },
   { name: 'batch-tokens', kind: 'number', default: 16384, help: 'requests that queue while the engine is busy are merged into one forward pass up to this many tokens (0: no merging)' },
   { name: 'tasks', kind: 'choice', choices: ['on', 'off'], default: 'on', help: 'apply registered tasks (calibrations, intent heads) to matching questions' },
   { name: 'tasks-file', kind: 'string', help: 'keep the registered tasks in this file: loaded at start (tasks fitted under another fingerprint refused and listed), rewritten atomically after every change under its lock, and reloaded when another process (a replica sharing it) replaces it' },
@@ -105,6 +106,8 @@ function checked(flags: Flags): Flags {
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new FlagError(`--port must be an integer from 0 to 65535, got ${port}`);
   if (!/^(cpu|cuda(:\d+)?)$/.test(flags.device)) throw new FlagError(`--device must be cpu, cuda or cuda:N, got ${JSON.stringify(flags.device)}`);
   if (!(flags['cache-mib'] >= 0)) throw new FlagError('--cache-mib must be 0 or more');
+  const share = flags['gpu-memory-utilization'];
+  if (!(share > 0 && share <= 1)) throw new FlagError(`--gpu-memory-utilization must be more than 0 and at most 1, got ${share}`);
   if (!Number.isInteger(flags['image-max-tokens']) || flags['image-max-tokens'] < 4) throw new FlagError('--image-max-tokens must be an integer of 4 or more (the smallest image is 4 tokens)');
   if (!(flags['shutdown-timeout'] >= 0)) throw new FlagError('--shutdown-timeout must be 0 or more seconds');
   if (!(flags['vision-cache-mib'] >= 0)) throw new FlagError('--vision-cache-mib must be 0 or more');

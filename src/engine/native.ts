@@ -31,6 +31,11 @@ export interface NativeLoadOptions {
   contextLimit?: number;
   /** KV cache budget in MiB; overrides cacheTokens. */
   cacheMiB?: number;
+  /**
+   * On CUDA with neither cacheTokens nor cacheMiB: the KV cache's share, in (0, 1], of the device
+   * memory the weights leave free (default 0: twice the context limit, as on the CPU).
+   */
+  gpuMemoryUtilization?: number;
   /** Reuse the KV of state prefixes across requests (default true). */
   prefixCache?: boolean;
   /** When a state's partial last block enters the prefix cache: `after` (on registerBoundary, default) or `before` (in the call). */
@@ -118,6 +123,9 @@ export interface NativeEngineInfo {
   blockSize: number;
   cacheBlocks: number;
   cacheBytes: number;
+  /** What sized the KV cache: 'mib', 'tokens', 'gpu-memory' (CUDA) or 'context' (twice the context limit); absent for TorchScript. */
+  cacheSizedBy?: 'mib' | 'tokens' | 'gpu-memory' | 'context';
+  gpuMemoryUtilization: number;
   threads: number;
   /**
    * The layers' kernels: the engine's own CPU kernels by instruction set level, 'avx512-bf16' (bf16 only:

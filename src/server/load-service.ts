@@ -42,6 +42,7 @@ export async function loadService(flags: Flags, logger: Logger, died: (role: Eng
     device: flags.device,
     registerBoundary: flags['register-boundary'],
     cacheMiB: flags['cache-mib'],
+    gpuMemoryUtilization: flags['gpu-memory-utilization'],
   };
   const batchTokens = flags['batch-tokens'];
   // The engine process loads libtorch and the model while this one loads the tokenizer (1.1 s for

@@ -6,7 +6,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { Engine } from '../../src/engine/engine';
-import { EngineError, isEngineError } from '../../src/engine/native';
+import { EngineError, isEngineError, NativeLoadOptions } from '../../src/engine/native';
 import { tinyModel, torchscriptModel } from '../helpers/models';
 
 const good = tinyModel('tiny-llama'); // sharded BF16 checkpoint
@@ -210,6 +210,21 @@ describe('bad requests leave the engine usable', () => {
     } finally {
       await small.close();
     }
+  });
+
+  test('the KV cache says what sized it; a GPU memory share outside [0, 1] is refused', async () => {
+    const info = async (o: Partial<NativeLoadOptions>) => {
+      const e = await Engine.open({ path: good, ...o });
+      await e.close();
+      return e.info;
+    };
+    const byContext = await info({});
+    expect(byContext.cacheSizedBy).toBe('context');
+    // A GPU memory share sizes only a CUDA engine's cache (free device memory); on the CPU the rule is the context's.
+    expect(await info({ gpuMemoryUtilization: 0.9 })).toMatchObject({ cacheSizedBy: 'context', cacheBytes: byContext.cacheBytes, gpuMemoryUtilization: 0.9 });
+    expect(await info({ cacheTokens: 64, blockSize: 16 })).toMatchObject({ cacheSizedBy: 'tokens', cacheBlocks: 4 });
+    expect(await info({ cacheMiB: 1 })).toMatchObject({ cacheSizedBy: 'mib' });
+    await expect(Engine.open({ path: good, gpuMemoryUtilization: 1.5 })).rejects.toThrow(/gpu_memory_utilization must be in \(0, 1\]/);
   });
 
   test('a closed engine rejects with ENGINE_CLOSED', async () => {

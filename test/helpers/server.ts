@@ -109,3 +109,22 @@ export function detailText(body: any): string {
   return typeof body.detail === 'string' ? body.detail : body.detail.map((p: any) => `${p.loc.join('.')}: ${p.msg}`).join('; ');
 }
 
+/**
+ * The text engine process's queue as the server's /metrics reports it (answered at once, never behind
+ * the engine): whether a call is being computed, and how many wait.
+ */
+export async function engineQueue(url: string): Promise<{ busy: number; queued: number }> {
+  const text = await (await fetch(url + '/metrics')).text();
+  const value = (name: string) => Number(new RegExp(`^${name}\\{engine="text"\\} (\\S+)$`, 'm').exec(text)?.[1]);
+  return { busy: value('tqserve_engine_busy'), queued: value('tqserve_engine_queue_depth') };
+}
+
+/**
+ * Waits (polling every 10 ms, at most a minute) until ok() holds. Tests wait on the server's own state
+ * this way rather than on a clock: fixed sleeps broke on machines faster or slower than the one they were
+ * written on.
+ */
+export async function until(ok: () => Promise<boolean>, what: string) {
+  for (const t0 = Date.now(); !(await ok()); await new Promise((r) => setTimeout(r, 10)))
+    if (Date.now() - t0 > 60_000) throw new Error(`gave up waiting until ${what}`);
+}

@@ -5,7 +5,7 @@
  */
 import * as http from 'http';
 import * as net from 'net';
-import { rawRequest, RunningServer, startServer } from '../helpers/server';
+import { engineQueue, rawRequest, RunningServer, startServer, until } from '../helpers/server';
 import { longState } from '../helpers/texts';
 
 let server: RunningServer;
@@ -23,7 +23,7 @@ test('an identical body arriving while the first is computed joins it: same byte
   const before = await health();
   const body = { state: longState('joined', 10000), questions: { d: { type: 'noul' }, c: { type: 'choice', criteria: { x: null, y: null } } } };
   const first = post('/v1/systemone', body);
-  await sleep(150);
+  await until(async () => (await engineQueue(server.url)).busy === 1, 'the first is computed');
   const second = post('/v1/systemone', body);
   const [a, b] = await Promise.all([first, second]);
   const [ta, tb] = [await a.text(), await b.text()];
@@ -38,13 +38,14 @@ test('an identical body arriving while the first is computed joins it: same byte
 
 test('a request whose client has gone before the engine takes it is dropped from the queue', async () => {
   const before = await health();
-  // The engine is busy with this one for a few seconds...
+  // The engine is busy with this one (30,000 tokens: a second or more)...
   const busy = post('/v1/systemone', { state: longState('busy', 30000), questions: { d: { type: 'noul' } } });
-  await sleep(300);
-  // ...while this one waits behind it, and its client gives up.
+  await until(async () => (await engineQueue(server.url)).busy === 1, 'the engine is busy');
+  // ...while this one waits behind it, and its client gives up. (Waiting on the queue itself, not on a
+  // clock: with fixed sleeps the busy request sometimes ended first on a fast machine or a slow one.)
   const controller = new AbortController();
   const gone = post('/v1/systemone', { state: 'queued then abandoned', questions: { d: { type: 'noul' } } }, { signal: controller.signal });
-  await sleep(300);
+  await until(async () => (await engineQueue(server.url)).queued === 1, 'the second request waits in the engine queue');
   controller.abort();
   await expect(gone).rejects.toThrow();
   expect((await busy).status).toBe(200);

@@ -4,7 +4,7 @@ import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import { flagDefs } from '../../src/config/flags';
-import { killAndAwaitDeadHealth, runServerProcess, startServer } from '../helpers/server';
+import { engineQueue, killAndAwaitDeadHealth, runServerProcess, startServer, until } from '../helpers/server';
 import { longState } from '../helpers/texts';
 
 test('--help lists every flag with its default and exits 0', async () => {
@@ -23,6 +23,8 @@ test.each([
   [['--temperature-choice', '0'], /must be positive/],
   [['--port'], /--port needs a value/],
   [['--device', 'gpu'], /--device must be cpu, cuda or cuda:N/],
+  [['--gpu-memory-utilization', '0'], /--gpu-memory-utilization must be more than 0 and at most 1, got 0/],
+  [['--gpu-memory-utilization', '1.5'], /--gpu-memory-utilization must be more than 0 and at most 1, got 1.5/],
 ])('bad flags %j exit 2 with a message', async (args, message) => {
   const { output, exited } = runServerProcess(args as string[]);
   expect(await exited).toBe(2);
@@ -120,9 +122,11 @@ test('a /health call in flight when the engine dies gets the 503 report, not a 5
   const server = await startServer(['--exit-grace-ms', '3000']);
   const pid = (await server.get('/health')).body.base.engine_process.pid;
   // The engine is busy, so the /health call's cache report waits behind this request...
-  const busy = server.post('/v1/systemone', { state: longState('dying', 20000), questions: { a: { type: 'noul' } } });
-  await new Promise((r) => setTimeout(r, 300));
+  const busy = server.post('/v1/systemone', { state: longState('dying', 30000), questions: { a: { type: 'noul' } } });
+  await until(async () => (await engineQueue(server.url)).busy === 1, 'the engine is busy');
   const health = server.get('/health');
+  // (The cache report's place in the queue is not in /metrics: 100 ms for it to reach the engine process,
+  // well inside the busy request's second or more.)
   await new Promise((r) => setTimeout(r, 100));
   // ...when the engine dies.
   process.kill(pid, 'SIGKILL');

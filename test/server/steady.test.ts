@@ -97,6 +97,8 @@ test('a long state through the server: the engine keeps at most 8 MiB of attenti
   try {
     expect((await server.post('/v1/answer', { state: longState('long', 20000), questions: [{ kind: 'noul', instructions: 'Is it long?' }] })).status).toBe(200);
     const health = (await server.get('/health')).body;
+    expect(health.cache.budget_from).toBe('mib');
+    expect(health.cache.budget_bytes).toBeLessThanOrEqual(64 * 2 ** 20);
     expect(health.memory.attention_buffer_bytes).toBeLessThanOrEqual(health.threads * KEPT_PER_THREAD);
     expect(health.memory.attention_buffer_bytes_kept_max_per_thread).toBe(KEPT_PER_THREAD);
   } finally {

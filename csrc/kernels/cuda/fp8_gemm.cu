@@ -22,6 +22,8 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kTileRows = 64, kTileCols = 128;
 constexpr int kStride = kFp8Align + 16;
+static_assert(kThreads / 4 == kTileRows && kTileCols == 2 * kTileRows && kFp8Align == 4 * 16,
+              "per k block, each thread copies a 16-byte piece of one x row and of two w rows");
 
 __device__ float load_value(const Fp8QuantizeArgs& a, int64_t row, int64_t k) {
   const int64_t at = row * a.ldx + k;
@@ -77,7 +79,7 @@ __global__ void __launch_bounds__(kThreads) fp8_gemm_kernel(Fp8GemmArgs a) {
     const int64_t r = row0 + copy_row;
     x_next = r < a.m ? *reinterpret_cast<const uint4*>(a.x + r * a.ld + k0 + copy_at) : zero;
     for (int h = 0; h < 2; ++h) {
-      const int64_t c = col0 + copy_row + h * kTileRows;
+      const int64_t c = col0 + copy_row + h * (kTileCols / 2);
       w_next[h] = c < a.n ? *reinterpret_cast<const uint4*>(a.w + c * a.ld + k0 + copy_at) : zero;
     }
   };
@@ -88,7 +90,7 @@ __global__ void __launch_bounds__(kThreads) fp8_gemm_kernel(Fp8GemmArgs a) {
   for (int64_t kb = 0; kb < blocks; ++kb) {
     __syncthreads();  // every warp has read the previous block
     *reinterpret_cast<uint4*>(xs + copy_row * kStride + copy_at) = x_next;
-    for (int h = 0; h < 2; ++h) *reinterpret_cast<uint4*>(ws + (copy_row + h * kTileRows) * kStride + copy_at) = w_next[h];
+    for (int h = 0; h < 2; ++h) *reinterpret_cast<uint4*>(ws + (copy_row + h * (kTileCols / 2)) * kStride + copy_at) = w_next[h];
     __syncthreads();
     if (kb + 1 < blocks) fetch((kb + 1) * kFp8Align);
     // The block's sums start from zero in the tensor cores and are added to acc in fp32 (fp8_gemm.h says why).

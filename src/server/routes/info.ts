@@ -109,6 +109,8 @@ export function infoRoutes(router: Router, service: Service) {
         register_boundary: e.registerBoundary,
         ...(e.registerBoundary === 'after' ? { state_boundary: boundaries } : {}),
         budget_bytes: e.cacheBytes,
+        ...(e.cacheSizedBy ? { budget_from: e.cacheSizedBy } : {}),
+        ...(e.cacheSizedBy === 'gpu-memory' ? { gpu_memory_utilization: e.gpuMemoryUtilization } : {}),
         blocks: { total: stats.totalBlocks, cached: stats.cachedBlocks, free: stats.freeBlocks, hit: stats.hitBlocks, registered: stats.registeredBlocks, evicted: stats.evictedBlocks },
         tokens: { hit: stats.hitTokens, miss: stats.missTokens },
         lookups: stats.lookups,

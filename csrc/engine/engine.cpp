@@ -87,7 +87,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
       throw EngineError(code::kBadRequest, e.what());
     }
     if (!(options.gpu_memory_utilization >= 0 && options.gpu_memory_utilization <= 1))
-      throw EngineError(code::kBadRequest, "gpu_memory_utilization must be in (0, 1] (0: size the KV cache by the context limit), got " +
+      throw EngineError(code::kBadRequest, "gpu_memory_utilization must be in [0, 1] (0: the KV cache sized by the context limit), got " +
                                                std::to_string(options.gpu_memory_utilization));
     if (quantization == Quantization::Int8 && aten)
       throw EngineError(code::kBadRequest, "int8 weights run on the engine's CPU kernels only; on CUDA, fp8 is the quantization to ask for");

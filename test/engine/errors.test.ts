@@ -224,7 +224,7 @@ describe('bad requests leave the engine usable', () => {
     expect(await info({ gpuMemoryUtilization: 0.9 })).toMatchObject({ cacheSizedBy: 'context', cacheBytes: byContext.cacheBytes, gpuMemoryUtilization: 0.9 });
     expect(await info({ cacheTokens: 64, blockSize: 16 })).toMatchObject({ cacheSizedBy: 'tokens', cacheBlocks: 4 });
     expect(await info({ cacheMiB: 1 })).toMatchObject({ cacheSizedBy: 'mib' });
-    await expect(Engine.open({ path: good, gpuMemoryUtilization: 1.5 })).rejects.toThrow(/gpu_memory_utilization must be in \(0, 1\]/);
+    await expect(Engine.open({ path: good, gpuMemoryUtilization: 1.5 })).rejects.toThrow(/gpu_memory_utilization must be in \[0, 1\]/);
   });
 
   test('a closed engine rejects with ENGINE_CLOSED', async () => {

@@ -8,6 +8,8 @@
 # fp8 weights' fidelity, invariance and speed against bf16 (issue 31). Results go to
 # OUT_DIR/results.{json,md}, OUT_DIR/families.{json,md} and OUT_DIR/fp8.{json,md}; the build log to OUT_DIR/build.log.
 # nlohmann/json: installed (nlohmann-json3-dev), or TQ_JSON_INCLUDE=<folder holding nlohmann/json.hpp>.
+# TQ_GPU_CHECKS picks the parts (default "check families fp8"), e.g. to split the run across commands of
+# at most 10 minutes; the build is incremental when the build folder is still there.
 set -euo pipefail
 out=${1:?usage: bench/gpu/run.sh OUT_DIR}
 mkdir -p "$out"
@@ -28,9 +30,11 @@ if ! { cmake -S . -B "$build" -G Ninja "${flags[@]}" && cmake --build "$build" -
 fi
 echo "built in $(( $(date +%s) - start )) s"
 
+checks=" ${TQ_GPU_CHECKS:-check families fp8} "
+wanted() { [[ "$checks" == *" $1 "* ]]; }
 "$py" bench/gpu/make_models.py "$build/models"
-"$py" bench/gpu/check.py --cli "$build/tq_cli" --models "$build/models" --out "$out" "${@:2}"
+if wanted check; then "$py" bench/gpu/check.py --cli "$build/tq_cli" --models "$build/models" --out "$out" "${@:2}"; fi
 # Every family against transformers' own classes, on the CPU and the GPU (issue 29).
-"$py" bench/gpu/families.py --cli "$build/tq_cli" --models "$build/models" --out "$out" || echo "families check failed"
+if wanted families; then "$py" bench/gpu/families.py --cli "$build/tq_cli" --models "$build/models" --out "$out" || echo "families check failed"; fi
 # fp8 weights against bf16 in the same run (issue 31).
-"$py" bench/gpu/fp8.py --cli "$build/tq_cli" --models "$build/models" --out "$out" || echo "fp8 check failed"
+if wanted fp8; then "$py" bench/gpu/fp8.py --cli "$build/tq_cli" --models "$build/models" --out "$out" || echo "fp8 check failed"; fi

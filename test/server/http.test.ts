@@ -17,7 +17,6 @@ afterAll(() => server.stop());
 const health = async () => (await server.get('/health')).body;
 const post = (route: string, body: unknown, init: RequestInit = {}) =>
   fetch(server.url + route, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), ...init });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 test('an identical body arriving while the first is computed joins it: same bytes, computed once', async () => {
   const before = await health();

@@ -324,7 +324,13 @@ def arguments():
     parser.add_argument("--out", required=True)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--states", type=int, default=32)
+    # cpu: a dry run of what can run without a GPU.
+    parser.add_argument("--device", default="cuda")
     return parser
+
+
+def device_name(args):
+    return torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu (dry run)"
 
 
 def write_results(out, stem, results, md):
@@ -339,11 +345,10 @@ def write_results(out, stem, results, md):
 def main():
     parser = arguments()
     # A dry run of the parity and invariance part where there is no GPU: --device cpu --skip-benchmark.
-    parser.add_argument("--device", default="cuda")
     parser.add_argument("--skip-benchmark", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(4)
-    results = {"device": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu (dry run)", "states": args.states, "parity": {}}
+    results = {"device": device_name(args), "states": args.states, "parity": {}}
     results["parity"] = per_model(TINY, lambda name: parity(args, name))
     if not args.skip_benchmark:
         try:

@@ -14,7 +14,7 @@ import os
 import random
 import statistics
 
-from check import STATE_TOKENS, TINY, arguments, cli, ids, invariance, logits_of, per_model, softmax, workloads, write_results
+from check import STATE_TOKENS, TINY, arguments, cli, device_name, ids, invariance, logits_of, per_model, softmax, workloads, write_results
 
 FP8 = ["--quantization", "fp8"]
 
@@ -97,12 +97,8 @@ def markdown(results):
 
 
 def main():
-    parser = arguments()
-    parser.add_argument("--device", default="cuda")
-    args = parser.parse_args()
-    import torch
-
-    results = {"device": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu (dry run: fp8 is refused there)", "states": args.states}
+    args = arguments().parse_args()
+    results = {"device": device_name(args), "states": args.states}
     results["fidelity"] = per_model(TINY, lambda name: fidelity(args, name))
     try:
         results["speed"] = speed(args)

@@ -67,13 +67,9 @@ int64_t free_device_bytes(const at::Device& device) {
     c10::cuda::CUDAGuard guard(device.index());
     c10::cuda::device_synchronize();
     c10::cuda::CUDACachingAllocator::emptyCache();
-    size_t free = 0, total = 0;
-    if (cudaMemGetInfo(&free, &total) == cudaSuccess) return static_cast<int64_t>(free);
   }
-#else
-  (void)device;
 #endif
-  return 0;
+  return describe_device(device).free_bytes;
 }
 
 }  // namespace tq

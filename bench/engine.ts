@@ -8,16 +8,19 @@
  * fp32 on the default level and oneDNN's; the time the same
  * matmuls take alone (the machine's matmul limit for this prefill) and the
  * share of it the engine reaches; a reference GEMM rate; and the label readout
- * against a full lm_head projection. The peer, llama.cpp (node-llama-cpp's
+ * against a full lm_head projection; and int8 weights against bf16 in
+ * alternating engine processes. The peer, llama.cpp (node-llama-cpp's
  * prebuilt CPU binary), prefills the same token ids on the same weights
  * (written as GGUF, BF16) in the same run; label probabilities of both are
  * compared so that the timing comparison is between equal computations.
  */
 import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
 import { Engine } from '../src/engine/engine';
 import { writeLlamaGguf } from './peer/gguf';
 import { LlamaCppPeer } from './peer/llamacpp';
-import { Dtype, IsaLevel, Quantization } from '../src/engine/native';
+import { Dtype, IsaLevel, NativeAnswerRequest, Quantization } from '../src/engine/native';
 import { softmax } from '../src/answering/answers';
 import { generateTestModel } from '../src/testmodels/generate';
 import { testModels } from '../src/testmodels/specs';
@@ -28,6 +31,7 @@ import { runCli } from '../test/helpers/tq-cli';
 const STATE_TOKENS = Number(process.env.BENCH_STATE_TOKENS ?? 1000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
+const ALTERNATIONS = Number(process.env.BENCH_ALTERNATIONS ?? 7);
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const fmt = (x: number, d = 1) => x.toFixed(d);
@@ -100,6 +104,34 @@ async function matmulLimit(m: number, dtype: Dtype, invariant: boolean, isa?: Is
   return [ms, flop / 1e9];
 }
 
+/**
+ * int8 against bf16 on the same prefill, in alternating engine processes (tq_cli, as the server runs one engine
+ * per process), so that both meet the shared machine in the same state: the table above times each variant in
+ * its own stretch of minutes, and this machine's speed moves by more than 10% between them (a GEMM timed alone
+ * ran at half its rate in one of three tries, 2026-11-25). Each process: one warm-up call, then the median of 3.
+ * Engines in one process measured slower and noisier here (int8 509 against 479 ms alone; pairs 1.48-1.63x).
+ */
+async function int8AgainstBf16(dir: string, request: NativeAnswerRequest) {
+  const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-bench-'));
+  const calls = path.join(folder, 'calls.json');
+  fs.writeFileSync(calls, JSON.stringify({ calls: [[request]] }));
+  const time = async (quantization: Quantization) => {
+    const out = await runCli(['answer', '--model', dir, '--calls', calls, '--dtype', 'bf16', '--threads', `${THREADS}`,
+      '--no-prefix-cache', '--quantization', quantization, '--repeat', '4']);
+    return median((out.wallMs as number[][]).slice(1).map((call) => call[0]));
+  };
+  const times: Record<'bf16' | 'int8', number[]> = { bf16: [], int8: [] };
+  for (let i = 0; i < ALTERNATIONS; i++) {
+    times.bf16.push(await time('none'));
+    times.int8.push(await time('int8'));
+  }
+  fs.rmSync(folder, { recursive: true });
+  const ratios = times.bf16.map((b, i) => b / times.int8[i]);
+  console.log(`\nint8 against bf16, ${request.state.length + request.questions[0].tokens.length} tokens to label logits (tq_cli answer), ${ALTERNATIONS} pairs of processes ` +
+    `alternating: bf16 ${fmt(median(times.bf16))} ms, int8 ${fmt(median(times.int8))} ms (medians); bf16 / int8 per pair: median ` +
+    `${fmt(median(ratios), 2)}x, range ${fmt(Math.min(...ratios), 2)}-${fmt(Math.max(...ratios), 2)}x`);
+}
+
 async function main() {
   const dir = generateTestModel('bench-llama');
   const tokens = await stateTokens(dir);
@@ -168,6 +200,7 @@ async function main() {
     await peer.close();
     return { ms: median(runs.map((r) => r.ms)), probs: softmax(runs[0].labelLogits, 1) };
   };
+  await int8AgainstBf16(dir, request);
   const peers = { 'BF16': await peerRun(writeLlamaGguf(dir)), 'Q8_0': await peerRun(writeLlamaGguf(dir, { q8_0: true })) };
   console.log(`\nPeer: llama.cpp (node-llama-cpp prebuilt CPU, GGUF of the same weights: BF16, and Q8_0 layers; ${THREADS} threads, batch 1024), same ${tokens.length} token ids:\n`);
   console.log('| engine | 1,000 tokens to label logits, ms | llama.cpp BF16 / engine | llama.cpp Q8_0 / engine | max abs diff of the 8 label probabilities vs llama.cpp BF16 |');

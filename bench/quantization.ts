@@ -5,7 +5,9 @@
  * times: bf16, bf16 with --quantization int8, and fp32 (the reference: fp32 is within 3e-6 of a float64
  * forward in logits, test/engine/parity.test.ts). It prints max and mean |Δp| over every label
  * probability of every answer: int8 against bf16, int8 against the reference, and bf16 against the
- * reference beside them for scale. The models have random weights: see docs/quantization.md for what that
+ * reference beside them for scale; and, for int8 against bf16, the drift of the label logits themselves (each
+ * answer's less their mean), which does not depend on how confident the answer is, beside how confident the
+ * answers are (the largest label probability of each). The models have random weights: see docs/quantization.md for what that
  * does and does not say about a trained checkpoint. For scale again, on bench-llama (a Llama, which the GGUF
  * writer takes), llama.cpp's own 8-bit format: the first 50 questions' prompt token ids (from tqserve's debug
  * readout) through llama.cpp with the weights as BF16 and as Q8_0, and the same drift measured on the label
@@ -21,6 +23,8 @@ import { writeLlamaGguf } from './peer/gguf';
 import { LlamaCppPeer } from './peer/llamacpp';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
+// An answer this sure (its largest label probability, bf16) is a trained model's usual case, not a random one's.
+const CONFIDENT = 0.8;
 // Test model names, or checkpoint folders (a real checkpoint: what int8 costs on it).
 const MODELS = (process.env.BENCH_MODELS ?? [...tinyModelNames, 'bench-llama'].join(',')).split(',');
 
@@ -92,6 +96,10 @@ async function llamaCppLogits(gguf: string, readouts: Readout[]): Promise<number
 
 const flatProbs = (logits: number[][]) => logits.flatMap((l) => softmax(l, 1));
 
+/** Each answer's label logits less their mean (what the probabilities depend on), flattened. */
+const centred = (rs: Readout[]) => rs.flatMap((r) => r.label_logits.map((l) => l - r.label_logits.reduce((s, x) => s + x, 0) / r.label_logits.length));
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
 function compare(a: number[], b: number[]) {
   const d = a.map((x, i) => Math.abs(x - b[i]));
   return `${Math.max(...d).toExponential(1)} / ${(d.reduce((s, x) => s + x, 0) / d.length).toExponential(1)}`;
@@ -99,15 +107,24 @@ function compare(a: number[], b: number[]) {
 
 async function main() {
   console.log(`# int8 weights: label probabilities, max / mean |Δp| over 200 questions (${THREADS} threads)\n`);
-  console.log('| model | int8 vs bf16 | int8 vs fp32 (reference) | bf16 vs fp32 (reference) | probabilities compared |');
-  console.log('|---|---|---|---|---|');
+  console.log('| model | int8 vs bf16 | int8 vs fp32 (reference) | bf16 vs fp32 (reference) | probabilities compared | ' +
+    `int8 vs bf16, centred label logits | largest probability of an answer (bf16), median / max | int8 vs bf16, max, answers with one at ${CONFIDENT} or more (how many) |`);
+  console.log('|---|---|---|---|---|---|---|---|');
   let llama: { dir: string; bf16: Readout[]; int8: Readout[] } | undefined;
   for (const name of MODELS) {
     const dir = fs.existsSync(name) ? name : generateTestModel(name);
     const bf16 = await probabilities(dir, ['--dtype', 'bf16']);
     const int8 = await probabilities(dir, ['--dtype', 'bf16', '--quantization', 'int8']);
     const fp32 = await probabilities(dir, ['--dtype', 'fp32']);
-    console.log(`| ${name} | ${compare(int8.probs, bf16.probs)} | ${compare(int8.probs, fp32.probs)} | ${compare(bf16.probs, fp32.probs)} | ${bf16.probs.length} |`);
+    const top = bf16.readouts.map((r) => Math.max(...softmax(r.label_logits, 1)));
+    const confident = top.flatMap((p, i) => (p >= CONFIDENT ? [i] : []));
+    const confidentDrift = confident.length === 0 ? '-' : `${Math.max(...confident.flatMap((i) => {
+      const a = softmax(int8.readouts[i].label_logits, 1), b = softmax(bf16.readouts[i].label_logits, 1);
+      return a.map((x, j) => Math.abs(x - b[j]));
+    })).toExponential(1)} (${confident.length})`;
+    console.log(`| ${name} | ${compare(int8.probs, bf16.probs)} | ${compare(int8.probs, fp32.probs)} | ${compare(bf16.probs, fp32.probs)} | ` +
+      `${bf16.probs.length} | ${compare(centred(int8.readouts), centred(bf16.readouts))} | ${median(top).toFixed(2)} / ${Math.max(...top).toFixed(2)} | ` +
+      `${confidentDrift} |`);
     if (name === 'bench-llama') llama = { dir, bf16: bf16.readouts.slice(0, 50), int8: int8.readouts.slice(0, 50) };
   }
   if (!llama) return;

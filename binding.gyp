@@ -26,6 +26,7 @@
         "csrc/kernels/cpu/gemm_dpbf16.cpp",
         "csrc/kernels/cpu/gemm_fma.cpp",
         "csrc/kernels/cpu/gemm_vnni.cpp",
+        "csrc/kernels/cpu/gemm_maddubs.cpp",
         "csrc/kernels/cpu/int8_gemm.cpp",
         "csrc/kernels/cpu/int8_linear.cpp",
         "csrc/kernels/cpu/invariant_gemm.cpp",

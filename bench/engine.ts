@@ -153,10 +153,12 @@ async function main() {
   const request = { state: tokens.slice(0, -1), questions: [{ tokens: tokens.slice(-1), labelIds }] };
   const ours: Record<string, { ms: number; probs: number[] }> = {};
   // bf16 (the default dtype) at every level and on oneDNN's; fp32 at the best level and on oneDNN's.
-  // And bf16 with int8 weights (--quantization int8) on the CPU's best int8 path.
+  // And bf16 with int8 weights (--quantization int8) on the CPU's best int8 path, and on AVX2's.
   const variants: { dtype: Dtype; invariant: boolean; isa?: IsaLevel; quantization?: Quantization }[] = [
     ...levels.map((isa) => ({ dtype: 'bf16' as Dtype, invariant: true, isa })),
     { dtype: 'bf16', invariant: true, quantization: 'int8' },
+    // int8 where AVX-512 VNNI is missing: the AVX2 path (gemm_maddubs.cpp), beside bf16 at the same level.
+    ...(levels.includes('avx2') && levels[0] !== 'avx2' ? [{ dtype: 'bf16' as Dtype, invariant: true, isa: 'avx2' as IsaLevel, quantization: 'int8' as Quantization }] : []),
     { dtype: 'bf16', invariant: false }, { dtype: 'fp32', invariant: true }, { dtype: 'fp32', invariant: false }];
   const weightBytes: Record<string, number> = {};
   for (const { dtype, invariant, isa, quantization } of variants) {

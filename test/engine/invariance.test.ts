@@ -5,7 +5,7 @@
  * the prefix cache, in one forward step or cut into many, in fp32 and bf16, on
  * every architecture, and at every instruction set level this CPU runs (the
  * default, its best, on every architecture; the lower ones on one); with int8
- * weights too (bf16, every architecture; and its portable path). (oneDNN's
+ * weights too (bf16, every architecture; and its AVX2 and portable paths). (oneDNN's
  * kernels, kept behind batchInvariant: false, are not: their GEMM result for a
  * row changes with M.)
  */
@@ -99,14 +99,15 @@ describe.each(lowerLevels)('tiny-qwen3 at level %s: bit-identical label logits i
 });
 
 // int8 weights (csrc/kernels/cpu/int8_linear.h): bf16 on every architecture, on the CPU's best path
-// (AVX-512 VNNI where it has it); and the portable path on one.
+// (AVX-512 VNNI where it has it); and the lower paths (AVX2, portable) on one.
 describe.each(tinyModelNames)('%s, int8 weights: bit-identical label logits in any batch', (name) => {
   const dir = tinyModel(name);
   test('bf16', async () => expectInvariant(dir, await tokenizeTexts(dir), 'bf16', undefined, 'int8'));
 });
-test('tiny-qwen3, int8 weights on the portable path: bit-identical label logits in any batch', async () => {
+const lowerInt8Paths = (['avx2', 'portable'] as IsaLevel[]).filter((isa) => isa !== runnableIsaLevels()[0] && runnableIsaLevels().includes(isa));
+test.each(lowerInt8Paths)('tiny-qwen3, int8 weights on the %s path: bit-identical label logits in any batch', async (isa) => {
   const dir = tinyModel('tiny-qwen3');
-  await expectInvariant(dir, await tokenizeTexts(dir), 'bf16', 'portable', 'int8');
+  await expectInvariant(dir, await tokenizeTexts(dir), 'bf16', isa, 'int8');
 });
 
 /** tiny-qwen3's answers to every question on the invariant kernels and on oneDNN's, in one dtype. */

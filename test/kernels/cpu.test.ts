@@ -17,7 +17,7 @@
  *
  * The int8 GEMM (csrc/kernels/cpu/int8_gemm.h), with test/native/int8_check.cpp: its quantization as the rules
  * say, every output the exact integer sum's fp32 expression, every row the same bits in any batch, and the
- * AVX-512 VNNI path the portable loop's bits.
+ * AVX2 and AVX-512 VNNI paths the portable loop's bits.
  */
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
@@ -116,9 +116,9 @@ test('int8: quantized as the rules say, outputs exact, rows the same in any batc
   const paths = runCheck<{
     path: string; k: number; quantizedDiffering: number; outputsDiffering: number; accumulatedDiffering: number;
     bf16OutputsDiffering: number; rowsCompared: number; rowsDiffering: number; bits: string;
-  }>('int8_check', ['int8_gemm.cpp', 'gemm_vnni.cpp', 'bf16.cpp']);
-  const vnni = runsInt8Vnni();
-  expect([...new Set(paths.map((p) => p.path))]).toEqual(vnni ? ['portable', 'avx512-vnni'] : ['portable']);
+  }>('int8_check', ['int8_gemm.cpp', 'gemm_vnni.cpp', 'gemm_maddubs.cpp', 'bf16.cpp']);
+  const expected = ['portable', ...(runnableIsaLevels().includes('avx2') ? ['avx2'] : []), ...(runsInt8Vnni() ? ['avx512-vnni'] : [])];
+  expect([...new Set(paths.map((p) => p.path))]).toEqual(expected);
   for (const p of paths) {
     const counts = { quantized: p.quantizedDiffering, outputs: p.outputsDiffering, accumulated: p.accumulatedDiffering, bf16: p.bf16OutputsDiffering, rows: p.rowsDiffering };
     expect(`${p.path}/${p.k}: ${JSON.stringify(counts)}`).toBe(`${p.path}/${p.k}: ${JSON.stringify({ quantized: 0, outputs: 0, accumulated: 0, bf16: 0, rows: 0 })}`);

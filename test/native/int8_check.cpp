@@ -1,6 +1,7 @@
 // The int8 GEMM (csrc/kernels/cpu/int8_gemm.h) checked without torch, on the
-// portable loop and, where the CPU has it, on AVX-512 VNNI:
-//   - quantization: the activations' u8 rows and scales, and the packed
+// portable loop and, where the CPU has them, on AVX2 and on AVX-512 VNNI:
+//   - quantization: the activations' u8 rows and scales (from bf16 and from
+//     fp32 values), and the packed
 //     weights, offsets and scales, against this file's own reading of the
 //     rules in int8_gemm.h (round to nearest even, clamp at +-127, 128 added);
 //   - exactness: every output equal, bit for bit, to fma(float(sum), s_x s_w,
@@ -8,7 +9,7 @@
 //   - invariance: each row alone, in batches of other sizes at other places,
 //     and under other column splits, the same bits; accumulated onto a
 //     residual as the fp32 expression says; bf16 outputs the fp32 ones rounded;
-//   - the outputs' bits as a hash: the two paths must agree.
+//   - the outputs' bits as a hash: the paths must agree.
 // At K = 2101, 2102 and 2100 (3, 2 and no zero points past K in the last
 // step), N = 150 (a last panel of 22 columns), M = 70 (a zero row among them).
 // Prints one JSON line per (path, K); test/kernels/cpu.test.ts reads them.
@@ -124,6 +125,7 @@ Run run(const q8::Kernel& kn, const Case& c, int64_t r0, int64_t rows, int64_t s
 
 int main() {
   std::vector<q8::Kernel> kernels{q8::portable_kernel()};
+  if (q8::cpu_has_avx2()) kernels.push_back(q8::avx2_kernel());
   if (q8::cpu_has_vnni()) kernels.push_back(q8::vnni_kernel());
   for (int64_t k : {2101, 2102, 2100}) {
     const Case c(70, k, 150, static_cast<uint32_t>(k));
@@ -137,6 +139,13 @@ int main() {
         for (int64_t t = 0; t < width; ++t)
           if (all.rows[i * width + t] != (t < k ? c.qx[i * k + t] + 128 : 128)) ++quant_differing;
       }
+      // The same values given as fp32 (an fp32 engine's activations): the same bytes and scales.
+      std::vector<float> x32;
+      for (int64_t i = 0; i < c.m * k; ++i) x32.push_back(c.value(i / k, i % k));
+      std::vector<uint8_t> rows32(c.m * width);
+      std::vector<float> scales32(c.m);
+      kn.quantize(x32.data(), false, c.m, k, k, rows32.data(), scales32.data());
+      if (rows32 != all.rows || scales32 != all.scales) ++quant_differing;
       for (int64_t j = 0; j < c.n; ++j) {
         int64_t sum = 0;
         if (c.w_scale[j] != c.sw[j]) ++quant_differing;

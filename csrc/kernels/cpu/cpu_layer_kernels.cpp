@@ -13,8 +13,13 @@
 namespace tq {
 namespace {
 
-// int8 on vpdpbusd where the level allows AVX-512 and the CPU has VNNI; else the portable loop.
-bool int8_vnni(Isa isa) { return isa >= Isa::Avx512 && int8_gemm::cpu_has_vnni(); }
+// int8 on vpdpbusd where the level allows AVX-512 and the CPU has VNNI; on vpmaddubsw where it allows
+// AVX2; else the portable loop. All three give the same bits (int8_gemm.h).
+int8_gemm::Kernel int8_kernel(Isa isa) {
+  if (isa >= Isa::Avx512 && int8_gemm::cpu_has_vnni()) return int8_gemm::vnni_kernel();
+  if (isa >= Isa::Avx2 && int8_gemm::cpu_has_avx2()) return int8_gemm::avx2_kernel();
+  return int8_gemm::portable_kernel();
+}
 
 class CpuStepAttention : public StepAttention {
  public:
@@ -39,7 +44,7 @@ class CpuLayerKernels : public LayerKernels {
   std::string name() const override { return isa_name(isa_); }
   at::Device device() const override { return at::kCPU; }
   std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const override {
-    if (int8_) return std::make_unique<Int8Linear>(weight, bias, int8_vnni(isa_));
+    if (int8_) return std::make_unique<Int8Linear>(weight, bias, int8_kernel(isa_));
     return std::make_unique<PackedLinear>(weight, bias, invariant_, isa_);
   }
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, at::ScalarType out_dtype) const override {
@@ -71,7 +76,7 @@ std::unique_ptr<LayerKernels> cpu_layer_kernels(bool invariant, Isa isa, at::Sca
   return std::make_unique<CpuLayerKernels>(invariant, invariant_gemm::level_for(isa, dtype == at::kBFloat16), quantization == Quantization::Int8);
 }
 
-const char* int8_kernel_name(Isa isa) { return int8_vnni(isa) ? "avx512-vnni" : "portable"; }
+const char* int8_kernel_name(Isa isa) { return int8_kernel(isa).name; }
 
 CpuKernelMemory cpu_kernel_memory() {
   return {attention_buffer_bytes(), attention_buffer_kept_bytes(), cached_primitives(), max_cached_primitives()};

@@ -14,8 +14,8 @@
 // Why a row's result depends on that row alone, on every path: q_x and s_x
 // come from the row; integer sums are exact, so their order, the K blocking,
 // the tile and the thread split cannot change them; the last step is one fp32
-// expression per output. The VNNI micro-kernel and the portable loop therefore
-// give the same bits, which the tests check. |acc| <= 255 * 127 * K, so K is
+// expression per output. The VNNI and AVX2 micro-kernels and the portable loop
+// therefore give the same bits, which the tests check. |acc| <= 255 * 127 * K, so K is
 // at most kMaxK for int32.
 #pragma once
 #include <cmath>
@@ -66,6 +66,8 @@ struct Kernel {
 Kernel portable_kernel();
 Kernel vnni_kernel();  // gemm_vnni.cpp; needs AVX-512 VNNI (cpu_has_vnni)
 bool cpu_has_vnni();
+Kernel avx2_kernel();  // gemm_maddubs.cpp; needs AVX2 and FMA (cpu_has_avx2)
+bool cpu_has_avx2();
 
 // Quantizes rows [j_begin, j_end) of w [n, k] (fp32, row j at w + j * k) into
 // the panel layout and the per-column arrays, which the caller has zeroed

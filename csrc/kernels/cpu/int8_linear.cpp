@@ -6,8 +6,8 @@
 
 namespace tq {
 
-Int8Linear::Int8Linear(const at::Tensor& weight, const at::Tensor& bias, bool vnni)
-    : kernel_(vnni ? int8_gemm::vnni_kernel() : int8_gemm::portable_kernel()), in_(weight.size(1)), out_(weight.size(0)) {
+Int8Linear::Int8Linear(const at::Tensor& weight, const at::Tensor& bias, int8_gemm::Kernel kernel)
+    : kernel_(kernel), in_(weight.size(1)), out_(weight.size(0)) {
   TORCH_CHECK(in_ <= int8_gemm::kMaxK, "int8 weights: K = ", in_, " is over ", int8_gemm::kMaxK, " (the int32 sums' bound)");
   const int64_t padded = int8_gemm::panels(out_) * int8_gemm::kWidth;
   panels_ = at::zeros({padded * int8_gemm::steps(in_) * int8_gemm::kDepth}, at::kChar);

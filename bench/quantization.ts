@@ -21,6 +21,7 @@ import { tinyModelNames } from '../src/testmodels/specs';
 import { listeningUrl, runServerProcess } from '../test/helpers/server-process';
 import { writeLlamaGguf } from './peer/gguf';
 import { LlamaCppPeer } from './peer/llamacpp';
+import { median } from './workload';
 
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 // An answer this sure (its largest label probability, bf16) is a trained model's usual case, not a random one's.
@@ -98,7 +99,6 @@ const flatProbs = (logits: number[][]) => logits.flatMap((l) => softmax(l, 1));
 
 /** Each answer's label logits less their mean (what the probabilities depend on), flattened. */
 const centred = (rs: Readout[]) => rs.flatMap((r) => r.label_logits.map((l) => l - r.label_logits.reduce((s, x) => s + x, 0) / r.label_logits.length));
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 function compare(a: number[], b: number[]) {
   const d = a.map((x, i) => Math.abs(x - b[i]));

@@ -59,7 +59,7 @@ PackedRequests pack_requests(const std::vector<RequestToPack>& requests, bool mu
         readout_at.push_back(requests[r].readout_at[qi]);
       }
     }
-    for (const auto& run : plan_shared_prefixes(tokens, readout_at)) {
+    for (const auto& run : plan_shared_prefixes(tokens, readout_at, packed.segment_lengths[static_cast<size_t>(root)])) {
       const auto& lead = *tokens[run.members.front()];
       const int64_t parent =
           run.shared_tokens > 0 ? packed.add_segment(std::vector<int64_t>(lead.begin(), lead.begin() + run.shared_tokens), root) : root;

@@ -16,9 +16,13 @@ int64_t common_prefix(const std::vector<int64_t>& a, const std::vector<int64_t>&
   return std::mismatch(a.begin(), a.begin() + static_cast<int64_t>(std::min(a.size(), b.size())), b.begin()).first - a.begin();
 }
 
+// The longest prefix of at most `prefix` tokens that ends where a key pair does: at an odd position.
+int64_t ending_a_pair(int64_t prefix, int64_t first_position) { return prefix - (first_position + prefix) % 2; }
+
 }  // namespace
 
-std::vector<SharedRun> plan_shared_prefixes(const std::vector<const std::vector<int64_t>*>& questions, const std::vector<int64_t>& readout_at) {
+std::vector<SharedRun> plan_shared_prefixes(const std::vector<const std::vector<int64_t>*>& questions, const std::vector<int64_t>& readout_at,
+                                            int64_t first_position) {
   const size_t n = questions.size();
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
@@ -36,12 +40,13 @@ std::vector<SharedRun> plan_shared_prefixes(const std::vector<const std::vector<
     int64_t prefix = readout_at[order[j - 1]];  // the readout stays in the question's own tokens
     for (size_t i = j - 1; i-- > 0 && j - i <= kMaxRun;) {
       prefix = std::min({prefix, adjacent[i + 1], readout_at[order[i]]});
-      if (prefix < kMinSharedTokens) break;
-      const int64_t gain = saved[i] + static_cast<int64_t>(j - i - 1) * prefix;
+      const int64_t shared = ending_a_pair(prefix, first_position);
+      if (shared < kMinSharedTokens) break;
+      const int64_t gain = saved[i] + static_cast<int64_t>(j - i - 1) * shared;
       if (gain > saved[j]) {
         saved[j] = gain;
         cut[j] = i;
-        shared_of[j] = prefix;
+        shared_of[j] = shared;
       }
     }
   }

@@ -12,8 +12,9 @@
  * RoPE and RMSNorm rows (csrc/kernels/cpu/row_math.h), with test/native/rowwise_check.cpp: the same bits wherever
  * a row's output lies relative to its input.
  *
- * Attention's mix with two keys per vdpbf16ps (csrc/kernels/cpu/key_pairs.h), with test/native/pairs_check.cpp:
- * a query's mixed values the same bits in every layout the engine can give its keys.
+ * Attention's mix with two keys per vdpbf16ps (csrc/kernels/cpu/key_pairs.h, csrc/batch/shared_prefix.h), with
+ * test/native/pairs_check.cpp: a query's mixed values the same bits in every layout random batches give its keys, on
+ * a model of the instruction on every CPU and on the instruction itself where the CPU has it.
  *
  * The int8 GEMM (csrc/kernels/cpu/int8_gemm.h), with test/native/int8_check.cpp: its quantization as the rules
  * say, every output the exact integer sum's fp32 expression, every row the same bits in any batch, and the
@@ -102,14 +103,21 @@ test("RoPE and RMSNorm values do not change with where a row's output lies (no c
   }
 }, 120_000);
 
-// Needs vdpbf16ps: elsewhere the mix runs one key per step and no pairs are made.
-const testDp = runnableIsaLevels().includes('avx512-bf16') ? test : test.skip;
-testDp("the mix's key pairs give a query the same bits in every layout of its keys (and pairs as the keys lie would not)", () => {
-  const [r] = runCheck<{ compared: number; differing: number; naiveDiffering: number }>('pairs_check', ['key_pairs.cpp', 'gemm_dpbf16.cpp', 'isa.cpp']);
-  expect(r.compared).toBeGreaterThan(100);
-  expect(r.differing).toBe(0);
-  // The check can see a wrong pairing: values spanning 2^-12..2^12 make the order of the adds show.
-  expect(r.naiveDiffering).toBeGreaterThan(0);
+// On a plain model of vdpbf16ps everywhere (test/native/dpbf16_model.h), and on the instruction where the CPU has it.
+test("the mix's key pairs give a query the same bits in any batch, step, chunk, hole and address (and pairs as the keys lie, or shared text cut mid-pair, would not)", () => {
+  const rows = runCheck<{ arithmetic: string; compared: number; differing: number; shifted: number; shiftedDiffering: number;
+    naiveDiffering: number; splitCompared: number; splitDiffering: number }>('pairs_check', ['key_pairs.cpp', 'gemm_dpbf16.cpp', 'isa.cpp', '../../batch/shared_prefix.cpp']);
+  expect(rows.map((r) => r.arithmetic)).toEqual(['model', ...(runnableIsaLevels().includes('avx512-bf16') ? ['vdpbf16ps'] : [])]);
+  for (const r of rows) {
+    expect(r.compared).toBeGreaterThan(3000);
+    expect(r.shifted).toBeGreaterThan(5000);
+    expect(`${r.arithmetic}: ${r.differing} of ${r.compared} layouts, ${r.shiftedDiffering} of ${r.shifted} shifts differ`).toBe(
+      `${r.arithmetic}: 0 of ${r.compared} layouts, 0 of ${r.shifted} shifts differ`);
+    // The check can see a wrong pairing: values spanning 2^-12..2^12 make the order of the adds show.
+    expect(r.naiveDiffering).toBeGreaterThan(0);
+    expect(r.splitCompared).toBeGreaterThan(100);
+    expect(r.splitDiffering).toBeGreaterThan(0);
+  }
 }, 120_000);
 
 test('int8: quantized as the rules say, outputs exact, rows the same in any batch, and VNNI equal to the portable loop', () => {

@@ -20,6 +20,7 @@
         "csrc/engine/readout.cpp",
         "csrc/kernels/aten/aten_layer_kernels.cpp",
         "csrc/kernels/aten/fp8_linear.cpp",
+        "csrc/kernels/shifted_layer_kernels.cpp",
         "csrc/kernels/cpu/attention.cpp",
         "csrc/kernels/cpu/bf16.cpp",
         "csrc/kernels/cpu/cpu_layer_kernels.cpp",

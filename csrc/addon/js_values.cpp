@@ -119,6 +119,7 @@ EngineOptions load_options(Napi::Env env, const Napi::Value& v) {
   opts.context_limit = int_option(o, "contextLimit", opts.context_limit);
   opts.cache_mib = int_option(o, "cacheMiB", opts.cache_mib);
   opts.vision_cache_mib = int_option(o, "visionCacheMiB", opts.vision_cache_mib);
+  opts.buffer_shift = int_option(o, "bufferShift", opts.buffer_shift);
   opts.gpu_memory_utilization = number_option(o, "gpuMemoryUtilization", opts.gpu_memory_utilization);
   if (o.Get("prefixCache").IsBoolean()) opts.prefix_cache = o.Get("prefixCache").As<Napi::Boolean>().Value();
   if (o.Get("batchInvariant").IsBoolean()) opts.batch_invariant = o.Get("batchInvariant").As<Napi::Boolean>().Value();

@@ -89,6 +89,9 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     if (!(options.gpu_memory_utilization >= 0 && options.gpu_memory_utilization <= 1))
       throw EngineError(code::kBadRequest, "gpu_memory_utilization must be in [0, 1] (0: the KV cache sized by the context limit), got " +
                                                std::to_string(options.gpu_memory_utilization));
+    if (options.buffer_shift != 0 && (aten || options.buffer_shift < 0 || options.buffer_shift > 64 || options.buffer_shift % 4 != 0))
+      throw EngineError(code::kBadRequest, "bufferShift is a multiple of 4 bytes from 0 to 64, for the engine's own CPU kernels; got " +
+                                               std::to_string(options.buffer_shift));
     if (quantization == Quantization::Int8 && aten)
       throw EngineError(code::kBadRequest, "int8 weights run on the engine's CPU kernels only; on CUDA, fp8 is the quantization to ask for");
     if (quantization == Quantization::Fp8 && !device_.is_cuda())
@@ -96,7 +99,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     PagedModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
                          options.prefix_cache, options.batch_invariant, isa, device_, aten,
                          options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After, quantization,
-                         options.gpu_memory_utilization};
+                         options.gpu_memory_utilization, options.buffer_shift};
     auto paged = std::make_unique<PagedModel>(options.path, o);
     info_.quantization = quantization_name(quantization);
     if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(isa);

@@ -43,6 +43,9 @@ struct EngineOptions {
   int64_t max_step_tokens = 2048;
   int64_t context_limit = 32768;
   int64_t vision_cache_mib = 256;  // the vision tower's outputs kept by image key (a vision-language model)
+  // A test instrument: the CPU kernels read their operands this many bytes past a 64-byte
+  // boundary (kernels/shifted_layer_kernels.h); 0 for serving.
+  int64_t buffer_shift = 0;
 };
 
 struct QuestionSpec {

@@ -8,6 +8,7 @@
 #include "engine/device.h"
 #include "kernels/aten/aten_layer_kernels.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
+#include "kernels/shifted_layer_kernels.h"
 
 namespace tq {
 namespace {
@@ -42,7 +43,8 @@ int64_t PagedModel::kv_blocks(int64_t bytes_per_block) {
 PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
     : options_(options), checkpoint_(std::make_unique<Checkpoint>(dir)) {
   auto kernels = options.aten_kernels ? aten_layer_kernels(options.device, options.quantization)
-                                      : cpu_layer_kernels(options.batch_invariant, options.isa, options.dtype, options.quantization);
+                                      : shifted_layer_kernels(cpu_layer_kernels(options.batch_invariant, options.isa, options.dtype, options.quantization),
+                                                              options.buffer_shift);
   const auto t0 = std::chrono::steady_clock::now();
   transformer_ = std::make_unique<Transformer>(*checkpoint_, options.dtype, options.context_limit, std::move(kernels));
   weights_ms_ = ms_since(t0);

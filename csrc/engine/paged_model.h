@@ -42,6 +42,7 @@ struct PagedModelOptions {
   // On CUDA with neither cache_tokens nor cache_mib set: the KV cache takes this share of the device
   // memory left free once the weights are loaded (vLLM's --gpu-memory-utilization; 0: twice the context limit).
   double gpu_memory_utilization = 0;
+  int64_t buffer_shift = 0;  // the engine's CPU kernels only (kernels/shifted_layer_kernels.h)
 };
 
 class PagedModel : public HiddenStateModel {

@@ -27,6 +27,11 @@ export interface NativeLoadOptions {
   cacheTokens?: number;
   /** Largest number of tokens computed in one forward step (default 2048). */
   maxStepTokens?: number;
+  /**
+   * A test instrument (csrc/kernels/shifted_layer_kernels.h): the engine's CPU kernels read their operands this many bytes
+   * past a 64-byte boundary, a multiple of 4 from 0 (the default, for serving) to 64. Answers must not change with it.
+   */
+  bufferShift?: number;
   /** Longest prompt (state + one question) in tokens (default 32768). */
   contextLimit?: number;
   /** KV cache budget in MiB; overrides cacheTokens. */

@@ -106,7 +106,7 @@ test("RoPE and RMSNorm values do not change with where a row's output lies (no c
 // On a plain model of vdpbf16ps everywhere (test/native/dpbf16_model.h), and on the instruction where the CPU has it.
 test("the mix's key pairs give a query the same bits in any batch, step, chunk, hole and address (and pairs as the keys lie, or shared text cut mid-pair, would not)", () => {
   const rows = runCheck<{ arithmetic: string; compared: number; differing: number; shifted: number; shiftedDiffering: number;
-    naiveDiffering: number; splitCompared: number; splitDiffering: number }>('pairs_check', ['key_pairs.cpp', 'gemm_dpbf16.cpp', 'isa.cpp', '../../batch/shared_prefix.cpp']);
+    naiveDiffering: number; splitCompared: number; splitDiffering: number; modelDiffering: number }>('pairs_check', ['key_pairs.cpp', 'gemm_dpbf16.cpp', 'isa.cpp', '../../batch/shared_prefix.cpp']);
   expect(rows.map((r) => r.arithmetic)).toEqual(['model', ...(runnableIsaLevels().includes('avx512-bf16') ? ['vdpbf16ps'] : [])]);
   for (const r of rows) {
     expect(r.compared).toBeGreaterThan(3000);
@@ -117,6 +117,8 @@ test("the mix's key pairs give a query the same bits in any batch, step, chunk, 
     expect(r.naiveDiffering).toBeGreaterThan(0);
     expect(r.splitCompared).toBeGreaterThan(100);
     expect(r.splitDiffering).toBeGreaterThan(0);
+    // The model is the instruction: its bits where the CPU has it (-1: it has not).
+    expect(r.modelDiffering).toBe(runnableIsaLevels().includes('avx512-bf16') ? 0 : -1);
   }
 }, 120_000);
 

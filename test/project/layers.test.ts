@@ -88,6 +88,7 @@ export const KERNEL_ENTRY_POINTS = [
   'kernels/label_readout_math.h',
   'kernels/cuda/label_readout.h',
   'kernels/cpu/cpu_layer_kernels.h',
+  'kernels/shifted_layer_kernels.h',
   'kernels/cpu/isa.h',
   'kernels/aten/aten_layer_kernels.h',
 ];

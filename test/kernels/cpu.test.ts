@@ -20,7 +20,7 @@
  * say, every output the exact integer sum's fp32 expression, every row the same bits in any batch, and the
  * AVX2 and AVX-512 VNNI paths the portable loop's bits.
  */
-import { execFileSync } from 'child_process';
+import { execFile, execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -36,11 +36,29 @@ type Row = {
   rowsCompared: number; rowsDiffering: number; bf16OutputsDiffering: number; bits: string;
 };
 
-/** Builds test/native/<name>.cpp with the named kernel sources and runs it: one JSON object per output line. */
-function runCheck<T>(name: string, kernelSources: string[]): T[] {
-  const exe = path.join(scratch, name);
-  const sources = kernelSources.map((f) => path.join(csrc, 'kernels', 'cpu', f));
-  execFileSync('g++', ['-std=c++17', '-O3', `-I${csrc}`, path.join(root, 'test', 'native', `${name}.cpp`), ...sources, '-o', exe], { stdio: 'pipe' });
+/** Each check (test/native/<name>.cpp) and the kernel sources it is built with (under csrc/kernels/cpu). */
+const checks: Record<string, string[]> = {
+  gemm_check: ['gemm_fma.cpp', 'gemm_dpbf16.cpp', 'isa.cpp'],
+  softmax_check: ['softmax.cpp', 'bf16.cpp', 'isa.cpp'],
+  rowwise_check: ['row_math.cpp'],
+  pairs_check: ['key_pairs.cpp', 'gemm_dpbf16.cpp', 'isa.cpp', '../../batch/shared_prefix.cpp'],
+  int8_check: ['int8_gemm.cpp', 'gemm_vnni.cpp', 'gemm_maddubs.cpp', 'bf16.cpp'],
+};
+
+/** Every check compiled at once (the compiles, 40 s one after another on 2 cores, share the cores), started when the file loads. */
+const builds = new Map(
+  Object.entries(checks).map(([name, kernelSources]) => {
+    const exe = path.join(scratch, name);
+    const args = ['-std=c++17', '-O3', `-I${csrc}`, path.join(root, 'test', 'native', `${name}.cpp`), ...kernelSources.map((f) => path.join(csrc, 'kernels', 'cpu', f)), '-o', exe];
+    const built = new Promise<string>((resolve, reject) => execFile('g++', args, (error, _out, stderr) => (error ? reject(new Error(`${name}:\n${stderr}`)) : resolve(exe))));
+    built.catch(() => undefined);  // reported by the test that awaits it
+    return [name, built] as const;
+  }),
+);
+
+/** Runs a built check: one JSON object per output line. */
+async function runCheck<T>(name: string): Promise<T[]> {
+  const exe = await builds.get(name)!;
   // TQ_KERNELS unset: the programs run every level up to this CPU's best.
   const env = { ...process.env };
   delete env.TQ_KERNELS;
@@ -49,8 +67,8 @@ function runCheck<T>(name: string, kernelSources: string[]): T[] {
 }
 
 let rows: Row[];
-beforeAll(() => {
-  rows = runCheck<Row>('gemm_check', ['gemm_fma.cpp', 'gemm_dpbf16.cpp', 'isa.cpp']);
+beforeAll(async () => {
+  rows = await runCheck<Row>('gemm_check');
 }, 120_000);
 
 test('every level this CPU runs is checked, in fp32 and bf16, at an odd and an even K', () => {
@@ -85,8 +103,8 @@ test('the FMA family gives the same bits at every vector width that has FMA (AVX
     }
 });
 
-test("a softmax numerator and its row's sum do not change with their place in the row (portable loops: no contraction in the vector body only)", () => {
-  const paths = runCheck<{ path: string; offsets: number; differing: number; sumError: number }>('softmax_check', ['softmax.cpp', 'bf16.cpp', 'isa.cpp']);
+test("a softmax numerator and its row's sum do not change with their place in the row (portable loops: no contraction in the vector body only)", async () => {
+  const paths = await runCheck<{ path: string; offsets: number; differing: number; sumError: number }>('softmax_check');
   expect(paths.map((p) => p.path).sort()).toEqual(['portable', ...runnableIsaLevels().filter((l) => l.startsWith('avx512'))].sort());
   for (const p of paths) {
     expect(`${p.path}: ${p.differing} of ${p.offsets} offsets differ`).toBe(`${p.path}: 0 of ${p.offsets} offsets differ`);
@@ -94,8 +112,8 @@ test("a softmax numerator and its row's sum do not change with their place in th
   }
 }, 120_000);
 
-test("RoPE and RMSNorm values do not change with where a row's output lies (no contraction in some loop versions only)", () => {
-  const rows = runCheck<{ kernel: string; n: number; placements: number; differing: number }>('rowwise_check', ['row_math.cpp']);
+test("RoPE and RMSNorm values do not change with where a row's output lies (no contraction in some loop versions only)", async () => {
+  const rows = await runCheck<{ kernel: string; n: number; placements: number; differing: number }>('rowwise_check');
   expect(rows.map((r) => r.kernel).filter((k, i, all) => all.indexOf(k) === i)).toEqual(['rope', 'rms_norm']);
   for (const r of rows) {
     expect(r.placements).toBeGreaterThan(100);
@@ -104,9 +122,9 @@ test("RoPE and RMSNorm values do not change with where a row's output lies (no c
 }, 120_000);
 
 // On a plain model of vdpbf16ps everywhere (test/native/dpbf16_model.h), and on the instruction where the CPU has it.
-test("the mix's key pairs give a query the same bits in any batch, step, chunk, hole and address (and pairs as the keys lie, or shared text cut mid-pair, would not)", () => {
-  const rows = runCheck<{ arithmetic: string; compared: number; differing: number; shifted: number; shiftedDiffering: number;
-    naiveDiffering: number; splitCompared: number; splitDiffering: number; modelDiffering: number }>('pairs_check', ['key_pairs.cpp', 'gemm_dpbf16.cpp', 'isa.cpp', '../../batch/shared_prefix.cpp']);
+test("the mix's key pairs give a query the same bits in any batch, step, chunk, hole and address (and pairs as the keys lie, or shared text cut mid-pair, would not)", async () => {
+  const rows = await runCheck<{ arithmetic: string; compared: number; differing: number; shifted: number; shiftedDiffering: number;
+    naiveDiffering: number; splitCompared: number; splitDiffering: number; modelDiffering: number }>('pairs_check');
   expect(rows.map((r) => r.arithmetic)).toEqual(['model', ...(runnableIsaLevels().includes('avx512-bf16') ? ['vdpbf16ps'] : [])]);
   for (const r of rows) {
     expect(r.compared).toBeGreaterThan(3000);
@@ -122,11 +140,11 @@ test("the mix's key pairs give a query the same bits in any batch, step, chunk, 
   }
 }, 120_000);
 
-test('int8: quantized as the rules say, outputs exact, rows the same in any batch, and VNNI equal to the portable loop', () => {
-  const paths = runCheck<{
+test('int8: quantized as the rules say, outputs exact, rows the same in any batch, and VNNI equal to the portable loop', async () => {
+  const paths = await runCheck<{
     path: string; k: number; quantizedDiffering: number; outputsDiffering: number; accumulatedDiffering: number;
     bf16OutputsDiffering: number; rowsCompared: number; rowsDiffering: number; bits: string;
-  }>('int8_check', ['int8_gemm.cpp', 'gemm_vnni.cpp', 'gemm_maddubs.cpp', 'bf16.cpp']);
+  }>('int8_check');
   const expected = ['portable', ...(runnableIsaLevels().includes('avx2') ? ['avx2'] : []), ...(runsInt8Vnni() ? ['avx512-vnni'] : [])];
   expect([...new Set(paths.map((p) => p.path))]).toEqual(expected);
   for (const p of paths) {

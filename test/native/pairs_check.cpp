@@ -59,8 +59,7 @@ struct Request {
 };
 
 // A step's keys as step_plan.cpp lays them out (segment by segment, parents
-// first, each segment's keys in position order), and where the target
-// question's segments are.
+// first, each segment's keys in position order), and which of them the query sees.
 struct Layout {
   std::vector<int64_t> positions, segments;
   std::vector<uint64_t> ids;  // a key's identity: its state and the tokens up to it (shared text is the same key)
@@ -80,15 +79,16 @@ std::vector<uint64_t> prefix_ids(uint64_t state_id, const std::vector<int64_t>& 
   return out;
 }
 
-// The flat token list of a batch as pack_requests.cpp packs it, then the keys
-// of the step [first, last] of it. align: the position the shared segments
-// are aligned for (the state's length; another to cut pairs on purpose).
+// The flat token list of a batch as pack_requests.cpp packs it (step_keys
+// takes a step's keys from it).
 struct Packed {
   std::vector<int64_t> position, segment, parent, root;
   std::vector<uint64_t> id;
   int64_t target_segment = -1, target_first = -1;  // the target question's own segment and its first flat index
 };
 
+// align_shift: 0 packs as the engine does; 1 aligns shared text for a state one
+// token longer, so that it ends mid-pair (the control).
 Packed pack(const Batch& b, size_t target_request, size_t target_question, int64_t align_shift) {
   Packed p;
   int64_t seg = 0;

@@ -15,9 +15,9 @@ at::Tensor shifted(const at::Tensor& t, int64_t shift) {
   const auto c = t.contiguous();
   auto storage = at::empty({static_cast<int64_t>(c.nbytes()) + 2 * kLine}, c.options().dtype(at::kByte));
   const auto base = reinterpret_cast<uintptr_t>(storage.data_ptr());
-  char* at = reinterpret_cast<char*>((base + kLine - 1) / kLine * kLine) + shift;
-  std::memcpy(at, c.data_ptr(), c.nbytes());
-  return at::from_blob(at, c.sizes(), [storage](void*) {}, c.options());
+  char* place = reinterpret_cast<char*>((base + kLine - 1) / kLine * kLine) + shift;
+  std::memcpy(place, c.data_ptr(), c.nbytes());
+  return at::from_blob(place, c.sizes(), [storage](void*) {}, c.options());  // storage lives as long as the view
 }
 
 class ShiftedLinear : public Linear {

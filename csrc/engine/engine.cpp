@@ -15,6 +15,7 @@
 #include "engine/readout.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
 #include "kernels/label_readout_math.h"
+#include "kernels/shifted_layer_kernels.h"
 #include "model/scripted_model.h"
 #include "vision/patches.h"
 
@@ -83,15 +84,14 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     try {
       isa = isa_for(options.isa);
       quantization = parse_quantization(options.quantization);
+      check_buffer_shift(options.buffer_shift);
     } catch (const std::invalid_argument& e) {
       throw EngineError(code::kBadRequest, e.what());
     }
     if (!(options.gpu_memory_utilization >= 0 && options.gpu_memory_utilization <= 1))
       throw EngineError(code::kBadRequest, "gpu_memory_utilization must be in [0, 1] (0: the KV cache sized by the context limit), got " +
                                                std::to_string(options.gpu_memory_utilization));
-    if (options.buffer_shift != 0 && (aten || options.buffer_shift < 0 || options.buffer_shift > 64 || options.buffer_shift % 4 != 0))
-      throw EngineError(code::kBadRequest, "bufferShift is a multiple of 4 bytes from 0 to 64, for the engine's own CPU kernels; got " +
-                                               std::to_string(options.buffer_shift));
+    if (options.buffer_shift != 0 && aten) throw EngineError(code::kBadRequest, "bufferShift is for the engine's own CPU kernels, not aten");
     if (quantization == Quantization::Int8 && aten)
       throw EngineError(code::kBadRequest, "int8 weights run on the engine's CPU kernels only; on CUDA, fp8 is the quantization to ask for");
     if (quantization == Quantization::Fp8 && !device_.is_cuda())

@@ -80,9 +80,13 @@ class ShiftedLayerKernels : public LayerKernels {
 
 }  // namespace
 
-std::unique_ptr<LayerKernels> shifted_layer_kernels(std::unique_ptr<LayerKernels> kernels, int64_t shift) {
+void check_buffer_shift(int64_t shift) {
   if (shift < 0 || shift > kLine || shift % 4 != 0)
     throw std::invalid_argument("bufferShift must be a multiple of 4 bytes from 0 to 64, got " + std::to_string(shift));
+}
+
+std::unique_ptr<LayerKernels> shifted_layer_kernels(std::unique_ptr<LayerKernels> kernels, int64_t shift) {
+  check_buffer_shift(shift);
   if (shift == 0) return kernels;
   return std::make_unique<ShiftedLayerKernels>(std::move(kernels), shift);
 }

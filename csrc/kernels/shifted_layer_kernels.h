@@ -13,7 +13,9 @@
 
 namespace tq {
 
-// shift: a multiple of 4 bytes in [0, 64]; 0 returns `kernels` as they are.
+// Throws std::invalid_argument unless shift is a multiple of 4 bytes in [0, 64].
+void check_buffer_shift(int64_t shift);
+// 0 returns `kernels` as they are.
 std::unique_ptr<LayerKernels> shifted_layer_kernels(std::unique_ptr<LayerKernels> kernels, int64_t shift);
 
 }  // namespace tq

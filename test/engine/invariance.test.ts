@@ -14,19 +14,10 @@ import { Dtype, IsaLevel, NativeAnswerRequest, NativeLoadOptions, Quantization }
 import { uniformStream } from '../../src/common/prng';
 import { tinyModelNames } from '../../src/testmodels/specs';
 import { runnableIsaLevels } from '../helpers/cpu';
+import { bits, withEngine } from '../helpers/engines';
 import { tinyModel } from '../helpers/models';
 import { tokenizeTexts, TokenizedTexts } from '../helpers/tokens';
 
-const bits = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString('hex');
-
-async function withEngine<T>(dir: string, options: Partial<NativeLoadOptions>, f: (e: Engine) => Promise<T>): Promise<T> {
-  const e = await Engine.open({ path: dir, threads: 2, ...options });
-  try {
-    return await f(e);
-  } finally {
-    await e.close();
-  }
-}
 
 /** The label logits of every question of every request, as bit strings. */
 async function logitBits(e: Engine, requests: NativeAnswerRequest[]): Promise<string[][]> {

@@ -10,13 +10,13 @@
  * on a model of vdpbf16ps, by test/native/pairs_check.cpp (test/kernels/cpu.test.ts).
  */
 import { Engine } from '../../src/engine/engine';
-import { Dtype, IsaLevel, NativeAnswerRequest, NativeLoadOptions } from '../../src/engine/native';
+import { IsaLevel, NativeAnswerRequest } from '../../src/engine/native';
 import { uniformStream } from '../../src/common/prng';
 import { runnableIsaLevels } from '../helpers/cpu';
+import { bits, withEngine } from '../helpers/engines';
 import { tinyModel } from '../helpers/models';
 import { tokenizeTexts, TokenizedTexts } from '../helpers/tokens';
 
-const bits = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString('hex');
 const dir = tinyModel('tiny-qwen3');
 
 interface Workload {
@@ -40,22 +40,14 @@ function randomBatch(w: Workload, rnd: () => number): [number, number[]][] {
   return Array.from({ length: 1 + pick(5) }, () => [pick(w.states.length), Array.from({ length: 1 + pick(4) }, () => pick(w.questions.length))]);
 }
 
-async function withEngine<T>(options: Partial<NativeLoadOptions>, f: (e: Engine) => Promise<T>): Promise<T> {
-  const e = await Engine.open({ path: dir, threads: 2, ...options });
-  try {
-    return await f(e);
-  } finally {
-    await e.close();
-  }
-}
-
-async function expectExact(dtype: Dtype, isa: IsaLevel) {
+async function expectExact(isa: IsaLevel) {
+  const dtype = 'bf16';
   const t = await tokenizeTexts(dir);
   const w = workload(t);
   const ask = (s: number, qs: number[]): NativeAnswerRequest => ({ state: w.states[s], questions: qs.map((q) => ({ tokens: w.questions[q], labelIds: t.labels })) });
   const alone = new Map<string, string>();
-  await withEngine({ dtype, isa, prefixCache: false }, async (e) => {
-    expect(e.info.kernels).toBe(isa === 'avx512-bf16' && dtype === 'fp32' ? 'avx512' : isa);
+  await withEngine(dir, { dtype, isa, prefixCache: false }, async (e) => {
+    expect(e.info.kernels).toBe(isa);
     for (let s = 0; s < w.states.length; s++)
       for (let q = 0; q < w.questions.length; q++) alone.set(`${s}/${q}`, bits((await e.answer(ask(s, [q]))).answers[0].labelLogits));
   });
@@ -69,22 +61,22 @@ async function expectExact(dtype: Dtype, isa: IsaLevel) {
       }));
   };
   const rnd = uniformStream(42);
-  // Steps of 1,024 tokens (whole requests), and cut every 7, 13, 53 or 131 tokens; KV blocks of 16 and 5.
+  // Whole requests in a step (the default 2,048 tokens), and steps cut every 7, 13, 53 or 131 tokens; KV blocks of 16 and 5.
   for (const options of [{}, { maxStepTokens: 7 }, { maxStepTokens: 13, blockSize: 5 }, { maxStepTokens: 53 }, { maxStepTokens: 131 }])
-    await withEngine({ dtype, isa, ...options }, async (e) => {
+    await withEngine(dir, { dtype, isa, ...options }, async (e) => {
       for (let b = 0; b < 6; b++) await expectAlone(e, randomBatch(w, rnd), JSON.stringify(options));
     });
   // One batch of every kind of request, with the operands at every shift.
   const mixed: [number, number[]][] = [[1, [0, 5, 6]], [2, [1, 8]], [3, [7, 8, 8]], [0, [4, 2]], [4, [3, 6]]];
   for (let shift = 4; shift <= 64; shift += 4)
-    await withEngine({ dtype, isa, bufferShift: shift, maxStepTokens: 97 }, (e) => expectAlone(e, mixed, `shift ${shift}`));
+    await withEngine(dir, { dtype, isa, bufferShift: shift, maxStepTokens: 97 }, (e) => expectAlone(e, mixed, `shift ${shift}`));
   expect(compared).toBeGreaterThan(150);
 }
 
 // bf16: the vdpbf16ps family and its key pairs at avx512-bf16 (fp32 runs the FMA family, which
 // invariance.test.ts checks at every level).
 test.each(runnableIsaLevels())('tiny-qwen3, bf16, at level %s: random batches and shifted operands give every question its bits alone', (isa) =>
-  expectExact('bf16', isa), 120_000);
+  expectExact(isa), 120_000);
 
 test('bufferShift is refused unless a multiple of 4 bytes from 0 to 64 on the engine kernels', async () => {
   for (const bufferShift of [2, 68, -4])

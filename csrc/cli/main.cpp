@@ -2,7 +2,7 @@
 // a machine that has CUDA and a libtorch but no Node, and where the
 // microbenchmarks live (they are not in the production addon).
 //
-//   tq_cli answer --model DIR --calls FILE.json [--dtype fp32|bf16] [--device cpu|cuda] [--kernels engine|aten]
+//   tq_cli answer --model DIR --calls FILE.json [--dtype fp32|bf16] [--device cpu|cuda] [--kernels engine|aten] [--attention kernels|cascade]
 //                 [--threads N] [--block-size N] [--max-step-tokens N] [--cache-mib N] [--gpu-memory-utilization F] [--no-prefix-cache]
 //                 [--batch-invariant on|off] [--isa avx512-bf16|avx512|avx2|portable] [--quantization none|int8|fp8] [--repeat N]
 //       FILE.json: {"calls": [[request, ...], ...]}, each call one answer_batch of requests
@@ -65,6 +65,7 @@ tq::EngineOptions engine_options(const Args& a) {
   o.dtype = a.get("dtype", o.dtype);
   o.device = a.get("device", o.device);
   o.kernels = a.get("kernels");
+  o.attention = a.get("attention");
   o.threads = static_cast<int>(a.number("threads", 0));
   o.block_size = a.number("block-size", o.block_size);
   o.max_step_tokens = a.number("max-step-tokens", o.max_step_tokens);
@@ -80,7 +81,7 @@ tq::EngineOptions engine_options(const Args& a) {
 }
 
 json info_json(const tq::EngineInfo& i) {
-  return {{"architecture", i.architecture}, {"dtype", i.dtype},       {"kernels", i.kernels},
+  return {{"architecture", i.architecture}, {"dtype", i.dtype},       {"kernels", i.kernels}, {"attention", i.attention},
           {"batchInvariant", i.batch_invariant}, {"device", i.device.mode}, {"deviceName", i.device.name},
           {"torch", i.device.torch_version},     {"cuda", i.device.cuda_version}, {"dtypeNote", i.dtype_note},
           {"gpuMemoryBytes", i.device.total_bytes}, {"gpuFreeBytes", i.device.free_bytes},

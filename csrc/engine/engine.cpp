@@ -91,6 +91,9 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     if (!(options.gpu_memory_utilization >= 0 && options.gpu_memory_utilization <= 1))
       throw EngineError(code::kBadRequest, "gpu_memory_utilization must be in [0, 1] (0: the KV cache sized by the context limit), got " +
                                                std::to_string(options.gpu_memory_utilization));
+    if (!options.attention.empty() && options.attention != "kernels" && options.attention != "cascade")
+      throw EngineError(code::kBadRequest, "attention must be kernels or cascade, got " + options.attention);
+    const bool cascade = options.attention == "cascade";
     if (options.buffer_shift != 0 && aten) throw EngineError(code::kBadRequest, "bufferShift is for the engine's own CPU kernels, not aten");
     if (quantization == Quantization::Int8 && aten)
       throw EngineError(code::kBadRequest, "int8 weights run on the engine's CPU kernels only; on CUDA, fp8 is the quantization to ask for");
@@ -99,7 +102,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     PagedModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
                          options.prefix_cache, options.batch_invariant, isa, device_, aten,
                          options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After, quantization,
-                         options.gpu_memory_utilization, options.buffer_shift};
+                         options.gpu_memory_utilization, options.buffer_shift, cascade};
     auto paged = std::make_unique<PagedModel>(options.path, o);
     info_.quantization = quantization_name(quantization);
     if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(isa);
@@ -110,6 +113,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     info_.register_boundary = options.register_boundary;
     info_.format = "hf";
     info_.kernels = paged->kernels().name();
+    info_.attention = cascade ? "cascade" : "kernels";
     // Only the engine's own CPU kernels promise it; cuBLAS and SDPA choose their reductions by shape.
     info_.batch_invariant = options.batch_invariant && !aten;
     info_.stored_dtype = paged->stored_dtype();
@@ -127,6 +131,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   } else {
     if (!device_.is_cpu() || aten) throw EngineError(code::kBadRequest, "TorchScript models run on the CPU with libtorch's kernels only");
     if (options.quantization != "none") throw EngineError(code::kBadRequest, "TorchScript models run with their weights as stored: quantization must be none");
+    if (options.attention == "cascade") throw EngineError(code::kBadRequest, "TorchScript models run their own attention: attention cascade needs an HF checkpoint");
     model_ = std::make_unique<ScriptedModel>(options.path, dtype);
     info_.format = "torchscript";
     info_.kernels = "libtorch";

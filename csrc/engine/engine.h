@@ -38,6 +38,10 @@ struct EngineOptions {
   // Whose ops run the layers: "engine" (the engine's own CPU kernels; CPU only) or "aten"
   // (ATen's device-generic ops: what CUDA runs, and on the CPU a check of that path). "" = by device.
   std::string kernels;
+  // How attention is computed: "kernels" (the layer kernels' own: the CPU kernels' chunked plan,
+  // ATen's masked SDPA) or "cascade" (levels merged by log-sum-exp, kernels/cascade/: the GPU's
+  // form; on the CPU over a plain fp32 reference, for checking it). "" = kernels.
+  std::string attention;
   std::string register_boundary = "after";  // after | before
   std::string quantization = "none";        // none | int8 | fp8 (kernels/quantization.h)
   int64_t max_step_tokens = 2048;
@@ -91,6 +95,7 @@ struct EngineInfo {
   // Set when the requested dtype could not be used on this CPU, saying what runs instead and why.
   std::string dtype_note;
   std::string kernels;  // the layers' kernels: "avx512", "avx2", "portable" (the engine's CPU kernels), "aten", or "libtorch" (TorchScript)
+  std::string attention = "kernels";  // "kernels" or "cascade" (EngineOptions::attention)
   std::string quantization = "none";  // of the linear layers' weights (kernels/quantization.h)
   std::string quantized_kernels;      // int8: "avx512-vnni" or "portable"
   double weights_ms = 0;              // reading (and quantizing) the weights at load

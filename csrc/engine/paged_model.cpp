@@ -7,6 +7,7 @@
 #include "common/errors.h"
 #include "engine/device.h"
 #include "kernels/aten/aten_layer_kernels.h"
+#include "kernels/cascade/cascade_layer_kernels.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
 #include "kernels/shifted_layer_kernels.h"
 
@@ -45,6 +46,7 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
   auto kernels = options.aten_kernels ? aten_layer_kernels(options.device, options.quantization)
                                       : shifted_layer_kernels(cpu_layer_kernels(options.batch_invariant, options.isa, options.dtype, options.quantization),
                                                               options.buffer_shift);
+  if (options.cascade_attention) kernels = cascade_layer_kernels(std::move(kernels), options.dtype);
   const auto t0 = std::chrono::steady_clock::now();
   transformer_ = std::make_unique<Transformer>(*checkpoint_, options.dtype, options.context_limit, std::move(kernels));
   weights_ms_ = ms_since(t0);

@@ -43,6 +43,7 @@ struct PagedModelOptions {
   // memory left free once the weights are loaded (vLLM's --gpu-memory-utilization; 0: twice the context limit).
   double gpu_memory_utilization = 0;
   int64_t buffer_shift = 0;  // the engine's CPU kernels only (kernels/shifted_layer_kernels.h)
+  bool cascade_attention = false;  // attention as a cascade (kernels/cascade/cascade_layer_kernels.h)
 };
 
 class PagedModel : public HiddenStateModel {

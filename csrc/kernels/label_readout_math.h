@@ -12,64 +12,17 @@
 // shuffle reduction. Log-probabilities: logits / T, the maximum, then the sum
 // of exponentials in label order.
 #pragma once
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-
-#if defined(__CUDACC__)
-#define TQ_HOST_DEVICE __host__ __device__
-#else
-#define TQ_HOST_DEVICE
-#endif
+#include "kernels/host_device_math.h"
 
 namespace tq::readout {
+
+using exact::add;
+using exact::mul;
+using exact::widen;
 
 constexpr int kLanes = 32;
 // Labels per question at most (the format allows 255); the kernel keeps a question's logits in shared memory.
 constexpr int kMaxLabels = 256;
-
-TQ_HOST_DEVICE inline float add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-// A fused multiply-add would round once where the other implementation rounds
-// twice. The device has explicitly rounded intrinsics; on the host the product
-// passes through an empty asm statement, which the compiler cannot see into and
-// so cannot fuse with the add that follows (a GCC optimize pragma does not
-// survive inlining into a caller compiled with contraction on; test/kernels/cuda.test.ts).
-TQ_HOST_DEVICE inline float mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  float product = a * b;
-#if defined(__x86_64__) || defined(__i386__)
-  __asm__("" : "+x"(product));
-#elif defined(__aarch64__)
-  __asm__("" : "+w"(product));
-#else
-  volatile float opaque = product;
-  product = opaque;
-#endif
-  return product;
-#endif
-}
-
-// bf16 (the upper half of an fp32) widened exactly.
-TQ_HOST_DEVICE inline float widen(uint16_t bits) {
-  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(wide);
-#else
-  float f;
-  std::memcpy(&f, &wide, sizeof f);
-  return f;
-#endif
-}
-TQ_HOST_DEVICE inline float widen(float x) { return x; }
 
 // Lane `lane`'s share of row . hidden over n elements.
 template <typename W>

@@ -58,6 +58,11 @@ export interface NativeLoadOptions {
    */
   kernels?: 'engine' | 'aten';
   /**
+   * How attention is computed: 'kernels' (default: the layer kernels' own) or 'cascade' (levels merged by
+   * log-sum-exp, csrc/kernels/cascade/: the GPU's form; on the CPU over a plain fp32 reference, for checking it).
+   */
+  attention?: 'kernels' | 'cascade';
+  /**
    * The highest instruction set level the engine's own CPU kernels may use (csrc/kernels/cpu/isa.h):
    * 'avx512-bf16' (bf16 GEMMs on vdpbf16ps), 'avx512', 'avx2' or 'portable'. Absent: the best this CPU
    * has, capped by the environment variable TQ_KERNELS (same names) or TQ_PORTABLE_KERNELS=1. A level
@@ -138,6 +143,8 @@ export interface NativeEngineInfo {
    * (ATen's ops, on any device); or 'libtorch' (TorchScript).
    */
   kernels: string;
+  /** 'kernels' or 'cascade' (NativeLoadOptions.attention). */
+  attention: 'kernels' | 'cascade';
   quantization: Quantization;
   /** int8: the int8 GEMM's path, 'avx512-vnni' or 'portable' (the same bits, slower). */
   quantizedKernels?: string;

@@ -39,6 +39,7 @@ export async function loadService(flags: Flags, logger: Logger, died: (role: Eng
     prefixCache: flags['prefix-cache'] === 'on',
     batchInvariant: flags['batch-invariant'] === 'on',
     quantization: flags.quantization,
+    attention: flags.attention,
     device: flags.device,
     registerBoundary: flags['register-boundary'],
     cacheMiB: flags['cache-mib'],

@@ -89,6 +89,7 @@ export const KERNEL_ENTRY_POINTS = [
   'kernels/cuda/label_readout.h',
   'kernels/cpu/cpu_layer_kernels.h',
   'kernels/shifted_layer_kernels.h',
+  'kernels/cascade/cascade_layer_kernels.h',
   'kernels/cpu/isa.h',
   'kernels/aten/aten_layer_kernels.h',
 ];

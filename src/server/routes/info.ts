@@ -91,6 +91,7 @@ export function infoRoutes(router: Router, service: Service) {
       ...(e.dtypeNote ? { dtype_note: e.dtypeNote } : {}),
       threads: e.threads,
       kernels: e.kernels,
+      attention: e.attention,
       batch_invariant: e.batchInvariant,
       pad_unit: 1,
       pad_where: 'none',

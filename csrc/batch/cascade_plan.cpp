@@ -1,0 +1,174 @@
+#include "batch/cascade_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+namespace tq {
+namespace {
+
+// Where a segment's keys are in the step's key list: [begin, end), the first at `position`.
+struct SegmentKeys {
+  int32_t begin = -1, end = -1;
+  int64_t position = 0;
+};
+
+std::vector<SegmentKeys> segment_keys(const at::Tensor& key_positions, const at::Tensor& key_segments) {
+  const auto pos = key_positions.contiguous(), seg = key_segments.contiguous();
+  const int64_t* p = pos.data_ptr<int64_t>();
+  const int64_t* s = seg.data_ptr<int64_t>();
+  const int64_t n = pos.size(0);
+  std::vector<SegmentKeys> out;
+  for (int64_t j = 0; j < n; ++j) {
+    if (s[j] >= static_cast<int64_t>(out.size())) out.resize(static_cast<size_t>(s[j] + 1));
+    auto& k = out[static_cast<size_t>(s[j])];
+    if (k.begin < 0) k = {static_cast<int32_t>(j), static_cast<int32_t>(j), p[j]};
+    if (k.end != j || p[j] != k.position + (j - k.begin)) throw std::logic_error("plan_cascade: a segment's keys are not one run by position");
+    k.end = static_cast<int32_t>(j + 1);
+  }
+  return out;
+}
+
+// A run of query rows of one segment at consecutive positions.
+struct Run {
+  int32_t first_row, rows;
+  int64_t segment, parent, root, position;
+};
+
+std::vector<Run> query_runs(const QueryLayout& q) {
+  const auto pos = q.positions.contiguous(), seg = q.segments.contiguous(), par = q.parents.contiguous(), root = q.roots.contiguous();
+  const int64_t *p = pos.data_ptr<int64_t>(), *s = seg.data_ptr<int64_t>(), *a = par.data_ptr<int64_t>(), *r = root.data_ptr<int64_t>();
+  std::vector<Run> runs;
+  for (int64_t i = 0; i < pos.size(0); ++i) {
+    if (!runs.empty()) {
+      auto& last = runs.back();
+      if (last.segment == s[i] && last.position + last.rows == p[i]) {
+        ++last.rows;
+        continue;
+      }
+    }
+    runs.push_back({static_cast<int32_t>(i), 1, s[i], a[i], r[i], p[i]});
+  }
+  return runs;
+}
+
+void append_range(std::vector<int32_t>& to, int32_t begin, int32_t end) {
+  for (int32_t j = begin; j < end; ++j) to.push_back(j);
+}
+
+// Closes the sequence whose rows and keys were appended since the last one.
+void end_sequence(CascadeLevel& level) {
+  const int32_t q = static_cast<int32_t>(level.q_rows.size()), k = static_cast<int32_t>(level.k_rows.size());
+  level.max_q = std::max(level.max_q, q - level.cu_q.back());
+  level.max_k = std::max(level.max_k, k - level.cu_k.back());
+  level.cu_q.push_back(q);
+  level.cu_k.push_back(k);
+}
+
+// The run's rows over its lineage below the state, causally: its parent's keys when the parent
+// is a shared segment, then its own up to its last row. Positions run on from parent to child,
+// so the run's rows are the sequence's last keys and bottom-right alignment is causality.
+void add_own(const Run& run, const std::vector<SegmentKeys>& keys, CascadeLevel& own) {
+  const auto& mine = keys.at(static_cast<size_t>(run.segment));
+  if (run.parent != run.segment && run.parent != run.root) {
+    const auto& parent = keys.at(static_cast<size_t>(run.parent));
+    append_range(own.k_rows, parent.begin, parent.end);
+  }
+  const int64_t last = run.position + run.rows - 1;
+  append_range(own.k_rows, mine.begin, mine.begin + static_cast<int32_t>(last - mine.position) + 1);
+  append_range(own.q_rows, run.first_row, run.first_row + run.rows);
+  end_sequence(own);
+}
+
+}  // namespace
+
+KeyRange visible_keys(const CascadeLevel& level, int32_t seq, int32_t row) {
+  const int32_t nq = level.cu_q[seq + 1] - level.cu_q[seq], nk = level.cu_k[seq + 1] - level.cu_k[seq];
+  const int32_t aligned = row + nk - nq;
+  const int32_t last = level.causal ? std::min(aligned, nk - 1) : nk - 1;
+  const int32_t first = level.window_left < 0 ? 0 : std::max(0, aligned - level.window_left);
+  return {first, last};
+}
+
+CascadePlan plan_cascade(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
+                         std::optional<int64_t> window) {
+  const auto keys = segment_keys(key_positions, key_segments);
+  const auto runs = query_runs(queries);
+  CascadeLevel own{"own", true, window ? static_cast<int32_t>(*window - 1) : -1};
+  CascadeLevel state{"state", false, -1};
+  std::map<int32_t, CascadeLevel> windowed;  // the state level cut by window, per window_left
+  std::map<int64_t, std::vector<int32_t>> state_rows;  // per state: rows that see all its keys
+  for (const auto& run : runs) {
+    add_own(run, keys, own);
+    if (run.segment == run.root) continue;
+    const auto& root = keys.at(static_cast<size_t>(run.root));
+    const int64_t n = root.end - root.begin;  // the state's keys, positions 0 .. n - 1
+    // Row i (position p0 + i) sees state keys from p0 + i - W + 1 on.
+    const int64_t p0 = run.position, low = window ? p0 - *window + 1 : 0;
+    if (!window || low + run.rows - 1 <= 0) {
+      auto& rows = state_rows[run.root];
+      for (int32_t i = 0; i < run.rows; ++i) rows.push_back(run.first_row + i);
+      continue;
+    }
+    // Windowed: keys from the first row's first on; rows that still see one.
+    const int64_t from = std::max<int64_t>(0, low);
+    if (from >= n) continue;
+    const int64_t nk = n - from, nq = std::min<int64_t>(run.rows, n + *window - 1 - p0);
+    const auto window_left = static_cast<int32_t>(nk - nq - (low - from));
+    auto& level = windowed.try_emplace(window_left, CascadeLevel{"state", false, window_left}).first->second;
+    append_range(level.k_rows, root.begin + static_cast<int32_t>(from), root.end);
+    append_range(level.q_rows, run.first_row, run.first_row + static_cast<int32_t>(nq));
+    end_sequence(level);
+  }
+  for (const auto& [root, rows] : state_rows) {
+    const auto& k = keys.at(static_cast<size_t>(root));
+    if (k.end == k.begin) continue;
+    append_range(state.k_rows, k.begin, k.end);
+    state.q_rows.insert(state.q_rows.end(), rows.begin(), rows.end());
+    end_sequence(state);
+  }
+
+  CascadePlan plan;
+  for (auto* level : {&own, &state})
+    if (level->total_q() > 0) plan.levels.push_back(std::move(*level));
+  for (auto& [wl, level] : windowed) plan.levels.push_back(std::move(level));
+  plan_merge(plan, queries.positions.size(0));
+  return plan;
+}
+
+void plan_merge(CascadePlan& plan, int64_t tq) {
+  plan.merge_begin.clear();
+  plan.merge_level.clear();
+  plan.merge_row.clear();
+  plan.max_entries = 0;
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> entries(static_cast<size_t>(tq));
+  for (int32_t l = 0; l < static_cast<int32_t>(plan.levels.size()); ++l) {
+    const auto& level = plan.levels[l];
+    for (int32_t s = 0; s < level.sequences(); ++s)
+      for (int32_t r = level.cu_q[s]; r < level.cu_q[s + 1]; ++r)
+        if (visible_keys(level, s, r - level.cu_q[s]).count() > 0) entries[level.q_rows[r]].push_back({l, r});
+  }
+  plan.merge_begin.push_back(0);
+  for (const auto& e : entries) {
+    for (const auto& [l, r] : e) {
+      plan.merge_level.push_back(l);
+      plan.merge_row.push_back(r);
+    }
+    plan.merge_begin.push_back(static_cast<int32_t>(plan.merge_level.size()));
+    plan.max_entries = std::max(plan.max_entries, static_cast<int32_t>(e.size()));
+  }
+}
+
+at::Tensor cascade_visibility(const CascadePlan& plan, int64_t queries, int64_t keys) {
+  auto seen = at::zeros({queries, keys}, at::kInt);
+  auto* m = seen.data_ptr<int32_t>();
+  for (const auto& level : plan.levels)
+    for (int32_t s = 0; s < level.sequences(); ++s)
+      for (int32_t r = level.cu_q[s]; r < level.cu_q[s + 1]; ++r) {
+        const auto range = visible_keys(level, s, r - level.cu_q[s]);
+        for (int32_t j = range.first; j <= range.last; ++j) m[level.q_rows[r] * keys + level.k_rows[level.cu_k[s] + j]] += 1;
+      }
+  return seen;
+}
+
+}  // namespace tq

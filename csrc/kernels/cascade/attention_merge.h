@@ -1,0 +1,24 @@
+// The cascade's merge (kernels/attention_merge_math.h) over a step's levels'
+// results: on the CPU a loop over rows, on CUDA one kernel launch.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "batch/cascade_plan.h"
+#include "kernels/cascade/partial_attention.h"
+
+namespace tq {
+
+// The plan's merge on the device, made once per step: entries name rows of the levels' results
+// stacked in level order.
+struct DeviceMerge {
+  std::vector<int32_t> begin, entry;  // host
+  at::Tensor begin_on_device, entry_on_device;  // int32, where the results are (CUDA only)
+};
+DeviceMerge prepare_merge(const CascadePlan& plan, at::Device device);
+
+// parts: each level's result, in the plan's order. Returns [rows, heads, dim] in out_dtype.
+at::Tensor merge_attention(const DeviceMerge& merge, const std::vector<PartialResult>& parts, at::ScalarType out_dtype);
+
+}  // namespace tq

@@ -1,0 +1,75 @@
+// A level on the attention kernels a CUDA libtorch 2.x carries (the GPU's form
+// of the cascade; docs/gpu.md): FlashAttention-2's varlen forward for bf16 and
+// fp16 (native GQA, bottom-right causal, a left window), and the CUTLASS
+// memory-efficient kernel for fp32 (no GQA: key heads repeated; bottom-right
+// causal; its LSE is [sequences, heads, padded rows], taken here to the
+// merge's [heads, rows]). A windowed fp32 level runs on the ATen form. Neither
+// soft-caps scores: a family that does takes aten_partial_attention.
+//
+// Facts of libtorch 2.11 this relies on (../shared/research/libtorch-2.11-gpu-facts.md):
+// FA2's varlen LSE is [heads, total_q]; its op takes at most these 13 arguments (no block table);
+// max_seqlen_q is passed as at least 2, which keeps a one-row level off the split-key path; the
+// memory-efficient kernel's LSE for a row without keys is 0, never read (the merge skips such rows).
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/cascade/partial_attention.h"
+
+#if TQ_CUDA
+#include <torch/version.h>
+#endif
+
+namespace tq {
+
+#if TQ_CUDA && TORCH_VERSION_MAJOR >= 2
+namespace {
+
+class FlashPartialAttention : public PartialAttention {
+ public:
+  explicit FlashPartialAttention(at::ScalarType dtype) : dtype_(dtype), windowed_fp32_(aten_partial_attention(0)) {}
+  const char* name() const override { return dtype_ == at::kFloat ? "memory-efficient" : "flash"; }
+
+  DeviceLevel prepare(const CascadeLevel& level, at::Device device) const override {
+    if (dtype_ == at::kFloat && level.window_left >= 0) return windowed_fp32_->prepare(level, device);
+    return PartialAttention::prepare(level, device);
+  }
+
+  PartialResult operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const DeviceLevel& dl) const override {
+    const CascadeLevel& level = *dl.level;
+    auto qs = q.index_select(0, dl.q_rows), ks = k.index_select(0, dl.k_rows), vs = v.index_select(0, dl.k_rows);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
+    const int64_t max_q = std::max<int32_t>(2, level.max_q), max_k = level.max_k;
+    if (dtype_ != at::kFloat) {
+      auto result = at::_flash_attention_forward(qs, ks, vs, dl.cu_q, dl.cu_k, max_q, max_k, /*dropout_p=*/0.0, level.causal,
+                                                 /*return_debug_mask=*/false, scale, level.window_left >= 0 ? std::optional<int64_t>(level.window_left) : std::nullopt,
+                                                 std::optional<int64_t>(-1));
+      return {std::get<0>(result), std::get<1>(result)};
+    }
+    if (level.window_left >= 0) return (*windowed_fp32_)(q, k, v, dl);
+    const int64_t group = q.size(1) / k.size(1);
+    auto result = at::_efficient_attention_forward(qs.unsqueeze(0), ks.repeat_interleave(group, 1).unsqueeze(0), vs.repeat_interleave(group, 1).unsqueeze(0),
+                                                   /*bias=*/std::nullopt, dl.cu_q, dl.cu_k, max_q, max_k, /*dropout_p=*/0.0,
+                                                   /*custom_mask_type=*/level.causal ? 2 : 0, /*compute_log_sumexp=*/true, scale);
+    auto out = std::get<0>(result).squeeze(0);
+    auto lse = std::get<1>(result);  // [sequences, heads, padded rows]
+    const int64_t heads = lse.size(1), padded = lse.size(2);
+    auto place = dl.row_seq * padded + dl.row_in_seq;
+    return {out, lse.permute({1, 0, 2}).reshape({heads, -1}).index_select(1, place)};
+  }
+
+ private:
+  at::ScalarType dtype_;
+  std::unique_ptr<PartialAttention> windowed_fp32_;
+};
+
+}  // namespace
+
+std::unique_ptr<PartialAttention> flash_partial_attention(at::ScalarType dtype) { return std::make_unique<FlashPartialAttention>(dtype); }
+#else
+std::unique_ptr<PartialAttention> flash_partial_attention(at::ScalarType) {
+  throw std::invalid_argument("the flash attention kernels need a CUDA build on libtorch 2.x");
+}
+#endif
+
+}  // namespace tq

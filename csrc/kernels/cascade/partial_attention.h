@@ -1,0 +1,53 @@
+// One level of a cascade (batch/cascade_plan.h) computed on its own: softmax
+// attention of the level's query rows over its key rows, under the level's
+// mask, returning each row's output and the log-sum-exp of its scaled scores,
+// which the merge (attention_merge.h) needs to combine levels. One interface,
+// several implementations:
+//   reference  the CPU's: fp32, written plainly, a loop per row and head;
+//   aten       ATen's device-generic ops, per level padded to its longest
+//              sequence (soft-capping: what Gemma 3 takes on CUDA);
+//   flash      CUDA: FlashAttention-2 (bf16, fp16) or the memory-efficient
+//              kernel (fp32), both compiled into a CUDA libtorch 2.x.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <memory>
+
+#include "batch/cascade_plan.h"
+
+namespace tq {
+
+// A level's index arrays as tensors on the device, made once per step and read at every layer.
+struct DeviceLevel {
+  const CascadeLevel* level;
+  at::Tensor q_rows, k_rows;  // int64, for index_select
+  at::Tensor cu_q, cu_k;      // int32 [sequences + 1]
+  at::Tensor row_seq, row_in_seq;  // int64 [total_q]: each level row's sequence and place in it
+  // aten: the level padded to [sequences, max_q] rows and [sequences, max_k] keys (-1: padding),
+  // and its mask [sequences, max_q, max_k] bool. Undefined elsewhere.
+  at::Tensor q_pad, k_pad, mask;
+};
+
+struct PartialResult {
+  at::Tensor out;  // [total_q, heads, dim], fp32 or q's dtype
+  at::Tensor lse;  // [heads, total_q] fp32, natural log; any value where a row sees no key
+};
+
+class PartialAttention {
+ public:
+  virtual ~PartialAttention() = default;
+  virtual const char* name() const = 0;
+  // Moves a level's arrays to `device` (and builds what this implementation needs).
+  virtual DeviceLevel prepare(const CascadeLevel& level, at::Device device) const;
+  // q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim], the step's (the level's rows index them).
+  virtual PartialResult operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const DeviceLevel& level) const = 0;
+};
+
+// softcap > 0: scaled scores are soft-capped, cap * tanh(s / cap), before the softmax (Gemma).
+std::unique_ptr<PartialAttention> reference_partial_attention(double softcap);
+std::unique_ptr<PartialAttention> aten_partial_attention(double softcap);
+// CUDA, without soft-capping: FlashAttention-2 for bf16 and fp16, the memory-efficient kernel for
+// fp32. Throws where the build has no CUDA libtorch 2.x.
+std::unique_ptr<PartialAttention> flash_partial_attention(at::ScalarType dtype);
+
+}  // namespace tq

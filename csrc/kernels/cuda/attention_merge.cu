@@ -1,0 +1,53 @@
+// One warp per (query row, head): every lane computes the row's weights from
+// its entries' log-sum-exps (at most kMaxEntries, in registers), then merges
+// the elements lane, lane + 32, ... Same functions, same order as the CPU merge.
+#include "kernels/attention_merge_math.h"
+#include "kernels/cuda/attention_merge.h"
+
+namespace tq::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kLanes = 32;
+
+template <typename In, typename Out>
+__global__ void attention_merge_kernel(AttentionMergeArgs a) {
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / kLanes;
+  if (item >= static_cast<int64_t>(a.rows) * a.heads) return;
+  const int lane = threadIdx.x % kLanes;
+  const int row = static_cast<int>(item / a.heads), head = static_cast<int>(item % a.heads);
+  const int first = a.merge_begin[row], n = a.merge_begin[row + 1] - first;
+  float lse[merge::kMaxEntries], weight[merge::kMaxEntries];
+  const In* base[merge::kMaxEntries];
+  for (int e = 0; e < n; ++e) {
+    const int r = a.merge_entry[first + e];
+    lse[e] = a.lse[static_cast<int64_t>(head) * a.partial_rows + r];
+    base[e] = static_cast<const In*>(a.partial) + (static_cast<int64_t>(r) * a.heads + head) * a.dim;
+  }
+  const float total = merge::weights(lse, n, weight);
+  Out* out = static_cast<Out*>(a.out) + (static_cast<int64_t>(row) * a.heads + head) * a.dim;
+  const In* value[merge::kMaxEntries];
+  for (int d = lane; d < a.dim; d += kLanes) {
+    for (int e = 0; e < n; ++e) value[e] = base[e] + d;
+    exact::store(merge::merged(weight, value, n, total), out + d);
+  }
+}
+
+template <typename In>
+void launch_for(const AttentionMergeArgs& a, dim3 grid, dim3 block, cudaStream_t stream) {
+  if (a.out_bf16) attention_merge_kernel<In, uint16_t><<<grid, block, 0, stream>>>(a);
+  else attention_merge_kernel<In, float><<<grid, block, 0, stream>>>(a);
+}
+
+}  // namespace
+
+cudaError_t launch_attention_merge(const AttentionMergeArgs& args, cudaStream_t stream) {
+  const int64_t items = static_cast<int64_t>(args.rows) * args.heads;
+  if (items == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>((items + kWarps - 1) / kWarps)), block(kWarps * kLanes);
+  if (args.partial_bf16) launch_for<uint16_t>(args, grid, block, stream);
+  else launch_for<float>(args, grid, block, stream);
+  return cudaGetLastError();
+}
+
+}  // namespace tq::cuda

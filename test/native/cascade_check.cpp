@@ -1,0 +1,194 @@
+// The cascade (csrc/batch/cascade_plan.h, csrc/kernels/cascade/) on random
+// segment trees, linked against the engine library (build/libtq_core.a):
+// states with cached prefixes of any length, shared segments, questions read
+// out at any token, several states per step, steps cut at every size, with and
+// without a sliding window. For every step (and its output rows alone, as the
+// last layer plans them):
+//   - the visibility the plan encodes equals the engine's one rule
+//     (visibility_mask) element for element, each visible key exactly once;
+//   - no level is empty, every merge entry sees a key;
+//   - the reference partial attention merged by log-sum-exp equals float64
+//     softmax attention under the rule's mask, and the ATen form the reference;
+// and on hand-built levels, a row that sees no key in one level is merged
+// without reading its log-sum-exp. Prints one JSON line per part.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "batch/cascade_plan.h"
+#include "batch/step_plan.h"
+#include "batch/visibility.h"
+#include "kernels/cascade/attention_merge.h"
+#include "kernels/cascade/partial_attention.h"
+
+using namespace tq;
+
+namespace {
+
+std::mt19937 rng(20261125);
+int64_t uniform(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
+
+std::vector<int64_t> tokens(int64_t n) { return std::vector<int64_t>(static_cast<size_t>(n), 7); }
+
+struct Tree {
+  PackedTokens packed;
+  std::vector<int64_t> compute;
+};
+
+// 1-3 states, each short or long with a cached prefix of any length, 0-2 shared segments of
+// 1-3 questions and 0-3 questions of its own; each question read out at a random token.
+Tree random_tree() {
+  Tree t;
+  auto& p = t.packed;
+  std::vector<std::pair<int64_t, int64_t>> roots;  // segment, cached tokens
+  const int64_t states = uniform(1, 3);
+  for (int64_t s = 0; s < states; ++s) {
+    const int64_t len = uniform(0, 1) ? uniform(1, 40) : uniform(60, 120);
+    const int64_t root = p.add_segment(tokens(len), -1);
+    roots.push_back({root, uniform(0, 1) ? 0 : uniform(0, len - 1)});
+    auto question = [&](int64_t parent) {
+      const int64_t n = uniform(1, 12), seg = p.add_segment(tokens(n), parent);
+      p.output_rows.push_back(p.segment_offsets()[seg] + uniform(0, n - 1));
+    };
+    for (int64_t g = uniform(0, 2); g > 0; --g) {
+      const int64_t shared = p.add_segment(tokens(uniform(1, 20)), root);
+      for (int64_t q = uniform(1, 3); q > 0; --q) question(shared);
+    }
+    for (int64_t q = uniform(0, 3); q > 0; --q) question(root);
+  }
+  std::sort(p.output_rows.begin(), p.output_rows.end());
+  const auto offsets = p.segment_offsets();
+  std::vector<int64_t> skip(p.ids.size(), 0);
+  for (auto [root, cached] : roots)
+    for (int64_t i = 0; i < cached; ++i) skip[offsets[root] + i] = 1;
+  for (size_t i = 0; i < p.ids.size(); ++i)
+    if (!skip[i]) t.compute.push_back(static_cast<int64_t>(i));
+  return t;
+}
+
+// Float64 softmax attention under a [Tq, Tk] mask (rows see at least one key).
+at::Tensor dense_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, double softcap) {
+  const int64_t group = q.size(1) / k.size(1);
+  auto qh = q.to(at::kDouble).permute({1, 0, 2});
+  auto kh = k.to(at::kDouble).repeat_interleave(group, 1).permute({1, 0, 2});
+  auto vh = v.to(at::kDouble).repeat_interleave(group, 1).permute({1, 0, 2});
+  auto scores = at::matmul(qh, kh.transpose(1, 2)).div_(std::sqrt(static_cast<double>(q.size(2))));
+  if (softcap > 0) scores = scores.div_(softcap).tanh_().mul_(softcap);
+  scores.masked_fill_(mask.logical_not().unsqueeze(0), -INFINITY);
+  return at::matmul(scores.softmax(-1), vh).permute({1, 0, 2});
+}
+
+at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  std::vector<DeviceLevel> levels;
+  for (const auto& level : plan.levels) levels.push_back(impl.prepare(level, at::kCPU));
+  std::vector<PartialResult> parts;
+  for (const auto& level : levels) parts.push_back(impl(q, k, v, level));
+  return merge_attention(prepare_merge(plan, at::kCPU), parts, at::kFloat);
+}
+
+struct Totals {
+  int64_t trees = 0, steps = 0, layouts = 0, mismatched = 0, empty_levels = 0, keyless_entries = 0, windowed_levels = 0;
+  int64_t max_levels = 0, compared = 0;
+  double worst_reference = 0, worst_aten = 0;
+};
+
+void check_layout(const QueryLayout& q, const StepBatch& b, std::optional<int64_t> window, bool numeric, double softcap, Totals& t) {
+  const auto plan = plan_cascade(q, b.key_positions, b.key_segments, window);
+  const int64_t tq = q.positions.size(0), tk = b.key_positions.size(0);
+  auto rule = visibility_mask(q.positions, q.segments, q.parents, q.roots, b.key_positions, b.key_segments, window);
+  ++t.layouts;
+  if (!cascade_visibility(plan, tq, tk).equal(rule.to(at::kInt))) ++t.mismatched;
+  t.max_levels = std::max<int64_t>(t.max_levels, static_cast<int64_t>(plan.levels.size()));
+  for (const auto& level : plan.levels) {
+    if (level.total_q() == 0) ++t.empty_levels;
+    if (level.name == "state" && level.window_left >= 0) ++t.windowed_levels;
+  }
+  for (size_t e = 0; e < plan.merge_level.size(); ++e) {
+    const auto& level = plan.levels[plan.merge_level[e]];
+    int32_t s = 0;
+    while (level.cu_q[s + 1] <= plan.merge_row[e]) ++s;
+    if (visible_keys(level, s, plan.merge_row[e] - level.cu_q[s]).count() == 0) ++t.keyless_entries;
+  }
+  if (!numeric) return;
+  const int64_t heads = 4, kv_heads = 2, dim = 8;
+  auto qv = at::randn({tq, heads, dim}), kv = at::randn({tk, kv_heads, dim}), vv = at::randn({tk, kv_heads, dim});
+  auto expected = dense_attention(qv, kv, vv, rule, softcap);
+  auto reference = run_cascade(plan, *reference_partial_attention(softcap), qv, kv, vv);
+  auto aten = run_cascade(plan, *aten_partial_attention(softcap), qv, kv, vv);
+  t.worst_reference = std::max(t.worst_reference, (reference.to(at::kDouble) - expected).abs().max().item<double>());
+  t.worst_aten = std::max(t.worst_aten, (aten - reference).abs().max().item<double>());
+  ++t.compared;
+}
+
+QueryLayout layout_of(const StepBatch& b) { return {b.positions, b.segments, b.parents, b.roots, b.key_end}; }
+
+// The step's output rows alone (the last layer's queries).
+QueryLayout output_layout(const StepBatch& b) {
+  auto rows = at::tensor(at::ArrayRef<int64_t>(b.output_rows), at::kLong);
+  std::vector<int64_t> key_end;
+  for (auto r : b.output_rows) key_end.push_back(b.key_end[r]);
+  return {b.positions.index_select(0, rows), b.segments.index_select(0, rows), b.parents.index_select(0, rows), b.roots.index_select(0, rows), key_end};
+}
+
+// A causal level whose first row sees no key (3 rows over 2 keys), and a level that gives that
+// row its keys: the merge must give that row the second level's output whatever the first
+// level's log-sum-exp holds for it (FlashAttention-2 writes +inf there, the memory-efficient kernel 0).
+void check_keyless_row() {
+  CascadePlan plan;
+  CascadeLevel causal{"own", true, -1, {0, 3}, {0, 2}, {0, 1, 2}, {0, 1}, 3, 2};
+  CascadeLevel full{"state", false, -1, {0, 3}, {0, 3}, {0, 1, 2}, {2, 3, 4}, 3, 3};
+  plan.levels = {causal, full};
+  plan_merge(plan, 3);
+  auto q = at::randn({3, 2, 4}), k = at::randn({5, 1, 4}), v = at::randn({5, 1, 4});
+  const auto impl = reference_partial_attention(0);
+  std::vector<DeviceLevel> levels{impl->prepare(plan.levels[0], at::kCPU), impl->prepare(plan.levels[1], at::kCPU)};
+  std::vector<PartialResult> parts{(*impl)(q, k, v, levels[0]), (*impl)(q, k, v, levels[1])};
+  const auto merge = prepare_merge(plan, at::kCPU);
+  const auto clean = merge_attention(merge, parts, at::kFloat);
+  bool same = true;
+  for (float poison : {INFINITY, 0.0f, NAN, -INFINITY}) {
+    parts[0].lse.select(1, 0).fill_(poison);
+    parts[0].out.select(0, 0).fill_(poison);
+    same = same && merge_attention(merge, parts, at::kFloat).equal(clean);
+  }
+  const bool alone = clean.select(0, 0).equal(parts[1].out.select(0, 0));
+  std::printf("{\"part\":\"keyless\",\"entriesOfRow0\":%d,\"poisonIgnored\":%s,\"row0IsOtherLevel\":%s}\n", merge.begin[1] - merge.begin[0],
+              same ? "true" : "false", alone ? "true" : "false");
+}
+
+}  // namespace
+
+int main() {
+  at::manual_seed(7);
+  at::set_num_threads(1);
+  Totals t;
+  for (int tree = 0; tree < 400; ++tree) {
+    const auto tr = random_tree();
+    const int64_t n = static_cast<int64_t>(tr.compute.size());
+    if (n == 0) continue;
+    ++t.trees;
+    const std::optional<int64_t> window = uniform(0, 2) == 0 ? std::optional<int64_t>(uniform(2, 50)) : std::nullopt;
+    const double softcap = uniform(0, 3) == 0 ? 2.0 : 0.0;
+    std::vector<int64_t> slots(tr.packed.ids.size());
+    for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int64_t>(i);
+    const int64_t step_tokens = uniform(0, 1) ? n : uniform(1, n);
+    const auto steps = plan_steps(tr.packed, slots, tr.compute, step_tokens);
+    for (size_t s = 0; s < steps.size(); ++s) {
+      const auto& b = steps[s].batch;
+      ++t.steps;
+      const bool numeric = tree % 4 == 0;
+      check_layout(layout_of(b), b, window, numeric, softcap, t);
+      if (!b.output_rows.empty()) check_layout(output_layout(b), b, window, numeric, softcap, t);
+    }
+  }
+  std::printf("{\"part\":\"plans\",\"trees\":%lld,\"steps\":%lld,\"layouts\":%lld,\"mismatched\":%lld,\"emptyLevels\":%lld,\"keylessEntries\":%lld,"
+              "\"windowedLevels\":%lld,\"maxLevels\":%lld,\"compared\":%lld,\"worstReference\":%.3e,\"worstAten\":%.3e}\n",
+              (long long)t.trees, (long long)t.steps, (long long)t.layouts, (long long)t.mismatched, (long long)t.empty_levels,
+              (long long)t.keyless_entries, (long long)t.windowed_levels, (long long)t.max_levels, (long long)t.compared, t.worst_reference, t.worst_aten);
+  check_keyless_row();
+  return 0;
+}

@@ -4,6 +4,11 @@
  * reference: the embedding, weights and KV cache handled as on a device, the per-step visibility
  * mask over a cached prefix, shared question text and several states. Also the readout's
  * log-probabilities (one definition with the CUDA kernel) against the logits at each temperature.
+ *
+ * And the GPU's form of attention, the cascade (`attention: 'cascade'`, csrc/kernels/cascade/: levels
+ * merged by log-sum-exp), on the CPU over its fp32 reference: against the same float64 reference for
+ * every family (Mistral's and Gemma 3's windows bite: the tiny models' are 24 and 16 tokens; Gemma 3
+ * soft-caps), cold, cached, shared, at other block and step sizes, several states in one call.
  */
 import { Engine } from '../../src/engine/engine';
 import { tinyModelNames } from '../../src/testmodels/specs';
@@ -56,6 +61,43 @@ describe.each(tinyModelNames)('%s on the ATen kernels', (name) => {
       });
   });
 
+  test('the cascade: fp32 logits at every position, and packed questions cold, cached and in small steps, within 1e-4 of the reference', async () => {
+    const { state, labels } = texts;
+    const request = { state, questions: qs.map((tokens) => ({ tokens, labelIds: labels })) };
+    const cascade = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, attention: 'cascade', registerBoundary: 'before' });
+    const small = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, attention: 'cascade', blockSize: 5, maxStepTokens: 7 });
+    try {
+      expect(cascade.info.attention).toBe('cascade');
+      const all = await cascade.logitsAll([...state, ...qs[0]]);
+      expect(Math.max(...all.map((row, i) => maxAbsDiff(row, refs[0][i])))).toBeLessThanOrEqual(1e-4);
+      const cold = await cascade.answer(request);
+      const cached = await cascade.answer(request);
+      expect(cached.cachedTokens).toBe(state.length);
+      for (const res of [cold, cached, await small.answer(request)])
+        res.answers.forEach((a, i) => {
+          const last = refs[i][refs[i].length - 1];
+          expect(maxAbsDiff(a.labelLogits, labels.map((id) => last[id]))).toBeLessThanOrEqual(1e-4);
+        });
+    } finally {
+      await Promise.all([cascade.close(), small.close()]);
+    }
+  });
+
+  test('the cascade: two states in one call are the bits of each alone', async () => {
+    const { state, questions, labels } = texts;
+    const a = { state, questions: [{ tokens: questions[0], labelIds: labels }, { tokens: qs[2], labelIds: labels }] };
+    const b = { state: state.slice(0, 20), questions: [{ tokens: questions[1], labelIds: labels }] };
+    const fresh = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, attention: 'cascade', prefixCache: false });
+    try {
+      const [both0, both1] = await fresh.answerBatch([a, b]);
+      const alone0 = await fresh.answer(a), alone1 = await fresh.answer(b);
+      expect(both0.answers.map((x) => Array.from(x.labelLogits))).toEqual(alone0.answers.map((x) => Array.from(x.labelLogits)));
+      expect(Array.from(both1.answers[0].labelLogits)).toEqual(Array.from(alone1.answers[0].labelLogits));
+    } finally {
+      await fresh.close();
+    }
+  });
+
   test('two states in one call match each alone', async () => {
     const { state, questions, labels } = await tokenizeTexts(dir);
     const a = { state, questions: [{ tokens: questions[0], labelIds: labels }] };
@@ -87,4 +129,5 @@ test('a CUDA device on this CPU build, and unknown kernels, are refused with a c
   await expect(Engine.open({ path: dir, device: 'cuda' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('built without CUDA') });
   await expect(Engine.open({ path: dir, device: 'tpu' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('cpu or cuda') });
   await expect(Engine.open({ path: dir, kernels: 'fast' as 'aten' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('engine or aten') });
+  await expect(Engine.open({ path: dir, attention: 'flash' as 'cascade' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('kernels or cascade') });
 });

@@ -1,0 +1,60 @@
+/**
+ * The GPU fast path's parts that run on the CPU (docs/gpu.md, "Built ahead of the GPU"), with native checks linked
+ * against the engine library (test/helpers/linked-check.ts):
+ *
+ * The cascade (csrc/batch/cascade_plan.h, csrc/kernels/cascade/), with test/native/cascade_check.cpp: on 400 random
+ * segment trees (cached prefixes, shared segments, several states, steps of every size, read-outs at any token, with
+ * and without a sliding window, with and without soft-capping), the visibility each step's plan encodes is the
+ * engine's one rule element for element; no level is empty; the merged reference equals float64 attention; the ATen
+ * form equals the reference; and a row that sees no key in a level is merged without its log-sum-exp being read.
+ *
+ * The fused row kernels' arithmetic (csrc/kernels/row_kernels_math.h), with test/native/row_kernels_check.cpp: run on
+ * the host, the same bits as the engine's CPU kernels for residual add + RMSNorm, q/k norm + RoPE and SiLU/GELU-tanh
+ * gating, fp32 and bf16.
+ *
+ * The CUDA kernels themselves (the merge, the row kernels) are compiled for sm_90 by cuda.test.ts.
+ */
+import * as fs from 'fs';
+import { runLinkedCheck, scratchDir } from '../helpers/linked-check';
+
+const scratch = scratchDir();
+afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+let cascade: Record<string, any>;
+let rows: any[];
+beforeAll(async () => {
+  const [c, r] = await Promise.all([runLinkedCheck('cascade_check', scratch), runLinkedCheck('row_kernels_check', scratch)]);
+  cascade = Object.fromEntries(c.map((l) => [l.part, l]));
+  rows = r;
+}, 240_000);
+
+test('cascade: every step of 400 random segment trees sees what the visibility rule sees, each key once, no level empty', () => {
+  const p = cascade.plans;
+  expect(p.layouts).toBeGreaterThan(1500);
+  expect(p.mismatched).toBe(0);
+  expect(p.emptyLevels).toBe(0);
+  expect(p.keylessEntries).toBe(0);
+  // The window cut the state level in some of them, and some rows were in several levels.
+  expect(p.windowedLevels).toBeGreaterThan(0);
+  expect(p.maxLevels).toBeGreaterThan(2);
+});
+
+test('cascade: the merged reference equals float64 attention, and the ATen form the reference (fp32, 1e-5)', () => {
+  expect(cascade.plans.compared).toBeGreaterThan(300);
+  expect(cascade.plans.worstReference).toBeLessThanOrEqual(1e-5);
+  expect(cascade.plans.worstAten).toBeLessThanOrEqual(1e-5);
+});
+
+test('cascade: a row that sees no key in a level is merged from its other level, whatever that level left in its log-sum-exp', () => {
+  expect(cascade.keyless).toEqual({ part: 'keyless', entriesOfRow0: 1, poisonIgnored: true, row0IsOtherLevel: true });
+});
+
+test('row kernels: every fused kernel row is the bits of the CPU kernels, fp32 and bf16', () => {
+  expect(rows.map((r) => `${r.kernel}/${r.dtype}`).sort()).toEqual(
+    ['add_rms_norm', 'qk_norm_rope', 'silu_mul', 'gelu_tanh_mul'].flatMap((k) => [`${k}/bf16`, `${k}/fp32`]).sort(),
+  );
+  for (const r of rows) {
+    expect(r.compared).toBeGreaterThan(1000);
+    expect(r).toMatchObject({ differing: 0 });
+  }
+});

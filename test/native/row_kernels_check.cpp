@@ -1,0 +1,122 @@
+// The fused CUDA row kernels' arithmetic (csrc/kernels/row_kernels_math.h), run
+// here on the host, against the engine's CPU kernels (linked from the engine
+// library): RMSNorm (after a residual add), Qwen3's per-head q/k norm then
+// RoPE, and the gated MLP's silu and gelu-tanh, in fp32 and bf16, over row
+// lengths with and without a tail after the 16-lane blocks. Prints one JSON
+// line per kernel and dtype: elements compared and elements whose bits differ.
+#include <ATen/ATen.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/rowwise.h"
+#include "kernels/cpu/swiglu.h"
+#include "kernels/row_kernels_math.h"
+
+using namespace tq;
+
+namespace {
+
+// Stores an fp32 result as the CPU kernels would in `dtype`.
+at::Tensor stored(const std::vector<float>& values, at::IntArrayRef shape, at::ScalarType dtype) {
+  auto t = at::empty(shape, at::kFloat);
+  std::memcpy(t.data_ptr<float>(), values.data(), values.size() * sizeof(float));
+  return t.to(dtype);
+}
+
+int64_t differing(const at::Tensor& a, const at::Tensor& b) {
+  const auto x = a.contiguous().view({-1}), y = b.contiguous().view({-1});
+  if (x.scalar_type() == at::kBFloat16) return x.view(at::kShort).ne(y.view(at::kShort)).sum().item<int64_t>();
+  return x.view(at::kInt).ne(y.view(at::kInt)).sum().item<int64_t>();
+}
+
+void report(const char* kernel, at::ScalarType dtype, int64_t compared, int64_t differ) {
+  std::printf("{\"kernel\":\"%s\",\"dtype\":\"%s\",\"compared\":%lld,\"differing\":%lld}\n", kernel, dtype == at::kFloat ? "fp32" : "bf16",
+              (long long)compared, (long long)differ);
+}
+
+// The twin of one row's RMSNorm in fp32.
+std::vector<float> norm_row(const float* x, const float* w, int n, float eps) {
+  float lanes[rows::kNormLanes];
+  for (int l = 0; l < rows::kNormLanes; ++l) lanes[l] = rows::norm_lane_sum(x, n, l);
+  const float scale = rows::norm_scale(lanes, x, n, eps);
+  std::vector<float> y(n);
+  for (int j = 0; j < n; ++j) y[j] = rows::norm_out(x[j], scale, w[j]);
+  return y;
+}
+
+void check_add_rms_norm(at::ScalarType dtype) {
+  int64_t compared = 0, differ = 0;
+  for (int n : {8, 37, 64, 1000, 1024, 3072}) {
+    const int rows_n = 9;
+    auto residual = at::randn({rows_n, n}) * 3, addend = at::randn({rows_n, n}).to(dtype), w = at::randn({n}) + 1;
+    // The CPU: residual.add_(addend in fp32), then the engine's RMSNorm.
+    auto cpu_res = residual.clone().add_(addend.to(at::kFloat));
+    auto cpu = rms_norm(cpu_res, w, 1e-6, dtype);
+    std::vector<float> twin;
+    auto res = residual.clone();
+    auto add = addend.to(at::kFloat);
+    for (int r = 0; r < rows_n; ++r) {
+      float* x = res.data_ptr<float>() + r * n;
+      for (int j = 0; j < n; ++j) x[j] = exact::add(x[j], add.data_ptr<float>()[r * n + j]);
+      auto y = norm_row(x, w.data_ptr<float>(), n, 1e-6f);
+      twin.insert(twin.end(), y.begin(), y.end());
+    }
+    differ += differing(stored(twin, {rows_n, n}, dtype), cpu) + differing(res, cpu_res);
+    compared += 2 * rows_n * n;
+  }
+  report("add_rms_norm", dtype, compared, differ);
+}
+
+void check_qk_norm_rope(at::ScalarType dtype) {
+  int64_t compared = 0, differ = 0;
+  for (int d : {16, 32, 64, 128}) {
+    const int tokens = 7, heads = 3, max_pos = 50;
+    auto x = at::randn({tokens, heads, d}) * 2, w = at::randn({d}) + 1;
+    auto angles = at::arange(max_pos, at::kFloat).unsqueeze(1) * at::rand({d});
+    auto cos = angles.cos().contiguous(), sin = angles.sin().contiguous();
+    auto positions = at::randint(0, max_pos, {tokens}, at::kLong);
+    auto cpu = rope(rms_norm(x, w, 1e-6, at::kFloat), cos, sin, positions, dtype);
+    std::vector<float> twin;
+    for (int t = 0; t < tokens; ++t)
+      for (int h = 0; h < heads; ++h) {
+        const auto normed = norm_row(x.data_ptr<float>() + (t * heads + h) * d, w.data_ptr<float>(), d, 1e-6f);
+        const int64_t p = positions.data_ptr<int64_t>()[t];
+        for (int j = 0; j < d; ++j) twin.push_back(rows::rope_out(normed.data(), cos.data_ptr<float>() + p * d, sin.data_ptr<float>() + p * d, d, j));
+      }
+    differ += differing(stored(twin, {tokens, heads, d}, dtype), cpu);
+    compared += tokens * heads * d;
+  }
+  report("qk_norm_rope", dtype, compared, differ);
+}
+
+void check_gated(at::ScalarType dtype, bool gelu) {
+  int64_t compared = 0, differ = 0;
+  for (int64_t n : {7, 256, 1000, 3072 * 5 + 3}) {
+    // Wide enough to reach exp's clamps at both ends.
+    auto gate = (at::randn({n}) * 30).to(dtype), up = at::randn({n}).to(dtype);
+    auto cpu = gate.clone();
+    gated_mul_(cpu, up, gelu ? GateActivation::GeluTanh : GateActivation::Silu);
+    auto g = gate.to(at::kFloat), u = up.to(at::kFloat);
+    std::vector<float> twin(n);
+    for (int64_t i = 0; i < n; ++i) twin[i] = rows::gated(g.data_ptr<float>()[i], u.data_ptr<float>()[i], gelu);
+    differ += differing(stored(twin, {n}, dtype), cpu);
+    compared += n;
+  }
+  report(gelu ? "gelu_tanh_mul" : "silu_mul", dtype, compared, differ);
+}
+
+}  // namespace
+
+int main() {
+  at::manual_seed(11);
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    check_add_rms_norm(dtype);
+    check_qk_norm_rope(dtype);
+    check_gated(dtype, false);
+    check_gated(dtype, true);
+  }
+  return 0;
+}

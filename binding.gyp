@@ -9,6 +9,7 @@
         "csrc/batch/cascade_plan.cpp",
         "csrc/batch/pack_requests.cpp",
         "csrc/batch/shared_prefix.cpp",
+        "csrc/batch/step_buckets.cpp",
         "csrc/batch/step_plan.cpp",
         "csrc/batch/visibility.cpp",
         "csrc/cache/block_pool.cpp",

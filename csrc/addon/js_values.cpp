@@ -126,6 +126,7 @@ EngineOptions load_options(Napi::Env env, const Napi::Value& v) {
   if (o.Get("isa").IsString()) opts.isa = o.Get("isa").As<Napi::String>().Utf8Value();
   if (o.Get("device").IsString()) opts.device = o.Get("device").As<Napi::String>().Utf8Value();
   if (o.Get("kernels").IsString()) opts.kernels = o.Get("kernels").As<Napi::String>().Utf8Value();
+  if (o.Get("cudaGraphs").IsBoolean()) opts.cuda_graphs = o.Get("cudaGraphs").As<Napi::Boolean>().Value();
   if (o.Get("attention").IsString()) opts.attention = o.Get("attention").As<Napi::String>().Utf8Value();
   if (o.Get("quantization").IsString()) opts.quantization = o.Get("quantization").As<Napi::String>().Utf8Value();
   if (o.Get("registerBoundary").IsString()) opts.register_boundary = o.Get("registerBoundary").As<Napi::String>().Utf8Value();
@@ -150,6 +151,7 @@ Napi::Value to_js(Napi::Env env, const EngineInfo& i) {
   r.Set("threads", i.threads);
   r.Set("kernels", i.kernels);
   r.Set("attention", i.attention);
+  r.Set("cudaGraphs", i.cuda_graphs);
   r.Set("quantization", i.quantization);
   if (!i.quantized_kernels.empty()) r.Set("quantizedKernels", i.quantized_kernels);
   r.Set("weightsMs", i.weights_ms);
@@ -227,6 +229,7 @@ Napi::Value to_js(Napi::Env env, const AnswerResult& r) {
   out.Set("questionTokens", static_cast<double>(r.question_tokens));
   out.Set("cachedTokens", static_cast<double>(r.cached_tokens));
   out.Set("computedTokens", static_cast<double>(r.computed_tokens));
+  out.Set("paddingTokens", static_cast<double>(r.padding_tokens));
   out.Set("boundaryTicket", static_cast<double>(r.boundary_ticket));
   return out;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <stdexcept>
+#include <unordered_map>
 
 namespace tq {
 namespace {
@@ -13,15 +14,17 @@ struct SegmentKeys {
   int64_t position = 0;
 };
 
-std::vector<SegmentKeys> segment_keys(const at::Tensor& key_positions, const at::Tensor& key_segments) {
+// By segment id (ids are sparse: a bucketed step's padding has a large one, batch/step_buckets.h).
+using SegmentKeyMap = std::unordered_map<int64_t, SegmentKeys>;
+
+SegmentKeyMap segment_keys(const at::Tensor& key_positions, const at::Tensor& key_segments) {
   const auto pos = key_positions.contiguous(), seg = key_segments.contiguous();
   const int64_t* p = pos.data_ptr<int64_t>();
   const int64_t* s = seg.data_ptr<int64_t>();
   const int64_t n = pos.size(0);
-  std::vector<SegmentKeys> out;
+  SegmentKeyMap out;
   for (int64_t j = 0; j < n; ++j) {
-    if (s[j] >= static_cast<int64_t>(out.size())) out.resize(static_cast<size_t>(s[j] + 1));
-    auto& k = out[static_cast<size_t>(s[j])];
+    auto& k = out[s[j]];
     if (k.begin < 0) k = {static_cast<int32_t>(j), static_cast<int32_t>(j), p[j]};
     if (k.end != j || p[j] != k.position + (j - k.begin)) throw std::logic_error("plan_cascade: a segment's keys are not one run by position");
     k.end = static_cast<int32_t>(j + 1);
@@ -68,10 +71,10 @@ void end_sequence(CascadeLevel& level) {
 // The run's rows over its lineage below the state, causally: its parent's keys when the parent
 // is a shared segment, then its own up to its last row. Positions run on from parent to child,
 // so the run's rows are the sequence's last keys and bottom-right alignment is causality.
-void add_own(const Run& run, const std::vector<SegmentKeys>& keys, CascadeLevel& own) {
-  const auto& mine = keys.at(static_cast<size_t>(run.segment));
+void add_own(const Run& run, const SegmentKeyMap& keys, CascadeLevel& own) {
+  const auto& mine = keys.at(run.segment);
   if (run.parent != run.segment && run.parent != run.root) {
-    const auto& parent = keys.at(static_cast<size_t>(run.parent));
+    const auto& parent = keys.at(run.parent);
     append_range(own.k_rows, parent.begin, parent.end);
   }
   const int64_t last = run.position + run.rows - 1;
@@ -101,7 +104,7 @@ CascadePlan plan_cascade(const QueryLayout& queries, const at::Tensor& key_posit
   for (const auto& run : runs) {
     add_own(run, keys, own);
     if (run.segment == run.root) continue;
-    const auto& root = keys.at(static_cast<size_t>(run.root));
+    const auto& root = keys.at(run.root);
     const int64_t n = root.end - root.begin;  // the state's keys, positions 0 .. n - 1
     // Row i (position p0 + i) sees state keys from p0 + i - W + 1 on.
     const int64_t p0 = run.position, low = window ? p0 - *window + 1 : 0;
@@ -121,7 +124,7 @@ CascadePlan plan_cascade(const QueryLayout& queries, const at::Tensor& key_posit
     end_sequence(level);
   }
   for (const auto& [root, rows] : state_rows) {
-    const auto& k = keys.at(static_cast<size_t>(root));
+    const auto& k = keys.at(root);
     if (k.end == k.begin) continue;
     append_range(state.k_rows, k.begin, k.end);
     state.q_rows.insert(state.q_rows.end(), rows.begin(), rows.end());

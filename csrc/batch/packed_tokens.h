@@ -147,6 +147,7 @@ struct ForwardInfo {
   double state_ms = 0;
   double questions_ms = 0;
   int64_t computed_tokens = 0;  // tokens the forward pass computed (the whole call)
+  int64_t padding_tokens = 0;   // padding tokens it also computed, in bucketed steps (batch/step_buckets.h)
   std::vector<int64_t> cached_tokens;
   std::vector<int64_t> boundary_tickets;
 };

@@ -5,9 +5,11 @@ namespace tq {
 KvCache::KvCache(const KvCacheShape& shape, uint64_t identity) : shape_(shape), pool_(shape.num_blocks, shape.block_size, identity) {
   // On the CPU at::empty reserves address space; pages become resident only when written.
   auto opts = at::TensorOptions().dtype(shape.dtype).device(shape.device);
+  // num_blocks + 1: the last is the scratch block, zeroed (the others are written before they are read).
   auto blocks = [&] {
-    return at::empty({shape.num_blocks, shape.block_size, shape.kv_heads, shape.head_dim}, opts)
-        .view({shape.num_blocks * shape.block_size, shape.kv_heads, shape.head_dim});
+    auto all = at::empty({shape.num_blocks + 1, shape.block_size, shape.kv_heads, shape.head_dim}, opts);
+    all[shape.num_blocks].zero_();
+    return all.view({(shape.num_blocks + 1) * shape.block_size, shape.kv_heads, shape.head_dim});
   };
   for (int64_t l = 0; l < shape.layers; ++l) {
     k_.push_back(blocks());

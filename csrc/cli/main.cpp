@@ -2,7 +2,7 @@
 // a machine that has CUDA and a libtorch but no Node, and where the
 // microbenchmarks live (they are not in the production addon).
 //
-//   tq_cli answer --model DIR --calls FILE.json [--dtype fp32|bf16] [--device cpu|cuda] [--kernels engine|aten] [--attention kernels|cascade]
+//   tq_cli answer --model DIR --calls FILE.json [--dtype fp32|bf16] [--device cpu|cuda] [--kernels engine|aten] [--attention kernels|cascade] [--cuda-graphs on|off]
 //                 [--threads N] [--block-size N] [--max-step-tokens N] [--cache-mib N] [--gpu-memory-utilization F] [--no-prefix-cache]
 //                 [--batch-invariant on|off] [--isa avx512-bf16|avx512|avx2|portable] [--quantization none|int8|fp8] [--repeat N]
 //       FILE.json: {"calls": [[request, ...], ...]}, each call one answer_batch of requests
@@ -66,6 +66,7 @@ tq::EngineOptions engine_options(const Args& a) {
   o.device = a.get("device", o.device);
   o.kernels = a.get("kernels");
   o.attention = a.get("attention");
+  o.cuda_graphs = a.get("cuda-graphs", "off") == "on";
   o.threads = static_cast<int>(a.number("threads", 0));
   o.block_size = a.number("block-size", o.block_size);
   o.max_step_tokens = a.number("max-step-tokens", o.max_step_tokens);
@@ -81,7 +82,7 @@ tq::EngineOptions engine_options(const Args& a) {
 }
 
 json info_json(const tq::EngineInfo& i) {
-  return {{"architecture", i.architecture}, {"dtype", i.dtype},       {"kernels", i.kernels}, {"attention", i.attention},
+  return {{"architecture", i.architecture}, {"dtype", i.dtype},       {"kernels", i.kernels}, {"attention", i.attention}, {"cudaGraphs", i.cuda_graphs},
           {"batchInvariant", i.batch_invariant}, {"device", i.device.mode}, {"deviceName", i.device.name},
           {"torch", i.device.torch_version},     {"cuda", i.device.cuda_version}, {"dtypeNote", i.dtype_note},
           {"gpuMemoryBytes", i.device.total_bytes}, {"gpuFreeBytes", i.device.free_bytes},
@@ -135,7 +136,7 @@ json result_json(const tq::AnswerResult& r) {
           {"questionsMs", r.questions_ms},
           {"readoutMs", r.readout_ms},
           {"cachedTokens", r.cached_tokens},
-          {"computedTokens", r.computed_tokens}};
+          {"computedTokens", r.computed_tokens}, {"paddingTokens", r.padding_tokens}};
 }
 
 json answer(const Args& a) {

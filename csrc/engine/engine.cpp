@@ -102,7 +102,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     PagedModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
                          options.prefix_cache, options.batch_invariant, isa, device_, aten,
                          options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After, quantization,
-                         options.gpu_memory_utilization, options.buffer_shift, cascade};
+                         options.gpu_memory_utilization, options.buffer_shift, cascade, options.cuda_graphs};
     auto paged = std::make_unique<PagedModel>(options.path, o);
     info_.quantization = quantization_name(quantization);
     if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(isa);
@@ -114,6 +114,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     info_.format = "hf";
     info_.kernels = paged->kernels().name();
     info_.attention = cascade ? "cascade" : "kernels";
+    info_.cuda_graphs = options.cuda_graphs;
     // Only the engine's own CPU kernels promise it; cuBLAS and SDPA choose their reductions by shape.
     info_.batch_invariant = options.batch_invariant && !aten;
     info_.stored_dtype = paged->stored_dtype();
@@ -285,6 +286,7 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
     res.questions_ms = info.questions_ms;
     res.readout_ms = readout_ms;
     res.computed_tokens = info.computed_tokens;
+    res.padding_tokens = info.padding_tokens;
   }
   return results;
 }

@@ -42,6 +42,9 @@ struct EngineOptions {
   // ATen's masked SDPA) or "cascade" (levels merged by log-sum-exp, kernels/cascade/: the GPU's
   // form; on the CPU over a plain fp32 reference, for checking it). "" = kernels.
   std::string attention;
+  // Small steps padded to fixed shapes (batch/step_buckets.h): on CUDA for CUDA graphs; on the CPU
+  // the padded steps run eagerly, to check that padding changes no answer.
+  bool cuda_graphs = false;
   std::string register_boundary = "after";  // after | before
   std::string quantization = "none";        // none | int8 | fp8 (kernels/quantization.h)
   int64_t max_step_tokens = 2048;
@@ -87,6 +90,7 @@ struct AnswerResult {
   int64_t state_tokens = 0, question_tokens = 0;
   int64_t cached_tokens = 0;     // state tokens that came from the prefix cache
   int64_t computed_tokens = 0;   // tokens the whole call computed (a batch shares it)
+  int64_t padding_tokens = 0;    // padding tokens its bucketed steps computed besides (cudaGraphs)
   int64_t boundary_ticket = -1;  // the state's boundary awaiting register_boundary, or -1
 };
 
@@ -96,6 +100,7 @@ struct EngineInfo {
   std::string dtype_note;
   std::string kernels;  // the layers' kernels: "avx512", "avx2", "portable" (the engine's CPU kernels), "aten", or "libtorch" (TorchScript)
   std::string attention = "kernels";  // "kernels" or "cascade" (EngineOptions::attention)
+  bool cuda_graphs = false;           // EngineOptions::cuda_graphs
   std::string quantization = "none";  // of the linear layers' weights (kernels/quantization.h)
   std::string quantized_kernels;      // int8: "avx512-vnni" or "portable"
   double weights_ms = 0;              // reading (and quantizing) the weights at load

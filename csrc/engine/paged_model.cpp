@@ -6,6 +6,7 @@
 
 #include "common/errors.h"
 #include "engine/device.h"
+#include "batch/step_buckets.h"
 #include "kernels/aten/aten_layer_kernels.h"
 #include "kernels/cascade/cascade_layer_kernels.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
@@ -122,13 +123,19 @@ at::Tensor PagedModel::final_hidden(const PackedTokens& packed, ForwardInfo& inf
   auto out = at::empty({static_cast<int64_t>(packed.output_rows.size()), hidden_size()}, at::TensorOptions().dtype(at::kFloat).device(device));
   for (const auto& step : plan_steps(packed, slots, compute, options_.max_step_tokens, image_embeds)) {
     auto t0 = std::chrono::steady_clock::now();
-    auto hidden = transformer_->forward(step.batch, *cache_);
+    const double state_share = static_cast<double>(step.state_queries) / static_cast<double>(step.batch.token_ids.size(0));
+    StepBatch batch = step.batch;
+    if (options_.step_buckets)
+      if (const auto bucket = bucket_for(batch.token_ids.size(0), batch.key_slots.size(0))) {
+        info.padding_tokens += bucket->tokens - batch.token_ids.size(0);
+        pad_step(batch, *bucket, cache_->scratch_slot());
+      }
+    auto hidden = transformer_->forward(batch, *cache_);
     if (!step.output_index.empty())
       out.index_copy_(0, at::tensor(at::ArrayRef<int64_t>(step.output_index), at::TensorOptions().dtype(at::kLong)).to(device), hidden);
     synchronize(device);  // CUDA runs asynchronously: the step is done only now
     // A step holding both is attributed by token count.
     const double ms = ms_since(t0);
-    const double state_share = static_cast<double>(step.state_queries) / static_cast<double>(step.batch.token_ids.size(0));
     info.state_ms += ms * state_share;
     info.questions_ms += ms * (1 - state_share);
   }

@@ -44,6 +44,7 @@ struct PagedModelOptions {
   double gpu_memory_utilization = 0;
   int64_t buffer_shift = 0;  // the engine's CPU kernels only (kernels/shifted_layer_kernels.h)
   bool cascade_attention = false;  // attention as a cascade (kernels/cascade/cascade_layer_kernels.h)
+  bool step_buckets = false;       // small steps padded to fixed shapes (batch/step_buckets.h), for CUDA graphs
 };
 
 class PagedModel : public HiddenStateModel {

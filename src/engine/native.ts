@@ -63,6 +63,11 @@ export interface NativeLoadOptions {
    */
   attention?: 'kernels' | 'cascade';
   /**
+   * Small steps padded to fixed shapes of tokens and keys (csrc/batch/step_buckets.h), for CUDA graphs. On the CPU
+   * the padded steps run eagerly: a check that padding changes no answer bit. Default false.
+   */
+  cudaGraphs?: boolean;
+  /**
    * The highest instruction set level the engine's own CPU kernels may use (csrc/kernels/cpu/isa.h):
    * 'avx512-bf16' (bf16 GEMMs on vdpbf16ps), 'avx512', 'avx2' or 'portable'. Absent: the best this CPU
    * has, capped by the environment variable TQ_KERNELS (same names) or TQ_PORTABLE_KERNELS=1. A level
@@ -145,6 +150,8 @@ export interface NativeEngineInfo {
   kernels: string;
   /** 'kernels' or 'cascade' (NativeLoadOptions.attention). */
   attention: 'kernels' | 'cascade';
+  /** NativeLoadOptions.cudaGraphs. */
+  cudaGraphs: boolean;
   quantization: Quantization;
   /** int8: the int8 GEMM's path, 'avx512-vnni' or 'portable' (the same bits, slower). */
   quantizedKernels?: string;
@@ -195,6 +202,8 @@ export interface NativeAnswerResult {
   cachedTokens: number;
   /** Tokens the whole call computed (shared by the requests of a batch). */
   computedTokens: number;
+  /** Padding tokens its steps computed besides, padded to fixed shapes (cudaGraphs); 0 otherwise. */
+  paddingTokens: number;
   /** A state boundary waiting for registerBoundary(ticket), or -1. */
   boundaryTicket: number;
 }

@@ -92,6 +92,7 @@ export function infoRoutes(router: Router, service: Service) {
       threads: e.threads,
       kernels: e.kernels,
       attention: e.attention,
+      cuda_graphs: e.cudaGraphs,
       batch_invariant: e.batchInvariant,
       pad_unit: 1,
       pad_where: 'none',

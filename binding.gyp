@@ -28,6 +28,8 @@
         "csrc/kernels/cascade/cascade_layer_kernels.cpp",
         "csrc/kernels/cascade/flash_attention.cpp",
         "csrc/kernels/cascade/reference_attention.cpp",
+        "csrc/kernels/fused/fused_layer_kernels.cpp",
+        "csrc/kernels/fused/row_kernels_host.cpp",
         "csrc/kernels/cpu/attention.cpp",
         "csrc/kernels/cpu/bf16.cpp",
         "csrc/kernels/cpu/cpu_layer_kernels.cpp",

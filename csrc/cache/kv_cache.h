@@ -40,6 +40,9 @@ class KvCache {
   void write(int64_t layer, const at::Tensor& slots, const at::Tensor& k, const at::Tensor& v);
   at::Tensor keys(int64_t layer, const at::Tensor& slots) const;
   at::Tensor values(int64_t layer, const at::Tensor& slots) const;
+  // A layer's whole store, [slots, kv_heads, head_dim]: where a fused kernel writes (kernels/fused/).
+  at::Tensor& key_layer(int64_t layer) { return k_[layer]; }
+  at::Tensor& value_layer(int64_t layer) { return v_[layer]; }
   // A slot outside every block the pool hands out (one extra block, zeros at start): where a
   // bucketed step's padding tokens write and read their keys and values (batch/step_buckets.h).
   int64_t scratch_slot() const { return shape_.num_blocks * shape_.block_size; }

@@ -44,11 +44,11 @@ bool is_directory(const std::string& path) {
 
 // Whether the layers run on ATen's ops (kernels/aten/) rather than the engine's own CPU kernels.
 bool uses_aten_kernels(const EngineOptions& options, const at::Device& device) {
-  if (!options.kernels.empty() && options.kernels != "engine" && options.kernels != "aten")
-    throw EngineError(code::kBadRequest, "kernels must be engine or aten, got " + options.kernels);
+  if (!options.kernels.empty() && options.kernels != "engine" && options.kernels != "aten" && options.kernels != "fused")
+    throw EngineError(code::kBadRequest, "kernels must be engine, aten or fused, got " + options.kernels);
   if (options.kernels == "engine" && !device.is_cpu())
-    throw EngineError(code::kBadRequest, "the engine's own kernels run on the CPU; on " + options.device + " the kernels are aten");
-  return options.kernels == "aten" || !device.is_cpu();
+    throw EngineError(code::kBadRequest, "the engine's own kernels run on the CPU; on " + options.device + " the kernels are aten or fused");
+  return options.kernels == "aten" || options.kernels == "fused" || !device.is_cpu();
 }
 
 }  // namespace
@@ -93,7 +93,11 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
                                                std::to_string(options.gpu_memory_utilization));
     if (!options.attention.empty() && options.attention != "kernels" && options.attention != "cascade")
       throw EngineError(code::kBadRequest, "attention must be kernels or cascade, got " + options.attention);
-    const bool cascade = options.attention == "cascade";
+    // The fused forward's attention is the cascade (its GPU form: FlashAttention-2 levels).
+    const bool fused = options.kernels == "fused";
+    if (fused && options.attention == "kernels") throw EngineError(code::kBadRequest, "the fused kernels attend as a cascade: attention kernels is not theirs");
+    if (fused && quantization != Quantization::None) throw EngineError(code::kBadRequest, "the fused kernels run unquantized weights (quantization none)");
+    const bool cascade = fused || options.attention == "cascade";
     if (options.buffer_shift != 0 && aten) throw EngineError(code::kBadRequest, "bufferShift is for the engine's own CPU kernels, not aten");
     if (quantization == Quantization::Int8 && aten)
       throw EngineError(code::kBadRequest, "int8 weights run on the engine's CPU kernels only; on CUDA, fp8 is the quantization to ask for");
@@ -102,7 +106,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     PagedModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
                          options.prefix_cache, options.batch_invariant, isa, device_, aten,
                          options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After, quantization,
-                         options.gpu_memory_utilization, options.buffer_shift, cascade, options.cuda_graphs};
+                         options.gpu_memory_utilization, options.buffer_shift, cascade, options.cuda_graphs, fused};
     auto paged = std::make_unique<PagedModel>(options.path, o);
     info_.quantization = quantization_name(quantization);
     if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(isa);

@@ -9,6 +9,7 @@
 #include "batch/step_buckets.h"
 #include "kernels/aten/aten_layer_kernels.h"
 #include "kernels/cascade/cascade_layer_kernels.h"
+#include "kernels/fused/fused_layer_kernels.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
 #include "kernels/shifted_layer_kernels.h"
 
@@ -47,6 +48,7 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
   auto kernels = options.aten_kernels ? aten_layer_kernels(options.device, options.quantization)
                                       : shifted_layer_kernels(cpu_layer_kernels(options.batch_invariant, options.isa, options.dtype, options.quantization),
                                                               options.buffer_shift);
+  if (options.fused_rows) kernels = fused_layer_kernels(std::move(kernels));
   if (options.cascade_attention) kernels = cascade_layer_kernels(std::move(kernels), options.dtype);
   const auto t0 = std::chrono::steady_clock::now();
   transformer_ = std::make_unique<Transformer>(*checkpoint_, options.dtype, options.context_limit, std::move(kernels));

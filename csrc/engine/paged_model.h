@@ -45,6 +45,7 @@ struct PagedModelOptions {
   int64_t buffer_shift = 0;  // the engine's CPU kernels only (kernels/shifted_layer_kernels.h)
   bool cascade_attention = false;  // attention as a cascade (kernels/cascade/cascade_layer_kernels.h)
   bool step_buckets = false;       // small steps padded to fixed shapes (batch/step_buckets.h), for CUDA graphs
+  bool fused_rows = false;         // ATen's GEMMs with the fused row kernels (kernels/fused/); aten_kernels set too
 };
 
 class PagedModel : public HiddenStateModel {

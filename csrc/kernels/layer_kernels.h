@@ -37,6 +37,27 @@ class StepAttention {
   virtual at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const = 0;
 };
 
+// The fused forward's row ops (kernels/fused/): one launch each where the ops of LayerKernels take
+// one per link of a chain. Only the fused kernels have them: the transformer asks fused_rows().
+class FusedRowOps {
+ public:
+  virtual ~FusedRowOps() = default;
+  // residual [T, n] fp32 += addend's values (fp32 adds), then RMSNorm of the residual by weight
+  // (fp32 [n]); returns it normed, in out_dtype.
+  virtual at::Tensor add_rms_norm(at::Tensor& residual, const at::Tensor& addend, const at::Tensor& weight, double eps,
+                                  at::ScalarType out_dtype) const = 0;
+  // act(gate) * up over the halves of gate_up [T, 2n] (one GEMM's output, gate first), in its dtype.
+  virtual at::Tensor gated_mul_halves(const at::Tensor& gate_up, GateActivation act) const = 0;
+  // qkv: [T, (heads + 2 kv_heads) dim] fp32. Per head, q and k RMSNormed by q_norm and k_norm
+  // ([dim] fp32; undefined: none), turned by RoPE at rows `rope_rows` of cos and sin (undefined:
+  // none); k and v stored at `slots` of key_cache and value_cache ([slots, kv_heads, dim] in
+  // out_dtype). Returns q [T, heads, dim] in out_dtype.
+  virtual at::Tensor qk_norm_rope_store(const at::Tensor& qkv, int64_t heads, int64_t kv_heads, const at::Tensor& q_norm,
+                                        const at::Tensor& k_norm, double eps, const at::Tensor& cos, const at::Tensor& sin,
+                                        const at::Tensor& rope_rows, at::Tensor& key_cache, at::Tensor& value_cache, const at::Tensor& slots,
+                                        at::ScalarType out_dtype) const = 0;
+};
+
 class LayerKernels {
  public:
   virtual ~LayerKernels() = default;
@@ -55,6 +76,8 @@ class LayerKernels {
   virtual std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions,
                                                         const at::Tensor& key_segments, std::optional<int64_t> window,
                                                         int64_t heads, double logit_softcap = 0) const = 0;
+  // The fused row ops, where these kernels have them (kernels/fused/); null elsewhere.
+  virtual const FusedRowOps* fused_rows() const { return nullptr; }
 };
 
 }  // namespace tq

@@ -62,7 +62,11 @@ Transformer::Transformer(const Checkpoint& ckpt, at::ScalarType dtype, int64_t m
                       weight("self_attn.v_proj.weight", {kv_dim, h})},
                      qkv_bias);
     l.o = linear({weight("self_attn.o_proj.weight", {h, q_dim})}, {});
-    if (c.fused_projections) {
+    if (kernels_->fused_rows()) {
+      // One GEMM for both, its output's halves gated by one fused launch (Phi-3 stores them so).
+      if (c.fused_projections) l.gate_up = linear({weight("mlp.gate_up_proj.weight", {2 * inter, h})}, {});
+      else l.gate_up = linear({weight("mlp.gate_proj.weight", {inter, h}), weight("mlp.up_proj.weight", {inter, h})}, {});
+    } else if (c.fused_projections) {
       // Phi-3's gate_up_proj: the gate's rows, then up's.
       auto fused = weight("mlp.gate_up_proj.weight", {2 * inter, h});
       l.gate = kernels_->linear(fused.narrow(0, 0, inter), {});
@@ -97,7 +101,8 @@ Transformer::Transformer(const Checkpoint& ckpt, at::ScalarType dtype, int64_t m
 int64_t Transformer::linear_bytes() const {
   int64_t total = 0;
   for (const auto& l : layers_)
-    for (const auto* linear : {l.qkv.get(), l.o.get(), l.gate.get(), l.up.get(), l.down.get()}) total += linear->bytes();
+    for (const auto* linear : {l.qkv.get(), l.o.get(), l.gate.get(), l.up.get(), l.gate_up.get(), l.down.get()})
+      if (linear) total += linear->bytes();
   return total;
 }
 
@@ -133,6 +138,29 @@ void Transformer::add_output(const Linear& proj, const at::Tensor& in, const at:
   x.add_(norm(proj(in, at::kFloat), out_norm, at::kFloat));
 }
 
+at::Tensor Transformer::input(const at::Tensor& x, const at::Tensor& norm_weight) const {
+  return norm_weight.defined() ? norm(x, norm_weight, dtype_) : x.to(dtype_);
+}
+
+at::Tensor Transformer::add_then_input(const Linear& proj, const at::Tensor& in, const at::Tensor& out_norm, at::Tensor& x,
+                                       const at::Tensor& next_norm) const {
+  const auto* fused = kernels_->fused_rows();
+  if (fused && !out_norm.defined() && next_norm.defined()) return fused->add_rms_norm(x, proj(in, dtype_), next_norm, config_.rms_norm_eps, dtype_);
+  add_output(proj, in, out_norm, x);
+  return input(x, next_norm);
+}
+
+at::Tensor Transformer::gated(const Layer& l, const at::Tensor& h) const {
+  const auto act = config_.activation == Activation::GeluTanh ? GateActivation::GeluTanh : GateActivation::Silu;
+  if (l.gate_up) return kernels_->fused_rows()->gated_mul_halves((*l.gate_up)(h, dtype_), act);
+  auto gate = (*l.gate)(h, dtype_);
+  return kernels_->gated_mul(gate, (*l.up)(h, dtype_), act);
+}
+
+bool Transformer::fuses_qk(const Layer& l) const {
+  return kernels_->fused_rows() && config_.qk_norm != QkNorm::Whole && (!l.kind.rotary || config_.rotary_dim == config_.head_dim);
+}
+
 at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
   const auto& c = config_;
   const auto& k_ = *kernels_;
@@ -156,30 +184,41 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
   std::unique_ptr<StepAttention> attend[2];
   for (const auto& l : layers_)
     if (!attend[l.kind.sliding]) attend[l.kind.sliding] = plan(queries, l.kind.sliding);
+  // Each sublayer's input is made where the residual add before it ends (fused there, where the kernels can).
+  auto h = input(x, layers_[0].attn_in_norm);
   for (int64_t li = 0; li < n_layers; ++li) {
     const Layer& l = layers_[li];
     const int64_t t = x.size(0);
     const auto& layer_rope = l.kind.local_rope ? local_rope : rope;
-    auto qkv = (*l.qkv)(l.attn_in_norm.defined() ? norm(x, l.attn_in_norm, dtype_) : x.to(dtype_), at::kFloat);
-    auto q = qkv.slice(1, 0, q_dim), k = qkv.slice(1, q_dim, q_dim + kv_dim);
-    auto v = qkv.slice(1, q_dim + kv_dim).view({t, c.num_kv_heads, c.head_dim});
-    if (c.qk_norm == QkNorm::Whole) {
-      q = norm(q, l.q_norm, at::kFloat);
-      k = norm(k, l.k_norm, at::kFloat);
-    }
-    q = q.view({t, c.num_heads, c.head_dim});
-    k = k.view({t, c.num_kv_heads, c.head_dim});
-    if (c.qk_norm == QkNorm::PerHead) {
-      q = norm(q, l.q_norm, at::kFloat);
-      k = norm(k, l.k_norm, at::kFloat);
-    }
+    auto qkv = (*l.qkv)(h, at::kFloat);
     // A layer without RoPE (SmolLM3) keys and queries by content alone.
     auto turned = [&](const at::Tensor& y, const RopeRows& r) { return l.kind.rotary ? rotate(y, r) : y.to(dtype_).contiguous(); };
-    cache.write(li, slots, turned(k, layer_rope), v);
+    at::Tensor q, q_turned;  // q_turned: the fused launch's, already normed and turned
+    if (fuses_qk(l)) {
+      const bool norms = c.qk_norm == QkNorm::PerHead;
+      q_turned = k_.fused_rows()->qk_norm_rope_store(qkv, c.num_heads, c.num_kv_heads, norms ? l.q_norm : at::Tensor(), norms ? l.k_norm : at::Tensor(),
+                                                     c.rms_norm_eps, l.kind.rotary ? layer_rope.cos : at::Tensor(), l.kind.rotary ? layer_rope.sin : at::Tensor(),
+                                                     l.kind.rotary ? layer_rope.index : at::Tensor(), cache.key_layer(li), cache.value_layer(li), slots, dtype_);
+    } else {
+      q = qkv.slice(1, 0, q_dim);
+      auto k = qkv.slice(1, q_dim, q_dim + kv_dim);
+      auto v = qkv.slice(1, q_dim + kv_dim).view({t, c.num_kv_heads, c.head_dim});
+      if (c.qk_norm == QkNorm::Whole) {
+        q = norm(q, l.q_norm, at::kFloat);
+        k = norm(k, l.k_norm, at::kFloat);
+      }
+      q = q.view({t, c.num_heads, c.head_dim});
+      k = k.view({t, c.num_kv_heads, c.head_dim});
+      if (c.qk_norm == QkNorm::PerHead) {
+        q = norm(q, l.q_norm, at::kFloat);
+        k = norm(k, l.k_norm, at::kFloat);
+      }
+      cache.write(li, slots, turned(k, layer_rope), v);
+    }
     auto keys = cache.keys(li, key_slots), values = cache.values(li, key_slots);
     at::Tensor attn;
     if (li < n_layers - 1) {
-      attn = (*attend[l.kind.sliding])(turned(q, layer_rope), keys, values);
+      attn = (*attend[l.kind.sliding])(q_turned.defined() ? q_turned : turned(q, layer_rope), keys, values);
     } else {
       // Past the last layer's K/V only the output rows matter: the rest of
       // the layer runs for them alone.
@@ -192,13 +231,12 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
       const auto device_rows = rows.to(device);
       x = x.index_select(0, device_rows);
       const RopeRows out_rope{layer_rope.cos, layer_rope.sin, layer_rope.index.index_select(0, device_rows)};
-      attn = (*plan(out_queries, l.kind.sliding))(turned(q.index_select(0, device_rows), out_rope), keys, values);
+      const auto out_q = q_turned.defined() ? q_turned.index_select(0, device_rows) : turned(q.index_select(0, device_rows), out_rope);
+      attn = (*plan(out_queries, l.kind.sliding))(out_q, keys, values);
     }
-    add_output(*l.o, attn.view({x.size(0), q_dim}), l.attn_out_norm, x);
-    auto h2 = l.ffn_in_norm.defined() ? norm(x, l.ffn_in_norm, dtype_) : x.to(dtype_);
-    auto gated = (*l.gate)(h2, dtype_);
-    gated = k_.gated_mul(gated, (*l.up)(h2, dtype_), c.activation == Activation::GeluTanh ? GateActivation::GeluTanh : GateActivation::Silu);
-    add_output(*l.down, gated, l.ffn_out_norm, x);
+    const auto h2 = add_then_input(*l.o, attn.view({x.size(0), q_dim}), l.attn_out_norm, x, l.ffn_in_norm);
+    if (li + 1 < n_layers) h = add_then_input(*l.down, gated(l, h2), l.ffn_out_norm, x, layers_[li + 1].attn_in_norm);
+    else add_output(*l.down, gated(l, h2), l.ffn_out_norm, x);
   }
   return norm(x, final_norm_, at::kFloat);
 }

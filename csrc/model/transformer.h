@@ -43,11 +43,21 @@ class Transformer {
     at::Tensor attn_in_norm, attn_out_norm, ffn_in_norm, ffn_out_norm;
     std::unique_ptr<Linear> qkv;  // q, k, v stacked; bias only with attention_bias
     std::unique_ptr<Linear> o, gate, up, down;
+    std::unique_ptr<Linear> gate_up;  // with fused row kernels: gate and up stacked (gate, up null)
     at::Tensor q_norm, k_norm;  // undefined unless qk_norm (q_norm carries query_scale)
   };
   at::Tensor norm(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype) const;
   // x += its sublayer's output, normed first where the layer has an output norm.
   void add_output(const Linear& proj, const at::Tensor& in, const at::Tensor& out_norm, at::Tensor& x) const;
+  // add_output, then the next sublayer's input: x normed by next_norm (or x as it is, where
+  // undefined), in the compute dtype; with fused row kernels the add and the norm are one launch.
+  at::Tensor add_then_input(const Linear& proj, const at::Tensor& in, const at::Tensor& out_norm, at::Tensor& x, const at::Tensor& next_norm) const;
+  at::Tensor input(const at::Tensor& x, const at::Tensor& norm_weight) const;
+  // The gated MLP's act(gate(h)) * up(h), in the compute dtype.
+  at::Tensor gated(const Layer& l, const at::Tensor& h) const;
+  // Whether a layer's q/k norm, RoPE and K/V write can be one fused launch (kernels/fused/):
+  // per-head q/k norms or none, RoPE over the whole head or none.
+  bool fuses_qk(const Layer& l) const;
   // RoPE's tables for a step and the row of each new token in them: rows by position (with
   // longrope, the long rows for the tokens of long sequences), or with M-RoPE one row per token,
   // each frequency taken from its section's position stream.

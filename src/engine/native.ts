@@ -53,10 +53,12 @@ export interface NativeLoadOptions {
   /** Where weights, KV cache and forward pass live: 'cpu' (default), 'cuda' or 'cuda:N' (a CUDA build only). */
   device?: string;
   /**
-   * Whose ops run the layers: 'engine' (the engine's own CPU kernels, the CPU default) or 'aten' (ATen's
-   * device-generic ops: what CUDA runs; on the CPU, a check of that path). Absent: by device.
+   * Whose ops run the layers: 'engine' (the engine's own CPU kernels, the CPU default), 'aten' (ATen's
+   * device-generic ops: what CUDA runs; on the CPU, a check of that path) or 'fused' (ATen's GEMMs, the engine's
+   * fused row kernels and the cascade: the GPU's fast path, csrc/kernels/fused/; on the CPU their host forms,
+   * a check of that path). Absent: by device.
    */
-  kernels?: 'engine' | 'aten';
+  kernels?: 'engine' | 'aten' | 'fused';
   /**
    * How attention is computed: 'kernels' (default: the layer kernels' own) or 'cascade' (levels merged by
    * log-sum-exp, csrc/kernels/cascade/: the GPU's form; on the CPU over a plain fp32 reference, for checking it).

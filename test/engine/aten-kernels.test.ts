@@ -83,6 +83,28 @@ describe.each(tinyModelNames)('%s on the ATen kernels', (name) => {
     }
   });
 
+  test('the fused forward (kernels fused: row kernels, cascade): fp32 logits everywhere, and packed questions cold, cached and in small steps, within 1e-4 of the reference', async () => {
+    const { state, labels } = texts;
+    const request = { state, questions: qs.map((tokens) => ({ tokens, labelIds: labels })) };
+    const fused = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, kernels: 'fused', registerBoundary: 'before' });
+    const small = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, kernels: 'fused', blockSize: 5, maxStepTokens: 7, cudaGraphs: true });
+    try {
+      expect(fused.info).toMatchObject({ kernels: 'fused', attention: 'cascade', batchInvariant: false });
+      const all = await fused.logitsAll([...state, ...qs[0]]);
+      expect(Math.max(...all.map((row, i) => maxAbsDiff(row, refs[0][i])))).toBeLessThanOrEqual(1e-4);
+      const cold = await fused.answer(request);
+      const cached = await fused.answer(request);
+      expect(cached.cachedTokens).toBe(state.length);
+      for (const res of [cold, cached, await small.answer(request)])
+        res.answers.forEach((a, i) => {
+          const last = refs[i][refs[i].length - 1];
+          expect(maxAbsDiff(a.labelLogits, labels.map((id) => last[id]))).toBeLessThanOrEqual(1e-4);
+        });
+    } finally {
+      await Promise.all([fused.close(), small.close()]);
+    }
+  });
+
   test('the cascade: two states in one call are the bits of each alone', async () => {
     const { state, questions, labels } = texts;
     const a = { state, questions: [{ tokens: questions[0], labelIds: labels }, { tokens: qs[2], labelIds: labels }] };
@@ -128,6 +150,6 @@ test('a CUDA device on this CPU build, and unknown kernels, are refused with a c
   const dir = tinyModel('tiny-qwen3');
   await expect(Engine.open({ path: dir, device: 'cuda' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('built without CUDA') });
   await expect(Engine.open({ path: dir, device: 'tpu' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('cpu or cuda') });
-  await expect(Engine.open({ path: dir, kernels: 'fast' as 'aten' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('engine or aten') });
+  await expect(Engine.open({ path: dir, kernels: 'fast' as 'aten' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('engine, aten or fused') });
   await expect(Engine.open({ path: dir, attention: 'flash' as 'cascade' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('kernels or cascade') });
 });

@@ -90,6 +90,7 @@ export const KERNEL_ENTRY_POINTS = [
   'kernels/cpu/cpu_layer_kernels.h',
   'kernels/shifted_layer_kernels.h',
   'kernels/cascade/cascade_layer_kernels.h',
+  'kernels/fused/fused_layer_kernels.h',
   'kernels/cpu/isa.h',
   'kernels/aten/aten_layer_kernels.h',
 ];

@@ -51,6 +51,7 @@ class CascadeLayerKernels : public LayerKernels {
     return inner_->rope(x, cos, sin, positions, out_dtype);
   }
   at::Tensor gated_mul(at::Tensor& gate, const at::Tensor& up, GateActivation act) const override { return inner_->gated_mul(gate, up, act); }
+  const FusedRowOps* fused_rows() const override { return inner_->fused_rows(); }
   std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
                                                 std::optional<int64_t> window, int64_t /*heads*/, double logit_softcap) const override {
     return std::make_unique<CascadeAttention>(plan_cascade(queries, key_positions, key_segments, window),

@@ -6,6 +6,11 @@
 #include "kernels/row_kernels_math.h"
 
 namespace tq::cuda {
+
+using rows::AddRmsNormArgs;
+using rows::GatedMulArgs;
+using rows::QkNormRopeArgs;
+
 namespace {
 
 constexpr int kThreads = 128;
@@ -46,8 +51,9 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
   __shared__ float row[kMaxHeadDim];
   const int per_token = a.heads + 2 * a.kv_heads, d = a.head_dim;
   const int t = blockIdx.x / per_token, h = blockIdx.x % per_token;
-  const float* x = a.qkv + (static_cast<int64_t>(t) * per_token + h) * d;
-  const int64_t slot_row = (a.slots[t] * a.kv_heads + (h - a.heads) % a.kv_heads) * d;
+  const float* x = a.qkv + static_cast<int64_t>(t) * a.token_stride + static_cast<int64_t>(h) * d;
+  // k and v heads: their row in the cache, at the token's slot.
+  const int64_t slot_row = h < a.heads ? 0 : (a.slots[t] * a.kv_heads + (h - a.heads) % a.kv_heads) * d;
   if (h >= a.heads + a.kv_heads) {  // v: into its cache slot as it is
     for (int j = threadIdx.x; j < d; j += blockDim.x) put(a.v_cache, slot_row + j, x[j], a.out_bf16);
     return;

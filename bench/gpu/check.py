@@ -29,8 +29,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
 from ref_families import FamilyModel  # noqa: E402
 from ref_model import RefModel  # noqa: E402
+from tiny import TINY  # noqa: E402
 
-TINY = ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-olmo2", "tiny-smollm3"]
 STATE_TOKENS, QUESTIONS, QUESTION_TOKENS, LABELS = 1000, 16, 24, 8
 
 
@@ -164,8 +164,9 @@ def workloads(vocab, states):
     return state, questions, labels, many
 
 
-def ours(args, folder, state, questions, labels, many, runs):
-    base = ["--model", folder, "--device", args.device, "--dtype", "bf16"]
+def ours(args, folder, state, questions, labels, many, runs, extra=()):
+    """extra: the forward path's flags (--kernels fused)."""
+    base = ["--model", folder, "--device", args.device, "--dtype", "bf16", *extra]
     q = lambda tokens: {"tokens": tokens, "labelIds": labels}  # noqa: E731
     median_wall = lambda r, skip=1: statistics.median([w[0] for w in r["wallMs"][skip:]])  # noqa: E731
     rep = ["--repeat", str(runs + 1)]
@@ -256,6 +257,11 @@ def benchmark(args):
     state, questions, labels, many = workloads(config["vocab_size"], args.states)
     rate = matmul_rate()
     mine = ours(args, folder, state, questions, labels, many, args.runs)
+    # The fused forward (issue 43) beside the ATen one, in the same run.
+    try:
+        fused = ours(args, folder, state, questions, labels, many, args.runs, ["--kernels", "fused"])
+    except Exception as e:
+        fused = {"error": repr(e)}
     peer = transformers_peer(folder, state, questions, labels, many, args.runs)
     # Weights a token's forward multiplies by (embeddings are looked up, lm_head is read at one row per label).
     h, layers = config["hidden_size"], config["num_hidden_layers"]
@@ -272,6 +278,7 @@ def benchmark(args):
         "model": "bench-qwen3 (Qwen3-0.6B shape, random weights, bf16)",
         "matmul_tflops": rate,
         "tqserve": mine,
+        "tqserve_fused": fused,
         "transformers": peer,
         "ratios": ratios,
         "throughput_share_of_matmul_rate": best * per_token / (rate * 1e12),
@@ -297,15 +304,20 @@ def markdown(results):
     bm = results.get("benchmark")
     if bm and "error" not in bm:
         t, p, r = bm["tqserve"], bm["transformers"], bm["ratios"]
+        fu = bm.get("tqserve_fused", {"error": "not run"})
+        # The fused forward's column: its figure and its ratio to transformers, or its error.
+        fcol = lambda key, unit="ms": (f"error: {fu['error'][:80]}" if "error" in fu else  # noqa: E731
+                                       f"{fu[key]:.2f} {unit} ({p[key] / fu[key]:.2f}x)")
+        fthr = "error" if "error" in fu else f"{max(v['tokens_per_s'] for v in fu['throughput'].values()):,.0f} tok/s"
         lines += ["", f"## Benchmark: {bm['model']}", "", f"bf16 matmul rate measured: {bm['matmul_tflops']:.0f} TFLOP/s", "",
-                  "| workload | tqserve | transformers (bf16, SDPA, KV reuse) | ratio |", "|---|---|---|---|",
-                  f"| 1,000-token cold prefill to label logits | {t['cold_prefill_ms']:.2f} ms | {p['cold_prefill_ms']:.2f} ms | {r['cold_prefill']:.2f}x |",
-                  f"| 1,000-token state + 16 questions | {t['state_16_questions_ms']:.2f} ms | {p['state_16_questions_ms']:.2f} ms | {r['state_16_questions']:.2f}x |",
-                  f"| one warm question | {t['warm_question_ms']:.2f} ms | {p['warm_question_ms']:.2f} ms | {r['warm_question']:.2f}x |",
+                  "| workload | tqserve (aten) | tqserve fused (ratio) | transformers (bf16, SDPA, KV reuse) | ratio (aten) |", "|---|---|---|---|---|",
+                  f"| 1,000-token cold prefill to label logits | {t['cold_prefill_ms']:.2f} ms | {fcol('cold_prefill_ms')} | {p['cold_prefill_ms']:.2f} ms | {r['cold_prefill']:.2f}x |",
+                  f"| 1,000-token state + 16 questions | {t['state_16_questions_ms']:.2f} ms | {fcol('state_16_questions_ms')} | {p['state_16_questions_ms']:.2f} ms | {r['state_16_questions']:.2f}x |",
+                  f"| one warm question | {t['warm_question_ms']:.2f} ms | {fcol('warm_question_ms')} | {p['warm_question_ms']:.2f} ms | {r['warm_question']:.2f}x |",
                   f"| throughput, {results['states']} states x 1,001 tokens | {max(v['tokens_per_s'] for v in t['throughput'].values()):,.0f} tok/s "
-                  f"| {p['throughput_tokens_per_s']:,.0f} tok/s | {r['throughput']:.2f}x |",
+                  f"| {fthr} | {p['throughput_tokens_per_s']:,.0f} tok/s | {r['throughput']:.2f}x |",
                   f"| GPU memory taken (peak pool, without the CUDA context) | {t['memory_bytes'] / 2**30:.2f} GiB, of which KV cache "
-                  f"{t['info']['kvCacheBytes'] / 2**30:.2f} GiB (allocated whole at start) | {p['memory_bytes'] / 2**30:.2f} GiB | |",
+                  f"{t['info']['kvCacheBytes'] / 2**30:.2f} GiB (allocated whole at start) | | {p['memory_bytes'] / 2**30:.2f} GiB | |",
                   "", f"Label probabilities of the cold prefill, tqserve vs transformers: max abs diff {bm['max_abs_probability_diff_vs_transformers']:.1e}.",
                   "", f"Throughput share of the matmul rate: {100 * bm['throughput_share_of_matmul_rate']:.1f}%; readout share of engine time "
                   f"(state + 16 questions): {100 * t['readout_share']:.2f}%.", "",

@@ -3,12 +3,16 @@
 # PyTorch (its C++ headers and TorchConfig.cmake), transformers, CMake, ninja and nvcc, without Node:
 #   bash bench/gpu/run.sh OUT_DIR
 # builds the engine library and tq_cli against that torch, writes the test and bench models, and
-# runs bench/gpu/check.py: parity, invariance and the benchmark against transformers, then
+# runs bench/gpu/selfcheck.py first (issue 43: the fused forward against the ATen one, layer by layer: where
+# they first disagree), then bench/gpu/check.py: parity, invariance and the benchmark against transformers
+# (both forward paths), then
 # bench/gpu/families.py: every family's logits against transformers' own classes, then bench/gpu/fp8.py:
 # fp8 weights' fidelity, invariance and speed against bf16 (issue 31). Results go to
-# OUT_DIR/results.{json,md}, OUT_DIR/families.{json,md} and OUT_DIR/fp8.{json,md}; the build log to OUT_DIR/build.log.
+# OUT_DIR/selfcheck.{json,md}, OUT_DIR/results.{json,md}, OUT_DIR/families.{json,md} and OUT_DIR/fp8.{json,md}; the
+# build log to OUT_DIR/build.log. Last, where the server bundle was carried along (bench/gpu/bundle/, made by
+# bench/gpu/bundle.sh), bench/gpu/serve.sh: the server over HTTP (OUT_DIR/serve.{json,md}).
 # nlohmann/json: installed (nlohmann-json3-dev), or TQ_JSON_INCLUDE=<folder holding nlohmann/json.hpp>.
-# TQ_GPU_CHECKS picks the parts (default "check families fp8"), e.g. to split the run across commands of
+# TQ_GPU_CHECKS picks the parts (default "selfcheck check families fp8 serve"), e.g. to split the run across commands of
 # at most 10 minutes; the build is incremental when the build folder is still there.
 set -euo pipefail
 out=${1:?usage: bench/gpu/run.sh OUT_DIR}
@@ -30,11 +34,17 @@ if ! { cmake -S . -B "$build" -G Ninja "${flags[@]}" && cmake --build "$build" -
 fi
 echo "built in $(( $(date +%s) - start )) s"
 
-checks=" ${TQ_GPU_CHECKS:-check families fp8} "
+checks=" ${TQ_GPU_CHECKS:-selfcheck check families fp8 serve} "
 wanted() { [[ "$checks" == *" $1 "* ]]; }
 "$py" bench/gpu/make_models.py "$build/models"
+# The fused forward against the ATen one, layer by layer (issue 43): first, so a disagreement shows before the rest.
+if wanted selfcheck; then "$py" bench/gpu/selfcheck.py --cli "$build/tq_cli" --models "$build/models" --out "$out" --device "${TQ_DEVICE:-cuda}" || echo "selfcheck failed"; fi
 if wanted check; then "$py" bench/gpu/check.py --cli "$build/tq_cli" --models "$build/models" --out "$out" "${@:2}"; fi
 # Every family against transformers' own classes, on the CPU and the GPU (issue 29).
 if wanted families; then "$py" bench/gpu/families.py --cli "$build/tq_cli" --models "$build/models" --out "$out" || echo "families check failed"; fi
 # fp8 weights against bf16 in the same run (issue 31).
 if wanted fp8; then "$py" bench/gpu/fp8.py --cli "$build/tq_cli" --models "$build/models" --out "$out" || echo "fp8 check failed"; fi
+# The server on the GPU (issue 26), where the bundle came along.
+if wanted serve; then
+  if [ -d bench/gpu/bundle ]; then bash bench/gpu/serve.sh "$out" || echo "serve failed"; else echo "serve: no bench/gpu/bundle (bash bench/gpu/bundle.sh here, then carry it)"; fi
+fi

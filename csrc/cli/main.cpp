@@ -14,6 +14,10 @@
 //       the last repetition's results.
 //   tq_cli gemm --m M --k K --n N [--dtype] [--batch-invariant on|off] [--isa ...] [--quantization none|int8] [--iterations N] [--threads N]
 //       Prints {"gflops", "ms", "isa"}: the fastest of the iterations, and the level the invariant (or int8) GEMM ran at.
+//   tq_cli selfcheck --model DIR [--device] [--dtype] [--kernels fused] [--reference-kernels aten] [--reference-device D] [--bound B]
+//       Runs one request (a state, three questions, two sharing their first tokens) through two forward paths and
+//       compares their intermediate tensors layer by layer (model/transformer.h, ForwardTrace): prints each tensor's
+//       largest difference relative to its scale, and the first beyond the bound (fp32 1e-4, bf16 5e-2 by default).
 //   tq_cli readout --model DIR [--dtype] [--device] [--labels N] [--iterations N]
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
@@ -27,6 +31,7 @@
 #include <string_view>
 
 #include "cli/microbench.h"
+#include "model/transformer.h"
 #include "common/errors.h"
 #include "engine/engine.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
@@ -185,6 +190,55 @@ json gemm(const Args& a) {
           {"isa", int8 ? tq::int8_kernel_name(isa) : tq::isa_name(tq::invariant_gemm::level_for(isa, dtype == at::kBFloat16))}};
 }
 
+json selfcheck(const Args& a) {
+  auto options = engine_options(a);
+  options.prefix_cache = false;
+  auto reference_options = options;
+  options.kernels = a.get("kernels", "fused");
+  reference_options.kernels = a.get("reference-kernels", "aten");
+  reference_options.device = a.get("reference-device", options.device);
+  tq::Engine reference(reference_options), candidate(options);
+  const int64_t vocab = reference.info().vocab_size;
+  auto ids = [&](int64_t n, int64_t seed) {
+    std::vector<int64_t> v;
+    for (int64_t i = 0; i < n; ++i) v.push_back(3 + (seed * 7919 + i * 104729) % (vocab - 3));
+    return v;
+  };
+  tq::AnswerRequest request;
+  request.state = ids(40, 1);
+  const auto labels = ids(4, 2);
+  auto shared = ids(3, 3), q1 = ids(5, 4), q2 = ids(6, 5);
+  auto with = [](std::vector<int64_t> a, const std::vector<int64_t>& b) { a.insert(a.end(), b.begin(), b.end()); return a; };
+  for (const auto& tokens : {with(shared, q1), with(shared, q2), ids(7, 6)}) request.questions.push_back({tokens, labels});
+  tq::ForwardTrace ref_trace, trace;
+  reference.trace_forward(&ref_trace);
+  candidate.trace_forward(&trace);
+  const auto expected = reference.answer_batch({request}), got = candidate.answer_batch({request});
+  const double bound = a.has("bound") ? std::stod(a.values.at("bound")) : (options.dtype == "bf16" ? 5e-2 : 1e-4);
+  json tensors = json::array(), first = nullptr;
+  for (size_t i = 0; i < std::min(ref_trace.tensors.size(), trace.tensors.size()); ++i) {
+    const auto& [name, r] = ref_trace.tensors[i];
+    const auto& t = trace.tensors[i].second;
+    json row{{"name", name}, {"other", trace.tensors[i].first}};
+    if (r.sizes() != t.sizes()) {
+      row["error"] = "shapes differ";
+    } else {
+      const double diff = (r - t).abs().max().item<double>(), scale = std::max(1.0, r.abs().max().item<double>());
+      row["maxAbsDiff"] = diff;
+      row["relative"] = diff / scale;
+    }
+    if (first.is_null() && (row.contains("error") || row["relative"].get<double>() > bound)) first = row;
+    tensors.push_back(row);
+  }
+  double logits = 0;
+  for (size_t q = 0; q < expected[0].answers.size(); ++q)
+    for (size_t l = 0; l < labels.size(); ++l)
+      logits = std::max(logits, static_cast<double>(std::abs(expected[0].answers[q].label_logits[l] - got[0].answers[q].label_logits[l])));
+  return {{"reference", info_json(reference.info())}, {"candidate", info_json(candidate.info())}, {"bound", bound},
+          {"tensorsCompared", tensors.size()}, {"sameTensorCount", ref_trace.tensors.size() == trace.tensors.size()},
+          {"firstBeyondBound", first}, {"labelLogitsMaxDiff", logits}, {"tensors", tensors}};
+}
+
 json readout(const Args& a) {
   tq::Engine engine(engine_options(a));
   const auto r = tq::measure_readout(engine.model().lm_head(), a.number("labels", 8), static_cast<int>(a.number("iterations", 20)));
@@ -200,7 +254,8 @@ int main(int argc, char** argv) {
     if (args.command == "answer") out = answer(args);
     else if (args.command == "gemm") out = gemm(args);
     else if (args.command == "readout") out = readout(args);
-    else throw tq::EngineError(tq::code::kBadRequest, "unknown command " + args.command + " (answer, gemm, readout)");
+    else if (args.command == "selfcheck") out = selfcheck(args);
+    else throw tq::EngineError(tq::code::kBadRequest, "unknown command " + args.command + " (answer, gemm, readout, selfcheck)");
     std::cout << out.dump() << std::endl;
     return 0;
   } catch (const tq::EngineError& e) {

@@ -340,4 +340,10 @@ at::Tensor Engine::logits_all(const std::vector<int64_t>& state, const std::vect
   return full_logits(model_->final_hidden(packed, info), model_->lm_head(), model_->final_logit_softcap()).cpu().contiguous();
 }
 
+void Engine::trace_forward(ForwardTrace* trace) {
+  auto* paged = dynamic_cast<PagedModel*>(model_.get());
+  if (!paged) throw EngineError(code::kBadRequest, "a forward trace needs an HF checkpoint (TorchScript models run whole)");
+  paged->trace_into(trace);
+}
+
 }  // namespace tq

@@ -17,6 +17,8 @@
 
 namespace tq {
 
+struct ForwardTrace;  // model/transformer.h
+
 struct EngineOptions {
   std::string path;             // HF checkpoint folder, or a TorchScript .pt file
   std::string dtype = "fp32";   // fp32 | bf16
@@ -141,6 +143,8 @@ class Engine {
   MemoryStats memory_stats() const;
   const EngineInfo& info() const { return info_; }
   const HiddenStateModel& model() const { return *model_; }
+  // Records the next forward passes' intermediate tensors (an HF checkpoint's; tq_cli selfcheck).
+  void trace_forward(ForwardTrace* trace);
 
  private:
   void check_tokens(const std::vector<int64_t>& ids, const std::string& what) const;

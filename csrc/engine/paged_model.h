@@ -64,6 +64,7 @@ class PagedModel : public HiddenStateModel {
   bool register_boundary(int64_t ticket) override;
   const KvCache& cache() const { return *cache_; }
   const LayerKernels& kernels() const { return transformer_->kernels(); }
+  void trace_into(ForwardTrace* trace) { transformer_->trace_into(trace); }
   const PagedModelOptions& options() const { return options_; }
   // What sized the KV cache: "mib", "tokens", "gpu-memory" or "context" (twice the context limit).
   const std::string& cache_sized_by() const { return cache_sized_by_; }

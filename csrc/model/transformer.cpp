@@ -138,6 +138,10 @@ void Transformer::add_output(const Linear& proj, const at::Tensor& in, const at:
   x.add_(norm(proj(in, at::kFloat), out_norm, at::kFloat));
 }
 
+void Transformer::record(int64_t layer, const char* what, const at::Tensor& t) const {
+  if (trace_) trace_->tensors.emplace_back("layer " + std::to_string(layer) + " " + what, t.detach().to(at::kCPU, at::kFloat).clone());
+}
+
 at::Tensor Transformer::input(const at::Tensor& x, const at::Tensor& norm_weight) const {
   return norm_weight.defined() ? norm(x, norm_weight, dtype_) : x.to(dtype_);
 }
@@ -215,10 +219,15 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
       }
       cache.write(li, slots, turned(k, layer_rope), v);
     }
+    record(li, "input", h);
     auto keys = cache.keys(li, key_slots), values = cache.values(li, key_slots);
+    record(li, "keys", keys);
+    record(li, "values", values);
     at::Tensor attn;
     if (li < n_layers - 1) {
-      attn = (*attend[l.kind.sliding])(q_turned.defined() ? q_turned : turned(q, layer_rope), keys, values);
+      const auto q_in = q_turned.defined() ? q_turned : turned(q, layer_rope);
+      record(li, "query", q_in);
+      attn = (*attend[l.kind.sliding])(q_in, keys, values);
     } else {
       // Past the last layer's K/V only the output rows matter: the rest of
       // the layer runs for them alone.
@@ -232,11 +241,15 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
       x = x.index_select(0, device_rows);
       const RopeRows out_rope{layer_rope.cos, layer_rope.sin, layer_rope.index.index_select(0, device_rows)};
       const auto out_q = q_turned.defined() ? q_turned.index_select(0, device_rows) : turned(q.index_select(0, device_rows), out_rope);
+      record(li, "query", out_q);
       attn = (*plan(out_queries, l.kind.sliding))(out_q, keys, values);
     }
+    record(li, "attention", attn);
     const auto h2 = add_then_input(*l.o, attn.view({x.size(0), q_dim}), l.attn_out_norm, x, l.ffn_in_norm);
+    record(li, "mlp input", h2);
     if (li + 1 < n_layers) h = add_then_input(*l.down, gated(l, h2), l.ffn_out_norm, x, layers_[li + 1].attn_in_norm);
     else add_output(*l.down, gated(l, h2), l.ffn_out_norm, x);
+    record(li, "residual", x);
   }
   return norm(x, final_norm_, at::kFloat);
 }

@@ -22,6 +22,12 @@
 
 namespace tq {
 
+// Named intermediate tensors of forward passes, each copied to the host in fp32: what the GPU
+// self-check compares between two forward paths layer by layer (tq_cli selfcheck).
+struct ForwardTrace {
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+};
+
 class Transformer {
  public:
   // Weights are prepared by `kernels` and live on its device.
@@ -35,6 +41,8 @@ class Transformer {
   // Writes the step's keys and values into the cache (on the kernels' device) and returns
   // the final (normed) hidden states of the output rows, [R, hidden] fp32 on that device.
   at::Tensor forward(const StepBatch& step, KvCache& cache) const;
+  // Records the intermediate tensors of the following forward passes into `trace` (null: stop).
+  void trace_into(ForwardTrace* trace) { trace_ = trace; }
 
  private:
   struct Layer {
@@ -75,6 +83,8 @@ class Transformer {
   RotaryTables rope_, local_rope_;  // local: Gemma 3's sliding layers' (undefined otherwise)
   at::Tensor mrope_stream_;  // M-RoPE: [head_dim] int64, the position stream (t 0, h 1, w 2) of each column
   std::vector<Layer> layers_;
+  ForwardTrace* trace_ = nullptr;
+  void record(int64_t layer, const char* what, const at::Tensor& t) const;
 };
 
 }  // namespace tq

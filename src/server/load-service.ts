@@ -40,6 +40,7 @@ export async function loadService(flags: Flags, logger: Logger, died: (role: Eng
     batchInvariant: flags['batch-invariant'] === 'on',
     quantization: flags.quantization,
     attention: flags.attention,
+    ...(flags['cuda-forward'] === 'fused' ? { kernels: 'fused' as const } : {}),
     cudaGraphs: flags['cuda-graphs'] === 'on',
     device: flags.device,
     registerBoundary: flags['register-boundary'],

@@ -1,0 +1,66 @@
+"""The GPU check's first part (issue 43): for every tiny family, in fp32 and bf16, the fused forward
+(`--kernels fused`: the engine's row kernels, the cascade over FlashAttention-2 / the memory-efficient
+kernel, the merge kernel) against the ATen one (`--kernels aten`, the verified path) layer by layer, with
+`tq_cli selfcheck`: the first layer and tensor where they differ beyond the bound (relative to the tensor's
+scale: fp32 1e-4, bf16 5e-2), so that a disagreement is found where it starts. Then the fused forward on
+the GPU against the fused forward on the CPU (their host forms: the same arithmetic), label logits only.
+
+    python3 bench/gpu/selfcheck.py --cli build-gpu/tq_cli --models build-gpu/models --out OUT [--device cuda]
+
+Writes OUT/selfcheck.json and OUT/selfcheck.md. Runs without a GPU too (--device cpu), as CI runs its core."""
+import argparse
+import json
+import os
+import subprocess
+
+from tiny import TINY
+
+
+def run(args, *extra):
+    done = subprocess.run([args.cli, "selfcheck", *extra], capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip()[-2000:]}
+    return json.loads(done.stdout)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cli", required=True)
+    parser.add_argument("--models", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--device", default="cuda")
+    args = parser.parse_args()
+    results = {}
+    for name in TINY:
+        folder = os.path.join(args.models, name)
+        for dtype in ["fp32", "bf16"]:
+            key = f"{name} {dtype}"
+            r = run(args, "--model", folder, "--device", args.device, "--dtype", dtype)
+            if "error" not in r:
+                r["tensors"] = [t for t in r["tensors"] if t.get("relative", 0) > r["bound"] / 10 or "error" in t][:20]
+            if args.device != "cpu" and "error" not in r:
+                # The fused forward on the GPU against its host form on the CPU.
+                r["gpu_vs_cpu"] = run(args, "--model", folder, "--device", args.device, "--dtype", dtype, "--reference-kernels", "fused",
+                                   "--reference-device", "cpu")
+                r["gpu_vs_cpu"] = {k: r["gpu_vs_cpu"].get(k) for k in ["labelLogitsMaxDiff", "firstBeyondBound", "error"]}
+            results[key] = r
+            print(key, "error" if "error" in r else (r["firstBeyondBound"] or {}).get("name", "all within bound"), flush=True)
+    lines = ["# Self-check: the fused forward against the ATen forward, layer by layer", "",
+             f"Device: {args.device}. Bound: the largest difference relative to the tensor's scale (fp32 1e-4, bf16 5e-2).", "",
+             "| model | tensors | first beyond the bound | label logits max diff |", "|---|---|---|---|"]
+    for key, r in results.items():
+        if "error" in r:
+            lines.append(f"| {key} | error: {r['error'][:300]} | | |")
+            continue
+        first = r["firstBeyondBound"]
+        where = "none" if first is None else f"{first['name']} ({first.get('relative', first.get('error'))})"
+        lines.append(f"| {key} | {r['tensorsCompared']} | {where} | {r['labelLogitsMaxDiff']:.2e} |")
+    with open(os.path.join(args.out, "selfcheck.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    with open(os.path.join(args.out, "selfcheck.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,2 @@
+"""The tiny test families every part of the GPU check runs (make_models.py writes them)."""
+TINY = ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-olmo2", "tiny-smollm3"]

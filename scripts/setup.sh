@@ -21,3 +21,7 @@ fi
 # optional, CUDA and Vulkan builds included; the CPU one is a direct devDependency. sharp does the
 # same: its linux-x64 binaries (@img/sharp-linux-x64, @img/sharp-libvips-linux-x64) are direct dependencies.
 npm ci --omit=optional --no-audit --no-fund
+
+# The alternative build (binding.gyp, node-gyp) once, here: test/project/binding-gyp.test.ts checks it while the
+# sources are unchanged (scripts/gyp-build.js).
+node scripts/gyp-build.js > /dev/null

@@ -165,11 +165,49 @@ bool Transformer::fuses_qk(const Layer& l) const {
   return kernels_->fused_rows() && config_.qk_norm != QkNorm::Whole && (!l.kind.rotary || config_.rotary_dim == config_.head_dim);
 }
 
+at::Tensor Transformer::turn(const Layer& l, const at::Tensor& y, const RopeRows& rope) const {
+  // A layer without RoPE (SmolLM3) keys and queries by content alone.
+  return l.kind.rotary ? rotate(y, rope) : y.to(dtype_).contiguous();
+}
+
+Transformer::Queries Transformer::project(const Layer& l, int64_t li, const at::Tensor& qkv, const RopeRows& rope, const at::Tensor& slots,
+                                          KvCache& cache) const {
+  const auto& c = config_;
+  if (fuses_qk(l)) {
+    const bool norms = c.qk_norm == QkNorm::PerHead;
+    const at::Tensor none;
+    return {{}, kernels_->fused_rows()->qk_norm_rope_store(qkv, c.num_heads, c.num_kv_heads, norms ? l.q_norm : none, norms ? l.k_norm : none,
+                                                           c.rms_norm_eps, l.kind.rotary ? rope.cos : none, l.kind.rotary ? rope.sin : none,
+                                                           l.kind.rotary ? rope.index : none, cache.key_layer(li), cache.value_layer(li), slots, dtype_)};
+  }
+  const int64_t t = qkv.size(0), q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  auto q = qkv.slice(1, 0, q_dim), k = qkv.slice(1, q_dim, q_dim + kv_dim);
+  auto v = qkv.slice(1, q_dim + kv_dim).view({t, c.num_kv_heads, c.head_dim});
+  if (c.qk_norm == QkNorm::Whole) {
+    q = norm(q, l.q_norm, at::kFloat);
+    k = norm(k, l.k_norm, at::kFloat);
+  }
+  q = q.view({t, c.num_heads, c.head_dim});
+  k = k.view({t, c.num_kv_heads, c.head_dim});
+  if (c.qk_norm == QkNorm::PerHead) {
+    q = norm(q, l.q_norm, at::kFloat);
+    k = norm(k, l.k_norm, at::kFloat);
+  }
+  cache.write(li, slots, turn(l, k, rope), v);
+  return {q, {}};
+}
+
+at::Tensor Transformer::query_rows(const Layer& l, const Queries& q, const RopeRows& rope, const at::Tensor& rows) const {
+  if (!rows.defined()) return q.turned.defined() ? q.turned : turn(l, q.raw, rope);
+  if (q.turned.defined()) return q.turned.index_select(0, rows);
+  return turn(l, q.raw.index_select(0, rows), {rope.cos, rope.sin, rope.index.index_select(0, rows)});
+}
+
 at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
   const auto& c = config_;
   const auto& k_ = *kernels_;
   const int64_t n_layers = static_cast<int64_t>(layers_.size());
-  const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  const int64_t q_dim = c.num_heads * c.head_dim;
   // The step's indices on the device, moved once (the plan is built on the CPU).
   const auto device = k_.device();
   const auto positions = step.positions.to(device), slots = step.slots.to(device), key_slots = step.key_slots.to(device);
@@ -192,40 +230,15 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
   auto h = input(x, layers_[0].attn_in_norm);
   for (int64_t li = 0; li < n_layers; ++li) {
     const Layer& l = layers_[li];
-    const int64_t t = x.size(0);
     const auto& layer_rope = l.kind.local_rope ? local_rope : rope;
-    auto qkv = (*l.qkv)(h, at::kFloat);
-    // A layer without RoPE (SmolLM3) keys and queries by content alone.
-    auto turned = [&](const at::Tensor& y, const RopeRows& r) { return l.kind.rotary ? rotate(y, r) : y.to(dtype_).contiguous(); };
-    at::Tensor q, q_turned;  // q_turned: the fused launch's, already normed and turned
-    if (fuses_qk(l)) {
-      const bool norms = c.qk_norm == QkNorm::PerHead;
-      q_turned = k_.fused_rows()->qk_norm_rope_store(qkv, c.num_heads, c.num_kv_heads, norms ? l.q_norm : at::Tensor(), norms ? l.k_norm : at::Tensor(),
-                                                     c.rms_norm_eps, l.kind.rotary ? layer_rope.cos : at::Tensor(), l.kind.rotary ? layer_rope.sin : at::Tensor(),
-                                                     l.kind.rotary ? layer_rope.index : at::Tensor(), cache.key_layer(li), cache.value_layer(li), slots, dtype_);
-    } else {
-      q = qkv.slice(1, 0, q_dim);
-      auto k = qkv.slice(1, q_dim, q_dim + kv_dim);
-      auto v = qkv.slice(1, q_dim + kv_dim).view({t, c.num_kv_heads, c.head_dim});
-      if (c.qk_norm == QkNorm::Whole) {
-        q = norm(q, l.q_norm, at::kFloat);
-        k = norm(k, l.k_norm, at::kFloat);
-      }
-      q = q.view({t, c.num_heads, c.head_dim});
-      k = k.view({t, c.num_kv_heads, c.head_dim});
-      if (c.qk_norm == QkNorm::PerHead) {
-        q = norm(q, l.q_norm, at::kFloat);
-        k = norm(k, l.k_norm, at::kFloat);
-      }
-      cache.write(li, slots, turned(k, layer_rope), v);
-    }
+    const auto q = project(l, li, (*l.qkv)(h, at::kFloat), layer_rope, slots, cache);
     record(li, "input", h);
     auto keys = cache.keys(li, key_slots), values = cache.values(li, key_slots);
     record(li, "keys", keys);
     record(li, "values", values);
     at::Tensor attn;
     if (li < n_layers - 1) {
-      const auto q_in = q_turned.defined() ? q_turned : turned(q, layer_rope);
+      const auto q_in = query_rows(l, q, layer_rope, {});
       record(li, "query", q_in);
       attn = (*attend[l.kind.sliding])(q_in, keys, values);
     } else {
@@ -239,8 +252,7 @@ at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
                               step.roots.index_select(0, rows), key_end};
       const auto device_rows = rows.to(device);
       x = x.index_select(0, device_rows);
-      const RopeRows out_rope{layer_rope.cos, layer_rope.sin, layer_rope.index.index_select(0, device_rows)};
-      const auto out_q = q_turned.defined() ? q_turned.index_select(0, device_rows) : turned(q.index_select(0, device_rows), out_rope);
+      const auto out_q = query_rows(l, q, layer_rope, device_rows);
       record(li, "query", out_q);
       attn = (*plan(out_queries, l.kind.sliding))(out_q, keys, values);
     }

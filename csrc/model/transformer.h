@@ -75,6 +75,17 @@ class Transformer {
   RopeRows rope_rows(const StepBatch& step, const at::Tensor& positions, const RotaryTables& tables) const;
   // RoPE over the first rotary_dim dims of each head of x [T, heads, head_dim] fp32; the rest pass.
   at::Tensor rotate(const at::Tensor& x, const RopeRows& rope) const;
+  // y [T, heads, head_dim] fp32 turned by RoPE where the layer has it, in the compute dtype.
+  at::Tensor turn(const Layer& l, const at::Tensor& y, const RopeRows& rope) const;
+  // A layer's queries, from its qkv projection [T, (heads + 2 kv_heads) head_dim] fp32, its keys
+  // and values written into the cache at `slots` on the way: q/k norms and RoPE, one fused launch
+  // where the kernels can (then `turned`), else the separate ops (then `raw`, not yet turned).
+  struct Queries {
+    at::Tensor raw, turned;
+  };
+  Queries project(const Layer& l, int64_t li, const at::Tensor& qkv, const RopeRows& rope, const at::Tensor& slots, KvCache& cache) const;
+  // The queries' rows `rows` (all where undefined), turned.
+  at::Tensor query_rows(const Layer& l, const Queries& q, const RopeRows& rope, const at::Tensor& rows) const;
 
   ModelConfig config_;
   at::ScalarType dtype_;

@@ -11,6 +11,7 @@
  * soft-caps), cold, cached, shared, at other block and step sizes, several states in one call.
  */
 import { Engine } from '../../src/engine/engine';
+import { NativeLoadOptions } from '../../src/engine/native';
 import { tinyModelNames } from '../../src/testmodels/specs';
 import { tinyModel } from '../helpers/models';
 import { logSoftmax, maxAbsDiff, referenceLogits } from '../helpers/reference';
@@ -61,17 +62,21 @@ describe.each(tinyModelNames)('%s on the ATen kernels', (name) => {
       });
   });
 
-  test('the cascade: fp32 logits at every position, and packed questions cold, cached and in small steps, within 1e-4 of the reference', async () => {
+  /**
+   * An engine with `options` (and another in steps of 7 tokens over blocks of 5), checked: its info, fp32 logits at
+   * every position, and the packed questions cold, cached and in small steps within 1e-4 of the reference.
+   */
+  async function expectReference(options: Partial<NativeLoadOptions>, info: Record<string, unknown>) {
     const { state, labels } = texts;
     const request = { state, questions: qs.map((tokens) => ({ tokens, labelIds: labels })) };
-    const cascade = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, attention: 'cascade', registerBoundary: 'before' });
-    const small = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, attention: 'cascade', blockSize: 5, maxStepTokens: 7 });
+    const engine = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, registerBoundary: 'before', ...options });
+    const small = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, blockSize: 5, maxStepTokens: 7, ...options });
     try {
-      expect(cascade.info.attention).toBe('cascade');
-      const all = await cascade.logitsAll([...state, ...qs[0]]);
+      expect(engine.info).toMatchObject(info);
+      const all = await engine.logitsAll([...state, ...qs[0]]);
       expect(Math.max(...all.map((row, i) => maxAbsDiff(row, refs[0][i])))).toBeLessThanOrEqual(1e-4);
-      const cold = await cascade.answer(request);
-      const cached = await cascade.answer(request);
+      const cold = await engine.answer(request);
+      const cached = await engine.answer(request);
       expect(cached.cachedTokens).toBe(state.length);
       for (const res of [cold, cached, await small.answer(request)])
         res.answers.forEach((a, i) => {
@@ -79,31 +84,15 @@ describe.each(tinyModelNames)('%s on the ATen kernels', (name) => {
           expect(maxAbsDiff(a.labelLogits, labels.map((id) => last[id]))).toBeLessThanOrEqual(1e-4);
         });
     } finally {
-      await Promise.all([cascade.close(), small.close()]);
+      await Promise.all([engine.close(), small.close()]);
     }
-  });
+  }
 
-  test('the fused forward (kernels fused: row kernels, cascade): fp32 logits everywhere, and packed questions cold, cached and in small steps, within 1e-4 of the reference', async () => {
-    const { state, labels } = texts;
-    const request = { state, questions: qs.map((tokens) => ({ tokens, labelIds: labels })) };
-    const fused = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, kernels: 'fused', registerBoundary: 'before' });
-    const small = await Engine.open({ path: dir, dtype: 'fp32', threads: 2, kernels: 'fused', blockSize: 5, maxStepTokens: 7, cudaGraphs: true });
-    try {
-      expect(fused.info).toMatchObject({ kernels: 'fused', attention: 'cascade', batchInvariant: false });
-      const all = await fused.logitsAll([...state, ...qs[0]]);
-      expect(Math.max(...all.map((row, i) => maxAbsDiff(row, refs[0][i])))).toBeLessThanOrEqual(1e-4);
-      const cold = await fused.answer(request);
-      const cached = await fused.answer(request);
-      expect(cached.cachedTokens).toBe(state.length);
-      for (const res of [cold, cached, await small.answer(request)])
-        res.answers.forEach((a, i) => {
-          const last = refs[i][refs[i].length - 1];
-          expect(maxAbsDiff(a.labelLogits, labels.map((id) => last[id]))).toBeLessThanOrEqual(1e-4);
-        });
-    } finally {
-      await Promise.all([fused.close(), small.close()]);
-    }
-  });
+  test('the cascade: fp32 logits at every position, and packed questions cold, cached and in small steps, within 1e-4 of the reference', () =>
+    expectReference({ attention: 'cascade' }, { attention: 'cascade' }));
+
+  test('the fused forward (row kernels, cascade), also in padded steps: within 1e-4 of the reference', () =>
+    expectReference({ kernels: 'fused', cudaGraphs: true }, { kernels: 'fused', attention: 'cascade', batchInvariant: false, cudaGraphs: true }));
 
   test('the cascade: two states in one call are the bits of each alone', async () => {
     const { state, questions, labels } = texts;

@@ -71,6 +71,16 @@ test('the sources with CUDA or oneDNN branches compile as a CUDA build (TQ_CUDA=
   fs.writeFileSync(path.join(generated, 'c10', 'cuda', 'impl', 'cuda_cmake_macros.h'), '#define C10_CUDA_BUILD_SHARED_LIBS\n');
   const sources = execFileSync('grep', ['-rl', '--include=*.cpp', '-e', 'TQ_CUDA', '-e', 'TQ_ONEDNN', csrc], { encoding: 'utf8' }).trim().split('\n');
   expect(sources.length).toBeGreaterThanOrEqual(4);
-  const flags = ['-std=gnu++17', '-fsyntax-only', '-Werror', '-Wall', `-I${csrc}`, '-I/usr/include/torch/csrc/api/include', `-I${cudaInclude}`, `-I${generated}`, '-DTQ_CUDA=1', '-DTQ_ONEDNN=0'];
-  await runAll(sources.map((file): [string, string[]] => ['g++', [...flags, file]]));
+  const flags = ['-std=gnu++17', '-Werror', '-Wall', `-I${csrc}`, '-I/usr/include/torch/csrc/api/include', `-I${cudaInclude}`, `-I${generated}`, '-DTQ_CUDA=1', '-DTQ_ONEDNN=0'];
+  // ATen's headers precompiled once with the same flags and included first in every source: each check then reads
+  // them in about a second instead of parsing them again (53 s -> 20 s for 11 sources on 2 cores).
+  // The forced include names a link to the header with the .gch beside it; the sources' own `#include <ATen/ATen.h>`
+  // then finds the header already read (#pragma once).
+  const pch = path.join(scratch, 'pch');
+  fs.mkdirSync(pch, { recursive: true });
+  fs.symlinkSync('/usr/include/ATen/ATen.h', path.join(pch, 'ATen.h'));
+  // (Not -Werror there: GCC warns of the header's own `#pragma once` when it is the file compiled.)
+  const pchFlags = flags.filter((f) => f !== '-Werror');
+  await runAll([['g++', [...pchFlags, '-x', 'c++-header', '/usr/include/ATen/ATen.h', '-o', path.join(pch, 'ATen.h.gch')]]]);
+  await runAll(sources.map((file): [string, string[]] => ['g++', ['-include', path.join(pch, 'ATen.h'), '-Winvalid-pch', '-fsyntax-only', ...flags, file]]));
 }, 300_000);

@@ -8,9 +8,9 @@
 // keys), shared by every layer. It is right whatever the step holds: a cached
 // prefix, several states, shared question text. SDPA's is_causal would not be
 // (it aligns the causal triangle top-left, which is wrong once queries follow
-// a cached prefix). FlashAttention-2 varlen or cascade attention over the
-// gathered blocks would skip the masked work; they are the next step, to be
-// chosen by the GPU check's measurements (docs/gpu.md).
+// a cached prefix). The cascade (kernels/cascade/: FlashAttention-2 varlen
+// levels merged by log-sum-exp) skips the masked work; it is built, and to be
+// measured against this path by the GPU check (docs/gpu.md).
 #pragma once
 #include "kernels/layer_kernels.h"
 #include "kernels/quantization.h"

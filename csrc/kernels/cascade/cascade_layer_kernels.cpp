@@ -1,5 +1,6 @@
 #include "kernels/cascade/cascade_layer_kernels.h"
 
+#include <stdexcept>
 #include <vector>
 
 #include "batch/cascade_plan.h"
@@ -14,7 +15,12 @@ namespace {
 std::unique_ptr<PartialAttention> partial_attention_for(at::Device device, at::ScalarType dtype, double softcap) {
   if (device.is_cpu()) return reference_partial_attention(softcap);
   if (softcap > 0) return aten_partial_attention(softcap);
+#if TQ_CUDA
   return flash_partial_attention(dtype);
+#else
+  (void)dtype;
+  throw std::invalid_argument("a cascade off the CPU needs a CUDA build");
+#endif
 }
 
 // A step's cascade: the plan, each level's arrays and the merge's on the device, made once.

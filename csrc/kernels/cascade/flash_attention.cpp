@@ -10,15 +10,15 @@
 // FA2's varlen LSE is [heads, total_q]; its op takes at most these 13 arguments (no block table);
 // max_seqlen_q is passed as at least 2, which keeps a one-row level off the split-key path; the
 // memory-efficient kernel's LSE for a row without keys is 0, never read (the merge skips such rows).
+// Only a CUDA build compiles it (a CPU build's engine never asks for it: cascade_layer_kernels.cpp).
+#if TQ_CUDA
+#include <torch/version.h>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include "kernels/cascade/partial_attention.h"
-
-#if TQ_CUDA
-#include <torch/version.h>
-#endif
 
 namespace tq {
 
@@ -68,8 +68,9 @@ class FlashPartialAttention : public PartialAttention {
 std::unique_ptr<PartialAttention> flash_partial_attention(at::ScalarType dtype) { return std::make_unique<FlashPartialAttention>(dtype); }
 #else
 std::unique_ptr<PartialAttention> flash_partial_attention(at::ScalarType) {
-  throw std::invalid_argument("the flash attention kernels need a CUDA build on libtorch 2.x");
+  throw std::invalid_argument("the flash attention kernels need a CUDA libtorch 2.x");
 }
 #endif
 
 }  // namespace tq
+#endif  // TQ_CUDA

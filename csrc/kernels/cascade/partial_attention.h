@@ -47,7 +47,7 @@ class PartialAttention {
 std::unique_ptr<PartialAttention> reference_partial_attention(double softcap);
 std::unique_ptr<PartialAttention> aten_partial_attention(double softcap);
 // CUDA, without soft-capping: FlashAttention-2 for bf16 and fp16, the memory-efficient kernel for
-// fp32. Throws where the build has no CUDA libtorch 2.x.
+// fp32. Defined in CUDA builds only; throws there on a libtorch before 2.x.
 std::unique_ptr<PartialAttention> flash_partial_attention(at::ScalarType dtype);
 
 }  // namespace tq

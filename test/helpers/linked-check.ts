@@ -1,7 +1,7 @@
 /**
- * Native checks linked against the engine library the build made (build/libtq_core.a, by `npm run build:addon`):
- * test/native/<name>.cpp compiled with g++ and torch's headers, run, its output read as one JSON object per line.
- * Started at once, so that several checks' compiles share the cores.
+ * Native checks linked against the engine library (test/native/<name>.cpp, which need torch): the build makes them
+ * beside tq_cli (CMakeLists.txt: build/<name>), and this runs one, its output read as one JSON object per line. Where
+ * the check's source is newer than that build (edited since), it is compiled here against build/libtq_core.a first.
  */
 import { execFile } from 'child_process';
 import * as fs from 'fs';
@@ -16,13 +16,19 @@ function run(file: string, args: string[]): Promise<string> {
   );
 }
 
+const mtime = (file: string) => (fs.existsSync(file) ? fs.statSync(file).mtimeMs : -Infinity);
+
 export async function runLinkedCheck(name: string, scratch: string): Promise<any[]> {
   const library = path.join(root, 'build', 'libtq_core.a');
   if (!fs.existsSync(library)) throw new Error(`${library} is not built; run: npm run build:addon`);
-  const exe = path.join(scratch, name);
-  // -O0: the checks' own code is light (the kernels come compiled from the library), and it compiles in half the time.
-  await run('g++', ['-std=c++17', '-O0', `-I${path.join(root, 'csrc')}`, '-I/usr/include/torch/csrc/api/include',
-    path.join(root, 'test', 'native', `${name}.cpp`), library, '-ltorch', '-ltorch_cpu', '-lc10', '-ldnnl', '-fopenmp', '-o', exe]);
+  const source = path.join(root, 'test', 'native', `${name}.cpp`);
+  let exe = path.join(root, 'build', name);
+  if (mtime(exe) < Math.max(mtime(source), mtime(library))) {
+    exe = path.join(scratch, name);
+    // -O0: the check's own code is light (the kernels come compiled in the library), and it compiles in half the time.
+    await run('g++', ['-std=c++17', '-O0', `-I${path.join(root, 'csrc')}`, '-I/usr/include/torch/csrc/api/include', source, library,
+      '-ltorch', '-ltorch_cpu', '-lc10', '-ldnnl', '-fopenmp', '-o', exe]);
+  }
   return (await run(exe, [])).trim().split('\n').map((line) => JSON.parse(line));
 }
 

@@ -8,6 +8,13 @@ export interface TokenizedTexts {
 }
 
 const tokenized = new Map<string, Promise<TokenizedTexts>>();
+const tokenizers = new Map<string, ModelTokenizer>();
+
+/** A model's tokenizer, loaded once per test file (Qwen3's takes a second to load). */
+export function modelTokenizer(modelDir: string): ModelTokenizer {
+  if (!tokenizers.has(modelDir)) tokenizers.set(modelDir, ModelTokenizer.load(modelDir));
+  return tokenizers.get(modelDir)!;
+}
 
 /** The shared test texts in a model's own tokenizer (loaded once per model and test file: Qwen3's takes 1 s); each label must be one token. */
 export function tokenizeTexts(modelDir: string): Promise<TokenizedTexts> {
@@ -16,7 +23,7 @@ export function tokenizeTexts(modelDir: string): Promise<TokenizedTexts> {
 }
 
 async function tokenize(modelDir: string): Promise<TokenizedTexts> {
-  const tok = ModelTokenizer.load(modelDir);
+  const tok = modelTokenizer(modelDir);
   const state = await tok.encode(stateText);
   const questions = await Promise.all(questionTexts.map((q) => tok.encode(q)));
   const labels: number[] = [];

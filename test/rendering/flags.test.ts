@@ -1,7 +1,7 @@
 /** The rendering flags change the prompt the model sees, and the server still answers in the same shape. */
-import { ModelTokenizer } from '../../src/tokenizer/tokenizer';
 import { tinyModel } from '../helpers/models';
-import { startServer } from '../helpers/server';
+import { RunningServer, startServer } from '../helpers/server';
+import { modelTokenizer } from '../helpers/tokens';
 
 const body = {
   state: 'Shipment 7 left Hamburg late.',
@@ -12,23 +12,32 @@ const body = {
   },
 };
 
-async function prompts(args: string[]) {
-  const server = await startServer(['--debug-readout', ...args]);
-  try {
-    const r = await server.post('/v1/systemone', body, { 'x-service-debug': 'readout' });
-    expect(r.status).toBe(200);
-    expect(Object.keys(r.body.answers)).toEqual(['late', 'port', 'risk']);
-    const tok = ModelTokenizer.load(tinyModel('tiny-qwen3'));
-    const text: Record<string, string> = {};
-    for (const [k, v] of Object.entries<any>(r.body.readout)) text[k] = await tok.decode(v.prompt_token_ids);
-    return { text, readout: r.body.readout, health: (await server.get('/health')).body };
-  } finally {
-    await server.stop();
-  }
+// The servers of the tests below, started at once (each start waits on its engine process: they overlap).
+const flagSets: Record<string, string[]> = {
+  defaults: [],
+  questionFirst: ['--layout', 'question-first', '--template', 'plain', '--system-turn', 'none', '--yes-no', 'letters', '--choice-labels', 'keys', '--score-labels', 'letters'],
+  turnStart: ['--answer-position', 'turn-start', '--system-turn', 'Be brief.'],
+  optionsBefore: ['--options-position', 'before'],
+};
+const servers: Record<string, RunningServer> = {};
+beforeAll(async () => {
+  await Promise.all(Object.entries(flagSets).map(async ([name, args]) => (servers[name] = await startServer(['--debug-readout', ...args]))));
+});
+afterAll(async () => Promise.all(Object.values(servers).map((s) => s.stop())));
+
+async function prompts(name: keyof typeof flagSets) {
+  const server = servers[name];
+  const r = await server.post('/v1/systemone', body, { 'x-service-debug': 'readout' });
+  expect(r.status).toBe(200);
+  expect(Object.keys(r.body.answers)).toEqual(['late', 'port', 'risk']);
+  const tok = modelTokenizer(tinyModel('tiny-qwen3'));
+  const text: Record<string, string> = {};
+  for (const [k, v] of Object.entries<any>(r.body.readout)) text[k] = await tok.decode(v.prompt_token_ids);
+  return { text, readout: r.body.readout, health: (await server.get('/health')).body };
 }
 
 test('defaults: chat template with a system turn, state first, Yes/No words, lettered options, digit levels, "Answer:" cue', async () => {
-  const { text, health } = await prompts([]);
+  const { text, health } = await prompts('defaults');
   expect(text.late).toMatch(/^<\|im_start\|>system\nYou answer questions/);
   expect(text.late.indexOf('<state>')).toBeLessThan(text.late.indexOf('Question:'));
   expect(text.late).toContain('Answer Yes or No.\nYes: after the deadline');
@@ -41,7 +50,7 @@ test('defaults: chat template with a system turn, state first, Yes/No words, let
 });
 
 test('question first, plain text, no system turn, lettered yes/no, own keys as labels, letter levels', async () => {
-  const { text, health } = await prompts(['--layout', 'question-first', '--template', 'plain', '--system-turn', 'none', '--yes-no', 'letters', '--choice-labels', 'keys', '--score-labels', 'letters']);
+  const { text, health } = await prompts('questionFirst');
   expect(text.late).not.toContain('<|im_start|>');
   expect(text.late.indexOf('Question:')).toBeLessThan(text.late.indexOf('<state>'));
   expect(text.late).toContain('A. Yes: after the deadline\nB. No');
@@ -52,19 +61,19 @@ test('question first, plain text, no system turn, lettered yes/no, own keys as l
 });
 
 test('turn-start: the label is read right after the assistant header, without a cue', async () => {
-  const { text, readout } = await prompts(['--answer-position', 'turn-start', '--system-turn', 'Be brief.']);
+  const { text, readout } = await prompts('turnStart');
   expect(text.late).toMatch(/^<\|im_start\|>system\nBe brief\./);
   expect(text.late.endsWith('</think>\n\n')).toBe(true);
-  const tok = ModelTokenizer.load(tinyModel('tiny-qwen3'));
+  const tok = modelTokenizer(tinyModel('tiny-qwen3'));
   expect(readout.port.label_token_ids[0]).toBe(tok.tokenToId('A'));
 });
 
 test('options before the instructions: questions sharing an option list begin with the same tokens (computed once by the engine)', async () => {
-  const { text, health } = await prompts(['--options-position', 'before']);
+  const { text, health } = await prompts('optionsBefore');
   expect(text.port).toContain('\n\nOptions:\nA. red\nB. blue: north\nQuestion: Which port?\nAnswer with the label of one option.');
   expect(health.prompt_format.options).toContain('before the instructions');
-  const server = await startServer(['--debug-readout', '--options-position', 'before']);
-  try {
+  const server = servers.optionsBefore;
+  {
     const criteria = { refund: 'money back', discount: 'a lower price', nothing: null };
     const r = await server.post(
       '/v1/systemone',
@@ -76,7 +85,7 @@ test('options before the instructions: questions sharing an option list begin wi
     const [a, b] = [own('a'), own('b')];
     let common = 0;
     while (common < a.length && a[common] === b[common]) common++;
-    const tok = ModelTokenizer.load(tinyModel('tiny-qwen3'));
+    const tok = modelTokenizer(tinyModel('tiny-qwen3'));
     // The whole option list is in the common part.
     expect(await tok.decode(a.slice(0, common))).toContain('A. refund: money back\nB. discount: a lower price\nC. nothing\nQuestion:');
     // ... and the engine computes it once: fewer tokens computed than the prompt holds.
@@ -89,7 +98,5 @@ test('options before the instructions: questions sharing an option list begin wi
     });
     expect(answered.status).toBe(200);
     expect(answered.body.timing.computed_tokens).toBeLessThanOrEqual(answered.body.usage.input_tokens - (common - 1));
-  } finally {
-    await server.stop();
   }
 });

@@ -54,27 +54,33 @@ TQ_HOST_DEVICE inline float div(float a, float b) {
 #endif
 }
 
-// bf16 (the upper half of an fp32) widened exactly.
-TQ_HOST_DEVICE inline float widen(uint16_t bits) {
-  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+// The float with these bits, and the bits of a float.
+TQ_HOST_DEVICE inline float from_bits(uint32_t bits) {
 #if defined(__CUDA_ARCH__)
-  return __uint_as_float(wide);
+  return __uint_as_float(bits);
 #else
   float f;
-  std::memcpy(&f, &wide, sizeof f);
+  std::memcpy(&f, &bits, sizeof f);
   return f;
 #endif
 }
+TQ_HOST_DEVICE inline uint32_t to_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
+#endif
+}
+
+// bf16 (the upper half of an fp32) widened exactly.
+TQ_HOST_DEVICE inline float widen(uint16_t bits) { return from_bits(static_cast<uint32_t>(bits) << 16); }
 TQ_HOST_DEVICE inline float widen(float x) { return x; }
 
 // fp32 to bf16 bits, rounded to nearest even, NaN as 0x7fc0: what ATen's conversion gives.
 TQ_HOST_DEVICE inline uint16_t narrow_bf16(float x) {
-  uint32_t bits;
-#if defined(__CUDA_ARCH__)
-  bits = __float_as_uint(x);
-#else
-  std::memcpy(&bits, &x, sizeof bits);
-#endif
+  const uint32_t bits = to_bits(x);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;
   return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }

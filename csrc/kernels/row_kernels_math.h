@@ -48,13 +48,7 @@ TQ_HOST_DEVICE inline float exp_poly(float x) {
   const float v = fminf(fmaxf(x, -87.0f), 88.0f);
   const float k = exact::add(exact::add(exact::mul(v, 1.44269504088896341f), 12582912.0f), -12582912.0f);
   const float r = exact::add(exact::add(v, -exact::mul(k, 0.693145751953125f)), -exact::mul(k, 1.428606765330187e-06f));
-  const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
-  float scale;
-#if defined(__CUDA_ARCH__)
-  scale = __int_as_float(bits);
-#else
-  std::memcpy(&scale, &bits, sizeof scale);
-#endif
+  const float scale = exact::from_bits(static_cast<uint32_t>((static_cast<int32_t>(k) + 127) << 23));  // 2^k
   float p = 1.0f / 720;
   p = exact::add(exact::mul(p, r), 1.0f / 120);
   p = exact::add(exact::mul(p, r), 1.0f / 24);

@@ -19,6 +19,15 @@ namespace tq::rows {
 
 constexpr int kNormLanes = 16;
 
+// Element i of an fp32 or bf16 (bits) array, read or written in fp32: the kernels' dtype is an argument.
+TQ_HOST_DEVICE inline float load(const void* p, int64_t i, bool bf16) {
+  return bf16 ? exact::widen(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
+}
+TQ_HOST_DEVICE inline void put(void* p, int64_t i, float x, bool bf16) {
+  if (bf16) exact::store(x, static_cast<uint16_t*>(p) + i);
+  else exact::store(x, static_cast<float*>(p) + i);
+}
+
 // Lane `lane`'s sum of squares over the whole 16-blocks of x[0, n).
 TQ_HOST_DEVICE inline float norm_lane_sum(const float* x, int n, int lane) {
   float acc = 0.0f;

@@ -16,13 +16,8 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kMaxHeadDim = 256;
 
-__device__ inline float load(const void* p, int64_t i, bool bf16) {
-  return bf16 ? exact::widen(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
-}
-__device__ inline void put(void* p, int64_t i, float x, bool bf16) {
-  if (bf16) exact::store(x, static_cast<uint16_t*>(p) + i);
-  else exact::store(x, static_cast<float*>(p) + i);
-}
+using rows::load;
+using rows::put;
 
 // The scale of row x[0, n), by the block; every thread gets it.
 __device__ float block_norm_scale(const float* x, int n, float eps) {

@@ -9,14 +9,6 @@
 namespace tq::rows {
 namespace {
 
-float load(const void* p, int64_t i, bool bf16) {
-  return bf16 ? exact::widen(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
-}
-void put(void* p, int64_t i, float x, bool bf16) {
-  if (bf16) exact::store(x, static_cast<uint16_t*>(p) + i);
-  else exact::store(x, static_cast<float*>(p) + i);
-}
-
 // The scale of row x[0, n), from its 16 lanes' sums as the block computes them.
 float norm_scale_of(const float* x, int n, float eps) {
   float lanes[kNormLanes];

@@ -230,6 +230,7 @@ Napi::Value to_js(Napi::Env env, const AnswerResult& r) {
   out.Set("cachedTokens", static_cast<double>(r.cached_tokens));
   out.Set("computedTokens", static_cast<double>(r.computed_tokens));
   out.Set("paddingTokens", static_cast<double>(r.padding_tokens));
+  out.Set("graphReplays", static_cast<double>(r.graph_replays));
   out.Set("boundaryTicket", static_cast<double>(r.boundary_ticket));
   return out;
 }

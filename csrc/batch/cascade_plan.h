@@ -61,6 +61,7 @@ struct CascadePlan {
   std::vector<int32_t> merge_begin;  // [queries + 1]
   std::vector<int32_t> merge_level, merge_row;
   int32_t max_entries = 0;           // the most entries of one row
+  int32_t merge_capacity = 0;        // entries the merge's arrays hold (fixed form: batch/fixed_cascade.h); 0: as many as there are
 };
 
 // keys: [Tk] positions and segments of the step's keys (batch/step_plan.h: each segment's keys

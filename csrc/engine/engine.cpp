@@ -291,6 +291,7 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
     res.readout_ms = readout_ms;
     res.computed_tokens = info.computed_tokens;
     res.padding_tokens = info.padding_tokens;
+    res.graph_replays = info.graph_replays;
   }
   return results;
 }

@@ -93,6 +93,7 @@ struct AnswerResult {
   int64_t cached_tokens = 0;     // state tokens that came from the prefix cache
   int64_t computed_tokens = 0;   // tokens the whole call computed (a batch shares it)
   int64_t padding_tokens = 0;    // padding tokens its bucketed steps computed besides (cudaGraphs)
+  int64_t graph_replays = 0;     // its steps that replayed a CUDA graph an earlier step captured (CPU: ran from its buffers, checked)
   int64_t boundary_ticket = -1;  // the state's boundary awaiting register_boundary, or -1
 };
 

@@ -49,7 +49,7 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
                                       : shifted_layer_kernels(cpu_layer_kernels(options.batch_invariant, options.isa, options.dtype, options.quantization),
                                                               options.buffer_shift);
   if (options.fused_rows) kernels = fused_layer_kernels(std::move(kernels));
-  if (options.cascade_attention) kernels = cascade_layer_kernels(std::move(kernels), options.dtype);
+  if (options.cascade_attention) kernels = cascade_layer_kernels(std::move(kernels), options.dtype, options.step_buckets);
   const auto t0 = std::chrono::steady_clock::now();
   transformer_ = std::make_unique<Transformer>(*checkpoint_, options.dtype, options.context_limit, std::move(kernels));
   weights_ms_ = ms_since(t0);
@@ -62,6 +62,18 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
                                                      quantization_name(options.quantization));
   cache_ = std::make_unique<KvCache>(shape, identity);
   pending_ = std::make_unique<PendingBoundaries>(cache_->pool());
+  if (options.step_buckets) graphs_ = std::make_unique<StepGraphs>(*transformer_, *cache_);
+}
+
+at::Tensor PagedModel::step_forward(const StepBatch& step, ForwardInfo& info) {
+  auto inputs = transformer_->prepare(step);
+  if (!graphs_ || tracing_ || inputs.launch_shape.empty()) return transformer_->run(inputs, *cache_);
+  // A graph computes every row of its step: the output rows are taken from them.
+  const auto rows = at::tensor(at::ArrayRef<int64_t>(step.output_rows), at::TensorOptions().dtype(at::kLong)).to(options_.device);
+  const int64_t replays = graphs_->replays();
+  auto hidden = graphs_->run(std::move(inputs)).index_select(0, rows);
+  info.graph_replays += graphs_->replays() - replays;
+  return hidden;
 }
 
 std::vector<std::unique_ptr<Sequence>> PagedModel::allocate(const PackedTokens& packed, const std::vector<int64_t>& offsets, bool caching) {
@@ -132,7 +144,7 @@ at::Tensor PagedModel::final_hidden(const PackedTokens& packed, ForwardInfo& inf
         info.padding_tokens += bucket->tokens - batch.token_ids.size(0);
         pad_step(batch, *bucket, cache_->scratch_slot());
       }
-    auto hidden = transformer_->forward(batch, *cache_);
+    auto hidden = step_forward(batch, info);
     if (!step.output_index.empty())
       out.index_copy_(0, at::tensor(at::ArrayRef<int64_t>(step.output_index), at::TensorOptions().dtype(at::kLong)).to(device), hidden);
     synchronize(device);  // CUDA runs asynchronously: the step is done only now

@@ -13,6 +13,7 @@
 #include "kernels/quantization.h"
 #include "model/checkpoint.h"
 #include "model/hidden_state_model.h"
+#include "engine/step_graphs.h"
 #include "model/transformer.h"
 #include "vision/vision_tower.h"
 
@@ -44,7 +45,9 @@ struct PagedModelOptions {
   double gpu_memory_utilization = 0;
   int64_t buffer_shift = 0;  // the engine's CPU kernels only (kernels/shifted_layer_kernels.h)
   bool cascade_attention = false;  // attention as a cascade (kernels/cascade/cascade_layer_kernels.h)
-  bool step_buckets = false;       // small steps padded to fixed shapes (batch/step_buckets.h), for CUDA graphs
+  // Small steps padded to fixed shapes (batch/step_buckets.h) and, where the attention plans them
+  // in the fixed form (the cascade's), run through CUDA graphs (engine/step_graphs.h).
+  bool step_buckets = false;
   bool fused_rows = false;         // ATen's GEMMs with the fused row kernels (kernels/fused/); aten_kernels set too
 };
 
@@ -64,7 +67,13 @@ class PagedModel : public HiddenStateModel {
   bool register_boundary(int64_t ticket) override;
   const KvCache& cache() const { return *cache_; }
   const LayerKernels& kernels() const { return transformer_->kernels(); }
-  void trace_into(ForwardTrace* trace) { transformer_->trace_into(trace); }
+  // Recording copies tensors to the host mid-forward: traced steps run without graphs.
+  void trace_into(ForwardTrace* trace) {
+    transformer_->trace_into(trace);
+    tracing_ = trace != nullptr;
+  }
+  // Small steps run through CUDA graphs (engine/step_graphs.h): launch shapes seen, replays made.
+  const StepGraphs* graphs() const { return graphs_.get(); }
   const PagedModelOptions& options() const { return options_; }
   // What sized the KV cache: "mib", "tokens", "gpu-memory" or "context" (twice the context limit).
   const std::string& cache_sized_by() const { return cache_sized_by_; }
@@ -82,6 +91,8 @@ class PagedModel : public HiddenStateModel {
 
   // Block tables of every segment; cached prefixes of states when caching.
   std::vector<std::unique_ptr<Sequence>> allocate(const PackedTokens& packed, const std::vector<int64_t>& offsets, bool caching);
+  // A step's final hidden states of its output rows: through a CUDA graph where it has one.
+  at::Tensor step_forward(const StepBatch& step, ForwardInfo& info);
 
   PagedModelOptions options_;
   std::unique_ptr<Checkpoint> checkpoint_;  // owns the memory maps the weights view
@@ -89,6 +100,8 @@ class PagedModel : public HiddenStateModel {
   std::unique_ptr<VisionTower> vision_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<PendingBoundaries> pending_;  // holds blocks of cache_: destroyed first
+  std::unique_ptr<StepGraphs> graphs_;          // with step_buckets
+  bool tracing_ = false;
   double weights_ms_ = 0;
   std::string cache_sized_by_;
 };

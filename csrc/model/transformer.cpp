@@ -1,6 +1,7 @@
 #include "model/transformer.h"
 
 #include <cmath>
+#include <stdexcept>
 
 namespace tq {
 namespace {
@@ -106,20 +107,19 @@ int64_t Transformer::linear_bytes() const {
   return total;
 }
 
-Transformer::RopeRows Transformer::rope_rows(const StepBatch& step, const at::Tensor& positions, const RotaryTables& tables) const {
-  const auto device = kernels_->device();
+Transformer::RopeRows Transformer::rope_rows(const StepInputs& step, const RotaryTables& tables) const {
   if (!step.rope_positions.defined()) {
-    if (!step.long_rope.defined() || tables.long_offset == 0) return {tables.cos, tables.sin, positions};
+    if (!step.long_rope.defined() || tables.long_offset == 0) return {tables.cos, tables.sin, step.positions};
     // longrope: a long sequence's tokens read the rows of the long factors.
-    return {tables.cos, tables.sin, positions + step.long_rope.to(device) * tables.long_offset};
+    return {tables.cos, tables.sin, step.positions + step.long_rope * tables.long_offset};
   }
-  const auto streams = step.rope_positions.to(device);  // [T, 3]
+  const auto& streams = step.rope_positions;  // [T, 3]
   const int64_t t = streams.size(0), d = tables.cos.size(1);
   auto pick = [&](const at::Tensor& table) {
     auto rows = table.index_select(0, streams.reshape({-1})).view({t, 3, d});
     return rows.gather(1, mrope_stream_.view({1, 1, d}).expand({t, 1, d})).squeeze(1).contiguous();
   };
-  return {pick(tables.cos), pick(tables.sin), at::arange(t, at::TensorOptions().dtype(at::kLong).device(device))};
+  return {pick(tables.cos), pick(tables.sin), at::arange(t, streams.options())};
 }
 
 at::Tensor Transformer::rotate(const at::Tensor& x, const RopeRows& rope) const {
@@ -203,58 +203,94 @@ at::Tensor Transformer::query_rows(const Layer& l, const Queries& q, const RopeR
   return turn(l, q.raw.index_select(0, rows), {rope.cos, rope.sin, rope.index.index_select(0, rows)});
 }
 
-at::Tensor Transformer::forward(const StepBatch& step, KvCache& cache) const {
+StepInputs Transformer::prepare(const StepBatch& step) const {
   const auto& c = config_;
-  const auto& k_ = *kernels_;
+  const auto device = kernels_->device();
+  auto on_device = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
+  StepInputs in;
+  in.token_ids = on_device(step.token_ids);
+  in.positions = on_device(step.positions);
+  in.slots = on_device(step.slots);
+  in.key_slots = on_device(step.key_slots);
+  in.rope_positions = on_device(step.rope_positions);
+  in.long_rope = on_device(step.long_rope);
+  in.image_rows = on_device(step.image_rows);
+  in.image_embeds = on_device(step.image_embeds);
+  // One plan per attention rule the layers use: with and without the window (Gemma 3 has both).
+  auto plan = [&](const QueryLayout& q, bool sliding) {
+    return kernels_->plan_attention(q, step.key_positions, step.key_segments, sliding ? c.sliding_window : std::nullopt, c.num_heads,
+                                    c.attn_logit_softcap);
+  };
+  const QueryLayout queries{step.positions, step.segments, step.parents, step.roots, step.key_end};
+  // A step whose plans launch alike whatever its layout: a graph's (image rows vary in number).
+  bool fixed = !step.image_rows.defined();
+  for (const auto& l : layers_) {
+    auto& attend = in.attend[l.kind.sliding];
+    if (attend) continue;
+    attend = plan(queries, l.kind.sliding);
+    const auto shape = attend->launch_shape();
+    fixed = fixed && !shape.empty();
+    in.launch_shape.insert(in.launch_shape.end(), shape.begin(), shape.end());
+  }
+  if (fixed) {
+    for (const auto* t : {&in.token_ids, &in.key_slots, &in.rope_positions, &in.long_rope}) in.launch_shape.push_back(t->defined() ? t->size(0) : -1);
+    return in;
+  }
+  in.launch_shape.clear();
+  // Past the last layer's K/V only the output rows matter: the rest of that layer runs for them alone.
+  auto rows = at::tensor(at::ArrayRef<int64_t>(step.output_rows), at::TensorOptions().dtype(at::kLong));
+  in.output_rows = rows.to(device);
+  if (step.output_rows.empty()) return in;
+  std::vector<int64_t> key_end;
+  for (auto r : step.output_rows) key_end.push_back(step.key_end[r]);
+  const QueryLayout out_queries{step.positions.index_select(0, rows), step.segments.index_select(0, rows), step.parents.index_select(0, rows),
+                                step.roots.index_select(0, rows), key_end};
+  const bool sliding = layers_.back().kind.sliding;
+  in.attend_output[sliding] = plan(out_queries, sliding);
+  return in;
+}
+
+void Transformer::refill(StepInputs& into, const StepInputs& from) {
+  if (into.launch_shape.empty() || into.launch_shape != from.launch_shape) throw std::logic_error("refill: steps of another launch shape");
+  for (auto [a, b] : {std::pair{&into.token_ids, &from.token_ids}, {&into.positions, &from.positions}, {&into.slots, &from.slots},
+                      {&into.key_slots, &from.key_slots}, {&into.rope_positions, &from.rope_positions}, {&into.long_rope, &from.long_rope}})
+    if (a->defined()) a->copy_(*b);
+  for (int sliding = 0; sliding < 2; ++sliding)
+    if (into.attend[sliding]) into.attend[sliding]->refill_from(*from.attend[sliding]);
+}
+
+at::Tensor Transformer::run(const StepInputs& in, KvCache& cache) const {
+  const auto& c = config_;
   const int64_t n_layers = static_cast<int64_t>(layers_.size());
   const int64_t q_dim = c.num_heads * c.head_dim;
-  // The step's indices on the device, moved once (the plan is built on the CPU).
-  const auto device = k_.device();
-  const auto positions = step.positions.to(device), slots = step.slots.to(device), key_slots = step.key_slots.to(device);
-  auto embedded = embed_.index_select(0, step.token_ids.to(device));
+  auto embedded = embed_.index_select(0, in.token_ids);
   // Gemma: times sqrt(hidden), the scale rounded to the weights' dtype and the product taken in it, as transformers does.
   if (c.scale_embeddings) embedded = embedded.mul(at::scalar_tensor(std::sqrt(static_cast<double>(c.hidden_size)), embedded.options()));
   auto x = embedded.to(at::kFloat);
-  if (step.image_rows.defined()) x.index_copy_(0, step.image_rows.to(device), step.image_embeds.to(device));
-  const auto rope = rope_rows(step, positions, rope_);
-  const auto local_rope = local_rope_.cos.defined() ? rope_rows(step, positions, local_rope_) : rope;
-  // One plan per attention rule the layers use: with and without the window (Gemma 3 has both).
-  const QueryLayout queries{step.positions, step.segments, step.parents, step.roots, step.key_end};
-  auto plan = [&](const QueryLayout& q, bool sliding) {
-    return k_.plan_attention(q, step.key_positions, step.key_segments, sliding ? c.sliding_window : std::nullopt, c.num_heads, c.attn_logit_softcap);
-  };
-  std::unique_ptr<StepAttention> attend[2];
-  for (const auto& l : layers_)
-    if (!attend[l.kind.sliding]) attend[l.kind.sliding] = plan(queries, l.kind.sliding);
+  if (in.image_rows.defined()) x.index_copy_(0, in.image_rows, in.image_embeds);
+  const auto rope = rope_rows(in, rope_);
+  const auto local_rope = local_rope_.cos.defined() ? rope_rows(in, local_rope_) : rope;
   // Each sublayer's input is made where the residual add before it ends (fused there, where the kernels can).
   auto h = input(x, layers_[0].attn_in_norm);
   for (int64_t li = 0; li < n_layers; ++li) {
     const Layer& l = layers_[li];
     const auto& layer_rope = l.kind.local_rope ? local_rope : rope;
-    const auto q = project(l, li, (*l.qkv)(h, at::kFloat), layer_rope, slots, cache);
+    const auto q = project(l, li, (*l.qkv)(h, at::kFloat), layer_rope, in.slots, cache);
     record(li, "input", h);
-    auto keys = cache.keys(li, key_slots), values = cache.values(li, key_slots);
+    auto keys = cache.keys(li, in.key_slots), values = cache.values(li, in.key_slots);
     record(li, "keys", keys);
     record(li, "values", values);
     at::Tensor attn;
-    if (li < n_layers - 1) {
+    if (li < n_layers - 1 || !in.output_rows.defined()) {
       const auto q_in = query_rows(l, q, layer_rope, {});
       record(li, "query", q_in);
-      attn = (*attend[l.kind.sliding])(q_in, keys, values);
+      attn = (*in.attend[l.kind.sliding])(q_in, keys, values);
     } else {
-      // Past the last layer's K/V only the output rows matter: the rest of
-      // the layer runs for them alone.
-      if (step.output_rows.empty()) return at::empty({0, c.hidden_size}, x.options());
-      auto rows = at::tensor(at::ArrayRef<int64_t>(step.output_rows), at::TensorOptions().dtype(at::kLong));
-      std::vector<int64_t> key_end;
-      for (auto r : step.output_rows) key_end.push_back(step.key_end[r]);
-      QueryLayout out_queries{step.positions.index_select(0, rows), step.segments.index_select(0, rows), step.parents.index_select(0, rows),
-                              step.roots.index_select(0, rows), key_end};
-      const auto device_rows = rows.to(device);
-      x = x.index_select(0, device_rows);
-      const auto out_q = query_rows(l, q, layer_rope, device_rows);
+      if (in.output_rows.size(0) == 0) return at::empty({0, c.hidden_size}, x.options());
+      x = x.index_select(0, in.output_rows);
+      const auto out_q = query_rows(l, q, layer_rope, in.output_rows);
       record(li, "query", out_q);
-      attn = (*plan(out_queries, l.kind.sliding))(out_q, keys, values);
+      attn = (*in.attend_output[l.kind.sliding])(out_q, keys, values);
     }
     record(li, "attention", attn);
     const auto h2 = add_then_input(*l.o, attn.view({x.size(0), q_dim}), l.attn_out_norm, x, l.ffn_in_norm);

@@ -28,6 +28,24 @@ struct ForwardTrace {
   std::vector<std::pair<std::string, at::Tensor>> tensors;
 };
 
+// A step's inputs on the device, made on the host before the forward runs (Transformer::prepare):
+// everything the forward reads, so that it runs without host work between its launches, and a
+// CUDA graph captured from one step replays another of the same shape once refill has copied the
+// other's inputs into the first's tensors (engine/step_graphs.h).
+struct StepInputs {
+  at::Tensor token_ids, positions, slots, key_slots;  // [T], [T], [T], [Tk] int64
+  at::Tensor rope_positions, long_rope;                // as StepBatch's; undefined where it has none
+  at::Tensor image_rows, image_embeds;                 // likewise
+  std::unique_ptr<StepAttention> attend[2];            // the step's plans, without and with the sliding window
+  // The rows the last layer computes: every row (output_rows undefined), or the output rows with
+  // plans of their own. Every row where the plans have a fixed launch shape (a graph's step).
+  at::Tensor output_rows;
+  std::unique_ptr<StepAttention> attend_output[2];
+  // The launch shapes of its plans and the sizes of its tensors: equal for two steps that launch
+  // alike. Empty where a plan has none (the step runs without a graph).
+  std::vector<int64_t> launch_shape;
+};
+
 class Transformer {
  public:
   // Weights are prepared by `kernels` and live on its device.
@@ -40,7 +58,14 @@ class Transformer {
   int64_t linear_bytes() const;
   // Writes the step's keys and values into the cache (on the kernels' device) and returns
   // the final (normed) hidden states of the output rows, [R, hidden] fp32 on that device.
-  at::Tensor forward(const StepBatch& step, KvCache& cache) const;
+  at::Tensor forward(const StepBatch& step, KvCache& cache) const { return run(prepare(step), cache); }
+  // forward's two halves: the host's work (plans, index copies to the device), then the forward
+  // pass itself, which reads nothing from the host. run returns the rows inputs.output_rows names
+  // (all where undefined).
+  StepInputs prepare(const StepBatch& step) const;
+  at::Tensor run(const StepInputs& inputs, KvCache& cache) const;
+  // Copies `from` into `into`'s tensors and plans, which keep their memory (same launch_shape).
+  static void refill(StepInputs& into, const StepInputs& from);
   // Records the intermediate tensors of the following forward passes into `trace` (null: stop).
   void trace_into(ForwardTrace* trace) { trace_ = trace; }
 
@@ -72,7 +97,7 @@ class Transformer {
   struct RopeRows {
     at::Tensor cos, sin, index;
   };
-  RopeRows rope_rows(const StepBatch& step, const at::Tensor& positions, const RotaryTables& tables) const;
+  RopeRows rope_rows(const StepInputs& step, const RotaryTables& tables) const;
   // RoPE over the first rotary_dim dims of each head of x [T, heads, head_dim] fp32; the rest pass.
   at::Tensor rotate(const at::Tensor& x, const RopeRows& rope) const;
   // y [T, heads, head_dim] fp32 turned by RoPE where the layer has it, in the compute dtype.

@@ -206,6 +206,8 @@ export interface NativeAnswerResult {
   computedTokens: number;
   /** Padding tokens its steps computed besides, padded to fixed shapes (cudaGraphs); 0 otherwise. */
   paddingTokens: number;
+  /** Its steps that replayed a CUDA graph an earlier step captured (cudaGraphs with the cascade; on the CPU: ran from the graph's buffers, their launches checked). */
+  graphReplays: number;
   /** A state boundary waiting for registerBoundary(ticket), or -1. */
   boundaryTicket: number;
 }

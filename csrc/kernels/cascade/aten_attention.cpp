@@ -16,6 +16,7 @@ class AtenPartialAttention : public PartialAttention {
  public:
   explicit AtenPartialAttention(double softcap) : softcap_(softcap) {}
   const char* name() const override { return "aten"; }
+  bool replays(const CascadePlan& /*plan*/) const override { return false; }
 
   DeviceLevel prepare(const CascadeLevel& level, at::Device device) const override {
     DeviceLevel dl = PartialAttention::prepare(level, device);

@@ -60,6 +60,7 @@ DeviceMerge prepare_merge(const CascadePlan& plan, at::Device device) {
   std::vector<int32_t> level_start{0};
   for (const auto& level : plan.levels) level_start.push_back(level_start.back() + level.total_q());
   for (size_t e = 0; e < plan.merge_level.size(); ++e) m.entry.push_back(level_start[plan.merge_level[e]] + plan.merge_row[e]);
+  if (plan.merge_capacity > 0) m.entry.resize(static_cast<size_t>(plan.merge_capacity), 0);  // spare entries, never read
   if (plan.max_entries > merge::kMaxEntries)
     throw std::invalid_argument("attention merge: a row in " + std::to_string(plan.max_entries) + " levels (at most " +
                                 std::to_string(merge::kMaxEntries) + ")");

@@ -1,9 +1,13 @@
 #include "kernels/cascade/cascade_layer_kernels.h"
 
+#include <ATen/record_function.h>
+
 #include <stdexcept>
 #include <vector>
 
 #include "batch/cascade_plan.h"
+#include "batch/fixed_cascade.h"
+#include "batch/step_buckets.h"
 #include "kernels/cascade/attention_merge.h"
 #include "kernels/cascade/partial_attention.h"
 
@@ -23,17 +27,59 @@ std::unique_ptr<PartialAttention> partial_attention_for(at::Device device, at::S
 #endif
 }
 
+// Whether a step of `queries` rows over `keys` keys is a bucket's (batch/step_buckets.h): a step
+// whose launches a CUDA graph may replay.
+bool bucket_shaped(int64_t queries, int64_t keys) {
+  const auto bucket = bucket_for(queries, keys);
+  return bucket && bucket->tokens == queries && bucket->keys == keys;
+}
+
 // A step's cascade: the plan, each level's arrays and the merge's on the device, made once.
 class CascadeAttention : public StepAttention {
  public:
-  CascadeAttention(CascadePlan plan, std::unique_ptr<PartialAttention> partial, at::Device device)
-      : plan_(std::move(plan)), partial_(std::move(partial)), merge_(prepare_merge(plan_, device)) {
+  CascadeAttention(CascadePlan plan, std::unique_ptr<PartialAttention> partial, at::Device device, bool fixed)
+      : plan_(std::move(plan)), partial_(std::move(partial)), merge_(prepare_merge(plan_, device)), fixed_(fixed) {
     for (const auto& level : plan_.levels) levels_.push_back(partial_->prepare(level, device));
   }
+
   at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const override {
     std::vector<PartialResult> parts;
-    for (const auto& level : levels_) parts.push_back((*partial_)(q, k, v, level));
+    for (const auto& level : levels_) {
+      // What the level's launch takes from the host, for the CUDA graph check on the CPU (engine/launch_record.h).
+      const CascadeLevel& l = *level.level;
+      RECORD_FUNCTION(partial_->name(), std::vector<c10::IValue>({q, k, v, level.cu_q, level.cu_k, l.causal, int64_t{l.window_left},
+                                                                  int64_t{l.max_q}, int64_t{l.max_k}}));
+      parts.push_back((*partial_)(q, k, v, level));
+    }
     return merge_attention(merge_, parts, q.scalar_type());
+  }
+
+  std::vector<int64_t> launch_shape() const override {
+    if (!fixed_) return {};
+    std::vector<int64_t> shape{static_cast<int64_t>(merge_.begin.size()), static_cast<int64_t>(merge_.entry.size())};
+    for (const auto& l : plan_.levels)
+      shape.insert(shape.end(), {l.causal, l.window_left, l.sequences(), l.total_q(), l.total_k(), l.max_q, l.max_k});
+    return shape;
+  }
+
+  void refill_from(const StepAttention& other) override {
+    const auto& from = dynamic_cast<const CascadeAttention&>(other);
+    if (from.launch_shape() != launch_shape() || launch_shape().empty()) throw std::logic_error("refill_from: another launch shape");
+    // Assigned element by element: levels_ keep pointing at plan_'s levels.
+    plan_ = from.plan_;
+    for (size_t i = 0; i < levels_.size(); ++i) {
+      DeviceLevel& to = levels_[i];
+      const DeviceLevel& source = from.levels_[i];
+      for (auto [a, b] : {std::pair{&to.q_rows, &source.q_rows}, {&to.k_rows, &source.k_rows}, {&to.cu_q, &source.cu_q},
+                          {&to.cu_k, &source.cu_k}, {&to.row_seq, &source.row_seq}, {&to.row_in_seq, &source.row_in_seq}})
+        a->copy_(*b);
+    }
+    merge_.begin = from.merge_.begin;
+    merge_.entry = from.merge_.entry;
+    if (merge_.begin_on_device.defined()) {
+      merge_.begin_on_device.copy_(from.merge_.begin_on_device);
+      merge_.entry_on_device.copy_(from.merge_.entry_on_device);
+    }
   }
 
  private:
@@ -41,11 +87,13 @@ class CascadeAttention : public StepAttention {
   std::unique_ptr<PartialAttention> partial_;
   DeviceMerge merge_;
   std::vector<DeviceLevel> levels_;
+  bool fixed_;  // plan_ is in the fixed form (batch/fixed_cascade.h)
 };
 
 class CascadeLayerKernels : public LayerKernels {
  public:
-  CascadeLayerKernels(std::unique_ptr<LayerKernels> inner, at::ScalarType dtype) : inner_(std::move(inner)), dtype_(dtype) {}
+  CascadeLayerKernels(std::unique_ptr<LayerKernels> inner, at::ScalarType dtype, bool fixed_shapes)
+      : inner_(std::move(inner)), dtype_(dtype), fixed_shapes_(fixed_shapes) {}
   std::string name() const override { return inner_->name(); }
   at::Device device() const override { return inner_->device(); }
   std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const override { return inner_->linear(weight, bias); }
@@ -60,19 +108,25 @@ class CascadeLayerKernels : public LayerKernels {
   const FusedRowOps* fused_rows() const override { return inner_->fused_rows(); }
   std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
                                                 std::optional<int64_t> window, int64_t /*heads*/, double logit_softcap) const override {
-    return std::make_unique<CascadeAttention>(plan_cascade(queries, key_positions, key_segments, window),
-                                              partial_attention_for(device(), dtype_, logit_softcap), device());
+    auto plan = plan_cascade(queries, key_positions, key_segments, window);
+    auto partial = partial_attention_for(device(), dtype_, logit_softcap);
+    const int64_t rows = queries.positions.size(0), keys = key_positions.size(0);
+    // A bucket's step, in the fixed form where its implementation launches alike at any plan.
+    const bool fixed = fixed_shapes_ && bucket_shaped(rows, keys) && partial->replays(plan) &&
+                       fix_cascade_shape(plan, static_cast<int32_t>(rows), static_cast<int32_t>(keys));
+    return std::make_unique<CascadeAttention>(std::move(plan), std::move(partial), device(), fixed);
   }
 
  private:
   std::unique_ptr<LayerKernels> inner_;
   at::ScalarType dtype_;
+  bool fixed_shapes_;
 };
 
 }  // namespace
 
-std::unique_ptr<LayerKernels> cascade_layer_kernels(std::unique_ptr<LayerKernels> kernels, at::ScalarType dtype) {
-  return std::make_unique<CascadeLayerKernels>(std::move(kernels), dtype);
+std::unique_ptr<LayerKernels> cascade_layer_kernels(std::unique_ptr<LayerKernels> kernels, at::ScalarType dtype, bool fixed_shapes) {
+  return std::make_unique<CascadeLayerKernels>(std::move(kernels), dtype, fixed_shapes);
 }
 
 }  // namespace tq

@@ -12,6 +12,8 @@
 namespace tq {
 
 // dtype: the compute dtype (on CUDA it picks FlashAttention-2 or the memory-efficient kernel).
-std::unique_ptr<LayerKernels> cascade_layer_kernels(std::unique_ptr<LayerKernels> kernels, at::ScalarType dtype);
+// fixed_shapes: a bucket's steps (batch/step_buckets.h) are planned in the fixed form CUDA graphs
+// replay (batch/fixed_cascade.h), where the implementation allows.
+std::unique_ptr<LayerKernels> cascade_layer_kernels(std::unique_ptr<LayerKernels> kernels, at::ScalarType dtype, bool fixed_shapes = false);
 
 }  // namespace tq

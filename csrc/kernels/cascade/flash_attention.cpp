@@ -30,6 +30,11 @@ class FlashPartialAttention : public PartialAttention {
   explicit FlashPartialAttention(at::ScalarType dtype) : dtype_(dtype), windowed_fp32_(aten_partial_attention(0)) {}
   const char* name() const override { return dtype_ == at::kFloat ? "memory-efficient" : "flash"; }
 
+  // A windowed fp32 level runs on the ATen form, which pads.
+  bool replays(const CascadePlan& plan) const override {
+    return dtype_ != at::kFloat || std::none_of(plan.levels.begin(), plan.levels.end(), [](const auto& l) { return l.window_left >= 0; });
+  }
+
   DeviceLevel prepare(const CascadeLevel& level, at::Device device) const override {
     if (dtype_ == at::kFloat && level.window_left >= 0) return windowed_fp32_->prepare(level, device);
     return PartialAttention::prepare(level, device);

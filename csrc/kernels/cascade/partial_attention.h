@@ -41,6 +41,10 @@ class PartialAttention {
   virtual DeviceLevel prepare(const CascadeLevel& level, at::Device device) const;
   // q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim], the step's (the level's rows index them).
   virtual PartialResult operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const DeviceLevel& level) const = 0;
+  // Whether its launches for the plan's levels, put in the fixed form (batch/fixed_cascade.h), are
+  // the same for every plan of that form: what a CUDA graph needs. Not so where it pads each level
+  // to its longest sequence (the ATen form): the fixed form would pad every sequence to the bucket.
+  virtual bool replays(const CascadePlan& /*plan*/) const { return true; }
 };
 
 // softcap > 0: scaled scores are soft-capped, cap * tanh(s / cap), before the softmax (Gemma).

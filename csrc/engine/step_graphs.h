@@ -1,0 +1,51 @@
+// Small steps through CUDA graphs (`--cuda-graphs on`; docs/gpu.md, "CUDA
+// graphs"). A bucketed step (batch/step_buckets.h) planned in the fixed form
+// (batch/fixed_cascade.h) launches the same kernels with the same sizes and
+// host arguments as every other step of its launch shape; only the contents
+// of its inputs differ. So the first step of each launch shape keeps its
+// inputs (Transformer::prepare's StepInputs) as the shape's persistent buffers
+// and, on CUDA, is captured into a graph; every later step of that shape has
+// its inputs copied into those buffers (Transformer::refill) and replays it.
+//
+// On CUDA: the capture runs on a side stream (a graph cannot be captured on
+// the default one) after an eager warm-up there (cuBLAS makes its handle and
+// workspace on first use, which a capture cannot), into one memory pool
+// shared by every graph; replays run on the current stream. Graphs are
+// captured at a shape's first step rather than at start: a shape is known
+// only from a step (the own level's keys grow with shared option lists).
+//
+// On the CPU nothing is captured: each step runs from the persistent buffers
+// eagerly, and its launches (engine/launch_record.h) are compared with those
+// of the shape's first step. A difference, which on the GPU would be a replay
+// computing something other than the step, throws: the check CI runs.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "model/transformer.h"
+
+namespace tq {
+
+class StepGraphs {
+ public:
+  StepGraphs(const Transformer& model, KvCache& cache);
+  ~StepGraphs();
+  // The final hidden states of every row of the step `inputs` holds (which has a launch shape),
+  // [T, hidden] fp32. The tensor is the shape's: read it before the next step of that shape.
+  at::Tensor run(StepInputs inputs);
+  int64_t shapes() const { return static_cast<int64_t>(graphs_.size()); }
+  int64_t replays() const { return replays_; }
+
+ private:
+  struct Graph;
+  const Transformer& model_;
+  KvCache& cache_;
+  std::map<std::vector<int64_t>, std::unique_ptr<Graph>> graphs_;
+  int64_t replays_ = 0;
+};
+
+}  // namespace tq

@@ -7,6 +7,8 @@
  * and without a sliding window, with and without soft-capping), the visibility each step's plan encodes is the
  * engine's one rule element for element; no level is empty; the merged reference equals float64 attention; the ATen
  * form equals the reference; and a row that sees no key in a level is merged without its log-sum-exp being read.
+ * Each step padded to its bucket and planned in the fixed form CUDA graphs replay (csrc/batch/fixed_cascade.h): the
+ * same visibility, a launch shape that depends on the bucket (and the own level's key capacity) alone, the same bits.
  *
  * The fused row kernels' arithmetic (csrc/kernels/row_kernels_math.h), with test/native/row_kernels_check.cpp: run on
  * the host, the same bits as the engine's CPU kernels for residual add + RMSNorm, q/k norm + RoPE and SiLU/GELU-tanh
@@ -37,6 +39,21 @@ test('cascade: every step of 400 random segment trees sees what the visibility r
   // The window cut the state level in some of them, and some rows were in several levels.
   expect(p.windowedLevels).toBeGreaterThan(0);
   expect(p.maxLevels).toBeGreaterThan(2);
+});
+
+test("cascade, fixed form: a bucket's steps see what the rule sees, launch alike, and give the plain plan's bits", () => {
+  const f = cascade.fixed;
+  expect(f.fixed).toBeGreaterThan(900);
+  expect(f.mismatched).toBe(0);
+  expect(f.keylessEntries).toBe(0);
+  // Launch shapes: many, each the same whatever the step's layout (sequences, rows, keys per level).
+  expect(f.shapes).toBeGreaterThan(20);
+  expect(f.shapeDifferences).toBe(0);
+  expect(f.compared).toBeGreaterThan(200);
+  expect(f.bitsDiffer).toBe(0);
+  // Only plans with a window that cuts a state are refused (they run without a graph).
+  expect(f.refused).toBeGreaterThan(0);
+  expect(f.refusedUnwindowed).toBe(0);
 });
 
 test('cascade: the merged reference equals float64 attention, and the ATen form the reference (fp32, 1e-5)', () => {

@@ -10,16 +10,24 @@
 //   - the reference partial attention merged by log-sum-exp equals float64
 //     softmax attention under the rule's mask, and the ATen form the reference;
 // and on hand-built levels, a row that sees no key in one level is merged
-// without reading its log-sum-exp. Prints one JSON line per part.
+// without reading its log-sum-exp. Each step is also padded to its bucket
+// (batch/step_buckets.h) and planned in the fixed form CUDA graphs replay
+// (batch/fixed_cascade.h): there too the rule's visibility, and the launch
+// shape (every array's length, every host scalar) a function of the bucket and
+// the own level's key capacity alone; the reference over it gives the bits of
+// the plain plan. Prints one JSON line per part.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <vector>
 
 #include "batch/cascade_plan.h"
+#include "batch/fixed_cascade.h"
+#include "batch/step_buckets.h"
 #include "batch/step_plan.h"
 #include "batch/visibility.h"
 #include "kernels/cascade/attention_merge.h"
@@ -126,6 +134,59 @@ void check_layout(const QueryLayout& q, const StepBatch& b, std::optional<int64_
 
 QueryLayout layout_of(const StepBatch& b) { return {b.positions, b.segments, b.parents, b.roots, b.key_end}; }
 
+struct FixedTotals {
+  int64_t fixed = 0, refused = 0, refused_unwindowed = 0, mismatched = 0, keyless_entries = 0, shapes = 0, shape_differences = 0,
+          compared = 0, bits_differ = 0;
+  std::map<std::vector<int64_t>, std::vector<int64_t>> shape_of;  // (tokens, keys, own keys) -> launch shape
+};
+
+// What a replay bakes in of a fixed plan: every array's length and every host scalar.
+std::vector<int64_t> launch_shape(const CascadePlan& plan) {
+  std::vector<int64_t> shape{static_cast<int64_t>(plan.merge_begin.size()), plan.merge_capacity, static_cast<int64_t>(plan.levels.size())};
+  for (const auto& l : plan.levels)
+    shape.insert(shape.end(), {l.causal, l.window_left, static_cast<int64_t>(l.cu_q.size()), static_cast<int64_t>(l.cu_k.size()),
+                               static_cast<int64_t>(l.q_rows.size()), static_cast<int64_t>(l.k_rows.size()), l.max_q, l.max_k});
+  return shape;
+}
+
+// The step padded to its bucket and planned in the fixed form.
+void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, FixedTotals& t) {
+  const auto bucket = bucket_for(b.token_ids.size(0), b.key_slots.size(0));
+  if (!bucket) return;
+  pad_step(b, *bucket, /*scratch_slot=*/1 << 20);
+  const auto q = layout_of(b);
+  const auto plain = plan_cascade(q, b.key_positions, b.key_segments, window);
+  auto plan = plain;
+  const auto tokens = static_cast<int32_t>(bucket->tokens), keys = static_cast<int32_t>(bucket->keys);
+  if (!fix_cascade_shape(plan, tokens, keys)) {
+    ++t.refused;
+    // Only a window that cuts a state (one level per window) is refused here.
+    if (std::none_of(plain.levels.begin(), plain.levels.end(), [](const auto& l) { return l.name == "state" && l.window_left >= 0; }))
+      ++t.refused_unwindowed;
+    return;
+  }
+  ++t.fixed;
+  auto rule = visibility_mask(q.positions, q.segments, q.parents, q.roots, b.key_positions, b.key_segments, window);
+  if (!cascade_visibility(plan, tokens, keys).equal(rule.to(at::kInt))) ++t.mismatched;
+  for (size_t e = 0; e < plan.merge_level.size(); ++e) {
+    const auto& level = plan.levels[plan.merge_level[e]];
+    int32_t s = 0;
+    while (level.cu_q[s + 1] <= plan.merge_row[e]) ++s;
+    if (visible_keys(level, s, plan.merge_row[e] - level.cu_q[s]).count() == 0) ++t.keyless_entries;
+  }
+  // A model has one window: it is part of the key here, where trees draw theirs.
+  const std::vector<int64_t> key{tokens, keys, plan.levels[0].total_k(), window.value_or(-1)};
+  const auto [known, inserted] = t.shape_of.try_emplace(key, launch_shape(plan));
+  if (inserted) ++t.shapes;
+  else if (known->second != launch_shape(plan)) ++t.shape_differences;
+  if (!numeric) return;
+  const int64_t heads = 4, kv_heads = 2, dim = 8;
+  auto qv = at::randn({tokens, heads, dim}), kv = at::randn({keys, kv_heads, dim}), vv = at::randn({keys, kv_heads, dim});
+  const auto impl = reference_partial_attention(0);
+  ++t.compared;
+  if (!run_cascade(plan, *impl, qv, kv, vv).equal(run_cascade(plain, *impl, qv, kv, vv))) ++t.bits_differ;
+}
+
 // The step's output rows alone (the last layer's queries).
 QueryLayout output_layout(const StepBatch& b) {
   auto rows = at::tensor(at::ArrayRef<int64_t>(b.output_rows), at::kLong);
@@ -166,6 +227,7 @@ int main() {
   at::manual_seed(7);
   at::set_num_threads(1);
   Totals t;
+  FixedTotals f;
   for (int tree = 0; tree < 400; ++tree) {
     const auto tr = random_tree();
     const int64_t n = static_cast<int64_t>(tr.compute.size());
@@ -183,12 +245,17 @@ int main() {
       const bool numeric = tree % 4 == 0;
       check_layout(layout_of(b), b, window, numeric, softcap, t);
       if (!b.output_rows.empty()) check_layout(output_layout(b), b, window, numeric, softcap, t);
+      check_fixed(b, window, numeric, f);
     }
   }
   std::printf("{\"part\":\"plans\",\"trees\":%lld,\"steps\":%lld,\"layouts\":%lld,\"mismatched\":%lld,\"emptyLevels\":%lld,\"keylessEntries\":%lld,"
               "\"windowedLevels\":%lld,\"maxLevels\":%lld,\"compared\":%lld,\"worstReference\":%.3e,\"worstAten\":%.3e}\n",
               (long long)t.trees, (long long)t.steps, (long long)t.layouts, (long long)t.mismatched, (long long)t.empty_levels,
               (long long)t.keyless_entries, (long long)t.windowed_levels, (long long)t.max_levels, (long long)t.compared, t.worst_reference, t.worst_aten);
+  std::printf("{\"part\":\"fixed\",\"fixed\":%lld,\"refused\":%lld,\"refusedUnwindowed\":%lld,\"mismatched\":%lld,\"keylessEntries\":%lld,"
+              "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld}\n",
+              (long long)f.fixed, (long long)f.refused, (long long)f.refused_unwindowed, (long long)f.mismatched, (long long)f.keyless_entries,
+              (long long)f.shapes, (long long)f.shape_differences, (long long)f.compared, (long long)f.bits_differ);
   check_keyless_row();
   return 0;
 }

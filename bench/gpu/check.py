@@ -251,17 +251,27 @@ def transformers_peer(folder, state, questions, labels, many, runs):
     return r
 
 
+# The forward paths benchmarked beside the ATen one (the verified reference): key -> tq_cli flags.
+FAST_PATHS = {
+    "tqserve_fused": ["--kernels", "fused"],
+    "tqserve_fast": ["--kernels", "fused", "--attention", "cascade", "--cuda-graphs", "on"],
+}
+
+
 def benchmark(args):
     folder = os.path.join(args.models, "bench-qwen3")
     config = json.load(open(os.path.join(folder, "config.json")))
     state, questions, labels, many = workloads(config["vocab_size"], args.states)
     rate = matmul_rate()
     mine = ours(args, folder, state, questions, labels, many, args.runs)
-    # The fused forward (issue 43) beside the ATen one, in the same run.
-    try:
-        fused = ours(args, folder, state, questions, labels, many, args.runs, ["--kernels", "fused"])
-    except Exception as e:
-        fused = {"error": repr(e)}
+    # The fused forward (issue 43) beside the ATen one, in the same run; and the whole fast path: the fused forward,
+    # attention as a cascade on FlashAttention-2, small steps through CUDA graphs.
+    other = {}
+    for key, flags in FAST_PATHS.items():
+        try:
+            other[key] = ours(args, folder, state, questions, labels, many, args.runs, flags)
+        except Exception as e:
+            other[key] = {"error": repr(e)}
     peer = transformers_peer(folder, state, questions, labels, many, args.runs)
     # Weights a token's forward multiplies by (embeddings are looked up, lm_head is read at one row per label).
     h, layers = config["hidden_size"], config["num_hidden_layers"]
@@ -278,7 +288,7 @@ def benchmark(args):
         "model": "bench-qwen3 (Qwen3-0.6B shape, random weights, bf16)",
         "matmul_tflops": rate,
         "tqserve": mine,
-        "tqserve_fused": fused,
+        **other,
         "transformers": peer,
         "ratios": ratios,
         "throughput_share_of_matmul_rate": best * per_token / (rate * 1e12),
@@ -304,20 +314,28 @@ def markdown(results):
     bm = results.get("benchmark")
     if bm and "error" not in bm:
         t, p, r = bm["tqserve"], bm["transformers"], bm["ratios"]
-        fu = bm.get("tqserve_fused", {"error": "not run"})
-        # The fused forward's column: its figure and its ratio to transformers, or its error.
-        fcol = lambda key, unit="ms": (f"error: {fu['error'][:80]}" if "error" in fu else  # noqa: E731
-                                       f"{fu[key]:.2f} {unit} ({p[key] / fu[key]:.2f}x)")
-        fthr = "error" if "error" in fu else f"{max(v['tokens_per_s'] for v in fu['throughput'].values()):,.0f} tok/s"
+        # A fast path's column: its figure and its ratio to transformers, or its error.
+        def fcol(path, key):
+            fu = bm.get(path, {"error": "not run"})
+            return f"error: {fu['error'][:80]}" if "error" in fu else f"{fu[key]:.2f} ms ({p[key] / fu[key]:.2f}x)"
+
+        def fthr(path):
+            fu = bm.get(path, {"error": "not run"})
+            return "error" if "error" in fu else f"{max(v['tokens_per_s'] for v in fu['throughput'].values()):,.0f} tok/s"
+
+        row = lambda title, key, ratio: (f"| {title} | {t[key]:.2f} ms | " + " | ".join(fcol(f, key) for f in FAST_PATHS)  # noqa: E731
+                                         + f" | {p[key]:.2f} ms | {r[ratio]:.2f}x |")
         lines += ["", f"## Benchmark: {bm['model']}", "", f"bf16 matmul rate measured: {bm['matmul_tflops']:.0f} TFLOP/s", "",
-                  "| workload | tqserve (aten) | tqserve fused (ratio) | transformers (bf16, SDPA, KV reuse) | ratio (aten) |", "|---|---|---|---|---|",
-                  f"| 1,000-token cold prefill to label logits | {t['cold_prefill_ms']:.2f} ms | {fcol('cold_prefill_ms')} | {p['cold_prefill_ms']:.2f} ms | {r['cold_prefill']:.2f}x |",
-                  f"| 1,000-token state + 16 questions | {t['state_16_questions_ms']:.2f} ms | {fcol('state_16_questions_ms')} | {p['state_16_questions_ms']:.2f} ms | {r['state_16_questions']:.2f}x |",
-                  f"| one warm question | {t['warm_question_ms']:.2f} ms | {fcol('warm_question_ms')} | {p['warm_question_ms']:.2f} ms | {r['warm_question']:.2f}x |",
+                  "fused: `--kernels fused`; fast: `--kernels fused --attention cascade --cuda-graphs on`.", "",
+                  "| workload | tqserve (aten) | tqserve fused (ratio) | tqserve fast (ratio) | transformers (bf16, SDPA, KV reuse) | ratio (aten) |",
+                  "|---|---|---|---|---|---|",
+                  row("1,000-token cold prefill to label logits", "cold_prefill_ms", "cold_prefill"),
+                  row("1,000-token state + 16 questions", "state_16_questions_ms", "state_16_questions"),
+                  row("one warm question", "warm_question_ms", "warm_question"),
                   f"| throughput, {results['states']} states x 1,001 tokens | {max(v['tokens_per_s'] for v in t['throughput'].values()):,.0f} tok/s "
-                  f"| {fthr} | {p['throughput_tokens_per_s']:,.0f} tok/s | {r['throughput']:.2f}x |",
+                  f"| {fthr('tqserve_fused')} | {fthr('tqserve_fast')} | {p['throughput_tokens_per_s']:,.0f} tok/s | {r['throughput']:.2f}x |",
                   f"| GPU memory taken (peak pool, without the CUDA context) | {t['memory_bytes'] / 2**30:.2f} GiB, of which KV cache "
-                  f"{t['info']['kvCacheBytes'] / 2**30:.2f} GiB (allocated whole at start) | | {p['memory_bytes'] / 2**30:.2f} GiB | |",
+                  f"{t['info']['kvCacheBytes'] / 2**30:.2f} GiB (allocated whole at start) | | | {p['memory_bytes'] / 2**30:.2f} GiB | |",
                   "", f"Label probabilities of the cold prefill, tqserve vs transformers: max abs diff {bm['max_abs_probability_diff_vs_transformers']:.1e}.",
                   "", f"Throughput share of the matmul rate: {100 * bm['throughput_share_of_matmul_rate']:.1f}%; readout share of engine time "
                   f"(state + 16 questions): {100 * t['readout_share']:.2f}%.", "",

@@ -4,6 +4,9 @@ kernel, the merge kernel) against the ATen one (`--kernels aten`, the verified p
 `tq_cli selfcheck`: the first layer and tensor where they differ beyond the bound (relative to the tensor's
 scale: fp32 1e-4, bf16 5e-2), so that a disagreement is found where it starts. Then the fused forward on
 the GPU against the fused forward on the CPU (their host forms: the same arithmetic), label logits only.
+Last, CUDA graphs: the same calls (a state asked twice, then its questions in another order: a step
+that replays the second's graph with other inputs; three short calls likewise) with `--cuda-graphs on`
+against `off`, on the fused forward: label logits within the bound, and how many steps replayed a graph.
 
     python3 bench/gpu/selfcheck.py --cli build-gpu/tq_cli --models build-gpu/models --out OUT [--device cuda]
 
@@ -11,7 +14,9 @@ Writes OUT/selfcheck.json and OUT/selfcheck.md. Runs without a GPU too (--device
 import argparse
 import json
 import os
+import random
 import subprocess
+import tempfile
 
 from tiny import TINY
 
@@ -21,6 +26,39 @@ def run(args, *extra):
     if done.returncode != 0:
         return {"error": done.stderr.strip()[-2000:]}
     return json.loads(done.stdout)
+
+
+def answer(args, calls, *extra):
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"calls": calls}, f)
+    try:
+        done = subprocess.run([args.cli, "answer", "--calls", f.name, *extra], capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip()[-2000:])
+    return json.loads(done.stdout)
+
+
+def graphs(args, folder, dtype):
+    """The fused forward with and without CUDA graphs on calls whose later steps replay earlier ones' graphs."""
+    vocab = json.load(open(os.path.join(folder, "config.json")))["vocab_size"]
+    rng = random.Random(43)
+    tokens = lambda n: [rng.randrange(vocab) for _ in range(n)]  # noqa: E731
+    labels = tokens(4)
+    q = lambda n: {"tokens": tokens(n), "labelIds": labels}  # noqa: E731
+    state, questions = tokens(200), [q(5), q(7), q(4)]
+    short = tokens(4)
+    calls = [[{"state": state, "questions": questions}], [{"state": state, "questions": questions}],
+             [{"state": state, "questions": questions[::-1]}]] + [[{"state": short, "questions": [q(3)]}] for _ in range(3)]
+    base = ["--model", folder, "--device", args.device, "--dtype", dtype, "--kernels", "fused"]
+    try:
+        on, off = answer(args, calls, *base, "--cuda-graphs", "on"), answer(args, calls, *base, "--cuda-graphs", "off")
+    except RuntimeError as e:
+        return {"error": str(e)}
+    logits = lambda r: [x for call in r["calls"] for req in call for a in req["answers"] for x in a["labelLogits"]]  # noqa: E731
+    return {"labelLogitsMaxDiff": max(abs(a - b) for a, b in zip(logits(on), logits(off))),
+            "graphReplays": sum(req["graphReplays"] for call in on["calls"] for req in call)}
 
 
 def main():
@@ -43,18 +81,23 @@ def main():
                 r["gpu_vs_cpu"] = run(args, "--model", folder, "--device", args.device, "--dtype", dtype, "--reference-kernels", "fused",
                                    "--reference-device", "cpu")
                 r["gpu_vs_cpu"] = {k: r["gpu_vs_cpu"].get(k) for k in ["labelLogitsMaxDiff", "firstBeyondBound", "error"]}
+            if "error" not in r:
+                r["graphs"] = graphs(args, folder, dtype)
             results[key] = r
             print(key, "error" if "error" in r else (r["firstBeyondBound"] or {}).get("name", "all within bound"), flush=True)
     lines = ["# Self-check: the fused forward against the ATen forward, layer by layer", "",
              f"Device: {args.device}. Bound: the largest difference relative to the tensor's scale (fp32 1e-4, bf16 5e-2).", "",
-             "| model | tensors | first beyond the bound | label logits max diff |", "|---|---|---|---|"]
+             "CUDA graphs: label logits with `--cuda-graphs on` against `off` (fused forward), and the steps that replayed a graph.", "",
+             "| model | tensors | first beyond the bound | label logits max diff | CUDA graphs: max diff, replays |", "|---|---|---|---|---|"]
     for key, r in results.items():
         if "error" in r:
             lines.append(f"| {key} | error: {r['error'][:300]} | | |")
             continue
         first = r["firstBeyondBound"]
         where = "none" if first is None else f"{first['name']} ({first.get('relative', first.get('error'))})"
-        lines.append(f"| {key} | {r['tensorsCompared']} | {where} | {r['labelLogitsMaxDiff']:.2e} |")
+        g = r.get("graphs", {"error": "not run"})
+        graph = f"error: {g['error'][:200]}" if "error" in g else f"{g['labelLogitsMaxDiff']:.2e}, {g['graphReplays']}"
+        lines.append(f"| {key} | {r['tensorsCompared']} | {where} | {r['labelLogitsMaxDiff']:.2e} | {graph} |")
     with open(os.path.join(args.out, "selfcheck.json"), "w") as f:
         json.dump(results, f, indent=2)
     with open(os.path.join(args.out, "selfcheck.md"), "w") as f:

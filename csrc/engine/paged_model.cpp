@@ -70,9 +70,9 @@ at::Tensor PagedModel::step_forward(const StepBatch& step, ForwardInfo& info) {
   if (!graphs_ || tracing_ || inputs.launch_shape.empty()) return transformer_->run(inputs, *cache_);
   // A graph computes every row of its step: the output rows are taken from them.
   const auto rows = at::tensor(at::ArrayRef<int64_t>(step.output_rows), at::TensorOptions().dtype(at::kLong)).to(options_.device);
-  const int64_t replays = graphs_->replays();
-  auto hidden = graphs_->run(std::move(inputs)).index_select(0, rows);
-  info.graph_replays += graphs_->replays() - replays;
+  bool replayed = false;
+  auto hidden = graphs_->run(std::move(inputs), replayed).index_select(0, rows);
+  info.graph_replays += replayed;
   return hidden;
 }
 

@@ -9,11 +9,11 @@
 #include "batch/step_plan.h"
 #include "cache/kv_cache.h"
 #include "cache/pending_boundaries.h"
+#include "engine/step_graphs.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/quantization.h"
 #include "model/checkpoint.h"
 #include "model/hidden_state_model.h"
-#include "engine/step_graphs.h"
 #include "model/transformer.h"
 #include "vision/vision_tower.h"
 
@@ -72,8 +72,6 @@ class PagedModel : public HiddenStateModel {
     transformer_->trace_into(trace);
     tracing_ = trace != nullptr;
   }
-  // Small steps run through CUDA graphs (engine/step_graphs.h): launch shapes seen, replays made.
-  const StepGraphs* graphs() const { return graphs_.get(); }
   const PagedModelOptions& options() const { return options_; }
   // What sized the KV cache: "mib", "tokens", "gpu-memory" or "context" (twice the context limit).
   const std::string& cache_sized_by() const { return cache_sized_by_; }

@@ -4,6 +4,7 @@
 
 #include "engine/launch_record.h"
 #if TQ_CUDA
+#include <torch/version.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -37,45 +38,74 @@ auto shared_pool() {
 StepGraphs::StepGraphs(const Transformer& model, KvCache& cache) : model_(model), cache_(cache) {}
 StepGraphs::~StepGraphs() = default;
 
-at::Tensor StepGraphs::run(StepInputs inputs) {
+at::Tensor StepGraphs::run(StepInputs inputs, bool& replayed) {
   if (inputs.launch_shape.empty()) throw std::logic_error("StepGraphs::run: a step without a launch shape");
-  auto& kept = graphs_[inputs.launch_shape];
-  const bool first = !kept;
-  if (first) {
-    kept = std::make_unique<Graph>();
-    kept->inputs = std::move(inputs);
-  } else {
-    Transformer::refill(kept->inputs, inputs);
-    ++replays_;
+  const auto found = graphs_.find(inputs.launch_shape);
+  replayed = found != graphs_.end();
+  if (replayed) {
+    Transformer::refill(found->second->inputs, inputs);
+    return replay(*found->second);
   }
-  Graph& g = *kept;
+  auto g = std::make_unique<Graph>();
+  g->inputs = std::move(inputs);
+  // Kept only once captured: a step that fails leaves no half-made graph behind.
+  auto out = capture(*g);
+  const auto shape = g->inputs.launch_shape;
+  graphs_.emplace(shape, std::move(g));
+  return out;
+}
+
+at::Tensor StepGraphs::capture(Graph& g) {
 #if TQ_CUDA
   if (g.inputs.token_ids.is_cuda()) {
-    if (first) {
-      const auto device = g.inputs.token_ids.device();
-      // Inputs were copied on the current stream: the side stream starts after them.
-      c10::cuda::device_synchronize();
-      auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
-      {
-        c10::cuda::CUDAStreamGuard on_side(side);
-        model_.run(g.inputs, cache_);  // warm-up: handles, workspaces, lazily loaded kernels
-        side.synchronize();
-        g.graph = std::make_unique<at::cuda::CUDAGraph>();
-        g.graph->capture_begin(shared_pool(), cudaStreamCaptureModeThreadLocal);
+    const auto device = g.inputs.token_ids.device();
+    // Inputs were copied on the current stream: the side stream starts after them.
+    c10::cuda::device_synchronize();
+    auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+    {
+      c10::cuda::CUDAStreamGuard on_side(side);
+      model_.run(g.inputs, cache_);  // warm-up: handles, workspaces, lazily loaded kernels
+      side.synchronize();
+      g.graph = std::make_unique<at::cuda::CUDAGraph>();
+#if TORCH_VERSION_MAJOR >= 2
+      g.graph->capture_begin(shared_pool(), cudaStreamCaptureModeThreadLocal);
+#else
+      g.graph->capture_begin(shared_pool());  // libtorch 1.x: global capture mode only
+#endif
+      try {
         g.out = model_.run(g.inputs, cache_);
-        g.graph->capture_end();
+      } catch (...) {
+        // Ends the capture (and the allocator's routing to the pool), whatever it left; then the step's error.
+        try {
+          g.graph->capture_end();
+        } catch (...) {
+        }
+        throw;
       }
-      c10::cuda::device_synchronize();
+      g.graph->capture_end();
     }
+    c10::cuda::device_synchronize();
+    g.graph->replay();  // the capture computed nothing: this step is computed now
+    return g.out;
+  }
+#endif
+  LaunchRecord record;
+  g.out = model_.run(g.inputs, cache_);
+  g.launches = record.launches();
+  return g.out;
+}
+
+at::Tensor StepGraphs::replay(Graph& g) {
+#if TQ_CUDA
+  if (g.graph) {
     g.graph->replay();
     return g.out;
   }
 #endif
-  // The CPU: the same step eagerly, from the same buffers, its launches checked against the first's.
+  // The CPU: the step eagerly, from the graph's buffers, its launches checked against the capture's.
   LaunchRecord record;
   g.out = model_.run(g.inputs, cache_);
-  if (first) g.launches = record.launches();
-  else if (const auto diff = first_difference(g.launches, record.launches()); !diff.empty())
+  if (const auto diff = first_difference(g.launches, record.launches()); !diff.empty())
     throw std::logic_error("a CUDA graph's replay would launch otherwise than its capture: " + diff);
   return g.out;
 }

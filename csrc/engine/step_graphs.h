@@ -35,17 +35,19 @@ class StepGraphs {
   StepGraphs(const Transformer& model, KvCache& cache);
   ~StepGraphs();
   // The final hidden states of every row of the step `inputs` holds (which has a launch shape),
-  // [T, hidden] fp32. The tensor is the shape's: read it before the next step of that shape.
-  at::Tensor run(StepInputs inputs);
-  int64_t shapes() const { return static_cast<int64_t>(graphs_.size()); }
-  int64_t replays() const { return replays_; }
+  // [T, hidden] fp32; `replayed`: whether it replayed a graph an earlier step captured. The tensor
+  // is the shape's: read it before the next step of that shape.
+  at::Tensor run(StepInputs inputs, bool& replayed);
 
  private:
   struct Graph;
+  // A shape's first step, computed and captured (on the CPU: computed, its launches recorded).
+  at::Tensor capture(Graph& g);
+  // A later step, its inputs already in g's buffers.
+  at::Tensor replay(Graph& g);
   const Transformer& model_;
   KvCache& cache_;
-  std::map<std::vector<int64_t>, std::unique_ptr<Graph>> graphs_;
-  int64_t replays_ = 0;
+  std::map<std::vector<int64_t>, std::unique_ptr<Graph>> graphs_;  // by launch shape
 };
 
 }  // namespace tq

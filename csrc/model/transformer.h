@@ -56,12 +56,10 @@ class Transformer {
   const LayerKernels& kernels() const { return *kernels_; }
   // The layers' linear weights as the kernels keep them (packed, or quantized).
   int64_t linear_bytes() const;
-  // Writes the step's keys and values into the cache (on the kernels' device) and returns
-  // the final (normed) hidden states of the output rows, [R, hidden] fp32 on that device.
-  at::Tensor forward(const StepBatch& step, KvCache& cache) const { return run(prepare(step), cache); }
-  // forward's two halves: the host's work (plans, index copies to the device), then the forward
-  // pass itself, which reads nothing from the host. run returns the rows inputs.output_rows names
-  // (all where undefined).
+  // A step's forward pass in two halves: the host's work (plans, index copies to the device),
+  // then the pass itself, which reads nothing from the host. run writes the step's keys and
+  // values into the cache (on the kernels' device) and returns the final (normed) hidden states
+  // of the rows inputs.output_rows names (all where undefined), [R, hidden] fp32 on that device.
   StepInputs prepare(const StepBatch& step) const;
   at::Tensor run(const StepInputs& inputs, KvCache& cache) const;
   // Copies `from` into `into`'s tensors and plans, which keep their memory (same launch_shape).

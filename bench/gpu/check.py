@@ -18,9 +18,7 @@ import math
 import os
 import random
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 import torch
@@ -30,21 +28,9 @@ sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
 from ref_families import FamilyModel  # noqa: E402
 from ref_model import RefModel  # noqa: E402
 from tiny import TINY  # noqa: E402
+from tq_cli import cli  # noqa: E402 (fp8.py and families.py take it from here too)
 
 STATE_TOKENS, QUESTIONS, QUESTION_TOKENS, LABELS = 1000, 16, 24, 8
-
-
-def cli(args, calls, extra=()):
-    """Runs `tq_cli answer` on the given calls; returns its JSON."""
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump({"calls": calls}, f)
-    try:
-        done = subprocess.run([args.cli, "answer", "--calls", f.name, *extra], capture_output=True, text=True)
-    finally:
-        os.unlink(f.name)
-    if done.returncode != 0:
-        raise RuntimeError(f"tq_cli {' '.join(extra)}: {done.stderr.strip()}")
-    return json.loads(done.stdout)
 
 
 def ids(rng, n, vocab):

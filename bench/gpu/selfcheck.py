@@ -16,27 +16,15 @@ import json
 import os
 import random
 import subprocess
-import tempfile
 
 from tiny import TINY
+from tq_cli import cli
 
 
 def run(args, *extra):
     done = subprocess.run([args.cli, "selfcheck", *extra], capture_output=True, text=True)
     if done.returncode != 0:
         return {"error": done.stderr.strip()[-2000:]}
-    return json.loads(done.stdout)
-
-
-def answer(args, calls, *extra):
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump({"calls": calls}, f)
-    try:
-        done = subprocess.run([args.cli, "answer", "--calls", f.name, *extra], capture_output=True, text=True)
-    finally:
-        os.unlink(f.name)
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr.strip()[-2000:])
     return json.loads(done.stdout)
 
 
@@ -53,7 +41,7 @@ def graphs(args, folder, dtype):
              [{"state": state, "questions": questions[::-1]}]] + [[{"state": short, "questions": [q(3)]}] for _ in range(3)]
     base = ["--model", folder, "--device", args.device, "--dtype", dtype, "--kernels", "fused"]
     try:
-        on, off = answer(args, calls, *base, "--cuda-graphs", "on"), answer(args, calls, *base, "--cuda-graphs", "off")
+        on, off = cli(args, calls, [*base, "--cuda-graphs", "on"]), cli(args, calls, [*base, "--cuda-graphs", "off"])
     except RuntimeError as e:
         return {"error": str(e)}
     logits = lambda r: [x for call in r["calls"] for req in call for a in req["answers"] for x in a["labelLogits"]]  # noqa: E731

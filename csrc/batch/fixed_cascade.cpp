@@ -1,15 +1,9 @@
 #include "batch/fixed_cascade.h"
 
-#include <algorithm>
+#include "batch/step_buckets.h"
 
 namespace tq {
 namespace {
-
-int32_t power_of_two_at_least(int32_t n, int32_t floor) {
-  int32_t p = floor;
-  while (p < n) p *= 2;
-  return p;
-}
 
 // Pads a level to `rows` rows, `keys` keys and `sequences` sequences (see the header).
 void pad_level(CascadeLevel& level, int32_t rows, int32_t keys, int32_t sequences) {
@@ -36,7 +30,7 @@ bool fix_cascade_shape(CascadePlan& plan, int32_t tokens, int32_t keys) {
   auto& levels = plan.levels;
   if (levels.empty() || levels.size() > 2 || levels[0].name != "own" || levels[0].total_q() != tokens) return false;
   if (levels.size() == 2 && (levels[1].name != "state" || levels[1].window_left >= 0)) return false;
-  const int32_t own_keys = power_of_two_at_least(levels[0].total_k(), 64);
+  const auto own_keys = static_cast<int32_t>(power_of_two_at_least(levels[0].total_k(), 64));
   if (own_keys > kMaxFixedOwnKeys || levels.size() == 2 && levels[1].total_k() > keys) return false;
   if (levels.size() == 1) levels.push_back(CascadeLevel{"state", false, -1});
   pad_level(levels[0], tokens, own_keys, tokens + 2);

@@ -3,12 +3,6 @@
 namespace tq {
 namespace {
 
-int64_t power_of_two_at_least(int64_t n, int64_t floor) {
-  int64_t p = floor;
-  while (p < n) p *= 2;
-  return p;
-}
-
 // t's rows followed by `n` rows of `fill` (t int64, 1-D or [T, 3]).
 at::Tensor padded(const at::Tensor& t, int64_t n, int64_t fill) {
   if (n == 0) return t;
@@ -21,6 +15,12 @@ at::Tensor padded(const at::Tensor& t, int64_t n, int64_t fill) {
 at::Tensor run_from(int64_t a, int64_t n) { return at::arange(a, a + n, at::TensorOptions().dtype(at::kLong)); }
 
 }  // namespace
+
+int64_t power_of_two_at_least(int64_t n, int64_t floor) {
+  int64_t p = floor;
+  while (p < n) p *= 2;
+  return p;
+}
 
 std::optional<StepBucket> bucket_for(int64_t tokens, int64_t keys) {
   if (tokens > kMaxBucketTokens) return std::nullopt;

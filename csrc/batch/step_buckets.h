@@ -27,6 +27,9 @@ struct StepBucket {
   int64_t tokens = 0, keys = 0;
 };
 
+// The least floor * 2^i at or above n: a bucket's size.
+int64_t power_of_two_at_least(int64_t n, int64_t floor);
+
 // The bucket of a step of `tokens` new tokens over `keys` keys: tokens up to a power of two
 // from 8 to kMaxBucketTokens, keys to a power of two from 64 leaving room for the padding's own
 // keys; none for a larger step (it runs as it is: launch time is small beside its work).

@@ -41,6 +41,7 @@
         "csrc/kernels/cpu/gemm_vnni.cpp",
         "csrc/kernels/cpu/gemm_maddubs.cpp",
         "csrc/kernels/cpu/int8_gemm.cpp",
+        "csrc/kernels/cpu/level_choice.cpp",
         "csrc/kernels/cpu/int8_linear.cpp",
         "csrc/kernels/cpu/invariant_gemm.cpp",
         "csrc/kernels/cpu/isa.cpp",

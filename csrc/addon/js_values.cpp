@@ -150,6 +150,14 @@ Napi::Value to_js(Napi::Env env, const EngineInfo& i) {
   r.Set("gpuMemoryUtilization", i.gpu_memory_utilization);
   r.Set("threads", i.threads);
   r.Set("kernels", i.kernels);
+  if (!i.level_choice.empty()) {
+    auto rates = Napi::Object::New(env);
+    for (const auto& [level, gflops] : i.level_rates) rates.Set(level, gflops);
+    auto choice = Napi::Object::New(env);
+    choice.Set("how", i.level_choice);
+    choice.Set("gflops", rates);
+    r.Set("levelChoice", choice);
+  }
   r.Set("attention", i.attention);
   r.Set("cudaGraphs", i.cuda_graphs);
   r.Set("quantization", i.quantization);

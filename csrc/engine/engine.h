@@ -102,6 +102,10 @@ struct EngineInfo {
   // Set when the requested dtype could not be used on this CPU, saying what runs instead and why.
   std::string dtype_note;
   std::string kernels;  // the layers' kernels: "avx512", "avx2", "portable" (the engine's CPU kernels), "aten", or "libtorch" (TorchScript)
+  // The CPU kernels' level: how it was chosen ("measured", "cached", "forced", "only"; "" off the
+  // engine's CPU kernels) and, measured, each level's rate on the model's GEMMs (GFLOP/s, fastest first).
+  std::string level_choice;
+  std::vector<std::pair<std::string, double>> level_rates;
   std::string attention = "kernels";  // "kernels" or "cascade" (EngineOptions::attention)
   bool cuda_graphs = false;           // EngineOptions::cuda_graphs
   std::string quantization = "none";  // of the linear layers' weights (kernels/quantization.h)

@@ -45,8 +45,9 @@ int64_t PagedModel::kv_blocks(int64_t bytes_per_block) {
 
 PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
     : options_(options), checkpoint_(std::make_unique<Checkpoint>(dir)) {
+  choose_level();
   auto kernels = options.aten_kernels ? aten_layer_kernels(options.device, options.quantization)
-                                      : shifted_layer_kernels(cpu_layer_kernels(options.batch_invariant, options.isa, options.dtype, options.quantization),
+                                      : shifted_layer_kernels(cpu_layer_kernels(options.batch_invariant, options_.isa, options.dtype, options.quantization),
                                                               options.buffer_shift);
   if (options.fused_rows) kernels = fused_layer_kernels(std::move(kernels));
   if (options.cascade_attention) kernels = cascade_layer_kernels(std::move(kernels), options.dtype, options.step_buckets);
@@ -63,6 +64,16 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
   cache_ = std::make_unique<KvCache>(shape, identity);
   pending_ = std::make_unique<PendingBoundaries>(cache_->pool());
   if (options.step_buckets) graphs_ = std::make_unique<StepGraphs>(*transformer_, *cache_);
+}
+
+void PagedModel::choose_level() {
+  level_choice_ = {options_.isa, "forced", {}};
+  if (!options_.measure_level || options_.aten_kernels || !options_.batch_invariant) return;
+  // The model's linear layers, [out, in]: q, k and v stacked; o; gate (up alike); down.
+  const auto& c = checkpoint_->config();
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  level_choice_ = tq::choose_level({{q + 2 * kv, h}, {h, q}, {c.intermediate_size, h}, {h, c.intermediate_size}}, options_.dtype, options_.quantization);
+  options_.isa = level_choice_.level;
 }
 
 at::Tensor PagedModel::step_forward(const StepBatch& step, ForwardInfo& info) {

@@ -11,6 +11,7 @@
 #include "cache/pending_boundaries.h"
 #include "engine/step_graphs.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/level_choice.h"
 #include "kernels/quantization.h"
 #include "model/checkpoint.h"
 #include "model/hidden_state_model.h"
@@ -49,6 +50,7 @@ struct PagedModelOptions {
   // in the fixed form (the cascade's), run through CUDA graphs (engine/step_graphs.h).
   bool step_buckets = false;
   bool fused_rows = false;         // ATen's GEMMs with the fused row kernels (kernels/fused/); aten_kernels set too
+  bool measure_level = false;      // the CPU kernels at the fastest level for this model's GEMMs, up to isa (kernels/cpu/level_choice.h)
 };
 
 class PagedModel : public HiddenStateModel {
@@ -73,6 +75,8 @@ class PagedModel : public HiddenStateModel {
     tracing_ = trace != nullptr;
   }
   const PagedModelOptions& options() const { return options_; }
+  // How the CPU kernels' level was chosen (kernels/cpu/level_choice.h): forced unless measure_level.
+  const LevelChoice& level_choice() const { return level_choice_; }
   // What sized the KV cache: "mib", "tokens", "gpu-memory" or "context" (twice the context limit).
   const std::string& cache_sized_by() const { return cache_sized_by_; }
   std::string stored_dtype() const { return checkpoint_->stored_dtype(); }
@@ -89,6 +93,8 @@ class PagedModel : public HiddenStateModel {
 
   // Block tables of every segment; cached prefixes of states when caching.
   std::vector<std::unique_ptr<Sequence>> allocate(const PackedTokens& packed, const std::vector<int64_t>& offsets, bool caching);
+  // Sets options_.isa to the fastest level where measure_level asks for it, and level_choice_.
+  void choose_level();
   // A step's final hidden states of its output rows: through a CUDA graph where it has one.
   at::Tensor step_forward(const StepBatch& step, ForwardInfo& info);
 
@@ -100,6 +106,7 @@ class PagedModel : public HiddenStateModel {
   std::unique_ptr<PendingBoundaries> pending_;  // holds blocks of cache_: destroyed first
   std::unique_ptr<StepGraphs> graphs_;          // with step_buckets
   bool tracing_ = false;
+  LevelChoice level_choice_;
   double weights_ms_ = 0;
   std::string cache_sized_by_;
 };

@@ -150,6 +150,12 @@ export interface NativeEngineInfo {
    * (ATen's ops, on any device); or 'libtorch' (TorchScript).
    */
   kernels: string;
+  /**
+   * How the CPU kernels' level was chosen (csrc/kernels/cpu/level_choice.h): 'measured' at load, 'cached' (measured
+   * before on this machine and build), 'forced' (isa, TQ_KERNELS) or 'only' (one level runs here); with each level's
+   * rate on the model's GEMMs (GFLOP/s). Absent off the engine's CPU kernels.
+   */
+  levelChoice?: { how: 'measured' | 'cached' | 'forced' | 'only'; gflops: Record<string, number> };
   /** 'kernels' or 'cascade' (NativeLoadOptions.attention). */
   attention: 'kernels' | 'cascade';
   /** NativeLoadOptions.cudaGraphs. */

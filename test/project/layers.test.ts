@@ -92,6 +92,7 @@ export const KERNEL_ENTRY_POINTS = [
   'kernels/cascade/cascade_layer_kernels.h',
   'kernels/fused/fused_layer_kernels.h',
   'kernels/cpu/isa.h',
+  'kernels/cpu/level_choice.h',
   'kernels/aten/aten_layer_kernels.h',
 ];
 

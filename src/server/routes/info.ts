@@ -91,6 +91,7 @@ export function infoRoutes(router: Router, service: Service) {
       ...(e.dtypeNote ? { dtype_note: e.dtypeNote } : {}),
       threads: e.threads,
       kernels: e.kernels,
+      ...(e.levelChoice ? { kernel_choice: { how: e.levelChoice.how, gflops: e.levelChoice.gflops } } : {}),
       attention: e.attention,
       cuda_graphs: e.cudaGraphs,
       batch_invariant: e.batchInvariant,

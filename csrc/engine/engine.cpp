@@ -110,7 +110,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     o.measure_level = options.isa.empty();
     auto paged = std::make_unique<PagedModel>(options.path, o);
     info_.quantization = quantization_name(quantization);
-    if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(isa);
+    if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(paged->options().isa);  // the level chosen
     if (quantization == Quantization::Fp8) info_.quantized_kernels = kFp8KernelName;
     info_.weights_ms = paged->weights_ms();
     info_.linear_bytes = paged->linear_bytes();
@@ -118,11 +118,9 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     info_.register_boundary = options.register_boundary;
     info_.format = "hf";
     info_.kernels = paged->kernels().name();
-    if (!aten) {
-      const auto& choice = paged->level_choice();
-      info_.level_choice = choice.how;
-      for (const auto& r : choice.rates) info_.level_rates.emplace_back(isa_name(r.level), r.gflops);
-    }
+    const auto& choice = paged->level_choice();
+    info_.level_choice = choice.how;
+    for (const auto& r : choice.rates) info_.level_rates.emplace_back(isa_name(r.level), r.gflops);
     info_.attention = cascade ? "cascade" : "kernels";
     info_.cuda_graphs = options.cuda_graphs;
     // Only the engine's own CPU kernels promise it; cuBLAS and SDPA choose their reductions by shape.

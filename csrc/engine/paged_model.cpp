@@ -67,8 +67,10 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
 }
 
 void PagedModel::choose_level() {
+  // Only the engine's invariant CPU kernels have levels to choose from (oneDNN and ATen choose their own).
+  if (options_.aten_kernels || !options_.batch_invariant) return;
   level_choice_ = {options_.isa, "forced", {}};
-  if (!options_.measure_level || options_.aten_kernels || !options_.batch_invariant) return;
+  if (!options_.measure_level) return;
   // The model's linear layers, [out, in]: q, k and v stacked; o; gate (up alike); down.
   const auto& c = checkpoint_->config();
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;

@@ -75,7 +75,8 @@ class PagedModel : public HiddenStateModel {
     tracing_ = trace != nullptr;
   }
   const PagedModelOptions& options() const { return options_; }
-  // How the CPU kernels' level was chosen (kernels/cpu/level_choice.h): forced unless measure_level.
+  // How the CPU kernels' level was chosen (kernels/cpu/level_choice.h): forced unless measure_level;
+  // how "" off the invariant CPU kernels.
   const LevelChoice& level_choice() const { return level_choice_; }
   // What sized the KV cache: "mib", "tokens", "gpu-memory" or "context" (twice the context limit).
   const std::string& cache_sized_by() const { return cache_sized_by_; }

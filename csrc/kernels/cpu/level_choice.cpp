@@ -60,7 +60,6 @@ double measure(Isa level, const std::vector<GemmShape>& shapes, at::ScalarType d
   std::vector<std::unique_ptr<Linear>> linears;
   std::vector<at::Tensor> inputs;
   double flops = 0;
-  at::manual_seed(0);
   for (const auto& s : shapes) {
     const int64_t out = std::min(s.out, kMaxOut), in = std::max(s.in, kMinIn);
     linears.push_back(kernels->linear(at::randn({out, in}).div_(16).to(dtype), {}));

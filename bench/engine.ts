@@ -34,7 +34,7 @@ const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 const ALTERNATIONS = Number(process.env.BENCH_ALTERNATIONS ?? 7);
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const fmt = (x: number, d = 1) => x.toFixed(d);
+const fmt = (x: number, d = 1) => (Number.isNaN(x) ? 'n/a' : x.toFixed(d));
 const cpuModel = () => fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^model name\s*:\s*(.*)$/m)?.[1] ?? 'unknown';
 const maxAbsDiff = (a: number[], b: number[]) => Math.max(...a.map((x, i) => Math.abs(x - b[i])));
 
@@ -86,7 +86,8 @@ async function gemmTable(levels: IsaLevel[]) {
       const iterations = m < 100 ? 200 : 7;
       const rates: number[] = [];
       for (const isa of levels) rates.push((await gemmRate(m, k, n, 'bf16', iterations, true, isa)).gflops);
-      const onednn = (await gemmRate(m, k, n, 'bf16', iterations, false)).gflops;
+      // oneDNN has no bf16 matmul without AVX-512: n/a there.
+      const onednn = await gemmRate(m, k, n, 'bf16', iterations, false).then((r) => r.gflops, () => NaN);
       const int8 = (await gemmRate(m, k, n, 'bf16', iterations, true, undefined, 'int8')).gflops;
       console.log(`| ${m} x ${k} x ${n} | ${rates.map((r) => fmt(r, 0)).join(' | ')} | ${fmt(onednn, 0)} | ${fmt(rates[0] / onednn, 2)} | ${fmt(int8, 0)} | ${fmt(int8 / rates[0], 2)} |`);
     }
@@ -156,6 +157,8 @@ async function main() {
   // And bf16 with int8 weights (--quantization int8) on the CPU's best int8 path, and on AVX2's.
   const variants: { dtype: Dtype; invariant: boolean; isa?: IsaLevel; quantization?: Quantization }[] = [
     ...levels.map((isa) => ({ dtype: 'bf16' as Dtype, invariant: true, isa })),
+    // The default: the level measured fastest at load (csrc/kernels/cpu/level_choice.h).
+    { dtype: 'bf16', invariant: true, isa: undefined },
     { dtype: 'bf16', invariant: true, quantization: 'int8' },
     // int8 where AVX-512 VNNI is missing: the AVX2 path (gemm_maddubs.cpp), beside bf16 at the same level.
     ...(levels.includes('avx2') && levels[0] !== 'avx2' ? [{ dtype: 'bf16' as Dtype, invariant: true, isa: 'avx2' as IsaLevel, quantization: 'int8' as Quantization }] : []),
@@ -165,7 +168,7 @@ async function main() {
     // No prefix cache: every run computes the whole state.
     const engine = await Engine.open({ path: dir, dtype, threads: THREADS, prefixCache: false, batchInvariant: invariant, isa, quantization });
     const kernels = quantization === 'int8' ? `int8 weights (${engine.info.quantizedKernels}), quantized in ${fmt(engine.info.weightsMs, 0)} ms`
-      : invariant ? `invariant (${engine.info.kernels})` : 'oneDNN';
+      : invariant ? `invariant (${engine.info.kernels}${isa ? '' : `, the default: ${engine.info.levelChoice?.how}`})` : 'oneDNN';
     weightBytes[quantization ?? dtype] ??= engine.info.linearBytes;
     const label = `${dtype} ${kernels}`;
     if (engine.info.dtypeNote) notes.push(`${label}: ${engine.info.dtypeNote}`);

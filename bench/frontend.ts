@@ -1,44 +1,86 @@
 /**
- * The server's own work per request (issue 26), not a test: `npm run bench:frontend`. tiny-qwen3 (its
- * engine time is small, so the front end shows), one question per request, sent one at a time:
+ * The server's own work per request (issues 26, 44), not a test: `npm run bench:frontend`. tiny-qwen3
+ * (its engine time is small, so the front end shows), one question per request, sent one at a time:
  * about the same ~4,900-character state again (cached by the engine's prefix cache), and about a new
  * state each time. Prints the medians of the client's time, the server's (`x-service-server-ms`), the
- * server's own part (that minus the engine and wait stages) and the stages (`x-service-stages`).
+ * server's own part (that less the engine and wait stages), the engine-process hop within it (the `hop`
+ * stage), the server's code (own less hop) and the other stages (`x-service-stages`). Then the machine's
+ * floor for the hop: two bare Node processes passing a call of the same size and a reply over the same
+ * IPC, each idle for as long as in the server (the engine computing, then the front end and the client).
  */
+import { spawn } from 'child_process';
 import { listeningUrl, runServerProcess } from '../test/helpers/server-process';
 import { dossier, median, quantile, topicQuestion } from './workload';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 200);
 
-async function main() {
+type Row = Record<string, number>;
+
+async function serverRows(): Promise<{ name: string; rows: Row[] }[]> {
   const { child, output, exited } = runServerProcess(['--base', 'tiny-qwen3', '--port', '0']);
   const url = await listeningUrl(output, exited);
   while ((await fetch(url + '/ready')).status !== 200) await new Promise((r) => setTimeout(r, 50));
-  const ask = async (state: string) => {
+  const ask = async (state: string): Promise<Row> => {
     const t0 = performance.now();
     const res = await fetch(url + '/v1/systemone', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ state, questions: { q: topicQuestion(1) } }) });
     await res.json();
     const client = performance.now() - t0;
     const stages = Object.fromEntries(res.headers.get('x-service-stages')!.split(';').map((s) => s.split('=')).map(([k, v]) => [k, Number(v)]));
     const server = Number(res.headers.get('x-service-server-ms'));
-    return { client, server, own: server - stages.engine - stages.wait, ...stages } as Record<string, number>;
+    const own = server - stages.engine - stages.wait;
+    return { client, server, own, code: own - stages.hop, ...stages };
   };
   for (let i = 0; i < 20; i++) await ask(dossier(1)); // warm-up: first-call allocations and JIT
   const scenarios: [string, (i: number) => string][] = [
     ['the same state again (cached)', () => dossier(1)],
     ['a new state each request', (i) => dossier(1000 + i)],
   ];
-  const columns = ['client', 'server', 'own', 'prepare', 'engine', 'wait'];
+  const out = [];
+  for (const [name, state] of scenarios) {
+    const rows: Row[] = [];
+    for (let i = 0; i < REQUESTS; i++) rows.push(await ask(state(i)));
+    out.push({ name, rows });
+  }
+  child.kill();
+  return out;
+}
+
+/** The echo side of the floor: holds each call `hold` ms (idle, as the engine process's main thread is while its engine thread computes), then replies. */
+const ECHO = `process.on('message', (m) => { const t = performance.now(); setTimeout(() => process.send({ answers: [{ labelLogits: new Float32Array(m.labels) }], heldMs: performance.now() - t }), m.hold); });`;
+
+/** Two IPC hops between bare Node processes (advanced serialization, as the server's): round trip less the echo's hold. */
+async function hopFloor(stateTokens: number, holdMs: number, gapMs: number): Promise<number> {
+  const echo = spawn(process.execPath, ['-e', ECHO], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
+  const call = { state: Array.from({ length: stateTokens }, (_, i) => (i * 7919) % 150000), questions: [{ tokens: Array.from({ length: 60 }, (_, i) => i), labelIds: [1, 2, 3, 4] }], labels: 4, hold: holdMs };
+  const hops: number[] = [];
+  for (let i = 0; i < REQUESTS + 20; i++) {
+    const t0 = performance.now();
+    const reply = await new Promise<{ heldMs: number }>((resolve) => {
+      echo.once('message', resolve);
+      echo.send(call);
+    });
+    if (i >= 20) hops.push(performance.now() - t0 - reply.heldMs);
+    await new Promise((r) => setTimeout(r, gapMs));
+  }
+  echo.kill();
+  return median(hops);
+}
+
+async function main() {
+  const results = await serverRows();
+  const columns = ['client', 'server', 'own', 'hop', 'code', 'prepare', 'engine', 'wait'];
   console.log(`# tqserve front end: tiny-qwen3, one question, ${dossier(1).length}-character state, ${REQUESTS} requests one at a time (ms; median, p90)\n`);
   console.log(`| request | ${columns.join(' | ')} |`);
   console.log(`|---|${columns.map(() => '---').join('|')}|`);
-  for (const [name, state] of scenarios) {
-    const rows: Record<string, number>[] = [];
-    for (let i = 0; i < REQUESTS; i++) rows.push(await ask(state(i)));
+  for (const { name, rows } of results) {
     const cell = (k: string) => `${median(rows.map((r) => r[k])).toFixed(2)}, ${quantile(rows.map((r) => r[k]), 0.9).toFixed(2)}`;
     console.log(`| ${name} | ${columns.map(cell).join(' | ')} |`);
   }
-  child.kill();
+  const cached = results[0].rows;
+  const engine = median(cached.map((r) => r.engine));
+  const between = median(cached.map((r) => r.client)) - engine;
+  const floor = await hopFloor(1000, Math.round(engine), Math.round(between));
+  console.log(`\nThe hop's floor on this machine (two bare Node processes, IPC as the server's, idle ${Math.round(engine)} ms then ${Math.round(between)} ms between calls, as above): ${floor.toFixed(2)} ms median`);
 }
 
 main().catch((e) => {

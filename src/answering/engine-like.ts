@@ -25,6 +25,12 @@ export interface EngineReply {
     engineMs: number;
     /** From reaching the engine until it took the request. */
     waitMs: number;
+    /**
+     * The engine-process hop: from the server sending the call to its reply arriving, less the
+     * engine process's accounted time (decode, wait, engine); both ways' messages, their
+     * (de)serialization and each process waking. 0 where the engine runs in-process (`decide`).
+     */
+    hopMs?: number;
     /** Decoding and resizing the call's images (the image engine's process), before it queued. */
     decodeMs?: number;
     /** A state-boundary registration was queued or running when the request arrived. */

@@ -63,7 +63,7 @@ export interface PipelineResult {
   computedTokens: number;
   waitedBehindRegistration: boolean;
   batchSize: number;
-  stages: { prepare: number; warm: number; questions: number; readout: number; engine: number; wait: number };
+  stages: { prepare: number; warm: number; questions: number; readout: number; engine: number; wait: number; hop: number };
 }
 
 /** Options by key: a Map, or a parsed object whose own keys (`__proto__` included) are the keys. */
@@ -169,7 +169,7 @@ export async function runSpecs(
     computedTokens: reply.computedTokens,
     waitedBehindRegistration: t.waitedBehindRegistration,
     batchSize: t.batchSize ?? 1,
-    stages: { prepare: prepare + (t.decodeMs ?? 0), warm: t.stateMs, questions: t.questionsMs, readout: t.readoutMs, engine: t.engineMs, wait: t.waitMs },
+    stages: { prepare: prepare + (t.decodeMs ?? 0), warm: t.stateMs, questions: t.questionsMs, readout: t.readoutMs, engine: t.engineMs, wait: t.waitMs, hop: t.hopMs ?? 0 },
   };
 }
 

@@ -37,6 +37,7 @@ test('/v1/answer answers each kind with options, probabilities, the raw readout 
   }
   expect([noul.temperature, choice.temperature, score.temperature]).toEqual([1, 0.7, 1.3]);
   expect(r.body.timing).toMatchObject({ waited_ms: expect.any(Number), waited_behind_registration: false, engine_ms: expect.any(Number) });
+  expect(r.body.timing.hop_ms).toBeGreaterThan(0); // the call and its reply crossed between two processes
   expect(r.body.timing.waited_ms).toBeLessThan(1);
 });
 

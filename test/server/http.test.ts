@@ -7,6 +7,7 @@ import * as http from 'http';
 import * as net from 'net';
 import { engineQueue, rawRequest, RunningServer, startServer, until } from '../helpers/server';
 import { longState } from '../helpers/texts';
+import { newRequestId } from '../../src/server/http/request-id';
 
 let server: RunningServer;
 beforeAll(async () => {
@@ -65,7 +66,7 @@ test('Server-Timing carries the stages of x-service-stages; both routes set them
     const stages = r.headers.get('x-service-stages')!.split(';').map((p) => p.split('='));
     const timing = r.headers.get('server-timing')!.split(', ').map((p) => p.split(';dur='));
     expect(timing).toEqual(stages);
-    expect(stages.map(([k]) => k)).toEqual(['prepare', 'warm', 'questions', 'readout', 'engine', 'wait']);
+    expect(stages.map(([k]) => k)).toEqual(['prepare', 'warm', 'questions', 'readout', 'engine', 'wait', 'hop']);
   }
 });
 
@@ -83,6 +84,12 @@ test('every response has a request id, errors and unknown routes included', asyn
   const honoured = await fetch(server.url + '/health', { headers: { 'x-request-id': 'proxy-7f3a' } });
   expect(honoured.headers.get('x-typesafe-request-id')).toBe('proxy-7f3a');
   expect(honoured.headers.get('x-request-id')).toBe('proxy-7f3a');
+});
+
+test('request ids drawn from the pooled random bytes stay well formed and distinct across refills', () => {
+  const ids = Array.from({ length: 1000 }, newRequestId); // the pool holds 341: two refills
+  for (const id of ids) expect(id).toMatch(/^req_[0-9a-f]{24}$/);
+  expect(new Set(ids).size).toBe(ids.length);
 });
 
 // Node's http module: fetch refuses TRACE itself.

@@ -78,7 +78,12 @@ export class EngineClient implements EngineLike {
   }
 
   answer(call: EngineCall, cancel?: AbortSignal): Promise<EngineReply> {
-    return this.call({ kind: 'answer', call }, cancel);
+    const sent = performance.now();
+    return this.call<EngineReply>({ kind: 'answer', call }, cancel).then((reply) => {
+      const t = reply.timing;
+      t.hopMs = Math.max(0, performance.now() - sent - t.waitMs - t.engineMs - (t.decodeMs ?? 0));
+      return reply;
+    });
   }
 
   /** The prefix cache's counters and the boundary registrations' (queued behind pending calls). */

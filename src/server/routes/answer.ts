@@ -58,6 +58,7 @@ export function answerRoute(router: Router, service: Service) {
             readout_ms: r.stages.readout,
             engine_ms: r.stages.engine,
             waited_ms: r.stages.wait,
+            hop_ms: r.stages.hop,
             waited_behind_registration: r.waitedBehindRegistration,
             cached_tokens: r.cachedTokens,
             computed_tokens: r.computedTokens,

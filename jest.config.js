@@ -1,4 +1,7 @@
-/** Tests drive the real addon and (later) the real server; models are generated once per run. */
+/**
+ * Tests drive the real addon, server and clients, one file at a time (`--runInBand`); global-setup.ts
+ * builds dist/ and generates the test models once per run; test/sequencer.js runs the node-gyp check last.
+ */
 module.exports = {
   preset: 'ts-jest',
   testEnvironment: 'node',

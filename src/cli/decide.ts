@@ -15,7 +15,7 @@ import { openTasks } from '../tasks/open';
 import { HttpError, ValidationError } from '../wire/http-error';
 import { rendererFor, temperaturesOf } from '../config/profile-flags';
 import { answerSystemOne, SystemOneRequest } from '../answering/systemone';
-import { toHttpError } from '../answering/http-errors';
+import { questionNames, toHttpError } from '../answering/http-errors';
 import { validate } from '../wire/validation';
 import { collectImages } from '../images/collect';
 import { NO_IMAGE_ENGINE } from '../images/formats';
@@ -71,7 +71,7 @@ async function answerFile(argv: string[]) {
     const names = Object.keys(body.questions);
     const books = loadTasks(flags, base.checkpoint, renderer, temperatures);
     const { response, result } = await answerSystemOne({ engine: new InProcessEngine(engine), renderer, temperatures, servedName, ...books }, body).catch((e) => {
-      throw toHttpError(e, (i) => names[i % names.length]);
+      throw toHttpError(e, questionNames((i) => names[i % names.length]));
     });
     if (result.tasks.length) console.error(`[tqserve] tasks applied: ${result.tasks.join(', ')}`);
     console.log(JSON.stringify(response, null, 2));

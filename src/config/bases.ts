@@ -101,8 +101,6 @@ export const namedBases: Record<string, BaseProfile> = {
   },
 };
 
-export const DEFAULT_BASE = 'qwen3-0.6b';
-
 export interface ResolvedBase {
   profile: BaseProfile;
   checkpoint: string;

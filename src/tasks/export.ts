@@ -15,6 +15,8 @@ import { matchKeyOf, Task, TASKS_FORMAT } from './task';
 export interface FormProblem {
   loc: (string | number)[];
   msg: string;
+  /** The kind of problem where it is not a field's value (`value_error`). */
+  type?: string;
 }
 
 export const TASK_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -43,17 +45,45 @@ export function exportForm(tasks: Task[], abstention: AbstentionTask[], fingerpr
   return { format: TASKS_FORMAT, fingerprint, tasks: tasks.map(fullFormOf), abstention_tasks: abstention };
 }
 
-const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
+export const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
 const finite = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+
+type Bad = (path: (string | number)[], msg: string) => void;
+
+/** A stored form's problems, gathered under `loc`. */
+export function problemsAt(loc: (string | number)[]): { problems: FormProblem[]; bad: Bad } {
+  const problems: FormProblem[] = [];
+  return { problems, bad: (path, msg) => problems.push({ loc: [...loc, ...path], msg }) };
+}
+
+/** The fields that open every stored form (tasks' and abstention tasks'): its id, its question type among `types`, its instructions. */
+export function checkOpening(v: Record<string, any>, types: string[], bad: Bad) {
+  if (typeof v.id !== 'string' || !TASK_ID.test(v.id)) bad(['id'], `must be a task id: ${TASK_ID_RULE}`);
+  const quoted = types.map((t) => `"${t}"`);
+  if (!types.includes(v.type)) bad(['type'], types.length === 2 ? `must be ${quoted.join(' or ')}` : `must be one of ${quoted.join(', ')}`);
+  if (typeof v.instructions !== 'string') bad(['instructions'], 'must be a string');
+}
+
+/** The fields that close every stored form: what it was fitted under, and its record. */
+export function checkProvenance(v: Record<string, any>, bad: Bad) {
+  if (typeof v.fingerprint !== 'string') bad(['fingerprint'], 'must be a string');
+  if (!isObject(v.record)) bad(['record'], 'must be an object');
+}
+
+/** Those fields as stored (an older or hand-written form may lack the components and the date). */
+export function provenanceOf(v: Record<string, any>) {
+  return {
+    fingerprint: v.fingerprint as string,
+    fingerprint_components: isObject(v.fingerprint_components) ? v.fingerprint_components : {},
+    created_at: typeof v.created_at === 'string' ? v.created_at : new Date().toISOString(),
+  };
+}
 
 /** A task in full form, checked field by field; `loc` prefixes the problems' locations. */
 export function parseTask(v: unknown, loc: (string | number)[]): { task?: Task; problems: FormProblem[] } {
-  const problems: FormProblem[] = [];
-  const bad = (path: (string | number)[], msg: string) => problems.push({ loc: [...loc, ...path], msg });
+  const { problems, bad } = problemsAt(loc);
   if (!isObject(v)) return { problems: [{ loc, msg: 'must be an object (a task in the full form of GET /v1/tasks?full=1)' }] };
-  if (typeof v.id !== 'string' || !TASK_ID.test(v.id)) bad(['id'], `must be a task id: ${TASK_ID_RULE}`);
-  if (!['noul', 'choice', 'score'].includes(v.type)) bad(['type'], 'must be one of "noul", "choice", "score"');
-  if (typeof v.instructions !== 'string') bad(['instructions'], 'must be a string');
+  checkOpening(v, ['noul', 'choice', 'score'], bad);
   const options = v.options;
   if (!Array.isArray(options) || options.length < 2 || options.length > MAX_OPTIONS) bad(['options'], `must be an array of 2 to ${MAX_OPTIONS} options`);
   else {
@@ -88,8 +118,7 @@ export function parseTask(v: unknown, loc: (string | number)[]): { task?: Task; 
       }
     }
   } else if (v.applied === 'head') bad(['head'], 'must be present when "applied" is "head"');
-  if (typeof v.fingerprint !== 'string') bad(['fingerprint'], 'must be a string');
-  if (!isObject(v.record)) bad(['record'], 'must be an object');
+  checkProvenance(v, bad);
   if (problems.length) return { problems };
   const task: Task = {
     id: v.id,
@@ -102,9 +131,7 @@ export function parseTask(v: unknown, loc: (string | number)[]): { task?: Task; 
     head,
     // Its parts made to say what the task applies, and why a part is not applied (an older export may not).
     record: explainedParts(v.record, v.applied, head?.form),
-    fingerprint: v.fingerprint,
-    fingerprint_components: isObject(v.fingerprint_components) ? v.fingerprint_components : {},
-    created_at: typeof v.created_at === 'string' ? v.created_at : new Date().toISOString(),
+    ...provenanceOf(v),
   };
   return { task, problems };
 }

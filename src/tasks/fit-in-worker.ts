@@ -5,7 +5,7 @@
  */
 import { siblingModule } from '../common/sibling-module';
 import { Worker } from 'worker_threads';
-import { FitInput, FitOutput } from './fit/fit-task';
+import { FitInput, FitOutput } from './fit/record';
 
 export function fitInWorker(input: FitInput): Promise<FitOutput> {
   const fitWorker = siblingModule(__filename, 'fit-worker');

@@ -7,6 +7,8 @@
  * one) come back per example.
  */
 import { AnsweringContext } from '../answering/context';
+import { toHttpError } from '../answering/http-errors';
+import { HttpError } from '../wire/http-error';
 import { QuestionResult, runQuestions, WireQuestion } from '../answering/pipeline';
 import { QuestionSpec } from '../rendering/renderer';
 import { safeLog } from './fit/softmax-model';
@@ -21,6 +23,13 @@ export class ExampleError extends Error {
     readonly cause: unknown,
   ) {
     super(`example ${index}: ${cause instanceof Error ? cause.message : String(cause)}`);
+  }
+
+  /** The failure as the routes answer it, naming the example: `example 3: the rendered prompt is longer than the context: ...`. */
+  toHttpError(): unknown {
+    const translated = toHttpError(this.cause, { prompt: () => 'the rendered prompt' });
+    if (!(translated instanceof HttpError) || typeof translated.detail !== 'string') return translated;
+    return new HttpError(translated.status, `example ${this.index}: ${translated.detail}`, translated.headers);
   }
 }
 

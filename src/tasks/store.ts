@@ -26,6 +26,15 @@ export interface Refusal {
   kind?: 'abstention';
 }
 
+/** A task refused because another holds its question (one task per question, one abstention task per option set and match). */
+export class TaskHeldError extends Error {}
+
+/** What an import stored and refused, by id. */
+export interface ImportResult {
+  loaded: string[];
+  refused: { id: string; reason: string }[];
+}
+
 /** A refusal as the logs say it. */
 export const refusalLine = (r: Refusal) => `${r.kind === 'abstention' ? 'abstention task' : 'task'} ${r.id} in --tasks-file refused: ${r.reason}`;
 
@@ -67,6 +76,51 @@ export class TaskStore {
   /** The stored task other than `id` that holds `matchKey`, if any. */
   holderOf(matchKey: string, id: string): Task | undefined {
     return holderIn(this.tasks, matchKey, id);
+  }
+
+  /** Throws TaskHeldError when another task holds `matchKey`: checked before a registration's engine work, and again as it is stored. */
+  refuseHeld(matchKey: string, id: string) {
+    const reason = taskHeld(this.tasks, matchKey, id);
+    if (reason) throw new TaskHeldError(reason);
+  }
+
+  /** The same for an abstention task, by its option set and match. */
+  refuseAbstentionHeld(t: Pick<AbstentionTask, 'id' | 'match' | 'match_key'>) {
+    const reason = abstentionHeld(this.abstention, t);
+    if (reason) throw new TaskHeldError(reason);
+  }
+
+  /**
+   * Stores a registered task under its id unless another task holds its question (checked inside
+   * the change: another registration may have stored one meanwhile). Whether a task of that id was replaced.
+   */
+  register(task: Task): Promise<boolean> {
+    return this.change((tasks) => storeUnlessHeld(tasks, task, taskHeld(tasks, task.match_key, task.id)));
+  }
+
+  registerAbstention(task: AbstentionTask): Promise<boolean> {
+    return this.change((_, abstention) => storeUnlessHeld(abstention, task, abstentionHeld(abstention, task)));
+  }
+
+  /** Whether a task of that id was there to delete. */
+  remove(id: string): Promise<boolean> {
+    return this.change((tasks) => tasks.delete(id));
+  }
+
+  removeAbstention(id: string): Promise<boolean> {
+    return this.change((_, abstention) => abstention.delete(id));
+  }
+
+  /**
+   * Imported tasks stored, each unless fitted under another fingerprint or its question is held;
+   * the abstention part only when abstention tasks were given (a tasks-only import answers as it always has).
+   */
+  importAll(tasks: Task[], abstention?: AbstentionTask[]): Promise<ImportResult & { abstention?: ImportResult }> {
+    return this.change((stored, storedAbstention) => {
+      const result = loadInto(stored, tasks, (t) => this.fingerprintRefusal(t) ?? taskHeld(stored, t.match_key, t.id));
+      if (!abstention) return result;
+      return { ...result, abstention: loadInto(storedAbstention, abstention, (t) => this.fingerprintRefusal(t) ?? abstentionHeld(storedAbstention, t)) };
+    });
   }
 
   /** The image engine's fingerprint (--image-model), which image-route abstention tasks are fitted under. */
@@ -194,14 +248,46 @@ export class TaskStore {
   }
 }
 
+/** Why `matchKey` cannot be stored under `id` in `tasks`: another task holds it. */
+function taskHeld(tasks: Map<string, Task>, matchKey: string, id: string): string | undefined {
+  const holder = holderIn(tasks, matchKey, id);
+  return holder && `another task, ${JSON.stringify(holder.id)}, holds this question (same type and option list): delete it first, or register under its id to replace it`;
+}
+
+function abstentionHeld(tasks: Map<string, AbstentionTask>, t: Pick<AbstentionTask, 'id' | 'match' | 'match_key'>): string | undefined {
+  const holder = abstentionHolderIn(tasks, t);
+  return holder && `another abstention task, ${JSON.stringify(holder.id)}, holds this option set with match "${holder.match}": delete it first, or register under its id to replace it`;
+}
+
+function storeUnlessHeld<T extends { id: string }>(tasks: Map<string, T>, task: T, held: string | undefined): boolean {
+  if (held) throw new TaskHeldError(held);
+  const had = tasks.has(task.id);
+  tasks.set(task.id, task);
+  return had;
+}
+
+/** Stores each of `parsed` in `tasks` unless `refusal` gives a reason. */
+function loadInto<T extends { id: string }>(tasks: Map<string, T>, parsed: T[], refusal: (t: T) => string | undefined): ImportResult {
+  const result: ImportResult = { loaded: [], refused: [] };
+  for (const t of parsed) {
+    const reason = refusal(t);
+    if (reason) result.refused.push({ id: t.id, reason });
+    else {
+      tasks.set(t.id, t);
+      result.loaded.push(t.id);
+    }
+  }
+  return result;
+}
+
 /** The abstention task other than `t` that holds its option set and match mode (one per question), if any. */
-export function abstentionHolderIn(tasks: Map<string, AbstentionTask> | AbstentionTask[], t: Pick<AbstentionTask, 'id' | 'match' | 'match_key'>): AbstentionTask | undefined {
+function abstentionHolderIn(tasks: Map<string, AbstentionTask> | AbstentionTask[], t: Pick<AbstentionTask, 'id' | 'match' | 'match_key'>): AbstentionTask | undefined {
   for (const other of tasks.values()) if (other.match_key === t.match_key && other.match === t.match && other.id !== t.id) return other;
   return undefined;
 }
 
 /** The task in `tasks` other than `id` that holds `matchKey` (one task per question), if any. */
-export function holderIn(tasks: Map<string, Task>, matchKey: string, id: string): Task | undefined {
+function holderIn(tasks: Map<string, Task>, matchKey: string, id: string): Task | undefined {
   for (const t of tasks.values()) if (t.match_key === matchKey && t.id !== id) return t;
   return undefined;
 }

@@ -7,7 +7,7 @@ import { createHash } from 'crypto';
 import { compareCodePoints } from '../answering/answers';
 import { QuestionType } from '../rendering/profile';
 import { QuestionSpec } from '../rendering/renderer';
-import { FitOutput } from './fit/fit-task';
+import { FitOutput } from './fit/record';
 import { HeadForm } from './fit/head';
 
 /** The stored and exported form's version: part of the fingerprint. */

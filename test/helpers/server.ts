@@ -48,6 +48,19 @@ export async function startServer(args: string[] = [], env: Record<string, strin
   };
 }
 
+/**
+ * A server for a test file: started before its tests, stopped after them. The object is filled in
+ * when the server has started (use it inside tests and hooks, not at the file's top level).
+ */
+export function serverForFile(args: string[] = [], env: Record<string, string> = {}): RunningServer {
+  const server = {} as RunningServer;
+  beforeAll(async () => {
+    Object.assign(server, await startServer(args, env));
+  });
+  afterAll(() => server.stop?.());
+  return server;
+}
+
 /** Kills an engine process and polls /health until it answers 503 (at most 2 s); returns that answer. */
 export async function killAndAwaitDeadHealth(server: RunningServer, pid: number) {
   process.kill(pid, 'SIGKILL');

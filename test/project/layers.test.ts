@@ -3,7 +3,8 @@
  * and the folders of lower layers, never a higher one nor another folder of its own layer. Inside
  * src/server/ the rooms are ordered the same way. The engine's C++ (csrc/) likewise, by its
  * #includes, where kernels/ is entered only at its entry points. Read from the sources, so a new
- * import or include that points up fails here with its file and line.
+ * import or include that points up fails here with its file and line; so does a circle of files
+ * importing each other within a folder.
  */
 import * as fs from 'fs';
 import * as path from 'path';
@@ -70,6 +71,51 @@ test('the check sees an import up a layer, across to a peer, and up a room of th
   expect(upwardImports(at('engine/engine.ts'), "import { Tokenizer } from '../tokenizer/tokenizer';")).toHaveLength(1);
   expect(upwardImports(at('server/http/body.ts'), "import { Logger } from '../ops/logger';")).toHaveLength(1);
   expect(upwardImports(at('server/routes/answer.ts'), "import { Logger } from '../ops/logger';\nimport { x } from '../../rendering/renderer';")).toEqual([]);
+});
+
+/** The src/ files `text` imports (relative imports, `import type` included), as paths. */
+function importedFiles(file: string, text: string): string[] {
+  return [...text.matchAll(/(?:from|import|require)\s*\(?\s*'(\.{1,2}\/[^']+)'/g)]
+    .map((m) => path.resolve(path.dirname(file), m[1]))
+    .map((t) => (fs.existsSync(t) && fs.statSync(t).isDirectory() ? path.join(t, 'index.ts') : `${t}.ts`))
+    .filter((t) => fs.existsSync(t));
+}
+
+/** Every circle of imports among files (a file importing, through others, itself), each listed once from its first file in sorted order. */
+export function fileCircles(graph: Map<string, string[]>): string[][] {
+  const circles: string[][] = [];
+  const done = new Set<string>();
+  const walk = (file: string, trail: string[]) => {
+    const at = trail.indexOf(file);
+    if (at >= 0) {
+      const circle = trail.slice(at);
+      if (circle[0] === [...circle].sort()[0]) circles.push(circle);
+      return;
+    }
+    if (done.has(file)) return;
+    for (const next of graph.get(file) ?? []) walk(next, [...trail, file]);
+  };
+  for (const file of [...graph.keys()].sort()) {
+    walk(file, []);
+    done.add(file);
+  }
+  return circles;
+}
+
+test('no file of src/ imports itself through others', () => {
+  const graph = new Map(sourceFiles(src).map((f) => [path.relative(src, f), importedFiles(f, fs.readFileSync(f, 'utf8')).map((t) => path.relative(src, t))]));
+  expect(fileCircles(graph)).toEqual([]);
+});
+
+test('the circle check sees a circle of two files and one of three, and passes a chain', () => {
+  const graph = (edges: [string, string][]) => {
+    const g = new Map<string, string[]>();
+    for (const [a, b] of edges) g.set(a, [...(g.get(a) ?? []), b]);
+    return g;
+  };
+  expect(fileCircles(graph([['fit/fit-task.ts', 'fit/part-reasons.ts'], ['fit/part-reasons.ts', 'fit/fit-task.ts']]))).toEqual([['fit/fit-task.ts', 'fit/part-reasons.ts']]);
+  expect(fileCircles(graph([['a', 'b'], ['b', 'c'], ['c', 'a'], ['c', 'd']]))).toEqual([['a', 'b', 'c']]);
+  expect(fileCircles(graph([['a', 'b'], ['b', 'c'], ['a', 'c']]))).toEqual([]);
 });
 
 const csrc = path.resolve(__dirname, '..', '..', 'csrc');

@@ -3,15 +3,11 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { logSoftmax } from '../helpers/reference';
-import { expectProblems, runDecide, RunningServer, startServer } from '../helpers/server';
+import { expectProblems, runDecide, serverForFile } from '../helpers/server';
 
 const state = 'The invoice of March was paid twice; the customer asked for a refund of the second payment.';
-let server: RunningServer;
-beforeAll(async () => {
-  // No prefix cache: the two routes' readouts of one question are then the same computation, exactly.
-  server = await startServer(['--temperature-choice', '0.7', '--temperature-score', '1.3', '--prefix-cache', 'off']);
-});
-afterAll(() => server.stop());
+// No prefix cache: the two routes' readouts of one question are then the same computation, exactly.
+const server = serverForFile(['--temperature-choice', '0.7', '--temperature-score', '1.3', '--prefix-cache', 'off']);
 
 /** Label log-probabilities at temperature t. */
 const logSoftmaxAt = (xs: number[], t: number) => logSoftmax(xs.map((x) => x / t));

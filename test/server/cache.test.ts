@@ -1,15 +1,11 @@
 /** The prefix cache through the server: health's cache group, warm answers equal cold ones, boundary registration. */
-import { RunningServer, startServer } from '../helpers/server';
+import { serverForFile, startServer } from '../helpers/server';
 
 const sentence = (i: number) => `Entry ${i}: crate ${i * 7} was moved from dock ${i % 5} to dock ${(i + 2) % 5}.`;
 const longState = (seed: number, n = 60) => Array.from({ length: n }, (_, i) => sentence(i + seed)).join(' ');
 const questions = [{ kind: 'choice', instructions: 'Which dock?', options: ['dock 0', 'dock 1', 'dock 2'] }];
 
-let server: RunningServer;
-beforeAll(async () => {
-  server = await startServer();
-});
-afterAll(() => server.stop());
+const server = serverForFile();
 
 test('health reports the cache group', async () => {
   const h = (await server.get('/health')).body;

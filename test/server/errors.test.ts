@@ -1,11 +1,7 @@
 /** Bad input gets 4xx with a detail and the server stays up; the 32,768-token boundary; ties. */
-import { detailText, expectProblems, RunningServer, startServer } from '../helpers/server';
+import { detailText, expectProblems, RunningServer, serverForFile, startServer } from '../helpers/server';
 
-let server: RunningServer;
-beforeAll(async () => {
-  server = await startServer();
-});
-afterAll(() => server.stop());
+const server = serverForFile();
 
 const q = { a: { type: 'noul' } };
 const malformed: [string, number, unknown][] = [

@@ -1,14 +1,10 @@
 /** --head-engine: intent heads read hidden states from a second engine process with its own model; its death is an engine death. */
 import { codeWords, keywordExamples, keywordQuestion, keywordState } from '../helpers/tasks';
-import { killAndAwaitDeadHealth, RunningServer, startServer } from '../helpers/server';
+import { killAndAwaitDeadHealth, serverForFile, startServer } from '../helpers/server';
 
 jest.setTimeout(300_000);
 
-let server: RunningServer;
-beforeAll(async () => {
-  server = await startServer(['--head-engine', 'tiny-llama', '--exit-grace-ms', '3000']);
-});
-afterAll(() => server.stop());
+const server = serverForFile(['--head-engine', 'tiny-llama', '--exit-grace-ms', '3000']);
 
 test('health and the task list name the head engine: a second process, its model, tap and hidden size', async () => {
   const health = (await server.get('/health')).body;

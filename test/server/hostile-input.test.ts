@@ -13,13 +13,9 @@ import { toSpec } from '../../src/answering/pipeline';
 import { choiceAnswer, scoreAnswer } from '../../src/answering/answers';
 import { validate } from '../../src/wire/validation';
 import { Deep, hostileRequest, nested, rng, SPLIT_MARKER, toJson } from '../helpers/hostile';
-import { detailText, expectProblems, expectSameAnswers, rawRequest, RunningServer, startServer } from '../helpers/server';
+import { detailText, expectProblems, expectSameAnswers, rawRequest, serverForFile, startServer } from '../helpers/server';
 
-let server: RunningServer;
-beforeAll(async () => {
-  server = await startServer();
-});
-afterAll(() => server.stop());
+const server = serverForFile();
 
 const good = {
   state: 'The warehouse in Rotterdam received 42 pallets; two were damaged by water.',

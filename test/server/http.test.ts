@@ -5,15 +5,11 @@
  */
 import * as http from 'http';
 import * as net from 'net';
-import { engineQueue, rawRequest, RunningServer, startServer, until } from '../helpers/server';
+import { engineQueue, rawRequest, RunningServer, serverForFile, startServer, until } from '../helpers/server';
 import { longState } from '../helpers/texts';
 import { newRequestId } from '../../src/server/http/request-id';
 
-let server: RunningServer;
-beforeAll(async () => {
-  server = await startServer();
-});
-afterAll(() => server.stop());
+const server = serverForFile();
 
 const health = async () => (await server.get('/health')).body;
 const post = (route: string, body: unknown, init: RequestInit = {}) =>

@@ -38,7 +38,8 @@ type Job =
 /** A call as the addon takes it: an image engine's images decoded. */
 type NativeCall = Omit<EngineCall, 'images'> & { images?: NativeImage[] };
 
-class Host {
+/** The engine process's scheduler: its queue of calls, merged into batches, with registrations and cancellations in their turn. */
+class CallScheduler {
   private queue: Job[] = [];
   private running?: Job;
   readonly boundaries: BoundaryCounters = { pending: 0, deferred: 0, registered: 0, dropped: 0, failed: 0 };
@@ -186,8 +187,8 @@ async function main() {
     process.exit(1);
   }
   send({ kind: 'ready', info: engine.info });
-  const host = new Host(engine, args.batchTokens, args.images);
-  process.on('message', (m: ServerMessage) => host.receive(m));
+  const scheduler = new CallScheduler(engine, args.batchTokens, args.images);
+  process.on('message', (m: ServerMessage) => scheduler.receive(m));
   // The server going away ends the engine too.
   process.on('disconnect', () => process.exit(0));
 }

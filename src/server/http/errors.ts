@@ -8,10 +8,10 @@
 import { Middleware } from 'koa';
 import { ClientGoneError } from '../../answering/engine-like';
 import { HttpError } from '../../wire/http-error';
+import { requestStart } from './request-id';
 
 export function errorBodies(): Middleware {
   return async (ctx, next) => {
-    const t0 = performance.now();
     try {
       await next();
       const allow = ctx.response.get('Allow');
@@ -32,6 +32,6 @@ export function errorBodies(): Middleware {
         ctx.app.emit('error', e, ctx);
       }
     }
-    ctx.set('x-service-server-ms', (performance.now() - t0).toFixed(1));
+    ctx.set('x-service-server-ms', (performance.now() - requestStart(ctx)).toFixed(1));
   };
 }

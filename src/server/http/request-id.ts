@@ -3,10 +3,11 @@
  * `x-typesafe-request-id` (the Python client raises without it) and as
  * `x-request-id`. An incoming `X-Request-Id` of printable ASCII (at most 128
  * characters) is honoured, so a proxy's or a client's id follows the request;
- * otherwise a new one is made.
+ * otherwise a new one is made. The same middleware, the outermost, notes when the request arrived:
+ * one start time for `x-service-server-ms`, the access log and the metrics.
  */
 import { randomFillSync } from 'crypto';
-import { Middleware } from 'koa';
+import { Context, Middleware } from 'koa';
 
 const acceptable = /^[\x21-\x7e]{1,128}$/;
 
@@ -25,8 +26,14 @@ export function newRequestId(): string {
   return 'req_' + pool.toString('hex', used - ID_BYTES, used);
 }
 
+/** When the request reached the server (`performance.now()`). */
+export function requestStart(ctx: Context): number {
+  return ctx.state.startedAt;
+}
+
 export function requestIds(): Middleware {
   return async (ctx, next) => {
+    ctx.state.startedAt = performance.now();
     const incoming = ctx.get('x-request-id');
     const id = acceptable.test(incoming) ? incoming : newRequestId();
     ctx.state.requestId = id;

@@ -6,6 +6,7 @@
  * The body (states and questions) only with --log-bodies.
  */
 import { Context, Middleware } from 'koa';
+import { requestStart } from '../http/request-id';
 import { Logger } from './logger';
 
 /** What an answering route reports of a request it answered. */
@@ -30,7 +31,6 @@ export function matchedRoute(ctx: Context): string | null {
 
 export function accessLog(logger: Logger, logBodies: boolean): Middleware {
   return async (ctx, next) => {
-    const t0 = performance.now();
     try {
       await next();
     } finally {
@@ -41,7 +41,7 @@ export function accessLog(logger: Logger, logBodies: boolean): Middleware {
         path: ctx.path,
         route: matchedRoute(ctx),
         status: ctx.status,
-        duration_ms: Math.round((performance.now() - t0) * 10) / 10,
+        duration_ms: Math.round((performance.now() - requestStart(ctx)) * 10) / 10,
         ...(a ? { service_route: a.service_route, input_tokens: a.input_tokens, cached_tokens: a.cached_tokens, batch_size: a.batch_size, tasks: a.tasks } : {}),
         ...(ctx.status >= 400 ? { error_code: ERROR_CODES[ctx.status] ?? `http_${ctx.status}` } : {}),
         ...(logBodies && ctx.request.body !== undefined ? { body: ctx.request.body } : {}),

@@ -7,8 +7,6 @@ import pino from 'pino';
 
 export type Logger = pino.Logger;
 
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-
 export function createLogger(level: string): Logger {
   return pino({ level, base: { service: 'tqserve', pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime, formatters: { level: (label) => ({ level: label }) } });
 }

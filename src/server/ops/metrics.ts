@@ -11,6 +11,7 @@ import { Middleware } from 'koa';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 import { EngineClient } from '../engine-process/client';
 import { MetricsReport } from '../engine-process/protocol';
+import { requestStart } from '../http/request-id';
 import { AnsweredFields, matchedRoute } from './access-log';
 import { Family, formatFamilies, withLabels } from '../../common/prom-text';
 
@@ -51,13 +52,12 @@ export class Metrics {
   /** Counts each request once it is answered (errors included). */
   middleware(): Middleware {
     return async (ctx, next) => {
-      const t0 = performance.now();
       try {
         await next();
       } finally {
         const route = matchedRoute(ctx) ?? 'unmatched';
         this.requests.inc({ route, method: ctx.method, status: String(ctx.status) });
-        this.duration.observe({ route }, (performance.now() - t0) / 1000);
+        this.duration.observe({ route }, (performance.now() - requestStart(ctx)) / 1000);
         const a = ctx.state.answered as AnsweredFields | undefined;
         if (a) this.observeAnswer(a);
       }

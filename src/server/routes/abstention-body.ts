@@ -12,15 +12,9 @@
  */
 import { THRESHOLD_RULE } from '../../tasks/abstention/fit';
 import { ParsedAbstention } from '../../tasks/abstention/register';
-import { AbstainOption, abstainKeyOf, AbstentionTask, MATCH_MODES, MatchMode, withAbstainOption } from '../../tasks/abstention/task';
+import { AbstainOption, abstainKeyOf, MATCH_MODES, MatchMode, withAbstainOption } from '../../tasks/abstention/task';
 import { ValidationError } from '../../wire/http-error';
 import { answerKey, answerRule, Bad, ExampleRules, isObject, parseExamples, problemList } from './task-body';
-
-
-/** Why an abstention task cannot be stored when `holder`, another one, holds its option set and match. */
-export function abstentionHeld(holder: AbstentionTask | undefined): string | undefined {
-  return holder && `another abstention task, ${JSON.stringify(holder.id)}, holds this option set with match "${holder.match}": delete it first, or register under its id to replace it`;
-}
 
 function parseOption(v: unknown, bad: Bad): AbstainOption | undefined {
   const rule = 'must be {"key": <the requests\' own abstain key>} or {"append": <text of the option the server adds>}';

@@ -12,6 +12,7 @@ import { invalid, ValidationError } from '../../wire/http-error';
 import { Service } from '../service/service';
 import { validate } from '../../wire/validation';
 import { respondShared } from './respond';
+import { questionNames } from '../../answering/http-errors';
 
 interface AnswerQuestion {
   kind: 'noul' | 'choice' | 'score';
@@ -34,7 +35,7 @@ export function answerRoute(router: Router, service: Service) {
     if (problems.length) throw new ValidationError(problems);
     for (const [i, q] of body.questions.entries())
       if (q.kind === 'choice' && new Set(q.options).size !== q.options!.length) throw invalid(['body', 'questions', i, 'options'], 'must not repeat an option');
-    await respondShared(ctx, service, undefined, (i) => String(i % body.questions.length), 'text', async (cancel) => {
+    await respondShared(ctx, service, undefined, questionNames((i) => String(i % body.questions.length)), 'text', async (cancel) => {
       const t0 = performance.now();
       // The abstention extension is the main route's: here a question is asked with its own options only.
       const r = await runQuestions({ ...service, abstentions: undefined }, body.state, body.questions.map(toWire), { orders: ordersOf(body.orders), cancel });

@@ -6,7 +6,7 @@
  */
 import { Context } from 'koa';
 import { PipelineResult } from '../../answering/pipeline';
-import { toHttpError } from '../../answering/http-errors';
+import { ErrorNames, toHttpError } from '../../answering/http-errors';
 import { InFlight, SharedResponse } from '../service/inflight';
 import { serverTiming, stagesHeader } from '../service/request-headers';
 import { Service } from '../service/service';
@@ -18,13 +18,13 @@ export interface Computed {
 
 /**
  * `debug`: the honoured x-service-debug value, part of what makes two requests identical.
- * `questionName(i)`: how errors name the i-th question the engine was asked.
+ * `names`: how errors name the questions (and images) the engine was asked.
  */
 export async function respondShared(
   ctx: Context,
   service: Service,
   debug: string | undefined,
-  questionName: (i: number) => string,
+  names: ErrorNames,
   route: 'text' | 'image',
   compute: (cancel: AbortSignal) => Promise<Computed>,
 ) {
@@ -38,7 +38,7 @@ export async function respondShared(
     try {
       computed = await compute(cancel);
     } catch (e) {
-      throw toHttpError(e, questionName);
+      throw toHttpError(e, names);
     }
     const r = computed.result;
     const headers: Record<string, string> = { 'x-service-route': route, 'x-service-stages': stagesHeader(r.stages), 'Server-Timing': serverTiming(r.stages) };

@@ -11,9 +11,9 @@ import { requestedDebug, requestedRoute } from '../service/request-headers';
 import { respondShared } from './respond';
 import { Service } from '../service/service';
 import { validate } from '../../wire/validation';
-import { collectImages, ImageInput, UploadedFile } from '../../images/collect';
+import { collectImages, UploadedFile } from '../../images/collect';
 import { inPromptOrder, stateWithImages } from '../../answering/image-state';
-import { EngineCallError } from '../../answering/engine-like';
+import { questionNames } from '../../answering/http-errors';
 import { inspectImages } from '../../images/inspect';
 import { NO_IMAGE_ENGINE } from '../../images/formats';
 
@@ -32,13 +32,6 @@ function readoutOf(r: PipelineResult, names: string[], withHidden: boolean) {
       },
     ]),
   );
-}
-
-/** An image the image engine could not decode, as a 422 naming it; anything else as it is. */
-function undecodable(e: unknown, images: ImageInput[]): unknown {
-  if (!(e instanceof EngineCallError) || e.wire.code !== 'IMAGE_UNREADABLE') return e;
-  const image = images[e.wire.details.image ?? 0];
-  return new ValidationError([{ loc: image?.loc ?? ['body'], msg: `${image?.name ?? 'an image'} cannot be decoded: ${e.wire.message}`, type: 'value_error' }]);
 }
 
 export function systemoneRoute(router: Router, service: Service) {
@@ -61,13 +54,10 @@ export function systemoneRoute(router: Router, service: Service) {
     const ordered = inPromptOrder(images);
     const context = route === 'image' ? service.images!.context : service;
     const request = route === 'image' ? { ...body, state: stateWithImages(body.state, images) } : body;
-    await respondShared(ctx, service, debug, (i) => names[i % names.length], route, async (cancel) => {
-      try {
-        const { result, response } = await answerSystemOne(context, request, { wantHidden: debug === 'hidden', cancel, images: ordered.map((i) => i.bytes) });
-        return { body: { ...response, ...(debug ? { readout: readoutOf(result, names, debug === 'hidden') } : {}) }, result };
-      } catch (e) {
-        throw undecodable(e, ordered);
-      }
+    const errorNames = { ...questionNames((i) => names[i % names.length]), image: (i: number) => ordered[i] };
+    await respondShared(ctx, service, debug, errorNames, route, async (cancel) => {
+      const { result, response } = await answerSystemOne(context, request, { wantHidden: debug === 'hidden', cancel, images: ordered.map((i) => i.bytes) });
+      return { body: { ...response, ...(debug ? { readout: readoutOf(result, names, debug === 'hidden') } : {}) }, result };
     });
   });
 }

@@ -12,10 +12,13 @@ import { toSpec, WireQuestion } from '../../answering/pipeline';
 import { collectImages, ImageInput } from '../../images/collect';
 import { MAX_OPTIONS } from '../../rendering/labels';
 import { QuestionSpec } from '../../rendering/renderer';
+import { TaskChangedError } from '../../tasks/abstention/register';
 import { TASK_ID, TASK_ID_RULE } from '../../tasks/export';
+import { ExampleError } from '../../tasks/read-examples';
 import { ParsedRegistration } from '../../tasks/register';
+import { TaskHeldError } from '../../tasks/store';
 import { questionOf } from '../../tasks/task';
-import { HttpError, Problem, ValidationError } from '../../wire/http-error';
+import { HttpError, invalid, Problem, ValidationError } from '../../wire/http-error';
 import { validate } from '../../wire/validation';
 
 export const TASK_LIMITS = { minExamples: 10, maxExamples: 10_000, minDistinctAnswers: 2 };
@@ -30,6 +33,14 @@ export type Bad = (loc: (string | number)[], msg: string, type?: string) => void
 export function problemList(): { problems: Problem[]; bad: Bad } {
   const problems: Problem[] = [];
   return { problems, bad: (loc, msg, type = 'value_error') => void (problems.length < MAX_PROBLEMS && problems.push({ loc: ['body', ...loc], msg, type })) };
+}
+
+/** A registration's failure as both routes answer it: a held question 422, a task changed meanwhile 409, an example's failure naming the example. */
+export function registrationError(e: unknown): unknown {
+  if (e instanceof TaskHeldError) return invalid(['body', 'examples', 0, 'request', 'questions'], e.message);
+  if (e instanceof TaskChangedError) return new HttpError(409, e.message);
+  if (e instanceof ExampleError) return e.toHttpError();
+  return e;
 }
 
 /** The option key an answer names, or undefined. */

@@ -5,11 +5,10 @@
  * so a malformed import is refused whole before anything is stored.
  */
 import { MAX_OPTIONS } from '../../rendering/labels';
-import { FormProblem, TASK_ID, TASK_ID_RULE } from '../export';
+import { checkOpening, checkProvenance, FormProblem, isObject, problemsAt, provenanceOf } from '../export';
 import { matchKeyOf } from '../task';
 import { AbstentionTask, MATCH_MODES } from './task';
 
-const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
 const isOption = (o: unknown) => isObject(o) && typeof o.key === 'string' && (typeof o.description === 'string' || o.description === null);
 
 /** An abstention task's summary: all of it but the fingerprint's components. */
@@ -25,12 +24,9 @@ function explainedThreshold(record: Record<string, any>, applied: boolean): Abst
 }
 
 export function parseAbstentionTask(v: unknown, loc: (string | number)[]): { task?: AbstentionTask; problems: FormProblem[] } {
-  const problems: FormProblem[] = [];
-  const bad = (path: (string | number)[], msg: string) => problems.push({ loc: [...loc, ...path], msg });
+  const { problems, bad } = problemsAt(loc);
   if (!isObject(v)) return { problems: [{ loc, msg: 'must be an object (an abstention task in the full form of GET /v1/tasks?full=1)' }] };
-  if (typeof v.id !== 'string' || !TASK_ID.test(v.id)) bad(['id'], `must be a task id: ${TASK_ID_RULE}`);
-  if (!['noul', 'choice'].includes(v.type)) bad(['type'], 'must be "noul" or "choice"');
-  if (typeof v.instructions !== 'string') bad(['instructions'], 'must be a string');
+  checkOpening(v, ['noul', 'choice'], bad);
   if (!MATCH_MODES.includes(v.match)) bad(['match'], `must be one of ${MATCH_MODES.map((m) => `"${m}"`).join(', ')}`);
   const o = v.option;
   const oneOf = isObject(o) && (typeof o.key === 'string') !== (typeof o.append === 'string');
@@ -44,8 +40,7 @@ export function parseAbstentionTask(v: unknown, loc: (string | number)[]): { tas
   if (typeof v.applied !== 'boolean') bad(['applied'], 'must be a boolean');
   else if (v.applied ? !(typeof threshold === 'number' && threshold >= 0 && threshold <= 1) : threshold !== null) bad(['threshold'], 'must be a number from 0 to 1 when applied, else null');
   if (!(v.fitted_with === null || typeof v.fitted_with === 'string')) bad(['fitted_with'], 'must be a string or null');
-  if (typeof v.fingerprint !== 'string') bad(['fingerprint'], 'must be a string');
-  if (!isObject(v.record)) bad(['record'], 'must be an object');
+  checkProvenance(v, bad);
   if (problems.length) return { problems };
   const task: AbstentionTask = {
     id: v.id,
@@ -60,9 +55,7 @@ export function parseAbstentionTask(v: unknown, loc: (string | number)[]): { tas
     applied: v.applied,
     fitted_with: v.fitted_with,
     record: explainedThreshold(v.record, v.applied),
-    fingerprint: v.fingerprint,
-    fingerprint_components: isObject(v.fingerprint_components) ? v.fingerprint_components : {},
-    created_at: typeof v.created_at === 'string' ? v.created_at : new Date().toISOString(),
+    ...provenanceOf(v),
   };
   return { task, problems };
 }

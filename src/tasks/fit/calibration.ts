@@ -21,8 +21,6 @@ export interface Calibration {
   lambda: number | null;
 }
 
-export const BASELINE: (C: number) => Calibration = (C) => ({ a: 1, b: new Array(C).fill(0), lambda: null });
-
 /** Option -> bias parameter index (-1: no bias), from the training labels' counts. */
 export function biasGroups(train: Readouts, withBias: boolean): { group: Int32Array; count: number } {
   const group = new Int32Array(train.C).fill(-1);

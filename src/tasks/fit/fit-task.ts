@@ -9,8 +9,9 @@
  */
 import { hashString } from '../../common/prng';
 import { Calibration, calibratedLogits, fitCalibration } from './calibration';
-import { evidenceOf, Evidence, MARGIN, Metrics, metricsOf, refusal, splitFold, stratifiedFolds } from './evidence';
+import { evidenceOf, MARGIN, Metrics, metricsOf, refusal, splitFold, stratifiedFolds } from './evidence';
 import { explainedParts } from './part-reasons';
+import { FitInput, FitOutput, PartRecord } from './record';
 import { fitHeadPath, fitProjection, foldHead, HeadData, HeadForm, headLogits, project, Projection } from './head';
 import { Readouts, softmaxInto, subset } from './softmax-model';
 
@@ -21,44 +22,6 @@ const HEAD_LAMBDAS = [1, 0.1, 0.01, 0.001]; // most regularised first
 const HEAD_FORMS: HeadForm[] = ['residual', 'replace'];
 /** L-BFGS iterations per lambda when the inner CV ranks the head's candidates (the final fit takes up to 300). */
 const INNER_ITERATIONS = 100;
-
-export interface FitInput {
-  id: string;
-  keys: string[];
-  readouts: Readouts;
-  /** n x d hidden states at the readout position, when a head may be fitted. */
-  hidden?: { d: number; data: Float64Array };
-}
-
-export interface PartRecord {
-  fitted: boolean;
-  /** Whether its numbers enter the served distribution (part-reasons.ts). */
-  applied: boolean;
-  /** Why it was not fitted or not applied. */
-  reason?: string;
-  /** The calibration inside a head of form "residual". */
-  applied_as?: string;
-  /** The calibration's own verdict against the baseline, whatever the head does. */
-  kept_alone?: boolean;
-  reason_alone?: string;
-  evidence?: Evidence & { against: string };
-  hyper?: Record<string, unknown>;
-}
-
-export interface FitOutput {
-  calibration: Calibration;
-  head: { form: HeadForm; lambda: number; d: number; W: Float32Array; c: Float64Array } | null;
-  applied: 'none' | 'calibration' | 'head';
-  record: {
-    n: number;
-    counts: Record<string, number>;
-    folds: { outer: number; calibration_repeats: number; head_repeats: number; inner: number; seed: number };
-    calibration: PartRecord;
-    head: PartRecord;
-    metrics: { baseline: Metrics; calibration: Metrics; head?: Metrics; applied: Metrics };
-    fit_ms: number;
-  };
-}
 
 /** Row-major distributions of the rows under a model giving logits. */
 function distributions(rows: number, C: number, logits: (i: number, z: Float64Array) => void): Float64Array {

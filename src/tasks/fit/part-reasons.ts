@@ -12,7 +12,7 @@
  * Run when a task is fitted and when one is imported (idempotent), so that a record exported by an
  * older server, or written by hand, reads the same way.
  */
-import type { FitOutput, PartRecord } from './fit-task';
+import type { FitOutput, PartRecord } from './record';
 import type { HeadForm } from './head';
 
 const NOT_KEPT = 'its cross-validated gain was not large and significant enough (see evidence)';

@@ -199,6 +199,11 @@ AnswerRequest answer_request(Napi::Env env, const Napi::Value& v, const std::str
   AnswerRequest req;
   req.state = int_list(env, o.Get("state"), where + "state");
   req.want_hidden = o.Get("wantHidden").ToBoolean();
+  const auto salt = o.Get("cacheSalt");
+  if (!salt.IsUndefined()) {
+    if (!salt.IsString()) throw_bad_argument(env, where + "cacheSalt must be a string");
+    req.cache_salt = salt.As<Napi::String>().Utf8Value();
+  }
   req.images = image_list(env, o.Get("images"), where + "images");
   if (!o.Get("questions").IsArray()) throw_bad_argument(env, where + "questions must be an array");
   auto qs = o.Get("questions").As<Napi::Array>();
@@ -252,7 +257,8 @@ Napi::Value to_js(Napi::Env env, const CacheStats& s) {
                        {"evictedBlocks", s.evicted_blocks},
                        {"cachedBlocks", s.cached_blocks},
                        {"freeBlocks", s.free_blocks},
-                       {"totalBlocks", s.total_blocks}});
+                       {"totalBlocks", s.total_blocks},
+                       {"salts", s.salts}});
 }
 
 Napi::Value to_js(Napi::Env env, const VisionCacheStats& s) {

@@ -1,6 +1,8 @@
 #include "batch/pack_requests.h"
 
 #include <map>
+#include <string>
+#include <tuple>
 #include <utility>
 
 #include "batch/shared_prefix.h"
@@ -10,16 +12,17 @@ namespace tq {
 PackedRequests pack_requests(const std::vector<RequestToPack>& requests, bool multimodal, int64_t long_rope_after) {
   PackedRequests out;
   out.state_of.resize(requests.size());
-  // Each question's packed state: its request's state, as a long_rope one when the state and the
-  // question together are longer than long_rope_after (0: never), as transformers picks longrope's factors.
-  std::map<std::pair<std::vector<int64_t>, bool>, size_t> index;
+  // Each question's packed state: its request's state under its cache salt, as a long_rope one when
+  // the state and the question together are longer than long_rope_after (0: never), as transformers
+  // picks longrope's factors.
+  std::map<std::tuple<std::string, std::vector<int64_t>, bool>, size_t> index;
   std::vector<bool> long_rope;                       // per packed state
   std::vector<std::vector<size_t>> state_of_question(requests.size());
   for (size_t r = 0; r < requests.size(); ++r) {
     const auto& req = requests[r];
     const auto& key = multimodal ? req.image_state->hash_ids : *req.state;
     auto state_for = [&](bool is_long) {
-      auto [it, fresh] = index.emplace(std::make_pair(key, is_long), out.first_with_state.size());
+      auto [it, fresh] = index.emplace(std::make_tuple(req.salt, key, is_long), out.first_with_state.size());
       if (fresh) {
         out.first_with_state.push_back(r);
         long_rope.push_back(is_long);
@@ -47,6 +50,7 @@ PackedRequests pack_requests(const std::vector<RequestToPack>& requests, bool mu
     } else {
       root = packed.add_segment(*first.state, -1, long_rope[k]);
     }
+    packed.state_salts[static_cast<size_t>(root)] = first.salt;
     // The state's questions from every request, with text they begin with in common packed once.
     std::vector<std::pair<size_t, size_t>> owner;  // (request, question)
     std::vector<const std::vector<int64_t>*> tokens;

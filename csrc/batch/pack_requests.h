@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "batch/image_state.h"
@@ -20,6 +21,7 @@ struct RequestToPack {
   const ImagePrompt* image_state = nullptr;     // multimodal: the state expanded around its images
   std::vector<const std::vector<int64_t>*> questions;
   std::vector<int64_t> readout_at;  // per question: the index of its readout token in its tokens
+  std::string salt;                 // the request's cache salt: requests share a state only under the same salt
 };
 
 struct PackedRequests {

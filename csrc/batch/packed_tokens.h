@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "batch/image_state.h"
@@ -33,6 +34,7 @@ struct PackedTokens {
   std::vector<int64_t> segment_roots;    // per segment: the index of its state's segment (a state: itself)
   std::vector<int64_t> segment_parents;  // per segment: its parent segment (a state: itself)
   std::vector<int64_t> segment_long_rope;  // per segment: 1 when its sequences take longrope's long factors (its state's mark)
+  std::vector<std::string> state_salts;    // per segment: a state's cache salt (cache/block_pool.h; empty: none), set by the packer
   std::vector<int64_t> output_rows;    // flat indices whose hidden state is read out
   bool use_prefix_cache = true;        // false when rows of the state itself are read out
 
@@ -130,6 +132,7 @@ struct PackedTokens {
     segment_roots.push_back(parent < 0 ? s : segment_roots[parent]);
     segment_parents.push_back(parent < 0 ? s : parent);
     segment_long_rope.push_back(parent < 0 ? long_rope : segment_long_rope[parent]);
+    state_salts.emplace_back();
     return s;
   }
   std::vector<int64_t> per_token(const std::vector<int64_t>& per_segment) const {

@@ -28,9 +28,19 @@ uint64_t BlockPool::chain(uint64_t parent_hash, const int64_t* tokens, int64_t n
   return h;
 }
 
+uint64_t BlockPool::seed(const std::string& salt) { return salt.empty() ? 0 : mix(std::hash<std::string>{}(salt)) | 1; }
+
+bool BlockPool::holds(int32_t b, int32_t parent, const std::vector<int64_t>& tokens, int64_t start, int64_t len, const std::string& salt) const {
+  const Block& blk = info_[b];
+  return blk.parent == parent && (parent >= 0 || blk.salt == salt) && static_cast<int64_t>(blk.tokens.size()) == len &&
+         std::equal(blk.tokens.begin(), blk.tokens.end(), tokens.begin() + start);
+}
+
 void BlockPool::uncache(int32_t b) {
   Block& blk = info_[b];
   if (!blk.cached) return;
+  if (!blk.salt.empty() && --salted_first_blocks_[blk.salt] == 0) salted_first_blocks_.erase(blk.salt);
+  blk.salt.clear();
   auto range = by_hash_.equal_range(blk.hash);
   for (auto it = range.first; it != range.second; ++it)
     if (it->second == b) {
@@ -75,10 +85,10 @@ void BlockPool::release(const std::vector<int32_t>& blocks) {
   }
 }
 
-BlockPool::Match BlockPool::match(const std::vector<int64_t>& tokens) {
+BlockPool::Match BlockPool::match(const std::vector<int64_t>& tokens, const std::string& salt) {
   Match m;
   ++stats_.lookups;
-  uint64_t h = 0;
+  uint64_t h = seed(salt);
   int32_t parent = -1;
   const int64_t n = static_cast<int64_t>(tokens.size());
   for (int64_t start = 0; start < n; start += block_size_) {
@@ -86,12 +96,8 @@ BlockPool::Match BlockPool::match(const std::vector<int64_t>& tokens) {
     const uint64_t key = chain(h, tokens.data() + start, len);
     int32_t found = -1;
     auto range = by_hash_.equal_range(key);
-    for (auto it = range.first; it != range.second && found < 0; ++it) {
-      const Block& blk = info_[it->second];
-      if (blk.parent == parent && static_cast<int64_t>(blk.tokens.size()) == len &&
-          std::equal(blk.tokens.begin(), blk.tokens.end(), tokens.begin() + start))
-        found = it->second;
-    }
+    for (auto it = range.first; it != range.second && found < 0; ++it)
+      if (holds(it->second, parent, tokens, start, len, salt)) found = it->second;
     if (found < 0) break;
     m.blocks.push_back(found);
     m.tokens += len;
@@ -106,8 +112,9 @@ BlockPool::Match BlockPool::match(const std::vector<int64_t>& tokens) {
   return m;
 }
 
-void BlockPool::register_prefix(const std::vector<int32_t>& blocks, const std::vector<int64_t>& tokens, bool include_partial) {
-  uint64_t h = 0;
+void BlockPool::register_prefix(const std::vector<int32_t>& blocks, const std::vector<int64_t>& tokens, bool include_partial,
+                                const std::string& salt) {
+  uint64_t h = seed(salt);
   int32_t parent = -1;
   const int64_t n = static_cast<int64_t>(tokens.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
@@ -122,9 +129,7 @@ void BlockPool::register_prefix(const std::vector<int32_t>& blocks, const std::v
       bool known = false;
       auto range = by_hash_.equal_range(key);
       for (auto it = range.first; it != range.second && !known; ++it) {
-        const Block& other = info_[it->second];
-        known = other.parent == parent && other.tokens.size() == static_cast<size_t>(len) &&
-                std::equal(other.tokens.begin(), other.tokens.end(), tokens.begin() + start);
+        known = holds(it->second, parent, tokens, start, len, salt);
         if (known) parent = it->second;
       }
       if (known) {
@@ -135,6 +140,10 @@ void BlockPool::register_prefix(const std::vector<int32_t>& blocks, const std::v
       blk.hash = key;
       blk.parent = parent;
       blk.tokens.assign(tokens.begin() + start, tokens.begin() + start + len);
+      if (parent < 0 && !salt.empty()) {
+        blk.salt = salt;
+        ++salted_first_blocks_[salt];
+      }
       by_hash_.emplace(key, blocks[i]);
       ++stats_.registered_blocks;
     }
@@ -148,6 +157,7 @@ CacheStats BlockPool::stats() const {
   s.cached_blocks = static_cast<int64_t>(by_hash_.size());
   s.free_blocks = free_blocks();
   s.total_blocks = total_blocks();
+  s.salts = static_cast<int64_t>(salted_first_blocks_.size());
   return s;
 }
 

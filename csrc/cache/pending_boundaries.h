@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "cache/block_pool.h"
@@ -17,7 +18,7 @@ class PendingBoundaries {
   explicit PendingBoundaries(BlockPool& pool) : pool_(pool) {}
   ~PendingBoundaries() { drop_all(); }
   // Retains the blocks holding `tokens` and returns the ticket that registers them.
-  int64_t hold(const std::vector<int32_t>& blocks, const std::vector<int64_t>& tokens);
+  int64_t hold(const std::vector<int32_t>& blocks, const std::vector<int64_t>& tokens, const std::string& salt = "");
   // Enters a held boundary into the prefix cache; false when it was dropped.
   bool register_boundary(int64_t ticket);
   // Releases every held boundary's blocks; returns how many were dropped.
@@ -28,6 +29,7 @@ class PendingBoundaries {
   struct Held {
     std::vector<int32_t> blocks;
     std::vector<int64_t> tokens;
+    std::string salt;
   };
   BlockPool& pool_;
   std::map<int64_t, Held> held_;

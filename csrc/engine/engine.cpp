@@ -51,106 +51,132 @@ bool uses_aten_kernels(const EngineOptions& options, const at::Device& device) {
   return options.kernels == "aten" || options.kernels == "fused" || !device.is_cpu();
 }
 
+// The engine-wide options, checked before anything is loaded.
+void check_engine_options(const EngineOptions& options) {
+  if (options.block_size <= 0 || options.max_step_tokens <= 0 || options.context_limit <= 0)
+    throw EngineError(code::kBadRequest, "blockSize, maxStepTokens and contextLimit must be positive");
+  if (options.register_boundary != "after" && options.register_boundary != "before")
+    throw EngineError(code::kBadRequest, "registerBoundary must be after or before, got " + options.register_boundary);
+}
+
+// Without batch invariance the CPU matmuls are oneDNN's; where it has no bf16 matmul (CPUs without
+// AVX-512), bf16 would fail at the first forward pass, so the engine computes in fp32 and says so in `note`.
+at::ScalarType computed_dtype(const EngineOptions& options, at::ScalarType dtype, bool aten, std::string& note) {
+  if (aten || options.batch_invariant) return dtype;
+#if TQ_ONEDNN
+  if (dtype == at::kBFloat16 && !cpu_bf16_without_invariance()) {
+    note = "bf16 was asked for, but oneDNN has no bf16 matmul on this CPU (it needs AVX-512): computing in fp32";
+    return at::kFloat;
+  }
+  return dtype;
+#else
+  throw EngineError(code::kBadRequest, "this build has no oneDNN: on the CPU only the batch-invariant kernels run");
+#endif
+}
+
+// An HF checkpoint's paged model options, checked: the kernels' level, the quantization, the
+// attention and the forward they allow together.
+PagedModelOptions paged_options(const EngineOptions& options, at::ScalarType dtype, const at::Device& device, bool aten) {
+  Isa isa;
+  Quantization quantization;
+  try {
+    isa = isa_for(options.isa);
+    quantization = parse_quantization(options.quantization);
+    check_buffer_shift(options.buffer_shift);
+  } catch (const std::invalid_argument& e) {
+    throw EngineError(code::kBadRequest, e.what());
+  }
+  if (!(options.gpu_memory_utilization >= 0 && options.gpu_memory_utilization <= 1))
+    throw EngineError(code::kBadRequest, "gpu_memory_utilization must be in [0, 1] (0: the KV cache sized by the context limit), got " +
+                                             std::to_string(options.gpu_memory_utilization));
+  if (!options.attention.empty() && options.attention != "kernels" && options.attention != "cascade")
+    throw EngineError(code::kBadRequest, "attention must be kernels or cascade, got " + options.attention);
+  // The fused forward's attention is the cascade (its GPU form: FlashAttention-2 levels).
+  const bool fused = options.kernels == "fused";
+  if (fused && options.attention == "kernels") throw EngineError(code::kBadRequest, "the fused kernels attend as a cascade: attention kernels is not theirs");
+  if (fused && quantization != Quantization::None) throw EngineError(code::kBadRequest, "the fused kernels run unquantized weights (quantization none)");
+  const bool cascade = fused || options.attention == "cascade";
+  if (options.buffer_shift != 0 && aten) throw EngineError(code::kBadRequest, "bufferShift is for the engine's own CPU kernels, not aten");
+  if (quantization == Quantization::Int8 && aten)
+    throw EngineError(code::kBadRequest, "int8 weights run on the engine's CPU kernels only; on CUDA, fp8 is the quantization to ask for");
+  if (quantization == Quantization::Fp8 && !device.is_cuda())
+    throw EngineError(code::kBadRequest, "fp8 weights run on CUDA only (the H100's fp8 tensor cores); on the CPU use int8");
+  PagedModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
+                       options.prefix_cache, options.batch_invariant, isa, device, aten,
+                       options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After, quantization,
+                       options.gpu_memory_utilization, options.buffer_shift, cascade, options.cuda_graphs, fused};
+  o.measure_level = options.isa.empty();
+  return o;
+}
+
 }  // namespace
 
 Engine::Engine(const EngineOptions& options) : options_(options) {
   keep_freed_host_memory();
-  auto dtype = parse_dtype(options.dtype);
+  const auto dtype = parse_dtype(options.dtype);
   if (options.threads > 0) at::set_num_threads(options.threads);
-  if (options.block_size <= 0 || options.max_step_tokens <= 0 || options.context_limit <= 0)
-    throw EngineError(code::kBadRequest, "blockSize, maxStepTokens and contextLimit must be positive");
-  info_.dtype = dtype == at::kFloat ? "fp32" : "bf16";
+  check_engine_options(options);
   info_.context_limit = options.context_limit;
-  if (options.register_boundary != "after" && options.register_boundary != "before")
-    throw EngineError(code::kBadRequest, "registerBoundary must be after or before, got " + options.register_boundary);
   device_ = parse_device(options.device);
   const bool aten = uses_aten_kernels(options, device_);
-  if (is_directory(options.path)) {
-    // Without batch invariance the CPU matmuls are oneDNN's; where it has no bf16 matmul (CPUs
-    // without AVX-512), bf16 would fail at the first forward pass, so the engine computes in fp32 and says so.
-    if (!aten && !options.batch_invariant) {
-#if TQ_ONEDNN
-      if (dtype == at::kBFloat16 && !cpu_bf16_without_invariance()) {
-        dtype = at::kFloat;
-        info_.dtype = "fp32";
-        info_.dtype_note = "bf16 was asked for, but oneDNN has no bf16 matmul on this CPU (it needs AVX-512): computing in fp32";
-      }
-#else
-      throw EngineError(code::kBadRequest, "this build has no oneDNN: on the CPU only the batch-invariant kernels run");
-#endif
-    }
-    Isa isa;
-    Quantization quantization;
-    try {
-      isa = isa_for(options.isa);
-      quantization = parse_quantization(options.quantization);
-      check_buffer_shift(options.buffer_shift);
-    } catch (const std::invalid_argument& e) {
-      throw EngineError(code::kBadRequest, e.what());
-    }
-    if (!(options.gpu_memory_utilization >= 0 && options.gpu_memory_utilization <= 1))
-      throw EngineError(code::kBadRequest, "gpu_memory_utilization must be in [0, 1] (0: the KV cache sized by the context limit), got " +
-                                               std::to_string(options.gpu_memory_utilization));
-    if (!options.attention.empty() && options.attention != "kernels" && options.attention != "cascade")
-      throw EngineError(code::kBadRequest, "attention must be kernels or cascade, got " + options.attention);
-    // The fused forward's attention is the cascade (its GPU form: FlashAttention-2 levels).
-    const bool fused = options.kernels == "fused";
-    if (fused && options.attention == "kernels") throw EngineError(code::kBadRequest, "the fused kernels attend as a cascade: attention kernels is not theirs");
-    if (fused && quantization != Quantization::None) throw EngineError(code::kBadRequest, "the fused kernels run unquantized weights (quantization none)");
-    const bool cascade = fused || options.attention == "cascade";
-    if (options.buffer_shift != 0 && aten) throw EngineError(code::kBadRequest, "bufferShift is for the engine's own CPU kernels, not aten");
-    if (quantization == Quantization::Int8 && aten)
-      throw EngineError(code::kBadRequest, "int8 weights run on the engine's CPU kernels only; on CUDA, fp8 is the quantization to ask for");
-    if (quantization == Quantization::Fp8 && !device_.is_cuda())
-      throw EngineError(code::kBadRequest, "fp8 weights run on CUDA only (the H100's fp8 tensor cores); on the CPU use int8");
-    PagedModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
-                         options.prefix_cache, options.batch_invariant, isa, device_, aten,
-                         options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After, quantization,
-                         options.gpu_memory_utilization, options.buffer_shift, cascade, options.cuda_graphs, fused};
-    o.measure_level = options.isa.empty();
-    auto paged = std::make_unique<PagedModel>(options.path, o);
-    info_.quantization = quantization_name(quantization);
-    if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(paged->options().isa);  // the level chosen
-    if (quantization == Quantization::Fp8) info_.quantized_kernels = kFp8KernelName;
-    info_.weights_ms = paged->weights_ms();
-    info_.linear_bytes = paged->linear_bytes();
-    info_.prefix_cache = options.prefix_cache;
-    info_.register_boundary = options.register_boundary;
-    info_.format = "hf";
-    info_.kernels = paged->kernels().name();
-    const auto& choice = paged->level_choice();
-    info_.level_choice = choice.how;
-    for (const auto& r : choice.rates) info_.level_rates.emplace_back(isa_name(r.level), r.gflops);
-    info_.attention = cascade ? "cascade" : "kernels";
-    info_.cuda_graphs = options.cuda_graphs;
-    // Only the engine's own CPU kernels promise it; cuBLAS and SDPA choose their reductions by shape.
-    info_.batch_invariant = options.batch_invariant && !aten;
-    info_.stored_dtype = paged->stored_dtype();
-    info_.block_size = paged->cache().shape().block_size;
-    info_.cache_blocks = paged->cache().shape().num_blocks;
-    info_.cache_bytes = paged->cache().bytes();
-    info_.cache_sized_by = paged->cache_sized_by();
-    info_.gpu_memory_utilization = options.gpu_memory_utilization;
-    if ((vision_ = paged->vision())) {
-      info_.vision = vision_->config();
-      info_.image_tokens = paged->config().image_tokens;
-      vision_cache_ = std::make_unique<VisionCache>(options.vision_cache_mib << 20);
-    }
-    model_ = std::move(paged);
-  } else {
-    if (!device_.is_cpu() || aten) throw EngineError(code::kBadRequest, "TorchScript models run on the CPU with libtorch's kernels only");
-    if (options.quantization != "none") throw EngineError(code::kBadRequest, "TorchScript models run with their weights as stored: quantization must be none");
-    if (options.attention == "cascade") throw EngineError(code::kBadRequest, "TorchScript models run their own attention: attention cascade needs an HF checkpoint");
-    model_ = std::make_unique<ScriptedModel>(options.path, dtype);
-    info_.format = "torchscript";
-    info_.kernels = "libtorch";
-    info_.stored_dtype = info_.dtype;
-  }
+  if (is_directory(options.path)) open_checkpoint(dtype, aten);
+  else open_torchscript(dtype, aten);
   info_.architecture = model_->describe();
   info_.vocab_size = model_->vocab_size();
   info_.hidden_size = model_->hidden_size();
   info_.threads = at::get_num_threads();
   info_.device = describe_device(device_);
+}
+
+void Engine::open_checkpoint(at::ScalarType dtype, bool aten) {
+  const auto o = paged_options(options_, computed_dtype(options_, dtype, aten, info_.dtype_note), device_, aten);
+  auto paged = std::make_unique<PagedModel>(options_.path, o);
+  info_.dtype = o.dtype == at::kFloat ? "fp32" : "bf16";
+  describe_checkpoint(*paged, o);
+  if ((vision_ = paged->vision())) vision_cache_ = std::make_unique<VisionCache>(options_.vision_cache_mib << 20);
+  model_ = std::move(paged);
+}
+
+// What /health and the start-up line say of a paged model.
+void Engine::describe_checkpoint(const PagedModel& paged, const PagedModelOptions& o) {
+  const auto quantization = o.quantization;
+  info_.quantization = quantization_name(quantization);
+  if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(paged.options().isa);  // the level chosen
+  if (quantization == Quantization::Fp8) info_.quantized_kernels = kFp8KernelName;
+  info_.weights_ms = paged.weights_ms();
+  info_.linear_bytes = paged.linear_bytes();
+  info_.prefix_cache = options_.prefix_cache;
+  info_.register_boundary = options_.register_boundary;
+  info_.format = "hf";
+  info_.kernels = paged.kernels().name();
+  const auto& choice = paged.level_choice();
+  info_.level_choice = choice.how;
+  for (const auto& r : choice.rates) info_.level_rates.emplace_back(isa_name(r.level), r.gflops);
+  info_.attention = o.cascade_attention ? "cascade" : "kernels";
+  info_.cuda_graphs = options_.cuda_graphs;
+  // Only the engine's own CPU kernels promise it; cuBLAS and SDPA choose their reductions by shape.
+  info_.batch_invariant = options_.batch_invariant && !o.aten_kernels;
+  info_.stored_dtype = paged.stored_dtype();
+  info_.block_size = paged.cache().shape().block_size;
+  info_.cache_blocks = paged.cache().shape().num_blocks;
+  info_.cache_bytes = paged.cache().bytes();
+  info_.cache_sized_by = paged.cache_sized_by();
+  info_.gpu_memory_utilization = options_.gpu_memory_utilization;
+  if (paged.vision()) {
+    info_.vision = paged.vision()->config();
+    info_.image_tokens = paged.config().image_tokens;
+  }
+}
+
+void Engine::open_torchscript(at::ScalarType dtype, bool aten) {
+  if (!device_.is_cpu() || aten) throw EngineError(code::kBadRequest, "TorchScript models run on the CPU with libtorch's kernels only");
+  if (options_.quantization != "none") throw EngineError(code::kBadRequest, "TorchScript models run with their weights as stored: quantization must be none");
+  if (options_.attention == "cascade") throw EngineError(code::kBadRequest, "TorchScript models run their own attention: attention cascade needs an HF checkpoint");
+  model_ = std::make_unique<ScriptedModel>(options_.path, dtype);
+  info_.dtype = dtype == at::kFloat ? "fp32" : "bf16";
+  info_.format = "torchscript";
+  info_.kernels = "libtorch";
+  info_.stored_dtype = info_.dtype;
 }
 
 void Engine::check_tokens(const std::vector<int64_t>& ids, const std::string& what) const {
@@ -218,6 +244,33 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
   // A call with images is multimodal throughout (batch/packed_tokens.h): its states are expanded around their images.
   const bool multimodal = std::any_of(reqs.begin(), reqs.end(), [](const AnswerRequest& r) { return !r.images.empty(); });
   if (multimodal && !vision_) throw EngineError(code::kBadRequest, "the request has images but " + info_.architecture + " has no vision tower");
+  const auto prompts = checked_prompts(reqs, multimodal);
+  auto batch = pack(reqs, prompts, multimodal);
+  ForwardInfo info;
+  const auto hidden = model_->final_hidden(batch.tokens, info);  // on CUDA, finished: the paged model waits after each step
+  const auto t0 = std::chrono::steady_clock::now();
+  // Every question's labels in one readout (on CUDA, one launch), in output-row order.
+  std::vector<ReadoutQuestion> readout;
+  for (const auto& req : reqs)
+    for (const auto& q : req.questions) readout.push_back({q.label_ids, q.temperature});
+  const auto labels = read_labels(hidden, model_->lm_head(), readout, model_->final_logit_softcap());
+  auto results = answers_of(reqs, prompts, multimodal, batch, info, labels, hidden);
+  const double readout_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  release_free_host_memory();
+  for (auto& res : results) {
+    res.state_ms = info.state_ms;
+    res.questions_ms = info.questions_ms;
+    res.readout_ms = readout_ms;
+    res.computed_tokens = info.computed_tokens;
+    res.padding_tokens = info.padding_tokens;
+    res.graph_replays = info.graph_replays;
+  }
+  return results;
+}
+
+// Each request checked (an error names the request when there are several); in a multimodal
+// call, its state expanded around its images first, since the expanded state is what must fit.
+std::vector<ImagePrompt> Engine::checked_prompts(const std::vector<AnswerRequest>& reqs, bool multimodal) const {
   std::vector<ImagePrompt> prompts(reqs.size());
   for (size_t r = 0; r < reqs.size(); ++r) {
     const std::string where = reqs.size() > 1 ? "request " + std::to_string(r) + ": " : "";
@@ -230,36 +283,38 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
     }
     check_request(reqs[r], static_cast<int64_t>(multimodal ? prompts[r].ids.size() : reqs[r].state.size()), where);
   }
+  return prompts;
+}
 
+// The requests as one segment forest (batch/pack_requests.h): each state once, then its questions.
+PackedRequests Engine::pack(const std::vector<AnswerRequest>& reqs, const std::vector<ImagePrompt>& prompts, bool multimodal) {
   std::vector<RequestToPack> to_pack(reqs.size());
   for (size_t r = 0; r < reqs.size(); ++r) {
     to_pack[r].state = &reqs[r].state;
     to_pack[r].image_state = &prompts[r];
+    to_pack[r].salt = reqs[r].cache_salt;
     for (const auto& q : reqs[r].questions) {
       to_pack[r].questions.push_back(&q.tokens);
       to_pack[r].readout_at.push_back(q.readout_at());
     }
   }
   auto batch = pack_requests(to_pack, multimodal, model_->long_rope_after());
-  PackedTokens& packed = batch.tokens;
   // Every state's images, in packing order: made during the forward pass, only if some image token is computed.
-  packed.image_embeds = [&] {
+  batch.tokens.image_embeds = [this, &reqs, first = batch.first_with_state] {
     std::vector<at::Tensor> embeds;
-    for (auto r : batch.first_with_state)
+    for (auto r : first)
       if (!reqs[r].images.empty()) embeds.push_back(image_embeddings(reqs[r].images));
     return at::cat(embeds);
   };
+  return batch;
+}
 
-  ForwardInfo info;
-  auto hidden = model_->final_hidden(packed, info);  // on CUDA, finished: the paged model waits after each step
-  auto t0 = std::chrono::steady_clock::now();
-  // Every question's labels in one readout (on CUDA, one launch), in output-row order.
-  std::vector<ReadoutQuestion> readout;
-  for (const auto& req : reqs)
-    for (const auto& q : req.questions) readout.push_back({q.label_ids, q.temperature});
-  const auto labels = read_labels(hidden, model_->lm_head(), readout, model_->final_logit_softcap());
-  bool any_hidden = false;
-  for (const auto& req : reqs) any_hidden |= req.want_hidden;
+// Each request's result: its questions' labels (and hidden states, if asked) in output-row order,
+// its prefix cache counts, and its state's boundary ticket (given to the first request of that state).
+std::vector<AnswerResult> Engine::answers_of(const std::vector<AnswerRequest>& reqs, const std::vector<ImagePrompt>& prompts, bool multimodal,
+                                             const PackedRequests& batch, const ForwardInfo& info, const LabelReadout& labels,
+                                             const at::Tensor& hidden) const {
+  const bool any_hidden = std::any_of(reqs.begin(), reqs.end(), [](const AnswerRequest& r) { return r.want_hidden; });
   const auto hidden_cpu = any_hidden ? hidden.cpu().contiguous() : at::Tensor();
   std::vector<AnswerResult> results(reqs.size());
   std::vector<char> ticket_given(info.boundary_tickets.size(), 0);
@@ -286,16 +341,6 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
       ++row;
       res.answers.push_back(std::move(a));
     }
-  }
-  const double readout_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  release_free_host_memory();
-  for (auto& res : results) {
-    res.state_ms = info.state_ms;
-    res.questions_ms = info.questions_ms;
-    res.readout_ms = readout_ms;
-    res.computed_tokens = info.computed_tokens;
-    res.padding_tokens = info.padding_tokens;
-    res.graph_replays = info.graph_replays;
   }
   return results;
 }

@@ -18,6 +18,10 @@
 namespace tq {
 
 struct ForwardTrace;  // model/transformer.h
+class PagedModel;     // engine/paged_model.h
+struct PagedModelOptions;
+struct PackedRequests;  // batch/pack_requests.h
+struct LabelReadout;    // engine/readout.h
 
 struct EngineOptions {
   std::string path;             // HF checkpoint folder, or a TorchScript .pt file
@@ -78,6 +82,9 @@ struct AnswerRequest {
   std::vector<ImageInput> images;
   std::vector<QuestionSpec> questions;
   bool want_hidden = false;
+  // A tenant's cache salt (empty: none): its state's prefix-cache blocks and its batch's shared state
+  // computation are its own (cache/block_pool.h). Any bytes; the server bounds it.
+  std::string cache_salt;
 };
 
 struct QuestionAnswer {
@@ -152,6 +159,17 @@ class Engine {
   void trace_forward(ForwardTrace* trace);
 
  private:
+  // The constructor's steps: an HF checkpoint opened as a paged model (its options checked, then
+  // the engine described), or a TorchScript export.
+  void open_checkpoint(at::ScalarType dtype, bool aten);
+  void describe_checkpoint(const PagedModel& paged, const PagedModelOptions& options);
+  void open_torchscript(at::ScalarType dtype, bool aten);
+  // answer_batch's steps: the requests checked (a call with images: its states expanded), packed
+  // into one segment forest, and, after the forward pass and the readout, each request's answers.
+  std::vector<ImagePrompt> checked_prompts(const std::vector<AnswerRequest>& requests, bool multimodal) const;
+  PackedRequests pack(const std::vector<AnswerRequest>& requests, const std::vector<ImagePrompt>& prompts, bool multimodal);
+  std::vector<AnswerResult> answers_of(const std::vector<AnswerRequest>& requests, const std::vector<ImagePrompt>& prompts, bool multimodal,
+                                       const PackedRequests& batch, const ForwardInfo& info, const LabelReadout& labels, const at::Tensor& hidden) const;
   void check_tokens(const std::vector<int64_t>& ids, const std::string& what) const;
   void check_request(const AnswerRequest& request, int64_t state_tokens, const std::string& name) const;
   // A state with images expanded for the text model (vision/image_prompt.h).

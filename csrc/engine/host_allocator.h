@@ -8,11 +8,10 @@ namespace tq {
 // glibc gives blocks over its mmap threshold (which it raises by itself only
 // up to the size of the last one freed), and free memory over 2x that at the
 // top of a heap, back to the system; the next layer's outputs are then mapped
-// and faulted in again, page by page. Measured on bench-llama (bf16, 2 vCPU
-// EPYC VM, where a page fault is dear): a state with 16 questions (1,761 tokens
-// in one step) took 115,000 page faults a forward and 3.2 s; with the mmap
-// threshold fixed at its largest (32 MiB) and up to 256 MiB kept, 26,000 and
-// 2.3 s. Called once per engine; elsewhere than glibc it does nothing.
+// and faulted in again, page by page (a quarter of a long step's time where a
+// page fault is dear: bench/README.md, "Measurements behind the CPU kernels").
+// So the mmap threshold is fixed at its largest (32 MiB) and up to 256 MiB
+// kept. Called once per engine; elsewhere than glibc it does nothing.
 void keep_freed_host_memory();
 
 // Hands freed heap pages back to the OS after a call (looked at most once a

@@ -110,7 +110,7 @@ std::vector<std::unique_ptr<Sequence>> PagedModel::allocate(const PackedTokens& 
   for (int attempt = 0;; ++attempt) {
     try {
       for (size_t s = 0; s < n_seg; ++s) {
-        auto cached = caching && packed.is_root(s) ? cache_->pool().match(packed.segment_cache_keys(s, offsets)) : BlockPool::Match{};
+        auto cached = caching && packed.is_root(s) ? cache_->pool().match(packed.segment_cache_keys(s, offsets), packed.state_salts[s]) : BlockPool::Match{};
         seqs[s] = std::make_unique<Sequence>(*cache_, lens[s], std::move(cached));
       }
       return seqs;
@@ -174,9 +174,9 @@ at::Tensor PagedModel::final_hidden(const PackedTokens& packed, ForwardInfo& inf
     if (caching) {
       const bool now = options_.boundary == BoundaryRegistration::Before;
       const auto tokens = packed.segment_cache_keys(s, offsets);
-      cache_->pool().register_prefix(seqs[s]->blocks(), tokens, /*include_partial=*/now);
+      cache_->pool().register_prefix(seqs[s]->blocks(), tokens, /*include_partial=*/now, packed.state_salts[s]);
       // Hold the blocks until the server registers the boundary after its response.
-      if (!now && lens[s] % options_.block_size != 0) ticket = pending_->hold(seqs[s]->blocks(), tokens);
+      if (!now && lens[s] % options_.block_size != 0) ticket = pending_->hold(seqs[s]->blocks(), tokens, packed.state_salts[s]);
     }
     info.boundary_tickets.push_back(ticket);
   }

@@ -157,31 +157,31 @@ void parse_ropes(const json& t, ModelConfig& c, const std::string& file) {
 
 }  // namespace
 
-ModelConfig read_model_config(const std::string& dir) {
-  const std::string file = dir + "/config.json";
+namespace {
+
+json read_config_json(const std::string& file) {
   std::ifstream in(file);
   if (!in) throw EngineError(code::kCheckpointInvalid, file + ": cannot open (is --base a checkpoint folder?)");
-  json j;
   try {
-    j = json::parse(in);
+    return json::parse(in);
   } catch (const std::exception& e) {
     throw EngineError(code::kCheckpointInvalid, file + ": not valid JSON: " + e.what());
   }
-  ModelConfig c;
+}
+
+const Family& family_of(const json& j, const std::string& file) {
   auto archs = field<std::vector<std::string>>(j, "architectures", file);
   if (archs.empty()) throw EngineError(code::kUnknownArchitecture, file + ": architectures is empty");
-  c.architecture_name = archs[0];
-  const Family* family = nullptr;
   for (const auto& f : kFamilies)
-    if (c.architecture_name == f.name) family = &f;
-  if (!family) throw EngineError(code::kUnknownArchitecture, file + ": unknown architecture " + c.architecture_name + " (supported: " + supported_list() + ")");
-  c.arch = family->arch;
-  const auto a = c.arch;
-  // A vision-language config keeps the text model's fields at the top level (transformers 4)
-  // or in text_config (transformers 5).
-  const bool vl = a == Architecture::Qwen2VL || a == Architecture::Qwen25VL;
-  const json& t = vl && j.contains("text_config") && j["text_config"].is_object() ? j["text_config"] : j;
+    if (archs[0] == f.name) return f;
+  throw EngineError(code::kUnknownArchitecture, file + ": unknown architecture " + archs[0] + " (supported: " + supported_list() + ")");
+}
 
+// The text model's sizes (in `t`: the top level, or a vision-language config's text_config) and
+// what its family does differently (norms, q/k norms, fused projections, Gemma 3's scalings).
+void read_text_model(const json& j, const json& t, ModelConfig& c, const std::string& file) {
+  const auto a = c.arch;
+  const bool vl = a == Architecture::Qwen2VL || a == Architecture::Qwen25VL;
   c.vocab_size = field<int64_t>(t, "vocab_size", file);
   c.hidden_size = field<int64_t>(t, "hidden_size", file);
   c.intermediate_size = field<int64_t>(t, "intermediate_size", file);
@@ -206,11 +206,9 @@ ModelConfig read_model_config(const std::string& dir) {
     c.attn_logit_softcap = field_or<double>(t, "attn_logit_softcapping", 0.0, file);
     c.final_logit_softcap = field_or<double>(t, "final_logit_softcapping", 0.0, file);
   }
-  if (c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 ||
-      c.vocab_size <= 0 || c.intermediate_size <= 0)
-    throw EngineError(code::kCheckpointInvalid, file + ": sizes must be positive");
-  parse_ropes(t, c, file);
-  parse_layers(t, c, file);
+}
+
+void check_text_model(const ModelConfig& c, const std::string& file) {
   if (c.num_heads % c.num_kv_heads != 0)
     throw EngineError(code::kCheckpointInvalid, file + ": num_attention_heads is not a multiple of num_key_value_heads");
   if (!c.mrope_section.empty()) {
@@ -219,45 +217,72 @@ ModelConfig read_model_config(const std::string& dir) {
     if (c.mrope_section.size() != 3 || sum * 2 != c.head_dim)
       throw EngineError(code::kCheckpointInvalid, file + ": mrope_section must be three sizes summing to head_dim / 2 = " + std::to_string(c.head_dim / 2));
   }
+}
+
+// Qwen2-VL's and Qwen2.5-VL's vision_config, checked against the text model it feeds.
+VisionConfig read_vision_config(const json& j, const ModelConfig& c, const std::string& file) {
+  if (!j.contains("vision_config") || !j["vision_config"].is_object()) throw EngineError(code::kCheckpointInvalid, file + ": missing field vision_config");
+  const json& v = j["vision_config"];
+  const std::string vfile = file + " vision_config";
+  VisionConfig vc;
+  vc.qwen25 = c.arch == Architecture::Qwen25VL;
+  vc.depth = field<int64_t>(v, "depth", vfile);
+  vc.num_heads = field<int64_t>(v, "num_heads", vfile);
+  vc.patch_size = field_or<int64_t>(v, "patch_size", 14, vfile);
+  vc.temporal_patch_size = field_or<int64_t>(v, "temporal_patch_size", 2, vfile);
+  vc.spatial_merge_size = field_or<int64_t>(v, "spatial_merge_size", 2, vfile);
+  vc.in_channels = field_or<int64_t>(v, "in_channels", field_or<int64_t>(v, "in_chans", 3, vfile), vfile);
+  // The two towers name their widths differently: Qwen2-VL's embed_dim is the ViT's and hidden_size the
+  // text model's; Qwen2.5-VL's hidden_size is the ViT's and out_hidden_size the text model's.
+  if (vc.qwen25) {
+    vc.embed_dim = field<int64_t>(v, "hidden_size", vfile);
+    vc.out_hidden = field_or<int64_t>(v, "out_hidden_size", c.hidden_size, vfile);
+    vc.intermediate_size = field<int64_t>(v, "intermediate_size", vfile);
+    vc.window_size = field_or<int64_t>(v, "window_size", 112, vfile);
+    vc.full_attention_blocks = field_or<std::vector<int64_t>>(v, "fullatt_block_indexes", {}, vfile);
+  } else {
+    vc.embed_dim = field<int64_t>(v, "embed_dim", vfile);
+    vc.out_hidden = field_or<int64_t>(v, "hidden_size", c.hidden_size, vfile);
+    vc.mlp_ratio = field_or<int64_t>(v, "mlp_ratio", 4, vfile);
+    vc.intermediate_size = vc.embed_dim * vc.mlp_ratio;
+  }
+  const auto act = field_or<std::string>(v, "hidden_act", vc.qwen25 ? "silu" : "quick_gelu", vfile);
+  const char* expected = vc.qwen25 ? "silu" : "quick_gelu";
+  if (act != expected)
+    throw EngineError(code::kCheckpointInvalid, vfile + ": hidden_act " + act + " is not supported (" + c.architecture_name + "'s is " + expected + ")");
+  if (vc.depth <= 0 || vc.embed_dim <= 0 || vc.num_heads <= 0 || vc.embed_dim % vc.num_heads != 0 || (vc.embed_dim / vc.num_heads) % 4 != 0 ||
+      vc.in_channels != 3 || vc.out_hidden != c.hidden_size || vc.intermediate_size <= 0)
+    throw EngineError(code::kCheckpointInvalid, vfile + ": sizes must be positive, embed_dim / num_heads a multiple of 4, in_channels 3 and hidden_size the text model's");
+  if (vc.qwen25 && (vc.window_size < vc.patch_size * vc.spatial_merge_size || vc.window_size % (vc.patch_size * vc.spatial_merge_size) != 0))
+    throw EngineError(code::kCheckpointInvalid, vfile + ": window_size must be a positive multiple of patch_size * spatial_merge_size");
+  for (auto b : vc.full_attention_blocks)
+    if (b < 0 || b >= vc.depth) throw EngineError(code::kCheckpointInvalid, vfile + ": fullatt_block_indexes must name blocks below depth");
+  return vc;
+}
+
+}  // namespace
+
+ModelConfig read_model_config(const std::string& dir) {
+  const std::string file = dir + "/config.json";
+  const json j = read_config_json(file);
+  ModelConfig c;
+  const Family& family = family_of(j, file);
+  c.architecture_name = family.name;
+  c.arch = family.arch;
+  // A vision-language config keeps the text model's fields at the top level (transformers 4)
+  // or in text_config (transformers 5).
+  const bool vl = c.arch == Architecture::Qwen2VL || c.arch == Architecture::Qwen25VL;
+  const json& t = vl && j.contains("text_config") && j["text_config"].is_object() ? j["text_config"] : j;
+  read_text_model(j, t, c, file);
+  if (c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 || c.vocab_size <= 0 ||
+      c.intermediate_size <= 0)
+    throw EngineError(code::kCheckpointInvalid, file + ": sizes must be positive");
+  parse_ropes(t, c, file);
+  parse_layers(t, c, file);
+  check_text_model(c, file);
   if (vl) {
     if (c.mrope_section.empty()) throw EngineError(code::kCheckpointInvalid, file + ": a " + c.architecture_name + " config needs rope_scaling.mrope_section");
-    if (!j.contains("vision_config") || !j["vision_config"].is_object()) throw EngineError(code::kCheckpointInvalid, file + ": missing field vision_config");
-    const json& v = j["vision_config"];
-    const std::string vfile = file + " vision_config";
-    VisionConfig vc;
-    vc.qwen25 = a == Architecture::Qwen25VL;
-    vc.depth = field<int64_t>(v, "depth", vfile);
-    vc.num_heads = field<int64_t>(v, "num_heads", vfile);
-    vc.patch_size = field_or<int64_t>(v, "patch_size", 14, vfile);
-    vc.temporal_patch_size = field_or<int64_t>(v, "temporal_patch_size", 2, vfile);
-    vc.spatial_merge_size = field_or<int64_t>(v, "spatial_merge_size", 2, vfile);
-    vc.in_channels = field_or<int64_t>(v, "in_channels", field_or<int64_t>(v, "in_chans", 3, vfile), vfile);
-    // The two towers name their widths differently: Qwen2-VL's embed_dim is the ViT's and hidden_size the
-    // text model's; Qwen2.5-VL's hidden_size is the ViT's and out_hidden_size the text model's.
-    if (vc.qwen25) {
-      vc.embed_dim = field<int64_t>(v, "hidden_size", vfile);
-      vc.out_hidden = field_or<int64_t>(v, "out_hidden_size", c.hidden_size, vfile);
-      vc.intermediate_size = field<int64_t>(v, "intermediate_size", vfile);
-      vc.window_size = field_or<int64_t>(v, "window_size", 112, vfile);
-      vc.full_attention_blocks = field_or<std::vector<int64_t>>(v, "fullatt_block_indexes", {}, vfile);
-    } else {
-      vc.embed_dim = field<int64_t>(v, "embed_dim", vfile);
-      vc.out_hidden = field_or<int64_t>(v, "hidden_size", c.hidden_size, vfile);
-      vc.mlp_ratio = field_or<int64_t>(v, "mlp_ratio", 4, vfile);
-      vc.intermediate_size = vc.embed_dim * vc.mlp_ratio;
-    }
-    const auto act = field_or<std::string>(v, "hidden_act", vc.qwen25 ? "silu" : "quick_gelu", vfile);
-    const char* expected = vc.qwen25 ? "silu" : "quick_gelu";
-    if (act != expected)
-      throw EngineError(code::kCheckpointInvalid, vfile + ": hidden_act " + act + " is not supported (" + c.architecture_name + "'s is " + expected + ")");
-    if (vc.depth <= 0 || vc.embed_dim <= 0 || vc.num_heads <= 0 || vc.embed_dim % vc.num_heads != 0 || (vc.embed_dim / vc.num_heads) % 4 != 0 ||
-        vc.in_channels != 3 || vc.out_hidden != c.hidden_size || vc.intermediate_size <= 0)
-      throw EngineError(code::kCheckpointInvalid, vfile + ": sizes must be positive, embed_dim / num_heads a multiple of 4, in_channels 3 and hidden_size the text model's");
-    if (vc.qwen25 && (vc.window_size < vc.patch_size * vc.spatial_merge_size || vc.window_size % (vc.patch_size * vc.spatial_merge_size) != 0))
-      throw EngineError(code::kCheckpointInvalid, vfile + ": window_size must be a positive multiple of patch_size * spatial_merge_size");
-    for (auto b : vc.full_attention_blocks)
-      if (b < 0 || b >= vc.depth) throw EngineError(code::kCheckpointInvalid, vfile + ": fullatt_block_indexes must name blocks below depth");
-    c.vision = vc;
+    c.vision = read_vision_config(j, c, file);
     c.image_tokens.vision_start = field_or<int64_t>(j, "vision_start_token_id", c.image_tokens.vision_start, file);
     c.image_tokens.vision_end = field_or<int64_t>(j, "vision_end_token_id", c.image_tokens.vision_end, file);
     c.image_tokens.image_pad = field_or<int64_t>(j, "image_token_id", c.image_tokens.image_pad, file);

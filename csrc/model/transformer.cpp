@@ -10,84 +10,119 @@ std::string layer_name(int64_t i, const char* rest) { return "model.layers." + s
 
 }  // namespace
 
+// Where the constructor takes weights from: the checkpoint, put on the kernels' device and
+// prepared for them.
+struct CheckpointWeights {
+  const Checkpoint& ckpt;
+  const ModelConfig& config;
+  at::ScalarType dtype;
+  const LayerKernels& kernels;
+
+  // On the CPU a weight stays a view of the memory map; elsewhere it is copied to the device.
+  at::Tensor on_device(const std::string& name, at::IntArrayRef shape, at::ScalarType type) const {
+    auto w = ckpt.get(name, shape, type);
+    if (kernels.device().is_cpu()) return w;
+    auto copy = w.to(kernels.device());
+    ckpt.release(w);
+    return copy;
+  }
+  // Gemma's norms scale by (1 + weight): the sum is taken once here, in fp32 as transformers does.
+  at::Tensor norm(const std::string& name, int64_t size) const {
+    auto w = on_device(name, {size}, at::kFloat);
+    return config.norm_weight_offset == 0 ? w : w + config.norm_weight_offset;
+  }
+  at::Tensor of_layer(int64_t i, const char* rest, at::IntArrayRef shape) const { return ckpt.get(layer_name(i, rest), shape, dtype); }
+  // Prepares the (stacked) weights for the kernels, then lets their mapped pages go.
+  std::unique_ptr<Linear> linear(const std::vector<at::Tensor>& parts, const at::Tensor& bias) const {
+    auto prepared = kernels.linear(parts.size() == 1 ? parts[0] : at::cat(parts), bias);
+    for (const auto& w : parts) ckpt.release(w);
+    return prepared;
+  }
+};
+
 Transformer::Transformer(const Checkpoint& ckpt, at::ScalarType dtype, int64_t max_positions, std::unique_ptr<LayerKernels> kernels)
     : config_(ckpt.config()), dtype_(dtype), kernels_(std::move(kernels)) {
   const auto& c = config_;
-  const int64_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim, inter = c.intermediate_size;
-  const auto f32 = at::kFloat;
-  const auto device = kernels_->device();
-  // On the CPU a weight stays a view of the memory map; elsewhere it is copied to the device.
-  auto on_device = [&](const std::string& name, at::IntArrayRef shape, at::ScalarType type) {
-    auto w = ckpt.get(name, shape, type);
-    if (device.is_cpu()) return w;
-    auto copy = w.to(device);
-    ckpt.release(w);
-    return copy;
-  };
-  // Gemma's norms scale by (1 + weight): the sum is taken once here, in fp32 as transformers does.
-  auto norm_weight = [&](const std::string& name, int64_t size) {
-    auto w = on_device(name, {size}, f32);
-    return c.norm_weight_offset == 0 ? w : w + c.norm_weight_offset;
-  };
-  embed_ = on_device("model.embed_tokens.weight", {c.vocab_size, h}, dtype);
-  final_norm_ = norm_weight("model.norm.weight", h);
-  if (ckpt.has("lm_head.weight") || !c.tie_word_embeddings) lm_head_ = on_device("lm_head.weight", {c.vocab_size, h}, dtype);
+  const CheckpointWeights weights{ckpt, c, dtype, *kernels_};
+  embed_ = weights.on_device("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, dtype);
+  final_norm_ = weights.norm("model.norm.weight", c.hidden_size);
+  if (ckpt.has("lm_head.weight") || !c.tie_word_embeddings) lm_head_ = weights.on_device("lm_head.weight", {c.vocab_size, c.hidden_size}, dtype);
   else lm_head_ = embed_;
-  const bool pre = c.norms != NormPlacement::Post, post = c.norms != NormPlacement::Pre;
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    auto weight = [&](const char* rest, at::IntArrayRef shape) { return ckpt.get(layer_name(i, rest), shape, dtype); };
-    // Prepares the (stacked) weights for the kernels, then lets their mapped pages go.
-    auto linear = [&](const std::vector<at::Tensor>& parts, const at::Tensor& bias) {
-      auto prepared = kernels_->linear(parts.size() == 1 ? parts[0] : at::cat(parts), bias);
-      for (const auto& w : parts) ckpt.release(w);
-      return prepared;
-    };
     Layer l;
     l.kind = c.layers[i];
-    if (pre) l.attn_in_norm = norm_weight(layer_name(i, "input_layernorm.weight"), h);
-    if (post) {
-      l.attn_out_norm = norm_weight(layer_name(i, "post_attention_layernorm.weight"), h);
-      l.ffn_out_norm = norm_weight(layer_name(i, "post_feedforward_layernorm.weight"), h);
-    }
-    if (c.norms == NormPlacement::Pre) l.ffn_in_norm = norm_weight(layer_name(i, "post_attention_layernorm.weight"), h);
-    if (c.norms == NormPlacement::Sandwich) l.ffn_in_norm = norm_weight(layer_name(i, "pre_feedforward_layernorm.weight"), h);
-    at::Tensor qkv_bias;
-    if (c.attention_bias) {
-      qkv_bias = at::cat({ckpt.get(layer_name(i, "self_attn.q_proj.bias"), {q_dim}, f32), ckpt.get(layer_name(i, "self_attn.k_proj.bias"), {kv_dim}, f32),
-                          ckpt.get(layer_name(i, "self_attn.v_proj.bias"), {kv_dim}, f32)});
-    }
-    // q, k and v come from one GEMM: one call instead of three at every layer (Phi-3 stores them so).
-    if (c.fused_projections) l.qkv = linear({weight("self_attn.qkv_proj.weight", {q_dim + 2 * kv_dim, h})}, qkv_bias);
-    else
-      l.qkv = linear({weight("self_attn.q_proj.weight", {q_dim, h}), weight("self_attn.k_proj.weight", {kv_dim, h}),
-                      weight("self_attn.v_proj.weight", {kv_dim, h})},
-                     qkv_bias);
-    l.o = linear({weight("self_attn.o_proj.weight", {h, q_dim})}, {});
-    if (kernels_->fused_rows()) {
-      // One GEMM for both, its output's halves gated by one fused launch (Phi-3 stores them so).
-      if (c.fused_projections) l.gate_up = linear({weight("mlp.gate_up_proj.weight", {2 * inter, h})}, {});
-      else l.gate_up = linear({weight("mlp.gate_proj.weight", {inter, h}), weight("mlp.up_proj.weight", {inter, h})}, {});
-    } else if (c.fused_projections) {
-      // Phi-3's gate_up_proj: the gate's rows, then up's.
-      auto fused = weight("mlp.gate_up_proj.weight", {2 * inter, h});
-      l.gate = kernels_->linear(fused.narrow(0, 0, inter), {});
-      l.up = kernels_->linear(fused.narrow(0, inter, inter), {});
-      ckpt.release(fused);
-    } else {
-      l.gate = linear({weight("mlp.gate_proj.weight", {inter, h})}, {});
-      l.up = linear({weight("mlp.up_proj.weight", {inter, h})}, {});
-    }
-    l.down = linear({weight("mlp.down_proj.weight", {h, inter})}, {});
-    if (c.qk_norm != QkNorm::None) {
-      const bool whole = c.qk_norm == QkNorm::Whole;
-      l.q_norm = norm_weight(layer_name(i, "self_attn.q_norm.weight"), whole ? q_dim : c.head_dim);
-      l.k_norm = norm_weight(layer_name(i, "self_attn.k_norm.weight"), whole ? kv_dim : c.head_dim);
-      // Gemma 3's attention scale (query_pre_attn_scalar^-1/2 where the kernels use head_dim^-1/2),
-      // carried by the query's norm: the scores come out scaled as transformers scales them.
-      if (c.query_scale != 1.0) l.q_norm = l.q_norm * c.query_scale;
-    }
+    load_norms(weights, i, l);
+    load_attention(weights, i, l);
+    load_mlp(weights, i, l);
     layers_.push_back(std::move(l));
   }
+  load_rotary(max_positions);
+}
+
+// The layer's norms where its NormPlacement has them (pre, post, or Gemma 3's sandwich).
+void Transformer::load_norms(const CheckpointWeights& w, int64_t i, Layer& l) const {
+  const auto& c = config_;
+  const int64_t h = c.hidden_size;
+  if (c.norms != NormPlacement::Post) l.attn_in_norm = w.norm(layer_name(i, "input_layernorm.weight"), h);
+  if (c.norms != NormPlacement::Pre) {
+    l.attn_out_norm = w.norm(layer_name(i, "post_attention_layernorm.weight"), h);
+    l.ffn_out_norm = w.norm(layer_name(i, "post_feedforward_layernorm.weight"), h);
+  }
+  if (c.norms == NormPlacement::Pre) l.ffn_in_norm = w.norm(layer_name(i, "post_attention_layernorm.weight"), h);
+  if (c.norms == NormPlacement::Sandwich) l.ffn_in_norm = w.norm(layer_name(i, "pre_feedforward_layernorm.weight"), h);
+}
+
+// q, k and v stacked, the output projection, and the q/k norms where the family has them.
+void Transformer::load_attention(const CheckpointWeights& w, int64_t i, Layer& l) const {
+  const auto& c = config_;
+  const int64_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  at::Tensor qkv_bias;
+  if (c.attention_bias) {
+    const auto bias = [&](const char* rest, int64_t size) { return w.ckpt.get(layer_name(i, rest), {size}, at::kFloat); };
+    qkv_bias = at::cat({bias("self_attn.q_proj.bias", q_dim), bias("self_attn.k_proj.bias", kv_dim), bias("self_attn.v_proj.bias", kv_dim)});
+  }
+  // q, k and v come from one GEMM: one call instead of three at every layer (Phi-3 stores them so).
+  if (c.fused_projections) l.qkv = w.linear({w.of_layer(i, "self_attn.qkv_proj.weight", {q_dim + 2 * kv_dim, h})}, qkv_bias);
+  else
+    l.qkv = w.linear({w.of_layer(i, "self_attn.q_proj.weight", {q_dim, h}), w.of_layer(i, "self_attn.k_proj.weight", {kv_dim, h}),
+                      w.of_layer(i, "self_attn.v_proj.weight", {kv_dim, h})},
+                     qkv_bias);
+  l.o = w.linear({w.of_layer(i, "self_attn.o_proj.weight", {h, q_dim})}, {});
+  if (c.qk_norm != QkNorm::None) {
+    const bool whole = c.qk_norm == QkNorm::Whole;
+    l.q_norm = w.norm(layer_name(i, "self_attn.q_norm.weight"), whole ? q_dim : c.head_dim);
+    l.k_norm = w.norm(layer_name(i, "self_attn.k_norm.weight"), whole ? kv_dim : c.head_dim);
+    // Gemma 3's attention scale (query_pre_attn_scalar^-1/2 where the kernels use head_dim^-1/2),
+    // carried by the query's norm: the scores come out scaled as transformers scales them.
+    if (c.query_scale != 1.0) l.q_norm = l.q_norm * c.query_scale;
+  }
+}
+
+// The gated MLP: gate and up (stacked for the fused row kernels), and down.
+void Transformer::load_mlp(const CheckpointWeights& w, int64_t i, Layer& l) const {
+  const auto& c = config_;
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  if (kernels_->fused_rows()) {
+    // One GEMM for both, its output's halves gated by one fused launch (Phi-3 stores them so).
+    if (c.fused_projections) l.gate_up = w.linear({w.of_layer(i, "mlp.gate_up_proj.weight", {2 * inter, h})}, {});
+    else l.gate_up = w.linear({w.of_layer(i, "mlp.gate_proj.weight", {inter, h}), w.of_layer(i, "mlp.up_proj.weight", {inter, h})}, {});
+  } else if (c.fused_projections) {
+    // Phi-3's gate_up_proj: the gate's rows, then up's.
+    auto fused = w.of_layer(i, "mlp.gate_up_proj.weight", {2 * inter, h});
+    l.gate = kernels_->linear(fused.narrow(0, 0, inter), {});
+    l.up = kernels_->linear(fused.narrow(0, inter, inter), {});
+    w.ckpt.release(fused);
+  } else {
+    l.gate = w.linear({w.of_layer(i, "mlp.gate_proj.weight", {inter, h})}, {});
+    l.up = w.linear({w.of_layer(i, "mlp.up_proj.weight", {inter, h})}, {});
+  }
+  l.down = w.linear({w.of_layer(i, "mlp.down_proj.weight", {h, inter})}, {});
+}
+
+// RoPE's tables (and Gemma 3's local ones), and M-RoPE's position stream of each column.
+void Transformer::load_rotary(int64_t max_positions) {
+  const auto& c = config_;
+  const auto device = kernels_->device();
   rope_ = rotary_tables(c.rope, c.rotary_dim, max_positions, device);
   if (c.local_rope) local_rope_ = rotary_tables(*c.local_rope, c.rotary_dim, max_positions, device);
   if (!c.mrope_section.empty()) {

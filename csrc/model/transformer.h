@@ -46,6 +46,8 @@ struct StepInputs {
   std::vector<int64_t> launch_shape;
 };
 
+struct CheckpointWeights;  // transformer.cpp: where the constructor takes weights from
+
 class Transformer {
  public:
   // Weights are prepared by `kernels` and live on its device.
@@ -77,6 +79,11 @@ class Transformer {
     std::unique_ptr<Linear> gate_up;  // with fused row kernels: gate and up stacked (gate, up null)
     at::Tensor q_norm, k_norm;  // undefined unless qk_norm (q_norm carries query_scale)
   };
+  // The constructor's steps: a layer's weights (norms, attention, MLP) from the checkpoint, then the rotary tables.
+  void load_norms(const CheckpointWeights& w, int64_t i, Layer& l) const;
+  void load_attention(const CheckpointWeights& w, int64_t i, Layer& l) const;
+  void load_mlp(const CheckpointWeights& w, int64_t i, Layer& l) const;
+  void load_rotary(int64_t max_positions);
   at::Tensor norm(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype) const;
   // x += its sublayer's output, normed first where the layer has an output norm.
   void add_output(const Linear& proj, const at::Tensor& in, const at::Tensor& out_norm, at::Tensor& x) const;

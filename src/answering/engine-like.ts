@@ -7,6 +7,8 @@ export interface EngineCall {
   images?: Uint8Array[];
   questions: { tokens: number[]; labelIds: number[] }[];
   wantHidden?: boolean;
+  /** A tenant's cache salt (docs/operations.md): its state shares cached work only with requests of the same salt. */
+  cacheSalt?: string;
 }
 
 export interface EngineReply {

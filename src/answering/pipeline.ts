@@ -4,12 +4,12 @@
  * Shared by /v1/systemone, /v1/answer and the `decide` command.
  */
 import { QuestionType } from '../rendering/profile';
-import { QuestionOption, QuestionSpec, Renderer } from '../rendering/renderer';
+import { QuestionOption, QuestionSpec, RenderedRequest, Renderer } from '../rendering/renderer';
 import { renderEntry, renderInstructions, renderState } from '../rendering/state';
 import { abstainingChoice, abstainingNoul, AbstentionResult, decideAbstention, reportedProbabilities } from './abstention';
 import { Answer, choiceAnswer, noulAnswer, scoreAnswer, softmax } from './answers';
 import { AnsweringContext, HeadEngine } from './context';
-import { ClientGoneError } from './engine-like';
+import { ClientGoneError, EngineReply } from './engine-like';
 import { checkImagePlacement } from './image-state';
 
 /** A question as the wire format sends it. */
@@ -27,6 +27,8 @@ export interface PipelineOptions {
   cancel?: AbortSignal;
   /** The image route: the request's images as sent, in the order of their placeholders in the state's text (image-state.ts). */
   images?: Uint8Array[];
+  /** The tenant's cache salt: nothing cached under another salt (or none) serves this request, nor it them. */
+  cacheSalt?: string;
 }
 
 export interface QuestionResult {
@@ -90,26 +92,32 @@ export async function runQuestions(context: AnsweringContext, state: unknown, qu
 }
 
 /** Hidden states at the readout position of each question, from a head engine (its own model, renderer and prompt). */
-async function headHiddenStates(head: HeadEngine, state: unknown, specs: QuestionSpec[], cancel?: AbortSignal): Promise<Float32Array[]> {
-  const rendered = await head.renderer.render(renderState(state), specs, head.engine.contextLimit);
-  const reply = await head.engine.answer({ state: rendered.prefixTokens, questions: rendered.questions.map((q) => ({ tokens: q.tokens, labelIds: q.labelIds })), wantHidden: true }, cancel);
+async function headHiddenStates(head: HeadEngine, state: unknown, specs: QuestionSpec[], options: PipelineOptions): Promise<Float32Array[]> {
+  const rendered = await head.renderer.render(renderState(state), specs, head.engine.contextLimit, options.cacheSalt);
+  const questions = rendered.questions.map((q) => ({ tokens: q.tokens, labelIds: q.labelIds }));
+  const reply = await head.engine.answer({ state: rendered.prefixTokens, questions, wantHidden: true, cacheSalt: options.cacheSalt }, options.cancel);
   return reply.answers.map((a) => a.hidden!);
 }
 
-export async function runSpecs(
-  { engine, renderer, temperatures, distributions, abstentions, headEngine, imagePadId }: AnsweringContext,
-  state: unknown,
-  specs: QuestionSpec[],
-  options: PipelineOptions,
-): Promise<PipelineResult> {
-  const t0 = performance.now();
-  // The abstain option first (appended, or the request's own), then the task of the question so asked.
+/**
+ * What the engine is asked for each question: its abstain option first (appended, or the request's
+ * own), then the task of the question so asked (which may reorder its options); with orders 2, each
+ * again with its options reversed.
+ */
+function askedQuestions({ distributions, abstentions }: AnsweringContext, specs: QuestionSpec[], orders: 1 | 2) {
   const abstaining = specs.map((s) => abstentions?.abstentionFor(s));
   const withAbstain = specs.map((s, i) => abstaining[i]?.asked ?? s);
   const tasks = withAbstain.map((s) => distributions?.taskFor(s));
   const inOrder = withAbstain.map((s, i) => tasks[i]?.asked ?? s);
-  const asked = options.orders === 2 ? [...inOrder, ...inOrder.map((s) => ({ ...s, options: [...s.options].reverse() }))] : inOrder;
-  const rendered = await renderer.render(renderState(state), asked, engine.contextLimit);
+  const asked = orders === 2 ? [...inOrder, ...inOrder.map((s) => ({ ...s, options: [...s.options].reverse() }))] : inOrder;
+  return { abstaining, tasks, inOrder, asked };
+}
+
+export async function runSpecs(context: AnsweringContext, state: unknown, specs: QuestionSpec[], options: PipelineOptions): Promise<PipelineResult> {
+  const { engine, renderer, temperatures, headEngine, imagePadId } = context;
+  const t0 = performance.now();
+  const { abstaining, tasks, inOrder, asked } = askedQuestions(context, specs, options.orders);
+  const rendered = await renderer.render(renderState(state), asked, engine.contextLimit, options.cacheSalt);
   if (imagePadId !== undefined) checkImagePlacement(rendered.prefixTokens, imagePadId, options.images?.length ?? 0);
   const prepare = performance.now() - t0;
   if (options.cancel?.aborted) throw new ClientGoneError();
@@ -117,27 +125,27 @@ export async function runSpecs(
   const needsHidden = tasks.map((t) => t?.wantsHidden ?? false);
   let wanted = 0;
   const headIndex = needsHidden.map((need) => (need ? wanted++ : -1));
-  const fromHead = headEngine && wanted ? headHiddenStates(headEngine, state, inOrder.filter((_, i) => needsHidden[i]), options.cancel) : undefined;
-  fromHead?.catch(() => undefined); // awaited below; not an unhandled rejection if the serving call fails first
+  const fromHead = headEngine && wanted ? headHiddenStates(headEngine, state, inOrder.filter((_, i) => needsHidden[i]), options) : undefined;
+  fromHead?.catch(() => undefined); // awaited below, not an unhandled rejection if the serving call fails first
   const reply = await engine.answer(
     {
       state: rendered.prefixTokens,
       ...(options.images?.length ? { images: options.images } : {}),
       questions: rendered.questions.map((q) => ({ tokens: q.tokens, labelIds: q.labelIds })),
       wantHidden: options.wantHidden || (!headEngine && wanted > 0),
+      cacheSalt: options.cacheSalt,
     },
     options.cancel,
   );
   const headHidden = fromHead && (await fromHead);
   const results: QuestionResult[] = specs.map((spec, i) => {
-    const temperature = temperatures[spec.type];
+    // The orders' distributions averaged, by option key.
     const sum = new Map<string, number>();
     for (let o = 0; o < options.orders; o++) {
       const idx = i + o * specs.length;
-      const p = softmax(reply.answers[idx].labelLogits, temperature);
+      const p = softmax(reply.answers[idx].labelLogits, temperatures[spec.type]);
       rendered.questions[idx].keys.forEach((k, j) => sum.set(k, (sum.get(k) ?? 0) + p[j] / options.orders));
     }
-    const q = rendered.questions[i];
     const hidden = reply.answers[i].hidden;
     const taskHidden = headIndex[i] < 0 ? undefined : headHidden ? headHidden[headIndex[i]] : hidden;
     const tasked = tasks[i]?.apply(sum, taskHidden);
@@ -151,20 +159,25 @@ export async function runSpecs(
       task: tasked && tasks[i]!.id,
       taskIdentity,
       abstention: abstaining[i] && decideAbstention(abstaining[i]!, probabilities, taskIdentity ?? null),
-      temperature,
-      promptTokens: [...rendered.prefixTokens, ...q.tokens],
+      temperature: temperatures[spec.type],
+      promptTokens: [...rendered.prefixTokens, ...rendered.questions[i].tokens],
       stateTokenCount: reply.stateTokens,
-      labelIds: q.labelIds,
+      labelIds: rendered.questions[i].labelIds,
       labelLogits: Array.from(reply.answers[i].labelLogits),
       hidden: hidden && Array.from(hidden),
       taskHidden,
     };
   });
+  return summary(results, rendered, specs.length, reply, prepare);
+}
+
+/** The request's totals: the tasks applied, its tokens and the engine's stages. */
+function summary(results: QuestionResult[], rendered: RenderedRequest, questions: number, reply: EngineReply, prepare: number): PipelineResult {
   const t = reply.timing;
   return {
     questions: results,
     tasks: [...new Set(results.flatMap((r) => [r.task, r.abstention?.task && `abstention:${r.abstention.task}`].filter((t): t is string => !!t)))],
-    inputTokens: reply.stateTokens + rendered.questions.slice(0, specs.length).reduce((s, q) => s + q.tokens.length, 0),
+    inputTokens: reply.stateTokens + rendered.questions.slice(0, questions).reduce((s, q) => s + q.tokens.length, 0),
     cachedTokens: reply.cachedTokens,
     computedTokens: reply.computedTokens,
     waitedBehindRegistration: t.waitedBehindRegistration,

@@ -4,7 +4,7 @@
  * prompt length, engine); each caller translates them for its audience.
  */
 import { AnsweringContext } from './context';
-import { PipelineResult, runQuestions, WireQuestion, wireAnswer } from './pipeline';
+import { PipelineOptions, PipelineResult, runQuestions, WireQuestion, wireAnswer } from './pipeline';
 
 export interface SystemOneRequest {
   model?: string;
@@ -27,7 +27,7 @@ export interface SystemOneAnswer {
 export async function answerSystemOne(
   context: AnsweringContext,
   body: SystemOneRequest,
-  options: { wantHidden?: boolean; cancel?: AbortSignal; images?: Uint8Array[] } = {},
+  options: Omit<PipelineOptions, 'orders'> = {},
 ): Promise<SystemOneAnswer> {
   const names = Object.keys(body.questions);
   const questions = names.map((n) => body.questions[n]);

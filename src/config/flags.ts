@@ -49,6 +49,7 @@ const table = [
   { name: 'abstain-option', kind: 'string', help: 'the abstention extension: append an option with this text to every choice and yes/no question; answers then carry unknown_probability and abstained (default rule: abstain when that option is the most probable)' },
   { name: 'abstention', kind: 'choice', choices: ['on', 'off'], default: 'on', help: "let registered abstention tasks' thresholds decide abstained; off: the default rule decides, with the same abstain options asked and the same probabilities" },
   { name: 'debug-readout', kind: 'boolean', default: false, help: 'honour the x-service-debug request header (raw readout in responses)' },
+  { name: 'cache-salt-header', kind: 'string', help: "read a request's cache salt from this header when it sends no x-cache-salt (a tenant header an authenticating proxy already sets): requests under different salts never share cached work (docs/operations.md, \"Multi-tenant serving\")" },
   { name: 'cors-origin', kind: 'string', help: 'let browser pages on this origin (or * for any) call the server: answers preflights, sets Access-Control-Allow-* (default: off)' },
   { name: 'log-level', kind: 'choice', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', help: 'the least severe level of the JSON log lines written to stdout' },
   { name: 'log-bodies', kind: 'boolean', default: false, help: 'also log each request body (states and questions are never logged without it)' },

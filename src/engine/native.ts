@@ -192,6 +192,8 @@ export interface NativeAnswerRequest {
   questions: NativeQuestion[];
   /** Also return the final hidden state at each readout position. */
   wantHidden?: boolean;
+  /** A tenant's cache salt: the state's prefix-cache blocks and a batch's shared state computation are its own (csrc/cache/block_pool.h). */
+  cacheSalt?: string;
 }
 
 export interface NativeAnswer {
@@ -228,6 +230,8 @@ export interface NativeCacheStats {
   cachedBlocks: number;
   freeBlocks: number;
   totalBlocks: number;
+  /** Distinct cache salts whose prefixes hold cached blocks. */
+  salts: number;
 }
 
 export interface NativeVisionCacheStats {
@@ -299,8 +303,8 @@ const candidates = ['build/tqserve_engine.node', 'build/Release/tqserve_engine.n
 /**
  * libgomp threads spin ~300k iterations after each parallel region by default.
  * On 2 cores that spinning starves whatever else needs the CPU: OpenBLAS's own
- * threads (fp32 prefill measured 2x slower) and, in the server, the HTTP
- * process (8 concurrent clients: 22% fewer requests/s with bf16). A short spin
+ * threads (fp32 prefill slower by half) and, in the server, the HTTP
+ * process (fewer requests/s under concurrent clients). A short spin
  * avoids both. libgomp reads this when the addon is loaded, so it is set here,
  * before the require; a value set by the user wins.
  */

@@ -15,12 +15,13 @@ export class ImageDecodeError extends Error {
   }
 }
 
-export async function decodeImages(images: Uint8Array[], budget: PixelBudget, model: string): Promise<NativeImage[]> {
+/** `cacheSalt`: the request's, in each image's key (key.ts). */
+export async function decodeImages(images: Uint8Array[], budget: PixelBudget, model: string, cacheSalt?: string): Promise<NativeImage[]> {
   return Promise.all(
     images.map(async (bytes, index) => {
       try {
         const image = await preprocessImage(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), budget);
-        return { rgb: new Uint8Array(image.rgb.buffer, image.rgb.byteOffset, image.rgb.byteLength), width: image.width, height: image.height, key: imageKey(image, model) };
+        return { rgb: new Uint8Array(image.rgb.buffer, image.rgb.byteOffset, image.rgb.byteLength), width: image.width, height: image.height, key: imageKey(image, model, cacheSalt) };
       } catch (e) {
         throw new ImageDecodeError(index, (e as Error).message);
       }

@@ -123,9 +123,10 @@ export class Renderer {
   /**
    * The shared prefix and each question's suffix, tokenized. With `contextLimit`, a prompt (prefix
    * plus one suffix) that cannot fit is refused before it is tokenized when its bytes alone prove it
-   * (ModelTokenizer.maxBytesPerToken), else once its tokens are counted.
+   * (ModelTokenizer.maxBytesPerToken), else once its tokens are counted. `cacheSalt`: the texts'
+   * tokens are kept for requests of that salt only.
    */
-  async render(stateText: string, questions: QuestionSpec[], contextLimit = Infinity): Promise<RenderedRequest> {
+  async render(stateText: string, questions: QuestionSpec[], contextLimit = Infinity, cacheSalt?: string): Promise<RenderedRequest> {
     const stateBlock = `<state>\n${stateText}\n</state>`;
     const first = this.profile.layout === 'state-first';
     const bodies = await Promise.all(questions.map((q) => this.questionBlock(q)));
@@ -140,10 +141,10 @@ export class Renderer {
         if (atLeast > contextLimit) throw new PromptTooLongError(i, atLeast, contextLimit, false, bytes);
       });
     }
-    const prefixTokens = await this.tokenizer.encode(prefixText);
+    const prefixTokens = await this.tokenizer.encode(prefixText, cacheSalt);
     const rendered: RenderedQuestion[] = [];
     for (const [i, body] of bodies.entries()) {
-      const tokens = await this.tokenizer.encode(suffixes[i]);
+      const tokens = await this.tokenizer.encode(suffixes[i], cacheSalt);
       if (prefixTokens.length + tokens.length > contextLimit) throw new PromptTooLongError(i, prefixTokens.length + tokens.length, contextLimit, true);
       rendered.push({ ...body, text: suffixes[i], tokens });
     }

@@ -1,24 +1,25 @@
 /**
  * Start-up's long part: resolve the base, start the engine processes (serving, and the head and
  * image engines when asked for), open the tasks, and assemble the Service the routes share.
- * `died(role)` is told when an engine process dies. On failure every engine started is stopped.
+ * `died(role)` is told when an engine process dies. On failure every engine started is stopped:
+ * they are kept in one list, stopped in one place.
  */
 import * as os from 'os';
-import { AbstentionBook } from '../tasks/abstention/book';
 import { ResolvedBase, resolveBase } from '../config/bases';
 import { Flags } from '../config/flags';
 import { rendererFor, temperaturesOf } from '../config/profile-flags';
+import { NativeLoadOptions } from '../engine/native';
+import { Temperatures } from '../rendering/profile';
 import { Renderer } from '../rendering/renderer';
-import { TaskBook } from '../tasks/apply';
 import { HIDDEN_TAP } from '../tasks/fingerprint';
 import { openTasks } from '../tasks/open';
-import { refusalLine, TaskStore } from '../tasks/store';
+import { refusalLine } from '../tasks/store';
 import { EngineClient } from './engine-process/client';
 import { startImageEngine } from './service/image-engine';
 import { InFlight } from './service/inflight';
 import { Logger } from './ops/logger';
 import { EngineRole, EngineSource } from './ops/metrics';
-import { Service } from './service/service';
+import { ImageService, Service } from './service/service';
 
 export interface Loaded {
   service: Service;
@@ -26,16 +27,20 @@ export interface Loaded {
   engines: EngineSource[];
 }
 
-export async function loadService(flags: Flags, logger: Logger, died: (role: EngineRole) => (reason: string) => void): Promise<Loaded> {
-  const base = resolveBase(flags.base, flags['models-dir']);
-  if (base.note) logger.warn(`WARNING: ${base.note}`);
-  const temperatures = temperaturesOf(base.profile.temperatures, flags);
-  const threads = flags.threads || os.cpus().length;
+type Died = (role: EngineRole) => (reason: string) => void;
 
-  const load = {
+interface HeadEngine {
+  base: ResolvedBase;
+  renderer: Renderer;
+  engine: EngineClient;
+}
+
+/** What every engine process loads its model with, from the flags (the head and image engines change the path). */
+function engineLoad(flags: Flags, base: ResolvedBase): NativeLoadOptions {
+  return {
     path: base.checkpoint,
     dtype: flags.dtype,
-    threads,
+    threads: flags.threads || os.cpus().length,
     prefixCache: flags['prefix-cache'] === 'on',
     batchInvariant: flags['batch-invariant'] === 'on',
     quantization: flags.quantization,
@@ -47,42 +52,37 @@ export async function loadService(flags: Flags, logger: Logger, died: (role: Eng
     cacheMiB: flags['cache-mib'],
     gpuMemoryUtilization: flags['gpu-memory-utilization'],
   };
-  const batchTokens = flags['batch-tokens'];
-  // The engine process loads libtorch and the model while this one loads the tokenizer (1.1 s for
-  // Qwen3's): one after the other, tiny-qwen3's start to /ready took 4.2 s (median of 5, bench:startup),
-  // together 2.7 s in the same session.
-  const engineStarting = EngineClient.start({ load, batchTokens }, died('text'));
-  engineStarting.catch(() => undefined); // awaited below, after the renderer
-  let renderer: Renderer;
+}
+
+/** --head-engine: a second engine process, its own model and renderer, read for intent heads' hidden states. */
+async function startHeadEngine(flags: Flags, load: NativeLoadOptions, died: Died, started: EngineSource[]): Promise<HeadEngine> {
+  const base = resolveBase(flags['head-engine']!, flags['models-dir']);
+  const renderer = await rendererFor(base, flags);
+  const engine = await EngineClient.start({ load: { ...load, path: base.checkpoint }, batchTokens: flags['batch-tokens'] }, died('head'));
+  started.push({ engine: 'head', client: engine });
+  return { base, renderer, engine };
+}
+
+/** Where intent heads' hidden states come from, as /health and GET /v1/tasks report it. */
+function headEngineReport(head: HeadEngine | undefined, serving: EngineClient): Record<string, unknown> {
+  if (!head) return { engine: 'serving engine', tap: HIDDEN_TAP, hidden_size: serving.info.hiddenSize };
+  const { info } = head.engine;
+  return {
+    engine: 'second engine process (--head-engine)',
+    base: head.base.profile.name,
+    checkpoint: head.base.checkpoint,
+    architecture: info.architecture,
+    dtype: info.dtype,
+    pid: head.engine.pid,
+    tap: HIDDEN_TAP,
+    hidden_size: info.hiddenSize,
+  };
+}
+
+/** The tasks and their books (--tasks-file loaded), the image route's abstention book handed to it. */
+function openTheTasks(flags: Flags, base: ResolvedBase, renderer: Renderer, temperatures: Temperatures, head: HeadEngine | undefined, images: ImageService | undefined) {
   try {
-    renderer = await rendererFor(base, flags);
-  } catch (e) {
-    engineStarting.then((started) => started.stop(), () => undefined);
-    throw e;
-  }
-  const engine = await engineStarting;
-  // --head-engine: a second engine process, its own model and renderer, read for intent heads' hidden states.
-  let head: { base: ResolvedBase; renderer: Renderer; engine: EngineClient } | undefined;
-  if (flags['head-engine']) {
-    const headBase = resolveBase(flags['head-engine'], flags['models-dir']);
-    const headRenderer = await rendererFor(headBase, flags);
-    head = { base: headBase, renderer: headRenderer, engine: await EngineClient.start({ load: { ...load, path: headBase.checkpoint }, batchTokens }, died('head')) };
-  }
-  const servedName = flags['served-name'] ?? base.profile.servedName;
-  let images: Awaited<ReturnType<typeof startImageEngine>> | undefined;
-  if (flags['image-model']) {
-    try {
-      images = await startImageEngine(flags['image-model'], flags, load, batchTokens, servedName, died('image'));
-    } catch (e) {
-      engine.stop();
-      head?.engine.stop();
-      throw e;
-    }
-    if (images.note) logger.warn(`WARNING: image model: ${images.note}`);
-  }
-  let tasks: TaskStore, taskBook: TaskBook, abstentionBook: AbstentionBook, imageAbstentionBook: AbstentionBook;
-  try {
-    ({ store: tasks, book: taskBook, abstentionBook, imageAbstentionBook } = openTasks({
+    const opened = openTasks({
       file: flags['tasks-file'],
       enabled: flags.tasks === 'on',
       abstention: { enabled: flags.abstention === 'on', defaultOption: flags['abstain-option'] },
@@ -91,52 +91,69 @@ export async function loadService(flags: Flags, logger: Logger, died: (role: Eng
       temperatures,
       headCheckpoint: head?.base.checkpoint,
       quantization: flags.quantization,
-      imageFingerprint: images?.service.fingerprint,
-    }));
-    if (images) images.service.context.abstentions = imageAbstentionBook;
+      imageFingerprint: images?.fingerprint,
+    });
+    if (images) images.context.abstentions = opened.imageAbstentionBook;
+    return opened;
   } catch (e) {
-    engine.stop();
-    head?.engine.stop();
-    images?.engine.stop();
     throw new Error(`--tasks-file ${flags['tasks-file']}: cannot be read as a tasks file (${(e as Error).message}); it is left as it is`);
   }
-  for (const r of tasks.refused) logger.warn(`WARNING: ${refusalLine(r)}`);
-  const service: Service = {
-    base,
-    tasks,
-    taskBook,
-    distributions: taskBook,
-    abstentionBook,
-    abstentions: abstentionBook,
-    headEngine: head && { engine: head.engine, renderer: head.renderer },
-    headEngineReport: head
-      ? {
-          engine: 'second engine process (--head-engine)',
-          base: head.base.profile.name,
-          checkpoint: head.base.checkpoint,
-          architecture: head.engine.info.architecture,
-          dtype: head.engine.info.dtype,
-          pid: head.engine.pid,
-          tap: HIDDEN_TAP,
-          hidden_size: head.engine.info.hiddenSize,
-        }
-      : { engine: 'serving engine', tap: HIDDEN_TAP, hidden_size: engine.info.hiddenSize },
-    servedName,
-    images: images?.service,
-    renderer,
-    temperatures,
-    engine,
-    cacheReport: () => engine.cacheReport(),
-    engineInfo: engine.info,
-    engineProcess: { pid: engine.pid, where: `child process ${engine.pid} of server ${process.pid}` },
-    debugReadout: flags['debug-readout'],
-    corsOrigin: flags['cors-origin'],
-    inflight: new InFlight(),
-    startedAt: new Date(),
-  };
-  if (engine.info.dtypeNote) logger.warn(`WARNING: ${engine.info.dtypeNote}`);
-  const engines: EngineSource[] = [{ engine: 'text', client: engine }];
-  if (head) engines.push({ engine: 'head', client: head.engine });
-  if (images) engines.push({ engine: 'image', client: images.engine });
-  return { service, engines };
+}
+
+export async function loadService(flags: Flags, logger: Logger, died: Died): Promise<Loaded> {
+  const base = resolveBase(flags.base, flags['models-dir']);
+  if (base.note) logger.warn(`WARNING: ${base.note}`);
+  const load = engineLoad(flags, base);
+  const started: EngineSource[] = [];
+  // The engine process loads libtorch and the model while this one loads the tokenizer: together
+  // rather than one after the other, start to /ready is shorter (bench:startup).
+  const engineStarting = EngineClient.start({ load, batchTokens: flags['batch-tokens'] }, died('text'));
+  engineStarting.catch(() => undefined); // awaited below, after the renderer
+  try {
+    const renderer = await rendererFor(base, flags);
+    const engine = await engineStarting;
+    started.push({ engine: 'text', client: engine });
+    const head = flags['head-engine'] ? await startHeadEngine(flags, load, died, started) : undefined;
+    const servedName = flags['served-name'] ?? base.profile.servedName;
+    let images: ImageService | undefined;
+    if (flags['image-model']) {
+      const image = await startImageEngine(flags['image-model'], flags, load, flags['batch-tokens'], servedName, died('image'));
+      started.push({ engine: 'image', client: image.engine });
+      if (image.note) logger.warn(`WARNING: image model: ${image.note}`);
+      images = image.service;
+    }
+    const temperatures = temperaturesOf(base.profile.temperatures, flags);
+    const { store: tasks, book: taskBook, abstentionBook } = openTheTasks(flags, base, renderer, temperatures, head, images);
+    for (const r of tasks.refused) logger.warn(`WARNING: ${refusalLine(r)}`);
+    if (engine.info.dtypeNote) logger.warn(`WARNING: ${engine.info.dtypeNote}`);
+    const service: Service = {
+      base,
+      tasks,
+      taskBook,
+      distributions: taskBook,
+      abstentionBook,
+      abstentions: abstentionBook,
+      headEngine: head && { engine: head.engine, renderer: head.renderer },
+      headEngineReport: headEngineReport(head, engine),
+      servedName,
+      images,
+      renderer,
+      temperatures,
+      engine,
+      cacheReport: () => engine.cacheReport(),
+      engineInfo: engine.info,
+      engineProcess: { pid: engine.pid, where: `child process ${engine.pid} of server ${process.pid}` },
+      debugReadout: flags['debug-readout'],
+      cacheSaltHeader: flags['cache-salt-header'],
+      corsOrigin: flags['cors-origin'],
+      inflight: new InFlight(),
+      startedAt: new Date(),
+    };
+    return { service, engines: started };
+  } catch (e) {
+    // The serving engine may still be starting (the renderer failed first): stopped once it has.
+    if (!started.length) engineStarting.then((client) => client.stop(), () => undefined);
+    for (const { client } of started) client.stop();
+    throw e;
+  }
 }

@@ -36,11 +36,13 @@ export class ExampleError extends Error {
 /**
  * Each example asked through the pipeline under `context` (one question, orders 1), EXAMPLES_IN_FLIGHT
  * at once; `onResult` gets each answer. A failure is thrown as an ExampleError naming the example.
+ * `cacheSalt`: the registering request's, as its examples share cached work with that tenant's requests only.
  */
 export async function forEachExample(
   context: AnsweringContext,
   examples: { state: unknown; question: WireQuestion; images?: Uint8Array[] }[],
   onResult: (i: number, q: QuestionResult) => void,
+  cacheSalt?: string,
 ): Promise<void> {
   const n = examples.length;
   let next = 0;
@@ -49,7 +51,7 @@ export async function forEachExample(
       const i = next++;
       let q;
       try {
-        q = (await runQuestions(context, examples[i].state, [examples[i].question], { orders: 1, images: examples[i].images })).questions[0];
+        q = (await runQuestions(context, examples[i].state, [examples[i].question], { orders: 1, images: examples[i].images, cacheSalt })).questions[0];
       } catch (e) {
         throw new ExampleError(i, e);
       }
@@ -71,6 +73,7 @@ export async function readExamples(
   examples: { state: unknown; question: WireQuestion }[],
   keys: string[],
   wantHidden: boolean,
+  cacheSalt?: string,
 ): Promise<ExampleReadouts> {
   const reader = (spec: QuestionSpec) => ({ id: '', identity: '', asked: inTaskOrder(spec), wantsHidden: wantHidden, apply: () => undefined });
   const baselineOnly = { ...context, distributions: { taskFor: reader } };
@@ -83,6 +86,6 @@ export async function readExamples(
       hidden ??= { d: q.taskHidden.length, data: new Float64Array(n * q.taskHidden.length) };
       hidden.data.set(q.taskHidden, i * hidden.d);
     }
-  });
+  }, cacheSalt);
   return { logp, hidden };
 }

@@ -31,12 +31,12 @@ export function servedQuestion(context: AnsweringContext, spec: QuestionSpec) {
   return questionOf(context.abstentions?.abstentionFor(spec)?.asked ?? spec);
 }
 
-export async function registerTask(context: AnsweringContext, fingerprint: Fingerprint, r: ParsedRegistration): Promise<Task> {
+export async function registerTask(context: AnsweringContext, fingerprint: Fingerprint, r: ParsedRegistration, cacheSalt?: string): Promise<Task> {
   const question = servedQuestion(context, r.spec);
   const keys = question.options.map((o) => o.key);
   const wantHidden = keys.length >= HEAD_MIN_OPTIONS;
   const t0 = performance.now();
-  const { logp, hidden } = await readExamples(context, r.examples, keys, wantHidden);
+  const { logp, hidden } = await readExamples(context, r.examples, keys, wantHidden, cacheSalt);
   const read_ms = performance.now() - t0;
   const y = Int32Array.from(r.examples, (e) => keys.indexOf(e.answer));
   const fit = await fitInWorker({ id: r.id, keys, readouts: { n: y.length, C: keys.length, logp, y }, hidden });

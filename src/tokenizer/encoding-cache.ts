@@ -1,9 +1,8 @@
 /**
  * Token ids of recently tokenized texts, least recently used dropped first, within a byte budget.
  * Tokenizing is a pure function of the text, so a hit is exact. It serves the request path: a
- * client asks about the same state again and again (that is what the prefix cache is for), and its
- * ~5,000 characters took 2.6 ms of `prepare` to tokenize at every request (tiny-qwen3's Qwen3
- * tokenizer, 2 vCPU EPYC; `npm run bench:frontend`: the server's own time 3.2 -> 1.1 ms).
+ * client asks about the same state again and again (that is what the prefix cache is for), and
+ * tokenizing it again at every request was most of the server's own time (bench/README.md, "Front end").
  */
 export class EncodingCache {
   private readonly entries = new Map<string, readonly number[]>();

@@ -69,13 +69,24 @@ export class ModelTokenizer {
     return this.tokenizer.getVocabSize(true);
   }
 
-  /** Token ids of `text`; special tokens written in the text are recognised, none are added. */
-  async encode(text: string): Promise<number[]> {
-    const held = this.encodings.get(text);
+  /**
+   * Token ids of `text`; special tokens written in the text are recognised, none are added. Kept
+   * for the next request of the same `cacheSalt` (none: unsalted requests): a hit across tenants
+   * would show, by its time, that another tenant sent the text.
+   */
+  async encode(text: string, cacheSalt?: string): Promise<number[]> {
+    // One key per (salt, text), no two alike: unsalted keys start with a space, salted ones with the salt's length.
+    const key = cacheSalt === undefined ? ` ${text}` : `${cacheSalt.length} ${cacheSalt}${text}`;
+    const held = this.encodings.get(key);
     if (held) return held;
     const ids = (await this.tokenizer.encode(text, null, { addSpecialTokens: false })).getIds();
-    this.encodings.set(text, ids);
+    this.encodings.set(key, ids);
     return ids;
+  }
+
+  /** Texts whose tokens are kept (one entry per salt and text). */
+  get encodingsKept(): number {
+    return this.encodings.size;
   }
 
   async decode(ids: number[]): Promise<string> {

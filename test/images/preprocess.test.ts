@@ -6,6 +6,7 @@
 import { execFileSync } from 'child_process';
 import sharp from 'sharp';
 import { ImageShapeError, preprocessImage, QWEN2VL_BUDGET, smartResize } from '../../src/images/preprocess';
+import { imageKey } from '../../src/images/key';
 
 const PYTHON_SMART_RESIZE = `
 import json, math, sys
@@ -63,4 +64,12 @@ test('alpha is flattened on white; CMYK becomes sRGB; WebP decodes; a 5 x 5 imag
   const tiny = await preprocessImage(await solid(5, 5, 3, { r: 9, g: 9, b: 9 }).png().toBuffer());
   expect([tiny.width, tiny.height]).toEqual([56, 56]);
   expect(QWEN2VL_BUDGET.factor).toBe(28);
+});
+
+test("an image's content key: the same for the same pixels, model and cache salt; another for another salt or none", async () => {
+  const image = await preprocessImage(await solid(40, 30, 3, { r: 10, g: 200, b: 30 }).png().toBuffer());
+  const model = 'models/tiny-qwen2-vl';
+  expect(imageKey(image, model, 'tenant-A')).toBe(imageKey({ ...image, rgb: Buffer.from(image.rgb) }, model, 'tenant-A'));
+  const keys = new Set([imageKey(image, model), imageKey(image, model, 'tenant-A'), imageKey(image, model, 'tenant-B'), imageKey(image, 'models/other', 'tenant-A')]);
+  expect(keys.size).toBe(4);
 });

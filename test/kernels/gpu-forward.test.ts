@@ -9,6 +9,8 @@
  * form equals the reference; and a row that sees no key in a level is merged without its log-sum-exp being read.
  * Each step padded to its bucket and planned in the fixed form CUDA graphs replay (csrc/batch/fixed_cascade.h): the
  * same visibility, a launch shape that depends on the bucket (and the own level's key capacity) alone, the same bits.
+ * On the same steps, the CPU kernels' attention (csrc/kernels/cpu/attention.h: invariant at every level, and oneDNN)
+ * against its plain reference (attention_reference.h), and that against float64 attention.
  *
  * The fused row kernels' arithmetic (csrc/kernels/row_kernels_math.h), with test/native/row_kernels_check.cpp: run on
  * the host, the same bits as the engine's CPU kernels for residual add + RMSNorm, q/k norm + RoPE and SiLU/GELU-tanh
@@ -60,6 +62,14 @@ test('cascade: the merged reference equals float64 attention, and the ATen form 
   expect(cascade.plans.compared).toBeGreaterThan(300);
   expect(cascade.plans.worstReference).toBeLessThanOrEqual(1e-5);
   expect(cascade.plans.worstAten).toBeLessThanOrEqual(1e-5);
+});
+
+test("the CPU kernels' attention (invariant at every level this CPU runs, and oneDNN) equals its plain reference, and that float64 attention (fp32, 1e-5)", () => {
+  const c = cascade.cpu;
+  expect(c.compared).toBeGreaterThan(300);
+  expect(c.worstPlain).toBeLessThanOrEqual(1e-5);
+  expect(Object.keys(c.worst)).toEqual(expect.arrayContaining(['portable', 'onednn']));
+  for (const worst of Object.values(c.worst)) expect(worst).toBeLessThanOrEqual(1e-5);
 });
 
 test('cascade: a row that sees no key in a level is merged from its other level, whatever that level left in its log-sum-exp', () => {

@@ -15,7 +15,10 @@
 // (batch/fixed_cascade.h): there too the rule's visibility, and the launch
 // shape (every array's length, every host scalar) a function of the bucket and
 // the own level's key capacity alone; the reference over it gives the bits of
-// the plain plan. Prints one JSON line per part.
+// the plain plan. The CPU kernels' attention (kernels/cpu/attention.h) runs the
+// same steps, invariant at every level this CPU has and on oneDNN, against its
+// plain reference (attention_reference.h), and that against float64 attention.
+// Prints one JSON line per part.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -23,6 +26,7 @@
 #include <cstdio>
 #include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "batch/cascade_plan.h"
@@ -32,6 +36,9 @@
 #include "batch/visibility.h"
 #include "kernels/cascade/attention_merge.h"
 #include "kernels/cascade/partial_attention.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_reference.h"
+#include "kernels/cpu/isa.h"
 
 using namespace tq;
 
@@ -102,7 +109,25 @@ struct Totals {
   int64_t trees = 0, steps = 0, layouts = 0, mismatched = 0, empty_levels = 0, keyless_entries = 0, windowed_levels = 0;
   int64_t max_levels = 0, compared = 0;
   double worst_reference = 0, worst_aten = 0;
+  double worst_plain = 0;                // the plain reference against float64
+  std::map<std::string, double> worst_cpu;  // each CPU implementation against the plain reference
 };
+
+// The CPU kernels' attention over the step, invariant at every level this CPU runs and on oneDNN,
+// each against the plain reference.
+void check_cpu_attention(const QueryLayout& q, const StepBatch& b, std::optional<int64_t> window, double softcap, const at::Tensor& qv,
+                         const at::Tensor& kv, const at::Tensor& vv, const at::Tensor& plain, Totals& t) {
+  const auto compare = [&](const std::string& name, bool invariant, Isa isa) {
+    const auto plan = plan_attention(q, b.key_positions, b.key_segments, window, qv.size(1), false, invariant);
+    const auto out = attention(qv, kv, vv, plan, invariant, isa, softcap);
+    auto& worst = t.worst_cpu[name];
+    worst = std::max(worst, (out - plain).abs().max().item<double>());
+  };
+  for (int level = 0; level <= static_cast<int>(best_isa()); ++level) compare(isa_name(static_cast<Isa>(level)), true, static_cast<Isa>(level));
+#if TQ_ONEDNN
+  compare("onednn", false, best_isa());
+#endif
+}
 
 void check_layout(const QueryLayout& q, const StepBatch& b, std::optional<int64_t> window, bool numeric, double softcap, Totals& t) {
   const auto plan = plan_cascade(q, b.key_positions, b.key_segments, window);
@@ -125,6 +150,9 @@ void check_layout(const QueryLayout& q, const StepBatch& b, std::optional<int64_
   const int64_t heads = 4, kv_heads = 2, dim = 8;
   auto qv = at::randn({tq, heads, dim}), kv = at::randn({tk, kv_heads, dim}), vv = at::randn({tk, kv_heads, dim});
   auto expected = dense_attention(qv, kv, vv, rule, softcap);
+  const auto plain = plain_attention(qv, kv, vv, rule, softcap);
+  t.worst_plain = std::max(t.worst_plain, (plain.to(at::kDouble) - expected).abs().max().item<double>());
+  check_cpu_attention(q, b, window, softcap, qv, kv, vv, plain, t);
   auto reference = run_cascade(plan, *reference_partial_attention(softcap), qv, kv, vv);
   auto aten = run_cascade(plan, *aten_partial_attention(softcap), qv, kv, vv);
   t.worst_reference = std::max(t.worst_reference, (reference.to(at::kDouble) - expected).abs().max().item<double>());
@@ -256,6 +284,13 @@ int main() {
               "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld}\n",
               (long long)f.fixed, (long long)f.refused, (long long)f.refused_unwindowed, (long long)f.mismatched, (long long)f.keyless_entries,
               (long long)f.shapes, (long long)f.shape_differences, (long long)f.compared, (long long)f.bits_differ);
+  std::printf("{\"part\":\"cpu\",\"compared\":%lld,\"worstPlain\":%.3e,\"worst\":{", (long long)t.compared, t.worst_plain);
+  const char* comma = "";
+  for (const auto& [name, worst] : t.worst_cpu) {
+    std::printf("%s\"%s\":%.3e", comma, name.c_str(), worst);
+    comma = ",";
+  }
+  std::printf("}}\n");
   check_keyless_row();
   return 0;
 }

@@ -26,11 +26,6 @@ using namespace tq;
 
 namespace {
 
-uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return bf16_bits(u);
-}
 float from_bf16(uint16_t b) {
   const uint32_t u = static_cast<uint32_t>(b) << 16;
   float f;
@@ -54,7 +49,7 @@ struct Case {
       for (int64_t i = 0; i < count; ++i) {
         float v = normal(rng) * scale;
         if (bf16) {
-          b.push_back(to_bf16(v));
+          b.push_back(bf16_of(v));
           v = from_bf16(b.back());
         }
         f.push_back(v);
@@ -122,7 +117,7 @@ void check(const char* level, Isa isa, bool bf16, int64_t k) {
   // bf16 outputs, rounded as each tile completes, against the fp32 ones rounded after.
   int64_t bf16_differing = 0;
   const std::vector<uint16_t> narrow = c.run<uint16_t>(0, m, 1, true);
-  for (size_t i = 0; i < all.size(); ++i) bf16_differing += narrow[i] != to_bf16(all[i]);
+  for (size_t i = 0; i < all.size(); ++i) bf16_differing += narrow[i] != bf16_of(all[i]);
   uint64_t hash = 1469598103934665603ull;  // FNV-1a over the output bytes
   for (size_t b = 0; b < all.size() * sizeof(float); ++b) hash = (hash ^ reinterpret_cast<const unsigned char*>(all.data())[b]) * 1099511628211ull;
   std::printf("{\"level\": \"%s\", \"dtype\": \"%s\", \"k\": %ld, \"width\": %ld, \"depth\": %ld, \"worstErrorOverBound\": %.6g, "

@@ -28,11 +28,6 @@ namespace q8 = tq::int8_gemm;
 
 namespace {
 
-uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return bf16_bits(u);
-}
 
 // The rules of int8_gemm.h, written again.
 int quantize(float v, float amax) {
@@ -55,7 +50,7 @@ struct Case {
   Case(int64_t mm, int64_t kk, int64_t nn, uint32_t seed) : m(mm), k(kk), n(nn) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (int64_t i = 0; i < m * k; ++i) x.push_back(to_bf16(normal(rng) * (i % 97 == 0 ? 8.0f : 1.0f)));
+    for (int64_t i = 0; i < m * k; ++i) x.push_back(bf16_of(normal(rng) * (i % 97 == 0 ? 8.0f : 1.0f)));
     for (int64_t i = 0; i < n * k; ++i) w.push_back(normal(rng) * 0.02f);
     for (int64_t j = 0; j < n; ++j) bias.push_back(normal(rng));
     for (int64_t i = 0; i < m * n; ++i) residual.push_back(normal(rng));
@@ -165,7 +160,7 @@ int main() {
           const float y = all.out[i * c.n + j];
           if (y != c.expected(i, j, c.bias[j])) ++differing;
           if (acc.out[i * c.n + j] != c.expected(i, j, c.residual[i * c.n + j])) ++accumulate_differing;
-          if (bf.out_bf16[i * c.n + j] != to_bf16(y)) ++bf16_differing;
+          if (bf.out_bf16[i * c.n + j] != bf16_of(y)) ++bf16_differing;
           uint32_t u;
           std::memcpy(&u, &y, 4);
           hash = (hash ^ u) * 1099511628211ull;

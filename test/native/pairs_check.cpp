@@ -37,11 +37,6 @@ namespace {
 
 constexpr int64_t kDim = 64;
 
-uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return bf16_bits(u);
-}
 uint64_t mix64(uint64_t h) {
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccdull;
@@ -183,9 +178,9 @@ struct Mixer {
       if (key < 0) continue;
       const uint64_t id = l.ids[static_cast<size_t>(key)];
       for (int64_t d = 0; d < kDim; ++d)
-        values[i * kDim + d] = to_bf16(unit(id * 131 + d) * std::ldexp(1.0f, static_cast<int>(unit(id * 977 + d) * 12)));
+        values[i * kDim + d] = bf16_of(unit(id * 131 + d) * std::ldexp(1.0f, static_cast<int>(unit(id * 977 + d) * 12)));
       if (l.seen[static_cast<size_t>(key)])
-        probs[i] = to_bf16((0.5f + 0.5f * unit(id * 7 ^ query_id)) * std::ldexp(1.0f, -static_cast<int>(4 + 4 * unit(id * 3 ^ query_id))));
+        probs[i] = bf16_of((0.5f + 0.5f * unit(id * 7 ^ query_id)) * std::ldexp(1.0f, -static_cast<int>(4 + 4 * unit(id * 3 ^ query_id))));
     }
     std::vector<char> packed(kernel.packed_bytes(kDim, k) + 64);
     kernel.pack(values, kDim, k, 1, kDim, packed.data() + shift);
@@ -308,8 +303,8 @@ int64_t model_differing() {
   for (int64_t trial = 0; trial < 200; ++trial) {
     const int64_t m = 1 + trial % 7, k = 2 * (1 + static_cast<int64_t>(rng() % 700));
     std::vector<uint16_t> x(static_cast<size_t>(m * k)), w(static_cast<size_t>(k * kDim));
-    for (auto& v : x) v = to_bf16(unit(rng()) * std::ldexp(1.0f, -static_cast<int>(rng() % 9)));
-    for (auto& v : w) v = to_bf16(unit(rng()) * std::ldexp(1.0f, static_cast<int>(rng() % 25) - 12));
+    for (auto& v : x) v = bf16_of(unit(rng()) * std::ldexp(1.0f, -static_cast<int>(rng() % 9)));
+    for (auto& v : w) v = bf16_of(unit(rng()) * std::ldexp(1.0f, static_cast<int>(rng() % 25) - 12));
     std::vector<float> got[2];
     const gemm::Kernel kernels[2] = {gemm::dpbf16_model_kernel(), gemm::dpbf16_kernel()};
     for (int i = 0; i < 2; ++i) {

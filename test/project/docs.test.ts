@@ -1,7 +1,8 @@
 /**
  * The documents stay true to the tree: every relative link in README.md, docs/ and bench/README.md
- * resolves (the file, and the heading its #anchor names), and every start-up flag has its row in
- * docs/running.md's flag table.
+ * resolves (the file, and the heading its #anchor names), every start-up flag has its row in
+ * docs/running.md's flag table, and every file of src/ and csrc/ is named in the map,
+ * docs/architecture.md.
  */
 import * as fs from 'fs';
 import * as path from 'path';
@@ -53,4 +54,27 @@ test('every start-up flag is documented in docs/running.md', () => {
   const running = fs.readFileSync(path.join(root, 'docs/running.md'), 'utf8');
   const missing = flagDefs.map((f) => `--${f.name}`).filter((flag) => !running.includes(`\`${flag}\``));
   expect(missing).toEqual([]);
+});
+
+function filesUnder(dir: string): string[] {
+  return fs.readdirSync(path.join(root, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? filesUnder(`${dir}/${e.name}`) : [`${dir}/${e.name}`]));
+}
+
+/** The files of `files` the map does not name: by their stem followed by an extension or `.*` (`attention.cpp`, `attention.*`). */
+function unmapped(map: string, files: string[]): string[] {
+  const escape = (t: string) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return files.filter((f) => !new RegExp(`(?<![\\w-])${escape(path.basename(f).split('.')[0])}\\.(\\*|[a-z]+)`).test(map));
+}
+
+test('every file of src/ and csrc/ is named in docs/architecture.md', () => {
+  const map = fs.readFileSync(path.join(root, 'docs/architecture.md'), 'utf8');
+  expect(unmapped(map, [...filesUnder('src'), ...filesUnder('csrc')])).toEqual([]);
+});
+
+test('the map check finds a file the map does not name, and not one it names as `stem.*`', () => {
+  const map = '`attention.*` (the plan), `store.ts`';
+  expect(unmapped(map, ['csrc/kernels/cpu/attention.h', 'src/tasks/store.ts', 'src/tasks/import.ts', 'csrc/kernels/cpu/attention_plan.cpp'])).toEqual([
+    'src/tasks/import.ts',
+    'csrc/kernels/cpu/attention_plan.cpp',
+  ]);
 });

@@ -48,6 +48,21 @@ test('a text tokenized again comes from the encoding cache: the same ids, as a c
   expect(await tok.encode(text)).toEqual(await ModelTokenizer.load(tinyModel('tiny-qwen3')).encode(text));
 });
 
+test('salted texts are kept apart: one entry per salt and text, the same ids, and no text reaches another salt\'s entry', async () => {
+  const tok = ModelTokenizer.load(tinyModel('tiny-qwen3'));
+  const text = 'Invoice 42 for the Lyon depot. '.repeat(20);
+  const plain = await tok.encode(text);
+  expect(tok.encodingsKept).toBe(1);
+  expect(await tok.encode(text, 'tenant-a')).toEqual(plain);
+  expect(await tok.encode(text, 'tenant-b')).toEqual(plain);
+  expect(await tok.encode(text, 'tenant-a')).toEqual(plain);
+  expect(tok.encodingsKept).toBe(3);
+  // An unsalted text spelling a salted entry's key, and a salt/text split moved by one character, are texts of their own.
+  expect(await tok.encode(`8 tenant-a${text}`)).toEqual(await ModelTokenizer.load(tinyModel('tiny-qwen3')).encode(`8 tenant-a${text}`));
+  expect(await tok.encode(`a${text}`, 'tenant-')).toEqual(await ModelTokenizer.load(tinyModel('tiny-qwen3')).encode(`a${text}`));
+  expect(tok.encodingsKept).toBe(5);
+});
+
 test('the encoding cache drops the least recently used texts to stay within its budget', () => {
   const ids = [1, 2, 3];
   const each = EncodingCache.cost('aaaa', ids);

@@ -112,8 +112,8 @@ class AtenLayerKernels : public LayerKernels {
       return std::make_unique<MaskedAttention>(std::move(groups), logit_softcap);
     }
     // Each state's mask over the keys of its own segments only: one dense mask over a step of
-    // 8 states of 1,000 tokens was 64M elements built on the CPU, and on an H100 it took most of
-    // the step's time (GPU check: 49k tokens/s, 0.27x transformers).
+    // several long states grows with the square of the step and was built on the CPU; on an H100
+    // it took most of the step's time (docs/gpu.md).
     for (const auto& [root, rows] : by_state) {
       auto queries = at::tensor(at::ArrayRef<int64_t>(rows), at::TensorOptions().dtype(at::kLong));
       auto seg = q.segments.index_select(0, queries), parent = q.parents.index_select(0, queries), state = q.roots.index_select(0, queries);

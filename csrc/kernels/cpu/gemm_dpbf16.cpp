@@ -11,12 +11,10 @@
 // the thread split. That is the FMA family's rule with twice the multiply-adds
 // per instruction, as oneDNN's bf16 matmuls do.
 //
-// Measured (2 vCPU AMD EPYC, Zen 5, 2 threads, this file's blocking): one core
-// retires 2 vdpbf16ps per cycle (445 GFLOP/s); a tile of 6 rows x 64 columns
-// (24 accumulators, 4 weight vectors and a broadcast, of 32 registers) over
-// blocks of 48 rows x 2,048 k ran bench-llama's shapes at 710-830 GFLOP/s
-// against 96 x 256 at 560-760: longer k blocks reload the accumulators less
-// and let the prefetcher stream a panel's weights from L2.
+// A tile of 6 rows x 64 columns (24 accumulators, 4 weight vectors and a
+// broadcast, of 32 registers) over blocks of 48 rows x 2,048 k: longer k
+// blocks reload the accumulators less and let the prefetcher stream a panel's
+// weights from L2 (the rates: bench/README.md, "Measurements behind the CPU kernels").
 #include "kernels/cpu/gemm_kernels.h"
 
 #if defined(__x86_64__)

@@ -83,9 +83,8 @@ struct RowSteps {
 
 // K::tile for the first `rows` rows of a tile (1 to K::kRows): a short last
 // tile computes only its own rows. A row's chain is the same whichever tile
-// size computes it (each lane is its own chain). Measured on bench-llama
-// (AVX-512 BF16, 2 threads): a warm question's 49 rows are 8 tiles of 6 and
-// one of 1, and the full-size last tile was 11% of every GEMM's work.
+// size computes it (each lane is its own chain). A warm question's rows
+// rarely fill the last tile: computing it whole was a tenth of every GEMM.
 template <class K, int R = K::kRows, class A>
 inline void tile_rows(int64_t rows, int64_t steps, const A& a, const typename K::Weight* b, const float* init, int64_t ld_init, float* c,
                       int64_t ldc, const char* prefetch) {
@@ -174,9 +173,8 @@ inline void run_panels(const Job& job, int64_t p_begin, int64_t p_end) {
         const float* bias = fresh && job.bias ? job.bias + col0 : nullptr;
         // While tiles 1.. read this panel's block from L2 (tile 0 brought it),
         // each step of theirs asks for one line of the next panel's block, so
-        // that the next tile 0 finds it in L2 rather than in memory. Measured
-        // (vdpbf16ps, M = 49, K = 896, weights streamed from memory, 2 threads):
-        // 580 -> 780 GFLOP/s; the FMA family, fp32 at AVX-512: 220 -> 300.
+        // that the next tile 0 finds it in L2 rather than in memory (a third
+        // faster in both families: bench/README.md, "Measurements behind the CPU kernels").
         const char* next = p + 1 < p_end ? reinterpret_cast<const char*>(b + steps_in_k * K::kStepWeights) : nullptr;
         const int64_t block_bytes = steps * K::kStepWeights * static_cast<int64_t>(sizeof(typename K::Weight));
         for (int64_t t = 0; t < tiles; ++t) {

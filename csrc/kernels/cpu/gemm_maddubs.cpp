@@ -14,11 +14,9 @@
 // A tile is 2 rows x 32 columns (8 accumulators and 4 weight vectors of the
 // 16 registers, the rest for a row's bytes, their magnitudes, a product and
 // the constants); the 2 tiles of a 64-column panel run one after the other
-// over the same rows. Measured (2026-11-25, Zen 5 at the avx2 level, 2
-// threads, M = 1,000, bench-llama's shapes): 389-393 GOP/s, against 247-255
-// GFLOP/s for the bf16 FMA kernel at the same level; 4 rows x 16 columns gave
-// 355, and taking the zero point off in a scalar register before the
-// broadcast rather than in the vector, 370. Each 32 products take four
+// over the same rows: faster than 4 rows x 16 columns, and than taking the
+// zero point off in a scalar register before the broadcast (bench/README.md,
+// "Measurements behind the CPU kernels"). Each 32 products take four
 // instructions (sign, maddubs, madd, add), two of them on the multiply pipes,
 // where an FMA does 8 products in one: AVX2 needs vpmaddwd to widen the sums,
 // which VNNI does in the same instruction, so int8 gains less over bf16 here.

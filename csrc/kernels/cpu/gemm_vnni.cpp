@@ -26,7 +26,7 @@ constexpr int64_t kPrefetchLine = 64;
 // The sums of the first R rows of a tile over all steps (rows ldx apart, panel
 // b), stored to sums. (Written to memory once per tile: with the last step
 // inside this function GCC 12 kept the 24 accumulators on the stack, storing
-// each at every step: 2x slower than bf16.)
+// each at every step; bench/README.md, "Measurements behind the CPU kernels".)
 template <int R>
 TQ_VNNI void tile(const Job& job, int64_t row0, const int8_t* b, const char* prefetch, int32_t (*sums)[kWidth]) {
   const int64_t n_steps = steps(job.k);
@@ -57,7 +57,7 @@ TQ_VNNI __m256i to_bf16(__m512 y) {
 }
 
 // The last step in vectors where the tile is whole; else finish_tile's loop (the same expression).
-// (Scalar, a bf16 output of 1,000 x 4,864 took 7 ms of the GEMM's 15.)
+// (Scalar, a bf16 output took about half of the GEMM's time.)
 TQ_VNNI void finish_vectors(const Job& job, const int32_t (*sums)[kWidth], int64_t row0, int64_t rows, int64_t col0) {
   if (col0 + kWidth > job.n) return finish_tile(job, sums, row0, rows, col0);
   for (int v = 0; v < kVectors; ++v) {

@@ -3,10 +3,9 @@
 // the weights only: not on how many rows are computed with it, where it sits
 // among them, how K is blocked or how the columns are split between threads
 // (the families and their loops: gemm_kernels.h). oneDNN's kernels lack that
-// property: measured here (AVX2, fp32, K = 4864), one row's output took 5
-// different values over M from 1 to 2048 and over its place in the M tail (up
-// to 2.7e-4 apart), so a question's answer changed with the batch it was
-// computed in.
+// property: one row's output takes different values over M and over its place
+// in the M tail (bench/README.md), so a question's answer changed with the
+// batch it was computed in.
 //
 // Which family runs depends on the level (isa.h) and the dtype: bf16 on
 // avx512-bf16 runs the vdpbf16ps family (two k per step, as oneDNN's bf16

@@ -1,7 +1,7 @@
 // The gated MLP's elementwise part, act(gate) * up (SwiGLU's silu, or Gemma's
 // gelu_pytorch_tanh), written in place into gate, with the vectorized exp of
-// vec_exp.h (runtime dispatch to AVX-512/AVX2): ~5x faster than this
-// libtorch's silu, which was a tenth of a bf16 prefill.
+// vec_exp.h (runtime dispatch to AVX-512/AVX2): several times faster than
+// this libtorch's silu, which was a tenth of a bf16 prefill.
 #pragma once
 #include <ATen/ATen.h>
 

@@ -52,10 +52,10 @@ namespace tq {
 
 // AVX-512 for the attention softmax, 16 floats at a time: the same reduction
 // and polynomial as exp_block, with scalef for the 2^k (exact underflow to 0
-// below about -104). With the bf16 output written in the same pass it measured
-// 1.7x faster than the portable loops plus a conversion ([2,7,128,1000] scores:
-// 0.52 vs 0.90 ms). For SwiGLU the portable loops were faster than intrinsics
-// (1.5 vs 2.7 ms on [1000, 4864] bf16), so they stay there.
+// below about -104). With the bf16 output written in the same pass it is
+// faster than the portable loops plus a conversion; for SwiGLU the portable
+// loops were faster than intrinsics, so they stay there (bench/README.md,
+// "Measurements behind the CPU kernels").
 #define TQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 
 TQ_AVX512 inline __m512 exp16(__m512 x) {

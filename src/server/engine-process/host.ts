@@ -80,7 +80,7 @@ class CallScheduler {
     const started = performance.now();
     try {
       if (!this.images) throw new Error('this engine has no image recipe: it is not an image engine');
-      const images = await decodeImages(call.images!, this.images.budget, this.images.model);
+      const images = await decodeImages(call.images!, this.images.budget, this.images.model, call.cacheSalt);
       this.queueAnswer(id, { ...call, images }, performance.now() - started);
     } catch (e) {
       const error: WireError = e instanceof ImageDecodeError ? { code: 'IMAGE_UNREADABLE', message: e.message, details: { image: e.index } } : toWire(e);

@@ -3,7 +3,7 @@
  * koa-body parses with `bourne` set to reject any `__proto__` key (a 422 for a
  * question or option of that name, even inside an unknown field), and on an
  * oversized body it leaves the connection half-read, so the next request on a
- * keep-alive connection stalled (measured 6 s). Here:
+ * keep-alive connection stalled for seconds. Here:
  *
  * - `JSON.parse` makes every key, `__proto__` included, an own data property:
  *   names are data, and no prototype is touched;

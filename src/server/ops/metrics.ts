@@ -41,6 +41,12 @@ export class Metrics {
   });
   private readonly batch = new Histogram({ name: 'tqserve_batch_size', help: 'Requests merged into the forward pass that answered each request.', labelNames: ['service_route'], buckets: [1, 2, 4, 8, 16, 32, 64], registers: [this.registry] });
   private readonly tokens = new Counter({ name: 'tqserve_prompt_tokens_total', help: 'Prompt tokens of answered requests: computed, or served from the prefix cache.', labelNames: ['service_route', 'source'], registers: [this.registry] });
+  private readonly cacheRequests = new Counter({
+    name: 'tqserve_prefix_cache_requests_total',
+    help: 'Answered requests by whether they carried a cache salt (never its value) and whether the prefix cache served part of their state.',
+    labelNames: ['service_route', 'salted', 'hit'],
+    registers: [this.registry],
+  });
   private readonly applied = new Counter({ name: 'tqserve_tasks_applied_total', help: 'Answered requests a registered task applied to, by kind (task or abstention).', labelNames: ['kind'], registers: [this.registry] });
   /** Reloads of a --tasks-file another replica replaced: `loaded`, or `unreadable` (the tasks kept as they were). */
   readonly tasksFileReloads = new Counter({ name: 'tqserve_tasks_file_reloads_total', help: 'Reloads of the --tasks-file after another process replaced it, by result (loaded or unreadable).', labelNames: ['result'], registers: [this.registry] });
@@ -70,6 +76,7 @@ export class Metrics {
     this.batch.observe({ service_route }, a.batch_size);
     this.tokens.inc({ service_route, source: 'cached' }, a.cached_tokens);
     this.tokens.inc({ service_route, source: 'computed' }, a.input_tokens - a.cached_tokens);
+    this.cacheRequests.inc({ service_route, salted: a.cache_salt === undefined ? 'no' : 'yes', hit: a.cached_tokens > 0 ? 'yes' : 'no' });
     for (const t of a.tasks) this.applied.inc({ kind: t.startsWith('abstention:') ? 'abstention' : 'task' });
   }
 

@@ -6,6 +6,7 @@ import { NO_IMAGE_ENGINE } from '../../images/formats';
 import { inspectImages } from '../../images/inspect';
 import { abstainKeyOf, optionSetOf } from '../../tasks/abstention/task';
 import { HttpError, Problem, ValidationError } from '../../wire/http-error';
+import { requestedCacheSalt } from '../service/request-headers';
 import { Service } from '../service/service';
 import { parseAbstentionRegistration } from './abstention-body';
 import { registrationError } from './task-body';
@@ -23,13 +24,16 @@ export function abstentionRoutes(router: Router, service: Service) {
 
   router.post('/v1/abstention/tasks', async (ctx) => {
     const parsed = parseAbstentionRegistration(ctx.request.body);
+    const cacheSalt = requestedCacheSalt(ctx, service.cacheSaltHeader);
     // An image-route task's examples are read by the image engine, as the image route answers.
     const imageRoute = parsed.match === 'imajev_extension';
     try {
       store.refuseAbstentionHeld({ id: parsed.id, match: parsed.match, match_key: optionSetOf(parsed.asked, abstainKeyOf(parsed.option)).match_key });
       if (imageRoute && !service.images) throw new HttpError(400, `examples with images: ${NO_IMAGE_ENGINE}`);
       if (imageRoute) await refuseBadImages(parsed);
-      const task = imageRoute ? await registerAbstention(service.images!.context, service.images!.fingerprint, parsed) : await registerAbstention(service, store.fingerprint, parsed);
+      const task = imageRoute
+        ? await registerAbstention(service.images!.context, service.images!.fingerprint, parsed, cacheSalt)
+        : await registerAbstention(service, store.fingerprint, parsed, cacheSalt);
       ctx.body = { ...abstentionSummaryOf(task), replaced: await store.registerAbstention(task) };
     } catch (e) {
       throw registrationError(e);

@@ -11,6 +11,7 @@ import { ordersOf } from '../../answering/systemone';
 import { invalid, ValidationError } from '../../wire/http-error';
 import { Service } from '../service/service';
 import { validate } from '../../wire/validation';
+import { requestedCacheSalt } from '../service/request-headers';
 import { respondShared } from './respond';
 import { questionNames } from '../../answering/http-errors';
 
@@ -35,10 +36,12 @@ export function answerRoute(router: Router, service: Service) {
     if (problems.length) throw new ValidationError(problems);
     for (const [i, q] of body.questions.entries())
       if (q.kind === 'choice' && new Set(q.options).size !== q.options!.length) throw invalid(['body', 'questions', i, 'options'], 'must not repeat an option');
-    await respondShared(ctx, service, undefined, questionNames((i) => String(i % body.questions.length)), 'text', async (cancel) => {
+    const cacheSalt = requestedCacheSalt(ctx, service.cacheSaltHeader);
+    const sharing = { route: 'text' as const, cacheSalt, names: questionNames((i) => String(i % body.questions.length)) };
+    await respondShared(ctx, service, sharing, async (cancel) => {
       const t0 = performance.now();
       // The abstention extension is the main route's: here a question is asked with its own options only.
-      const r = await runQuestions({ ...service, abstentions: undefined }, body.state, body.questions.map(toWire), { orders: ordersOf(body.orders), cancel });
+      const r = await runQuestions({ ...service, abstentions: undefined }, body.state, body.questions.map(toWire), { orders: ordersOf(body.orders), cancel, cacheSalt });
       return {
         result: r,
         body: {

@@ -8,7 +8,7 @@ import { Context } from 'koa';
 import { PipelineResult } from '../../answering/pipeline';
 import { ErrorNames, toHttpError } from '../../answering/http-errors';
 import { InFlight, SharedResponse } from '../service/inflight';
-import { serverTiming, stagesHeader } from '../service/request-headers';
+import { saltTag, serverTiming, stagesHeader } from '../service/request-headers';
 import { Service } from '../service/service';
 
 export interface Computed {
@@ -16,23 +16,23 @@ export interface Computed {
   result: Pick<PipelineResult, 'stages' | 'waitedBehindRegistration' | 'tasks' | 'inputTokens' | 'cachedTokens' | 'batchSize'>;
 }
 
-/**
- * `debug`: the honoured x-service-debug value, part of what makes two requests identical.
- * `names`: how errors name the questions (and images) the engine was asked.
- */
-export async function respondShared(
-  ctx: Context,
-  service: Service,
-  debug: string | undefined,
-  names: ErrorNames,
-  route: 'text' | 'image',
-  compute: (cancel: AbortSignal) => Promise<Computed>,
-) {
+/** What an answering request is shared by, and how its errors name what it asked. */
+export interface Sharing {
+  route: 'text' | 'image';
+  /** The honoured x-service-debug value, part of what makes two requests identical. */
+  debug?: string;
+  /** The request's cache salt, part of it too: two tenants never share a computation. */
+  cacheSalt?: string;
+  /** How errors name the questions (and images) the engine was asked. */
+  names: ErrorNames;
+}
+
+export async function respondShared(ctx: Context, service: Service, { route, debug, cacheSalt, names }: Sharing, compute: (cancel: AbortSignal) => Promise<Computed>) {
   const clientGone = new AbortController();
   ctx.res.once('close', () => {
     if (!ctx.res.writableFinished) clientGone.abort();
   });
-  const key = InFlight.key(`${ctx.path}#${route}`, debug, ctx.state.rawBody);
+  const key = InFlight.key(`${ctx.path}#${route}`, debug, ctx.state.rawBody, cacheSalt);
   const { response, answeredBy } = await service.inflight.run(key, ctx.state.requestId, clientGone.signal, async (cancel): Promise<SharedResponse> => {
     let computed: Computed;
     try {
@@ -44,7 +44,10 @@ export async function respondShared(
     const headers: Record<string, string> = { 'x-service-route': route, 'x-service-stages': stagesHeader(r.stages), 'Server-Timing': serverTiming(r.stages) };
     if (r.waitedBehindRegistration) headers['x-service-wait-behind'] = 'registration';
     if (r.tasks.length) headers['x-service-tasks'] = r.tasks.join(',');
-    const answered = { service_route: route, input_tokens: r.inputTokens, cached_tokens: r.cachedTokens, batch_size: r.batchSize, tasks: r.tasks, stages: r.stages };
+    const answered = {
+      service_route: route, input_tokens: r.inputTokens, cached_tokens: r.cachedTokens, batch_size: r.batchSize, tasks: r.tasks, stages: r.stages,
+      ...(cacheSalt === undefined ? {} : { cache_salt: saltTag(cacheSalt) }),
+    };
     return { headers, body: JSON.stringify(computed.body), answered };
   });
   ctx.state.answered = response.answered;

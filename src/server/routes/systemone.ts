@@ -7,7 +7,7 @@ import Router from '@koa/router';
 import { PipelineResult } from '../../answering/pipeline';
 import { answerSystemOne, SystemOneRequest } from '../../answering/systemone';
 import { HttpError, ValidationError } from '../../wire/http-error';
-import { requestedDebug, requestedRoute } from '../service/request-headers';
+import { requestedCacheSalt, requestedDebug, requestedRoute } from '../service/request-headers';
 import { respondShared } from './respond';
 import { Service } from '../service/service';
 import { validate } from '../../wire/validation';
@@ -54,9 +54,10 @@ export function systemoneRoute(router: Router, service: Service) {
     const ordered = inPromptOrder(images);
     const context = route === 'image' ? service.images!.context : service;
     const request = route === 'image' ? { ...body, state: stateWithImages(body.state, images) } : body;
+    const cacheSalt = requestedCacheSalt(ctx, service.cacheSaltHeader);
     const errorNames = { ...questionNames((i) => names[i % names.length]), image: (i: number) => ordered[i] };
-    await respondShared(ctx, service, debug, errorNames, route, async (cancel) => {
-      const { result, response } = await answerSystemOne(context, request, { wantHidden: debug === 'hidden', cancel, images: ordered.map((i) => i.bytes) });
+    await respondShared(ctx, service, { route, debug, cacheSalt, names: errorNames }, async (cancel) => {
+      const { result, response } = await answerSystemOne(context, request, { wantHidden: debug === 'hidden', cancel, images: ordered.map((i) => i.bytes), cacheSalt });
       return { body: { ...response, ...(debug ? { readout: readoutOf(result, names, debug === 'hidden') } : {}) }, result };
     });
   });

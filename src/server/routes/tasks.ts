@@ -4,6 +4,7 @@ import { exportForm, summaryOf } from '../../tasks/export';
 import { parseImport } from '../../tasks/import';
 import { registerTask, servedQuestion } from '../../tasks/register';
 import { HttpError, ValidationError } from '../../wire/http-error';
+import { requestedCacheSalt } from '../service/request-headers';
 import { Service } from '../service/service';
 import { parseRegistration, registrationError } from './task-body';
 
@@ -12,9 +13,10 @@ export function taskRoutes(router: Router, service: Service) {
 
   router.post('/v1/tasks', async (ctx) => {
     const parsed = parseRegistration(ctx.request.body);
+    const cacheSalt = requestedCacheSalt(ctx, service.cacheSaltHeader);
     try {
       store.refuseHeld(servedQuestion(service, parsed.spec).match_key, parsed.id);
-      const task = await registerTask(service, store.fingerprint, parsed);
+      const task = await registerTask(service, store.fingerprint, parsed, cacheSalt);
       ctx.body = { ...summaryOf(task), replaced: await store.register(task) };
     } catch (e) {
       throw registrationError(e);

@@ -3,8 +3,8 @@
  *
  * The official clients retry timeouts and 5xx with the same body (the
  * TypeScript client times each attempt out at 10 s, so a long state on a CPU
- * can be sent three times). An identical request (same route, body bytes and
- * debug header) arriving while the first is computed joins that computation:
+ * can be sent three times). An identical request (same route, body bytes, debug
+ * header and cache salt) arriving while the first is computed joins that computation:
  * it gets the same response bytes, and the engine works once.
  *
  * When every client waiting on a computation has gone, and none has come back
@@ -49,8 +49,9 @@ export class InFlight {
   /** Computations dropped because every client waiting for them had gone before the engine took them. */
   dropped = 0;
 
-  static key(route: string, debug: string | undefined, rawBody: string): string {
-    return createHash('sha256').update(route).update('\0').update(debug ?? '').update('\0').update(rawBody).digest('hex');
+  static key(route: string, debug: string | undefined, rawBody: string, cacheSalt?: string): string {
+    const salt = cacheSalt === undefined ? '-' : `${cacheSalt.length}:${cacheSalt}`;
+    return createHash('sha256').update(route).update('\0').update(debug ?? '').update('\0').update(salt).update('\0').update(rawBody).digest('hex');
   }
 
   /**

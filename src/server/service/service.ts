@@ -37,6 +37,8 @@ export interface Service extends AnsweringContext {
   engineInfo: NativeEngineInfo;
   engineProcess: { pid: number | null; where: string };
   debugReadout: boolean;
+  /** `--cache-salt-header`: where a request's cache salt is read from when it sends no x-cache-salt. */
+  cacheSaltHeader?: string;
   /** `--cors-origin`: the origin browsers may call from (`*`: any), or undefined (off). */
   corsOrigin?: string;
   inflight: InFlight;

@@ -35,7 +35,7 @@ export class TaskChangedError extends Error {
   }
 }
 
-export async function registerAbstention(context: AnsweringContext, fingerprint: Fingerprint, r: ParsedAbstention): Promise<AbstentionTask> {
+export async function registerAbstention(context: AnsweringContext, fingerprint: Fingerprint, r: ParsedAbstention, cacheSalt?: string): Promise<AbstentionTask> {
   const key = abstainKeyOf(r.option);
   const n = r.examples.length;
   const data = { u: new Float64Array(n), answerable: new Uint8Array(n), right: new Uint8Array(n), byDefault: new Uint8Array(n) };
@@ -57,7 +57,7 @@ export async function registerAbstention(context: AnsweringContext, fingerprint:
     data.answerable[i] = label === null ? 0 : 1;
     data.right[i] = label !== null && choiceAnswer(others, q.probabilities).choice === label ? 1 : 0;
     appliedTasks.add(q.taskIdentity ?? null);
-  });
+  }, cacheSalt);
   const read_ms = performance.now() - t0;
   if (appliedTasks.size > 1) throw new TaskChangedError();
   const record = fitThreshold(r.id, data);

@@ -106,17 +106,10 @@ function averageMetrics(ms: Metrics[]): Metrics {
   return { nll: avg((m) => m.nll), accuracy: avg((m) => m.accuracy), brier: avg((m) => m.brier), ece: avg((m) => m.ece) };
 }
 
-export function fitTask(input: FitInput): FitOutput {
-  const t0 = performance.now();
-  const { readouts: all, keys } = input;
+/** Step 1: calibration against the baseline, cross-validated; then fitted on every example. */
+function calibrationStep(all: Readouts, seed: number) {
   const { n, C } = all;
-  const seed = hashString(0x7a5c, input.id);
-  const counts = new Array(C).fill(0);
-  for (let i = 0; i < n; i++) counts[all.y[i]]++;
-  const ratio = 1 / (OUTER_FOLDS - 1);
-
-  // 1. Calibration against the baseline.
-  const cal = { nllGain: [] as number[], accuracyChange: [] as number[], testTrainRatio: ratio };
+  const cal = { nllGain: [] as number[], accuracyChange: [] as number[], testTrainRatio: 1 / (OUTER_FOLDS - 1) };
   const oofBase: Metrics[] = [], oofCal: Metrics[] = [];
   for (let rep = 0; rep < CALIBRATION_REPEATS; rep++) {
     const folds = stratifiedFolds(all.y, C, OUTER_FOLDS, seed + rep);
@@ -133,72 +126,89 @@ export function fitTask(input: FitInput): FitOutput {
     oofBase.push(metricsOf(pBase, all.y, C));
     oofCal.push(metricsOf(pCal, all.y, C));
   }
-  const calEvidence = evidenceOf(cal);
-  const calReason = refusal(calEvidence, MARGIN.calibration);
+  const evidence = evidenceOf(cal);
+  const reason = refusal(evidence, MARGIN.calibration);
   const calibration = chooseCalibration(all, seed + 999_999);
-  const calibrationPart: PartRecord = {
+  const part: PartRecord = {
     fitted: true,
-    applied: !calReason,
-    ...(calReason ? { reason: calReason } : {}),
-    evidence: { ...calEvidence, against: 'baseline' },
+    applied: !reason,
+    ...(reason ? { reason } : {}),
+    evidence: { ...evidence, against: 'baseline' },
     hyper: { a: calibration.a, bias_lambda: calibration.lambda },
   };
-  const metrics: FitOutput['record']['metrics'] = { baseline: averageMetrics(oofBase), calibration: averageMetrics(oofCal), applied: averageMetrics(calReason ? oofBase : oofCal) };
+  const metrics: FitOutput['record']['metrics'] = { baseline: averageMetrics(oofBase), calibration: averageMetrics(oofCal), applied: averageMetrics(reason ? oofBase : oofCal) };
+  return { calibration, part, metrics, reason };
+}
 
-  // 2. The intent head against what step 1 applies.
+/** Step 2: the intent head against what step 1 applies (`calReason`: the calibration was refused), cross-validated; then fitted on every example. */
+function headStep(input: FitInput, seed: number, calibration: Calibration, calReason: string | undefined) {
+  const all = input.readouts;
+  const { n, C } = all;
+  const { d, data } = input.hidden!;
+  const projection: Projection = fitProjection(data, n, d, seed);
+  const x = project(projection, data, Array.from({ length: n }, (_, i) => i));
+  const comparison = { nllGain: [] as number[], accuracyChange: [] as number[], testTrainRatio: 1 / (OUTER_FOLDS - 1) };
+  const oofHead: Metrics[] = [];
+  for (let rep = 0; rep < HEAD_REPEATS; rep++) {
+    const folds = stratifiedFolds(all.y, C, OUTER_FOLDS, seed + 77 + rep);
+    const pHead = new Float64Array(n * C);
+    for (let k = 0; k < OUTER_FOLDS; k++) {
+      const { train, test } = splitFold(folds, k);
+      const testSet = subset(all, test);
+      const foldCal = chooseCalibration(subset(all, train), seed + 5000 + k);
+      const reference = calReason ? baseline(testSet) : calibrated(testSet, foldCal);
+      const chosen = chooseHead(x, projection.r, train, all, foldCal, seed + 7000 + k);
+      const p = headDistributions(headData(x, projection.r, test, all, foldCal, chosen.form), chosen.w);
+      test.forEach((row, i) => pHead.set(p.subarray(i * C, (i + 1) * C), row * C));
+      const ref = metricsOf(reference, testSet.y, C), h = metricsOf(p, testSet.y, C);
+      comparison.nllGain.push(ref.nll - h.nll);
+      comparison.accuracyChange.push(h.accuracy - ref.accuracy);
+    }
+    oofHead.push(metricsOf(pHead, all.y, C));
+  }
+  const evidence = evidenceOf(comparison);
+  const reason = refusal(evidence, MARGIN.head);
+  const final = chooseHead(x, projection.r, Array.from({ length: n }, (_, i) => i), all, calibration, seed + 9999);
+  const head: FitOutput['head'] = { form: final.form, lambda: final.lambda, d, ...foldHead(projection, final.w, C) };
+  const part: PartRecord = {
+    fitted: true,
+    applied: !reason,
+    ...(reason ? { reason } : {}),
+    evidence: { ...evidence, against: calReason ? 'baseline' : 'calibration' },
+    hyper: { form: final.form, lambda: final.lambda, hidden_size: d, components: projection.r, standardised: true, pca: projection.r < d },
+  };
+  return { head, part, metrics: averageMetrics(oofHead), reason };
+}
+
+export function fitTask(input: FitInput): FitOutput {
+  const t0 = performance.now();
+  const { readouts: all, keys } = input;
+  const seed = hashString(0x7a5c, input.id);
+  const counts = new Array(all.C).fill(0);
+  for (let i = 0; i < all.n; i++) counts[all.y[i]]++;
+  const cal = calibrationStep(all, seed);
+  const metrics = cal.metrics;
   let head: FitOutput['head'] = null;
   let headPart: PartRecord;
   const notFitted = headRefusal(input, counts);
-  if (notFitted) {
-    headPart = { fitted: false, applied: false, reason: notFitted };
-  } else {
-    const { d, data } = input.hidden!;
-    const projection: Projection = fitProjection(data, n, d, seed);
-    const x = project(projection, data, Array.from({ length: n }, (_, i) => i));
-    const comparison = { nllGain: [] as number[], accuracyChange: [] as number[], testTrainRatio: ratio };
-    const oofHead: Metrics[] = [];
-    for (let rep = 0; rep < HEAD_REPEATS; rep++) {
-      const folds = stratifiedFolds(all.y, C, OUTER_FOLDS, seed + 77 + rep);
-      const pHead = new Float64Array(n * C);
-      for (let k = 0; k < OUTER_FOLDS; k++) {
-        const { train, test } = splitFold(folds, k);
-        const testSet = subset(all, test);
-        const foldCal = chooseCalibration(subset(all, train), seed + 5000 + k);
-        const reference = calReason ? baseline(testSet) : calibrated(testSet, foldCal);
-        const chosen = chooseHead(x, projection.r, train, all, foldCal, seed + 7000 + k);
-        const p = headDistributions(headData(x, projection.r, test, all, foldCal, chosen.form), chosen.w);
-        test.forEach((row, i) => pHead.set(p.subarray(i * C, (i + 1) * C), row * C));
-        const ref = metricsOf(reference, testSet.y, C), h = metricsOf(p, testSet.y, C);
-        comparison.nllGain.push(ref.nll - h.nll);
-        comparison.accuracyChange.push(h.accuracy - ref.accuracy);
-      }
-      oofHead.push(metricsOf(pHead, all.y, C));
-    }
-    const evidence = evidenceOf(comparison);
-    const reason = refusal(evidence, MARGIN.head);
-    const final = chooseHead(x, projection.r, Array.from({ length: n }, (_, i) => i), all, calibration, seed + 9999);
-    head = { form: final.form, lambda: final.lambda, d, ...foldHead(projection, final.w, C) };
-    headPart = {
-      fitted: true,
-      applied: !reason,
-      ...(reason ? { reason } : {}),
-      evidence: { ...evidence, against: calReason ? 'baseline' : 'calibration' },
-      hyper: { form: final.form, lambda: final.lambda, hidden_size: d, components: projection.r, standardised: true, pca: projection.r < d },
-    };
-    metrics.head = averageMetrics(oofHead);
-    if (!reason) metrics.applied = metrics.head;
+  if (notFitted) headPart = { fitted: false, applied: false, reason: notFitted };
+  else {
+    const h = headStep(input, seed, cal.calibration, cal.reason);
+    ({ head, part: headPart } = h);
+    metrics.head = h.metrics;
+    if (!h.reason) metrics.applied = metrics.head;
   }
-  const applied = headPart.applied ? 'head' : calibrationPart.applied ? 'calibration' : 'none';
+  const applied = headPart.applied ? 'head' : cal.part.applied ? 'calibration' : 'none';
   const record = {
-    n,
+    n: all.n,
     counts: Object.fromEntries(keys.map((k, j) => [k, counts[j]])),
     folds: { outer: OUTER_FOLDS, calibration_repeats: CALIBRATION_REPEATS, head_repeats: HEAD_REPEATS, inner: INNER_FOLDS, seed },
-    calibration: calibrationPart,
+    calibration: cal.part,
     head: headPart,
     metrics,
     fit_ms: performance.now() - t0,
   };
-  return { calibration, head, applied, record: explainedParts(record, applied, head?.form) };
+  return { calibration: cal.calibration, head, applied, record: explainedParts(record, applied, head?.form) };
 }
 
 function headRefusal(input: FitInput, counts: number[]): string | undefined {

@@ -187,8 +187,8 @@ export function headObjective(data: HeadData, lambda: number) {
 /**
  * Fits the head at each lambda (largest first, each warm-started from the last); returns the
  * parameters per lambda. `maxIterations` per lambda: the inner cross-validation that only
- * ranks lambdas uses fewer (measured: 100 instead of 300 cut a 200-example, 77-option,
- * 896-dimension fit from 29 s to 11 s) than the final fit.
+ * ranks lambdas uses fewer than the final fit (a fit took a third of the time; bench/README.md,
+ * "Measurements behind the CPU kernels").
  */
 export function fitHeadPath(data: HeadData, lambdas: number[], maxIterations = 300): Float64Array[] {
   const w = new Float64Array(data.C * (data.r + 1));

@@ -68,7 +68,7 @@ test('a salt that is empty or over 256 bytes is refused (422, naming the header)
 test('in flight and in one batch: identical bodies under two salts are two computations, and two requests share a state only under one salt', async () => {
   const before = await health();
   // The engine is busy with this one while the others queue behind it.
-  const busy = ask(longState('busy-salted', 30000));
+  const busy = ask(longState('busy-salted', 10000));
   await until(async () => (await engineQueue(server.url)).busy === 1, 'the engine is busy');
   const body = { state: longState('in-flight', 300), questions: question };
   const a = server.post('/v1/answer', body, { 'x-cache-salt': 'in-flight-A' });

@@ -8,12 +8,9 @@
 // LayerKernels' in the compute dtype (the engine's CPU kernels, or ATen's on
 // CUDA): attention is the engine's one visibility rule with every patch at the
 // same position in one segment, so each sees the whole image. The residual
-// stream, LayerNorms, RoPE and activations are fp32. Measured on this 2-core
-// AVX2 machine, the ViT of bench-qwen2-vl (8 blocks of width 1280) on a
-// 1000-token image (3,996 patches, 1.9 TFLOP): 30 s with ATen's fp32 at::linear
-// and batched-matmul attention (QK^T and softmax 70% of it), 25 s on the
-// engine's kernels in fp32, 32 s in bf16 (no bf16 instructions here: bf16 is
-// converted). Compute-bound either way; the kernels also give the tower the
+// stream, LayerNorms, RoPE and activations are fp32. On the engine's kernels
+// the tower runs faster than on ATen's in fp32, compute-bound either way (bench/README.md,
+// "Measurements behind the CPU kernels"); the kernels also give the tower the
 // text model's batch invariance and dtype.
 //
 // Qwen2.5-VL's blocks differ in three ways: RMSNorm for the LayerNorms (the

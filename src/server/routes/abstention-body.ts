@@ -14,7 +14,8 @@ import { THRESHOLD_RULE } from '../../tasks/abstention/fit';
 import { ParsedAbstention } from '../../tasks/abstention/register';
 import { AbstainOption, abstainKeyOf, MATCH_MODES, MatchMode, withAbstainOption } from '../../tasks/abstention/task';
 import { ValidationError } from '../../wire/http-error';
-import { answerKey, answerRule, Bad, ExampleRules, isObject, parseExamples, problemList } from './task-body';
+import { isObject } from '../../tasks/export';
+import { answerKey, answerRule, Bad, ExampleRules, parseExamples, problemList } from './task-body';
 
 function parseOption(v: unknown, bad: Bad): AbstainOption | undefined {
   const rule = 'must be {"key": <the requests\' own abstain key>} or {"append": <text of the option the server adds>}';

@@ -13,7 +13,7 @@ import { collectImages, ImageInput } from '../../images/collect';
 import { MAX_OPTIONS } from '../../rendering/labels';
 import { QuestionSpec } from '../../rendering/renderer';
 import { TaskChangedError } from '../../tasks/abstention/register';
-import { TASK_ID, TASK_ID_RULE } from '../../tasks/export';
+import { isObject, TASK_ID, TASK_ID_RULE } from '../../tasks/export';
 import { ExampleError } from '../../tasks/read-examples';
 import { ParsedRegistration } from '../../tasks/register';
 import { TaskHeldError } from '../../tasks/store';
@@ -24,8 +24,6 @@ import { validate } from '../../wire/validation';
 export const TASK_LIMITS = { minExamples: 10, maxExamples: 10_000, minDistinctAnswers: 2 };
 /** Problems listed at most: a 10,000-example body could otherwise give a 10,000-line answer. */
 const MAX_PROBLEMS = 20;
-
-export const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 export type Bad = (loc: (string | number)[], msg: string, type?: string) => void;
 

@@ -39,7 +39,7 @@ const cpuModel = () => fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^model na
 const maxAbsDiff = (a: number[], b: number[]) => Math.max(...a.map((x, i) => Math.abs(x - b[i])));
 
 async function stateTokens(dir: string): Promise<number[]> {
-  const tok = ModelTokenizer.load(dir);
+  const tok = await ModelTokenizer.load(dir);
   const text =
     'The committee reviewed the quarterly figures, noted that shipping costs had risen by a third, ' +
     'and asked the regional offices to report any delays longer than two days before the next meeting. ';

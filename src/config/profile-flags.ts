@@ -7,7 +7,7 @@ import { Flags } from './flags';
 
 /** The renderer a base is served with: its own tokenizer and chat template, its prompt profile under the flags. */
 export function rendererFor(base: ResolvedBase, flags: Flags): Promise<Renderer> {
-  return Renderer.create(ModelTokenizer.load(base.checkpoint), promptProfile(base.profile.prompt, flags));
+  return ModelTokenizer.load(base.checkpoint).then((tokenizer) => Renderer.create(tokenizer, promptProfile(base.profile.prompt, flags)));
 }
 
 export function promptProfile(base: PromptProfile, f: Flags): PromptProfile {

@@ -1,25 +1,23 @@
 /**
- * Start-up's long part: resolve the base, start the engine processes (serving, and the head and
- * image engines when asked for), open the tasks, and assemble the Service the routes share.
- * `died(role)` is told when an engine process dies. On failure every engine started is stopped:
- * they are kept in one list, stopped in one place.
+ * Start-up's second step, while the engine processes load (start-engines.ts): the renderers, the tasks,
+ * and the Service the routes share, once the engines are up. On failure every engine is stopped,
+ * started or still starting.
  */
-import * as os from 'os';
-import { ResolvedBase, resolveBase } from '../config/bases';
+import { ResolvedBase } from '../config/bases';
 import { Flags } from '../config/flags';
 import { rendererFor, temperaturesOf } from '../config/profile-flags';
-import { NativeLoadOptions } from '../engine/native';
 import { Temperatures } from '../rendering/profile';
 import { Renderer } from '../rendering/renderer';
 import { HIDDEN_TAP } from '../tasks/fingerprint';
 import { openTasks } from '../tasks/open';
 import { refusalLine } from '../tasks/store';
-import { EngineClient } from './engine-process/client';
-import { startImageEngine } from './service/image-engine';
+import { EngineClient, StartingEngine } from './engine-process/client';
+import { imageService } from './service/image-engine';
 import { InFlight } from './service/inflight';
 import { Logger } from './ops/logger';
-import { EngineRole, EngineSource } from './ops/metrics';
+import { EngineSource } from './ops/metrics';
 import { ImageService, Service } from './service/service';
+import { StartingEngines } from './start-engines';
 
 export interface Loaded {
   service: Service;
@@ -27,40 +25,18 @@ export interface Loaded {
   engines: EngineSource[];
 }
 
-type Died = (role: EngineRole) => (reason: string) => void;
-
 interface HeadEngine {
   base: ResolvedBase;
   renderer: Renderer;
   engine: EngineClient;
 }
 
-/** What every engine process loads its model with, from the flags (the head and image engines change the path). */
-function engineLoad(flags: Flags, base: ResolvedBase): NativeLoadOptions {
-  return {
-    path: base.checkpoint,
-    dtype: flags.dtype,
-    threads: flags.threads || os.cpus().length,
-    prefixCache: flags['prefix-cache'] === 'on',
-    batchInvariant: flags['batch-invariant'] === 'on',
-    quantization: flags.quantization,
-    attention: flags.attention,
-    ...(flags['cuda-forward'] === 'fused' ? { kernels: 'fused' as const } : {}),
-    cudaGraphs: flags['cuda-graphs'] === 'on',
-    device: flags.device,
-    registerBoundary: flags['register-boundary'],
-    cacheMiB: flags['cache-mib'],
-    gpuMemoryUtilization: flags['gpu-memory-utilization'],
-  };
-}
-
 /** --head-engine: a second engine process, its own model and renderer, read for intent heads' hidden states. */
-async function startHeadEngine(flags: Flags, load: NativeLoadOptions, died: Died, started: EngineSource[]): Promise<HeadEngine> {
-  const base = resolveBase(flags['head-engine']!, flags['models-dir']);
-  const renderer = await rendererFor(base, flags);
-  const engine = await EngineClient.start({ load: { ...load, path: base.checkpoint }, batchTokens: flags['batch-tokens'] }, died('head'));
+async function headEngine(starting: StartingEngine, flags: Flags, started: EngineSource[]): Promise<HeadEngine> {
+  const renderer = await rendererFor(starting.base, flags);
+  const engine = await starting.client;
   started.push({ engine: 'head', client: engine });
-  return { base, renderer, engine };
+  return { base: starting.base, renderer, engine };
 }
 
 /** Where intent heads' hidden states come from, as /health and GET /v1/tasks report it. */
@@ -100,24 +76,19 @@ function openTheTasks(flags: Flags, base: ResolvedBase, renderer: Renderer, temp
   }
 }
 
-export async function loadService(flags: Flags, logger: Logger, died: Died): Promise<Loaded> {
-  const base = resolveBase(flags.base, flags['models-dir']);
+export async function loadService(flags: Flags, logger: Logger, engines: StartingEngines): Promise<Loaded> {
+  const { base } = engines.text;
   if (base.note) logger.warn(`WARNING: ${base.note}`);
-  const load = engineLoad(flags, base);
   const started: EngineSource[] = [];
-  // The engine process loads libtorch and the model while this one loads the tokenizer: together
-  // rather than one after the other, start to /ready is shorter (bench:startup).
-  const engineStarting = EngineClient.start({ load, batchTokens: flags['batch-tokens'] }, died('text'));
-  engineStarting.catch(() => undefined); // awaited below, after the renderer
   try {
     const renderer = await rendererFor(base, flags);
-    const engine = await engineStarting;
+    const engine = await engines.text.client;
     started.push({ engine: 'text', client: engine });
-    const head = flags['head-engine'] ? await startHeadEngine(flags, load, died, started) : undefined;
+    const head = engines.head && (await headEngine(engines.head, flags, started));
     const servedName = flags['served-name'] ?? base.profile.servedName;
     let images: ImageService | undefined;
-    if (flags['image-model']) {
-      const image = await startImageEngine(flags['image-model'], flags, load, flags['batch-tokens'], servedName, died('image'));
+    if (engines.image) {
+      const image = await imageService(engines.image, flags, servedName);
       started.push({ engine: 'image', client: image.engine });
       if (image.note) logger.warn(`WARNING: image model: ${image.note}`);
       images = image.service;
@@ -151,9 +122,7 @@ export async function loadService(flags: Flags, logger: Logger, died: Died): Pro
     };
     return { service, engines: started };
   } catch (e) {
-    // The serving engine may still be starting (the renderer failed first): stopped once it has.
-    if (!started.length) engineStarting.then((client) => client.stop(), () => undefined);
-    for (const { client } of started) client.stop();
+    engines.stopAll();
     throw e;
   }
 }

@@ -1,22 +1,21 @@
 /**
  * `tqserve serve [flags]` (`npm start -- [flags]`): listen (answering 503 while loading), start the engine processes, then
- * serve; drain on SIGTERM/SIGINT (ops/drain.ts). Exit codes: 0 after --help or a drain, 2 for a
+ * load the rest of the server while they load their models (this file imports only what comes before the engines
+ * start: the app and the tasks are loaded after, start-engines.ts says why), then serve; drain on SIGTERM/SIGINT (ops/drain.ts). Exit codes: 0 after --help or a drain, 2 for a
  * bad flag, 1 when start-up fails (bad base, busy port) or on a second signal, 70 after an engine
  * process died. Logs are JSON lines on stdout (ops/logger.ts).
  */
 import * as http from 'http';
 import { FlagError, Flags, helpText, parseFlags } from '../config/flags';
 import { NativeEngineInfo } from '../engine/native';
-import { createApp } from './app';
 import { answerMalformedRequests } from './http/connection';
-import { loadService } from './load-service';
 import { drainOnSignals, Drainable } from './ops/drain';
 import { Lifecycle } from './ops/lifecycle';
 import { answerWhileLoading } from './ops/loading';
 import { createLogger, Logger } from './ops/logger';
-import { watchTasksFile } from './ops/tasks-file';
-import { EngineRole, Metrics } from './ops/metrics';
-import { Service } from './service/service';
+import type { EngineRole } from './ops/metrics';
+import type { Service } from './service/service';
+import { startEngines } from './start-engines';
 
 export const ENGINE_DEAD_EXIT = 70;
 export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
@@ -83,13 +82,16 @@ export async function serve(argv: string[]) {
     if (service) service.deadReason = why;
     setTimeout(() => process.exit(ENGINE_DEAD_EXIT), flags['exit-grace-ms']);
   };
-  let loaded;
+  let loaded, modules;
   try {
-    loaded = await loadService(flags, logger, died);
+    const engines = await startEngines(flags, died);
+    modules = await Promise.all([import('./load-service'), import('./app'), import('./ops/metrics'), import('./ops/tasks-file')]);
+    loaded = await modules[0].loadService(flags, logger, engines);
   } catch (e) {
     logger.fatal(`start-up failed: ${e instanceof Error ? e.message : String(e)}`);
     process.exit(1);
   }
+  const [, { createApp }, { Metrics }, { watchTasksFile }] = modules;
   service = loaded.service;
   drainable.loaded = { engines: loaded.engines, tasks: service.tasks };
   const metrics = new Metrics(loaded.engines);

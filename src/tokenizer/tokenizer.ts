@@ -6,8 +6,9 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from 'tokenizers';
+import { Worker } from 'worker_threads';
+import { siblingModule } from '../common/sibling-module';
 import { EncodingCache } from './encoding-cache';
-import { maxBytesPerToken } from './token-bound';
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant';
@@ -29,6 +30,16 @@ function tokenText(t: TokenizerConfig['bos_token']): string | undefined {
 /** What the encoding cache may hold: about 1,400 states of 5,000 characters with their ids. */
 export const encodingCacheBytes = 32 << 20;
 
+/** maxBytesPerToken of a tokenizer.json, read and parsed in a worker thread. */
+function boundOf(file: string): Promise<number | undefined> {
+  const worker = siblingModule(__filename, 'bound-worker');
+  return new Promise((resolve, reject) => {
+    new Worker(worker.file, { execArgv: worker.execArgv, workerData: file })
+      .once('message', (m: { bound?: number | null; error?: string }) => (m.error === undefined ? resolve(m.bound ?? undefined) : reject(new Error(`${file}: ${m.error}`))))
+      .once('error', reject);
+  });
+}
+
 export class ModelTokenizer {
   private readonly template?: Template;
   private readonly encodings = new EncodingCache(encodingCacheBytes);
@@ -45,12 +56,20 @@ export class ModelTokenizer {
     if (source) this.template = new Template(source);
   }
 
-  static load(folder: string): ModelTokenizer {
+  /** The checkpoint's tokenizer; its bytes-per-token bound is read in a worker thread meanwhile (bound-worker.ts). */
+  static async load(folder: string): Promise<ModelTokenizer> {
     const file = path.join(folder, 'tokenizer.json');
     if (!fs.existsSync(file)) throw new Error(`${file}: missing (the checkpoint folder needs its tokenizer.json)`);
+    const bound = boundOf(file);
     const cfgFile = path.join(folder, 'tokenizer_config.json');
     const config: TokenizerConfig = fs.existsSync(cfgFile) ? JSON.parse(fs.readFileSync(cfgFile, 'utf8')) : {};
-    return new ModelTokenizer(Tokenizer.fromFile(file), config, folder, maxBytesPerToken(JSON.parse(fs.readFileSync(file, 'utf8'))));
+    let tokenizer: Tokenizer;
+    try {
+      tokenizer = Tokenizer.fromFile(file);
+    } finally {
+      bound.catch(() => undefined); // an unreadable file's error is the tokenizer's
+    }
+    return new ModelTokenizer(tokenizer, config, folder, await bound);
   }
 
   get hasChatTemplate(): boolean {

@@ -20,7 +20,7 @@ let longState: number[];
 let cold: Engine;
 beforeAll(async () => {
   t = await tokenizeTexts(dir);
-  const tok = modelTokenizer(dir);
+  const tok = await modelTokenizer(dir);
   // Several hundred tokens: many 16-token blocks, not ending on a block boundary.
   longState = await tok.encode(Array.from({ length: 12 }, (_, i) => `Paragraph ${i}: the ledger for week ${i + 3} shows ${17 * i} crates moved.`).join(' '));
   if (longState.length % 16 === 0) longState.pop();
@@ -70,7 +70,7 @@ test('a state extended by one sentence reuses the original full blocks and answe
   const e = await open({ registerBoundary: 'before' });
   try {
     await ask(e, longState);
-    const tok = modelTokenizer(dir);
+    const tok = await modelTokenizer(dir);
     const extended = [...longState, ...(await tok.encode(' One more sentence was added at the end.'))];
     const r = await ask(e, extended, 2);
     expect(r.cachedTokens).toBe(Math.floor(longState.length / 16) * 16);

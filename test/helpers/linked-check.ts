@@ -1,7 +1,9 @@
 /**
- * Native checks linked against the engine library (test/native/<name>.cpp, which need torch): the build makes them
- * beside tq_cli (CMakeLists.txt: build/<name>), and this runs one, its output read as one JSON object per line. Where
- * the check's source is newer than that build (edited since), it is compiled here against build/libtq_core.a first.
+ * Native checks linked against the engine library (test/native/<name>.cpp): the build makes them beside tq_cli
+ * (CMakeLists.txt: build/<name>), and this runs one, its output read as one JSON object per line. Where the check's
+ * source is newer than that build (edited since), it is compiled here against build/libtq_core.a first: at -O0 by
+ * default (the kernels come compiled in the library), or with the flags given, where the check instantiates kernel
+ * code of its own that must be compiled as the library's is.
  */
 import { execFile } from 'child_process';
 import * as fs from 'fs';
@@ -10,26 +12,26 @@ import * as path from 'path';
 
 const root = path.resolve(__dirname, '..', '..');
 
-function run(file: string, args: string[]): Promise<string> {
+function run(file: string, args: string[], env?: NodeJS.ProcessEnv): Promise<string> {
   return new Promise((resolve, reject) =>
-    execFile(file, args, { maxBuffer: 16 << 20 }, (error, stdout, stderr) => (error ? reject(new Error(`${path.basename(file)}:\n${stderr}`)) : resolve(stdout))),
+    execFile(file, args, { maxBuffer: 16 << 20, env }, (error, stdout, stderr) => (error ? reject(new Error(`${path.basename(file)}:\n${stderr}`)) : resolve(stdout))),
   );
 }
 
 const mtime = (file: string) => (fs.existsSync(file) ? fs.statSync(file).mtimeMs : -Infinity);
 
-export async function runLinkedCheck(name: string, scratch: string): Promise<any[]> {
+export async function runLinkedCheck(name: string, scratch: string, options: { compileFlags?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<any[]> {
   const library = path.join(root, 'build', 'libtq_core.a');
   if (!fs.existsSync(library)) throw new Error(`${library} is not built; run: npm run build:addon`);
   const source = path.join(root, 'test', 'native', `${name}.cpp`);
   let exe = path.join(root, 'build', name);
   if (mtime(exe) < Math.max(mtime(source), mtime(library))) {
     exe = path.join(scratch, name);
-    // -O0: the check's own code is light (the kernels come compiled in the library), and it compiles in half the time.
-    await run('g++', ['-std=c++17', '-O0', `-I${path.join(root, 'csrc')}`, '-I/usr/include/torch/csrc/api/include', source, library,
+    // -O0 by default: the check's own code is light (the kernels come compiled in the library), and it compiles in half the time.
+    await run('g++', ['-std=c++17', ...(options.compileFlags ?? ['-O0']), `-I${path.join(root, 'csrc')}`, '-I/usr/include/torch/csrc/api/include', source, library,
       '-ltorch', '-ltorch_cpu', '-lc10', '-ldnnl', '-fopenmp', '-o', exe]);
   }
-  return (await run(exe, [])).trim().split('\n').map((line) => JSON.parse(line));
+  return (await run(exe, [], options.env)).trim().split('\n').map((line) => JSON.parse(line));
 }
 
 export function scratchDir(): string {

@@ -8,10 +8,10 @@ export interface TokenizedTexts {
 }
 
 const tokenized = new Map<string, Promise<TokenizedTexts>>();
-const tokenizers = new Map<string, ModelTokenizer>();
+const tokenizers = new Map<string, Promise<ModelTokenizer>>();
 
 /** A model's tokenizer, loaded once per test file (Qwen3's takes a second to load). */
-export function modelTokenizer(modelDir: string): ModelTokenizer {
+export function modelTokenizer(modelDir: string): Promise<ModelTokenizer> {
   if (!tokenizers.has(modelDir)) tokenizers.set(modelDir, ModelTokenizer.load(modelDir));
   return tokenizers.get(modelDir)!;
 }
@@ -23,7 +23,7 @@ export function tokenizeTexts(modelDir: string): Promise<TokenizedTexts> {
 }
 
 async function tokenize(modelDir: string): Promise<TokenizedTexts> {
-  const tok = modelTokenizer(modelDir);
+  const tok = await modelTokenizer(modelDir);
   const state = await tok.encode(stateText);
   const questions = await Promise.all(questionTexts.map((q) => tok.encode(q)));
   const labels: number[] = [];

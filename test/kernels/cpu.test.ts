@@ -1,9 +1,8 @@
 /**
- * The engine's CPU kernels without torch (test/native/*_check.cpp, compiled here with g++ -O3 as the addon is, so with
- * the compiler's default floating-point contraction).
+ * The engine's CPU kernels without torch (test/native/*_check.cpp, built with the engine library, so its kernels as
+ * the addon has them compiled, with the compiler's default floating-point contraction).
  *
- * The invariant GEMM's kernel families (csrc/kernels/cpu/gemm_kernels.h), compiled without torch with
- * test/native/gemm_check.cpp and run at every instruction set level this CPU has, in fp32 and bf16:
+ * The invariant GEMM's kernel families (csrc/kernels/cpu/gemm_kernels.h), with test/native/gemm_check.cpp and run at every instruction set level this CPU has, in fp32 and bf16:
  * every output within a small fraction of the worst-case rounding bound of a float64 reference, every
  * row bit-identical alone, in batches of other sizes and places, under other column splits and when
  * accumulated; bf16 outputs the fp32 ones rounded; and the FMA family's chains the same bits with 16, 8 or 4
@@ -20,15 +19,11 @@
  * say, every output the exact integer sum's fp32 expression, every row the same bits in any batch, and the
  * AVX2 and AVX-512 VNNI paths the portable loop's bits.
  */
-import { execFile, execFileSync } from 'child_process';
 import * as fs from 'fs';
-import * as os from 'os';
-import * as path from 'path';
 import { runnableIsaLevels, runsInt8Vnni } from '../helpers/cpu';
+import { runLinkedCheck, scratchDir } from '../helpers/linked-check';
 
-const root = path.resolve(__dirname, '..', '..');
-const csrc = path.join(root, 'csrc');
-const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-gemm-'));
+const scratch = scratchDir();
 afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
 type Row = {
@@ -36,34 +31,16 @@ type Row = {
   rowsCompared: number; rowsDiffering: number; bf16OutputsDiffering: number; bits: string;
 };
 
-/** Each check (test/native/<name>.cpp) and the kernel sources it is built with (under csrc/kernels/cpu). */
-const checks: Record<string, string[]> = {
-  gemm_check: ['gemm_fma.cpp', 'gemm_dpbf16.cpp', 'isa.cpp'],
-  softmax_check: ['softmax.cpp', 'bf16.cpp', 'isa.cpp'],
-  rowwise_check: ['row_math.cpp'],
-  pairs_check: ['key_pairs.cpp', 'gemm_dpbf16.cpp', 'isa.cpp', '../../batch/shared_prefix.cpp'],
-  int8_check: ['int8_gemm.cpp', 'gemm_vnni.cpp', 'gemm_maddubs.cpp', 'bf16.cpp'],
-};
-
-/** Every check compiled at once (the compiles, 40 s one after another on 2 cores, share the cores), started when the file loads. */
-const builds = new Map(
-  Object.entries(checks).map(([name, kernelSources]) => {
-    const exe = path.join(scratch, name);
-    const args = ['-std=c++17', '-O3', `-I${csrc}`, path.join(root, 'test', 'native', `${name}.cpp`), ...kernelSources.map((f) => path.join(csrc, 'kernels', 'cpu', f)), '-o', exe];
-    const built = new Promise<string>((resolve, reject) => execFile('g++', args, (error, _out, stderr) => (error ? reject(new Error(`${name}:\n${stderr}`)) : resolve(exe))));
-    built.catch(() => undefined);  // reported by the test that awaits it
-    return [name, built] as const;
-  }),
-);
-
-/** Runs a built check: one JSON object per output line. */
-async function runCheck<T>(name: string): Promise<T[]> {
-  const exe = await builds.get(name)!;
+/**
+ * Runs a check (built with the engine library: CMakeLists.txt), one JSON object per output line. Compiled here only
+ * when edited since the build, then as the library is (-O3, NDEBUG): the checks instantiate kernel templates of their own.
+ */
+function runCheck<T>(name: string): Promise<T[]> {
   // TQ_KERNELS unset: the programs run every level up to this CPU's best.
   const env = { ...process.env };
   delete env.TQ_KERNELS;
   delete env.TQ_PORTABLE_KERNELS;
-  return execFileSync(exe, { encoding: 'utf8', env }).trim().split('\n').map((line) => JSON.parse(line));
+  return runLinkedCheck(name, scratch, { compileFlags: ['-O3', '-DNDEBUG'], env });
 }
 
 let rows: Row[];

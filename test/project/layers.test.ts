@@ -26,7 +26,7 @@ export const LAYERS: string[][] = [
   ['index.ts', 'tqserve.ts'],
 ];
 
-/** The rooms of src/server/, lowest first; its files outside them (app.ts, main.ts, load-service.ts) are above them all. */
+/** The rooms of src/server/, lowest first; its files outside them (app.ts, main.ts, start-engines.ts, load-service.ts) are above them all. */
 export const SERVER_ROOMS = ['engine-process', 'http', 'ops', 'service', 'routes', 'playground'];
 
 function sourceFiles(dir: string): string[] {

@@ -30,7 +30,7 @@ async function prompts(name: keyof typeof flagSets) {
   const r = await server.post('/v1/systemone', body, { 'x-service-debug': 'readout' });
   expect(r.status).toBe(200);
   expect(Object.keys(r.body.answers)).toEqual(['late', 'port', 'risk']);
-  const tok = modelTokenizer(tinyModel('tiny-qwen3'));
+  const tok = await modelTokenizer(tinyModel('tiny-qwen3'));
   const text: Record<string, string> = {};
   for (const [k, v] of Object.entries<any>(r.body.readout)) text[k] = await tok.decode(v.prompt_token_ids);
   return { text, readout: r.body.readout, health: (await server.get('/health')).body };
@@ -64,7 +64,7 @@ test('turn-start: the label is read right after the assistant header, without a 
   const { text, readout } = await prompts('turnStart');
   expect(text.late).toMatch(/^<\|im_start\|>system\nBe brief\./);
   expect(text.late.endsWith('</think>\n\n')).toBe(true);
-  const tok = modelTokenizer(tinyModel('tiny-qwen3'));
+  const tok = await modelTokenizer(tinyModel('tiny-qwen3'));
   expect(readout.port.label_token_ids[0]).toBe(tok.tokenToId('A'));
 });
 
@@ -85,7 +85,7 @@ test('options before the instructions: questions sharing an option list begin wi
     const [a, b] = [own('a'), own('b')];
     let common = 0;
     while (common < a.length && a[common] === b[common]) common++;
-    const tok = modelTokenizer(tinyModel('tiny-qwen3'));
+    const tok = await modelTokenizer(tinyModel('tiny-qwen3'));
     // The whole option list is in the common part.
     expect(await tok.decode(a.slice(0, common))).toContain('A. refund: money back\nB. discount: a lower price\nC. nothing\nQuestion:');
     // ... and the engine computes it once: fewer tokens computed than the prompt holds.

@@ -9,14 +9,14 @@ test.each([
   ['tiny-qwen3', 255],
   ['tiny-llama', 255],
 ])('%s: %i distinct single-token letter labels after the cue', async (name, count) => {
-  const r = await Renderer.create(modelTokenizer(tinyModel(name)), defaultProfile);
+  const r = await Renderer.create(await modelTokenizer(tinyModel(name)), defaultProfile);
   expect(r.letters.texts).toHaveLength(count);
   expect(new Set(r.letters.ids).size).toBe(count);
   expect(r.letters.texts.slice(0, 3)).toEqual(['A', 'B', 'C']);
 });
 
 test('" A" after "Answer:" and "A" at the start of the assistant turn are different tokens, each checked in context', async () => {
-  const tok = modelTokenizer(tinyModel('tiny-qwen3'));
+  const tok = await modelTokenizer(tinyModel('tiny-qwen3'));
   const cue = await Renderer.create(tok, defaultProfile);
   const turn = await Renderer.create(tok, { ...defaultProfile, answerPosition: 'turn-start' });
   expect(cue.tail.endsWith('Answer:')).toBe(true);
@@ -28,7 +28,7 @@ test('" A" after "Answer:" and "A" at the start of the assistant turn are differ
 });
 
 test('the Mistral SentencePiece vocabulary: labels verified in context; the count is what it is', async () => {
-  const tok = modelTokenizer(tinyModel('tiny-mistral'));
+  const tok = await modelTokenizer(tinyModel('tiny-mistral'));
   const set = await findLabels(tok, 'Which?\n\nAnswer:', letterCandidates, true);
   expect(set.texts.length).toBeGreaterThan(26);
   for (const [i, t] of set.texts.slice(0, 30).entries()) {
@@ -38,7 +38,7 @@ test('the Mistral SentencePiece vocabulary: labels verified in context; the coun
 });
 
 test('a rendered request: the state segment is shared and every question ends at the cue', async () => {
-  const tok = modelTokenizer(tinyModel('tiny-llama'));
+  const tok = await modelTokenizer(tinyModel('tiny-llama'));
   const r = await Renderer.create(tok, defaultProfile);
   const out = await r.render('Some state.', [
     { type: 'noul', instructions: 'Q1?', options: [{ key: 'true', description: 'yes side' }, { key: 'false', description: null }] },
@@ -60,7 +60,7 @@ test.each([
   ['tiny-olmo2', '<|endoftext|><|system|>\nYou answer', '\n<|assistant|>\nAnswer:'],
   ['tiny-smollm3', '<|begin_of_text|><|start_header_id|>system<|end_header_id|>', '<|start_header_id|>assistant<|end_header_id|>\n\nAnswer:'],
 ])('%s: its chat template frames the state and every question', async (name, start, end) => {
-  const r = await Renderer.create(modelTokenizer(tinyModel(name)), defaultProfile);
+  const r = await Renderer.create(await modelTokenizer(tinyModel(name)), defaultProfile);
   expect(r.letters.texts).toHaveLength(255);
   const out = await r.render('Some state.', [{ type: 'choice', instructions: 'Q?', options: [{ key: 'x', description: 'ex' }, { key: 'y', description: null }] }]);
   expect(out.prefixText.startsWith(start)).toBe(true);

@@ -86,7 +86,7 @@ test('instructions: object and array are sent as compact JSON; blank and absent 
 });
 
 test('noul criteria are used in the prompt', async () => {
-  const tok = modelTokenizer(tinyModel('tiny-qwen3'));
+  const tok = await modelTokenizer(tinyModel('tiny-qwen3'));
   const r = await debug.post('/v1/systemone', { state, questions: { q: questions.damaged } }, { 'x-service-debug': 'readout' });
   const prompt = await tok.decode(r.body.readout.q.prompt_token_ids);
   expect(prompt).toContain('at least one pallet damaged');
@@ -99,7 +99,7 @@ test('usage: input tokens are the rendered state plus each question, in the serv
   const r = await debug.post('/v1/systemone', { state, questions }, { 'x-service-debug': 'readout' });
   const readouts: { prompt_token_ids: number[]; state_token_count: number }[] = Object.values(r.body.readout);
   const shared = readouts[0].state_token_count;
-  const tok = modelTokenizer(tinyModel('tiny-qwen3'));
+  const tok = await modelTokenizer(tinyModel('tiny-qwen3'));
   // The state segment is the same in every prompt, holds the state, and re-tokenizes to itself.
   for (const q of readouts) expect(q.prompt_token_ids.slice(0, shared)).toEqual(readouts[0].prompt_token_ids.slice(0, shared));
   const prefix = await tok.decode(readouts[0].prompt_token_ids.slice(0, shared));

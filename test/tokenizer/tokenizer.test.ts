@@ -4,7 +4,7 @@ import { ModelTokenizer } from '../../src/tokenizer/tokenizer';
 import { tinyModel } from '../helpers/models';
 
 test('Qwen3: ChatML template renders (thinking off: an empty think block), and its special tokens encode as single ids', async () => {
-  const tok = ModelTokenizer.load(tinyModel('tiny-qwen3'));
+  const tok = await ModelTokenizer.load(tinyModel('tiny-qwen3'));
   expect(tok.hasChatTemplate).toBe(true);
   const text = tok.applyChatTemplate([{ role: 'user', content: 'Is it blue?' }]);
   expect(text).toBe('<|im_start|>user\nIs it blue?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n');
@@ -15,7 +15,7 @@ test('Qwen3: ChatML template renders (thinking off: an empty think block), and i
 });
 
 test('Llama 3: template adds the begin-of-text token once; encode adds none itself', async () => {
-  const tok = ModelTokenizer.load(tinyModel('tiny-llama'));
+  const tok = await ModelTokenizer.load(tinyModel('tiny-llama'));
   const text = tok.applyChatTemplate([{ role: 'user', content: 'Hello' }]);
   expect(text.startsWith('<|begin_of_text|>')).toBe(true);
   const ids = await tok.encode(text);
@@ -24,7 +24,7 @@ test('Llama 3: template adds the begin-of-text token once; encode adds none itse
 });
 
 test('Mistral (SentencePiece): no chat template; " A" after "Answer:" is the one token ▁A', async () => {
-  const tok = ModelTokenizer.load(tinyModel('tiny-mistral'));
+  const tok = await ModelTokenizer.load(tinyModel('tiny-mistral'));
   expect(tok.hasChatTemplate).toBe(false);
   expect(() => tok.applyChatTemplate([{ role: 'user', content: 'x' }])).toThrow(/no chat_template/);
   const ids = await tok.encode('Answer: A');
@@ -32,12 +32,12 @@ test('Mistral (SentencePiece): no chat template; " A" after "Answer:" is the one
   expect(tok.vocabSize()).toBe(32000);
 });
 
-test('a folder without tokenizer.json is reported by name', () => {
-  expect(() => ModelTokenizer.load('/nonexistent')).toThrow('/nonexistent/tokenizer.json: missing');
+test('a folder without tokenizer.json is reported by name', async () => {
+  await expect(ModelTokenizer.load('/nonexistent')).rejects.toThrow('/nonexistent/tokenizer.json: missing');
 });
 
 test('a text tokenized again comes from the encoding cache: the same ids, as a copy its caller may change', async () => {
-  const tok = ModelTokenizer.load(tinyModel('tiny-qwen3'));
+  const tok = await ModelTokenizer.load(tinyModel('tiny-qwen3'));
   const text = 'The shipment left Rotterdam on Tuesday. '.repeat(50);
   const first = await tok.encode(text);
   const again = await tok.encode(text);
@@ -45,11 +45,11 @@ test('a text tokenized again comes from the encoding cache: the same ids, as a c
   expect(again).not.toBe(first);
   again.fill(0);
   first.fill(0);
-  expect(await tok.encode(text)).toEqual(await ModelTokenizer.load(tinyModel('tiny-qwen3')).encode(text));
+  expect(await tok.encode(text)).toEqual(await (await ModelTokenizer.load(tinyModel('tiny-qwen3'))).encode(text));
 });
 
 test('salted texts are kept apart: one entry per salt and text, the same ids, and no text reaches another salt\'s entry', async () => {
-  const tok = ModelTokenizer.load(tinyModel('tiny-qwen3'));
+  const tok = await ModelTokenizer.load(tinyModel('tiny-qwen3'));
   const text = 'Invoice 42 for the Lyon depot. '.repeat(20);
   const plain = await tok.encode(text);
   expect(tok.encodingsKept).toBe(1);
@@ -58,7 +58,7 @@ test('salted texts are kept apart: one entry per salt and text, the same ids, an
   expect(await tok.encode(text, 'tenant-a')).toEqual(plain);
   expect(tok.encodingsKept).toBe(3);
   // An unsalted text spelling a salted entry's key, and a salt/text split moved by one character, are texts of their own.
-  const fresh = ModelTokenizer.load(tinyModel('tiny-qwen3'));
+  const fresh = await ModelTokenizer.load(tinyModel('tiny-qwen3'));
   expect(await tok.encode(`8 tenant-a${text}`)).toEqual(await fresh.encode(`8 tenant-a${text}`));
   expect(await tok.encode(`a${text}`, 'tenant-')).toEqual(await fresh.encode(`a${text}`));
   expect(tok.encodingsKept).toBe(5);

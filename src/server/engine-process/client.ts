@@ -3,10 +3,17 @@
  * notices its death (every pending call then fails with EngineDeadError).
  */
 import { ChildProcess, fork } from 'child_process';
+import { ResolvedBase } from '../../config/bases';
 import { siblingModule } from '../../common/sibling-module';
 import { ClientGoneError, EngineCall, EngineCallError, EngineDeadError, EngineLike, EngineReply } from '../../answering/engine-like';
 import { NativeEngineInfo } from '../../engine/native';
 import { CacheReport, HostArgs, HostMessage, MetricsReport } from './protocol';
+
+/** An engine process on its way: its base, and its client once the model is loaded (server/start-engines.ts). */
+export interface StartingEngine {
+  base: ResolvedBase;
+  client: Promise<EngineClient>;
+}
 
 export class EngineClient implements EngineLike {
   private nextId = 1;

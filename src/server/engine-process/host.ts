@@ -11,15 +11,24 @@
  */
 import { Engine } from '../../engine/engine';
 import { isEngineError, NativeCacheStats, NativeImage, NativeVisionCacheStats } from '../../engine/native';
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import { Family } from '../../common/prom-text';
-import { decodeImages, ImageDecodeError } from '../../images/decode';
 import { EngineCall, WireError } from '../../answering/engine-like';
 import { BoundaryCounters, HostArgs, HostMessage, MetricsReport, ServerMessage } from './protocol';
 
-/** This process's default metrics (CPU, memory, event loop, GC), relayed to the server's /metrics. */
-const processMetrics = new Registry();
-collectDefaultMetrics({ register: processMetrics });
+/**
+ * This process's default metrics (CPU, memory, event loop, GC), relayed to the server's /metrics. Like the image
+ * decoder (sharp), prom-client is loaded once the model is: before, it would delay the model's load, which is what
+ * start-up waits for (server/start-engines.ts).
+ */
+let processMetrics: Promise<Registry> | undefined;
+function collectProcessMetrics() {
+  processMetrics = import('prom-client').then(({ collectDefaultMetrics, Registry }) => {
+    const registry = new Registry();
+    collectDefaultMetrics({ register: registry });
+    return registry;
+  });
+}
 
 function toWire(e: unknown): WireError {
   if (isEngineError(e)) return { code: e.code, message: e.message, details: e.details ?? {} };
@@ -59,7 +68,7 @@ class CallScheduler {
 
   private async sendMetrics(id: number) {
     const report: MetricsReport = {
-      process: (await processMetrics.getMetricsAsJSON()) as unknown as Family[],
+      process: (await (await processMetrics!).getMetricsAsJSON()) as unknown as Family[],
       queued: this.queue.filter((j) => j.kind === 'answer').length,
       running: this.running?.kind === 'answer',
       ...this.lastStats,
@@ -78,6 +87,7 @@ class CallScheduler {
   /** An image engine decodes a call's images (in libuv's pool, beside the engine's work); the call queues once they are. */
   private async decodeThenQueue(id: number, call: EngineCall) {
     const started = performance.now();
+    const { decodeImages, ImageDecodeError } = await import('../../images/decode');
     try {
       if (!this.images) throw new Error('this engine has no image recipe: it is not an image engine');
       const images = await decodeImages(call.images!, this.images.budget, this.images.model, call.cacheSalt);
@@ -187,6 +197,8 @@ async function main() {
     process.exit(1);
   }
   send({ kind: 'ready', info: engine.info });
+  collectProcessMetrics();
+  if (args.images) void import('../../images/decode'); // loaded now rather than by the first image
   const scheduler = new CallScheduler(engine, args.batchTokens, args.images);
   process.on('message', (m: ServerMessage) => scheduler.receive(m));
   // The server going away ends the engine too.

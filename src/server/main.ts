@@ -1,9 +1,9 @@
 /**
- * `tqserve serve [flags]` (`npm start -- [flags]`): listen (answering 503 while loading), start the engine processes, then
+ * `tqserve serve [flags]` (`npm start -- [flags]`): listen (answering 503 while loading), start the engine processes,
  * load the rest of the server while they load their models (this file imports only what comes before the engines
- * start: the app and the tasks are loaded after, start-engines.ts says why), then serve; drain on SIGTERM/SIGINT (ops/drain.ts). Exit codes: 0 after --help or a drain, 2 for a
- * bad flag, 1 when start-up fails (bad base, busy port) or on a second signal, 70 after an engine
- * process died. Logs are JSON lines on stdout (ops/logger.ts).
+ * start; the app and the tasks are imported after: start-engines.ts says why), then serve; drain on SIGTERM/SIGINT
+ * (ops/drain.ts). Exit codes: 0 after --help or a drain, 2 for a bad flag, 1 when start-up fails (bad base, busy
+ * port) or on a second signal, 70 after an engine process died. Logs are JSON lines on stdout (ops/logger.ts).
  */
 import * as http from 'http';
 import { FlagError, Flags, helpText, parseFlags } from '../config/flags';

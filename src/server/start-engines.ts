@@ -51,17 +51,16 @@ export async function startEngines(flags: Flags, died: Died): Promise<StartingEn
   const head = flags['head-engine'] ? resolveBase(flags['head-engine'], flags['models-dir']) : undefined;
   const image = flags['image-model'] ? resolveBase(flags['image-model'], flags['models-dir']) : undefined;
   const load = engineLoad(flags, text);
-  const batchTokens = flags['batch-tokens'];
   const starting: Promise<EngineClient>[] = [];
-  const start = (base: ResolvedBase, role: EngineRole, extra: Partial<HostArgs> = {}): StartingEngine => {
-    const client = EngineClient.start({ load: { ...load, path: base.checkpoint }, batchTokens, ...extra }, died(role));
+  const start = (base: ResolvedBase, role: EngineRole, args: Omit<HostArgs, 'batchTokens'>): StartingEngine => {
+    const client = EngineClient.start({ ...args, batchTokens: flags['batch-tokens'] }, died(role));
     client.catch(() => undefined); // awaited by load-service.ts
     starting.push(client);
     return { base, client };
   };
   const engines: StartingEngines = {
-    text: start(text, 'text'),
-    head: head && start(head, 'head'),
+    text: start(text, 'text', { load }),
+    head: head && start(head, 'head', { load: { ...load, path: head.checkpoint } }),
     stopAll: () => starting.forEach((client) => client.then((c) => c.stop(), () => undefined)),
   };
   if (image) {

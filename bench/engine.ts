@@ -13,6 +13,8 @@
  * prebuilt CPU binary), prefills the same token ids on the same weights
  * (written as GGUF, BF16) in the same run; label probabilities of both are
  * compared so that the timing comparison is between equal computations.
+ * BENCH_LEVELS (e.g. "avx2") measures only the levels named, best first (default: every level this CPU runs; the
+ * portable level takes as long as all the others on a slow machine).
  */
 import * as fs from 'fs';
 import * as os from 'os';
@@ -140,8 +142,8 @@ async function main() {
   console.log(`# tqserve engine benchmark`);
   console.log(`model: bench-llama (${s.architecture}, hidden ${s.hiddenSize}, ${s.layers} layers, ${s.heads}/${s.kvHeads} heads, ` +
     `FFN ${s.intermediateSize}, vocab ${s.vocabSize}, random N(0, ${s.std}) weights stored ${s.storedDtype})`);
-  const levels = runnableIsaLevels();
-  console.log(`CPU: ${cpuModel()}; instruction set levels it runs: ${levels.join(', ')}\n`);
+  const levels = process.env.BENCH_LEVELS ? (process.env.BENCH_LEVELS.split(',') as IsaLevel[]) : runnableIsaLevels();
+  console.log(`CPU: ${cpuModel()}; instruction set levels it runs: ${runnableIsaLevels().join(', ')}; measured here: ${levels.join(', ')}\n`);
   await gemmTable(levels);
   console.log(`Prefill. state: ${tokens.length} tokens; ${THREADS} threads; median of ${RUNS} runs after one warm-up\n`);
   console.log('| dtype | kernels | prefill ms | tokens/s | same matmuls alone, ms | matmul GFLOP/s (engine / alone) | share of matmul limit | GEMM 512x896x4864 GFLOP/s |');

@@ -61,14 +61,10 @@ export class ModelTokenizer {
     const file = path.join(folder, 'tokenizer.json');
     if (!fs.existsSync(file)) throw new Error(`${file}: missing (the checkpoint folder needs its tokenizer.json)`);
     const bound = boundOf(file);
+    bound.catch(() => undefined); // awaited below, unless the tokenizer's own load fails first (its error is the one to tell)
     const cfgFile = path.join(folder, 'tokenizer_config.json');
     const config: TokenizerConfig = fs.existsSync(cfgFile) ? JSON.parse(fs.readFileSync(cfgFile, 'utf8')) : {};
-    let tokenizer: Tokenizer;
-    try {
-      tokenizer = Tokenizer.fromFile(file);
-    } finally {
-      bound.catch(() => undefined); // an unreadable file's error is the tokenizer's
-    }
+    const tokenizer = Tokenizer.fromFile(file);
     return new ModelTokenizer(tokenizer, config, folder, await bound);
   }
 

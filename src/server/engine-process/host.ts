@@ -30,6 +30,10 @@ function collectProcessMetrics() {
   });
 }
 
+/** The image decoder (sharp), loaded once: at ready for an image engine, never for a text one. */
+let decoder: Promise<typeof import('../../images/decode')> | undefined;
+const imageDecoder = () => (decoder ??= import('../../images/decode'));
+
 function toWire(e: unknown): WireError {
   if (isEngineError(e)) return { code: e.code, message: e.message, details: e.details ?? {} };
   return { code: 'INTERNAL', message: e instanceof Error ? e.message : String(e), details: {} };
@@ -87,7 +91,7 @@ class CallScheduler {
   /** An image engine decodes a call's images (in libuv's pool, beside the engine's work); the call queues once they are. */
   private async decodeThenQueue(id: number, call: EngineCall) {
     const started = performance.now();
-    const { decodeImages, ImageDecodeError } = await import('../../images/decode');
+    const { decodeImages, ImageDecodeError } = await imageDecoder();
     try {
       if (!this.images) throw new Error('this engine has no image recipe: it is not an image engine');
       const images = await decodeImages(call.images!, this.images.budget, this.images.model, call.cacheSalt);
@@ -198,7 +202,7 @@ async function main() {
   }
   send({ kind: 'ready', info: engine.info });
   collectProcessMetrics();
-  if (args.images) void import('../../images/decode'); // loaded now rather than by the first image
+  if (args.images) void imageDecoder(); // now rather than by the first image
   const scheduler = new CallScheduler(engine, args.batchTokens, args.images);
   process.on('message', (m: ServerMessage) => scheduler.receive(m));
   // The server going away ends the engine too.

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
 from ref_families import FamilyModel  # noqa: E402
 from ref_model import RefModel  # noqa: E402
 from tiny import TINY  # noqa: E402
-from tq_cli import cli  # noqa: E402 (fp8.py and families.py take it from here too)
+from tq_cli import cli, write_results  # noqa: E402 (fp8.py and families.py take them from here too)
 
 STATE_TOKENS, QUESTIONS, QUESTION_TOKENS, LABELS = 1000, 16, 24, 8
 
@@ -47,15 +47,17 @@ def softmax(x):
     return [v / sum(e) for v in e]
 
 
-def per_model(names, run):
-    """run(name) for each model name, printed as it comes; one failing must not hide the others' figures."""
-    out = {}
+def per_model(names, run, done=lambda: None, out=None):
+    """run(name) for each model name into out, printed as it comes, done() after each (the scripts write their results
+    there: a kill keeps the models finished); one failing must not hide the others' figures."""
+    out = {} if out is None else out
     for name in names:
         try:
             out[name] = run(name)
         except Exception as e:
             out[name] = {"error": repr(e)}
         print(name, json.dumps(out[name]), flush=True)
+        done()
     return out
 
 
@@ -124,11 +126,12 @@ def invariance(args, folder, request, vocab, dtype, extra=()):
 def timed(fn, runs):
     fn()  # warm-up
     times = []
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     for _ in range(runs):
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         fn()
-        torch.cuda.synchronize()
+        sync()
         times.append((time.perf_counter() - t0) * 1000)
     return statistics.median(times)
 
@@ -244,21 +247,27 @@ FAST_PATHS = {
 }
 
 
-def benchmark(args):
-    folder = os.path.join(args.models, "bench-qwen3")
+def benchmark(args, done=lambda r: None):
+    """The benchmark on --bench-model; done(partial result) after each path, so a kill keeps the paths measured."""
+    folder = os.path.join(args.models, args.bench_model)
     config = json.load(open(os.path.join(folder, "config.json")))
     state, questions, labels, many = workloads(config["vocab_size"], args.states)
-    rate = matmul_rate()
-    mine = ours(args, folder, state, questions, labels, many, args.runs)
+    r = {"model": f"{args.bench_model}" + (" (Qwen3-0.6B shape, random weights, bf16)" if args.bench_model == "bench-qwen3" else "")}
+    r["tqserve"] = ours(args, folder, state, questions, labels, many, args.runs)
+    done(r)
     # The fused forward (issue 43) beside the ATen one, in the same run; and the whole fast path: the fused forward,
     # attention as a cascade on FlashAttention-2, small steps through CUDA graphs.
-    other = {}
     for key, flags in FAST_PATHS.items():
         try:
-            other[key] = ours(args, folder, state, questions, labels, many, args.runs, flags)
+            r[key] = ours(args, folder, state, questions, labels, many, args.runs, flags)
         except Exception as e:
-            other[key] = {"error": repr(e)}
-    peer = transformers_peer(folder, state, questions, labels, many, args.runs)
+            r[key] = {"error": repr(e)}
+        done(r)
+    if args.no_peer:
+        return r
+    r["matmul_tflops"] = rate = matmul_rate()
+    mine, peer = r["tqserve"], transformers_peer(folder, state, questions, labels, many, args.runs)
+    r["transformers"] = peer
     # Weights a token's forward multiplies by (embeddings are looked up, lm_head is read at one row per label).
     h, layers = config["hidden_size"], config["num_hidden_layers"]
     q_dim, kv_dim = config["num_attention_heads"] * config["head_dim"], config["num_key_value_heads"] * config["head_dim"]
@@ -270,26 +279,24 @@ def benchmark(args):
         "warm_question": peer["warm_question_ms"] / mine["warm_question_ms"],
         "throughput": best / peer["throughput_tokens_per_s"],
     }
-    return {
-        "model": "bench-qwen3 (Qwen3-0.6B shape, random weights, bf16)",
-        "matmul_tflops": rate,
-        "tqserve": mine,
-        **other,
-        "transformers": peer,
+    r.update({
         "ratios": ratios,
         "throughput_share_of_matmul_rate": best * per_token / (rate * 1e12),
         # Equal computations: the two engines' label probabilities on the same 1,000 tokens.
         "max_abs_probability_diff_vs_transformers": max_diff(softmax(mine["label_logits_cold"]), softmax(peer["label_logits_cold"])),
         "goals": {"cold_prefill_3x": ratios["cold_prefill"] >= 3, "state_16_questions_5x": ratios["state_16_questions"] >= 5,
                   "throughput_40pct": best * per_token / (rate * 1e12) >= 0.4, "readout_1pct": mine["readout_share"] <= 0.01},
-    }
+    })
+    return r
 
 
 def markdown(results):
-    lines = [f"# GPU check: {results['device']}", "", f"torch {torch.__version__}, CUDA {torch.version.cuda}", "", "## Parity and invariance", "",
-             "| model | fp32 vs float64 (max abs logit) | bf16 vs float64 | GPU vs CPU probability fp32 / bf16 | invariance fp32: batch / cache / block | bf16: batch / cache / block |",
-             "|---|---|---|---|---|---|"]
-    for name, p in results["parity"].items():
+    lines = [f"# GPU check: {results['device']}", "", f"torch {torch.__version__}, CUDA {torch.version.cuda}", ""]
+    if results.get("parity"):
+        lines += ["## Parity and invariance", "",
+                  "| model | fp32 vs float64 (max abs logit) | bf16 vs float64 | GPU vs CPU probability fp32 / bf16 | invariance fp32: batch / cache / block | bf16: batch / cache / block |",
+                  "|---|---|---|---|---|---|"]
+    for name, p in results.get("parity", {}).items():
         if "error" in p:
             lines.append(f"| {name} | error: {p['error']} | | | | |")
             continue
@@ -298,38 +305,57 @@ def markdown(results):
         lines.append(f"| {name} | {f['gpu_vs_float64_max_abs_logit']:.2e} ({'pass' if f['passed'] else 'FAIL'}) | {b['gpu_vs_float64_max_abs_logit']:.2e} "
                      f"| {f['gpu_vs_cpu_max_abs_probability']:.1e} / {b['gpu_vs_cpu_max_abs_probability']:.1e} | {inv(f)} | {inv(b)} |")
     bm = results.get("benchmark")
-    if bm and "error" not in bm:
-        t, p, r = bm["tqserve"], bm["transformers"], bm["ratios"]
-        # A fast path's column: its figure and its ratio to transformers, or its error.
-        def fcol(path, key):
-            fu = bm.get(path, {"error": "not run"})
-            return f"error: {fu['error'][:80]}" if "error" in fu else f"{fu[key]:.2f} ms ({p[key] / fu[key]:.2f}x)"
-
-        def fthr(path):
-            fu = bm.get(path, {"error": "not run"})
-            return "error" if "error" in fu else f"{max(v['tokens_per_s'] for v in fu['throughput'].values()):,.0f} tok/s"
-
-        row = lambda title, key, ratio: (f"| {title} | {t[key]:.2f} ms | " + " | ".join(fcol(f, key) for f in FAST_PATHS)  # noqa: E731
-                                         + f" | {p[key]:.2f} ms | {r[ratio]:.2f}x |")
-        lines += ["", f"## Benchmark: {bm['model']}", "", f"bf16 matmul rate measured: {bm['matmul_tflops']:.0f} TFLOP/s", "",
-                  "fused: `--kernels fused`; fast: `--kernels fused --attention cascade --cuda-graphs on`.", "",
-                  "| workload | tqserve (aten) | tqserve fused (ratio) | tqserve fast (ratio) | transformers (bf16, SDPA, KV reuse) | ratio (aten) |",
-                  "|---|---|---|---|---|---|",
-                  row("1,000-token cold prefill to label logits", "cold_prefill_ms", "cold_prefill"),
-                  row("1,000-token state + 16 questions", "state_16_questions_ms", "state_16_questions"),
-                  row("one warm question", "warm_question_ms", "warm_question"),
-                  f"| throughput, {results['states']} states x 1,001 tokens | {max(v['tokens_per_s'] for v in t['throughput'].values()):,.0f} tok/s "
-                  f"| {fthr('tqserve_fused')} | {fthr('tqserve_fast')} | {p['throughput_tokens_per_s']:,.0f} tok/s | {r['throughput']:.2f}x |",
-                  f"| GPU memory taken (peak pool, without the CUDA context) | {t['memory_bytes'] / 2**30:.2f} GiB, of which KV cache "
-                  f"{t['info']['kvCacheBytes'] / 2**30:.2f} GiB (allocated whole at start) | | | {p['memory_bytes'] / 2**30:.2f} GiB | |",
-                  "", f"Label probabilities of the cold prefill, tqserve vs transformers: max abs diff {bm['max_abs_probability_diff_vs_transformers']:.1e}.",
-                  "", f"Throughput share of the matmul rate: {100 * bm['throughput_share_of_matmul_rate']:.1f}%; readout share of engine time "
-                  f"(state + 16 questions): {100 * t['readout_share']:.2f}%.", "",
-                  "tqserve throughput by step size: " + ", ".join(f"{k}: {v['tokens_per_s']:,.0f} tok/s" for k, v in t["throughput"].items()),
-                  "", "Goals: " + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in bm["goals"].items())]
-    elif bm:
-        lines += ["", f"## Benchmark: error: {bm['error']}"]
+    if bm and "tqserve" in bm:
+        lines += benchmark_markdown(bm, results["states"])
+    if bm and "error" in bm:
+        lines += ["", f"Benchmark error: {bm['error']}"]
     return "\n".join(lines) + "\n"
+
+
+def benchmark_markdown(bm, states):
+    """The benchmark's table: a column per path measured so far (ATen, fused, fast, transformers), ratios to transformers
+    where it ran."""
+    paths = [k for k in ["tqserve", *FAST_PATHS, "transformers"] if k in bm]
+    peer = bm.get("transformers")
+
+    def cell(path, key):
+        r = bm[path]
+        if "error" in r:
+            return f"error: {r['error'][:80]}"
+        ratio = f" ({peer[key] / r[key]:.2f}x)" if peer and path != "transformers" else ""
+        return f"{r[key]:.2f} ms{ratio}"
+
+    def throughput(path):
+        r = bm[path]
+        if "error" in r:
+            return "error"
+        best = r["throughput_tokens_per_s"] if path == "transformers" else max(v["tokens_per_s"] for v in r["throughput"].values())
+        return f"{best:,.0f} tok/s"
+
+    row = lambda title, key: f"| {title} | " + " | ".join(cell(p, key) for p in paths) + " |"  # noqa: E731
+    lines = ["", f"## Benchmark: {bm['model']}", ""]
+    if "matmul_tflops" in bm:
+        lines += [f"bf16 matmul rate measured: {bm['matmul_tflops']:.0f} TFLOP/s", ""]
+    lines += ["aten: `--kernels aten`; fused: `--kernels fused`; fast: `--kernels fused --attention cascade --cuda-graphs on`; "
+              "transformers: bf16, SDPA, KV reuse. (ratio): transformers' time over the path's.", "",
+              "| workload | " + " | ".join({"tqserve": "tqserve aten", "tqserve_fused": "tqserve fused", "tqserve_fast": "tqserve fast"}.get(p, p) for p in paths) + " |",
+              "|---|" + "---|" * len(paths),
+              row("1,000-token cold prefill to label logits", "cold_prefill_ms"),
+              row("1,000-token state + 16 questions", "state_16_questions_ms"),
+              row("one warm question", "warm_question_ms"),
+              f"| throughput, {states} states x 1,001 tokens | " + " | ".join(throughput(p) for p in paths) + " |"]
+    t = bm["tqserve"]
+    if "error" not in t:
+        lines += ["", f"GPU memory taken by tqserve (peak pool, without the CUDA context): {t['memory_bytes'] / 2**30:.2f} GiB, of which KV cache "
+                  f"{t['info'].get('kvCacheBytes', 0) / 2**30:.2f} GiB (allocated whole at start)" +
+                  (f"; transformers {peer['memory_bytes'] / 2**30:.2f} GiB." if peer else "."),
+                  f"Readout share of engine time (state + 16 questions): {100 * t['readout_share']:.2f}%.",
+                  "tqserve throughput by step size: " + ", ".join(f"{k}: {v['tokens_per_s']:,.0f} tok/s" for k, v in t["throughput"].items())]
+    if "ratios" in bm:
+        lines += ["", f"Label probabilities of the cold prefill, tqserve vs transformers: max abs diff {bm['max_abs_probability_diff_vs_transformers']:.1e}.",
+                  f"Throughput share of the matmul rate: {100 * bm['throughput_share_of_matmul_rate']:.1f}%.",
+                  "Goals: " + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in bm["goals"].items())]
+    return lines
 
 
 def arguments():
@@ -342,6 +368,7 @@ def arguments():
     parser.add_argument("--states", type=int, default=32)
     # cpu: a dry run of what can run without a GPU.
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--only", help="these tiny models (comma-separated; default: every tiny family)")
     return parser
 
 
@@ -349,29 +376,30 @@ def device_name(args):
     return torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu (dry run)"
 
 
-def write_results(out, stem, results, md):
-    """OUT/stem.json and OUT/stem.md, and the markdown printed."""
-    with open(os.path.join(out, f"{stem}.json"), "w") as f:
-        json.dump(results, f, indent=2)
-    with open(os.path.join(out, f"{stem}.md"), "w") as f:
-        f.write(md)
-    print(md)
-
-
 def main():
     parser = arguments()
-    # A dry run of the parity and invariance part where there is no GPU: --device cpu --skip-benchmark.
-    parser.add_argument("--skip-benchmark", action="store_true")
+    parser.add_argument("--parts", default="parity,benchmark", help="parity, benchmark or both (the window runs them as separate steps)")
+    parser.add_argument("--bench-model", default="bench-qwen3")
+    parser.add_argument("--no-peer", action="store_true", help="the benchmark without transformers (where it or CUDA is absent)")
+    parser.add_argument("--stem", default="results", help="OUT/STEM.json and OUT/STEM.md")
     args = parser.parse_args()
     torch.set_num_threads(4)
-    results = {"device": device_name(args), "states": args.states, "parity": {}}
-    results["parity"] = per_model(TINY, lambda name: parity(args, name))
-    if not args.skip_benchmark:
+    results = {"device": device_name(args), "states": args.states}
+    save = lambda: write_results(args.out, args.stem, results, markdown(results))  # noqa: E731
+    parts = args.parts.split(",")
+    if "parity" in parts:
+        results["parity"] = {}
+        per_model(args.only.split(",") if args.only else TINY, lambda name: parity(args, name), save, results["parity"])
+    if "benchmark" in parts:
+        def partial(r):
+            results["benchmark"] = r
+            save()
         try:
-            results["benchmark"] = benchmark(args)
+            results["benchmark"] = benchmark(args, partial)
         except Exception as e:
-            results["benchmark"] = {"error": repr(e)}
-    write_results(args.out, "results", results, markdown(results))
+            results["benchmark"] = {**results.get("benchmark", {}), "error": repr(e)}
+    save()
+    print(markdown(results))
 
 
 if __name__ == "__main__":

@@ -18,11 +18,12 @@ import json
 import os
 import random
 import sys
+import tempfile
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check import cli, ids, logits_of, max_diff, per_model  # noqa: E402
+from check import cli, ids, logits_of, max_diff, per_model, write_results  # noqa: E402
 
 FAMILIES = ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-olmo2", "tiny-smollm3",
             "tiny-qwen2-vl", "tiny-qwen2.5-vl"]
@@ -64,7 +65,7 @@ def image_case(args, folder, config):
     start, pad, end = config["vision_start_token_id"], config["image_token_id"], config["vision_end_token_id"]
     rng = random.Random(os.path.basename(folder))
     rgb = np.random.default_rng(7).integers(0, 256, (56, 84, 3), dtype=np.uint8)
-    rgb_file = os.path.join(args.out, os.path.basename(folder) + ".rgb")
+    rgb_file = os.path.join(args.scratch, os.path.basename(folder) + ".rgb")  # not --out: the window packs that folder whole
     rgb.tofile(rgb_file)
     text = [rng.randrange(1000, 150000) for _ in range(9)]
     state, question = text[:3] + [start, pad, end] + text[3:6], text[6:]
@@ -105,13 +106,20 @@ def main():
     parser.add_argument("--models", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--devices", default="cpu,cuda")
+    parser.add_argument("--only", help="these families (comma-separated; default: all)")
     args = parser.parse_args()
     import transformers as tf
 
-    results = {"transformers": tf.__version__, "torch": torch.__version__, "bound": BOUND,
-               "families": per_model(FAMILIES, lambda name: check(args, name))}
-    with open(os.path.join(args.out, "families.json"), "w") as f:
-        json.dump(results, f, indent=2)
+    args.scratch = tempfile.mkdtemp()
+    results = {"transformers": tf.__version__, "torch": torch.__version__, "bound": BOUND, "families": {}}
+    save = lambda: write_results(args.out, "families", results, markdown(args, results))  # noqa: E731
+    per_model(args.only.split(",") if args.only else FAMILIES, lambda name: check(args, name), save, results["families"])
+    print(markdown(args, results))
+
+
+def markdown(args, results):
+    import transformers as tf
+
     devices = args.devices.split(",")
     lines = [f"# Engine against transformers {tf.__version__} (fp32 label logits, max |Δ|, bound {BOUND:g})", "",
              "| model | " + " | ".join(devices) + " | passed |", "|---|" + "---|" * (len(devices) + 1)]
@@ -120,9 +128,7 @@ def main():
             lines.append(f"| {name} | error: {r['error']} |")
         else:
             lines.append(f"| {name} | " + " | ".join(f"{r[d]:.1e}" for d in devices) + f" | {'yes' if r['passed'] else 'NO'} |")
-    with open(os.path.join(args.out, "families.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

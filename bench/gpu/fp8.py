@@ -98,13 +98,15 @@ def markdown(results):
 
 def main():
     args = arguments().parse_args()
-    results = {"device": device_name(args), "states": args.states}
-    results["fidelity"] = per_model(TINY, lambda name: fidelity(args, name))
+    results = {"device": device_name(args), "states": args.states, "fidelity": {}}
+    save = lambda: write_results(args.out, "fp8", results, markdown(results))  # noqa: E731
+    per_model(args.only.split(",") if args.only else TINY, lambda name: fidelity(args, name), save, results["fidelity"])
     try:
         results["speed"] = speed(args)
     except Exception as e:
         results["speed"] = {"error": repr(e)}
-    write_results(args.out, "fp8", results, markdown(results))
+    save()
+    print(markdown(results))
 
 
 if __name__ == "__main__":

@@ -8,24 +8,24 @@ Last, CUDA graphs: the same calls (a state asked twice, then its questions in an
 that replays the second's graph with other inputs; three short calls likewise) with `--cuda-graphs on`
 against `off`, on the fused forward: label logits within the bound, and how many steps replayed a graph.
 
-    python3 bench/gpu/selfcheck.py --cli build-gpu/tq_cli --models build-gpu/models --out OUT [--device cuda]
+    python3 bench/gpu/selfcheck.py --cli build/tq_cli --models build/models --out OUT [--device cuda] [--only A,B] [--stem NAME]
 
-Writes OUT/selfcheck.json and OUT/selfcheck.md. Runs without a GPU too (--device cpu), as CI runs its core."""
+Writes OUT/selfcheck.json and OUT/selfcheck.md (--stem: another name) after every model, so a kill keeps the
+models done. Runs without a GPU too (--device cpu), as CI runs it (bench/gpu/window.py's CPU form)."""
 import argparse
 import json
 import os
 import random
-import subprocess
 
 from tiny import TINY
-from tq_cli import cli
+from tq_cli import cli, run_cli, write_results
 
 
 def run(args, *extra):
-    done = subprocess.run([args.cli, "selfcheck", *extra], capture_output=True, text=True)
-    if done.returncode != 0:
-        return {"error": done.stderr.strip()[-2000:]}
-    return json.loads(done.stdout)
+    try:
+        return run_cli(args, "selfcheck", extra)
+    except RuntimeError as e:
+        return {"error": str(e)}
 
 
 def graphs(args, folder, dtype):
@@ -55,9 +55,11 @@ def main():
     parser.add_argument("--models", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--only", help="these models (comma-separated; default: every tiny family)")
+    parser.add_argument("--stem", default="selfcheck")
     args = parser.parse_args()
     results = {}
-    for name in TINY:
+    for name in args.only.split(",") if args.only else TINY:
         folder = os.path.join(args.models, name)
         for dtype in ["fp32", "bf16"]:
             key = f"{name} {dtype}"
@@ -73,6 +75,11 @@ def main():
                 r["graphs"] = graphs(args, folder, dtype)
             results[key] = r
             print(key, "error" if "error" in r else (r["firstBeyondBound"] or {}).get("name", "all within bound"), flush=True)
+            write_results(args.out, args.stem, results, markdown(args, results))
+    print(markdown(args, results))
+
+
+def markdown(args, results):
     lines = ["# Self-check: the fused forward against the ATen forward, layer by layer", "",
              f"Device: {args.device}. Bound: the largest difference relative to the tensor's scale (fp32 1e-4, bf16 5e-2).", "",
              "CUDA graphs: label logits with `--cuda-graphs on` against `off` (fused forward), and the steps that replayed a graph.", "",
@@ -86,11 +93,7 @@ def main():
         g = r.get("graphs", {"error": "not run"})
         graph = f"error: {g['error'][:200]}" if "error" in g else f"{g['labelLogitsMaxDiff']:.2e}, {g['graphReplays']}"
         lines.append(f"| {key} | {r['tensorsCompared']} | {where} | {r['labelLogitsMaxDiff']:.2e} | {graph} |")
-    with open(os.path.join(args.out, "selfcheck.json"), "w") as f:
-        json.dump(results, f, indent=2)
-    with open(os.path.join(args.out, "selfcheck.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -1,16 +1,18 @@
 // The server's benchmark on the GPU machine (issue 26), run by bench/gpu/serve.sh: plain Node, no
-// packages. Waits for the server (its URL from the log), then over HTTP on the same machine:
+// packages. Waits for the server (its URL from the log; --server-pid: a server that died is noticed at
+// once, and TQ_LOAD_READY_S, 120, bounds the wait), then over HTTP on the same machine:
 //   cold:  one question about a new ~1,000-token state, one request at a time;
 //   warm:  the first state again (its prefix cached);
-//   load:  TQ_LOAD_CLIENTS (64) clients for TQ_LOAD_SECONDS (60 s), each request one question about a
+//   load:  TQ_LOAD_CLIENTS (64) clients for TQ_LOAD_SECONDS (20 s), each request one question about a
 //          state from a pool: every other request a warm one (8 states asked before), the others new;
-//          requests/s, prompt tokens/s (the server's /metrics counter), latencies;
+//          requests/s, prompt tokens/s (the server's /metrics counter), latencies.
+// OUT/serve.json and serve.md are written there, and the server stopped (its GPU memory freed); then
 //   engine alone: the same kind of work through tq_cli (the engine's ceiling in the same run): the
 //          load phase's requests, by their token ids, in calls of as many requests as the server
-//          merged on average.
-// Writes OUT/serve.json and OUT/serve.md.
+//          merged on average; serve.json and serve.md written again with it.
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 
 const arg = (name, fallback) => {
@@ -20,16 +22,28 @@ const arg = (name, fallback) => {
 const out = arg('out');
 const workload = JSON.parse(fs.readFileSync(arg('workload'), 'utf8'));
 const clients = Number(process.env.TQ_LOAD_CLIENTS ?? 64);
-const seconds = Number(process.env.TQ_LOAD_SECONDS ?? 60);
+const seconds = Number(process.env.TQ_LOAD_SECONDS ?? 20);
+const readyS = Number(process.env.TQ_LOAD_READY_S ?? 120);
+const serverPid = Number(arg('server-pid', 0));
 const runs = Number(process.env.TQ_LOAD_RUNS ?? 20);
 
 const quantile = (xs, q) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
 const summary = (xs) => ({ n: xs.length, p50: quantile(xs, 0.5), p99: quantile(xs, 0.99) });
 const stages = (header) => Object.fromEntries((header ?? '').split(';').filter(Boolean).map((s) => s.split('=')).map(([k, v]) => [k, Number(v)]));
 
-async function serverUrl(log, timeoutMs = 600_000) {
+const alive = (pid) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+async function serverUrl(log, timeoutMs = readyS * 1000) {
   const t0 = Date.now();
   for (;;) {
+    if (serverPid && !alive(serverPid)) throw new Error(`the server (pid ${serverPid}) exited before it was ready; its log: ${log}`);
     const m = /listening at (http:\/\/[^;" ]+)/.exec(fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '');
     if (m) {
       const ready = await fetch(`${m[1]}/ready`).then((r) => r.status === 200, () => false);
@@ -46,6 +60,7 @@ const ask = async (state, debug = false) => {
   const res = await fetch(`${url}/v1/systemone`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(debug ? { 'x-service-debug': 'readout' } : {}) },
+    signal: AbortSignal.timeout(60_000),  // a server that hangs fails the step, it does not hold it
     body: JSON.stringify({ state, questions: { q: workload.question } }),
   });
   const body = await res.json();
@@ -97,8 +112,47 @@ const promptTokens = (await metric('tqserve_prompt_tokens_total')) - tokens0;
 const merged = ((await metric('tqserve_batch_size_sum')) - batch0[0]) / Math.max(1, (await metric('tqserve_batch_size_count')) - batch0[1]);
 const health = await (await fetch(`${url}/health`)).json();
 
-// The engine alone: the load's requests in order, in calls of the server's mean merged batch.
+const result = {
+  device: arg('device'),
+  readyMs,
+  cold: { ...summary(cold), engineP50: quantile(coldEngine, 0.5) },
+  warm: { ...summary(warm), engineP50: quantile(warmEngine, 0.5) },
+  load: { clients, seconds: elapsed, requests: latencies.length, requestsPerSecond: latencies.length / elapsed, promptTokensPerSecond: promptTokens / elapsed, meanMergedBatch: merged, ...summary(latencies) },
+  health: { device: health.base?.device, memory: health.base?.memory ?? health.memory },
+};
+const f = (x) => x.toFixed(1);
+function write() {
+  fs.writeFileSync(path.join(out, 'serve.json'), JSON.stringify(result, null, 2));
+  const md = [
+    `# tqserve over HTTP, --device ${result.device}`,
+    '',
+    `ready after ${(readyMs / 1000).toFixed(1)} s (from the first look at its log)`,
+    '',
+    '| scenario | p50 (ms) | p99 (ms) | engine p50 (ms) |',
+    '|---|---|---|---|',
+    `| one question, new ~1,000-token state (${runs} runs) | ${f(result.cold.p50)} | ${f(result.cold.p99)} | ${f(result.cold.engineP50)} |`,
+    `| the same state again, warm (${runs} runs) | ${f(result.warm.p50)} | ${f(result.warm.p99)} | ${f(result.warm.engineP50)} |`,
+    `| ${clients} clients x ${f(result.load.seconds)} s, half warm | ${f(result.load.p50)} | ${f(result.load.p99)} | |`,
+    '',
+    `Load: ${f(result.load.requestsPerSecond)} requests/s, ${Math.round(result.load.promptTokensPerSecond)} prompt tokens/s (mean merged batch ${f(merged)})` +
+      (result.engineAlone
+        ? `; the same requests through tq_cli alone: ${Math.round(result.engineAlone.promptTokensPerSecond)} prompt tokens/s; ` +
+          `the server delivers ${(100 * result.load.shareOfEngineAlone).toFixed(0)}% of it.`
+        : '; the engine-alone replay has not run (yet).'),
+    '',
+  ];
+  fs.writeFileSync(path.join(out, 'serve.md'), md.join('\n'));
+  return md;
+}
+write();  // before the replay: a kill there keeps the server's figures
+
+// Every state's token ids, then the server stopped: the replay's tq_cli gets the memory it held.
 for (const state of new Set(loadStates)) if (!tokens.has(state)) tokens.set(state, (await ask(state, true)).readout);
+if (serverPid) {
+  process.kill(serverPid, 'SIGTERM');
+  for (let i = 0; i < 300 && alive(serverPid); i++) await new Promise((r) => setTimeout(r, 100));
+}
+// The engine alone: the load's requests in order, in calls of the server's mean merged batch.
 const perCall = Math.max(1, Math.round(merged));
 const calls = [];
 for (let i = 0; i < loadStates.length; i += perCall)
@@ -106,40 +160,13 @@ for (let i = 0; i < loadStates.length; i += perCall)
     const r = tokens.get(s);
     return { state: r.prompt_token_ids.slice(0, r.state_token_count), questions: [{ tokens: r.prompt_token_ids.slice(r.state_token_count), labelIds: r.label_token_ids }] };
   }));
-const callsFile = path.join(out, 'engine-calls.json');
+const callsFile = path.join(os.tmpdir(), `tq-engine-calls-${process.pid}.json`);
 fs.writeFileSync(callsFile, JSON.stringify({ calls }));
 const cli = JSON.parse(execFileSync(arg('cli'), ['answer', '--model', arg('model'), '--calls', callsFile, '--dtype', 'bf16', '--device', arg('device')], { encoding: 'utf8', maxBuffer: 1 << 30 }));
 const engineMs = cli.wallMs.flat().reduce((a, b) => a + b, 0);
 const engineTokens = calls.flat().reduce((n, r) => n + r.state.length + r.questions[0].tokens.length, 0);
 fs.rmSync(callsFile);
 
-const result = {
-  device: arg('device'),
-  readyMs,
-  cold: { ...summary(cold), engineP50: quantile(coldEngine, 0.5) },
-  warm: { ...summary(warm), engineP50: quantile(warmEngine, 0.5) },
-  load: { clients, seconds: elapsed, requests: latencies.length, requestsPerSecond: latencies.length / elapsed, promptTokensPerSecond: promptTokens / elapsed, meanMergedBatch: merged, ...summary(latencies) },
-  engineAlone: { requests: loadStates.length, calls: calls.length, seconds: engineMs / 1000, promptTokensPerSecond: engineTokens / (engineMs / 1000) },
-  health: { device: health.base?.device, memory: health.base?.memory ?? health.memory },
-};
+result.engineAlone = { requests: loadStates.length, calls: calls.length, seconds: engineMs / 1000, promptTokensPerSecond: engineTokens / (engineMs / 1000) };
 result.load.shareOfEngineAlone = result.load.promptTokensPerSecond / result.engineAlone.promptTokensPerSecond;
-fs.writeFileSync(path.join(out, 'serve.json'), JSON.stringify(result, null, 2));
-const f = (x) => x.toFixed(1);
-const md = [
-  `# tqserve over HTTP, --device ${result.device}`,
-  '',
-  `ready after ${(readyMs / 1000).toFixed(1)} s (from the first look at its log)`,
-  '',
-  '| scenario | p50 (ms) | p99 (ms) | engine p50 (ms) |',
-  '|---|---|---|---|',
-  `| one question, new ~1,000-token state (${runs} runs) | ${f(result.cold.p50)} | ${f(result.cold.p99)} | ${f(result.cold.engineP50)} |`,
-  `| the same state again, warm (${runs} runs) | ${f(result.warm.p50)} | ${f(result.warm.p99)} | ${f(result.warm.engineP50)} |`,
-  `| ${clients} clients x ${f(result.load.seconds)} s, half warm | ${f(result.load.p50)} | ${f(result.load.p99)} | |`,
-  '',
-  `Load: ${f(result.load.requestsPerSecond)} requests/s, ${Math.round(result.load.promptTokensPerSecond)} prompt tokens/s (mean merged batch ${f(merged)}); ` +
-    `the same requests through tq_cli alone: ${Math.round(result.engineAlone.promptTokensPerSecond)} prompt tokens/s; ` +
-    `the server delivers ${(100 * result.load.shareOfEngineAlone).toFixed(0)}% of it.`,
-  '',
-];
-fs.writeFileSync(path.join(out, 'serve.md'), md.join('\n'));
-console.log(md.join('\n'));
+console.log(write().join('\n'));

@@ -1,0 +1,358 @@
+"""The GPU window in one command (issue 53; docs/gpu.md, "The window"), run by bench/gpu/run.sh:
+
+    bash bench/gpu/run.sh OUT [--device auto|cuda|cpu] [--budget SECONDS] [--models DIR] [--build DIR]
+
+A GPU is lent for 15 minutes in all, machine start included, at most 10 minutes a command, and of a run
+only the output's last 12,000 characters and 8 files of OUT come back. So this runs the steps in order of
+what we most need to know, each guarded (a failure is recorded, never the end of the run) and
+time-limited (its own cap, and never past the budget: 520 s by default, which leaves the 600-second
+limit room to pack), and after each step packs everything written so far into OUT/gpu.tgz (written
+under another name, then moved: a kill at any moment leaves the last whole tarball) and prints the
+step's summary. OUT holds gpu.tgz and summary.md, nothing else.
+
+  0 preflight  versions, FlashAttention-2's schema, one varlen FA2 and one memory-efficient call with
+               their LSE shapes asserted, the headers the build needs (preflight.py)
+  1 build      tq_cli, and the server's addon where the bundle came along (one CMake build)
+  2 models     bench-qwen3, tiny-qwen3, tiny-llama (make_models.py, one process each)
+  3 selfcheck  qwen3 and llama, fp32 and bf16: fused against ATen layer by layer, graphs on against off
+  4 bench      the benchmark alone (fast, fused and ATen paths against transformers)
+  5 serve      the server with the same build and model (serve.sh)
+  6 rest       the other families' models and self-checks, the transformers cross-check, fp8, parity
+
+Without a GPU (--device cpu, or auto on a machine without one) every step runs on the CPU with the tiny
+models (--models: the test suite's), the benchmark on tiny-qwen3 and short; steps that need transformers
+or CUDA are reported as skipped. That is how CI proves this script (test/project/gpu-window.test.ts).
+A step whose output names a CUDA error runs again once with CUDA_LAUNCH_BLOCKING=1, time allowing.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+FIRST_MODELS = ["bench-qwen3", "tiny-qwen3", "tiny-llama"]
+sys.path.insert(0, HERE)
+from tiny import TINY, VISION  # noqa: E402
+
+PACK_RESERVE_S = 10  # kept back from every step for the last pack
+CUDA_ERROR = re.compile(r"CUDA error|cudaError|illegal memory access|device-side assert|an earlier CUDA error|misaligned address")
+
+
+class Window:
+    def __init__(self, args):
+        self.args, self.out, self.work = args, args.out, args.work
+        self.deadline = time.monotonic() + args.budget
+        self.steps = []
+        self.python = sys.executable
+        self.cuda = args.device == "cuda"
+        self.transformers = importlib.util.find_spec("transformers") is not None
+        self.bundle = os.path.isdir(os.path.join(ROOT, "bench", "gpu", "bundle"))
+
+    def left(self):
+        return self.deadline - time.monotonic() - PACK_RESERVE_S
+
+    # ------------------------------------------------------------------------------------------------ running
+    def run(self, name, command, cap, env=None, log=None):
+        """Runs command in its own process group, output to WORK/<log or name>.log, killed at min(cap, time left).
+        Returns (exit status or "timeout", seconds)."""
+        limit = min(cap, self.left())
+        if limit < 5:
+            return "no time left", 0.0
+        path = os.path.join(self.work, f"{log or name}.log")
+        start = time.monotonic()
+        with open(path, "a") as f:
+            f.write(f"$ {' '.join(command)}\n")
+            f.flush()
+            child = subprocess.Popen(command, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
+                                     env={**os.environ, **(env or {})})
+            self.child = child
+            try:
+                status = child.wait(timeout=limit)
+            except subprocess.TimeoutExpired:
+                stop_group(child)
+                status = "timeout"
+                f.write(f"\n[window] killed after {limit:.0f} s\n")
+            self.child = None
+        return status, time.monotonic() - start
+
+    def step(self, name, fn):
+        """One step, guarded: its summary recorded and printed, everything packed after it."""
+        start = time.monotonic()
+        try:
+            status, summary = fn()
+        except Exception as e:  # a step's own bug must not end the window
+            status, summary = "failed", f"{type(e).__name__}: {e}"
+        entry = {"step": name, "status": status, "seconds": round(time.monotonic() - start, 1), "summary": summary}
+        self.steps.append(entry)
+        print(f"[{len(self.steps) - 1}] {name}: {status} in {entry['seconds']} s: {summary}", flush=True)
+        self.pack()
+
+    def pack(self):
+        lines = [f"# GPU window: --device {self.args.device}", "", f"budget {self.args.budget} s; transformers "
+                 f"{'present' if self.transformers else 'absent'}; server bundle {'present' if self.bundle else 'absent'}", "",
+                 "| step | status | seconds | summary |", "|---|---|---|---|"]
+        lines += [f"| {s['step']} | {s['status']} | {s['seconds']} | {str(s['summary']).replace('|', '/')[:600]} |" for s in self.steps]
+        with open(os.path.join(self.work, "window.json"), "w") as f:
+            json.dump({"device": self.args.device, "budget_s": self.args.budget, "steps": self.steps}, f, indent=2)
+        md = "\n".join(lines) + "\n"
+        with open(os.path.join(self.work, "window.md"), "w") as f:
+            f.write(md)
+        part = os.path.join(self.out, "gpu.tgz.part")
+        with tarfile.open(part, "w:gz") as tar:
+            for name in sorted(os.listdir(self.work)):
+                tar.add(os.path.join(self.work, name), arcname=name)
+        os.replace(part, os.path.join(self.out, "gpu.tgz"))
+        with open(os.path.join(self.out, "summary.md.part"), "w") as f:
+            f.write(md)
+        os.replace(os.path.join(self.out, "summary.md.part"), os.path.join(self.out, "summary.md"))
+
+    def script(self, name, script, args, cap, log=None):
+        """A Python script of this folder as a step's part; reruns it once with CUDA_LAUNCH_BLOCKING=1 where its
+        output names a CUDA error."""
+        command = [self.python, os.path.join(HERE, script), *args]
+        status, seconds = self.run(name, command, cap, log=log)
+        if self.cuda and CUDA_ERROR.search(read(os.path.join(self.work, f"{log or name}.log"))):
+            status, more = self.run(name, command, cap, env={"CUDA_LAUNCH_BLOCKING": "1"}, log=f"{log or name}.blocking")
+            status = f"{status} (rerun with CUDA_LAUNCH_BLOCKING=1: {log or name}.blocking.log)"
+            seconds += more
+        return status, seconds
+
+    # ------------------------------------------------------------------------------------------------ steps
+    def preflight(self):
+        status, _ = self.script("preflight", "preflight.py", ["--out", self.work, "--device", self.args.device], 40)
+        found = json.loads(read(os.path.join(self.work, "preflight.json")) or "{}")
+        return ok(status), found.get("summary", "no preflight.json")
+
+    def build(self):
+        build = self.args.build
+        targets = ["tq_cli"] + (["tqserve_engine"] if self.bundle else [])
+        if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
+            torch_dir = subprocess.run([self.python, "-c", "import os, torch; print(os.path.join(torch.utils.cmake_prefix_path, 'Torch'))"],
+                                       capture_output=True, text=True, timeout=60).stdout.strip()
+            flags = [f"-DTorch_DIR={torch_dir}", "-DCMAKE_BUILD_TYPE=Release"]
+            if shutil.which("nvcc"):
+                flags.append(f"-DCMAKE_CUDA_COMPILER={shutil.which('nvcc')}")
+            if os.environ.get("TQ_JSON_INCLUDE"):
+                flags.append(f"-DTQ_JSON_INCLUDE={os.environ['TQ_JSON_INCLUDE']}")
+            if self.bundle:  # the addon's Node-API headers come with the bundle's node_modules (serve.sh unpacks them first)
+                self.unpack_bundle()
+                flags.append(f"-DCMAKE_JS_INC={ROOT}/node_modules/node-api-headers/include")
+            generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+            status, _ = self.run("build", ["cmake", "-S", ROOT, "-B", build, *generator, *flags], 120)
+            if status != 0:
+                return "failed", f"configure: {status}; " + tail(os.path.join(self.work, "build.log"))
+        status, seconds = self.run("build", ["cmake", "--build", build, "--target", *targets, "-j", str(os.cpu_count())], 300)
+        if status != 0:
+            return "failed", f"{status}; " + tail(os.path.join(self.work, "build.log"))
+        return "ok", f"{' '.join(targets)} in {seconds:.0f} s ({build})"
+
+    def unpack_bundle(self):
+        if not os.path.exists(os.path.join(ROOT, "dist", "tqserve.js")):
+            self.run("build", ["bash", os.path.join(HERE, "serve.sh"), "--unpack-only"], 60)
+
+    def make_models(self, names):
+        """Each model in its own make_models.py process: one that fails (a newer transformers) costs only itself."""
+        done = []
+        for name in names:
+            if os.path.exists(os.path.join(self.args.models, name, "config.json")):
+                done.append(f"{name} present")
+            elif not self.transformers:
+                done.append(f"{name} skipped (no transformers)")
+            else:
+                status, seconds = self.run("models", [self.python, os.path.join(HERE, "make_models.py"), self.args.models, name], 120)
+                done.append(f"{name} {'written' if status == 0 else f'FAILED ({status})'} in {seconds:.0f} s")
+        return done
+
+    def models(self):
+        done = self.make_models(FIRST_MODELS)
+        return ("ok" if not any("FAILED" in d for d in done) else "failed"), "; ".join(done)
+
+    def have(self, name):
+        return os.path.exists(os.path.join(self.args.models, name, "config.json"))
+
+    def selfcheck(self, names, log="selfcheck", stem="selfcheck"):
+        names = [n for n in names if self.have(n)]
+        if not names:
+            return "skipped", "no model"
+        status, _ = self.script(log, "selfcheck.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
+                                                        self.args.device, "--only", ",".join(names), "--stem", stem], 150, log=log)
+        results = json.loads(read(os.path.join(self.work, f"{stem}.json")) or "{}")
+        return ok(status), "; ".join(f"{k}: {first_beyond(r)}" for k, r in results.items()) or "no results"
+
+    def bench(self):
+        model = "bench-qwen3" if self.have("bench-qwen3") else ("tiny-qwen3" if not self.cuda and self.have("tiny-qwen3") else None)
+        if model is None:
+            return "skipped", "no bench-qwen3"
+        quick = ["--runs", "2", "--states", "4"] if not self.cuda else []
+        peer = [] if self.transformers and self.cuda else ["--no-peer"]
+        status, _ = self.script("bench", "check.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
+                                                       self.args.device, "--parts", "benchmark", "--bench-model", model, "--stem", "bench",
+                                                       *quick, *peer], 200)
+        bm = json.loads(read(os.path.join(self.work, "bench.json")) or "{}").get("benchmark", {})
+        summary = f"{model}: " + ("; ".join(f"{k} {v:.2f}x" for k, v in bm.get("ratios", {}).items()) or
+                                  ", ".join(f"{p} cold {bm[p]['cold_prefill_ms']:.1f} ms" for p in bm if isinstance(bm[p], dict) and "cold_prefill_ms" in bm[p])
+                                  or str(bm.get("error", "no results"))[:300])
+        return ok(status), summary + ("" if peer == [] else " (transformers peer skipped: " + ("no CUDA" if not self.cuda else "no transformers") + ")")
+
+    def serve(self):
+        local = not self.bundle and shutil.which("node") and os.path.exists(os.path.join(ROOT, "dist", "tqserve.js"))
+        if not self.bundle and not local:
+            return "skipped", "no bench/gpu/bundle (bash bench/gpu/bundle.sh on a machine with Node, then carry it) and no node here"
+        model = os.path.join(self.args.models, "bench-qwen3" if self.cuda else "tiny-qwen3")
+        if not os.path.exists(os.path.join(model, "config.json")):
+            return "skipped", f"no {model}"
+        env = {"TQ_BUILD": self.args.build, "TQ_MODEL": model, "TQ_DEVICE": self.args.device}
+        if not self.cuda:  # the CPU form: a short load on the tiny model
+            env.update(TQ_LOAD_SECONDS="2", TQ_LOAD_CLIENTS="4", TQ_LOAD_RUNS="2", TQ_LOAD_STATES="12")
+        status, _ = self.run("serve", ["bash", os.path.join(HERE, "serve.sh"), self.work], 180, env=env)
+        result = json.loads(read(os.path.join(self.work, "serve.json")) or "{}")
+        if not result:
+            return ok(status), "no serve.json; " + tail(os.path.join(self.work, "serve.log"))
+        load = result["load"]
+        return ok(status), (f"cold p50 {result['cold']['p50']:.1f} ms, warm p50 {result['warm']['p50']:.1f} ms, {load['requestsPerSecond']:.1f} req/s "
+                            f"under {load['clients']} clients" + (f", {100 * load['shareOfEngineAlone']:.0f}% of the engine alone"
+                                                                   if "shareOfEngineAlone" in load else ""))
+
+    def rest(self):
+        wanted = lambda names: [n for n in names if not self.args.families or n in self.args.families]  # noqa: E731
+        others = wanted([n for n in TINY if n not in FIRST_MODELS])
+        done = self.make_models(others + wanted(VISION))
+        parts = [self.selfcheck(others, log="selfcheck-others", stem="selfcheck-others")]
+        families = wanted(TINY)
+        if self.transformers:
+            devices = "cpu,cuda" if self.cuda else "cpu"
+            status, _ = self.script("families", "families.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work,
+                                                                 "--devices", devices, "--only", ",".join(families + wanted(VISION))], 150)
+            parts.append((ok(status), "families " + summarize(self.work, "families.json", "families")))
+        else:
+            parts.append(("skipped", "families: no transformers"))
+        if self.cuda:
+            status, _ = self.script("fp8", "fp8.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work], 150)
+            parts.append((ok(status), "fp8 " + summarize(self.work, "fp8.json", "fidelity")))
+        else:
+            parts.append(("skipped", "fp8: needs CUDA"))
+        status, _ = self.script("parity", "check.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
+                                                        self.args.device, "--parts", "parity", "--only", ",".join(families), "--stem", "parity"], 200)
+        parts.append((ok(status), "parity " + summarize(self.work, "parity.json", "parity")))
+        statuses = [s for s, _ in parts]
+        status = "failed" if "failed" in statuses else "ok"
+        return status, "; ".join(done) + " | " + " | ".join(f"{s}: {m}" for s, m in parts)
+
+    def cli(self):
+        return os.path.join(self.args.build, "tq_cli")
+
+
+def ok(status):
+    return "ok" if status == 0 else ("timeout" if status == "timeout" else (status if isinstance(status, str) else f"failed ({status})"))
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def tail(path, n=600):
+    return read(path)[-n:].replace("\n", " / ")
+
+
+def first_beyond(r):
+    if "error" in r:
+        return "error: " + str(r["error"])[:200]
+    first = r.get("firstBeyondBound")
+    return "all within bound" if first is None else f"first beyond bound {first.get('name')}"
+
+
+def summarize(work, file, key):
+    """'k: passed/error' for each model of a results file's section."""
+    section = json.loads(read(os.path.join(work, file)) or "{}").get(key, {})
+    if not section:
+        return "no results"
+    return ", ".join(f"{k} " + ("error" if "error" in v else ("pass" if v.get("passed", True) else "FAIL")) for k, v in section.items())
+
+
+def stop_group(child):
+    """SIGTERM to the child's process group, SIGKILL 5 s later if it is still there."""
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            child.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def has_gpu():
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out")
+    parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    parser.add_argument("--budget", type=float, default=520, help="seconds for all steps (the device's limit is 600 a command)")
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"), help="the CMake build folder (reused where configured)")
+    parser.add_argument("--models", help="where the models are and are written (default: BUILD/models; on the CPU the test models)")
+    parser.add_argument("--work", help="where the results are written before they are packed (default: BUILD/window)")
+    parser.add_argument("--steps", default="preflight,build,models,selfcheck,bench,serve,rest")
+    parser.add_argument("--families", help="the tiny families the rest step takes (default: all)")
+    args = parser.parse_args()
+    if args.device == "auto":
+        args.device = "cuda" if has_gpu() else "cpu"
+    args.build = os.path.abspath(args.build)
+    default_models = os.path.join(args.build, "models") if args.device == "cuda" else os.path.join(ROOT, "models")
+    args.models = os.path.abspath(args.models or default_models)
+    args.work = os.path.abspath(args.work or os.path.join(args.build, "window"))
+    args.families = set(args.families.split(",")) if args.families else None
+    os.makedirs(args.out, exist_ok=True)
+    args.out = os.path.abspath(args.out)
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+    os.makedirs(args.models, exist_ok=True)
+
+    window = Window(args)
+    window.child = None
+
+    def on_signal(sig, _frame):  # stopped from outside: the running step's group goes too, then what is done is packed
+        if window.child is not None:
+            stop_group(window.child)
+        window.steps.append({"step": "window", "status": f"stopped by signal {sig}", "seconds": 0, "summary": ""})
+        window.pack()
+        sys.exit(128 + sig)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    steps = {"preflight": window.preflight, "build": window.build, "models": window.models,
+             "selfcheck": lambda: window.selfcheck(["tiny-qwen3", "tiny-llama"]), "bench": window.bench, "serve": window.serve, "rest": window.rest}
+    wanted = args.steps.split(",")
+    for name in wanted:
+        if name not in steps:
+            parser.error(f"--steps: no step {name!r} (steps: {', '.join(steps)})")
+    for name in wanted:
+        if name != "preflight" and name != "build" and not os.path.exists(window.cli()):
+            window.step(name, lambda: ("skipped", "no tq_cli (the build failed)"))
+        elif window.left() < 5:
+            window.step(name, lambda: ("skipped", "no time left"))
+        else:
+            window.step(name, steps[name])
+    print(f"packed: {os.path.join(args.out, 'gpu.tgz')} ({os.path.getsize(os.path.join(args.out, 'gpu.tgz'))} bytes)")
+
+
+if __name__ == "__main__":
+    main()

@@ -175,7 +175,7 @@ def ours(args, folder, state, questions, labels, many, runs, extra=()):
     one = sixteen["calls"][0][0]
     r["readout_share"] = one["readoutMs"] / (one["stateMs"] + one["questionsMs"] + one["readoutMs"])
     r["throughput"] = {}
-    for step in [2048, 8192, 16384]:
+    for step in args.step_sizes:
         call = [{"state": s, "questions": [q(questions[0][:1])]} for s in many]
         t = cli(args, [call], base + ["--no-prefix-cache", "--max-step-tokens", str(step), "--repeat", "3"])
         tokens = len(many) * (STATE_TOKENS + 1)
@@ -369,6 +369,8 @@ def arguments():
     # cpu: a dry run of what can run without a GPU.
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--only", help="these tiny models (comma-separated; default: every tiny family)")
+    parser.add_argument("--step-sizes", default="2048,8192,16384", type=lambda s: [int(x) for x in s.split(",")],
+                        help="the throughput's --max-step-tokens values")
     return parser
 
 

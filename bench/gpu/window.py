@@ -181,7 +181,7 @@ class Window:
     def selfcheck(self, names, log="selfcheck", stem="selfcheck"):
         names = [n for n in names if self.have(n)]
         if not names:
-            return "skipped", "no model"
+            return "skipped", f"{stem}: no model"
         status, _ = self.script(log, "selfcheck.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
                                                         self.args.device, "--only", ",".join(names), "--stem", stem], 150, log=log)
         results = json.loads(read(os.path.join(self.work, f"{stem}.json")) or "{}")
@@ -191,7 +191,7 @@ class Window:
         model = "bench-qwen3" if self.have("bench-qwen3") else ("tiny-qwen3" if not self.cuda and self.have("tiny-qwen3") else None)
         if model is None:
             return "skipped", "no bench-qwen3"
-        quick = ["--runs", "2", "--states", "4"] if not self.cuda else []
+        quick = [] if self.cuda else (["--runs", "1", "--states", "2", "--step-sizes", "8192"] if self.args.short else ["--runs", "2", "--states", "4"])
         peer = [] if self.transformers and self.cuda else ["--no-peer"]
         status, _ = self.script("bench", "check.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
                                                        self.args.device, "--parts", "benchmark", "--bench-model", model, "--stem", "bench",
@@ -211,7 +211,7 @@ class Window:
             return "skipped", f"no {model}"
         env = {"TQ_BUILD": self.args.build, "TQ_MODEL": model, "TQ_DEVICE": self.args.device}
         if not self.cuda:  # the CPU form: a short load on the tiny model
-            env.update(TQ_LOAD_SECONDS="2", TQ_LOAD_CLIENTS="4", TQ_LOAD_RUNS="2", TQ_LOAD_STATES="12")
+            env.update(TQ_LOAD_SECONDS="1" if self.args.short else "2", TQ_LOAD_CLIENTS="4", TQ_LOAD_RUNS="2", TQ_LOAD_STATES="12")
         status, _ = self.run("serve", ["bash", os.path.join(HERE, "serve.sh"), self.work], 180, env=env)
         result = json.loads(read(os.path.join(self.work, "serve.json")) or "{}")
         if not result:
@@ -244,7 +244,7 @@ class Window:
         parts.append((ok(status), "parity " + summarize(self.work, "parity.json", "parity")))
         statuses = [s for s, _ in parts]
         status = "failed" if "failed" in statuses else "ok"
-        return status, "; ".join(done) + " | " + " | ".join(f"{s}: {m}" for s, m in parts)
+        return status, " | ".join(["; ".join(done) or "no other models", *(f"{s}: {m}" for s, m in parts)])
 
     def cli(self):
         return os.path.join(self.args.build, "tq_cli")
@@ -312,6 +312,8 @@ def main():
     parser.add_argument("--work", help="where the results are written before they are packed (default: BUILD/window)")
     parser.add_argument("--steps", default="preflight,build,models,selfcheck,bench,serve,rest")
     parser.add_argument("--families", help="the tiny families the rest step takes (default: all)")
+    parser.add_argument("--short", action="store_true", help="the CPU form at its shortest (the suite's test): the self-check on tiny-qwen3 "
+                        "alone, one run of each benchmark figure, a one-second load")
     args = parser.parse_args()
     if args.device == "auto":
         args.device = "cuda" if has_gpu() else "cpu"
@@ -339,7 +341,7 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     steps = {"preflight": window.preflight, "build": window.build, "models": window.models,
-             "selfcheck": lambda: window.selfcheck(["tiny-qwen3", "tiny-llama"]), "bench": window.bench, "serve": window.serve, "rest": window.rest}
+             "selfcheck": lambda: window.selfcheck(["tiny-qwen3"] if args.short else ["tiny-qwen3", "tiny-llama"]), "bench": window.bench, "serve": window.serve, "rest": window.rest}
     wanted = args.steps.split(",")
     for name in wanted:
         if name not in steps:

@@ -1,0 +1,95 @@
+/**
+ * The GPU window's command (bench/gpu/run.sh, bench/gpu/window.py; docs/gpu.md, "The window") in its CPU form, as
+ * CI proves it before a GPU is lent: every step runs (on the test models, with the real tq_cli, server and float64
+ * reference), OUT holds the tarball and its summary only, and the tarball holds every step's results. And a run
+ * killed mid-way (the whole process group, SIGKILL: what the device's time limit does) leaves a whole tarball with
+ * the results of the steps it finished.
+ */
+import { ChildProcess, execFileSync, spawn } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { debianPython } from '../helpers/models';
+
+const root = path.resolve(__dirname, '..', '..');
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-window-'));
+afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+function window(name: string, args: string[]): { child: ChildProcess; out: string; done: Promise<number | null>; log: () => string } {
+  const out = path.join(scratch, name, 'out');
+  const work = path.join(scratch, name, 'work');
+  let log = '';
+  const child = spawn('bash', [path.join(root, 'bench', 'gpu', 'run.sh'), out, '--device', 'cpu', '--work', work, ...args], {
+    env: { ...process.env, PYTHON: debianPython },
+    detached: true, // its own process group, which the kill test stops whole
+  });
+  child.stdout!.on('data', (d) => (log += d));
+  child.stderr!.on('data', (d) => (log += d));
+  const done = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, out, done, log: () => log };
+}
+
+/** The tarball's files, unpacked into a fresh folder; undefined while there is none. */
+function unpack(out: string, into: string): Record<string, string> | undefined {
+  const tarball = path.join(out, 'gpu.tgz');
+  if (!fs.existsSync(tarball)) return undefined;
+  fs.rmSync(into, { recursive: true, force: true });
+  fs.mkdirSync(into, { recursive: true });
+  execFileSync('tar', ['-xzf', tarball, '-C', into]);
+  return Object.fromEntries(fs.readdirSync(into).map((f) => [f, fs.readFileSync(path.join(into, f), 'utf8')]));
+}
+
+test('the CPU form runs every step and packs each step\'s results into OUT/gpu.tgz, with nothing else in OUT but its summary', async () => {
+  const run = window('whole', ['--short', '--families', 'tiny-qwen3']);
+  expect(await run.done).toBe(0);
+  expect(fs.readdirSync(run.out).sort()).toEqual(['gpu.tgz', 'summary.md']);
+  const files = unpack(run.out, path.join(scratch, 'whole', 'unpacked'))!;
+  const steps = JSON.parse(files['window.json']).steps;
+  expect(steps.map((s: any) => `${s.step} ${s.status}`)).toEqual(['preflight ok', 'build ok', 'models ok', 'selfcheck ok', 'bench ok', 'serve ok', 'rest ok']);
+  // Printed as they finished, one line a step.
+  for (const [i, s] of steps.entries()) expect(run.log()).toContain(`[${i}] ${s.step}: ${s.status}`);
+  // What needs CUDA or transformers is reported as skipped, not run and not failed.
+  expect(steps[0].summary).toMatch(/flash: skipped \(no CUDA\)/);
+  expect(steps[6].summary).toMatch(/skipped: families: no transformers/);
+  expect(steps[6].summary).toMatch(/skipped: fp8: needs CUDA/);
+  expect(fs.readFileSync(path.join(run.out, 'summary.md'), 'utf8')).toBe(files['window.md']);
+
+  expect(JSON.parse(files['preflight.json']).versions.torch).toMatch(/^1\./);
+  const selfcheck = JSON.parse(files['selfcheck.json']);
+  expect(Object.keys(selfcheck)).toEqual(['tiny-qwen3 fp32', 'tiny-qwen3 bf16']);
+  for (const r of Object.values<any>(selfcheck)) {
+    expect(r.firstBeyondBound).toBeNull();
+    expect(r.graphs.labelLogitsMaxDiff).toBeLessThanOrEqual(r.bound);
+  }
+  const bench = JSON.parse(files['bench.json']).benchmark;
+  for (const p of ['tqserve', 'tqserve_fused', 'tqserve_fast']) expect(bench[p].cold_prefill_ms).toBeGreaterThan(0);
+  const serve = JSON.parse(files['serve.json']);
+  expect(serve.load.requests).toBeGreaterThan(0);
+  expect(serve.engineAlone.promptTokensPerSecond).toBeGreaterThan(0);
+  expect(files['server.log']).toContain('listening at');
+  const parity = JSON.parse(files['parity.json']).parity;
+  expect(parity['tiny-qwen3'].fp32.passed).toBe(true);
+}, 240_000);
+
+test('a run killed mid-way (its whole process group, SIGKILL) leaves a whole tarball with the finished steps\' results', async () => {
+  const run = window('killed', ['--short', '--steps', 'preflight,selfcheck,bench']);
+  const unpacked = path.join(scratch, 'killed', 'unpacked');
+  // Waits on state: the tarball packed after the self-check (the benchmark is then running).
+  let files: Record<string, string> | undefined;
+  const selfcheckPacked = () => {
+    files = unpack(run.out, unpacked);
+    return files !== undefined && JSON.parse(files['window.json']).steps.some((s: any) => s.step === 'selfcheck');
+  };
+  while (!selfcheckPacked()) {
+    if (run.child.exitCode !== null) throw new Error(`the window ended before it was killed:\n${run.log()}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  process.kill(-run.child.pid!, 'SIGKILL');
+  await run.done;
+  files = unpack(run.out, unpacked)!;
+  expect(fs.readdirSync(run.out).length).toBeLessThanOrEqual(8);
+  const steps = JSON.parse(files['window.json']).steps;
+  expect(steps.map((s: any) => `${s.step} ${s.status}`)).toEqual(['preflight ok', 'selfcheck ok']);
+  expect(Object.keys(JSON.parse(files['selfcheck.json']))).toEqual(['tiny-qwen3 fp32', 'tiny-qwen3 bf16']);
+  expect(JSON.parse(files['preflight.json']).summary).toMatch(/headers:/);
+}, 120_000);

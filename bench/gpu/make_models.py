@@ -7,12 +7,13 @@ bench-qwen3 has the shape of Qwen3-0.6B, in bf16: the benchmark model, loaded by
 transformers.
 
   python3 bench/gpu/make_models.py OUT_DIR [NAME ...]      (NAME: only these; default all)
+
+The configs are written in transformers 5's layout where that is the version (v5_fields); the float64 reference
+reads both layouts, which test/engine/reference-config.test.ts checks with v5_fields itself (importing this file
+needs neither torch nor transformers: the config classes are named, and found when a model is written).
 """
 import os
 import sys
-
-import torch
-import transformers as tf
 
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             head_dim=16, rms_norm_eps=1e-6, max_position_embeddings=4096,
@@ -20,41 +21,41 @@ TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_atte
             initializer_range=0.08)
 
 MODELS = {
-    "tiny-llama": (tf.LlamaConfig, dict(TINY, vocab_size=128256, rope_theta=500000.0, tie_word_embeddings=False,
+    "tiny-llama": ("LlamaConfig", dict(TINY, vocab_size=128256, rope_theta=500000.0, tie_word_embeddings=False,
                                         rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                                       "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}),
-                   torch.bfloat16),
-    "tiny-mistral": (tf.MistralConfig, dict(TINY, vocab_size=32000, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=24),
-                     torch.float16),
-    "tiny-qwen2": (tf.Qwen2Config, dict(TINY, vocab_size=151936, rope_theta=1000000.0, tie_word_embeddings=True), torch.float32),
-    "tiny-qwen3": (tf.Qwen3Config, dict(TINY, head_dim=32, vocab_size=151936, rope_theta=1000000.0, tie_word_embeddings=True), torch.bfloat16),
+                   "bfloat16"),
+    "tiny-mistral": ("MistralConfig", dict(TINY, vocab_size=32000, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=24),
+                     "float16"),
+    "tiny-qwen2": ("Qwen2Config", dict(TINY, vocab_size=151936, rope_theta=1000000.0, tie_word_embeddings=True), "float32"),
+    "tiny-qwen3": ("Qwen3Config", dict(TINY, head_dim=32, vocab_size=151936, rope_theta=1000000.0, tie_word_embeddings=True), "bfloat16"),
     # The families after the first four, with the test models' fields (specs.ts: tiny-gemma3, tiny-phi3, ...).
-    "tiny-gemma3": (tf.Gemma3TextConfig if hasattr(tf, "Gemma3TextConfig") else None,
+    "tiny-gemma3": ("Gemma3TextConfig",
                     dict(TINY, num_hidden_layers=3, head_dim=32, vocab_size=262144, rope_theta=1000000.0, tie_word_embeddings=True,
                          rope_scaling={"rope_type": "linear", "factor": 8.0}, rope_local_base_freq=10000.0, sliding_window=16,
                          layer_types=["sliding_attention", "sliding_attention", "full_attention"], query_pre_attn_scalar=24,
                          attn_logit_softcapping=50.0, final_logit_softcapping=30.0, hidden_activation="gelu_pytorch_tanh"),
-                    torch.bfloat16),
-    "tiny-phi3": (tf.Phi3Config,
+                    "bfloat16"),
+    "tiny-phi3": ("Phi3Config",
                   dict({k: v for k, v in TINY.items() if k != "head_dim"}, vocab_size=200064, rope_theta=10000.0, tie_word_embeddings=True,
                        partial_rotary_factor=0.75, original_max_position_embeddings=64, sliding_window=None, pad_token_id=199999,
                        bos_token_id=199999, eos_token_id=199999,
                        rope_scaling={"type": "longrope", "short_factor": [1, 1.1, 1.3, 1.7, 2.3, 3.1], "long_factor": [1, 1.5, 3, 6, 12, 24]}),
-                  torch.bfloat16),
-    "tiny-olmo2": (tf.Olmo2Config, dict(TINY, vocab_size=100352, rope_theta=500000.0, tie_word_embeddings=False, pad_token_id=100257,
-                                        bos_token_id=100257, eos_token_id=100257), torch.float32),
-    "tiny-smollm3": (getattr(tf, "SmolLM3Config", None),
+                  "bfloat16"),
+    "tiny-olmo2": ("Olmo2Config", dict(TINY, vocab_size=100352, rope_theta=500000.0, tie_word_embeddings=False, pad_token_id=100257,
+                                        bos_token_id=100257, eos_token_id=100257), "float32"),
+    "tiny-smollm3": ("SmolLM3Config",
                      dict(TINY, num_hidden_layers=3, vocab_size=128256, rope_theta=5000000.0, tie_word_embeddings=True,
                           no_rope_layers=[1, 1, 0], no_rope_layer_interval=3, use_sliding_window=False),
-                     torch.bfloat16),
+                     "bfloat16"),
     # The vision-language families (their text model as tiny-qwen2's under M-RoPE), as specs.ts's tiny-qwen2-vl and
     # tiny-qwen2.5-vl: written with their own ForConditionalGeneration classes (VL_TEXT, VL_VISION below).
-    "tiny-qwen2-vl": (getattr(tf, "Qwen2VLConfig", None), "vl", torch.float32),
-    "tiny-qwen2.5-vl": (getattr(tf, "Qwen2_5_VLConfig", None), "vl", torch.float32),
-    "bench-qwen3": (tf.Qwen3Config, dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+    "tiny-qwen2-vl": ("Qwen2VLConfig", "vl", "float32"),
+    "tiny-qwen2.5-vl": ("Qwen2_5_VLConfig", "vl", "float32"),
+    "bench-qwen3": ("Qwen3Config", dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
                                          num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6, vocab_size=151936,
                                          rope_theta=1000000.0, tie_word_embeddings=True, max_position_embeddings=40960),
-                    torch.bfloat16),
+                    "bfloat16"),
 }
 
 
@@ -70,7 +71,7 @@ VL_VISION = {
 }
 
 
-def vl_config(name, config_class):
+def vl_config(tf, name, config_class):
     """A vision-language config: the text fields at the top (transformers 4) or in text_config (5)."""
     text = dict(VL_TEXT)
     if int(tf.__version__.split(".")[0]) >= 5:
@@ -81,38 +82,46 @@ def vl_config(name, config_class):
     return config_class(**text, vision_config=VL_VISION[name], **VL_IDS)
 
 
-def config_of(config_class, fields):
-    # transformers 5 keeps RoPE's theta and scaling in one rope_parameters object (Gemma 3: one per layer type).
-    if int(tf.__version__.split(".")[0]) >= 5:
-        fields = dict(fields)
-        rope = dict(fields.pop("rope_scaling", None) or {"rope_type": "default"})
-        if "type" in rope:
-            rope["rope_type"] = rope.pop("type")
-        rope["rope_theta"] = fields.pop("rope_theta")
-        if "rope_local_base_freq" in fields:
-            local = {"rope_type": "default", "rope_theta": fields.pop("rope_local_base_freq")}
-            rope = {"full_attention": rope, "sliding_attention": local}
-        elif "original_max_position_embeddings" in fields:
-            rope["original_max_position_embeddings"] = fields["original_max_position_embeddings"]
-        fields["rope_parameters"] = rope
-    return config_class(**fields)
+def v5_fields(fields):
+    """transformers 5's layout of a config's fields: RoPE's theta and scaling in one rope_parameters object (Gemma 3:
+    one per layer type)."""
+    fields = dict(fields)
+    rope = dict(fields.pop("rope_scaling", None) or {"rope_type": "default"})
+    if "type" in rope:
+        rope["rope_type"] = rope.pop("type")
+    rope["rope_theta"] = fields.pop("rope_theta")
+    if "rope_local_base_freq" in fields:
+        local = {"rope_type": "default", "rope_theta": fields.pop("rope_local_base_freq")}
+        rope = {"full_attention": rope, "sliding_attention": local}
+    elif "original_max_position_embeddings" in fields:
+        rope["original_max_position_embeddings"] = fields["original_max_position_embeddings"]
+    fields["rope_parameters"] = rope
+    return fields
+
+
+def config_of(tf, config_class, fields):
+    return config_class(**(v5_fields(fields) if int(tf.__version__.split(".")[0]) >= 5 else fields))
 
 
 def main():
+    import torch
+    import transformers as tf
+
     out, only = sys.argv[1], set(sys.argv[2:])
-    for i, (name, (config_class, fields, dtype)) in enumerate(MODELS.items()):
+    for i, (name, (class_name, fields, dtype)) in enumerate(MODELS.items()):
         folder = os.path.join(out, name)
         if (only and name not in only) or os.path.exists(os.path.join(folder, "config.json")):
             continue
+        config_class, dtype = getattr(tf, class_name, None), getattr(torch, dtype)
         if config_class is None:
             print(f"{name}: this transformers ({tf.__version__}) has no class for it; skipped", flush=True)
             continue
         torch.manual_seed(20261122 + i)
         if fields == "vl":
-            config = vl_config(name, config_class)
+            config = vl_config(tf, name, config_class)
             model = getattr(tf, config.architectures[0] if config.architectures else config_class.__name__.replace("Config", "ForConditionalGeneration"))(config)
         else:
-            model = tf.AutoModelForCausalLM.from_config(config_of(config_class, fields))
+            model = tf.AutoModelForCausalLM.from_config(config_of(tf, config_class, fields))
         with torch.no_grad():  # norm weights near 1 but not 1 (the ViT's and the merger's too), so a missing norm shows
             for n, p in model.named_parameters():
                 part = n.split(".")[-2] if "." in n else ""

@@ -16,6 +16,11 @@ What each family changes, against the Llama layer of ref_model.py:
   * OLMo 2: no norm before the sublayers, one after each (on its output, before the residual
     add); q/k norms over the whole projections.
   * SmolLM3: layers whose no_rope_layers entry is 0 apply no RoPE.
+
+RoPE's settings are read from either layout of config.json: transformers 5's rope_parameters (one object, or
+one per layer type for Gemma 3, with the theta inside) or transformers 4's rope_theta, rope_scaling and
+rope_local_base_freq at the top (rope_settings below; bench/gpu/make_models.py writes the first, the test
+models the second; test/engine/reference-config.test.ts checks both give the same logits).
 """
 import math
 
@@ -27,12 +32,30 @@ from ref_model import read_checkpoint, rms_norm, rotate_half
 def inverse_frequencies(params, dim, long_factors):
     theta = params.get("rope_theta", 10000.0)
     inv = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-    kind = params.get("rope_type", params.get("type", "default"))
+    kind = params["rope_type"]
     if kind == "linear":
         inv = inv / params["factor"]
     elif kind == "longrope":
         inv = inv / torch.tensor(params["long_factor" if long_factors else "short_factor"], dtype=torch.float64)
     return inv
+
+
+def rope_settings(c, layer_type):
+    """(params, rotary fraction) of a layer of `layer_type` ("full_attention" or "sliding_attention"): params holds
+    rope_theta, rope_type and the scaling's fields, from transformers 5's rope_parameters or 4's top-level fields."""
+    v5 = c.get("rope_parameters") or {}
+    if "full_attention" in v5 or "sliding_attention" in v5:  # one per layer type (Gemma 3)
+        params = dict(v5.get(layer_type) or {})
+    elif v5:
+        params = dict(v5)
+    elif layer_type == "sliding_attention":  # transformers 4's Gemma 3 local layers: their own base, no scaling
+        params = {"rope_theta": c.get("rope_local_base_freq", 10000.0)}
+    else:
+        params = dict(c.get("rope_scaling") or {})
+        params.setdefault("rope_theta", c.get("rope_theta", 10000.0))
+    params.setdefault("rope_theta", 10000.0)
+    params["rope_type"] = params.get("rope_type", params.get("type", "default"))
+    return params, float(params.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0)))
 
 
 class FamilyModel:
@@ -44,7 +67,7 @@ class FamilyModel:
         self.kind = c["model_type"]
         self.nh, self.nkv = c["num_attention_heads"], c["num_key_value_heads"]
         self.hd = c.get("head_dim") or c["hidden_size"] // self.nh
-        self.rotary = int(self.hd * c.get("partial_rotary_factor", 1.0))
+        self.rotary = int(self.hd * rope_settings(c, "full_attention")[1])
         self.eps = float(c["rms_norm_eps"])
         self.gemma = self.kind == "gemma3_text"
         self.lm_head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
@@ -58,14 +81,12 @@ class FamilyModel:
         c = self.c
         if self.kind == "smollm3" and c["no_rope_layers"][i] == 0:
             return None
-        if self.gemma and c["layer_types"][i] == "sliding_attention":
-            return {"rope_theta": c["rope_local_base_freq"]}, False, 1.0
-        params = dict(c.get("rope_scaling") or {})
-        params.setdefault("rope_theta", c.get("rope_theta", 10000.0))
-        if params.get("type") == "longrope":
-            original = c["original_max_position_embeddings"]
-            factor = c["max_position_embeddings"] / original
-            return params, length > original, math.sqrt(1 + math.log(factor) / math.log(original))
+        params, _ = rope_settings(c, "sliding_attention" if self.sliding(i) else "full_attention")
+        if params["rope_type"] == "longrope":
+            original = params.get("original_max_position_embeddings", c.get("original_max_position_embeddings"))
+            factor = params.get("factor", c["max_position_embeddings"] / original)
+            attention = params.get("attention_factor", 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original)))
+            return params, length > original, attention
         return params, False, 1.0
 
     def sliding(self, i):

@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "kernels/cuda/label_readout.h"
+#include "kernels/cuda/launch_check.h"
 #endif
 
 namespace tq {
@@ -54,8 +55,9 @@ void read_labels_cuda(const at::Tensor& hidden, const at::Tensor& lm_head, const
   cuda::LabelReadoutArgs args{h.data_ptr<float>(), lm_head.data_ptr(), lm_head.scalar_type() == at::kBFloat16, h.size(1),
                               static_cast<int>(questions.size()), d_ids.data_ptr<int64_t>(), d_offsets.data_ptr<int32_t>(),
                               d_temps.data_ptr<float>(), softcap, d_logits.data_ptr<float>(), d_log_probs.data_ptr<float>()};
-  const auto status = cuda::launch_label_readout(args, c10::cuda::getCurrentCUDAStream(device.index()).stream());
-  if (status != cudaSuccess) throw EngineError(code::kInternal, std::string("label readout kernel: ") + cudaGetErrorString(status));
+  const auto stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
+  const auto error = cuda::launch_error("label readout kernel", [&] { return cuda::launch_label_readout(args, stream); });
+  if (!error.empty()) throw EngineError(code::kInternal, error);
   auto logits = d_logits.cpu(), log_probs = d_log_probs.cpu();
   out.logits.assign(logits.data_ptr<float>(), logits.data_ptr<float>() + logits.numel());
   out.log_probs.assign(log_probs.data_ptr<float>(), log_probs.data_ptr<float>() + log_probs.numel());

@@ -8,6 +8,7 @@
 // level gets w = 1 and its output's bits unchanged. Only entries that see a key
 // are ever merged (the plan leaves the others out), so a kernel's value for an
 // empty row (FlashAttention-2's +inf, the memory-efficient kernel's 0) is never read.
+// A row with no entries at all merges to 0 without reading anything.
 #pragma once
 #include "kernels/host_device_math.h"
 
@@ -18,6 +19,7 @@ constexpr int kMaxEntries = 8;
 
 // weight[e] = exp(lse[e] - max lse) for n entries; returns their sum.
 TQ_HOST_DEVICE inline float weights(const float* lse, int n, float* weight) {
+  if (n <= 0) return 0.0f;
   float top = lse[0];
   for (int e = 1; e < n; ++e) top = fmaxf(top, lse[e]);
   float total = 0.0f;
@@ -32,6 +34,7 @@ TQ_HOST_DEVICE inline float weights(const float* lse, int n, float* weight) {
 // element of entry e's output (fp32, or bf16 bits).
 template <typename T>
 TQ_HOST_DEVICE inline float merged(const float* weight, const T* const* value, int n, float total) {
+  if (n <= 0) return 0.0f;
   if (n == 1) return exact::widen(*value[0]);
   float acc = 0.0f;
   for (int e = 0; e < n; ++e) acc = exact::add(acc, exact::mul(weight[e], exact::widen(*value[e])));

@@ -28,10 +28,21 @@ TQ_HOST_DEVICE inline void put(void* p, int64_t i, float x, bool bf16) {
   else exact::store(x, static_cast<float*>(p) + i);
 }
 
+TQ_HOST_DEVICE inline float square(float x) { return exact::mul(x, x); }
+
 // Lane `lane`'s sum of squares over the whole 16-blocks of x[0, n).
 TQ_HOST_DEVICE inline float norm_lane_sum(const float* x, int n, int lane) {
   float acc = 0.0f;
-  for (int j = 0; j + kNormLanes <= n; j += kNormLanes) acc = exact::add(acc, exact::mul(x[j + lane], x[j + lane]));
+  for (int j = 0; j + kNormLanes <= n; j += kNormLanes) acc = exact::add(acc, square(x[j + lane]));
+  return acc;
+}
+
+// The same sums with the squares computed apart: the CUDA kernel has every thread square a chunk of kNormChunk
+// elements into shared memory, then each lane continues its running sum `acc` over the chunk's squares[0, len)
+// (len a multiple of kNormLanes). The same operations in the same order: the same bits as norm_lane_sum.
+constexpr int kNormChunk = 1024;
+TQ_HOST_DEVICE inline float lane_sum_of_squares(float acc, const float* squares, int len, int lane) {
+  for (int j = 0; j < len; j += kNormLanes) acc = exact::add(acc, squares[j + lane]);
   return acc;
 }
 

@@ -76,6 +76,14 @@ test('cascade: a row that sees no key in a level is merged from its other level,
   expect(cascade.keyless).toEqual({ part: 'keyless', entriesOfRow0: 1, poisonIgnored: true, row0IsOtherLevel: true });
 });
 
+test('cascade: a merge row with no entries merges to 0 without reading a level', () => {
+  expect(cascade.emptyRow).toEqual({ part: 'emptyRow', zero: true, other: true });
+});
+
+test("a step's arrays go to the device as views of one buffer (step_upload.h): every dtype, empty ones too, aligned and equal", () => {
+  expect(cascade.upload).toEqual({ part: 'upload', arrays: 6, equal: true, oneBuffer: true, aligned: true });
+});
+
 test('row kernels: every fused kernel row is the bits of the CPU kernels, fp32 and bf16', () => {
   expect(rows.map((r) => `${r.kernel}/${r.dtype}`).sort()).toEqual(
     ['add_rms_norm', 'qk_norm_rope', 'silu_mul', 'gelu_tanh_mul'].flatMap((k) => [`${k}/bf16`, `${k}/fp32`]).sort(),

@@ -36,6 +36,7 @@
 #include "batch/visibility.h"
 #include "kernels/cascade/attention_merge.h"
 #include "kernels/cascade/partial_attention.h"
+#include "kernels/cascade/step_upload.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_reference.h"
 #include "kernels/cpu/isa.h"
@@ -99,10 +100,13 @@ at::Tensor dense_attention(const at::Tensor& q, const at::Tensor& k, const at::T
 
 at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   std::vector<DeviceLevel> levels;
-  for (const auto& level : plan.levels) levels.push_back(impl.prepare(level, at::kCPU));
+  for (const auto& level : plan.levels) levels.push_back(impl.prepare(level));
+  auto merge = prepare_merge(plan, at::kCPU);
+  // As a CUDA step has them: views of one buffer (step_upload.h; on the CPU the step keeps its own tensors).
+  pack_into_one(step_arrays(levels, merge), at::kCPU);
   std::vector<PartialResult> parts;
   for (const auto& level : levels) parts.push_back(impl(q, k, v, level));
-  return merge_attention(prepare_merge(plan, at::kCPU), parts, at::kFloat);
+  return merge_attention(merge, parts, at::kFloat);
 }
 
 struct Totals {
@@ -234,7 +238,7 @@ void check_keyless_row() {
   plan_merge(plan, 3);
   auto q = at::randn({3, 2, 4}), k = at::randn({5, 1, 4}), v = at::randn({5, 1, 4});
   const auto impl = reference_partial_attention(0);
-  std::vector<DeviceLevel> levels{impl->prepare(plan.levels[0], at::kCPU), impl->prepare(plan.levels[1], at::kCPU)};
+  std::vector<DeviceLevel> levels{impl->prepare(plan.levels[0]), impl->prepare(plan.levels[1])};
   std::vector<PartialResult> parts{(*impl)(q, k, v, levels[0]), (*impl)(q, k, v, levels[1])};
   const auto merge = prepare_merge(plan, at::kCPU);
   const auto clean = merge_attention(merge, parts, at::kFloat);
@@ -247,6 +251,41 @@ void check_keyless_row() {
   const bool alone = clean.select(0, 0).equal(parts[1].out.select(0, 0));
   std::printf("{\"part\":\"keyless\",\"entriesOfRow0\":%d,\"poisonIgnored\":%s,\"row0IsOtherLevel\":%s}\n", merge.begin[1] - merge.begin[0],
               same ? "true" : "false", alone ? "true" : "false");
+}
+
+// A merge row with no entries merges to 0, reading no level's result.
+void check_empty_row() {
+  DeviceMerge merge;
+  merge.begin = {0, 0, 1};
+  merge.entry = {0};
+  std::vector<PartialResult> parts{{at::full({1, 2, 4}, NAN), at::full({2, 1}, NAN)}};
+  parts[0].out.select(0, 0).fill_(3.0f);
+  parts[0].lse.fill_(1.0f);
+  const auto out = merge_attention(merge, parts, at::kFloat);
+  std::printf("{\"part\":\"emptyRow\",\"zero\":%s,\"other\":%s}\n", out.select(0, 0).eq(0).all().item<bool>() ? "true" : "false",
+              out.select(0, 1).eq(3.0f).all().item<bool>() ? "true" : "false");
+}
+
+// Arrays of every dtype and shape a step has (empty ones too) packed into one buffer (step_upload.h): each a view of
+// it at an aligned offset, equal to what it was.
+void check_upload() {
+  std::vector<at::Tensor> arrays{at::arange(5, at::kLong), at::arange(3, at::kInt), at::rand({2, 3, 4}).gt(0.5), at::empty({0}, at::kLong),
+                                 at::arange(7, at::kInt).neg(), at::arange(11, at::kLong).mul(1 << 20)};
+  std::vector<at::Tensor> before;
+  std::vector<at::Tensor*> pointers;
+  for (auto& a : arrays) {
+    before.push_back(a.clone());
+    pointers.push_back(&a);
+  }
+  const auto buffer = pack_into_one(pointers, at::kCPU);
+  bool equal = true, one = true, aligned = true;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    equal = equal && arrays[i].scalar_type() == before[i].scalar_type() && arrays[i].sizes() == before[i].sizes() && arrays[i].equal(before[i]);
+    one = one && arrays[i].storage().data() == buffer.storage().data();
+    aligned = aligned && (static_cast<const char*>(arrays[i].data_ptr()) - static_cast<const char*>(buffer.data_ptr())) % 8 == 0;
+  }
+  std::printf("{\"part\":\"upload\",\"arrays\":%zu,\"equal\":%s,\"oneBuffer\":%s,\"aligned\":%s}\n", arrays.size(), equal ? "true" : "false",
+              one ? "true" : "false", aligned ? "true" : "false");
 }
 
 }  // namespace
@@ -292,5 +331,7 @@ int main() {
   }
   std::printf("}}\n");
   check_keyless_row();
+  check_empty_row();
+  check_upload();
   return 0;
 }

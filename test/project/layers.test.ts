@@ -125,7 +125,7 @@ export const NATIVE_LAYERS: string[][] = [['common'], ['batch'], ['kernels'], ['
 
 /**
  * The kernel headers other folders may include: the interface the transformer is written in, the
- * weights' quantization modes, the readout's arithmetic and CUDA kernel, and each implementation's entry point (the engine picks
+ * weights' quantization modes, the readout's arithmetic and CUDA kernel (and the launch check every CUDA launch goes through), and each implementation's entry point (the engine picks
  * one). The rest of kernels/ is the implementations' own, and cli/'s microbenchmarks'.
  */
 export const KERNEL_ENTRY_POINTS = [
@@ -133,6 +133,7 @@ export const KERNEL_ENTRY_POINTS = [
   'kernels/quantization.h',
   'kernels/label_readout_math.h',
   'kernels/cuda/label_readout.h',
+  'kernels/cuda/launch_check.h',
   'kernels/cpu/cpu_layer_kernels.h',
   'kernels/shifted_layer_kernels.h',
   'kernels/cascade/cascade_layer_kernels.h',

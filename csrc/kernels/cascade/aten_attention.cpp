@@ -18,8 +18,8 @@ class AtenPartialAttention : public PartialAttention {
   const char* name() const override { return "aten"; }
   bool replays(const CascadePlan& /*plan*/) const override { return false; }
 
-  DeviceLevel prepare(const CascadeLevel& level, at::Device device) const override {
-    DeviceLevel dl = PartialAttention::prepare(level, device);
+  DeviceLevel prepare(const CascadeLevel& level) const override {
+    DeviceLevel dl = PartialAttention::prepare(level);
     const int32_t seqs = level.sequences(), mq = level.max_q, mk = level.max_k;
     // -1: padding, resolved to the appended zero row when the step's sizes are known.
     std::vector<int64_t> q_pad(static_cast<size_t>(seqs) * mq, -1), k_pad(static_cast<size_t>(seqs) * mk, -1);
@@ -34,10 +34,9 @@ class AtenPartialAttention : public PartialAttention {
         for (int32_t j = range.first; j <= range.last; ++j) m[(static_cast<int64_t>(s) * mq + i) * mk + j] = true;
       }
     }
-    auto to = [&](const std::vector<int64_t>& v) { return at::tensor(at::ArrayRef<int64_t>(v), at::kLong).to(device); };
-    dl.q_pad = to(q_pad);
-    dl.k_pad = to(k_pad);
-    dl.mask = mask.to(device);
+    dl.q_pad = at::tensor(at::ArrayRef<int64_t>(q_pad), at::kLong);
+    dl.k_pad = at::tensor(at::ArrayRef<int64_t>(k_pad), at::kLong);
+    dl.mask = mask;
     return dl;
   }
 

@@ -10,6 +10,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "kernels/cuda/attention_merge.h"
+#include "kernels/cuda/launch_check.h"
 #endif
 
 namespace tq {
@@ -46,8 +47,9 @@ at::Tensor merge_on_cuda(const DeviceMerge& m, const at::Tensor& partial, const 
                                 m.begin_on_device.data_ptr<int32_t>(), m.entry_on_device.data_ptr<int32_t>(), partial.data_ptr(),
                                 lse.data_ptr<float>(), static_cast<int>(partial.size(0)), partial.scalar_type() == at::kBFloat16,
                                 out_dtype == at::kBFloat16, out.data_ptr()};
-  const auto status = cuda::launch_attention_merge(args, c10::cuda::getCurrentCUDAStream(partial.device().index()).stream());
-  if (status != cudaSuccess) throw std::runtime_error(std::string("attention merge kernel: ") + cudaGetErrorString(status));
+  const auto stream = c10::cuda::getCurrentCUDAStream(partial.device().index()).stream();
+  const auto error = cuda::launch_error("attention merge kernel", [&] { return cuda::launch_attention_merge(args, stream); });
+  if (!error.empty()) throw std::runtime_error(error);
   return out;
 }
 #endif
@@ -65,8 +67,8 @@ DeviceMerge prepare_merge(const CascadePlan& plan, at::Device device) {
     throw std::invalid_argument("attention merge: a row in " + std::to_string(plan.max_entries) + " levels (at most " +
                                 std::to_string(merge::kMaxEntries) + ")");
   if (device.is_cuda()) {
-    m.begin_on_device = at::tensor(at::ArrayRef<int32_t>(m.begin), at::kInt).to(device);
-    m.entry_on_device = at::tensor(at::ArrayRef<int32_t>(m.entry), at::kInt).to(device);
+    m.begin_on_device = at::tensor(at::ArrayRef<int32_t>(m.begin), at::kInt);
+    m.entry_on_device = at::tensor(at::ArrayRef<int32_t>(m.entry), at::kInt);
   }
   return m;
 }

@@ -14,7 +14,8 @@ namespace tq {
 // stacked in level order.
 struct DeviceMerge {
   std::vector<int32_t> begin, entry;  // host
-  at::Tensor begin_on_device, entry_on_device;  // int32, where the results are (CUDA only)
+  // int32, for the CUDA kernel only: made on the host, moved with the step's other arrays (step_upload.h).
+  at::Tensor begin_on_device, entry_on_device;
 };
 DeviceMerge prepare_merge(const CascadePlan& plan, at::Device device);
 

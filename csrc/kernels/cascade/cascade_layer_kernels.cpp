@@ -10,6 +10,7 @@
 #include "batch/step_buckets.h"
 #include "kernels/cascade/attention_merge.h"
 #include "kernels/cascade/partial_attention.h"
+#include "kernels/cascade/step_upload.h"
 
 namespace tq {
 namespace {
@@ -34,12 +35,13 @@ bool bucket_shaped(int64_t queries, int64_t keys) {
   return bucket && bucket->tokens == queries && bucket->keys == keys;
 }
 
-// A step's cascade: the plan, each level's arrays and the merge's on the device, made once.
+// A step's cascade: the plan, each level's arrays and the merge's on the device (one copy), made once.
 class CascadeAttention : public StepAttention {
  public:
   CascadeAttention(CascadePlan plan, std::unique_ptr<PartialAttention> partial, at::Device device, bool fixed)
       : plan_(std::move(plan)), partial_(std::move(partial)), merge_(prepare_merge(plan_, device)), fixed_(fixed) {
-    for (const auto& level : plan_.levels) levels_.push_back(partial_->prepare(level, device));
+    for (const auto& level : plan_.levels) levels_.push_back(partial_->prepare(level));
+    upload_together(step_arrays(levels_, merge_), device);
   }
 
   at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const override {

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <stdexcept>
 
 #include "kernels/cascade/partial_attention.h"
@@ -24,6 +25,21 @@ namespace tq {
 
 #if TQ_CUDA && TORCH_VERSION_MAJOR >= 2
 namespace {
+
+// The LSE's shape is a fact of the libtorch build, not of our code: checked at every call, before the merge
+// indexes it as [heads, rows] (a libtorch that returned it padded would have the merge read past its end).
+void check_lse(const at::Tensor& lse, std::initializer_list<int64_t> expected, const char* kernel, bool at_least_last) {
+  bool ok = lse.dim() == static_cast<int64_t>(expected.size()) && lse.scalar_type() == at::kFloat;
+  for (int64_t d = 0; ok && d < lse.dim(); ++d) {
+    const int64_t want = expected.begin()[d];
+    ok = (d + 1 == lse.dim() && at_least_last) ? lse.size(d) >= want : lse.size(d) == want;
+  }
+  if (ok) return;
+  std::ostringstream message;
+  message << kernel << " returned its log-sum-exp as " << lse.sizes() << " " << lse.scalar_type() << ", not float " << at::IntArrayRef(expected)
+          << (at_least_last ? " (the last at least)" : "") << ": this libtorch's layout differs from the one the merge reads";
+  throw std::runtime_error(message.str());
+}
 
 class FlashPartialAttention : public PartialAttention {
  public:
@@ -35,9 +51,9 @@ class FlashPartialAttention : public PartialAttention {
     return dtype_ != at::kFloat || std::none_of(plan.levels.begin(), plan.levels.end(), [](const auto& l) { return l.window_left >= 0; });
   }
 
-  DeviceLevel prepare(const CascadeLevel& level, at::Device device) const override {
-    if (dtype_ == at::kFloat && level.window_left >= 0) return windowed_fp32_->prepare(level, device);
-    return PartialAttention::prepare(level, device);
+  DeviceLevel prepare(const CascadeLevel& level) const override {
+    if (dtype_ == at::kFloat && level.window_left >= 0) return windowed_fp32_->prepare(level);
+    return PartialAttention::prepare(level);
   }
 
   PartialResult operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const DeviceLevel& dl) const override {
@@ -49,6 +65,7 @@ class FlashPartialAttention : public PartialAttention {
       auto result = at::_flash_attention_forward(qs, ks, vs, dl.cu_q, dl.cu_k, max_q, max_k, /*dropout_p=*/0.0, level.causal,
                                                  /*return_debug_mask=*/false, scale, level.window_left >= 0 ? std::optional<int64_t>(level.window_left) : std::nullopt,
                                                  std::optional<int64_t>(-1));
+      check_lse(std::get<1>(result), {q.size(1), qs.size(0)}, "FlashAttention-2", false);  // [heads, total_q]
       return {std::get<0>(result), std::get<1>(result)};
     }
     if (level.window_left >= 0) return (*windowed_fp32_)(q, k, v, dl);
@@ -58,6 +75,7 @@ class FlashPartialAttention : public PartialAttention {
                                                    /*custom_mask_type=*/level.causal ? 2 : 0, /*compute_log_sumexp=*/true, scale);
     auto out = std::get<0>(result).squeeze(0);
     auto lse = std::get<1>(result);  // [sequences, heads, padded rows]
+    check_lse(lse, {level.sequences(), q.size(1), max_q}, "the memory-efficient kernel", true);
     const int64_t heads = lse.size(1), padded = lse.size(2);
     auto place = dl.row_seq * padded + dl.row_in_seq;
     return {out, lse.permute({1, 0, 2}).reshape({heads, -1}).index_select(1, place)};

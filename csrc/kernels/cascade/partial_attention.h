@@ -17,7 +17,8 @@
 
 namespace tq {
 
-// A level's index arrays as tensors on the device, made once per step and read at every layer.
+// A level's index arrays as tensors, made on the host once per step (prepare) and read at every layer on the
+// device, where step_upload.h moves them with the rest of the step's in one copy.
 struct DeviceLevel {
   const CascadeLevel* level;
   at::Tensor q_rows, k_rows;  // int64, for index_select
@@ -37,8 +38,8 @@ class PartialAttention {
  public:
   virtual ~PartialAttention() = default;
   virtual const char* name() const = 0;
-  // Moves a level's arrays to `device` (and builds what this implementation needs).
-  virtual DeviceLevel prepare(const CascadeLevel& level, at::Device device) const;
+  // A level's arrays on the host (and what this implementation needs besides).
+  virtual DeviceLevel prepare(const CascadeLevel& level) const;
   // q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim], the step's (the level's rows index them).
   virtual PartialResult operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const DeviceLevel& level) const = 0;
   // Whether its launches for the plan's levels, put in the fixed form (batch/fixed_cascade.h), are

@@ -76,9 +76,9 @@ class ReferencePartialAttention : public PartialAttention {
 
 }  // namespace
 
-DeviceLevel PartialAttention::prepare(const CascadeLevel& level, at::Device device) const {
-  auto i64 = [&](const std::vector<int32_t>& v) { return at::tensor(at::ArrayRef<int32_t>(v), at::kInt).to(at::kLong).to(device); };
-  auto i32 = [&](const std::vector<int32_t>& v) { return at::tensor(at::ArrayRef<int32_t>(v), at::kInt).to(device); };
+DeviceLevel PartialAttention::prepare(const CascadeLevel& level) const {
+  auto i64 = [&](const std::vector<int32_t>& v) { return at::tensor(at::ArrayRef<int32_t>(v), at::kInt).to(at::kLong); };
+  auto i32 = [&](const std::vector<int32_t>& v) { return at::tensor(at::ArrayRef<int32_t>(v), at::kInt); };
   std::vector<int32_t> seq, place;
   for (int32_t s = 0; s < level.sequences(); ++s)
     for (int32_t r = level.cu_q[s]; r < level.cu_q[s + 1]; ++r) {

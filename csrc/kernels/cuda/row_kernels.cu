@@ -1,7 +1,10 @@
-// One block per row (a token's hidden state, or one head of q, k or v): the
-// first 16 threads sum their lanes' squares into shared memory, thread 0 turns
-// them into the row's scale, and every thread writes its strided share of the
-// outputs. The arithmetic is kernels/row_kernels_math.h, the CPU kernels' own.
+// One block per row (a token's hidden state, or one head of q, k or v): every
+// thread squares its share of a chunk of the row into shared memory, the
+// first 16 threads carry their lanes' running sums over it (the CPU kernels'
+// 16 lanes, each a sum in element order: that order is what keeps the bits, so
+// it is not a tree), thread 0 turns the lane sums into the row's scale, and
+// every thread writes its strided share of the outputs. The arithmetic is
+// kernels/row_kernels_math.h, the CPU kernels' own.
 #include "kernels/cuda/row_kernels.h"
 #include "kernels/row_kernels_math.h"
 
@@ -21,9 +24,19 @@ using rows::put;
 
 // The scale of row x[0, n), by the block; every thread gets it.
 __device__ float block_norm_scale(const float* x, int n, float eps) {
+  __shared__ float squares[rows::kNormChunk];
   __shared__ float lane_sums[rows::kNormLanes];
   __shared__ float scale;
-  if (threadIdx.x < rows::kNormLanes) lane_sums[threadIdx.x] = rows::norm_lane_sum(x, n, threadIdx.x);
+  const int whole = n - n % rows::kNormLanes;  // the tail's squares are norm_scale's
+  float acc = 0.0f;
+  for (int base = 0; base < whole; base += rows::kNormChunk) {
+    const int len = min(rows::kNormChunk, whole - base);
+    for (int j = threadIdx.x; j < len; j += blockDim.x) squares[j] = rows::square(x[base + j]);
+    __syncthreads();
+    if (threadIdx.x < rows::kNormLanes) acc = rows::lane_sum_of_squares(acc, squares, len, threadIdx.x);
+    __syncthreads();
+  }
+  if (threadIdx.x < rows::kNormLanes) lane_sums[threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.x == 0) scale = rows::norm_scale(lane_sums, x, n, eps);
   __syncthreads();

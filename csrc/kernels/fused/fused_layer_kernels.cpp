@@ -7,6 +7,7 @@
 #if TQ_CUDA
 #include <c10/cuda/CUDAStream.h>
 
+#include "kernels/cuda/launch_check.h"
 #include "kernels/cuda/row_kernels.h"
 #endif
 
@@ -19,12 +20,13 @@ const float* floats_or_null(const at::Tensor& t) { return t.defined() ? t.data_p
 // Runs a row kernel where its tensors are: the CUDA launch, or its host form.
 #if TQ_CUDA
 template <typename Args>
-void run(cudaError_t (*launch)(const Args&, cudaStream_t), void (*host)(const Args&), const Args& args, const at::Device& device) {
+void run(const char* step, cudaError_t (*launch)(const Args&, cudaStream_t), void (*host)(const Args&), const Args& args, const at::Device& device) {
   if (!device.is_cuda()) return host(args);
-  const auto status = launch(args, c10::cuda::getCurrentCUDAStream(device.index()).stream());
-  if (status != cudaSuccess) throw std::runtime_error(std::string("fused row kernel: ") + cudaGetErrorString(status));
+  const auto stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
+  const auto error = cuda::launch_error(step, [&] { return launch(args, stream); });
+  if (!error.empty()) throw std::runtime_error(error);
 }
-#define TQ_ROWS(kernel, args, device) run(cuda::launch_##kernel, rows::kernel##_host, args, device)
+#define TQ_ROWS(kernel, args, device) run("fused row kernel " #kernel, cuda::launch_##kernel, rows::kernel##_host, args, device)
 #else
 #define TQ_ROWS(kernel, args, device) rows::kernel##_host(args)
 #endif

@@ -1,6 +1,7 @@
 """The GPU check (issue 11), run by bench/gpu/run.sh on a machine with a GPU, a CUDA torch and
 transformers, and no Node. It drives the engine through its command-line program (tq_cli) and writes
-results.json and results.md into --out:
+OUT/STEM.json and OUT/STEM.md (--stem; the window runs --parts benchmark as bench, --parts parity as parity), after
+every model and every benchmark path, so a kill keeps what finished:
 
 - parity: fp32 label logits on the GPU against the float64 reference (test/reference/ref_model.py,
   ref_families.py) for every architecture (bound 1e-4); the bf16 error; GPU against CPU label probabilities;

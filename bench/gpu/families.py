@@ -11,7 +11,7 @@ a state with an image of 84 x 56 pixels (3 x 2 merged units: a whole window of Q
 partial one), patchified by transformers' own Qwen2VLImageProcessor for transformers and given to
 tq_cli as the raw RGB. Bound: max |Δ logit| <= 1e-4. Writes families.json and families.md into --out.
 
-  python3 bench/gpu/families.py --cli build-gpu/tq_cli --models build-gpu/models --out OUT [--devices cpu,cuda]
+  python3 bench/gpu/families.py --cli build/tq_cli --models build/models --out OUT [--devices cpu,cuda] [--only A,B]
 """
 import argparse
 import json

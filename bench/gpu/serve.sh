@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The real server on the GPU machine (issue 26; docs/gpu.md), step 5 of the window (bench/gpu/window.py):
 #   bash bench/gpu/serve.sh OUT_DIR [BUNDLE_DIR]        (BUNDLE_DIR: bench/gpu/bundle)
-#   bash bench/gpu/serve.sh --unpack-only [BUNDLE_DIR]  (the window's build needs the bundle's Node-API headers)
 # From the bundle bench/gpu/bundle.sh made (carried there as a git-ignored path) it unpacks Node, dist/ and
-# node_modules/ into the working tree; without a bundle it uses this machine's node and dist/ (the CPU form).
+# node_modules/ into the working tree, where they are not there yet (the window unpacks them before its build);
+# without a bundle it uses this machine's node and dist/ (the CPU form).
 # Unless TQ_BUILD names a build that has them (the window's), it builds the addon and tq_cli against this
 # machine's torch (CMake) into build/. It writes bench-qwen3 (make_models.py) unless TQ_MODEL names a model,
 # gives it Qwen3's tokenizer, starts `tqserve serve` and runs bench/gpu/serve-load.mjs against it:
@@ -12,30 +12,28 @@
 # Python torch's), TQ_MODEL, TQ_GPU_MEMORY_UTILIZATION (0.5: the engine-alone replay's tq_cli needs room too),
 # TQ_SERVE_ARGS (more server flags), and serve-load.mjs's TQ_LOAD_* settings.
 set -euo pipefail
-unpack_only=0
-if [ "${1:-}" = "--unpack-only" ]; then unpack_only=1; shift; out=; else out=${1:?usage: bench/gpu/serve.sh OUT_DIR [BUNDLE_DIR]}; shift; fi
-bundle=${1:-bench/gpu/bundle}
+out=${1:?usage: bench/gpu/serve.sh OUT_DIR [BUNDLE_DIR]}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+bundle=${2:-bench/gpu/bundle}
 cd "$(dirname "$0")/../.."
 device=${TQ_DEVICE:-cuda}
 py=${PYTHON:-python3}
 
 if [ -d "$bundle" ]; then
   bundle=$(cd "$bundle" && pwd)
-  tools=$(mktemp -d)
-  xz -dc "$bundle/node.xz" > "$tools/node"
-  chmod +x "$tools/node"
-  export PATH="$tools:$PATH"
-  start=$(date +%s)
+  if ! command -v node > /dev/null; then
+    tools=$(mktemp -d)
+    xz -dc "$bundle/node.xz" > "$tools/node"
+    chmod +x "$tools/node"
+    export PATH="$tools:$PATH"
+  fi
   [ -f dist/tqserve.js ] || tar -xJf "$bundle/app.tar.xz"
-  echo "unpacked in $(( $(date +%s) - start )) s: node $(node --version)"
   workload=$bundle/workload.json
 else
   bundle=
   command -v node > /dev/null || { echo "no bundle ($bundle) and no node on this machine"; exit 1; }
 fi
-[ "$unpack_only" = 1 ] && exit 0
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 
 build=${TQ_BUILD:-}
 if [ -z "$build" ]; then

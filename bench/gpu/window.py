@@ -27,6 +27,7 @@ A step whose output names a CUDA error runs again once with CUDA_LAUNCH_BLOCKING
 import argparse
 import importlib.util
 import json
+import lzma
 import os
 import re
 import shutil
@@ -55,6 +56,7 @@ class Window:
         self.cuda = args.device == "cuda"
         self.transformers = importlib.util.find_spec("transformers") is not None
         self.bundle = os.path.isdir(os.path.join(ROOT, "bench", "gpu", "bundle"))
+        self.child = None  # the running step's process, which a signal to the window stops too
 
     def left(self):
         return self.deadline - time.monotonic() - PACK_RESERVE_S
@@ -115,11 +117,14 @@ class Window:
         os.replace(os.path.join(self.out, "summary.md.part"), os.path.join(self.out, "summary.md"))
 
     def script(self, name, script, args, cap, log=None):
-        """A Python script of this folder as a step's part; reruns it once with CUDA_LAUNCH_BLOCKING=1 where its
-        output names a CUDA error."""
+        """A Python script of this folder as a step's part; reruns it once with CUDA_LAUNCH_BLOCKING=1 where its log or
+        results name a CUDA error (the scripts record a model's error in their results and go on)."""
         command = [self.python, os.path.join(HERE, script), *args]
+        started = time.time()
         status, seconds = self.run(name, command, cap, log=log)
-        if self.cuda and CUDA_ERROR.search(read(os.path.join(self.work, f"{log or name}.log"))):
+        written = [os.path.join(self.work, f) for f in os.listdir(self.work)
+                   if not f.startswith("window.") and os.path.getmtime(os.path.join(self.work, f)) >= started]
+        if self.cuda and any(CUDA_ERROR.search(read(f)) for f in written):
             status, more = self.run(name, command, cap, env={"CUDA_LAUNCH_BLOCKING": "1"}, log=f"{log or name}.blocking")
             status = f"{status} (rerun with CUDA_LAUNCH_BLOCKING=1: {log or name}.blocking.log)"
             seconds += more
@@ -134,6 +139,8 @@ class Window:
     def build(self):
         build = self.args.build
         targets = ["tq_cli"] + (["tqserve_engine"] if self.bundle else [])
+        if self.bundle:
+            self.unpack_bundle()
         if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
             torch_dir = subprocess.run([self.python, "-c", "import os, torch; print(os.path.join(torch.utils.cmake_prefix_path, 'Torch'))"],
                                        capture_output=True, text=True, timeout=60).stdout.strip()
@@ -142,8 +149,7 @@ class Window:
                 flags.append(f"-DCMAKE_CUDA_COMPILER={shutil.which('nvcc')}")
             if os.environ.get("TQ_JSON_INCLUDE"):
                 flags.append(f"-DTQ_JSON_INCLUDE={os.environ['TQ_JSON_INCLUDE']}")
-            if self.bundle:  # the addon's Node-API headers come with the bundle's node_modules (serve.sh unpacks them first)
-                self.unpack_bundle()
+            if self.bundle:  # the addon's Node-API headers come with the bundle's node_modules
                 flags.append(f"-DCMAKE_JS_INC={ROOT}/node_modules/node-api-headers/include")
             generator = ["-G", "Ninja"] if shutil.which("ninja") else []
             status, _ = self.run("build", ["cmake", "-S", ROOT, "-B", build, *generator, *flags], 120)
@@ -155,8 +161,18 @@ class Window:
         return "ok", f"{' '.join(targets)} in {seconds:.0f} s ({build})"
 
     def unpack_bundle(self):
+        """The bundle's Node onto PATH (CMake asks node for node-addon-api's headers; serve.sh runs the server with
+        it) and its dist/ and node_modules/ into the tree."""
+        bundle, tools = os.path.join(ROOT, "bench", "gpu", "bundle"), os.path.join(self.args.build, "node-bin")
+        if not os.path.exists(os.path.join(tools, "node")):
+            os.makedirs(tools, exist_ok=True)
+            with lzma.open(os.path.join(bundle, "node.xz")) as f, open(os.path.join(tools, "node"), "wb") as out:
+                shutil.copyfileobj(f, out)
+            os.chmod(os.path.join(tools, "node"), 0o755)
+        os.environ["PATH"] = tools + os.pathsep + os.environ["PATH"]
         if not os.path.exists(os.path.join(ROOT, "dist", "tqserve.js")):
-            self.run("build", ["bash", os.path.join(HERE, "serve.sh"), "--unpack-only"], 60)
+            with tarfile.open(os.path.join(bundle, "app.tar.xz")) as tar:
+                tar.extractall(ROOT)
 
     def make_models(self, names):
         """Each model in its own make_models.py process: one that fails (a newer transformers) costs only itself."""
@@ -329,7 +345,6 @@ def main():
     os.makedirs(args.models, exist_ok=True)
 
     window = Window(args)
-    window.child = None
 
     def on_signal(sig, _frame):  # stopped from outside: the running step's group goes too, then what is done is packed
         if window.child is not None:

@@ -28,9 +28,11 @@ from tq_cli import write_results  # noqa: E402
 
 
 def command_version(*command):
+    """The line of a tool's version output that names it (nvcc's "release" line; else the first)."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=15)
-        return (done.stdout or done.stderr).strip().splitlines()[-1 if command[0] == "nvcc" else 0]
+        lines = (done.stdout or done.stderr).strip().splitlines()
+        return next((line for line in lines if "release" in line), lines[0])
     except (OSError, subprocess.TimeoutExpired, IndexError) as e:
         return f"absent ({type(e).__name__})"
 
@@ -120,9 +122,9 @@ def efficient_call(torch):
     result = torch.ops.aten._efficient_attention_forward(q[None], kr[None], vr[None], None, cu_q, cu_k, max(2, max(seq_q)), max(seq_k), 0.0, 2, True,
                                                          scale=1 / math.sqrt(128))
     out, lse = result[0][0], result[1]
-    padded = math.ceil(max(2, max(seq_q)) / 32) * 32
-    r = {"lse_shape": list(lse.shape), "out_shape": list(out.shape)}
-    r["lse_shape_ok"] = list(lse.shape) == [len(seq_q), 16, padded]
+    # flash_attention.cpp reads it as [sequences, heads, at least max_q rows] (libtorch pads the rows to 32: noted).
+    r = {"lse_shape": list(lse.shape), "out_shape": list(out.shape), "rows_padded_to_32": lse.dim() == 3 and lse.shape[2] % 32 == 0}
+    r["lse_shape_ok"] = lse.dim() == 3 and list(lse.shape[:2]) == [len(seq_q), 16] and lse.shape[2] >= max(2, max(seq_q))
     ref_out, ref_lse = reference(q, k, v, seq_q, seq_k)
     r["out_max_diff"] = (out.double() - ref_out).abs().max().item()
     if r["lse_shape_ok"]:

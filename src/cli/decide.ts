@@ -9,6 +9,7 @@ import { EngineCall, EngineLike } from '../answering/engine-like';
 import { Engine } from '../engine/engine';
 import { Renderer } from '../rendering/renderer';
 import { resolveBase } from '../config/bases';
+import { engineLoad } from '../config/engine-load';
 import { Flags, parseFlags } from '../config/flags';
 import { Temperatures } from '../rendering/profile';
 import { openTasks } from '../tasks/open';
@@ -64,7 +65,8 @@ async function answerFile(argv: string[]) {
   const base = resolveBase(flags.base, flags['models-dir']);
   if (base.note) console.error(`[tqserve] WARNING: ${base.note}`);
   const renderer = await rendererFor(base, flags);
-  const engine = await Engine.open({ path: base.checkpoint, dtype: flags.dtype, threads: flags.threads || undefined });
+  // The server's engine options (config/engine-load.ts): the same threads pick the same kernel level, so the same bits.
+  const engine = await Engine.open(engineLoad(flags, base));
   try {
     const servedName = flags['served-name'] ?? base.profile.servedName;
     const temperatures = temperaturesOf(base.profile.temperatures, flags);

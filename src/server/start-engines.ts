@@ -5,10 +5,9 @@
  * the HTTP app, the tokenizers and the tasks (load-service.ts): start to /ready is the slowest of them,
  * not their sum (bench:startup). `stopAll` stops every engine, started or still starting.
  */
-import * as os from 'os';
 import { ResolvedBase, resolveBase } from '../config/bases';
+import { engineLoad } from '../config/engine-load';
 import { Flags } from '../config/flags';
-import { NativeLoadOptions } from '../engine/native';
 import { EngineClient, StartingEngine } from './engine-process/client';
 import { HostArgs } from './engine-process/protocol';
 import type { EngineRole } from './ops/metrics';
@@ -22,25 +21,6 @@ export interface StartingEngines {
 }
 
 export type Died = (role: EngineRole) => (reason: string) => void;
-
-/** What every engine process loads its model with, from the flags (the head and image engines change the path). */
-function engineLoad(flags: Flags, base: ResolvedBase): NativeLoadOptions {
-  return {
-    path: base.checkpoint,
-    dtype: flags.dtype,
-    threads: flags.threads || os.cpus().length,
-    prefixCache: flags['prefix-cache'] === 'on',
-    batchInvariant: flags['batch-invariant'] === 'on',
-    quantization: flags.quantization,
-    attention: flags.attention,
-    ...(flags['cuda-forward'] === 'fused' ? { kernels: 'fused' as const } : {}),
-    cudaGraphs: flags['cuda-graphs'] === 'on',
-    device: flags.device,
-    registerBoundary: flags['register-boundary'],
-    cacheMiB: flags['cache-mib'],
-    gpuMemoryUtilization: flags['gpu-memory-utilization'],
-  };
-}
 
 /**
  * Resolves the bases (a bad one throws before any process starts) and forks their engine processes; the image

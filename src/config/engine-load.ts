@@ -1,0 +1,27 @@
+/**
+ * What an engine loads its model with, from the flags: the server's engine processes (server/start-engines.ts; the
+ * head and image engines change the path) and `tqserve decide` alike, so that decide answers as the server does
+ * (the same threads, and so the same kernel level from the level file, the same quantization, attention, device...).
+ */
+import * as os from 'os';
+import { NativeLoadOptions } from '../engine/native';
+import { ResolvedBase } from './bases';
+import { Flags } from './flags';
+
+export function engineLoad(flags: Flags, base: ResolvedBase): NativeLoadOptions {
+  return {
+    path: base.checkpoint,
+    dtype: flags.dtype,
+    threads: flags.threads || os.cpus().length,
+    prefixCache: flags['prefix-cache'] === 'on',
+    batchInvariant: flags['batch-invariant'] === 'on',
+    quantization: flags.quantization,
+    attention: flags.attention,
+    ...(flags['cuda-forward'] === 'fused' ? { kernels: 'fused' as const } : {}),
+    cudaGraphs: flags['cuda-graphs'] === 'on',
+    device: flags.device,
+    registerBoundary: flags['register-boundary'],
+    cacheMiB: flags['cache-mib'],
+    gpuMemoryUtilization: flags['gpu-memory-utilization'],
+  };
+}

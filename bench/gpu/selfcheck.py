@@ -57,11 +57,12 @@ def main():
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--only", help="these models (comma-separated; default: every tiny family)")
     parser.add_argument("--stem", default="selfcheck")
+    parser.add_argument("--dtypes", default="fp32,bf16", type=lambda s: s.split(","))
     args = parser.parse_args()
     results = {}
     for name in args.only.split(",") if args.only else TINY:
         folder = os.path.join(args.models, name)
-        for dtype in ["fp32", "bf16"]:
+        for dtype in args.dtypes:
             key = f"{name} {dtype}"
             r = run(args, "--model", folder, "--device", args.device, "--dtype", dtype)
             if "error" not in r:

@@ -63,7 +63,8 @@ class Window:
 
     # ------------------------------------------------------------------------------------------------ running
     def run(self, name, command, cap, env=None, log=None):
-        """Runs command in its own process group, output to WORK/<log or name>.log, killed at min(cap, time left).
+        """Runs command, output to WORK/<log or name>.log; it and every process it started are stopped at min(cap, time
+        left). It stays in the window's process group, so a kill of that group (the device's limit) takes it too.
         Returns (exit status or "timeout", seconds)."""
         limit = min(cap, self.left())
         if limit < 5:
@@ -73,13 +74,12 @@ class Window:
         with open(path, "a") as f:
             f.write(f"$ {' '.join(command)}\n")
             f.flush()
-            child = subprocess.Popen(command, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
-                                     env={**os.environ, **(env or {})})
+            child = subprocess.Popen(command, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
             self.child = child
             try:
                 status = child.wait(timeout=limit)
             except subprocess.TimeoutExpired:
-                stop_group(child)
+                stop_tree(child)
                 status = "timeout"
                 f.write(f"\n[window] killed after {limit:.0f} s\n")
             self.child = None
@@ -207,7 +207,7 @@ class Window:
         if not names:
             return "skipped", f"{stem}: no model"
         status, _ = self.script(log, "selfcheck.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
-                                                        self.args.device, "--only", ",".join(names), "--stem", stem], 150, log=log)
+                                                        self.args.device, "--only", ",".join(names), "--stem", stem, *self.short_dtypes()], 150, log=log)
         results = json.loads(read(os.path.join(self.work, f"{stem}.json")) or "{}")
         return ok(status), "; ".join(f"{k}: {first_beyond(r)}" for k, r in results.items()) or "no results"
 
@@ -215,7 +215,8 @@ class Window:
         model = "bench-qwen3" if self.have("bench-qwen3") else ("tiny-qwen3" if not self.cuda and self.have("tiny-qwen3") else None)
         if model is None:
             return "skipped", "no bench-qwen3"
-        quick = [] if self.cuda else (["--runs", "1", "--states", "2", "--step-sizes", "8192"] if self.args.short else ["--runs", "2", "--states", "4"])
+        quick = [] if self.cuda else (["--runs", "1", "--states", "2", "--step-sizes", "8192", "--paths", "tqserve_fast"] if self.args.short
+                                      else ["--runs", "2", "--states", "4"])
         peer = [] if self.transformers and self.cuda else ["--no-peer"]
         status, _ = self.script("bench", "check.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
                                                        self.args.device, "--parts", "benchmark", "--bench-model", model, "--stem", "bench",
@@ -234,8 +235,9 @@ class Window:
         if not os.path.exists(os.path.join(model, "config.json")):
             return "skipped", f"no {model}"
         env = {"TQ_BUILD": self.args.build, "TQ_MODEL": model, "TQ_DEVICE": self.args.device}
-        if not self.cuda:  # the CPU form: a short load on the tiny model
-            env.update(TQ_LOAD_SECONDS="1" if self.args.short else "2", TQ_LOAD_CLIENTS="4", TQ_LOAD_RUNS="2", TQ_LOAD_STATES="12")
+        if not self.cuda:  # the CPU form: a short load on the tiny model (serve-load.mjs's settings in the environment win)
+            short = dict(TQ_LOAD_SECONDS="1" if self.args.short else "2", TQ_LOAD_CLIENTS="4", TQ_LOAD_RUNS="2", TQ_LOAD_STATES="12")
+            env.update({k: v for k, v in short.items() if k not in os.environ})
         status, _ = self.run("serve", ["bash", os.path.join(HERE, "serve.sh"), self.work], 180, env=env)
         result = json.loads(read(os.path.join(self.work, "serve.json")) or "{}")
         if not result:
@@ -264,7 +266,8 @@ class Window:
         else:
             parts.append(("skipped", "fp8: needs CUDA"))
         status, _ = self.script("parity", "check.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
-                                                        self.args.device, "--parts", "parity", "--only", ",".join(families), "--stem", "parity"], 200)
+                                                        self.args.device, "--parts", "parity", "--only", ",".join(families), "--stem", "parity",
+                                                        *self.short_dtypes()], 200)
         parts.append((ok(status), "parity " + summarize(self.work, "parity.json", "parity")))
         statuses = [s for s, _ in parts]
         status = "failed" if "failed" in statuses else "ok"
@@ -272,6 +275,10 @@ class Window:
 
     def cli(self):
         return os.path.join(self.args.build, "tq_cli")
+
+    def short_dtypes(self):
+        """--short: the self-check and parity in fp32 alone."""
+        return ["--dtypes", "fp32"] if self.args.short else []
 
 
 def ok(status):
@@ -305,18 +312,41 @@ def summarize(work, file, key):
     return ", ".join(f"{k} " + ("error" if "error" in v else ("pass" if v.get("passed", True) else "FAIL")) for k, v in section.items())
 
 
-def stop_group(child):
-    """SIGTERM to the child's process group, SIGKILL 5 s later if it is still there."""
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+def descendants(pid):
+    """Every process below pid, from /proc (parent links; taken before any is signalled, as the dead's children are
+    handed to init)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for kid in children.get(todo.pop(), []):
+            out.append(kid)
+            todo.append(kid)
+    return out
+
+
+def stop_tree(child):
+    """SIGTERM to the child and everything it started (a server, its engines, tq_cli), SIGKILL 5 s later to what is left."""
+    tree = [child.pid, *descendants(child.pid)]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in tree:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
         try:
-            os.killpg(child.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            child.wait(timeout=wait)
-            return
+            child.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            continue
+            pass
+        if sig == signal.SIGTERM:
+            time.sleep(0.2)  # the others' own exits
 
 
 def has_gpu():
@@ -339,8 +369,8 @@ def main():
     parser.add_argument("--work", help="where the results are written before they are packed (default: BUILD/window)")
     parser.add_argument("--steps", default="preflight,build,models,selfcheck,bench,serve,rest")
     parser.add_argument("--families", help="the tiny families the rest step takes (default: all)")
-    parser.add_argument("--short", action="store_true", help="the CPU form at its shortest (the suite's test): the self-check on tiny-qwen3 "
-                        "alone, one run of each benchmark figure, a one-second load")
+    parser.add_argument("--short", action="store_true", help="the CPU form at its shortest (the suite's test): the self-check and parity "
+                        "on tiny-qwen3 in fp32 alone, one run of each benchmark figure on the ATen and fast paths, a one-second load")
     args = parser.parse_args()
     if args.device == "auto":
         args.device = "cuda" if has_gpu() else "cpu"
@@ -359,7 +389,7 @@ def main():
 
     def on_signal(sig, _frame):  # stopped from outside: the running step's group goes too, then what is done is packed
         if window.child is not None:
-            stop_group(window.child)
+            stop_tree(window.child)
         window.steps.append({"step": "window", "status": f"stopped by signal {sig}", "seconds": 0, "summary": ""})
         window.pack()
         sys.exit(128 + sig)

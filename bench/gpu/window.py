@@ -21,7 +21,7 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
 
 Without a GPU (--device cpu, or auto on a machine without one) every step runs on the CPU with the tiny
 models (--models: the test suite's), the benchmark on tiny-qwen3 and short; steps that need transformers
-or CUDA are reported as skipped. That is how CI proves this script (test/project/gpu-window.test.ts).
+or CUDA are reported as skipped. That is how CI proves this script (test/kernels/gpu-window.test.ts).
 A step whose output names a CUDA error runs again once with CUDA_LAUNCH_BLOCKING=1, time allowing.
 """
 import argparse
@@ -403,7 +403,7 @@ def main():
         if name not in steps:
             parser.error(f"--steps: no step {name!r} (steps: {', '.join(steps)})")
     for name in wanted:
-        if name != "preflight" and name != "build" and not os.path.exists(window.cli()):
+        if name not in ("preflight", "build", "models") and not os.path.exists(window.cli()):
             window.step(name, lambda: ("skipped", "no tq_cli (the build failed)"))
         elif window.left() < 5:
             window.step(name, lambda: ("skipped", "no time left"))

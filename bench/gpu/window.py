@@ -44,6 +44,7 @@ sys.path.insert(0, HERE)
 from tiny import TINY, VISION  # noqa: E402
 
 PACK_RESERVE_S = 10  # kept back from every step for the last pack
+MIN_STEP_S = 2  # a part given less is not started ("no time left")
 CUDA_ERROR = re.compile(r"CUDA error|cudaError|illegal memory access|device-side assert|an earlier CUDA error|misaligned address")
 
 
@@ -67,7 +68,7 @@ class Window:
         left). It stays in the window's process group, so a kill of that group (the device's limit) takes it too.
         Returns (exit status or "timeout", seconds)."""
         limit = min(cap, self.left())
-        if limit < 5:
+        if limit < MIN_STEP_S:
             return "no time left", 0.0
         path = os.path.join(self.work, f"{log or name}.log")
         start = time.monotonic()
@@ -405,7 +406,7 @@ def main():
     for name in wanted:
         if name not in ("preflight", "build", "models") and not os.path.exists(window.cli()):
             window.step(name, lambda: ("skipped", "no tq_cli (the build failed)"))
-        elif window.left() < 5:
+        elif window.left() < MIN_STEP_S:
             window.step(name, lambda: ("skipped", "no time left"))
         else:
             window.step(name, steps[name])

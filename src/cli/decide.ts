@@ -10,7 +10,7 @@ import { Engine } from '../engine/engine';
 import { Renderer } from '../rendering/renderer';
 import { resolveBase } from '../config/bases';
 import { engineLoad } from '../config/engine-load';
-import { Flags, parseFlags } from '../config/flags';
+import { FlagError, Flags, parseFlags } from '../config/flags';
 import { Temperatures } from '../rendering/profile';
 import { openTasks } from '../tasks/open';
 import { HttpError, ValidationError } from '../wire/http-error';
@@ -20,6 +20,38 @@ import { questionNames, toHttpError } from '../answering/http-errors';
 import { validate } from '../wire/validation';
 import { collectImages } from '../images/collect';
 import { NO_IMAGE_ENGINE } from '../images/formats';
+
+/**
+ * The server's flags decide cannot honour, and why: it answers one file in this process, without listening, batching,
+ * headers, a head or image engine, or a log. Given one, it refuses rather than ignore it. Every other flag it honours:
+ * the base, rendering, temperatures, tasks and abstention as the server, and the engine flags through the server's own
+ * config/engine-load.ts.
+ */
+export const FLAGS_DECIDE_REFUSES: Record<string, string> = {
+  host: 'decide listens nowhere',
+  port: 'decide listens nowhere',
+  'batch-tokens': 'decide answers one request: there is no batch to bound',
+  'head-engine': 'decide runs no head engine (tasks fitted on one are refused)',
+  'image-model': 'decide runs no image engine (requests with images are refused)',
+  'image-max-tokens': 'decide runs no image engine',
+  'vision-cache-mib': 'decide runs no image engine',
+  'debug-readout': 'decide reads no request headers (x-service-debug)',
+  'cache-salt-header': 'decide reads no request headers, and its prefix cache lives for one request',
+  'cors-origin': 'decide serves no browser',
+  'log-level': 'decide keeps no access log (its warnings go to stderr)',
+  'log-bodies': 'decide keeps no access log',
+  'shutdown-timeout': 'decide has no server to shut down',
+  'exit-grace-ms': 'decide has no server to shut down',
+};
+
+/** The first flag of argv that decide refuses, as an error naming it and why. */
+function refusedFlag(argv: string[]): FlagError | undefined {
+  for (const arg of argv) {
+    const name = arg.startsWith('--') ? arg.slice(2).split('=')[0] : '';
+    if (name in FLAGS_DECIDE_REFUSES) return new FlagError(`--${name} is a server flag decide cannot honour: ${FLAGS_DECIDE_REFUSES[name]}`);
+  }
+  return undefined;
+}
 
 /** The addon in this process, timed like the engine process times it. */
 class InProcessEngine implements EngineLike {
@@ -52,6 +84,8 @@ async function answerFile(argv: string[]) {
     process.exit(2);
   }
   const flags = parseFlags(rest);
+  const refused = refusedFlag(rest);
+  if (refused) throw refused;
   let body: SystemOneRequest;
   try {
     body = JSON.parse(fs.readFileSync(file, 'utf8'));

@@ -19,10 +19,10 @@ export const tqserveCommand = path.join(root, 'dist', 'tqserve.js');
  * Runs `tqserve decide args...` without blocking the event loop (a test holding a keep-alive
  * connection to a server must not stall past the server's idle timeout): its stdout and exit code.
  */
-export function runDecide(args: string[]): Promise<{ code: number; stdout: string }> {
+export function runDecide(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [tqserveCommand, 'decide', ...args], { cwd: root, encoding: 'utf8' }, (error, stdout) =>
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout }),
+    execFile(process.execPath, [tqserveCommand, 'decide', ...args], { cwd: root, encoding: 'utf8' }, (error, stdout, stderr) =>
+      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
     );
   });
 }

@@ -2,6 +2,8 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { FLAGS_DECIDE_REFUSES } from '../../src/cli/decide';
+import { flagDefs } from '../../src/config/flags';
 import { logSoftmax } from '../helpers/reference';
 import { expectProblems, runDecide, serverForFile } from '../helpers/server';
 
@@ -89,4 +91,10 @@ test('decide answers a request file like the server, without a server', async ()
   const { code: status, stdout } = await runDecide([file, '--base', 'tiny-qwen3']);
   expect(status).toBe(3);
   expect(JSON.parse(stdout).detail).toEqual([{ loc: ['body', 'questions'], msg: 'missing required field "questions"', type: 'missing' }]);
+  // A server flag decide cannot honour is refused, named, never ignored (the list: FLAGS_DECIDE_REFUSES, every one a server flag).
+  const refused = await runDecide([file, '--base', 'tiny-qwen3', '--port', '9000']);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toMatch(/--port is a server flag decide cannot honour: decide listens nowhere/);
+  const names = flagDefs.map((d) => d.name);
+  for (const name of Object.keys(FLAGS_DECIDE_REFUSES)) expect(names).toContain(name);
 });

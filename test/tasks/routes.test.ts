@@ -305,6 +305,14 @@ describe('management and persistence', () => {
       const r = await server.post('/v1/tasks/import', { tasks: fitted });
       expect(r.body.loaded).toEqual([]);
       expect(r.body.refused.map((x: any) => x.reason)).toEqual([expect.stringMatching(/differing: quantization/)]);
+      // decide honours --quantization: the int8 server's answer, bit for bit (and not the unquantized one).
+      const request = { state: keywordState('delta', 8081), questions: { n: { type: 'noul', instructions: 'Is it late?' } } };  // no task's question
+      const req = path.join(dir, 'int8-request.json');
+      fs.writeFileSync(req, JSON.stringify(request));
+      const decided = JSON.parse((await runDecide([req, '--base', 'tiny-qwen3', '--dtype', 'fp32', '--quantization', 'int8'])).stdout);
+      const [servedInt8, served] = [(await int8.post('/v1/systemone', request)).body, (await server.post('/v1/systemone', request)).body];
+      expect(decided.answers).toEqual(servedInt8.answers);
+      expect(decided.answers).not.toEqual(served.answers);
     } finally {
       await int8.stop();
     }

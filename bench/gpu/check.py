@@ -101,7 +101,8 @@ def parity(args, name):
             "logit_scale": max(abs(v) for e in expected for v in e),
         }
         out[dtype]["invariance"] = invariance(args, folder, request, vocab, dtype)
-    out["passed"] = all(out[d]["gpu_vs_float64_max_abs_logit"] <= 1e-4 for d in ["fp32"] if d in out)
+    # The bound is fp32's (bf16's error is reported, not bounded).
+    out["passed"] = "fp32" not in out or out["fp32"]["gpu_vs_float64_max_abs_logit"] <= 1e-4
     if "fp32" in out:
         out["fp32"]["passed"] = out["passed"]
     return out

@@ -110,10 +110,10 @@ def main():
     args = parser.parse_args()
     import transformers as tf
 
-    args.scratch = tempfile.mkdtemp()
     results = {"transformers": tf.__version__, "torch": torch.__version__, "bound": BOUND, "families": {}}
     save = lambda: write_results(args.out, "families", results, markdown(args, results))  # noqa: E731
-    per_model(args.only.split(",") if args.only else FAMILIES, lambda name: check(args, name), save, results["families"])
+    with tempfile.TemporaryDirectory() as args.scratch:  # the images' raw RGB for tq_cli
+        per_model(args.only.split(",") if args.only else FAMILIES, lambda name: check(args, name), save, results["families"])
     print(markdown(args, results))
 
 

@@ -23,17 +23,11 @@ void check(cudaError_t status, const char* what) {
 
 cudaStream_t stream_of(at::Device device) { return c10::cuda::getCurrentCUDAStream(device.index()).stream(); }
 
-template <typename Launch>
-void launched(const char* step, Launch&& launch) {
-  const auto error = cuda::launch_error(step, launch);
-  if (!error.empty()) throw std::runtime_error(error);
-}
-
 // rows of x (fp32 or bf16, on the device) as e4m3 rows padded to fp8_padded_k, and their scales.
 void quantize_rows(const at::Tensor& x, at::Tensor& q, at::Tensor& scale) {
   const cuda::Fp8QuantizeArgs args{x.data_ptr(), x.scalar_type() == at::kBFloat16, x.size(0), x.size(1), x.size(1),
                                    q.data_ptr<uint8_t>(), q.size(1), scale.data_ptr<float>()};
-  launched("fp8 quantize kernel", [&] { return cuda::launch_fp8_quantize(args, stream_of(x.device())); });
+  cuda::check_launch("fp8 quantize kernel", [&] { return cuda::launch_fp8_quantize(args, stream_of(x.device())); });
 }
 
 class Fp8Linear : public Linear {
@@ -83,7 +77,7 @@ class Fp8Linear : public Linear {
     const cuda::Fp8GemmArgs args{q.data_ptr<uint8_t>(), scale.data_ptr<float>(), weights_.data_ptr<uint8_t>(), w_scale_.data_ptr<float>(),
                                  bias_.defined() ? bias_.data_ptr<float>() : nullptr, out.data_ptr(), out.size(1), input.size(0), out_,
                                  weights_.size(1), accumulate, out.scalar_type() == at::kBFloat16};
-    launched("fp8 GEMM kernel", [&] { return cuda::launch_fp8_gemm(args, stream_of(x.device())); });
+    cuda::check_launch("fp8 GEMM kernel", [&] { return cuda::launch_fp8_gemm(args, stream_of(x.device())); });
   }
 
   int64_t in_, out_;

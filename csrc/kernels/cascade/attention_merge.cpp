@@ -48,8 +48,7 @@ at::Tensor merge_on_cuda(const DeviceMerge& m, const at::Tensor& partial, const 
                                 lse.data_ptr<float>(), static_cast<int>(partial.size(0)), partial.scalar_type() == at::kBFloat16,
                                 out_dtype == at::kBFloat16, out.data_ptr()};
   const auto stream = c10::cuda::getCurrentCUDAStream(partial.device().index()).stream();
-  const auto error = cuda::launch_error("attention merge kernel", [&] { return cuda::launch_attention_merge(args, stream); });
-  if (!error.empty()) throw std::runtime_error(error);
+  cuda::check_launch("attention merge kernel", [&] { return cuda::launch_attention_merge(args, stream); });
   return out;
 }
 #endif

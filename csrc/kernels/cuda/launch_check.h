@@ -5,6 +5,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <stdexcept>
 #include <string>
 
 namespace tq::cuda {
@@ -17,6 +18,12 @@ std::string launch_error(const char* step, Launch&& launch) {
            " (run again with CUDA_LAUNCH_BLOCKING=1 to name the op that failed)";
   if (const cudaError_t own = launch(); own != cudaSuccess) return std::string(step) + ": " + cudaGetErrorString(own);
   return {};
+}
+
+// The same, thrown as a std::runtime_error (the readout throws its own error kind with launch_error).
+template <typename Launch>
+void check_launch(const char* step, Launch&& launch) {
+  if (auto error = launch_error(step, launch); !error.empty()) throw std::runtime_error(error);
 }
 
 }  // namespace tq::cuda

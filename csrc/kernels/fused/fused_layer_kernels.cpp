@@ -23,8 +23,7 @@ template <typename Args>
 void run(const char* step, cudaError_t (*launch)(const Args&, cudaStream_t), void (*host)(const Args&), const Args& args, const at::Device& device) {
   if (!device.is_cuda()) return host(args);
   const auto stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
-  const auto error = cuda::launch_error(step, [&] { return launch(args, stream); });
-  if (!error.empty()) throw std::runtime_error(error);
+  cuda::check_launch(step, [&] { return launch(args, stream); });
 }
 #define TQ_ROWS(kernel, args, device) run("fused row kernel " #kernel, cuda::launch_##kernel, rows::kernel##_host, args, device)
 #else

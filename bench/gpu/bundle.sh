@@ -38,11 +38,7 @@ cp -a dist "$stage/dist"
 tar -C "$stage" -cf - dist node_modules | xz -6 -T0 > "$out/app.tar.xz"
 xz -6 -T0 -c "$(command -v node)" > "$out/node.xz"
 
-node -r ts-node/register/transpile-only -e '
-  const { dossier, topicQuestion } = require("./bench/workload");
-  const states = Array.from({ length: 400 }, (_, i) => dossier(i));
-  require("fs").writeFileSync(process.argv[1], JSON.stringify({ states, question: topicQuestion(1) }));
-' "$out/workload.json"
+node -r ts-node/register/transpile-only bench/gpu/write-workload.ts "$out/workload.json"
 
 unpacked=$(du -sm "$stage" | cut -f1)
 echo "bundle $out: $(du -sh "$out" | cut -f1) ($(du -h "$out/node.xz" | cut -f1) node, $(du -h "$out/app.tar.xz" | cut -f1) app of ${unpacked} MiB unpacked) in $(( $(date +%s) - start )) s"

@@ -377,8 +377,6 @@ def arguments():
     # cpu: a dry run of what can run without a GPU.
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--only", help="these tiny models (comma-separated; default: every tiny family)")
-    parser.add_argument("--step-sizes", default="2048,8192,16384", type=lambda s: [int(x) for x in s.split(",")],
-                        help="the throughput's --max-step-tokens values")
     return parser
 
 
@@ -392,6 +390,8 @@ def main():
     parser.add_argument("--bench-model", default="bench-qwen3")
     parser.add_argument("--no-peer", action="store_true", help="the benchmark without transformers (where it or CUDA is absent)")
     parser.add_argument("--stem", default="results", help="OUT/STEM.json and OUT/STEM.md")
+    parser.add_argument("--step-sizes", default="2048,8192,16384", type=lambda s: [int(x) for x in s.split(",")],
+                        help="the benchmark throughput's --max-step-tokens values")
     parser.add_argument("--dtypes", default="fp32,bf16", type=lambda s: s.split(","), help="parity's dtypes")
     parser.add_argument("--paths", default=",".join(FAST_PATHS), type=lambda s: s.split(","),
                         help="the benchmark's paths besides ATen's (" + ", ".join(FAST_PATHS) + ")")

@@ -63,11 +63,7 @@ if [ ! -f "$model/tokenizer.json" ]; then
 fi
 if [ -z "$bundle" ]; then  # the serving benchmark's states and question, as bundle.sh writes them
   workload=$out/workload.json
-  node -r ts-node/register/transpile-only -e '
-    const { dossier, topicQuestion } = require("./bench/workload");
-    const states = Array.from({ length: Number(process.env.TQ_LOAD_STATES ?? 400) }, (_, i) => dossier(i));
-    require("fs").writeFileSync(process.argv[1], JSON.stringify({ states, question: topicQuestion(1) }));
-  ' "$workload"
+  node -r ts-node/register/transpile-only bench/gpu/write-workload.ts "$workload" "${TQ_LOAD_STATES:-400}"
 fi
 
 memory=()

@@ -270,8 +270,7 @@ class Window:
                                                         self.args.device, "--parts", "parity", "--only", ",".join(families), "--stem", "parity",
                                                         *self.short_dtypes()], 200)
         parts.append((ok(status), "parity " + summarize(self.work, "parity.json", "parity")))
-        statuses = [s for s, _ in parts]
-        status = "failed" if "failed" in statuses else "ok"
+        status = "failed" if any(s.startswith("failed") for s, _ in parts) else "ok"
         return status, " | ".join(["; ".join(done) or "no other models", *(f"{s}: {m}" for s, m in parts)])
 
     def cli(self):
@@ -283,7 +282,10 @@ class Window:
 
 
 def ok(status):
-    return "ok" if status == 0 else ("timeout" if status == "timeout" else (status if isinstance(status, str) else f"failed ({status})"))
+    """A part's status for the summary: "ok", or what run() said ("timeout", "no time left"), or the exit status."""
+    if status == 0:
+        return "ok"
+    return status if isinstance(status, str) else f"failed ({status})"
 
 
 def read(path):

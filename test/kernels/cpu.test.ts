@@ -5,8 +5,8 @@
  * The invariant GEMM's kernel families (csrc/kernels/cpu/gemm_kernels.h), with test/native/gemm_check.cpp and run at every instruction set level this CPU has, in fp32 and bf16:
  * every output within a small fraction of the worst-case rounding bound of a float64 reference, every
  * row bit-identical alone, in batches of other sizes and places, under other column splits and when
- * accumulated; bf16 outputs the fp32 ones rounded; and the FMA family's chains the same bits with 16, 8 or 4
- * lanes where all have FMA. Each at an odd and an even K (steps packed or read in place).
+ * accumulated; bf16 outputs the fp32 ones rounded; and every level the same bits (16, 8 or 4 lanes, vdpbf16ps,
+ * libm's fma). Each at an odd and an even K (steps packed or read in place).
  *
  * RoPE and RMSNorm rows (csrc/kernels/cpu/row_math.h), with test/native/rowwise_check.cpp: the same bits wherever
  * a row's output lies relative to its input.
@@ -48,13 +48,13 @@ beforeAll(async () => {
   rows = await runCheck<Row>('gemm_check');
 }, 120_000);
 
-test('every level this CPU runs is checked, in fp32 and bf16, at an odd and an even K', () => {
-  const expected = runnableIsaLevels().reverse();
+test('every level this CPU runs is checked, and the portable one as a CPU without FMA runs it, in fp32 and bf16, at an odd and an even K', () => {
+  const expected = ['portable-libm', ...runnableIsaLevels().reverse()];
   expect(rows.map((r) => `${r.level}/${r.dtype}/${r.k}`)).toEqual(
     expected.flatMap((l) => [2101, 2100].flatMap((k) => [`${l}/fp32/${k}`, `${l}/bf16/${k}`])),
   );
-  // bf16 on avx512-bf16 is the vdpbf16ps family: pairs of k; everything else one k per step.
-  for (const r of rows) expect(r.depth).toBe(r.level === 'avx512-bf16' && r.dtype === 'bf16' ? 2 : 1);
+  // bf16 adds pairs of k per step (vdpbf16ps, or FMAs in its order); fp32 one k per step.
+  for (const r of rows) expect(`${r.level}/${r.dtype}: ${r.depth}`).toBe(`${r.level}/${r.dtype}: ${r.dtype === 'bf16' ? 2 : 1}`);
 });
 
 test('outputs within 5% of the worst-case fp32 rounding bound of a float64 reference (a missing or doubled term is ~2x it)', () => {
@@ -72,11 +72,12 @@ test('bf16 outputs, rounded tile by tile, are the fp32 outputs rounded to neares
   for (const r of rows) expect(`${r.level}/${r.dtype}/${r.k}: ${r.bf16OutputsDiffering}`).toBe(`${r.level}/${r.dtype}/${r.k}: 0`);
 });
 
-test('the FMA family gives the same bits at every vector width that has FMA (AVX2, AVX-512)', () => {
+test('every level gives the same bits (one arithmetic: docs/arithmetic.md), vdpbf16ps and the FMAs in its order alike', () => {
   for (const dtype of ['fp32', 'bf16'])
     for (const k of [2101, 2100]) {
-      const fma = rows.filter((r) => r.dtype === dtype && r.k === k && r.depth === 1 && r.level !== 'portable');
-      expect(new Set(fma.map((r) => r.bits)).size).toBeLessThanOrEqual(1);
+      const same = rows.filter((r) => r.dtype === dtype && r.k === k);
+      expect(same.length).toBe(runnableIsaLevels().length + 1);
+      expect(`${dtype}/${k}: ${new Set(same.map((r) => r.bits)).size} kinds of bits`).toBe(`${dtype}/${k}: 1 kinds of bits`);
     }
 });
 

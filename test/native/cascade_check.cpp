@@ -122,7 +122,8 @@ struct Totals {
 void check_cpu_attention(const QueryLayout& q, const StepBatch& b, std::optional<int64_t> window, double softcap, const at::Tensor& qv,
                          const at::Tensor& kv, const at::Tensor& vv, const at::Tensor& plain, Totals& t) {
   const auto compare = [&](const std::string& name, bool invariant, Isa isa) {
-    const auto plan = plan_attention(q, b.key_positions, b.key_segments, window, qv.size(1), false, invariant);
+    const bool paired = invariant && qv.scalar_type() == at::kBFloat16;  // as cpu_layer_kernels.cpp plans it
+    const auto plan = plan_attention(q, b.key_positions, b.key_segments, window, qv.size(1), paired, invariant);
     const auto out = attention(qv, kv, vv, plan, invariant, isa, softcap);
     auto& worst = t.worst_cpu[name];
     worst = std::max(worst, (out - plain).abs().max().item<double>());

@@ -8,8 +8,10 @@
 //     with its columns split between "threads" differently, and when
 //     accumulated onto its bias rather than started from it;
 //   - bf16 outputs: every one the fp32 output rounded to nearest even;
-//   - the outputs' bits as a hash: the FMA family computes the same chains
-//     with 4, 8 or 16 lanes, so AVX2 and AVX-512 must agree bit for bit.
+//   - the outputs' bits as a hash: every level computes the same chains
+//     (docs/arithmetic.md), so all must agree bit for bit, the vdpbf16ps
+//     family with the FMA one in bf16, and the portable level as a CPU
+//     without FMA runs it ("portable-libm") with the rest.
 // Each at an odd K (the vdpbf16ps family packs its steps, the last pair half
 // empty) and an even one (it reads them in place).
 // Prints one JSON line per (level, dtype); test/kernels/cpu.test.ts reads them.
@@ -81,8 +83,7 @@ struct Case {
   }
 };
 
-void check(const char* level, Isa isa, bool bf16, int64_t k) {
-  const gemm::Kernel kernel = bf16 && isa == Isa::Avx512Bf16 ? gemm::dpbf16_kernel() : gemm::fma_kernel(isa, bf16);
+void check(const char* level, const gemm::Kernel& kernel, bool bf16, int64_t k) {
   // K past the longest k block (2,048), so chains cross a block boundary
   // (except bf16 outputs, which take K in one block); N = 150: a partial last panel.
   const int64_t m = 111, n = 150;
@@ -130,11 +131,12 @@ void check(const char* level, Isa isa, bool bf16, int64_t k) {
 }  // namespace
 
 int main() {
+  for (int64_t k : {2101, 2100})
+    for (bool bf16 : {false, true}) check("portable-libm", gemm::portable_libm_fma_kernel(bf16), bf16, k);
   for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16}) {
     if (isa > best_isa()) continue;
-    for (int64_t k : {2101, 2100}) {
-      check(isa_name(isa), isa, false, k);
-      check(isa_name(isa), isa, true, k);
-    }
+    for (int64_t k : {2101, 2100})
+      for (bool bf16 : {false, true})
+        check(isa_name(isa), bf16 && isa == Isa::Avx512Bf16 ? gemm::dpbf16_kernel() : gemm::fma_kernel(isa, bf16), bf16, k);
   }
 }

@@ -39,8 +39,8 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
               "attention: contiguous q, k, v of one dtype");
   const bool paired = plan.key_order.defined();
   for (const auto& ch : plan.chunks) TORCH_CHECK(invariant || ch.hole_begin == ch.hole_end, "attention: holes are for the invariant kernels");
-  TORCH_CHECK(!paired || (invariant && isa == Isa::Avx512Bf16 && q.scalar_type() == at::kBFloat16),
-              "attention: paired keys are for the invariant bf16 kernels at avx512-bf16");
+  TORCH_CHECK(paired == (invariant && q.scalar_type() == at::kBFloat16),
+              "attention: the invariant bf16 kernels take paired keys, and only they do");
   using namespace cpu_attention;
   auto out = at::empty(q.sizes(), q.options());
 #if TQ_ONEDNN

@@ -20,8 +20,8 @@ namespace tq {
 // q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim]. Returns [Tq, heads, dim] in
 // q's dtype; scores and softmax are fp32. invariant: on the invariant GEMM at
 // level isa (a query's result independent of the chunk it is in), else on
-// oneDNN. isa also picks the softmax's vectors. A paired plan needs invariant
-// bf16 at avx512-bf16. softcap > 0: the scaled scores are soft-capped, cap * tanh(s / cap), before the mask and softmax.
+// oneDNN. isa also picks the softmax's vectors. The invariant bf16 kernels take
+// a paired plan, and only they do. softcap > 0: the scaled scores are soft-capped, cap * tanh(s / cap), before the mask and softmax.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant, Isa isa,
                      double softcap = 0);
 

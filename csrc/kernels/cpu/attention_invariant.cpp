@@ -45,20 +45,19 @@ const char* item_rows(const AttentionData& d, const char* kv, const AttentionPla
 // query of it sees, can be left out: a chunk of question rows skips the
 // earlier questions' keys, with the same bits.
 //
-// The scores may take the vdpbf16ps family: its pairs are pairs of head
-// dimensions, fixed by the head. The mix's pairs are pairs of keys, counted
-// from the chunk's first key; in a paired plan they are fixed by the keys'
-// segments and positions (key_pairs.h) and the mix takes the family too.
-// Otherwise a query's visible keys sit at other offsets in other chunks and
-// batches, so the mix stays on the FMA family, one key per step (its cost:
-// bench/README.md, "CPU attention").
+// In bf16 both GEMMs add two k per step (vdpbf16ps, or the FMA family in its
+// order: docs/arithmetic.md). The scores' pairs are pairs of head dimensions,
+// fixed by the head. The mix's pairs are pairs of keys, counted from the
+// chunk's first key, so a bf16 plan is paired: its pairs are fixed by the
+// keys' segments and positions (key_pairs.h), whatever the chunk or batch.
+// fp32 adds one k per step and needs no pairs.
 }  // namespace
 
 void attend_invariant(const AttentionData& d, const WorkItem& w, ItemBuffers& buf) {
   const auto& ch = *w.chunk;
   const auto& shape = d.shape;
   const int64_t tk = ch.keys(), rows = shape.group() * (ch.end - ch.begin), dim = shape.dim;
-  const Isa scores_isa = d.isa, mix_isa = d.paired ? d.isa : std::min(d.isa, Isa::Avx512);
+  const Isa scores_isa = d.isa, mix_isa = d.isa;
   buf.fit(rows, std::min(rows, kScoreRows), tk, dim, d.item, d.bf16);
   gather_queries(d, ch, w.kv_head, buf);
   buf.packed_keys.resize(invariant_gemm::packed_bytes(scores_isa, d.bf16, tk, dim));

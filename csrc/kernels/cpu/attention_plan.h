@@ -37,7 +37,7 @@ struct AttentionPlan {
   at::Tensor key_order;  // or undefined: the step's keys as they are
 };
 
-// paired: for the vdpbf16ps mix (invariant bf16 at avx512-bf16). holes: for
+// paired: for the invariant bf16 mix, which adds keys in pairs at every level. holes: for
 // the invariant kernels, which gather an item's keys (oneDNN reads them in
 // place, as one run).
 AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos, const at::Tensor& k_seg,

@@ -40,7 +40,7 @@ class CpuStepAttention : public StepAttention {
 
 class CpuLayerKernels : public LayerKernels {
  public:
-  CpuLayerKernels(bool invariant, Isa isa, bool int8) : invariant_(invariant), isa_(isa), int8_(int8) {}
+  CpuLayerKernels(bool invariant, Isa isa, bool bf16, bool int8) : invariant_(invariant), isa_(isa), bf16_(bf16), int8_(int8) {}
   std::string name() const override { return isa_name(isa_); }
   at::Device device() const override { return at::kCPU; }
   std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const override {
@@ -57,8 +57,8 @@ class CpuLayerKernels : public LayerKernels {
   at::Tensor gated_mul(at::Tensor& gate, const at::Tensor& up, GateActivation act) const override { return gated_mul_(gate, up, act); }
   std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
                                                 std::optional<int64_t> window, int64_t heads, double logit_softcap) const override {
-    // The vdpbf16ps mix needs keys in pairs (key_pairs.h); the level is avx512-bf16 only for bf16.
-    const bool paired = invariant_ && isa_ == Isa::Avx512Bf16;
+    // The invariant bf16 mix adds keys in pairs (key_pairs.h), at every level.
+    const bool paired = invariant_ && bf16_;
     return std::make_unique<CpuStepAttention>(tq::plan_attention(queries, key_positions, key_segments, window, heads, paired, invariant_),
                                               invariant_, isa_, logit_softcap);
   }
@@ -66,6 +66,7 @@ class CpuLayerKernels : public LayerKernels {
  private:
   bool invariant_;
   Isa isa_;
+  bool bf16_;
   bool int8_;
 };
 
@@ -73,7 +74,8 @@ class CpuLayerKernels : public LayerKernels {
 
 std::unique_ptr<LayerKernels> cpu_layer_kernels(bool invariant, Isa isa, at::ScalarType dtype, Quantization quantization) {
   if (quantization == Quantization::Fp8) throw std::invalid_argument("fp8 weights run on CUDA only (the H100's fp8 tensor cores); on the CPU use int8");
-  return std::make_unique<CpuLayerKernels>(invariant, invariant_gemm::level_for(isa, dtype == at::kBFloat16), quantization == Quantization::Int8);
+  const bool bf16 = dtype == at::kBFloat16;
+  return std::make_unique<CpuLayerKernels>(invariant, invariant_gemm::level_for(isa, bf16), bf16, quantization == Quantization::Int8);
 }
 
 const char* int8_kernel_name(Isa isa) { return int8_kernel(isa).name; }

@@ -4,9 +4,11 @@
 // 0), so a row's result depends on that row and the weights only: not on how
 // many rows are computed with it, where it sits among them, how K is blocked
 // or how the columns are split between threads.
-//   gemm_fma.cpp:    one k per step, y = fma(x[k], w[k], y), fp32 products
-//                    (bf16 widened exactly); AVX-512, AVX2 or portable vectors.
-//   gemm_dpbf16.cpp: two k per step, vdpbf16ps (AVX-512 BF16), bf16 pairs.
+//   gemm_fma.cpp:    fp32, one k per step, y = fma(x[k], w[k], y); bf16, two
+//                    k per step as vdpbf16ps adds them; AVX-512, AVX2 or
+//                    portable vectors.
+//   gemm_dpbf16.cpp: bf16, two k per step, vdpbf16ps (AVX-512 BF16).
+// Both bf16 families compute the same chains: the same bits (docs/arithmetic.md).
 // Vectors run along the output columns (one lane = one column), so no chain
 // is ever split across lanes. Weights are packed once into panels of `width`
 // columns, [steps of k][width * depth] each, zero-padded.
@@ -55,6 +57,9 @@ struct Kernel {
 constexpr int64_t kPrefetchLine = 64;
 
 Kernel fma_kernel(Isa isa, bool bf16);
+// The portable level as a CPU without FMA runs it (fp32 through libm's fma),
+// so that test/native/gemm_check.cpp checks it on any CPU.
+Kernel portable_libm_fma_kernel(bool bf16);
 Kernel dpbf16_kernel();  // needs Isa::Avx512Bf16
 
 // A tile's activations, step s of row r, as a micro-kernel reads them: packed

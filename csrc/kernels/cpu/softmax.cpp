@@ -115,9 +115,9 @@ TQ_AVX512 float numerators_avx512(float* x, int64_t n, float scale, const float*
 }
 
 // With vcvtneps2bf16: one instruction for store_bf16's six (the softmax 0.40 ->
-// 0.34 ns a score). It rounds to nearest even too, but takes an fp32 denormal
-// (a numerator below e^-87) as 0, where store_bf16 keeps a bf16 denormal; the
-// vdpbf16ps mix takes bf16 denormals as 0 either way.
+// 0.34 ns a score). It rounds to nearest even too; it would take an fp32
+// denormal as 0 where store_bf16 keeps it, but no numerator is one (the exp
+// is at least e^-87, a normal number, or exactly 0 for a masked key).
 #define TQ_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 TQ_AVX512_BF16 float numerators_avx512_bf16(float* x, int64_t n, float scale, const float* bias, int64_t bias_from, uint16_t* out_bf16) {
   const auto store = [](uint16_t* p, __m512 v, __mmask16 m) TQ_AVX512_BF16 { _mm256_mask_storeu_epi16(p, m, (__m256i)_mm512_cvtneps_pbh(v)); };

@@ -20,6 +20,8 @@ union ExpLanes {
 // out[j] = exp(x[j]) for n <= kExpBlock: 2^k * e^r with |r| <= ln2/2 and a
 // degree-6 Taylor polynomial (relative error < 2e-7); inputs below -87 give
 // about 1.6e-38 rather than 0, callers that need exact zeros select them.
+// This is the engine's exp at every level (docs/arithmetic.md): every
+// multiply and add rounded on its own, in this order; exp16 below repeats it.
 inline void exp_block(const float* x, float* out, int n) {
   ExpLanes r, scale;
   for (int j = 0; j < n; ++j) {
@@ -50,27 +52,33 @@ inline void exp_block(const float* x, float* out, int n) {
 
 namespace tq {
 
-// AVX-512 for the attention softmax, 16 floats at a time: the same reduction
-// and polynomial as exp_block, with scalef for the 2^k (exact underflow to 0
-// below about -104). With the bf16 output written in the same pass it is
-// faster than the portable loops plus a conversion; for SwiGLU the portable
-// loops were faster than intrinsics, so they stay there (bench/README.md,
-// "Measurements behind the CPU kernels").
+// AVX-512 for the attention softmax, 16 floats at a time: exp_block's
+// arithmetic, operation for operation (the clamp, the rounding of k, every
+// multiply and add rounded on its own, 2^k as a multiply), so that a numerator
+// is the same bits at every level (docs/arithmetic.md). Fused multiply-adds
+// here would be faster by a few percent of the softmax, and would make
+// avx512 answers differ from avx2 and portable ones. With the bf16 output
+// written in the same pass it is faster than the portable loops plus a
+// conversion; for SwiGLU the portable loops were faster than intrinsics, so
+// they stay there (bench/README.md, "Measurements behind the CPU kernels").
 #define TQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 
+TQ_AVX512 inline __m512 mul16(__m512 a, float b) { return _mm512_mul_ps(a, _mm512_set1_ps(b)); }
+TQ_AVX512 inline __m512 add16(__m512 a, float b) { return _mm512_add_ps(a, _mm512_set1_ps(b)); }
+
 TQ_AVX512 inline __m512 exp16(__m512 x) {
-  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-104.0f));
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.428606765330187e-06f), r);
+  const __m512 v = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+  const __m512 k = _mm512_sub_ps(add16(mul16(v, 1.44269504088896341f), 12582912.0f), _mm512_set1_ps(12582912.0f));
+  const __m512 r = _mm512_sub_ps(_mm512_sub_ps(v, mul16(k, 0.693145751953125f)), mul16(k, 1.428606765330187e-06f));
   __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, k);
+  p = add16(_mm512_mul_ps(p, r), 1.0f / 120);
+  p = add16(_mm512_mul_ps(p, r), 1.0f / 24);
+  p = add16(_mm512_mul_ps(p, r), 1.0f / 6);
+  p = add16(_mm512_mul_ps(p, r), 0.5f);
+  p = add16(_mm512_mul_ps(p, r), 1.0f);
+  p = add16(_mm512_mul_ps(p, r), 1.0f);
+  const __m512i scale = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(scale));
 }
 
 // Lanes [0, n - i) of the 16 starting at i, for tails.

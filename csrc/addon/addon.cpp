@@ -29,7 +29,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                             InstanceMethod("registerBoundary", &NativeEngine::RegisterBoundary),
                             InstanceMethod("cacheStats", &NativeEngine::CacheStats),
                             InstanceMethod("visionCacheStats", &NativeEngine::VisionCacheStats),
-                            InstanceMethod("memoryStats", &NativeEngine::MemoryStats)});
+                            InstanceMethod("memoryStats", &NativeEngine::MemoryStats),
+                            InstanceMethod("remeasureLevel", &NativeEngine::RemeasureLevel)});
     exports.Set("NativeEngine", cls);
     return exports;
   }
@@ -150,6 +151,16 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     return schedule<tq::MemoryStats>(
         info.Env(), [this] { return loaded().memory_stats(); },
         [](Napi::Env env, tq::MemoryStats& s) { return tq::js::to_js(env, s); });
+  }
+
+  Napi::Value RemeasureLevel(const Napi::CallbackInfo& info) {
+    return schedule<tq::EngineInfo>(
+        info.Env(),
+        [this] {
+          loaded().remeasure_level();
+          return loaded().info();
+        },
+        [](Napi::Env env, tq::EngineInfo& i) { return tq::js::to_js(env, i); });
   }
 
   Napi::Value Close(const Napi::CallbackInfo& info) {

@@ -155,6 +155,7 @@ Napi::Value to_js(Napi::Env env, const EngineInfo& i) {
     for (const auto& [level, gflops] : i.level_rates) rates.Set(level, gflops);
     auto choice = Napi::Object::New(env);
     choice.Set("how", i.level_choice);
+    choice.Set("busy", i.level_busy);
     choice.Set("gflops", rates);
     r.Set("levelChoice", choice);
   }

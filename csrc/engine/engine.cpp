@@ -139,19 +139,11 @@ void Engine::open_checkpoint(at::ScalarType dtype, bool aten) {
 
 // What /health and the start-up line say of a paged model.
 void Engine::describe_checkpoint(const PagedModel& paged, const PagedModelOptions& o) {
-  const auto quantization = o.quantization;
-  info_.quantization = quantization_name(quantization);
-  if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(paged.options().isa);  // the level chosen
-  if (quantization == Quantization::Fp8) info_.quantized_kernels = kFp8KernelName;
-  info_.weights_ms = paged.weights_ms();
-  info_.linear_bytes = paged.linear_bytes();
+  info_.quantization = quantization_name(o.quantization);
+  describe_level(paged);
   info_.prefix_cache = options_.prefix_cache;
   info_.register_boundary = options_.register_boundary;
   info_.format = "hf";
-  info_.kernels = paged.kernels().name();
-  const auto& choice = paged.level_choice();
-  info_.level_choice = choice.how;
-  for (const auto& r : choice.rates) info_.level_rates.emplace_back(isa_name(r.level), r.gflops);
   info_.attention = o.cascade_attention ? "cascade" : "kernels";
   info_.cuda_graphs = options_.cuda_graphs;
   // Only the engine's own CPU kernels promise it; cuBLAS and SDPA choose their reductions by shape.
@@ -166,6 +158,27 @@ void Engine::describe_checkpoint(const PagedModel& paged, const PagedModelOption
     info_.vision = paged.vision()->config();
     info_.image_tokens = paged.config().image_tokens;
   }
+}
+
+void Engine::describe_level(const PagedModel& paged) {
+  const auto quantization = paged.options().quantization;
+  if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(paged.options().isa);  // the level chosen
+  if (quantization == Quantization::Fp8) info_.quantized_kernels = kFp8KernelName;
+  info_.weights_ms = paged.weights_ms();
+  info_.linear_bytes = paged.linear_bytes();
+  info_.kernels = paged.kernels().name();
+  const auto& choice = paged.level_choice();
+  info_.level_choice = choice.how;
+  info_.level_busy = choice.busy;
+  info_.level_rates.clear();
+  for (const auto& r : choice.rates) info_.level_rates.emplace_back(isa_name(r.level), r.gflops);
+}
+
+void Engine::remeasure_level() {
+  auto* paged = dynamic_cast<PagedModel*>(model_.get());
+  if (!paged) return;
+  if (paged->remeasure_level()) vision_ = paged->vision();
+  describe_level(*paged);
 }
 
 void Engine::open_torchscript(at::ScalarType dtype, bool aten) {

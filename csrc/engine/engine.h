@@ -109,9 +109,12 @@ struct EngineInfo {
   // Set when the requested dtype could not be used on this CPU, saying what runs instead and why.
   std::string dtype_note;
   std::string kernels;  // the layers' kernels: "avx512", "avx2", "portable" (the engine's CPU kernels), "aten", or "libtorch" (TorchScript)
-  // The CPU kernels' level: how it was chosen ("measured", "cached", "forced", "only"; "" off the
-  // engine's CPU kernels) and, measured, each level's rate on the model's GEMMs (GFLOP/s, fastest first).
+  // The CPU kernels' level: how it was chosen ("measured", "cached", "re-measured", "forced", "only"; ""
+  // off the engine's CPU kernels), whether the machine was busy as it was measured (to be measured
+  // again), and, measured, each level's rate on the model's GEMMs (GFLOP/s, fastest first). Every
+  // level gives the same bits (docs/arithmetic.md): the choice is a matter of speed alone.
   std::string level_choice;
+  bool level_busy = false;
   std::vector<std::pair<std::string, double>> level_rates;
   std::string attention = "kernels";  // "kernels" or "cascade" (EngineOptions::attention)
   bool cuda_graphs = false;           // EngineOptions::cuda_graphs
@@ -153,6 +156,9 @@ class Engine {
   CacheStats cache_stats() const;
   VisionCacheStats vision_cache_stats() const { return vision_cache_ ? vision_cache_->stats() : VisionCacheStats{}; }
   MemoryStats memory_stats() const;
+  // Measures the CPU kernels' levels again and moves to the fastest (PagedModel::remeasure_level);
+  // info() says the outcome. Between calls, on the engine thread.
+  void remeasure_level();
   const EngineInfo& info() const { return info_; }
   const HiddenStateModel& model() const { return *model_; }
   // Records the next forward passes' intermediate tensors (an HF checkpoint's; tq_cli selfcheck).
@@ -163,6 +169,8 @@ class Engine {
   // the engine described), or a TorchScript export.
   void open_checkpoint(at::ScalarType dtype, bool aten);
   void describe_checkpoint(const PagedModel& paged, const PagedModelOptions& options);
+  // info_'s kernels, level and weights, as the paged model has them now.
+  void describe_level(const PagedModel& paged);
   void open_torchscript(at::ScalarType dtype, bool aten);
   // answer_batch's steps: the requests checked (a call with images: its states expanded), packed
   // into one segment forest, and, after the forward pass and the readout, each request's answers.

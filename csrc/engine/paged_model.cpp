@@ -46,16 +46,8 @@ int64_t PagedModel::kv_blocks(int64_t bytes_per_block) {
 PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
     : options_(options), checkpoint_(std::make_unique<Checkpoint>(dir)) {
   choose_level();
-  auto kernels = options.aten_kernels ? aten_layer_kernels(options.device, options.quantization)
-                                      : shifted_layer_kernels(cpu_layer_kernels(options.batch_invariant, options_.isa, options.dtype, options.quantization),
-                                                              options.buffer_shift);
-  if (options.fused_rows) kernels = fused_layer_kernels(std::move(kernels));
-  if (options.cascade_attention) kernels = cascade_layer_kernels(std::move(kernels), options.dtype, options.step_buckets);
-  const auto t0 = std::chrono::steady_clock::now();
-  transformer_ = std::make_unique<Transformer>(*checkpoint_, options.dtype, options.context_limit, std::move(kernels));
-  weights_ms_ = ms_since(t0);
+  build_layers();
   const auto& c = checkpoint_->config();
-  if (c.vision) vision_ = std::make_unique<VisionTower>(*checkpoint_, transformer_->kernels(), options.dtype);
   KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size, 0, options.dtype, options.device};
   shape.num_blocks = kv_blocks(shape.bytes_per_block());
   // Cached blocks are only valid for these weights in this dtype, stored this way.
@@ -66,16 +58,48 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
   if (options.step_buckets) graphs_ = std::make_unique<StepGraphs>(*transformer_, *cache_);
 }
 
-void PagedModel::choose_level() {
-  // Only the engine's invariant CPU kernels have levels to choose from (oneDNN and ATen choose their own).
-  if (options_.aten_kernels || !options_.batch_invariant) return;
-  level_choice_ = {options_.isa, "forced", {}};
-  if (!options_.measure_level) return;
+void PagedModel::build_layers() {
+  const auto& o = options_;
+  auto kernels = o.aten_kernels ? aten_layer_kernels(o.device, o.quantization)
+                                : shifted_layer_kernels(cpu_layer_kernels(o.batch_invariant, o.isa, o.dtype, o.quantization), o.buffer_shift);
+  if (o.fused_rows) kernels = fused_layer_kernels(std::move(kernels));
+  if (o.cascade_attention) kernels = cascade_layer_kernels(std::move(kernels), o.dtype, o.step_buckets);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto transformer = std::make_unique<Transformer>(*checkpoint_, o.dtype, o.context_limit, std::move(kernels));
+  weights_ms_ = ms_since(t0);
+  // The tower reads the text model's kernels: it goes before them.
+  vision_.reset();
+  transformer_ = std::move(transformer);
+  if (checkpoint_->config().vision) vision_ = std::make_unique<VisionTower>(*checkpoint_, transformer_->kernels(), o.dtype);
+}
+
+std::vector<GemmShape> PagedModel::gemm_shapes() const {
   // The model's linear layers, [out, in]: q, k and v stacked; o; gate (up alike); down.
   const auto& c = checkpoint_->config();
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
-  level_choice_ = tq::choose_level({{q + 2 * kv, h}, {h, q}, {c.intermediate_size, h}, {h, c.intermediate_size}}, options_.dtype, options_.quantization);
+  return {{q + 2 * kv, h}, {h, q}, {c.intermediate_size, h}, {h, c.intermediate_size}};
+}
+
+void PagedModel::choose_level() {
+  // Only the engine's invariant CPU kernels have levels to choose from (oneDNN and ATen choose their own).
+  if (options_.aten_kernels || !options_.batch_invariant) return;
+  level_choice_ = {options_.isa, "forced", false, {}};
+  if (!options_.measure_level) return;
+  level_choice_ = tq::choose_level(gemm_shapes(), options_.dtype, options_.quantization);
   options_.isa = level_choice_.level;
+}
+
+bool PagedModel::remeasure_level() {
+  if (!level_choice_.measurable()) return false;
+  level_choice_ = tq::remeasure_level(gemm_shapes(), options_.dtype, options_.quantization);
+  // A busy measurement does not move a level; any level gives the same bits, the KV cache's included.
+  if (level_choice_.busy || level_choice_.level == options_.isa) {
+    level_choice_.level = options_.isa;
+    return false;
+  }
+  options_.isa = level_choice_.level;
+  build_layers();
+  return true;
 }
 
 at::Tensor PagedModel::step_forward(const StepBatch& step, ForwardInfo& info) {

@@ -78,6 +78,10 @@ class PagedModel : public HiddenStateModel {
   // How the CPU kernels' level was chosen (kernels/cpu/level_choice.h): forced unless measure_level;
   // how "" off the invariant CPU kernels.
   const LevelChoice& level_choice() const { return level_choice_; }
+  // Measures the levels again (a choice that was measured or cached) and, where a trusted measurement
+  // finds another level fastest, rebuilds the layers at it: the answers stay the same bits. Returns
+  // whether the level changed (the vision tower is then a new one). On the engine thread, between calls.
+  bool remeasure_level();
   // What sized the KV cache: "mib", "tokens", "gpu-memory" or "context" (twice the context limit).
   const std::string& cache_sized_by() const { return cache_sized_by_; }
   std::string stored_dtype() const { return checkpoint_->stored_dtype(); }
@@ -96,6 +100,9 @@ class PagedModel : public HiddenStateModel {
   std::vector<std::unique_ptr<Sequence>> allocate(const PackedTokens& packed, const std::vector<int64_t>& offsets, bool caching);
   // Sets options_.isa to the fastest level where measure_level asks for it, and level_choice_.
   void choose_level();
+  std::vector<GemmShape> gemm_shapes() const;
+  // The kernels, the transformer's weights in their layout, and the vision tower, at options_.isa.
+  void build_layers();
   // A step's final hidden states of its output rows: through a CUDA graph where it has one.
   at::Tensor step_forward(const StepBatch& step, ForwardInfo& info);
 

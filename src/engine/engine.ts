@@ -2,7 +2,12 @@
 import { loadAddon, NativeAnswerRequest, NativeAnswerResult, NativeEngine, NativeEngineInfo, NativeImage, NativeLoadOptions, TokenIds } from './native';
 
 export class Engine {
-  private constructor(private readonly native: NativeEngine, readonly info: NativeEngineInfo) {}
+  private constructor(private readonly native: NativeEngine, private current: NativeEngineInfo) {}
+
+  /** What the engine runs; its kernels and levelChoice change when remeasureLevel moves to another level. */
+  get info(): NativeEngineInfo {
+    return this.current;
+  }
 
   static async open(options: NativeLoadOptions): Promise<Engine> {
     const { NativeEngine } = loadAddon();
@@ -45,6 +50,16 @@ export class Engine {
 
   memoryStats() {
     return this.native.memoryStats();
+  }
+
+  /**
+   * Measures the CPU kernels' levels again, between calls, and moves to the fastest if a trusted measurement
+   * finds another one (docs/engine.md, "Which level runs"): the answers stay the same bits. Nothing to do where
+   * the level was forced, only one runs, or the kernels are not the engine's own. Returns the new info.
+   */
+  async remeasureLevel(): Promise<NativeEngineInfo> {
+    this.current = await this.native.remeasureLevel();
+    return this.current;
   }
 
   close(): Promise<void> {

@@ -152,10 +152,12 @@ export interface NativeEngineInfo {
   kernels: string;
   /**
    * How the CPU kernels' level was chosen (csrc/kernels/cpu/level_choice.h): 'measured' at load, 'cached' (measured
-   * before on this machine and build), 'forced' (isa, TQ_KERNELS) or 'only' (one level runs here); with each level's
-   * rate on the model's GEMMs (GFLOP/s). Absent off the engine's CPU kernels.
+   * before on this machine), 're-measured' (after load: Engine.remeasureLevel), 'forced' (isa, TQ_KERNELS) or 'only'
+   * (one level runs here); whether the machine was busy while it was measured (the choice is then provisional, and
+   * measured again); and each level's rate on the model's GEMMs (GFLOP/s). Every level gives the same bits: the choice
+   * is one of speed alone. Absent off the engine's CPU kernels.
    */
-  levelChoice?: { how: 'measured' | 'cached' | 'forced' | 'only'; gflops: Record<string, number> };
+  levelChoice?: { how: 'measured' | 'cached' | 're-measured' | 'forced' | 'only'; busy: boolean; gflops: Record<string, number> };
   /** 'kernels' or 'cascade' (NativeLoadOptions.attention). */
   attention: 'kernels' | 'cascade';
   /** NativeLoadOptions.cudaGraphs. */
@@ -269,6 +271,7 @@ export interface NativeEngine {
   /** The vision-tower output cache's counters (zeros for a text model). */
   visionCacheStats(): Promise<NativeVisionCacheStats>;
   memoryStats(): Promise<NativeMemoryStats>;
+  remeasureLevel(): Promise<NativeEngineInfo>;
   close(): Promise<void>;
 }
 

@@ -32,7 +32,9 @@ export function runServerProcess(args: string[], env: Record<string, string> = {
   const child = spawn(process.execPath, [tqserveCommand, 'serve', ...args], {
     cwd: root,
     // Passed explicitly: jest's sandboxed process.env is not what child_process inherits.
-    env: { ...process.env, ...env },
+    // The engines measure their level again 10 s after start (server/engine-process/host.ts): not in the tests'
+    // servers unless a test asks (test/kernels/level-choice.test.ts), so that no request waits behind it.
+    env: { TQ_REMEASURE_LEVEL_AFTER_MS: '3600000', ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <ctime>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -23,7 +24,10 @@ namespace {
 // at a bounded cost) and at least 1,024 inputs: a small model's GEMMs measure only each call's fixed costs, alike
 // at every level, so they are timed at the size where the levels' rates show (a real model's are that size or more).
 constexpr int64_t kRows = 128, kMaxOut = 512, kMinIn = 1024;
-constexpr double kLevelMs = 40;  // timed passes per level, after a warm-up
+constexpr int kRounds = 7;          // each level timed once a round, the levels taking turns
+constexpr int kTrustedRounds = 4;   // rounds a level needs, not busy, for the measurement to be trusted
+constexpr double kRoundMs = 8;      // a level's time in one round, after a warm-up
+constexpr double kBusyShare = 0.8;  // a round is busy if the process got less of its threads' CPU time than this
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -32,11 +36,17 @@ std::string cpu_model() {
   return "unknown";
 }
 
-// A test instrument: TQ_LEVEL_HANDICAP=<level> times that level as if it ran 10 times slower,
-// so a test can show that a slow level is not chosen on any CPU.
+// A test instrument: TQ_LEVEL_HANDICAP=<level>[,<level>...] times those levels as if they ran 10 times slower,
+// so a test can show that a slow level is not chosen, and is left when it was, on any CPU.
 std::string handicapped() {
   const char* env = std::getenv("TQ_LEVEL_HANDICAP");
   return env ? env : "";
+}
+bool is_handicapped(Isa level) {
+  std::stringstream list(handicapped());
+  for (std::string name; std::getline(list, name, ',');)
+    if (name == isa_name(level)) return true;
+  return false;
 }
 
 // The levels to time: best_isa() and below, one per distinct kernel path, named by its lowest level (fp32 at
@@ -55,31 +65,80 @@ std::vector<Isa> candidates(at::ScalarType dtype, Quantization quantization) {
   return out;
 }
 
-double measure(Isa level, const std::vector<GemmShape>& shapes, at::ScalarType dtype, Quantization quantization) {
-  const auto kernels = cpu_layer_kernels(true, level, dtype, quantization);
-  std::vector<std::unique_ptr<Linear>> linears;
-  std::vector<at::Tensor> inputs;
-  double flops = 0;
-  for (const auto& s : shapes) {
-    const int64_t out = std::min(s.out, kMaxOut), in = std::max(s.in, kMinIn);
-    linears.push_back(kernels->linear(at::randn({out, in}).div_(16).to(dtype), {}));
-    inputs.push_back(at::randn({kRows, in}).to(dtype));
-    flops += 2.0 * kRows * static_cast<double>(out * in);
+double process_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+// One level's GEMMs of the model's shapes, packed once.
+class LevelBench {
+ public:
+  LevelBench(Isa level, const std::vector<GemmShape>& shapes, at::ScalarType dtype, Quantization quantization)
+      : level_(level), kernels_(cpu_layer_kernels(true, level, dtype, quantization)) {
+    for (const auto& s : shapes) {
+      const int64_t out = std::min(s.out, kMaxOut), in = std::max(s.in, kMinIn);
+      linears_.push_back(kernels_->linear(at::randn({out, in}).div_(16).to(dtype), {}));
+      inputs_.push_back(at::randn({kRows, in}).to(dtype));
+      flops_ += 2.0 * kRows * static_cast<double>(out * in);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    pass();  // warm-up: first-touch pages; and how many passes fill a round
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    passes_ = std::max(1, static_cast<int>(kRoundMs / std::max(ms, 1e-3)));
   }
-  auto pass = [&] {
-    for (size_t i = 0; i < linears.size(); ++i) (*linears[i])(inputs[i], at::kFloat);
-  };
-  pass();  // warm-up: packing, first-touch pages
-  int passes = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  double ms = 0;
-  while (passes < 2 || ms < kLevelMs) {
-    pass();
-    ++passes;
-    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  Isa level() const { return level_; }
+  // One round: GFLOP/s, and whether the process got less CPU time than its threads could use.
+  std::pair<double, bool> round() {
+    const double cpu0 = process_cpu_ms();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < passes_; ++i) pass();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const bool busy = process_cpu_ms() - cpu0 < kBusyShare * ms * at::get_num_threads();
+    if (is_handicapped(level_)) ms *= 10;
+    return {flops_ * passes_ / (ms * 1e6), busy};
   }
-  if (handicapped() == isa_name(level)) ms *= 10;
-  return flops * passes / (ms * 1e6);
+
+ private:
+  void pass() {
+    for (size_t i = 0; i < linears_.size(); ++i) (*linears_[i])(inputs_[i], at::kFloat);
+  }
+  Isa level_;
+  std::unique_ptr<LayerKernels> kernels_;
+  std::vector<std::unique_ptr<Linear>> linears_;
+  std::vector<at::Tensor> inputs_;
+  double flops_ = 0;
+  int passes_ = 1;
+};
+
+double median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  return xs[xs.size() / 2];
+}
+
+// Every level a round at a time, the order turning each round; each level's median over its rounds that were
+// not busy (over all of them, and the choice marked busy, where fewer than kTrustedRounds were not).
+LevelChoice measured(const std::vector<GemmShape>& shapes, at::ScalarType dtype, Quantization quantization) {
+  std::vector<LevelBench> benches;
+  for (Isa level : candidates(dtype, quantization)) benches.emplace_back(level, shapes, dtype, quantization);
+  std::vector<std::vector<double>> all(benches.size()), quiet(benches.size());
+  for (int r = 0; r < kRounds; ++r)
+    for (size_t i = 0; i < benches.size(); ++i) {
+      const size_t b = (i + r) % benches.size();
+      const auto [gflops, busy] = benches[b].round();
+      all[b].push_back(gflops);
+      if (!busy) quiet[b].push_back(gflops);
+    }
+  LevelChoice c;
+  c.how = "measured";
+  for (size_t b = 0; b < benches.size(); ++b) {
+    c.busy = c.busy || quiet[b].size() < static_cast<size_t>(kTrustedRounds);
+    c.rates.push_back({benches[b].level(), 0});
+  }
+  for (size_t b = 0; b < benches.size(); ++b) c.rates[b].gflops = median(c.busy ? all[b] : quiet[b]);
+  std::stable_sort(c.rates.begin(), c.rates.end(), [](const LevelRate& a, const LevelRate& b) { return a.gflops > b.gflops; });
+  c.level = c.rates.front().level;
+  return c;
 }
 
 std::string key_of(const std::vector<GemmShape>& shapes, at::ScalarType dtype, Quantization quantization) {
@@ -126,34 +185,32 @@ std::string cache_path() {
   return dir + "/kernel-levels";
 }
 
-LevelChoice measured(const std::vector<GemmShape>& shapes, at::ScalarType dtype, Quantization quantization) {
-  LevelChoice c;
-  c.how = "measured";
-  for (Isa level : candidates(dtype, quantization)) c.rates.push_back({level, measure(level, shapes, dtype, quantization)});
-  std::stable_sort(c.rates.begin(), c.rates.end(), [](const LevelRate& a, const LevelRate& b) { return a.gflops > b.gflops; });
-  c.level = c.rates.front().level;
-  return c;
-}
-
-// The file's choice for `key`, or one measured now and added to it, under the file's lock.
-LevelChoice through_file(const std::string& key, const std::vector<GemmShape>& shapes, at::ScalarType dtype, Quantization quantization) {
+// The file's choice for `key` (how "cached"), or, where it has none or `again`, one measured now and, if trusted,
+// written in place of the file's; under the file's lock, so that processes started together measure once.
+LevelChoice through_file(const std::string& key, const std::vector<GemmShape>& shapes, at::ScalarType dtype, Quantization quantization,
+                         bool again) {
   const auto path = cache_path();
   const int fd = path.empty() ? -1 : ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
   if (fd < 0) return measured(shapes, dtype, quantization);  // nowhere to keep it: this process's choice
   ::flock(fd, LOCK_EX);
   LevelChoice c;
+  std::vector<std::string> others;  // the file's other lines
   std::ifstream in(path);
-  for (std::string line; std::getline(in, line);)
-    if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 && line[key.size()] == '\t' && decode(line.substr(key.size() + 1), c)) {
-      c.how = "cached";
-      break;
-    }
+  for (std::string line; std::getline(in, line);) {
+    const bool ours = line.size() > key.size() && line.compare(0, key.size(), key) == 0 && line[key.size()] == '\t';
+    if (!ours) others.push_back(line);
+    else if (!again && c.how.empty() && decode(line.substr(key.size() + 1), c)) c.how = "cached";
+  }
   if (c.how.empty()) {
     c = measured(shapes, dtype, quantization);
-    const auto line = key + "\t" + encode(c) + "\n";
-    ::lseek(fd, 0, SEEK_END);
-    if (::write(fd, line.data(), line.size()) < 0) {
-      // Not kept: the next process measures again.
+    if (!c.busy) {
+      // Rewritten whole (a few lines): a later measurement replaces an earlier one.
+      std::string text;
+      for (const auto& line : others) text += line + "\n";
+      text += key + "\t" + encode(c) + "\n";
+      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) < 0) {
+        // Not kept: the next process measures again.
+      }
     }
   }
   ::flock(fd, LOCK_UN);
@@ -161,23 +218,35 @@ LevelChoice through_file(const std::string& key, const std::vector<GemmShape>& s
   return c;
 }
 
+// This process's trusted choices, by file and key.
+std::mutex chosen_mutex;
+std::map<std::string, LevelChoice> chosen;
+
 }  // namespace
 
 LevelChoice choose_level(const std::vector<GemmShape>& shapes, at::ScalarType dtype, Quantization quantization) {
-  static std::mutex mutex;
-  static std::map<std::string, LevelChoice> chosen;  // this process's, by key
   auto set = [](const char* name) { return std::getenv(name) && *std::getenv(name) && std::string(std::getenv(name)) != "0"; };
   const bool forced = set("TQ_KERNELS") || set("TQ_PORTABLE_KERNELS");
-  if (forced || candidates(dtype, quantization).size() == 1) return {best_isa(), forced ? "forced" : "only", {}};
+  if (forced || candidates(dtype, quantization).size() == 1) return {best_isa(), forced ? "forced" : "only", false, {}};
   const auto key = key_of(shapes, dtype, quantization);
-  std::lock_guard<std::mutex> lock(mutex);
-  // By file too: another file is another record of choices.
+  std::lock_guard<std::mutex> lock(chosen_mutex);
   if (auto it = chosen.find(cache_path() + "\n" + key); it != chosen.end()) {
     LevelChoice again = it->second;
     again.how = "cached";
     return again;
   }
-  return chosen[cache_path() + "\n" + key] = through_file(key, shapes, dtype, quantization);
+  auto c = through_file(key, shapes, dtype, quantization, false);
+  if (!c.busy) chosen[cache_path() + "\n" + key] = c;
+  return c;
+}
+
+LevelChoice remeasure_level(const std::vector<GemmShape>& shapes, at::ScalarType dtype, Quantization quantization) {
+  const auto key = key_of(shapes, dtype, quantization);
+  std::lock_guard<std::mutex> lock(chosen_mutex);
+  auto c = through_file(key, shapes, dtype, quantization, true);
+  if (!c.busy) chosen[cache_path() + "\n" + key] = c;
+  c.how = "re-measured";
+  return c;
 }
 
 }  // namespace tq

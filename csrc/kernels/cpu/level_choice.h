@@ -4,18 +4,24 @@
 // bf16 GEMM is faster at level avx512 (bf16 widened, fp32 FMAs) than at
 // avx512-bf16; on an AMD Zen 5 the order is the other way. So at load the
 // engine times the model's own GEMMs (its linear layers' shapes, in its dtype
-// and quantization) at every exact level the CPU runs and takes the fastest.
+// and quantization) at every level the CPU runs and takes the fastest.
 //
-// Each level is exact on its own (answers bit-identical in any batch), but two
-// levels may differ in the last bits: every engine of one model on one machine
-// must take the same level. So a choice is measured once and kept in a small
-// file (TQ_LEVEL_CACHE, else $XDG_CACHE_HOME/tqserve/kernel-levels, else
-// ~/.cache/tqserve/kernel-levels), keyed by the CPU's model, the dtype, the
-// quantization, the threads and the shapes; the file is locked while a process
-// measures, so processes started together (and the node-gyp and cmake-js builds
-// of the addon) agree. Not by build: delete the file to measure again after an
-// upgrade. A level is forced, as before, by --isa or TQ_KERNELS (a cap): then
-// nothing is measured.
+// Every level computes the same bits (docs/arithmetic.md): the level is a
+// matter of speed alone, and an engine may change it at any time. So the
+// measurement is made to be trusted, and made again when it is not:
+//   - the levels take turns over several rounds, and each level's rate is the
+//     median of its rounds, so that a busy moment hits every level alike;
+//   - a round in which the process did not get its threads' CPU time (another
+//     process took it) is left out; a measurement left with too few rounds is
+//     marked busy, used for now, and not kept;
+//   - the engine measures again after start (remeasure_level, when it is
+//     idle: server/engine-process/host.ts) and switches if the fastest level
+//     has changed.
+// A trusted measurement is kept in a small file (TQ_LEVEL_CACHE, else
+// $XDG_CACHE_HOME/tqserve/kernel-levels, else ~/.cache/tqserve/kernel-levels),
+// keyed by the CPU's model, the dtype, the quantization, the threads and the
+// shapes, so that a start need not measure; a later measurement replaces it.
+// --isa or TQ_KERNELS (a cap) force a level: then nothing is measured.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -34,8 +40,12 @@ struct LevelRate {
 
 struct LevelChoice {
   Isa level = Isa::Portable;
-  std::string how;  // "measured", "cached" (measured before, by this process or another), "forced" (--isa, TQ_KERNELS) or "only" (one level runs)
+  // "measured" (at load), "cached" (measured before, by this process or another), "re-measured" (after load),
+  // "forced" (--isa, TQ_KERNELS) or "only" (one level runs)
+  std::string how;
+  bool busy = false;  // measured while the machine was busy: used for now, not kept, to be measured again
   std::vector<LevelRate> rates;  // fastest first; empty unless measured or cached
+  bool measurable() const { return how != "forced" && how != "only" && !how.empty(); }
 };
 
 // The linear layers' shapes of a model: [out, in] each.
@@ -45,5 +55,7 @@ struct GemmShape {
 
 // Measures (or reads) the fastest of the levels this CPU runs, up to best_isa(), for GEMMs of these shapes.
 LevelChoice choose_level(const std::vector<GemmShape>& shapes, at::ScalarType dtype, Quantization quantization);
+// Measures again, whatever the file holds; a trusted result replaces the file's. how: "re-measured".
+LevelChoice remeasure_level(const std::vector<GemmShape>& shapes, at::ScalarType dtype, Quantization quantization);
 
 }  // namespace tq

@@ -63,6 +63,8 @@ export class EngineClient implements EngineLike {
 
   private settle(m: HostMessage) {
     if (m.kind === 'ready' || m.kind === 'fatal') return;
+    // In place: /health and the service hold this object.
+    if (m.kind === 'info') return void Object.assign(this.info, m.info);
     const p = this.pending.get(m.id);
     if (!p) return;
     this.pending.delete(m.id);

@@ -8,6 +8,9 @@
  * (deferred), so they never wait behind it. A request that arrives while a
  * registration is queued or running is flagged as having waited behind it.
  * A call still queued when the server cancels it (its clients have gone) is dropped.
+ * Once after start, when the engine is idle, the CPU kernels' level is measured again
+ * (Engine.remeasureLevel: the level is a matter of speed alone, docs/engine.md "Which level runs"),
+ * and again later while the measurements find the machine busy; the server is sent the new info.
  */
 import { Engine } from '../../engine/engine';
 import { isEngineError, NativeCacheStats, NativeImage, NativeVisionCacheStats } from '../../engine/native';
@@ -46,7 +49,14 @@ function send(m: HostMessage) {
 type Job =
   | { kind: 'answer'; id: number; call: NativeCall; arrived: number; behindRegistration: boolean; decodeMs: number }
   | { kind: 'register'; ticket: number }
-  | { kind: 'cache'; id: number };
+  | { kind: 'cache'; id: number }
+  | { kind: 'level' };
+
+/** When the level is measured again: this long after start (TQ_REMEASURE_LEVEL_AFTER_MS), doubling while the machine is busy, at most this often. */
+const REMEASURE_AFTER_MS = Number(process.env.TQ_REMEASURE_LEVEL_AFTER_MS ?? 10_000);
+const REMEASURE_TRIES = 6;
+/** How long an idle wait for the level's turn retries, while calls keep the engine busy. */
+const IDLE_POLL_MS = 1000;
 
 /** A call as the addon takes it: an image engine's images decoded. */
 type NativeCall = Omit<EngineCall, 'images'> & { images?: NativeImage[] };
@@ -55,6 +65,9 @@ type NativeCall = Omit<EngineCall, 'images'> & { images?: NativeImage[] };
 class CallScheduler {
   private queue: Job[] = [];
   private running?: Job;
+  /** The level's re-measurements left, and the delay before the last one scheduled. */
+  private levelTries = 0;
+  private levelDelayMs = 0;
   readonly boundaries: BoundaryCounters = { pending: 0, deferred: 0, registered: 0, dropped: 0, failed: 0 };
 
   constructor(private engine: Engine, private batchTokens: number, private images?: HostArgs['images']) {}
@@ -119,6 +132,7 @@ class CallScheduler {
     try {
       if (job.kind === 'answer') await this.answer([job, ...this.takeBatch(job)]);
       else if (job.kind === 'register') await this.register(job.ticket);
+      else if (job.kind === 'level') await this.remeasureLevel();
       else {
         const { rss, heapTotal } = process.memoryUsage();
         const memory = { ...(await this.engine.memoryStats()), rssBytes: rss, jsHeapBytes: heapTotal };
@@ -182,6 +196,24 @@ class CallScheduler {
     }
   }
 
+  /** Schedules a re-measurement of the level `delayMs` from now, run when nothing is running or queued. */
+  remeasureLevelAfter(delayMs: number, tries = REMEASURE_TRIES) {
+    const how = this.engine.info.levelChoice?.how;
+    if (tries <= 0 || (how !== 'measured' && how !== 'cached' && how !== 're-measured')) return;
+    this.levelTries = tries;
+    this.levelDelayMs = delayMs;
+    const whenIdle = () => {
+      if (this.running || this.queue.length) setTimeout(whenIdle, IDLE_POLL_MS).unref();
+      else this.enqueue({ kind: 'level' });
+    };
+    setTimeout(whenIdle, delayMs).unref();
+  }
+  private async remeasureLevel() {
+    const info = await this.engine.remeasureLevel();
+    send({ kind: 'info', info });
+    if (info.levelChoice?.busy) this.remeasureLevelAfter(this.levelDelayMs * 2, this.levelTries - 1);
+  }
+
   private async register(ticket: number) {
     try {
       (await this.engine.registerBoundary(ticket)) ? this.boundaries.registered++ : this.boundaries.dropped++;
@@ -205,6 +237,7 @@ async function main() {
   if (args.images) void imageDecoder(); // now rather than by the first image
   const scheduler = new CallScheduler(engine, args.batchTokens, args.images);
   process.on('message', (m: ServerMessage) => scheduler.receive(m));
+  scheduler.remeasureLevelAfter(REMEASURE_AFTER_MS);
   // The server going away ends the engine too.
   process.on('disconnect', () => process.exit(0));
 }

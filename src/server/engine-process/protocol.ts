@@ -40,6 +40,8 @@ export interface MetricsReport {
 
 export type HostMessage =
   | { kind: 'ready'; info: NativeEngineInfo }
+  /** The engine's info changed (a re-measured level): the server's copy takes it. */
+  | { kind: 'info'; info: NativeEngineInfo }
   | { kind: 'fatal'; error: WireError }
   | { kind: 'reply'; id: number; reply: EngineReply }
   | { kind: 'error'; id: number; error: WireError }

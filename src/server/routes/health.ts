@@ -29,7 +29,10 @@ function compute(e: NativeEngineInfo) {
     ...(e.dtypeNote ? { dtype_note: e.dtypeNote } : {}),
     threads: e.threads,
     kernels: e.kernels,
-    ...(e.levelChoice ? { kernel_choice: { how: e.levelChoice.how, gflops: e.levelChoice.gflops } } : {}),
+    // The level is a matter of speed alone: every level gives the same bits (docs/arithmetic.md).
+    ...(e.levelChoice
+      ? { kernel_choice: { how: e.levelChoice.how, busy: e.levelChoice.busy, gflops: e.levelChoice.gflops, answers_depend_on_level: false } }
+      : {}),
     attention: e.attention,
     cuda_graphs: e.cudaGraphs,
     batch_invariant: e.batchInvariant,

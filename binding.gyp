@@ -16,6 +16,7 @@
         "csrc/cache/block_pool.cpp",
         "csrc/cache/kv_cache.cpp",
         "csrc/cache/pending_boundaries.cpp",
+        "csrc/common/fixed_math.cpp",
         "csrc/engine/device.cpp",
         "csrc/engine/engine.cpp",
         "csrc/engine/host_allocator.cpp",

@@ -80,6 +80,10 @@ class LayerKernels {
                           at::ScalarType out_dtype) const = 0;
   // act(gate) * up, in gate's dtype.
   virtual at::Tensor gated_mul(at::Tensor& gate, const at::Tensor& up, GateActivation act) const = 0;
+  // The vision tower's (Qwen2-VL): (x - mean) / sqrt(var + eps) * weight + bias over the last dimension, x fp32
+  // [rows, n], returned fp32; and x * sigmoid(1.702 x) (QuickGELU) in place, x fp32.
+  virtual at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) const = 0;
+  virtual at::Tensor& quick_gelu_(at::Tensor& x) const = 0;
   // logit_softcap > 0: scores are soft-capped, cap * tanh(score / cap), before the mask and softmax (Gemma).
   virtual std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions,
                                                         const at::Tensor& key_segments, std::optional<int64_t> window,

@@ -68,6 +68,13 @@ class ShiftedLayerKernels : public LayerKernels {
     auto moved = shifted(gate, shift_);
     return inner_->gated_mul(moved, shifted(up, shift_), act);
   }
+  at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps) const override {
+    return inner_->layer_norm(shifted(x, shift_), shifted(w, shift_), shifted(b, shift_), eps);
+  }
+  at::Tensor& quick_gelu_(at::Tensor& x) const override {
+    x = shifted(x, shift_);
+    return inner_->quick_gelu_(x);
+  }
   std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
                                                 std::optional<int64_t> window, int64_t heads, double logit_softcap) const override {
     return std::make_unique<ShiftedAttention>(inner_->plan_attention(queries, key_positions, key_segments, window, heads, logit_softcap), shift_);

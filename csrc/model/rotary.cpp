@@ -2,11 +2,28 @@
 
 #include <cmath>
 
+#include "common/fixed_math.h"
+
 namespace tq {
 
+at::Tensor inverse_powers(double theta, int64_t dim) {
+  auto out = at::empty({dim / 2}, at::kDouble);
+  double* p = out.data_ptr<double>();
+  for (int64_t i = 0; i < dim / 2; ++i) p[i] = 1.0 / fixed_math::pow(theta, static_cast<double>(2 * i) / static_cast<double>(dim));
+  return out;
+}
+
+std::pair<at::Tensor, at::Tensor> cos_sin(const at::Tensor& angles) {
+  const auto a = angles.to(at::kDouble).contiguous();
+  auto cos = at::empty_like(a), sin = at::empty_like(a);
+  const double* x = a.data_ptr<double>();
+  double *c = cos.data_ptr<double>(), *s = sin.data_ptr<double>();
+  for (int64_t i = 0; i < a.numel(); ++i) fixed_math::sin_cos(x[i], s[i], c[i]);
+  return {cos, sin};
+}
+
 at::Tensor inverse_frequencies(const RopeConfig& r, int64_t rotary_dim, bool long_factors) {
-  auto idx = at::arange(0, rotary_dim, 2, at::kDouble);
-  auto inv = 1.0 / at::pow(r.theta, idx / static_cast<double>(rotary_dim));
+  auto inv = inverse_powers(r.theta, rotary_dim);
   switch (r.scaling) {
     case RopeConfig::Scaling::None:
       return inv;
@@ -40,8 +57,9 @@ RotaryTables rotary_tables(const RopeConfig& r, int64_t rotary_dim, int64_t max_
   auto full = at::cat({angles, angles}, -1);
   RotaryTables t;
   // longrope scales cos and sin by its attention factor (1 otherwise).
-  t.cos = (full.cos() * r.attention_factor).to(device, at::kFloat);
-  t.sin = (full.sin() * r.attention_factor).to(device, at::kFloat);
+  const auto [cos, sin] = cos_sin(full);
+  t.cos = (cos * r.attention_factor).to(device, at::kFloat);
+  t.sin = (sin * r.attention_factor).to(device, at::kFloat);
   t.long_offset = longrope ? max_positions : 0;
   return t;
 }

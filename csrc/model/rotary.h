@@ -1,8 +1,11 @@
 // RoPE's cos and sin tables, computed once in float64 from a RopeConfig (model_config.h) the way
-// transformers' rope_type computes its inverse frequencies, then stored in fp32 on the device.
+// transformers' rope_type computes its inverse frequencies, then stored in fp32 on the device. The
+// powers, cosines and sines are common/fixed_math.h's, so the tables are the same bits on every CPU.
 // The transformer looks a token's row up by index, so one table serves any batch.
 #pragma once
 #include <ATen/ATen.h>
+
+#include <utility>
 
 #include "model/model_config.h"
 
@@ -15,6 +18,11 @@ struct RotaryTables {
   at::Tensor cos, sin;
   int64_t long_offset = 0;
 };
+
+// 1 / theta^(i / dim) for i = 0, 2, ..., dim - 2: [dim / 2] float64.
+at::Tensor inverse_powers(double theta, int64_t dim);
+// The cosines and sines of a float64 tensor's values, elementwise (float64).
+std::pair<at::Tensor, at::Tensor> cos_sin(const at::Tensor& angles);
 
 // Inverse frequencies [rotary_dim / 2] float64; `long_factors` picks longrope's long factors.
 at::Tensor inverse_frequencies(const RopeConfig& rope, int64_t rotary_dim, bool long_factors = false);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/rotary.h"
 #include "vision/windows.h"
 
 namespace tq {
@@ -58,7 +59,7 @@ VisionTower::VisionTower(const Checkpoint& ckpt, const LayerKernels& kernels, at
   merger_fc2_ = linear("visual.merger.mlp.2", {v.out_hidden, merged}, true);
   // VisionRotaryEmbedding(head_dim / 2): head_dim / 4 frequencies per axis.
   const int64_t rot = E / v.num_heads / 2;
-  inv_freq_ = 1.0 / at::pow(v.rope_theta, at::arange(0, rot, 2, at::kDouble) / static_cast<double>(rot));
+  inv_freq_ = inverse_powers(v.rope_theta, rot);
 }
 
 at::Tensor VisionTower::attention(const Block& b, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const StepAttention& attend) const {
@@ -73,7 +74,7 @@ at::Tensor VisionTower::attention(const Block& b, const at::Tensor& x, const at:
 
 at::Tensor VisionTower::norm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) const {
   if (config_.qwen25) return kernels_.rms_norm(x, w, kNormEps, at::kFloat);
-  return at::layer_norm(x, {config_.embed_dim}, w, b, kNormEps);
+  return kernels_.layer_norm(x, w, b, kNormEps);
 }
 
 at::Tensor VisionTower::mlp(const Block& b, const at::Tensor& x) const {
@@ -83,7 +84,7 @@ at::Tensor VisionTower::mlp(const Block& b, const at::Tensor& x) const {
     return (*b.down)(kernels_.gated_mul(gate, (*b.up)(in, dtype_), GateActivation::Silu), at::kFloat);
   }
   auto h = (*b.fc1)(in, at::kFloat);
-  h = h * at::sigmoid(1.702 * h);  // QuickGELU
+  kernels_.quick_gelu_(h);
   return (*b.fc2)(h.to(dtype_), at::kFloat);
 }
 
@@ -117,7 +118,8 @@ at::Tensor VisionTower::embed(const ImagePatches& patches) const {
     units = w.units;
   }
   angles = at::cat({angles, angles}, -1);
-  const auto cos = angles.cos().to(device, at::kFloat).unsqueeze(1), sin = angles.sin().to(device, at::kFloat).unsqueeze(1);
+  const auto [cos_table, sin_table] = cos_sin(angles);
+  const auto cos = cos_table.to(device, at::kFloat).unsqueeze(1), sin = sin_table.to(device, at::kFloat).unsqueeze(1);
   for (const auto& b : blocks_) {
     x = x + attention(b, norm(x, b.norm1_w, b.norm1_b), cos, sin, b.windowed ? *windowed : *full);
     x = x + mlp(b, norm(x, b.norm2_w, b.norm2_b));

@@ -2,12 +2,18 @@
  * The golden answers (test/golden/): the label logits of fixed requests, for every family in fp32,
  * bf16 and bf16 with int8 weights, are the bits recorded in test/golden/answers.json, at every
  * instruction set level this CPU runs (2 threads), and at the level the engine picks itself with 1
- * thread. Recorded once on one CPU; CI on another CPU kind checks that machines agree
- * (docs/arithmetic.md, "Golden answers").
+ * thread; and in fp32 with libtorch's own kernels at their plain, unvectorized form (ATEN_CPU_CAPABILITY=default,
+ * as on a CPU without AVX2: what the engine leaves to ATen must not depend on the CPU either), through tq_cli.
+ * Recorded once on one CPU; CI on another CPU kind checks that machines agree (docs/arithmetic.md, "Golden answers").
  */
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
 import { IsaLevel } from '../../src/engine/native';
 import { runnableIsaLevels } from '../helpers/cpu';
-import { answerBits, goldenConfigs, GoldenBits, goldenModels, readGolden } from '../golden/golden';
+import { tinyModel } from '../helpers/models';
+import { runCli } from '../helpers/tq-cli';
+import { answerBits, goldenConfigs, GoldenBits, GoldenCall, goldenModels, imageOf, readGolden } from '../golden/golden';
 
 const golden = readGolden();
 
@@ -35,3 +41,33 @@ describe.each(goldenModels)('%s', (model) => {
     expect(found).toEqual([]);
   });
 });
+
+/** The calls through tq_cli (a process of its own, so that ATen reads `env` at its start): label-logit bits. */
+async function cliBits(model: string, calls: GoldenCall[], dtype: string, env: NodeJS.ProcessEnv): Promise<GoldenBits> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-golden-'));
+  try {
+    const input = calls.map((call) => call.map((r) => ({
+      state: r.state,
+      questions: r.questions,
+      images: r.images?.map((im, i) => {
+        const file = path.join(dir, `${im.seed}-${i}.rgb`);
+        fs.writeFileSync(file, imageOf(im).rgb);
+        return { rgb: file, width: im.width, height: im.height };
+      }),
+    })));
+    fs.writeFileSync(path.join(dir, 'calls.json'), JSON.stringify({ calls: input }));
+    const out = await runCli(['answer', '--model', tinyModel(model), '--calls', path.join(dir, 'calls.json'), '--dtype', dtype, '--threads', '2'], env);
+    return out.calls.map((call: any[]) => call.map((r) => r.answers.map((a: { labelLogits: number[] }) => Buffer.from(Float32Array.from(a.labelLogits).buffer).toString('hex'))));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test("fp32 with ATen's kernels unvectorized (ATEN_CPU_CAPABILITY=default), through tq_cli: the recorded bits, every model", async () => {
+  const found: string[] = [];
+  for (const model of goldenModels) {
+    const { calls, answers } = golden.models[model];
+    for (const d of differences(await cliBits(model, calls, 'fp32', { ATEN_CPU_CAPABILITY: 'default' }), answers.fp32)) found.push(`${model}: ${d}`);
+  }
+  expect(found).toEqual([]);
+}, 120_000);

@@ -54,7 +54,7 @@ export function readGolden(): GoldenFile {
   return JSON.parse(fs.readFileSync(goldenFile, 'utf8'));
 }
 
-function imageOf(im: GoldenImage): NativeImage {
+export function imageOf(im: GoldenImage): NativeImage {
   const rnd = uniformStream(im.seed);
   const rgb = new Uint8Array(im.width * im.height * 3);
   for (let i = 0; i < rgb.length; i++) rgb[i] = Math.floor(rnd() * 256);

@@ -18,6 +18,9 @@
  * The int8 GEMM (csrc/kernels/cpu/int8_gemm.h), with test/native/int8_check.cpp: its quantization as the rules
  * say, every output the exact integer sum's fp32 expression, every row the same bits in any batch, and the
  * AVX2 and AVX-512 VNNI paths the portable loop's bits.
+ *
+ * The float64 functions of the RoPE tables (csrc/common/fixed_math.h), with test/native/fixed_math_check.cpp: within a few
+ * ulps of libm's long double functions, and their fp32 roundings the reference's.
  */
 import * as fs from 'fs';
 import { runnableIsaLevels, runsInt8Vnni } from '../helpers/cpu';
@@ -132,3 +135,14 @@ test('int8: quantized as the rules say, outputs exact, rows the same in any batc
   }
   for (const k of [2101, 2102, 2100]) expect(new Set(paths.filter((p) => p.k === k).map((p) => p.bits)).size).toBe(1);
 }, 120_000);
+
+test("RoPE tables' float64 functions (common/fixed_math.h, plain arithmetic: the same bits on every CPU) within a few ulps of libm's long double", async () => {
+  const [r] = await runCheck<{ worstPowUlps: number; worstSinUlps: number; worstCosUlps: number; worstExpUlps: number; worstLogUlps: number;
+    tableValues: number; fp32Differing: number }>('fixed_math_check');
+  // pow is exp(e ln theta): ln theta's rounding grows with e ln theta (at most about 16 here).
+  expect(r.worstPowUlps).toBeLessThan(32);
+  for (const worst of [r.worstSinUlps, r.worstCosUlps, r.worstExpUlps, r.worstLogUlps]) expect(worst).toBeLessThan(4);
+  // Rounded to fp32, as the tables are, they are the reference's values but at a rare rounding boundary.
+  expect(r.tableValues).toBeGreaterThan(50_000);
+  expect(r.fp32Differing).toBeLessThanOrEqual(r.tableValues * 1e-4);
+}, 60_000);

@@ -97,6 +97,10 @@ class AtenLayerKernels : public LayerKernels {
     auto rotated = at::cat({x.narrow(-1, half, half).neg(), x.narrow(-1, 0, half)}, -1);
     return (x * c + rotated * s).to(out_dtype).contiguous();
   }
+  at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps) const override {
+    return at::layer_norm(x, {x.size(-1)}, w, b, eps);
+  }
+  at::Tensor& quick_gelu_(at::Tensor& x) const override { return x.mul_(at::sigmoid(1.702 * x)); }
   at::Tensor gated_mul(at::Tensor& gate, const at::Tensor& up, GateActivation act) const override {
     return (act == GateActivation::Silu ? at::silu(gate) : at::gelu(gate, "tanh")).mul_(up);
   }

@@ -107,6 +107,10 @@ class CascadeLayerKernels : public LayerKernels {
     return inner_->rope(x, cos, sin, positions, out_dtype);
   }
   at::Tensor gated_mul(at::Tensor& gate, const at::Tensor& up, GateActivation act) const override { return inner_->gated_mul(gate, up, act); }
+  at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps) const override {
+    return inner_->layer_norm(x, w, b, eps);
+  }
+  at::Tensor& quick_gelu_(at::Tensor& x) const override { return inner_->quick_gelu_(x); }
   const FusedRowOps* fused_rows() const override { return inner_->fused_rows(); }
   std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
                                                 std::optional<int64_t> window, int64_t /*heads*/, double logit_softcap) const override {

@@ -55,6 +55,10 @@ class CpuLayerKernels : public LayerKernels {
     return tq::rope(x, cos, sin, positions, out_dtype);
   }
   at::Tensor gated_mul(at::Tensor& gate, const at::Tensor& up, GateActivation act) const override { return gated_mul_(gate, up, act); }
+  at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps) const override {
+    return tq::layer_norm(x, w, b, eps);
+  }
+  at::Tensor& quick_gelu_(at::Tensor& x) const override { return tq::quick_gelu_(x); }
   std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
                                                 std::optional<int64_t> window, int64_t heads, double logit_softcap) const override {
     // The invariant bf16 mix adds keys in pairs (key_pairs.h), at every level.

@@ -56,6 +56,17 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, a
   return out;
 }
 
+at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
+  const auto rows_of = x.contiguous();
+  const Rows rows(rows_of);
+  for (const auto* t : {&weight, &bias})
+    TORCH_CHECK(t->scalar_type() == at::kFloat && t->is_contiguous() && t->numel() == rows.length, "layer_norm: weight and bias of ", rows.length);
+  auto out = at::empty(x.sizes(), x.options().dtype(at::kFloat));
+  const float *w = weight.data_ptr<float>(), *b = bias.data_ptr<float>();
+  for_rows(rows, out, [&](int64_t r, float* y) { layer_norm_row(rows[r], w, b, static_cast<float>(eps), rows.length, y); });
+  return out;
+}
+
 at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& positions, at::ScalarType out_dtype) {
   const Rows rows(x);
   TORCH_CHECK(x.dim() == 3 && cos.is_contiguous() && sin.is_contiguous() && cos.size(1) == rows.length && positions.scalar_type() == at::kLong &&

@@ -13,6 +13,11 @@ namespace tq {
 // weight: fp32 [last]. Returns a contiguous tensor of x's shape in out_dtype.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, at::ScalarType out_dtype);
 
+// (x - mean) / sqrt(var + eps) * weight + bias over the last dimension (the mean
+// and the variance summed as rms_norm sums its squares). x: fp32 [rows, n];
+// weight, bias: fp32 [n]. Returns a contiguous fp32 tensor of x's shape.
+at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps);
+
 // Rotate-half RoPE. x: fp32 [T, heads, dim] with a contiguous last dimension;
 // cos, sin: fp32 [max_positions, dim]; positions: int64 [T]. Returns a
 // contiguous [T, heads, dim] tensor in out_dtype.

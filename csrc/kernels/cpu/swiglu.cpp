@@ -58,7 +58,24 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void gated_mul_bf16
   }
 }
 
+__attribute__((target_clones("avx512f", "avx2", "default"))) void quick_gelu_f32(float* x, int64_t n) {
+  Lanes neg, e;
+  for (int64_t a = 0; a < n; a += kBlock) {
+    const int m = static_cast<int>(std::min<int64_t>(kBlock, n - a));
+    for (int j = 0; j < m; ++j) neg.f[j] = -(1.702f * x[a + j]);
+    exp_block(neg.f, e.f, m);
+    for (int j = 0; j < m; ++j) x[a + j] = x[a + j] / (1.0f + e.f[j]);
+  }
+}
+
 }  // namespace
+
+at::Tensor& quick_gelu_(at::Tensor& x) {
+  TORCH_CHECK(x.is_contiguous() && x.scalar_type() == at::kFloat, "quick_gelu_: a contiguous fp32 tensor");
+  float* p = x.data_ptr<float>();
+  at::parallel_for(0, x.numel(), 1 << 16, [&](int64_t a, int64_t b) { quick_gelu_f32(p + a, b - a); });
+  return x;
+}
 
 at::Tensor& gated_mul_(at::Tensor& gate, const at::Tensor& up, GateActivation act) {
   TORCH_CHECK(gate.is_contiguous() && up.is_contiguous() && gate.sizes() == up.sizes() && gate.scalar_type() == up.scalar_type(),

@@ -12,4 +12,7 @@ namespace tq {
 // gate, up: same shape, contiguous, fp32 or bf16. Returns gate.
 at::Tensor& gated_mul_(at::Tensor& gate, const at::Tensor& up, GateActivation act);
 
+// x * sigmoid(1.702 x) as x / (1 + exp(-1.702 x)) (QuickGELU, Qwen2-VL's vision MLP), in place. x: contiguous fp32.
+at::Tensor& quick_gelu_(at::Tensor& x);
+
 }  // namespace tq

@@ -55,6 +55,10 @@ class FusedLayerKernels : public LayerKernels, public FusedRowOps {
   at::Tensor gated_mul(at::Tensor& gate, const at::Tensor& up, GateActivation act) const override {
     return gated_mul_halves(at::cat({gate.view({-1, gate.size(-1)}), up.view({-1, up.size(-1)})}, 1), act).view(gate.sizes());
   }
+  at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps) const override {
+    return gemms_->layer_norm(x, w, b, eps);
+  }
+  at::Tensor& quick_gelu_(at::Tensor& x) const override { return gemms_->quick_gelu_(x); }
 
   at::Tensor add_rms_norm(at::Tensor& residual, const at::Tensor& addend, const at::Tensor& weight, double eps,
                           at::ScalarType out_dtype) const override {

@@ -3,7 +3,8 @@
  * level gives the same bits (docs/arithmetic.md). Through servers (the environment is the process's): at load the
  * engine times the model's GEMMs at every level this CPU runs, the levels taking turns over rounds, and takes the
  * fastest; a trusted measurement is kept in a file (TQ_LEVEL_CACHE here) that the next engine reads; /health and the
- * start-up line say the level, the rates and how it was chosen. A level made slow on purpose (TQ_LEVEL_HANDICAP, a
+ * start-up line say the level, the rates and how it was chosen. A measurement taken while other processes load the
+ * CPUs is marked busy and not kept. A level made slow on purpose (TQ_LEVEL_HANDICAP, a
  * test instrument: it times those levels as ten times slower) is not chosen, on any CPU with two levels or more, and
  * the level taken answers with the same bits as any other. An engine that started on a slow level (the others made
  * slow at its start) moves to a fast one when measured again, with the same bits; and the server's engine measures
@@ -12,7 +13,7 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { execFile } from 'child_process';
+import { execFile, spawn } from 'child_process';
 import { runnableIsaLevels } from '../helpers/cpu';
 import { tinyModel } from '../helpers/models';
 import { startServer, RunningServer } from '../helpers/server';
@@ -71,6 +72,20 @@ const multi = runnableIsaLevels().length > 1;
   const against = slowed.kernels === 'portable' ? forced : await server({ TQ_KERNELS: slowed.kernels });
   expect(against.kernels).toBe(slowed.kernels);
   expect(await logits(slowed.s)).toEqual(await logits(against.s));
+});
+
+(multi ? test : test.skip)('a level measured while other processes load every CPU is marked busy and not kept; the server answers all the same', async () => {
+  // Twice as many spinning processes as CPUs: whatever the CPU count, they take more than the engine's threads leave free.
+  const hogs = Array.from({ length: 2 * os.cpus().length }, () => spawn('sh', ['-c', 'while :; do :; done'], { stdio: 'ignore' }));
+  try {
+    const cache = path.join(scratch, 'busy-levels');
+    const busy = await server({ TQ_LEVEL_CACHE: cache });
+    expect([busy.choice.how, busy.choice.busy]).toEqual(['measured', true]);
+    expect(fs.existsSync(cache) ? fs.readFileSync(cache, 'utf8') : '').toBe('');
+    expect((await busy.s.post('/v1/answer', body)).status).toBe(200);
+  } finally {
+    for (const h of hogs) h.kill('SIGKILL');
+  }
 });
 
 /**

@@ -3,28 +3,27 @@
 //   fp32: one k per step, y = fma(x[k], w[k], y) for k = 0 .. K-1;
 //   bf16: two k per step, the odd one first: y = fma(x[2s], w[2s],
 //         fma(x[2s+1], w[2s+1], y)), an odd K ending with a zero pair member,
-//         bf16 values widened exactly and denormals flushed (flush_denormals)
+//         bf16 values widened exactly and denormals flushed (FlushDenormals)
 //         -- vdpbf16ps's lane, bit for bit, so that this family and the
 //         vdpbf16ps one (gemm_dpbf16.cpp) give the same bits.
 // GCC vector types of the target's register width: the same source compiles to
 // zmm (AVX-512), ymm (AVX2) or xmm (portable) registers, chosen by the target
 // of the function it is inlined into, and a * b + c contracts to one FMA.
 // The portable level takes the FMA instruction where the CPU has it and
-// libm's fma (correctly rounded, in software, slow) where it has not. On an AVX2 machine
-// and bench-llama's shapes this family runs at oneDNN's fp32 rate
+// libm's fma (correctly rounded, in software, slow) where it has not. On an
+// AVX2 machine and bench-llama's shapes this family runs at oneDNN's fp32 rate
 // (docs/engine.md, "Batch invariance").
 #include "kernels/cpu/gemm_kernels.h"
 
-#include <type_traits>
-
-// Vector types are passed by value between inlined helpers only (see flatten below).
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 #include <cmath>
+#include <type_traits>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+
+// Vector types are passed by value between inlined helpers only (see flatten below).
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace tq::gemm {
 namespace {

@@ -24,10 +24,9 @@ namespace {
 // at a bounded cost) and at least 1,024 inputs: a small model's GEMMs measure only each call's fixed costs, alike
 // at every level, so they are timed at the size where the levels' rates show (a real model's are that size or more).
 constexpr int64_t kRows = 128, kMaxOut = 512, kMinIn = 1024;
-constexpr int kRounds = 7;          // each level timed once a round, the levels taking turns
-constexpr int kTrustedRounds = 4;   // rounds a level needs, not busy, for the measurement to be trusted
-constexpr double kRoundMs = 8;      // a level's time in one round, after a warm-up
-constexpr double kBusyShare = 0.8;  // a round is busy if the process got less of its threads' CPU time than this
+constexpr int kRounds = 7;         // each level timed once a round, the levels taking turns
+constexpr double kRoundMs = 8;     // a level's time in one round, after a warm-up
+constexpr double kSlack = 0.1;     // of the engine's threads: what other processes may take of them unnoticed
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -65,11 +64,39 @@ std::vector<Isa> candidates(at::ScalarType dtype, Quantization quantization) {
   return out;
 }
 
-double process_cpu_ms() {
+// CPU seconds the whole machine has been busy (every CPU; all but idle and I/O wait, steal included: time a
+// hypervisor gave to others), from /proc/stat; and those of this process. -1 where /proc/stat cannot be read.
+double machine_busy_seconds() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  double user, nice, system, idle, iowait, irq, softirq, steal;
+  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu") return -1;
+  return (user + nice + system + irq + softirq + steal) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+double process_cpu_seconds() {
   timespec t{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
 }
+
+// Whether other processes took CPU time the engine's threads needed while it measured: more than the CPUs its
+// threads leave free, plus a tenth of its threads.
+class BusyWatch {
+ public:
+  BusyWatch() : machine_(machine_busy_seconds()), own_(process_cpu_seconds()), t0_(std::chrono::steady_clock::now()) {}
+  bool busy() const {
+    const double machine = machine_busy_seconds();
+    if (machine_ < 0 || machine < 0) return false;  // no /proc/stat: nothing to tell by
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const double others = (machine - machine_) - (process_cpu_seconds() - own_);
+    const double threads = at::get_num_threads(), cpus = static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN));
+    return others > (std::max(0.0, cpus - threads) + kSlack * threads) * wall;
+  }
+
+ private:
+  double machine_, own_;
+  std::chrono::steady_clock::time_point t0_;
+};
 
 // One level's GEMMs of the model's shapes, packed once.
 class LevelBench {
@@ -88,15 +115,13 @@ class LevelBench {
     passes_ = std::max(1, static_cast<int>(kRoundMs / std::max(ms, 1e-3)));
   }
   Isa level() const { return level_; }
-  // One round: GFLOP/s, and whether the process got less CPU time than its threads could use.
-  std::pair<double, bool> round() {
-    const double cpu0 = process_cpu_ms();
+  // One round: GFLOP/s.
+  double round() {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < passes_; ++i) pass();
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    const bool busy = process_cpu_ms() - cpu0 < kBusyShare * ms * at::get_num_threads();
     if (is_handicapped(level_)) ms *= 10;
-    return {flops_ * passes_ / (ms * 1e6), busy};
+    return flops_ * passes_ / (ms * 1e6);
   }
 
  private:
@@ -116,26 +141,22 @@ double median(std::vector<double> xs) {
   return xs[xs.size() / 2];
 }
 
-// Every level a round at a time, the order turning each round; each level's median over its rounds that were
-// not busy (over all of them, and the choice marked busy, where fewer than kTrustedRounds were not).
+// Every level a round at a time, the order turning each round; each level's median over its rounds, so that a
+// moment of load hits every level alike. Marked busy where other processes took the engine's CPUs meanwhile.
 LevelChoice measured(const std::vector<GemmShape>& shapes, at::ScalarType dtype, Quantization quantization) {
   std::vector<LevelBench> benches;
   for (Isa level : candidates(dtype, quantization)) benches.emplace_back(level, shapes, dtype, quantization);
-  std::vector<std::vector<double>> all(benches.size()), quiet(benches.size());
+  const BusyWatch watch;
+  std::vector<std::vector<double>> rates(benches.size());
   for (int r = 0; r < kRounds; ++r)
     for (size_t i = 0; i < benches.size(); ++i) {
       const size_t b = (i + r) % benches.size();
-      const auto [gflops, busy] = benches[b].round();
-      all[b].push_back(gflops);
-      if (!busy) quiet[b].push_back(gflops);
+      rates[b].push_back(benches[b].round());
     }
   LevelChoice c;
   c.how = "measured";
-  for (size_t b = 0; b < benches.size(); ++b) {
-    c.busy = c.busy || quiet[b].size() < static_cast<size_t>(kTrustedRounds);
-    c.rates.push_back({benches[b].level(), 0});
-  }
-  for (size_t b = 0; b < benches.size(); ++b) c.rates[b].gflops = median(c.busy ? all[b] : quiet[b]);
+  c.busy = watch.busy();
+  for (size_t b = 0; b < benches.size(); ++b) c.rates.push_back({benches[b].level(), median(rates[b])});
   std::stable_sort(c.rates.begin(), c.rates.end(), [](const LevelRate& a, const LevelRate& b) { return a.gflops > b.gflops; });
   c.level = c.rates.front().level;
   return c;

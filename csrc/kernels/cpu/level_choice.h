@@ -11,9 +11,9 @@
 // measurement is made to be trusted, and made again when it is not:
 //   - the levels take turns over several rounds, and each level's rate is the
 //     median of its rounds, so that a busy moment hits every level alike;
-//   - a round in which the process did not get its threads' CPU time (another
-//     process took it) is left out; a measurement left with too few rounds is
-//     marked busy, used for now, and not kept;
+//   - a measurement during which other processes took CPU time the engine's
+//     threads needed (/proc/stat, steal included) is marked busy: used for
+//     now, not kept;
 //   - the engine measures again after start (remeasure_level, when it is
 //     idle: server/engine-process/host.ts) and switches if the fastest level
 //     has changed.

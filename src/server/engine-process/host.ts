@@ -52,7 +52,7 @@ type Job =
   | { kind: 'cache'; id: number }
   | { kind: 'level' };
 
-/** When the level is measured again: this long after start (TQ_REMEASURE_LEVEL_AFTER_MS), doubling while the machine is busy, at most this often. */
+/** The level is measured again this long after start (TQ_REMEASURE_LEVEL_AFTER_MS), then, while the machine is found busy, after twice as long, up to REMEASURE_TRIES times. */
 const REMEASURE_AFTER_MS = Number(process.env.TQ_REMEASURE_LEVEL_AFTER_MS ?? 10_000);
 const REMEASURE_TRIES = 6;
 /** How long an idle wait for the level's turn retries, while calls keep the engine busy. */
@@ -208,8 +208,15 @@ class CallScheduler {
     };
     setTimeout(whenIdle, delayMs).unref();
   }
+
   private async remeasureLevel() {
-    const info = await this.engine.remeasureLevel();
+    let info;
+    try {
+      info = await this.engine.remeasureLevel();
+    } catch (e) {
+      // The level stays as it was (its answers are the same bits); the engine serves on.
+      return console.error(`tqserve engine: measuring the kernel level again failed: ${toWire(e).message}`);
+    }
     send({ kind: 'info', info });
     if (info.levelChoice?.busy) this.remeasureLevelAfter(this.levelDelayMs * 2, this.levelTries - 1);
   }

@@ -27,6 +27,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -49,19 +50,43 @@ struct Args {
   int64_t number(const std::string& k, int64_t fallback) const { return has(k) ? std::stoll(values.at(k)) : fallback; }
 };
 
+// Each command's flags: one it does not read is refused, never ignored.
+const std::set<std::string> kEngineFlags = {"model",     "dtype",     "device",     "kernels",       "attention",     "cuda-graphs",
+                                            "threads",   "block-size", "max-step-tokens", "cache-mib", "gpu-memory-utilization",
+                                            "context-limit", "no-prefix-cache", "batch-invariant", "isa", "quantization"};
+std::set<std::string> flags_of(const std::string& command) {
+  auto with_engine = [](std::set<std::string> own) {
+    own.insert(kEngineFlags.begin(), kEngineFlags.end());
+    return own;
+  };
+  if (command == "answer") return with_engine({"calls", "repeat"});
+  if (command == "selfcheck") return with_engine({"reference-kernels", "reference-device", "bound"});
+  if (command == "readout") return with_engine({"labels", "iterations"});
+  if (command == "gemm") return {"m", "k", "n", "dtype", "batch-invariant", "isa", "quantization", "iterations", "threads"};
+  throw tq::EngineError(tq::code::kBadRequest, "unknown command " + command + " (answer, gemm, readout, selfcheck)");
+}
+
 Args parse(int argc, char** argv) {
-  if (argc < 2) throw tq::EngineError(tq::code::kBadRequest, "usage: tq_cli answer|gemm|readout --flag value ... (see csrc/cli/main.cpp)");
+  if (argc < 2) throw tq::EngineError(tq::code::kBadRequest, "usage: tq_cli answer|gemm|readout|selfcheck --flag value ... (see csrc/cli/main.cpp)");
   Args a;
   a.command = argv[1];
+  const auto known = flags_of(a.command);
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
     if (flag.rfind("--", 0) != 0) throw tq::EngineError(tq::code::kBadRequest, "unexpected argument " + flag);
     flag = flag.substr(2);
+    if (!known.count(flag)) throw tq::EngineError(tq::code::kBadRequest, "tq_cli " + a.command + " has no flag --" + flag + " (see csrc/cli/main.cpp)");
     if (flag == "no-prefix-cache") a.values[flag] = "1";
     else if (i + 1 < argc) a.values[flag] = argv[++i];
     else throw tq::EngineError(tq::code::kBadRequest, "--" + flag + " needs a value");
   }
   return a;
+}
+
+bool on_off(const Args& a, const std::string& flag, const std::string& fallback) {
+  const auto value = a.get(flag, fallback);
+  if (value != "on" && value != "off") throw tq::EngineError(tq::code::kBadRequest, "--" + flag + " must be on or off, got " + value);
+  return value == "on";
 }
 
 tq::EngineOptions engine_options(const Args& a) {
@@ -71,7 +96,7 @@ tq::EngineOptions engine_options(const Args& a) {
   o.device = a.get("device", o.device);
   o.kernels = a.get("kernels");
   o.attention = a.get("attention");
-  o.cuda_graphs = a.get("cuda-graphs", "off") == "on";
+  o.cuda_graphs = on_off(a, "cuda-graphs", "off");
   o.threads = static_cast<int>(a.number("threads", 0));
   o.block_size = a.number("block-size", o.block_size);
   o.max_step_tokens = a.number("max-step-tokens", o.max_step_tokens);
@@ -79,7 +104,7 @@ tq::EngineOptions engine_options(const Args& a) {
   if (a.has("gpu-memory-utilization")) o.gpu_memory_utilization = std::stod(a.values.at("gpu-memory-utilization"));
   o.context_limit = a.number("context-limit", o.context_limit);
   o.prefix_cache = !a.has("no-prefix-cache");
-  o.batch_invariant = a.get("batch-invariant", "on") == "on";
+  o.batch_invariant = on_off(a, "batch-invariant", "on");
   o.isa = a.get("isa");
   o.quantization = a.get("quantization", o.quantization);
   o.register_boundary = "before";  // no server to register boundaries after a response
@@ -181,11 +206,15 @@ json answer(const Args& a) {
 
 json gemm(const Args& a) {
   if (a.has("threads")) at::set_num_threads(static_cast<int>(a.number("threads", 1)));
-  const auto dtype = a.get("dtype", "fp32") == "bf16" ? at::kBFloat16 : at::kFloat;
+  const auto dtype_name = a.get("dtype", "fp32"), quantization = a.get("quantization", "none");
+  if (dtype_name != "fp32" && dtype_name != "bf16") throw tq::EngineError(tq::code::kBadRequest, "gemm --dtype must be fp32 or bf16, got " + dtype_name);
+  if (quantization != "none" && quantization != "int8")
+    throw tq::EngineError(tq::code::kBadRequest, "gemm --quantization must be none or int8 (the CPU's), got " + quantization);
+  const auto dtype = dtype_name == "bf16" ? at::kBFloat16 : at::kFloat;
   const auto isa = tq::isa_for(a.get("isa"));
-  const bool int8 = a.get("quantization", "none") == "int8";
+  const bool int8 = quantization == "int8";
   const auto r = tq::measure_gemm(a.number("m", 512), a.number("k", 896), a.number("n", 4864), dtype,
-                                  static_cast<int>(a.number("iterations", 10)), a.get("batch-invariant", "on") == "on", isa, int8);
+                                  static_cast<int>(a.number("iterations", 10)), on_off(a, "batch-invariant", "on"), isa, int8);
   return {{"gflops", r.gflops}, {"ms", r.ms},
           {"isa", int8 ? tq::int8_kernel_name(isa) : tq::isa_name(tq::invariant_gemm::level_for(isa, dtype == at::kBFloat16))}};
 }
@@ -254,8 +283,7 @@ int main(int argc, char** argv) {
     if (args.command == "answer") out = answer(args);
     else if (args.command == "gemm") out = gemm(args);
     else if (args.command == "readout") out = readout(args);
-    else if (args.command == "selfcheck") out = selfcheck(args);
-    else throw tq::EngineError(tq::code::kBadRequest, "unknown command " + args.command + " (answer, gemm, readout, selfcheck)");
+    else out = selfcheck(args);  // parse() knows no other
     std::cout << out.dump() << std::endl;
     return 0;
   } catch (const tq::EngineError& e) {

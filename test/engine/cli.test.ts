@@ -1,6 +1,7 @@
 /**
  * The engine's command-line program (csrc/cli/main.cpp, the same engine library without Node):
- * it must answer exactly like the addon, and fail with a JSON error and exit status 2.
+ * it must answer exactly like the addon, and fail with a JSON error and exit status 2, a flag it does not know or a
+ * value it cannot take included.
  */
 import * as fs from 'fs';
 import * as os from 'os';
@@ -73,6 +74,11 @@ test('tq_cli reports errors as JSON with exit status 2', async () => {
   fs.writeFileSync(ok, JSON.stringify({ calls: [[{ state: [1, 2], questions: [{ tokens: [3], labelIds: [4, 5] }] }]] }));
   await expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--device', 'cuda'])).rejects.toThrow(/\(2\).*"BAD_REQUEST".*without CUDA/);
   await expect(runCli(['transmogrify'])).rejects.toThrow(/unknown command/);
+  // A flag is honoured or refused, never ignored.
+  await expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--vision-cache-mib', '64'])).rejects.toThrow(/has no flag --vision-cache-mib/);
+  await expect(runCli(['gemm', '--labels', '4'])).rejects.toThrow(/tq_cli gemm has no flag --labels/);
+  await expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--batch-invariant', 'yes'])).rejects.toThrow(/--batch-invariant must be on or off/);
+  await expect(runCli(['gemm', '--dtype', 'fp16'])).rejects.toThrow(/gemm --dtype must be fp32 or bf16/);
 });
 
 test('tq_cli runs the microbenchmarks the addon no longer carries', async () => {

@@ -99,7 +99,7 @@ async function answerFile(argv: string[]) {
   const base = resolveBase(flags.base, flags['models-dir']);
   if (base.note) console.error(`[tqserve] WARNING: ${base.note}`);
   const renderer = await rendererFor(base, flags);
-  // The server's engine options (config/engine-load.ts): the same threads pick the same kernel level, so the same bits.
+  // The server's engine options (config/engine-load.ts): the same options, so the same bits (docs/arithmetic.md).
   const engine = await Engine.open(engineLoad(flags, base));
   try {
     const servedName = flags['served-name'] ?? base.profile.servedName;

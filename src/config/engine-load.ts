@@ -1,7 +1,8 @@
 /**
  * What an engine loads its model with, from the flags: the server's engine processes (server/start-engines.ts; the
  * head and image engines change the path) and `tqserve decide` alike, so that decide answers as the server does
- * (the same threads, and so the same kernel level from the level file, the same quantization, attention, device...).
+ * (the same dtype, quantization, attention, device...: the answer is a function of those, not of the kernel level or
+ * the threads, docs/arithmetic.md).
  */
 import * as os from 'os';
 import { NativeLoadOptions } from '../engine/native';

@@ -1,8 +1,8 @@
 /**
  * The golden answers (test/golden/): the label logits of fixed requests, for every family in fp32,
  * bf16 and bf16 with int8 weights, are the bits recorded in test/golden/answers.json, at every
- * instruction set level this CPU runs (2 threads), and at the level the engine picks itself with 1
- * thread; and in fp32 with libtorch's own kernels at their plain, unvectorized form (ATEN_CPU_CAPABILITY=default,
+ * instruction set level this CPU runs (2 threads), and at the level the engine picks itself with 1 and 3
+ * threads; and in fp32 with libtorch's own kernels at their plain, unvectorized form (ATEN_CPU_CAPABILITY=default,
  * as on a CPU without AVX2: what the engine leaves to ATen must not depend on the CPU either), through tq_cli.
  * Recorded once on one CPU; CI on another CPU kind checks that machines agree (docs/arithmetic.md, "Golden answers").
  */
@@ -32,7 +32,11 @@ test('the file holds every family and configuration', () => {
 describe.each(goldenModels)('%s', (model) => {
   const { calls, answers } = golden.models[model];
   test.each(goldenConfigs.map((c) => [c.name, c] as const))('%s: the recorded bits at every level this CPU runs', async (_, config) => {
-    const runs: [string, IsaLevel | undefined, number][] = [...runnableIsaLevels().map((l) => [l, l, 2] as [string, IsaLevel, number]), ['chosen, 1 thread', undefined, 1]];
+    const runs: [string, IsaLevel | undefined, number][] = [
+      ...runnableIsaLevels().map((l) => [l, l, 2] as [string, IsaLevel, number]),
+      ['chosen, 1 thread', undefined, 1],
+      ['chosen, 3 threads', undefined, 3],
+    ];
     // Side by side: an engine's load is mostly one thread's work, so the runs overlap well on two cores.
     const got = await Promise.all(runs.map(([, isa, threads]) => answerBits(model, calls, config, isa, threads)));
     const found = runs.flatMap(([name], i) => differences(got[i], answers[config.name]).map((d) => `${name}: ${d}`));

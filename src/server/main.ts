@@ -60,7 +60,8 @@ function levelNote(e: NativeEngineInfo): string {
   const c = e.levelChoice;
   if (!c) return '';
   const rates = Object.entries(c.gflops).map(([level, gflops]) => `${level} ${Math.round(gflops)}`);
-  return `, kernels ${e.kernels} (${c.how}${rates.length ? `: ${rates.join(', ')} GFLOP/s` : ''})`;
+  const busy = c.busy ? ' while the machine was busy, to be measured again' : '';
+  return `, kernels ${e.kernels} (${c.how}${busy}${rates.length ? `: ${rates.join(', ')} GFLOP/s` : ''})`;
 }
 
 export async function serve(argv: string[]) {

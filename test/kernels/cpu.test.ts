@@ -6,7 +6,8 @@
  * every output within a small fraction of the worst-case rounding bound of a float64 reference, every
  * row bit-identical alone, in batches of other sizes and places, under other column splits and when
  * accumulated; bf16 outputs the fp32 ones rounded; and every level the same bits (16, 8 or 4 lanes, vdpbf16ps,
- * libm's fma). Each at an odd and an even K (steps packed or read in place).
+ * libm's fma). Each at an odd and an even K (steps packed or read in place). And with bf16 values whose products and
+ * sums fall below the normal range, every bf16 kernel the bits of a plain model of vdpbf16ps (test/native/dpbf16_model.h).
  *
  * RoPE and RMSNorm rows (csrc/kernels/cpu/row_math.h), with test/native/rowwise_check.cpp: the same bits wherever
  * a row's output lies relative to its input.
@@ -46,9 +47,12 @@ function runCheck<T>(name: string): Promise<T[]> {
   return runLinkedCheck(name, scratch, { compileFlags: ['-O3', '-DNDEBUG'], env });
 }
 
-let rows: Row[];
+type Denormals = { check: 'denormals'; kernels: number; kernelsDiffering: number; tinyOutputs: number };
+let rows: Row[], denormals: Denormals;
 beforeAll(async () => {
-  rows = await runCheck<Row>('gemm_check');
+  const lines = await runCheck<Row | Denormals>('gemm_check');
+  denormals = lines.find((l): l is Denormals => 'check' in l)!;
+  rows = lines.filter((l): l is Row => !('check' in l));
 }, 120_000);
 
 test('every level this CPU runs is checked, and the portable one as a CPU without FMA runs it, in fp32 and bf16, at an odd and an even K', () => {
@@ -82,6 +86,13 @@ test('every level gives the same bits (one arithmetic: docs/arithmetic.md), vdpb
       expect(same.length).toBe(runnableIsaLevels().length + 1);
       expect(`${dtype}/${k}: ${new Set(same.map((r) => r.bits)).size} kinds of bits`).toBe(`${dtype}/${k}: 1 kinds of bits`);
     }
+});
+
+test('bf16 values and sums below the normal range: every bf16 kernel the bits of the vdpbf16ps model (denormals read and written as 0)', () => {
+  // The model, against libm's fma, the portable, AVX2 and AVX-512 FMA kernels and the instruction where the CPU has it.
+  expect(denormals.kernels).toBe(runnableIsaLevels().length + 1);
+  expect(denormals.tinyOutputs).toBeGreaterThan(0);
+  expect(denormals.kernelsDiffering).toBe(0);
 });
 
 test("a softmax numerator and its row's sum do not change with their place in the row (portable loops: no contraction in the vector body only)", async () => {

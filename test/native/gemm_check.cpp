@@ -21,6 +21,7 @@
 #include <random>
 #include <vector>
 
+#include "dpbf16_model.h"
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm_kernels.h"
 
@@ -128,9 +129,44 @@ void check(const char* level, const gemm::Kernel& kernel, bool bf16, int64_t k) 
               static_cast<unsigned long long>(hash));
 }
 
+// bf16 values near and below the normal range: products and partial sums fall below 2^-126, where vdpbf16ps reads
+// and writes 0. Every bf16 kernel against the plain model of the instruction (dpbf16_model.h): the same bits.
+void check_denormals() {
+  const int64_t m = 13, k = 37, n = 70;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> exponent(-72, -56), mantissa(0, 127), sign(0, 1), pick(0, 9);
+  const auto value = [&]() -> uint16_t {
+    if (pick(rng) == 0) return static_cast<uint16_t>(sign(rng) << 15 | (1 + mantissa(rng) % 127));  // a bf16 denormal
+    return static_cast<uint16_t>(sign(rng) << 15 | (exponent(rng) + 127) << 7 | mantissa(rng));
+  };
+  std::vector<uint16_t> x(m * k), w(n * k);
+  for (auto& v : x) v = value();
+  for (auto& v : w) v = value();  // products 2^-144 ... 2^-112: many steps' results below 2^-126
+  std::vector<std::pair<const char*, gemm::Kernel>> kernels{{"model", gemm::dpbf16_model_kernel()}, {"portable-libm", gemm::portable_libm_fma_kernel(true)}};
+  for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16})
+    if (isa <= best_isa()) kernels.emplace_back(isa_name(isa), isa == Isa::Avx512Bf16 ? gemm::dpbf16_kernel() : gemm::fma_kernel(isa, true));
+  std::vector<std::vector<float>> outs;
+  for (const auto& [name, kernel] : kernels) {
+    std::vector<char> packed(kernel.packed_bytes(n, k));
+    kernel.pack(w.data(), n, k, k, 1, packed.data());
+    std::vector<float> out(m * n);
+    kernel.run(gemm::Job{x.data(), packed.data(), out.data(), nullptr, m, k, n, k, n, false, false}, 0, kernel.panels(n));
+    outs.push_back(out);
+  }
+  int64_t differing = 0, zeros = 0, tiny = 0;
+  for (size_t i = 1; i < outs.size(); ++i) differing += std::memcmp(outs[i].data(), outs[0].data(), outs[0].size() * sizeof(float)) != 0;
+  for (float v : outs[0]) {
+    zeros += v == 0.0f;
+    tiny += v != 0.0f && std::fabs(v) < 0x1p-120f;
+  }
+  std::printf("{\"check\": \"denormals\", \"kernels\": %zu, \"kernelsDiffering\": %ld, \"zeroOutputs\": %ld, \"tinyOutputs\": %ld, \"outputs\": %zu}\n",
+              kernels.size() - 1, static_cast<long>(differing), static_cast<long>(zeros), static_cast<long>(tiny), outs[0].size());
+}
+
 }  // namespace
 
 int main() {
+  check_denormals();
   for (int64_t k : {2101, 2100})
     for (bool bf16 : {false, true}) check("portable-libm", gemm::portable_libm_fma_kernel(bf16), bf16, k);
   for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16}) {

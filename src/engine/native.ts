@@ -163,7 +163,7 @@ export interface NativeEngineInfo {
   /** NativeLoadOptions.cudaGraphs. */
   cudaGraphs: boolean;
   quantization: Quantization;
-  /** int8: the int8 GEMM's path, 'avx512-vnni' or 'portable' (the same bits, slower). */
+  /** int8: the int8 GEMM's path: 'amx-int8' (AMX tiles), 'avx512-vnni', 'avx2' or 'portable', all with the same bits. */
   quantizedKernels?: string;
   /** Reading the weights and preparing them for the kernels (packing, quantizing) at load. */
   weightsMs: number;

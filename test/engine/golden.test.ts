@@ -3,7 +3,8 @@
  * bf16 and bf16 with int8 weights, are the bits recorded in test/golden/answers.json, at every
  * instruction set level this CPU runs (2 threads), and at the level the engine picks itself with 1 and 3
  * threads; and in fp32 with libtorch's own kernels at their plain, unvectorized form (ATEN_CPU_CAPABILITY=default,
- * as on a CPU without AVX2: what the engine leaves to ATen must not depend on the CPU either), through tq_cli.
+ * as on a CPU without AVX2: what the engine leaves to ATen must not depend on the CPU either), and in bf16 with int8
+ * weights on the AMX int8 kernel run on its model of the tiles, both through tq_cli.
  * Recorded once on one CPU; CI on another CPU kind checks that machines agree (docs/arithmetic.md, "Golden answers").
  */
 import * as fs from 'fs';
@@ -45,7 +46,7 @@ describe.each(goldenModels)('%s', (model) => {
 });
 
 /** The calls through tq_cli (a process of its own, so that ATen reads `env` at its start): label-logit bits. */
-async function cliBits(model: string, calls: GoldenCall[], dtype: string, env: NodeJS.ProcessEnv): Promise<GoldenBits> {
+async function cliBits(model: string, calls: GoldenCall[], dtype: string, env: NodeJS.ProcessEnv, flags: string[] = []): Promise<GoldenBits> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-golden-'));
   try {
     const input = calls.map((call) => call.map((r) => ({
@@ -58,12 +59,19 @@ async function cliBits(model: string, calls: GoldenCall[], dtype: string, env: N
       }),
     })));
     fs.writeFileSync(path.join(dir, 'calls.json'), JSON.stringify({ calls: input }));
-    const out = await runCli(['answer', '--model', tinyModel(model), '--calls', path.join(dir, 'calls.json'), '--dtype', dtype, '--threads', '2'], env);
+    const out = await runCli(['answer', '--model', tinyModel(model), '--calls', path.join(dir, 'calls.json'), '--dtype', dtype, '--threads', '2', ...flags], env);
+    if (env.TQ_INT8_AMX_MODEL) expect(out.info.quantizedKernels).toBe('amx-model');
     return out.calls.map((call: any[]) => call.map((r) => r.answers.map((a: { labelLogits: number[] }) => Buffer.from(Float32Array.from(a.labelLogits).buffer).toString('hex'))));
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
+
+test('bf16 with int8 weights on the AMX int8 kernel (on its model of the tiles, TQ_INT8_AMX_MODEL=1), through tq_cli: the recorded bits, every model', async () => {
+  const got = await Promise.all(goldenModels.map((model) => cliBits(model, golden.models[model].calls, 'bf16', { TQ_INT8_AMX_MODEL: '1' }, ['--quantization', 'int8'])));
+  const found = goldenModels.flatMap((model, i) => differences(got[i], golden.models[model].answers['bf16+int8']).map((d) => `${model}: ${d}`));
+  expect(found).toEqual([]);
+}, 120_000);
 
 test("fp32 with ATen's kernels unvectorized (ATEN_CPU_CAPABILITY=default), through tq_cli: the recorded bits, every model", async () => {
   const got = await Promise.all(goldenModels.map((model) => cliBits(model, golden.models[model].calls, 'fp32', { ATEN_CPU_CAPABILITY: 'default' })));

@@ -17,6 +17,11 @@ export function runnableIsaLevels(): IsaLevel[] {
   return isaLevels.filter((level) => runs[level]);
 }
 
+/** Whether the int8 GEMM runs on AMX tiles here (csrc/kernels/cpu/gemm_amx.cpp's cpu_has_amx_int8: the CPU's flags; Linux then grants the tiles). */
+export function runsInt8Amx(): boolean {
+  return has('amx_tile', 'amx_int8') && runsInt8Vnni();
+}
+
 /** Whether the int8 GEMM runs on AVX-512 VNNI here (csrc/kernels/cpu/gemm_vnni.cpp's cpu_has_vnni: the same flags). */
 export function runsInt8Vnni(): boolean {
   return has('avx512f', 'avx512bw', 'avx512vl', 'avx512_vnni');

@@ -18,13 +18,14 @@
  *
  * The int8 GEMM (csrc/kernels/cpu/int8_gemm.h), with test/native/int8_check.cpp: its quantization as the rules
  * say, every output the exact integer sum's fp32 expression, every row the same bits in any batch, and the
- * AVX2 and AVX-512 VNNI paths the portable loop's bits.
+ * AVX2, AVX-512 VNNI and AMX paths the portable loop's bits (AMX on a model of its tiles on every CPU, csrc/kernels/cpu/amx_tiles.h,
+ * and on the tiles where the CPU has them).
  *
  * The float64 functions of the RoPE tables (csrc/common/fixed_math.h), with test/native/fixed_math_check.cpp: within a few
  * ulps of libm's long double functions, and their fp32 roundings the reference's.
  */
 import * as fs from 'fs';
-import { runnableIsaLevels, runsInt8Vnni } from '../helpers/cpu';
+import { runnableIsaLevels, runsInt8Amx, runsInt8Vnni } from '../helpers/cpu';
 import { runLinkedCheck, scratchDir } from '../helpers/linked-check';
 
 const scratch = scratchDir();
@@ -132,12 +133,14 @@ test("the mix's key pairs give a query the same bits in any batch, step, chunk, 
   }
 }, 120_000);
 
-test('int8: quantized as the rules say, outputs exact, rows the same in any batch, and VNNI equal to the portable loop', async () => {
+test('int8: quantized as the rules say, outputs exact, rows the same in any batch, and VNNI and AMX equal to the portable loop', async () => {
   const paths = await runCheck<{
     path: string; k: number; quantizedDiffering: number; outputsDiffering: number; accumulatedDiffering: number;
     bf16OutputsDiffering: number; rowsCompared: number; rowsDiffering: number; bits: string;
   }>('int8_check');
-  const expected = ['portable', ...(runnableIsaLevels().includes('avx2') ? ['avx2'] : []), ...(runsInt8Vnni() ? ['avx512-vnni'] : [])];
+  // The AMX kernel on its model of the tiles on every CPU; on the tiles themselves where the CPU has AMX-INT8.
+  const expected = ['portable', ...(runnableIsaLevels().includes('avx2') ? ['avx2'] : []), ...(runsInt8Vnni() ? ['avx512-vnni'] : []), 'amx-model',
+    ...(runsInt8Amx() ? ['amx-int8'] : [])];
   expect([...new Set(paths.map((p) => p.path))]).toEqual(expected);
   for (const p of paths) {
     const counts = { quantized: p.quantizedDiffering, outputs: p.outputsDiffering, accumulated: p.accumulatedDiffering, bf16: p.bf16OutputsDiffering, rows: p.rowsDiffering };

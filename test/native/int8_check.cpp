@@ -122,6 +122,8 @@ int main() {
   std::vector<q8::Kernel> kernels{q8::portable_kernel()};
   if (q8::cpu_has_avx2()) kernels.push_back(q8::avx2_kernel());
   if (q8::cpu_has_vnni()) kernels.push_back(q8::vnni_kernel());
+  kernels.push_back(q8::amx_model_kernel());
+  if (q8::cpu_has_amx_int8()) kernels.push_back(q8::amx_kernel());
   for (int64_t k : {2101, 2102, 2100}) {
     const Case c(70, k, 150, static_cast<uint32_t>(k));
     for (const auto& kn : kernels) {

@@ -1,5 +1,8 @@
 #include "kernels/cpu/cpu_layer_kernels.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/int8_linear.h"
 #include "kernels/cpu/invariant_gemm.h"
@@ -13,9 +16,13 @@
 namespace tq {
 namespace {
 
-// int8 on vpdpbusd where the level allows AVX-512 and the CPU has VNNI; on vpmaddubsw where it allows
-// AVX2; else the portable loop. All three give the same bits (int8_gemm.h).
+// int8 on AMX tiles where the level allows AVX-512 and the CPU has AMX-INT8; on vpdpbusd where it has
+// VNNI; on vpmaddubsw where the level allows AVX2; else the portable loop. All give the same bits (int8_gemm.h).
+// A test instrument: TQ_INT8_AMX_MODEL=1 runs the AMX kernel on its model of the tiles (amx_tiles.h), on any CPU,
+// so that the golden answers check the AMX path end to end where there is no AMX (test/engine/golden.test.ts).
 int8_gemm::Kernel int8_kernel(Isa isa) {
+  if (const char* model = std::getenv("TQ_INT8_AMX_MODEL"); model && std::string(model) == "1") return int8_gemm::amx_model_kernel();
+  if (isa >= Isa::Avx512 && int8_gemm::cpu_has_amx_int8()) return int8_gemm::amx_kernel();
   if (isa >= Isa::Avx512 && int8_gemm::cpu_has_vnni()) return int8_gemm::vnni_kernel();
   if (isa >= Isa::Avx2 && int8_gemm::cpu_has_avx2()) return int8_gemm::avx2_kernel();
   return int8_gemm::portable_kernel();

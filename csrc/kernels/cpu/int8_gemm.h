@@ -68,6 +68,11 @@ Kernel vnni_kernel();  // gemm_vnni.cpp; needs AVX-512 VNNI (cpu_has_vnni)
 bool cpu_has_vnni();
 Kernel avx2_kernel();  // gemm_maddubs.cpp; needs AVX2 and FMA (cpu_has_avx2)
 bool cpu_has_avx2();
+// gemm_amx.cpp: AMX tiles (TDPBUSD), where the CPU has AMX-INT8 and the process was granted tile state
+// (cpu_has_amx_int8 asks Linux for it); and the same kernel on a model of the tiles, for the tests, on any CPU.
+Kernel amx_kernel();
+Kernel amx_model_kernel();
+bool cpu_has_amx_int8();
 
 // Quantizes rows [j_begin, j_end) of w [n, k] (fp32, row j at w + j * k) into
 // the panel layout and the per-column arrays, which the caller has zeroed

@@ -1,0 +1,127 @@
+// The int8 GEMM on AMX tiles (int8_gemm.h has the math), written against the
+// tile operations of amx_tiles.h: the hardware's where the CPU has AMX-INT8,
+// the model's in the tests. A block of 16 rows against a panel of 64 columns
+// is four C tiles (16 x 16 int32 each), fed by one A tile (16 rows x 16 steps
+// of 4 activations) and one B tile per C tile (16 steps x 16 columns of 4
+// weights), 16 steps at a time. The panels are the VNNI kernel's, read in
+// place: a B tile's rows are one step of a 16-column group, 256 bytes apart.
+// Integer sums are exact, so the result is every other path's, bit for bit;
+// the last fp32 step is theirs too (finish_tile).
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "kernels/cpu/amx_tiles.h"
+#include "kernels/cpu/int8_gemm.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace tq::int8_gemm {
+namespace {
+
+constexpr int64_t kRows = amx::kTileRows, kSteps = amx::kTileRows, kGroups = kWidth / 16;
+constexpr int64_t kStepBytes = kWidth * kDepth;  // one step of a panel: 64 columns x 4 weights
+enum Tile { kC0 = 0, kA = 4, kB = 5 };
+
+// One C tile's 16 steps from `group`'s 16 columns: the B tile read in place, or, at a panel's last steps,
+// from a zeroed copy (a tile load reads 16 rows, and the panel may end sooner).
+template <class Tiles, int C>
+inline void multiply_group(const int8_t* b, int64_t s0, int64_t n_steps, int64_t group) {
+  const int8_t* first = b + s0 * kStepBytes + group * 64;
+  if (s0 + kSteps <= n_steps) {
+    Tiles::template load<kB>(first, kStepBytes);
+  } else {
+    alignas(64) int8_t copy[kSteps][64] = {};
+    for (int64_t s = 0; s < n_steps - s0; ++s) std::memcpy(copy[s], first + s * kStepBytes, 64);
+    Tiles::template load<kB>(copy, 64);
+  }
+  Tiles::template dpbusd<C, kA, kB>();
+}
+
+// The A tile of rows [row0, row0 + rows) over steps [s0, s0 + 16): in place when whole, else from a zeroed copy
+// (a zero activation byte adds nothing: the weights' offsets count only the real ones, int8_gemm.h).
+template <class Tiles>
+inline void load_activations(const Job& job, int64_t row0, int64_t rows, int64_t s0, int64_t n_steps) {
+  const uint8_t* first = job.x + row0 * job.ldx + s0 * kDepth;
+  if (rows == kRows && s0 + kSteps <= n_steps) return Tiles::template load<kA>(first, job.ldx);
+  alignas(64) uint8_t copy[kRows][64] = {};
+  const int64_t bytes = std::min<int64_t>(kSteps, n_steps - s0) * kDepth;
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(copy[r], first + r * job.ldx, bytes);
+  Tiles::template load<kA>(copy, 64);
+}
+
+// Rows [row0, row0 + rows) against panel b: the int32 sums of its 64 columns, into sums.
+template <class Tiles>
+void block(const Job& job, int64_t row0, int64_t rows, const int8_t* b, int32_t (*sums)[kWidth]) {
+  const int64_t n_steps = steps(job.k);
+  Tiles::template zero<kC0>();
+  Tiles::template zero<kC0 + 1>();
+  Tiles::template zero<kC0 + 2>();
+  Tiles::template zero<kC0 + 3>();
+  for (int64_t s0 = 0; s0 < n_steps; s0 += kSteps) {
+    load_activations<Tiles>(job, row0, rows, s0, n_steps);
+    multiply_group<Tiles, kC0>(b, s0, n_steps, 0);
+    multiply_group<Tiles, kC0 + 1>(b, s0, n_steps, 1);
+    multiply_group<Tiles, kC0 + 2>(b, s0, n_steps, 2);
+    multiply_group<Tiles, kC0 + 3>(b, s0, n_steps, 3);
+  }
+  Tiles::template store<kC0>(&sums[0][0], kWidth * 4);
+  Tiles::template store<kC0 + 1>(&sums[0][16], kWidth * 4);
+  Tiles::template store<kC0 + 2>(&sums[0][32], kWidth * 4);
+  Tiles::template store<kC0 + 3>(&sums[0][48], kWidth * 4);
+}
+
+template <class Tiles>
+void panels_amx(const Job& job, int64_t p_begin, int64_t p_end) {
+  static_assert(kGroups == 4, "a panel is four C tiles wide");
+  const int64_t panel_bytes = steps(job.k) * kStepBytes;
+  Tiles::configure();  // per call: the thread may be one of the pool's, each with its own configuration
+  for (int64_t p = p_begin; p < p_end; ++p)
+    for (int64_t row0 = 0; row0 < job.m; row0 += kRows) {
+      const int64_t rows = std::min(kRows, job.m - row0);
+      alignas(64) int32_t sums[kRows][kWidth];
+      block<Tiles>(job, row0, rows, job.panels + p * panel_bytes, sums);
+      finish_tile(job, sums, row0, rows, p * kWidth);
+    }
+  Tiles::release();
+}
+
+#if defined(__x86_64__)
+TQ_AMX __attribute__((flatten)) void panels_hardware(const Job& job, int64_t p_begin, int64_t p_end) { panels_amx<amx::HardwareTiles>(job, p_begin, p_end); }
+
+// Linux grants tile state per process, on request, before the first tile instruction (else SIGILL).
+bool granted_tile_state() {
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  static const bool granted = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  return granted;
+}
+#endif
+
+}  // namespace
+
+bool cpu_has_amx_int8() {
+#if defined(__x86_64__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const bool tile = d & (1u << 24), int8 = d & (1u << 25);
+  return tile && int8 && cpu_has_vnni() && granted_tile_state();
+#else
+  return false;
+#endif
+}
+
+Kernel amx_kernel() {
+#if defined(__x86_64__)
+  return {panels_hardware, vnni_kernel().quantize, "amx-int8"};
+#else
+  throw std::logic_error("the int8 AMX GEMM needs x86-64 with AMX-INT8");
+#endif
+}
+
+Kernel amx_model_kernel() { return {panels_amx<amx::ModelTiles>, portable_kernel().quantize, "amx-model"}; }
+
+}  // namespace tq::int8_gemm

@@ -45,6 +45,7 @@
         "csrc/kernels/cpu/bf16.cpp",
         "csrc/kernels/cpu/cpu_layer_kernels.cpp",
         "csrc/kernels/cpu/gemm_amx.cpp",
+        "csrc/kernels/cpu/gemm_amx_bf16.cpp",
         "csrc/kernels/cpu/gemm_dpbf16.cpp",
         "csrc/kernels/cpu/gemm_fma.cpp",
         "csrc/kernels/cpu/gemm_vnni.cpp",

@@ -25,7 +25,7 @@
  * ulps of libm's long double functions, and their fp32 roundings the reference's.
  */
 import * as fs from 'fs';
-import { runnableIsaLevels, runsInt8Amx, runsInt8Vnni } from '../helpers/cpu';
+import { runnableIsaLevels, runsBf16Amx, runsInt8Amx, runsInt8Vnni } from '../helpers/cpu';
 import { runLinkedCheck, scratchDir } from '../helpers/linked-check';
 
 const scratch = scratchDir();
@@ -49,11 +49,15 @@ function runCheck<T>(name: string): Promise<T[]> {
 }
 
 type Denormals = { check: 'denormals'; kernels: number; kernelsDiffering: number; tinyOutputs: number };
-let rows: Row[], denormals: Denormals;
+// rows: the portable arithmetic's kernels; native: the AMX bf16 kernel's (its own bits), on the model of the tiles and
+// on the tiles where the CPU has AMX-BF16.
+let rows: Row[], native: Row[], denormals: Denormals;
 beforeAll(async () => {
   const lines = await runCheck<Row | Denormals>('gemm_check');
   denormals = lines.find((l): l is Denormals => 'check' in l)!;
-  rows = lines.filter((l): l is Row => !('check' in l));
+  const kernels = lines.filter((l): l is Row => !('check' in l));
+  rows = kernels.filter((r) => !r.level.startsWith('amx'));
+  native = kernels.filter((r) => r.level.startsWith('amx'));
 }, 120_000);
 
 test('every level this CPU runs is checked, and the portable one as a CPU without FMA runs it, in fp32 and bf16, at an odd and an even K', () => {
@@ -87,6 +91,15 @@ test('every level gives the same bits (one arithmetic: docs/arithmetic.md), vdpb
       expect(same.length).toBe(runnableIsaLevels().length + 1);
       expect(`${dtype}/${k}: ${new Set(same.map((r) => r.bits)).size} kinds of bits`).toBe(`${dtype}/${k}: 1 kinds of bits`);
     }
+});
+
+test("AMX's native bf16 kernel (on a model of the tiles; on the tiles where the CPU has AMX-BF16): accurate, and the same bits in any batch", () => {
+  expect(native.map((r) => `${r.level}/${r.dtype}/${r.k}`)).toEqual(['amx-model/bf16/301', ...(runsBf16Amx() ? ['amx-bf16/bf16/2101', 'amx-bf16/bf16/2100'] : [])]);
+  for (const r of native) {
+    expect(r.worstErrorOverBound).toBeLessThanOrEqual(0.05);
+    expect(r.rowsCompared).toBeGreaterThan(1000);
+    expect(`${r.level}/${r.k}: ${r.rowsDiffering} rows, ${r.bf16OutputsDiffering} bf16 outputs differing`).toBe(`${r.level}/${r.k}: 0 rows, 0 bf16 outputs differing`);
+  }
 });
 
 test('bf16 values and sums below the normal range: every bf16 kernel the bits of the vdpbf16ps model (denormals read and written as 0)', () => {

@@ -84,7 +84,8 @@ struct Case {
   }
 };
 
-void check(const char* level, const gemm::Kernel& kernel, bool bf16, int64_t k) {
+// alone_every: every row alone, or (the slow model of AMX tiles) every so many.
+void check(const char* level, const gemm::Kernel& kernel, bool bf16, int64_t k, int64_t alone_every = 1) {
   // K past the longest k block (2,048), so chains cross a block boundary
   // (except bf16 outputs, which take K in one block); N = 150: a partial last panel.
   const int64_t m = 111, n = 150;
@@ -106,7 +107,7 @@ void check(const char* level, const gemm::Kernel& kernel, bool bf16, int64_t k) 
     for (int64_t r = 0; r < rows; ++r, ++compared)
       if (std::memcmp(got.data() + r * n, all.data() + (first + r) * n, n * sizeof(float)) != 0) ++mismatches;
   };
-  for (int64_t i = 0; i < m; ++i) compare(c.run(i, 1, 0, true), i, 1);
+  for (int64_t i = 0; i < m; i += alone_every) compare(c.run(i, 1, 0, true), i, 1);
   const int64_t batches[][2] = {{0, 7}, {5, 49}, {3, 100}, {60, 51}, {1, 110}};
   for (const auto& b : batches)
     for (int64_t split : {0, 1, 2})
@@ -169,6 +170,12 @@ int main() {
   check_denormals();
   for (int64_t k : {2101, 2100})
     for (bool bf16 : {false, true}) check("portable-libm", gemm::portable_libm_fma_kernel(bf16), bf16, k);
+  // The native bf16 arithmetic of AMX (its own bits): on the model of the tiles, and on the tiles where the CPU has them.
+  // A shorter, odd K (151 pairs: 9 tiles and a last one of 7, the last pair half empty), a tenth of the rows alone:
+  // the model is a slow loop.
+  check("amx-model", gemm::amx_bf16_model_kernel(), true, 301, 10);
+  if (gemm::cpu_has_amx_bf16())
+    for (int64_t k : {2101, 2100}) check("amx-bf16", gemm::amx_bf16_kernel(), true, k);
   for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16}) {
     if (isa > best_isa()) continue;
     for (int64_t k : {2101, 2100})

@@ -61,6 +61,11 @@ Kernel fma_kernel(Isa isa, bool bf16);
 // so that test/native/gemm_check.cpp checks it on any CPU.
 Kernel portable_libm_fma_kernel(bool bf16);
 Kernel dpbf16_kernel();  // needs Isa::Avx512Bf16
+// bf16 on AMX tiles (gemm_amx_bf16.cpp): the native arithmetic of AMX Xeons, its own bits, batch-invariant; on the
+// tiles where the CPU has AMX-BF16 (and Linux grants tile state), or on a model of them anywhere (the tests).
+Kernel amx_bf16_kernel();
+Kernel amx_bf16_model_kernel();
+bool cpu_has_amx_bf16();
 
 // A tile's activations, step s of row r, as a micro-kernel reads them: packed
 // by run_panels ([steps][kRows], rows past M zero) ...

@@ -1,0 +1,140 @@
+// A bf16 GEMM on AMX tiles (TDPBF16PS), written against amx_tiles.h: the
+// native bf16 arithmetic of AMX Xeons, for the choice issue 55 calls
+// `--arithmetic native` (not wired to the engine yet). Its bits are not the
+// portable arithmetic's: the instruction rounds a chain of pairs in its own way
+// (amx_tiles.h). It is batch-invariant all the same: an output's chain is its
+// row and column's pairs, 16 at a time in k order, whatever the rows, the
+// column split or the addresses, and the C tiles hold the whole K (no k
+// blocks). The weights are the vdpbf16ps family's panels (gemm_dpbf16.cpp: one
+// word per column and pair of k, 64 columns), read in place: a B tile's rows
+// are one pair step of a 16-column group, 256 bytes apart.
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "kernels/cpu/amx_tiles.h"
+#include "kernels/cpu/bf16.h"
+#include "kernels/cpu/gemm_kernels.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace tq::gemm {
+namespace {
+
+constexpr int64_t kRows = amx::kTileRows, kPairs = amx::kTileRows, kWidth = 64, kStepBytes = kWidth * 4;
+enum Tile { kC0 = 0, kA = 4, kB = 5 };
+
+// One C tile's 16 pairs from `group`'s 16 columns: the B tile in place, or past the panel's last pair from a zeroed copy.
+template <class Tiles, int C>
+inline void multiply_group(const char* panel, int64_t s0, int64_t pair_steps, int64_t group) {
+  const char* first = panel + s0 * kStepBytes + group * 64;
+  if (s0 + kPairs <= pair_steps) {
+    Tiles::template load<kB>(first, kStepBytes);
+  } else {
+    alignas(64) char copy[kPairs][64] = {};
+    for (int64_t s = 0; s < pair_steps - s0; ++s) std::memcpy(copy[s], first + s * kStepBytes, 64);
+    Tiles::template load<kB>(copy, 64);
+  }
+  Tiles::template dpbf16ps<C, kA, kB>();
+}
+
+// The A tile: rows [row0, row0 + rows), k [2 s0, 2 s0 + 32), in place when whole, else a zeroed copy.
+template <class Tiles>
+inline void load_activations(const Job& job, int64_t row0, int64_t rows, int64_t s0) {
+  const auto* first = static_cast<const uint16_t*>(job.x) + row0 * job.lda + 2 * s0;
+  if (rows == kRows && 2 * s0 + 2 * kPairs <= job.k) return Tiles::template load<kA>(first, job.lda * 2);
+  alignas(64) uint16_t copy[kRows][2 * kPairs] = {};
+  const int64_t count = std::min<int64_t>(2 * kPairs, job.k - 2 * s0);
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(copy[r], first + r * job.lda, count * 2);
+  Tiles::template load<kA>(copy, 64);
+}
+
+// Rows [row0, row0 + rows) against one panel: c starts as the outputs' initial values (fp32) and ends as the outputs.
+template <class Tiles>
+void block(const Job& job, int64_t row0, int64_t rows, const char* panel, float (*c)[kWidth]) {
+  const int64_t pair_steps = (job.k + 1) / 2;
+  Tiles::template load<kC0>(&c[0][0], kWidth * 4);
+  Tiles::template load<kC0 + 1>(&c[0][16], kWidth * 4);
+  Tiles::template load<kC0 + 2>(&c[0][32], kWidth * 4);
+  Tiles::template load<kC0 + 3>(&c[0][48], kWidth * 4);
+  for (int64_t s0 = 0; s0 < pair_steps; s0 += kPairs) {
+    load_activations<Tiles>(job, row0, rows, s0);
+    multiply_group<Tiles, kC0>(panel, s0, pair_steps, 0);
+    multiply_group<Tiles, kC0 + 1>(panel, s0, pair_steps, 1);
+    multiply_group<Tiles, kC0 + 2>(panel, s0, pair_steps, 2);
+    multiply_group<Tiles, kC0 + 3>(panel, s0, pair_steps, 3);
+  }
+  Tiles::template store<kC0>(&c[0][0], kWidth * 4);
+  Tiles::template store<kC0 + 1>(&c[0][16], kWidth * 4);
+  Tiles::template store<kC0 + 2>(&c[0][32], kWidth * 4);
+  Tiles::template store<kC0 + 3>(&c[0][48], kWidth * 4);
+}
+
+template <class Tiles>
+void panels_amx_bf16(const Job& job, int64_t p_begin, int64_t p_end) {
+  const int64_t panel_bytes = (job.k + 1) / 2 * kStepBytes;
+  Tiles::configure();
+  for (int64_t p = p_begin; p < p_end; ++p)
+    for (int64_t row0 = 0; row0 < job.m; row0 += kRows) {
+      const int64_t rows = std::min(kRows, job.m - row0), col0 = p * kWidth, cols = std::min(kWidth, job.n - col0);
+      alignas(64) float c[kRows][kWidth] = {};
+      for (int64_t r = 0; r < rows; ++r)
+        if (job.accumulate) std::memcpy(c[r], static_cast<const float*>(job.out) + (row0 + r) * job.ldc + col0, cols * 4);
+        else if (job.bias) std::memcpy(c[r], job.bias + col0, kWidth * 4);
+      block<Tiles>(job, row0, rows, static_cast<const char*>(job.panels) + p * panel_bytes, c);
+      for (int64_t r = 0; r < rows; ++r) {
+        if (!job.out_bf16) {
+          std::memcpy(static_cast<float*>(job.out) + (row0 + r) * job.ldc + col0, c[r], cols * 4);
+          continue;
+        }
+        auto* out = static_cast<uint16_t*>(job.out) + (row0 + r) * job.ldc + col0;
+        for (int64_t j = 0; j < cols; ++j) {
+          uint32_t bits;
+          std::memcpy(&bits, &c[r][j], 4);
+          out[j] = bf16_bits(bits);
+        }
+      }
+    }
+  Tiles::release();
+}
+
+#if defined(__x86_64__)
+TQ_AMX __attribute__((flatten)) void panels_hardware(const Job& job, int64_t a, int64_t b) { panels_amx_bf16<amx::HardwareTiles>(job, a, b); }
+#endif
+
+// The vdpbf16ps family's panels and packing (no instruction of its runs here), these loops.
+Kernel with_panels(PanelsFn run) {
+  Kernel k = dpbf16_kernel();
+  k.run = run;
+  return k;
+}
+
+}  // namespace
+
+bool cpu_has_amx_bf16() {
+#if defined(__x86_64__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22))) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  static const bool granted = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  return granted;
+#else
+  return false;
+#endif
+}
+
+Kernel amx_bf16_kernel() {
+#if defined(__x86_64__)
+  return with_panels(panels_hardware);
+#else
+  throw std::logic_error("the bf16 AMX GEMM needs x86-64 with AMX-BF16");
+#endif
+}
+
+Kernel amx_bf16_model_kernel() { return with_panels(panels_amx_bf16<amx::ModelTiles>); }
+
+}  // namespace tq::gemm

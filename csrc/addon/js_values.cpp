@@ -129,6 +129,7 @@ EngineOptions load_options(Napi::Env env, const Napi::Value& v) {
   if (o.Get("cudaGraphs").IsBoolean()) opts.cuda_graphs = o.Get("cudaGraphs").As<Napi::Boolean>().Value();
   if (o.Get("attention").IsString()) opts.attention = o.Get("attention").As<Napi::String>().Utf8Value();
   if (o.Get("quantization").IsString()) opts.quantization = o.Get("quantization").As<Napi::String>().Utf8Value();
+  if (o.Get("arithmetic").IsString()) opts.arithmetic = o.Get("arithmetic").As<Napi::String>().Utf8Value();
   if (o.Get("registerBoundary").IsString()) opts.register_boundary = o.Get("registerBoundary").As<Napi::String>().Utf8Value();
   return opts;
 }
@@ -162,6 +163,7 @@ Napi::Value to_js(Napi::Env env, const EngineInfo& i) {
   r.Set("attention", i.attention);
   r.Set("cudaGraphs", i.cuda_graphs);
   r.Set("quantization", i.quantization);
+  r.Set("arithmetic", i.arithmetic);
   if (!i.quantized_kernels.empty()) r.Set("quantizedKernels", i.quantized_kernels);
   r.Set("weightsMs", i.weights_ms);
   r.Set("linearBytes", static_cast<double>(i.linear_bytes));

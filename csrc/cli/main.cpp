@@ -53,7 +53,7 @@ struct Args {
 // Each command's flags: one it does not read is refused, never ignored.
 const std::set<std::string> kEngineFlags = {"model",     "dtype",     "device",     "kernels",       "attention",     "cuda-graphs",
                                             "threads",   "block-size", "max-step-tokens", "cache-mib", "gpu-memory-utilization",
-                                            "context-limit", "no-prefix-cache", "batch-invariant", "isa", "quantization"};
+                                            "context-limit", "no-prefix-cache", "batch-invariant", "isa", "quantization", "arithmetic"};
 std::set<std::string> flags_of(const std::string& command) {
   auto with_engine = [](std::set<std::string> own) {
     own.insert(kEngineFlags.begin(), kEngineFlags.end());
@@ -107,6 +107,7 @@ tq::EngineOptions engine_options(const Args& a) {
   o.batch_invariant = on_off(a, "batch-invariant", "on");
   o.isa = a.get("isa");
   o.quantization = a.get("quantization", o.quantization);
+  o.arithmetic = a.get("arithmetic", o.arithmetic);
   o.register_boundary = "before";  // no server to register boundaries after a response
   return o;
 }
@@ -116,7 +117,7 @@ json info_json(const tq::EngineInfo& i) {
           {"batchInvariant", i.batch_invariant}, {"device", i.device.mode}, {"deviceName", i.device.name},
           {"torch", i.device.torch_version},     {"cuda", i.device.cuda_version}, {"dtypeNote", i.dtype_note},
           {"gpuMemoryBytes", i.device.total_bytes}, {"gpuFreeBytes", i.device.free_bytes},
-          {"kvCacheBytes", i.cache_bytes},     {"kvCacheSizedBy", i.cache_sized_by}, {"quantization", i.quantization}, {"quantizedKernels", i.quantized_kernels},
+          {"kvCacheBytes", i.cache_bytes},     {"kvCacheSizedBy", i.cache_sized_by}, {"quantization", i.quantization}, {"quantizedKernels", i.quantized_kernels}, {"arithmetic", i.arithmetic},
           {"weightsMs", i.weights_ms},         {"linearBytes", i.linear_bytes}};
 }
 

@@ -74,6 +74,18 @@ at::ScalarType computed_dtype(const EngineOptions& options, at::ScalarType dtype
 #endif
 }
 
+// Whether the native arithmetic is asked for, and refused with the reason where it cannot run.
+bool check_arithmetic(const EngineOptions& options, at::ScalarType dtype, bool aten, Quantization quantization) {
+  if (options.arithmetic == "portable") return false;
+  if (options.arithmetic != "native") throw EngineError(code::kBadRequest, "arithmetic must be portable or native, got " + options.arithmetic);
+  const auto refuse = [](const std::string& why) { throw EngineError(code::kBadRequest, "arithmetic native: " + why); };
+  if (aten || !options.batch_invariant || !options.kernels.empty()) refuse("it is the engine's own invariant CPU kernels' (not aten, oneDNN or fused)");
+  if (dtype != at::kBFloat16) refuse("it is bf16's (AMX's bf16 tiles); fp32 has the portable arithmetic only");
+  if (quantization != Quantization::None) refuse("int8 is exact on every path, AMX's included: its arithmetic is the portable one");
+  if (!native_arithmetic_available()) refuse("this CPU has no AMX-BF16 (Intel Xeon from Sapphire Rapids on, with Linux granting tile state)");
+  return true;
+}
+
 // An HF checkpoint's paged model options, checked: the kernels' level, the quantization, the
 // attention and the forward they allow together.
 PagedModelOptions paged_options(const EngineOptions& options, at::ScalarType dtype, const at::Device& device, bool aten) {
@@ -101,11 +113,13 @@ PagedModelOptions paged_options(const EngineOptions& options, at::ScalarType dty
     throw EngineError(code::kBadRequest, "int8 weights run on the engine's CPU kernels only; on CUDA, fp8 is the quantization to ask for");
   if (quantization == Quantization::Fp8 && !device.is_cuda())
     throw EngineError(code::kBadRequest, "fp8 weights run on CUDA only (the H100's fp8 tensor cores); on the CPU use int8");
+  const bool native = check_arithmetic(options, dtype, aten, quantization);
   PagedModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
                        options.prefix_cache, options.batch_invariant, isa, device, aten,
                        options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After, quantization,
                        options.gpu_memory_utilization, options.buffer_shift, cascade, options.cuda_graphs, fused};
   o.measure_level = options.isa.empty();
+  o.native_arithmetic = native;
   return o;
 }
 
@@ -140,6 +154,7 @@ void Engine::open_checkpoint(at::ScalarType dtype, bool aten) {
 // What /health and the start-up line say of a paged model.
 void Engine::describe_checkpoint(const PagedModel& paged, const PagedModelOptions& o) {
   info_.quantization = quantization_name(o.quantization);
+  info_.arithmetic = o.native_arithmetic ? "native" : "portable";
   describe_level(paged);
   info_.prefix_cache = options_.prefix_cache;
   info_.register_boundary = options_.register_boundary;
@@ -184,6 +199,7 @@ void Engine::remeasure_level() {
 void Engine::open_torchscript(at::ScalarType dtype, bool aten) {
   if (!device_.is_cpu() || aten) throw EngineError(code::kBadRequest, "TorchScript models run on the CPU with libtorch's kernels only");
   if (options_.quantization != "none") throw EngineError(code::kBadRequest, "TorchScript models run with their weights as stored: quantization must be none");
+  if (options_.arithmetic != "portable") throw EngineError(code::kBadRequest, "TorchScript models run libtorch's kernels: arithmetic must be portable");
   if (options_.attention == "cascade") throw EngineError(code::kBadRequest, "TorchScript models run their own attention: attention cascade needs an HF checkpoint");
   model_ = std::make_unique<ScriptedModel>(options_.path, dtype);
   info_.dtype = dtype == at::kFloat ? "fp32" : "bf16";

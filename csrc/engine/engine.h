@@ -53,6 +53,9 @@ struct EngineOptions {
   bool cuda_graphs = false;
   std::string register_boundary = "after";  // after | before
   std::string quantization = "none";        // none | int8 | fp8 (kernels/quantization.h)
+  // portable (the same bits on every x86 CPU) | native (bf16 on AMX tiles: faster, bits of AMX machines alone);
+  // docs/arithmetic.md.
+  std::string arithmetic = "portable";
   int64_t max_step_tokens = 2048;
   int64_t context_limit = 32768;
   int64_t vision_cache_mib = 256;  // the vision tower's outputs kept by image key (a vision-language model)
@@ -119,6 +122,7 @@ struct EngineInfo {
   std::string attention = "kernels";  // "kernels" or "cascade" (EngineOptions::attention)
   bool cuda_graphs = false;           // EngineOptions::cuda_graphs
   std::string quantization = "none";  // of the linear layers' weights (kernels/quantization.h)
+  std::string arithmetic = "portable";  // EngineOptions::arithmetic
   std::string quantized_kernels;      // int8: "avx512-vnni" or "portable"
   double weights_ms = 0;              // reading (and quantizing) the weights at load
   int64_t linear_bytes = 0;           // the layers' linear weights as the kernels keep them

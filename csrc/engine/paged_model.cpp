@@ -61,7 +61,8 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
 void PagedModel::build_layers() {
   const auto& o = options_;
   auto kernels = o.aten_kernels ? aten_layer_kernels(o.device, o.quantization)
-                                : shifted_layer_kernels(cpu_layer_kernels(o.batch_invariant, o.isa, o.dtype, o.quantization), o.buffer_shift);
+                                : shifted_layer_kernels(cpu_layer_kernels(o.batch_invariant, o.isa, o.dtype, o.quantization, o.native_arithmetic),
+                                                        o.buffer_shift);
   if (o.fused_rows) kernels = fused_layer_kernels(std::move(kernels));
   if (o.cascade_attention) kernels = cascade_layer_kernels(std::move(kernels), o.dtype, o.step_buckets);
   const auto t0 = std::chrono::steady_clock::now();

@@ -51,6 +51,7 @@ struct PagedModelOptions {
   bool step_buckets = false;
   bool fused_rows = false;         // ATen's GEMMs with the fused row kernels (kernels/fused/); aten_kernels set too
   bool measure_level = false;      // the CPU kernels at the fastest level for this model's GEMMs, up to isa (kernels/cpu/level_choice.h)
+  bool native_arithmetic = false;  // bf16 linear layers on AMX tiles: bits of their own (docs/arithmetic.md)
 };
 
 class PagedModel : public HiddenStateModel {

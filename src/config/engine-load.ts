@@ -17,6 +17,7 @@ export function engineLoad(flags: Flags, base: ResolvedBase): NativeLoadOptions 
     prefixCache: flags['prefix-cache'] === 'on',
     batchInvariant: flags['batch-invariant'] === 'on',
     quantization: flags.quantization,
+    arithmetic: flags.arithmetic,
     attention: flags.attention,
     ...(flags['cuda-forward'] === 'fused' ? { kernels: 'fused' as const } : {}),
     cudaGraphs: flags['cuda-graphs'] === 'on',

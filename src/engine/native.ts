@@ -82,6 +82,12 @@ export interface NativeLoadOptions {
    * AVX-512 VNNI where the CPU has it) or 'fp8' (CUDA, compute capability 8.9+; refused on the CPU).
    */
   quantization?: Quantization;
+  /**
+   * 'portable' (default): the same bits on every x86 CPU, level and thread count (docs/arithmetic.md). 'native': the
+   * bf16 linear layers on AMX tiles (Intel Xeons from Sapphire Rapids on): faster, exact in any batch, but bits of AMX
+   * machines alone. bf16, batchInvariant and no quantization only; refused on a CPU without AMX-BF16.
+   */
+  arithmetic?: 'portable' | 'native';
   /** A vision-language model's cache of vision-tower outputs by image key, in MiB (default 256). */
   visionCacheMiB?: number;
 }
@@ -163,6 +169,8 @@ export interface NativeEngineInfo {
   /** NativeLoadOptions.cudaGraphs. */
   cudaGraphs: boolean;
   quantization: Quantization;
+  /** NativeLoadOptions.arithmetic: which arithmetic answers. */
+  arithmetic: 'portable' | 'native';
   /** int8: the int8 GEMM's path: 'amx-int8' (AMX tiles), 'avx512-vnni', 'avx2' or 'portable', all with the same bits. */
   quantizedKernels?: string;
   /** Reading the weights and preparing them for the kernels (packing, quantizing) at load. */

@@ -61,7 +61,8 @@ function levelNote(e: NativeEngineInfo): string {
   if (!c) return '';
   const rates = Object.entries(c.gflops).map(([level, gflops]) => `${level} ${Math.round(gflops)}`);
   const busy = c.busy ? ' while the machine was busy, to be measured again' : '';
-  return `, kernels ${e.kernels} (${c.how}${busy}${rates.length ? `: ${rates.join(', ')} GFLOP/s` : ''})`;
+  const native = e.arithmetic === 'native' ? '; native arithmetic: bf16 on AMX tiles, bits of AMX machines alone' : '';
+  return `, kernels ${e.kernels} (${c.how}${busy}${rates.length ? `: ${rates.join(', ')} GFLOP/s` : ''}${native})`;
 }
 
 export async function serve(argv: string[]) {

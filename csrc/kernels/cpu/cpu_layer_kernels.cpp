@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/gemm_kernels.h"
 #include "kernels/cpu/int8_linear.h"
 #include "kernels/cpu/invariant_gemm.h"
 #if TQ_ONEDNN
@@ -47,12 +48,13 @@ class CpuStepAttention : public StepAttention {
 
 class CpuLayerKernels : public LayerKernels {
  public:
-  CpuLayerKernels(bool invariant, Isa isa, bool bf16, bool int8) : invariant_(invariant), isa_(isa), bf16_(bf16), int8_(int8) {}
+  CpuLayerKernels(bool invariant, Isa isa, bool bf16, bool int8, bool native)
+      : invariant_(invariant), isa_(isa), bf16_(bf16), int8_(int8), native_(native) {}
   std::string name() const override { return isa_name(isa_); }
   at::Device device() const override { return at::kCPU; }
   std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const override {
     if (int8_) return std::make_unique<Int8Linear>(weight, bias, int8_kernel(isa_));
-    return std::make_unique<PackedLinear>(weight, bias, invariant_, isa_);
+    return std::make_unique<PackedLinear>(weight, bias, invariant_, isa_, native_);
   }
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, at::ScalarType out_dtype) const override {
     return tq::rms_norm(x, w, eps, out_dtype);
@@ -79,17 +81,22 @@ class CpuLayerKernels : public LayerKernels {
   Isa isa_;
   bool bf16_;
   bool int8_;
+  bool native_;
 };
 
 }  // namespace
 
-std::unique_ptr<LayerKernels> cpu_layer_kernels(bool invariant, Isa isa, at::ScalarType dtype, Quantization quantization) {
+std::unique_ptr<LayerKernels> cpu_layer_kernels(bool invariant, Isa isa, at::ScalarType dtype, Quantization quantization, bool native) {
   if (quantization == Quantization::Fp8) throw std::invalid_argument("fp8 weights run on CUDA only (the H100's fp8 tensor cores); on the CPU use int8");
   const bool bf16 = dtype == at::kBFloat16;
-  return std::make_unique<CpuLayerKernels>(invariant, invariant_gemm::level_for(isa, bf16), bf16, quantization == Quantization::Int8);
+  if (native && !(invariant && bf16 && quantization == Quantization::None))
+    throw std::invalid_argument("the native arithmetic is the invariant bf16 kernels' (no quantization)");
+  return std::make_unique<CpuLayerKernels>(invariant, invariant_gemm::level_for(isa, bf16), bf16, quantization == Quantization::Int8, native);
 }
 
 const char* int8_kernel_name(Isa isa) { return int8_kernel(isa).name; }
+
+bool native_arithmetic_available() { return gemm::native_bf16_available(); }
 
 CpuKernelMemory cpu_kernel_memory() {
   return {attention_buffer_bytes(), attention_buffer_kept_bytes(), cached_primitives(), max_cached_primitives()};

@@ -9,8 +9,10 @@
 // word per column and pair of k, 64 columns), read in place: a B tile's rows
 // are one pair step of a 16-column group, 256 bytes apart.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/bf16.h"
@@ -136,5 +138,10 @@ Kernel amx_bf16_kernel() {
 }
 
 Kernel amx_bf16_model_kernel() { return with_panels(panels_amx_bf16<amx::ModelTiles>); }
+
+bool native_bf16_available() {
+  const char* model = std::getenv("TQ_AMX_MODEL");
+  return cpu_has_amx_bf16() || (model && std::string(model) == "1");
+}
 
 }  // namespace tq::gemm

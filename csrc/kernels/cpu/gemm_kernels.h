@@ -66,6 +66,9 @@ Kernel dpbf16_kernel();  // needs Isa::Avx512Bf16
 Kernel amx_bf16_kernel();
 Kernel amx_bf16_model_kernel();
 bool cpu_has_amx_bf16();
+// Whether the native bf16 arithmetic can run here: on the tiles, or on their model where the test instrument
+// TQ_AMX_MODEL=1 asks for it (a CPU without AMX, for the tests of the option's path).
+bool native_bf16_available();
 
 // A tile's activations, step s of row r, as a micro-kernel reads them: packed
 // by run_panels ([steps][kRows], rows past M zero) ...

@@ -7,10 +7,13 @@
 namespace tq {
 namespace {
 
-// Chosen per call from two small values; the kernels themselves are plain functions.
+// Chosen per call from small values; the kernels themselves are plain functions.
 gemm::Kernel kernel_for(Isa isa, bool bf16) {
   return invariant_gemm::level_for(isa, bf16) == Isa::Avx512Bf16 ? gemm::dpbf16_kernel() : gemm::fma_kernel(isa, bf16);
 }
+// The native bf16 kernel: on the tiles, or on their model under the test instrument TQ_AMX_MODEL=1
+// (gemm::native_bf16_available says which runs).
+gemm::Kernel native_kernel() { return gemm::cpu_has_amx_bf16() ? gemm::amx_bf16_kernel() : gemm::amx_bf16_model_kernel(); }
 
 }  // namespace
 
@@ -33,10 +36,11 @@ void multiply(Isa isa, const void* a, int64_t lda, bool bf16, const void* packed
 
 }  // namespace invariant_gemm
 
-InvariantGemm::InvariantGemm(const at::Tensor& weight, const at::Tensor& bias, Isa isa)
-    : in_(weight.size(1)), out_(weight.size(0)), dtype_(weight.scalar_type()), isa_(isa) {
+InvariantGemm::InvariantGemm(const at::Tensor& weight, const at::Tensor& bias, Isa isa, bool native)
+    : in_(weight.size(1)), out_(weight.size(0)), dtype_(weight.scalar_type()), isa_(isa), native_(native) {
   TORCH_CHECK(dtype_ == at::kFloat || dtype_ == at::kBFloat16, "InvariantGemm: fp32 or bf16 weights, got ", dtype_);
-  const auto kernel = kernel_for(isa_, dtype_ == at::kBFloat16);
+  TORCH_CHECK(!native || dtype_ == at::kBFloat16, "InvariantGemm: the native arithmetic is bf16's");
+  const auto kernel = native_ ? native_kernel() : kernel_for(isa_, dtype_ == at::kBFloat16);
   auto w = weight.contiguous();
   panels_ = at::empty({static_cast<int64_t>(kernel.packed_bytes(out_, in_))}, at::kByte);
   kernel.pack(w.data_ptr(), out_, in_, in_, 1, panels_.data_ptr());
@@ -55,7 +59,7 @@ void InvariantGemm::run(const at::Tensor& x, at::Tensor& out, bool accumulate) c
               "InvariantGemm: output ", out.sizes(), " ", out.scalar_type(), accumulate ? " to accumulate onto" : "");
   const int64_t m = x.size(0);
   if (m == 0) return;
-  const auto kernel = kernel_for(isa_, dtype_ == at::kBFloat16);
+  const auto kernel = native_ ? native_kernel() : kernel_for(isa_, dtype_ == at::kBFloat16);
   // A bf16 output is rounded tile by tile when K fits one of the family's k
   // blocks (every K the vdpbf16ps family meets up to 2,048); else it goes
   // through an fp32 copy, rounded after, which gives the same bits. In a

@@ -39,7 +39,8 @@ class InvariantGemm {
  public:
   InvariantGemm() = default;
   // weight: [N, K] in fp32 or bf16 (the activations must come in the same dtype); bias: [N] or undefined.
-  InvariantGemm(const at::Tensor& weight, const at::Tensor& bias, Isa isa);
+  // native: bf16 on AMX tiles (gemm_amx_bf16.cpp), the native arithmetic (docs/arithmetic.md), whatever the level.
+  InvariantGemm(const at::Tensor& weight, const at::Tensor& bias, Isa isa, bool native = false);
 
   // out[M, N] = init + x W^T for x [M, K]: init is out itself when
   // accumulate (a residual, fp32), else the bias, else 0. out in fp32, or in
@@ -51,6 +52,7 @@ class InvariantGemm {
   int64_t in_ = 0, out_ = 0;
   at::ScalarType dtype_ = at::kFloat;
   Isa isa_ = Isa::Portable;
+  bool native_ = false;
   at::Tensor panels_;  // packed_bytes(isa_, ...) bytes
   at::Tensor bias_;    // [panels * width] fp32, zero-padded, or undefined
 };

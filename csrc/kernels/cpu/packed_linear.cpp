@@ -85,10 +85,10 @@ int64_t cached_primitives() { return 0; }
 int64_t max_cached_primitives() { return 0; }
 #endif
 
-PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias, bool invariant, Isa isa)
+PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias, bool invariant, Isa isa, bool native)
     : invariant_(invariant), in_(weight.size(1)), out_(weight.size(0)), dtype_(weight.scalar_type()) {
   if (invariant) {
-    gemm_ = InvariantGemm(weight, bias, isa);
+    gemm_ = InvariantGemm(weight, bias, isa, native);
     return;
   }
 #if TQ_ONEDNN

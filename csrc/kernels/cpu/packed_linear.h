@@ -22,8 +22,8 @@ class PackedLinear : public Linear {
  public:
   PackedLinear() = default;
   // weight: [out, in] in the compute dtype (bf16 or fp32); bias: [out] or undefined.
-  // invariant: on the invariant GEMM at level isa, else on oneDNN.
-  PackedLinear(const at::Tensor& weight, const at::Tensor& bias, bool invariant, Isa isa);
+  // invariant: on the invariant GEMM at level isa (native: bf16 on AMX tiles), else on oneDNN.
+  PackedLinear(const at::Tensor& weight, const at::Tensor& bias, bool invariant, Isa isa, bool native = false);
 
   // x W^T (+ b) for x [M, in] in the compute dtype, returned in out_dtype.
   at::Tensor operator()(const at::Tensor& x, at::ScalarType out_dtype) const override;

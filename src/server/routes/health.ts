@@ -39,6 +39,8 @@ function compute(e: NativeEngineInfo) {
     pad_unit: 1,
     pad_where: 'none',
     quantization: e.quantization,
+    // Which arithmetic answers: portable (the same bits on every x86 CPU) or native (AMX's bf16 tiles, bits of AMX machines alone).
+    arithmetic: e.arithmetic,
     ...(e.quantizedKernels ? { quantized_kernels: e.quantizedKernels } : {}),
     weights_load_ms: Math.round(e.weightsMs),
     linear_weight_bytes: e.linearBytes,

@@ -27,7 +27,7 @@ import { softmax } from '../src/answering/answers';
 import { generateTestModel } from '../src/testmodels/generate';
 import { testModels } from '../src/testmodels/specs';
 import { ModelTokenizer } from '../src/tokenizer/tokenizer';
-import { runnableIsaLevels } from '../test/helpers/cpu';
+import { runnableIsaLevels, runsBf16Amx } from '../test/helpers/cpu';
 import { runCli } from '../test/helpers/tq-cli';
 
 const STATE_TOKENS = Number(process.env.BENCH_STATE_TOKENS ?? 1000);
@@ -157,19 +157,22 @@ async function main() {
   const ours: Record<string, { ms: number; probs: number[] }> = {};
   // bf16 (the default dtype) at every level and on oneDNN's; fp32 at the best level and on oneDNN's.
   // And bf16 with int8 weights (--quantization int8) on the CPU's best int8 path, and on AVX2's.
-  const variants: { dtype: Dtype; invariant: boolean; isa?: IsaLevel; quantization?: Quantization }[] = [
+  const variants: { dtype: Dtype; invariant: boolean; isa?: IsaLevel; quantization?: Quantization; arithmetic?: 'native' }[] = [
     ...levels.map((isa) => ({ dtype: 'bf16' as Dtype, invariant: true, isa })),
     // The default: the level measured fastest at load (csrc/kernels/cpu/level_choice.h).
     { dtype: 'bf16', invariant: true, isa: undefined },
     { dtype: 'bf16', invariant: true, quantization: 'int8' },
     // int8 where AVX-512 VNNI is missing: the AVX2 path (gemm_maddubs.cpp), beside bf16 at the same level.
     ...(levels.includes('avx2') && levels[0] !== 'avx2' ? [{ dtype: 'bf16' as Dtype, invariant: true, isa: 'avx2' as IsaLevel, quantization: 'int8' as Quantization }] : []),
+    // The native arithmetic: bf16 on AMX tiles (docs/arithmetic.md), where the CPU has AMX-BF16.
+    ...(runsBf16Amx() ? [{ dtype: 'bf16' as Dtype, invariant: true, arithmetic: 'native' as const }] : []),
     { dtype: 'bf16', invariant: false }, { dtype: 'fp32', invariant: true }, { dtype: 'fp32', invariant: false }];
   const weightBytes: Record<string, number> = {};
-  for (const { dtype, invariant, isa, quantization } of variants) {
+  for (const { dtype, invariant, isa, quantization, arithmetic } of variants) {
     // No prefix cache: every run computes the whole state.
-    const engine = await Engine.open({ path: dir, dtype, threads: THREADS, prefixCache: false, batchInvariant: invariant, isa, quantization });
+    const engine = await Engine.open({ path: dir, dtype, threads: THREADS, prefixCache: false, batchInvariant: invariant, isa, quantization, arithmetic });
     const kernels = quantization === 'int8' ? `int8 weights (${engine.info.quantizedKernels}), quantized in ${fmt(engine.info.weightsMs, 0)} ms`
+      : arithmetic === 'native' ? 'native arithmetic (AMX bf16 tiles)'
       : invariant ? `invariant (${engine.info.kernels}${isa ? '' : `, the default: ${engine.info.levelChoice?.how}`})` : 'oneDNN';
     weightBytes[quantization ?? dtype] ??= engine.info.linearBytes;
     const label = `${dtype} ${kernels}`;

@@ -94,12 +94,38 @@ struct ModelTiles {
   }
 };
 
+// Loads tile T from 16 rows `stride` bytes apart: in place when the rows are whole, else the first `rows`
+// rows' first `bytes` bytes from a zeroed copy (a tile load reads 16 whole rows, which may run past the data;
+// the zeros add nothing to a dot product).
+template <class Tiles, int T>
+inline void load_padded(const void* first, int64_t stride, int64_t rows, int64_t bytes) {
+  if (rows == kTileRows && bytes == kTileBytes) return Tiles::template load<T>(first, stride);
+  alignas(64) unsigned char copy[kTileRows][kTileBytes] = {};
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(copy[r], static_cast<const char*>(first) + r * stride, bytes);
+  Tiles::template load<T>(copy, kTileBytes);
+}
+
 }  // namespace tq::amx
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace tq::amx {
+
+// Whether the CPU has AMX tiles and the instructions of `feature_bit` (CPUID leaf 7, EDX: 25 AMX-INT8, 22
+// AMX-BF16), and Linux granted this process tile state: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA),
+// asked once, before any tile instruction (without it the first one is SIGILL).
+inline bool cpu_has(int feature_bit) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << feature_bit))) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  static const bool granted = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  return granted;
+}
+constexpr int kInt8Bit = 25, kBf16Bit = 22;
 
 #define TQ_AMX __attribute__((target("amx-tile,amx-int8,amx-bf16")))
 

@@ -14,11 +14,6 @@
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/int8_gemm.h"
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 namespace tq::int8_gemm {
 namespace {
@@ -27,31 +22,18 @@ constexpr int64_t kRows = amx::kTileRows, kSteps = amx::kTileRows, kGroups = kWi
 constexpr int64_t kStepBytes = kWidth * kDepth;  // one step of a panel: 64 columns x 4 weights
 enum Tile { kC0 = 0, kA = 4, kB = 5 };
 
-// One C tile's 16 steps from `group`'s 16 columns: the B tile read in place, or, at a panel's last steps,
-// from a zeroed copy (a tile load reads 16 rows, and the panel may end sooner).
+// One C tile's 16 steps from `group`'s 16 columns (a B tile row is one step: 256 bytes apart in the panel).
 template <class Tiles, int C>
 inline void multiply_group(const int8_t* b, int64_t s0, int64_t n_steps, int64_t group) {
-  const int8_t* first = b + s0 * kStepBytes + group * 64;
-  if (s0 + kSteps <= n_steps) {
-    Tiles::template load<kB>(first, kStepBytes);
-  } else {
-    alignas(64) int8_t copy[kSteps][64] = {};
-    for (int64_t s = 0; s < n_steps - s0; ++s) std::memcpy(copy[s], first + s * kStepBytes, 64);
-    Tiles::template load<kB>(copy, 64);
-  }
+  amx::load_padded<Tiles, kB>(b + s0 * kStepBytes + group * 64, kStepBytes, std::min(kSteps, n_steps - s0), 64);
   Tiles::template dpbusd<C, kA, kB>();
 }
 
-// The A tile of rows [row0, row0 + rows) over steps [s0, s0 + 16): in place when whole, else from a zeroed copy
-// (a zero activation byte adds nothing: the weights' offsets count only the real ones, int8_gemm.h).
+// The A tile of rows [row0, row0 + rows) over steps [s0, s0 + 16) (a zero activation byte adds nothing: the
+// weights' offsets count only the real ones, int8_gemm.h).
 template <class Tiles>
 inline void load_activations(const Job& job, int64_t row0, int64_t rows, int64_t s0, int64_t n_steps) {
-  const uint8_t* first = job.x + row0 * job.ldx + s0 * kDepth;
-  if (rows == kRows && s0 + kSteps <= n_steps) return Tiles::template load<kA>(first, job.ldx);
-  alignas(64) uint8_t copy[kRows][64] = {};
-  const int64_t bytes = std::min<int64_t>(kSteps, n_steps - s0) * kDepth;
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(copy[r], first + r * job.ldx, bytes);
-  Tiles::template load<kA>(copy, 64);
+  amx::load_padded<Tiles, kA>(job.x + row0 * job.ldx + s0 * kDepth, job.ldx, rows, std::min(kSteps, n_steps - s0) * kDepth);
 }
 
 // Rows [row0, row0 + rows) against panel b: the int32 sums of its 64 columns, into sums.
@@ -92,23 +74,13 @@ void panels_amx(const Job& job, int64_t p_begin, int64_t p_end) {
 
 #if defined(__x86_64__)
 TQ_AMX __attribute__((flatten)) void panels_hardware(const Job& job, int64_t p_begin, int64_t p_end) { panels_amx<amx::HardwareTiles>(job, p_begin, p_end); }
-
-// Linux grants tile state per process, on request, before the first tile instruction (else SIGILL).
-bool granted_tile_state() {
-  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  static const bool granted = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  return granted;
-}
 #endif
 
 }  // namespace
 
 bool cpu_has_amx_int8() {
 #if defined(__x86_64__)
-  unsigned a, b, c, d;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  const bool tile = d & (1u << 24), int8 = d & (1u << 25);
-  return tile && int8 && cpu_has_vnni() && granted_tile_state();
+  return cpu_has_vnni() && amx::cpu_has(amx::kInt8Bit);  // VNNI: its quantizer
 #else
   return false;
 #endif

@@ -18,11 +18,6 @@
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm_kernels.h"
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 namespace tq::gemm {
 namespace {
@@ -30,29 +25,18 @@ namespace {
 constexpr int64_t kRows = amx::kTileRows, kPairs = amx::kTileRows, kWidth = 64, kStepBytes = kWidth * 4;
 enum Tile { kC0 = 0, kA = 4, kB = 5 };
 
-// One C tile's 16 pairs from `group`'s 16 columns: the B tile in place, or past the panel's last pair from a zeroed copy.
+// One C tile's 16 pairs from `group`'s 16 columns (a B tile row is one pair step: 256 bytes apart in the panel).
 template <class Tiles, int C>
 inline void multiply_group(const char* panel, int64_t s0, int64_t pair_steps, int64_t group) {
-  const char* first = panel + s0 * kStepBytes + group * 64;
-  if (s0 + kPairs <= pair_steps) {
-    Tiles::template load<kB>(first, kStepBytes);
-  } else {
-    alignas(64) char copy[kPairs][64] = {};
-    for (int64_t s = 0; s < pair_steps - s0; ++s) std::memcpy(copy[s], first + s * kStepBytes, 64);
-    Tiles::template load<kB>(copy, 64);
-  }
+  amx::load_padded<Tiles, kB>(panel + s0 * kStepBytes + group * 64, kStepBytes, std::min(kPairs, pair_steps - s0), 64);
   Tiles::template dpbf16ps<C, kA, kB>();
 }
 
-// The A tile: rows [row0, row0 + rows), k [2 s0, 2 s0 + 32), in place when whole, else a zeroed copy.
+// The A tile: rows [row0, row0 + rows), k [2 s0, 2 s0 + 32).
 template <class Tiles>
 inline void load_activations(const Job& job, int64_t row0, int64_t rows, int64_t s0) {
   const auto* first = static_cast<const uint16_t*>(job.x) + row0 * job.lda + 2 * s0;
-  if (rows == kRows && 2 * s0 + 2 * kPairs <= job.k) return Tiles::template load<kA>(first, job.lda * 2);
-  alignas(64) uint16_t copy[kRows][2 * kPairs] = {};
-  const int64_t count = std::min<int64_t>(2 * kPairs, job.k - 2 * s0);
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(copy[r], first + r * job.lda, count * 2);
-  Tiles::template load<kA>(copy, 64);
+  amx::load_padded<Tiles, kA>(first, job.lda * 2, rows, std::min<int64_t>(2 * kPairs, job.k - 2 * s0) * 2);
 }
 
 // Rows [row0, row0 + rows) against one panel: c starts as the outputs' initial values (fp32) and ends as the outputs.
@@ -119,11 +103,7 @@ Kernel with_panels(PanelsFn run) {
 
 bool cpu_has_amx_bf16() {
 #if defined(__x86_64__)
-  unsigned a, b, c, d;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22))) return false;
-  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  static const bool granted = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  return granted;
+  return amx::cpu_has(amx::kBf16Bit);
 #else
   return false;
 #endif

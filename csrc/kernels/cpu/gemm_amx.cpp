@@ -6,7 +6,7 @@
 // weights), 16 steps at a time. The panels are the VNNI kernel's, read in
 // place: a B tile's rows are one step of a 16-column group, 256 bytes apart.
 // Integer sums are exact, so the result is every other path's, bit for bit;
-// the last fp32 step is theirs too (finish_tile).
+// the last fp32 step is theirs too (finish_tile, in AVX-512 vectors on the tiles).
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -57,7 +57,8 @@ void block(const Job& job, int64_t row0, int64_t rows, const int8_t* b, int32_t 
   Tiles::template store<kC0 + 3>(&sums[0][48], kWidth * 4);
 }
 
-template <class Tiles>
+// Finish: the last fp32 step (finish_tile, or its AVX-512 form on the tiles' CPUs: the same bits).
+template <class Tiles, void (*Finish)(const Job&, const int32_t (*)[kWidth], int64_t, int64_t, int64_t)>
 void panels_amx(const Job& job, int64_t p_begin, int64_t p_end) {
   static_assert(kGroups == 4, "a panel is four C tiles wide");
   const int64_t panel_bytes = steps(job.k) * kStepBytes;
@@ -67,13 +68,13 @@ void panels_amx(const Job& job, int64_t p_begin, int64_t p_end) {
       const int64_t rows = std::min(kRows, job.m - row0);
       alignas(64) int32_t sums[kRows][kWidth];
       block<Tiles>(job, row0, rows, job.panels + p * panel_bytes, sums);
-      finish_tile(job, sums, row0, rows, p * kWidth);
+      Finish(job, sums, row0, rows, p * kWidth);
     }
   Tiles::release();
 }
 
 #if defined(__x86_64__)
-TQ_AMX __attribute__((flatten)) void panels_hardware(const Job& job, int64_t p_begin, int64_t p_end) { panels_amx<amx::HardwareTiles>(job, p_begin, p_end); }
+TQ_AMX __attribute__((flatten)) void panels_hardware(const Job& job, int64_t p_begin, int64_t p_end) { panels_amx<amx::HardwareTiles, finish_tile_avx512>(job, p_begin, p_end); }
 #endif
 
 }  // namespace
@@ -94,6 +95,6 @@ Kernel amx_kernel() {
 #endif
 }
 
-Kernel amx_model_kernel() { return {panels_amx<amx::ModelTiles>, portable_kernel().quantize, "amx-model"}; }
+Kernel amx_model_kernel() { return {panels_amx<amx::ModelTiles, finish_tile>, portable_kernel().quantize, "amx-model"}; }
 
 }  // namespace tq::int8_gemm

@@ -56,26 +56,6 @@ TQ_VNNI __m256i to_bf16(__m512 y) {
   return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7fff)), odd), 16));
 }
 
-// The last step in vectors where the tile is whole; else finish_tile's loop (the same expression).
-// (Scalar, a bf16 output took about half of the GEMM's time.)
-TQ_VNNI void finish_vectors(const Job& job, const int32_t (*sums)[kWidth], int64_t row0, int64_t rows, int64_t col0) {
-  if (col0 + kWidth > job.n) return finish_tile(job, sums, row0, rows, col0);
-  for (int v = 0; v < kVectors; ++v) {
-    const __m512i offset = _mm512_loadu_si512(job.offset + col0 + v * 16);
-    const __m512 w_scale = _mm512_loadu_ps(job.w_scale + col0 + v * 16);
-    const __m512 bias = job.bias ? _mm512_loadu_ps(job.bias + col0 + v * 16) : _mm512_setzero_ps();
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t at = (row0 + r) * job.ldc + col0 + v * 16;
-      const __m512 init = job.accumulate ? _mm512_loadu_ps(static_cast<float*>(job.out) + at) : bias;
-      const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(job.x_scale[row0 + r]), w_scale);
-      const __m512 sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_load_si512(sums[r] + v * 16), offset));
-      const __m512 y = _mm512_fmadd_ps(sum, scale, init);
-      if (job.out_bf16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint16_t*>(job.out) + at), to_bf16(y));
-      else _mm512_storeu_ps(static_cast<float*>(job.out) + at, y);
-    }
-  }
-}
-
 template <int R = kRows>
 TQ_VNNI void tile_rows(int64_t rows, const Job& job, int64_t row0, const int8_t* b, const char* prefetch, int32_t (*sums)[kWidth]) {
   if constexpr (R > 1)
@@ -97,7 +77,7 @@ TQ_VNNI void panels_vnni(const Job& job, int64_t p_begin, int64_t p_end) {
         const int64_t rows = std::min<int64_t>(kRows, m0 + mc - row0);
         alignas(64) int32_t sums[kRows][kWidth];
         tile_rows(rows, job, row0, b, prefetch, sums);
-        finish_vectors(job, sums, row0, rows, p * kWidth);
+        finish_tile_avx512(job, sums, row0, rows, p * kWidth);
       }
     }
   }
@@ -135,6 +115,26 @@ TQ_VNNI void quantize_vnni(const void* x, bool bf16, int64_t m, int64_t k, int64
 }
 
 }  // namespace
+
+// The last step in vectors where the tile is whole; else finish_tile's loop (the same expression).
+// (Scalar, a bf16 output took about half of the GEMM's time.)
+TQ_VNNI void finish_tile_avx512(const Job& job, const int32_t (*sums)[kWidth], int64_t row0, int64_t rows, int64_t col0) {
+  if (col0 + kWidth > job.n) return finish_tile(job, sums, row0, rows, col0);
+  for (int v = 0; v < kWidth / 16; ++v) {
+    const __m512i offset = _mm512_loadu_si512(job.offset + col0 + v * 16);
+    const __m512 w_scale = _mm512_loadu_ps(job.w_scale + col0 + v * 16);
+    const __m512 bias = job.bias ? _mm512_loadu_ps(job.bias + col0 + v * 16) : _mm512_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t at = (row0 + r) * job.ldc + col0 + v * 16;
+      const __m512 init = job.accumulate ? _mm512_loadu_ps(static_cast<float*>(job.out) + at) : bias;
+      const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(job.x_scale[row0 + r]), w_scale);
+      const __m512 sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_load_si512(sums[r] + v * 16), offset));
+      const __m512 y = _mm512_fmadd_ps(sum, scale, init);
+      if (job.out_bf16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint16_t*>(job.out) + at), to_bf16(y));
+      else _mm512_storeu_ps(static_cast<float*>(job.out) + at, y);
+    }
+  }
+}
 
 bool cpu_has_vnni() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&

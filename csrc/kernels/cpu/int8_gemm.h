@@ -54,6 +54,8 @@ inline float finish(int32_t acc, int32_t offset, float x_scale, float w_scale, f
 // Writes a tile's outputs from its int32 sums acc[r][c] (rows row0.., columns
 // col0.. of the job; only the first min(kWidth, n - col0) columns are kept).
 void finish_tile(const Job& job, const int32_t (*acc)[kWidth], int64_t row0, int64_t rows, int64_t col0);
+// The same in AVX-512 vectors where the tile is whole (gemm_vnni.cpp; the VNNI and AMX kernels'): the same bits.
+void finish_tile_avx512(const Job& job, const int32_t (*acc)[kWidth], int64_t row0, int64_t rows, int64_t col0);
 
 // One path: its loops over a job's panels [p_begin, p_end) on the calling
 // thread, and its row quantizer (m rows of x, fp32 or bf16 values, rows ldx

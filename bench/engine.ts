@@ -55,9 +55,10 @@ async function stateTokens(dir: string): Promise<number[]> {
  * One GEMM on the engine's kernels (invariant ones at level isa, else oneDNN's; int8: the int8 GEMM), timed by the
  * engine's command-line program (csrc/cli/).
  */
-async function gemmRate(m: number, k: number, n: number, dtype: Dtype, iterations: number, invariant: boolean, isa?: IsaLevel, quantization: Quantization = 'none'): Promise<{ gflops: number; ms: number }> {
+async function gemmRate(m: number, k: number, n: number, dtype: Dtype, iterations: number, invariant: boolean, isa?: IsaLevel, quantization: Quantization = 'none',
+  arithmetic: 'portable' | 'native' = 'portable'): Promise<{ gflops: number; ms: number }> {
   return runCli(['gemm', '--m', `${m}`, '--k', `${k}`, '--n', `${n}`, '--dtype', dtype, '--iterations', `${iterations}`,
-    '--batch-invariant', invariant ? 'on' : 'off', '--threads', `${THREADS}`, '--quantization', quantization, ...(isa ? ['--isa', isa] : [])]);
+    '--batch-invariant', invariant ? 'on' : 'off', '--threads', `${THREADS}`, '--quantization', quantization, '--arithmetic', arithmetic, ...(isa ? ['--isa', isa] : [])]);
 }
 
 /** The linear layers' shapes [K, N] as the engine runs them: q, k and v stacked in one GEMM; o; gate; up; down. */
@@ -76,8 +77,10 @@ function layerShapes(): [string, number, number][] {
 async function gemmTable(levels: IsaLevel[]) {
   console.log(`bf16 GEMM GFLOP/s (fastest of 7 at M = 1,000, of 200 at M = 49; ${THREADS} threads), invariant kernels by level and oneDNN's:
 `);
-  console.log(`| M x K x N | ${levels.map((l) => `invariant ${l}`).join(' | ')} | oneDNN | best invariant / oneDNN | int8 (GOP/s) | int8 / best invariant |`);
-  console.log(`|---|${levels.map(() => '---|').join('')}---|---|---|---|`);
+  // The native arithmetic (bf16 on AMX tiles) where the CPU has AMX-BF16.
+  const native = runsBf16Amx();
+  console.log(`| M x K x N | ${levels.map((l) => `invariant ${l}`).join(' | ')} | oneDNN | best invariant / oneDNN | int8 (GOP/s) | int8 / best invariant |${native ? ' native (AMX bf16) | native / best invariant |' : ''}`);
+  console.log(`|---|${levels.map(() => '---|').join('')}---|---|---|---|${native ? '---|---|' : ''}`);
   const seen = new Set<string>();
   for (const m of [1000, 49])
     for (const [, k, n] of layerShapes()) {
@@ -91,7 +94,9 @@ async function gemmTable(levels: IsaLevel[]) {
       // oneDNN has no bf16 matmul without AVX-512: n/a there.
       const onednn = await gemmRate(m, k, n, 'bf16', iterations, false).then((r) => r.gflops, () => NaN);
       const int8 = (await gemmRate(m, k, n, 'bf16', iterations, true, undefined, 'int8')).gflops;
-      console.log(`| ${m} x ${k} x ${n} | ${rates.map((r) => fmt(r, 0)).join(' | ')} | ${fmt(onednn, 0)} | ${fmt(rates[0] / onednn, 2)} | ${fmt(int8, 0)} | ${fmt(int8 / rates[0], 2)} |`);
+      const amx = native ? (await gemmRate(m, k, n, 'bf16', iterations, true, undefined, 'none', 'native')).gflops : NaN;
+      const nativeCells = native ? ` ${fmt(amx, 0)} | ${fmt(amx / rates[0], 2)} |` : '';
+      console.log(`| ${m} x ${k} x ${n} | ${rates.map((r) => fmt(r, 0)).join(' | ')} | ${fmt(onednn, 0)} | ${fmt(rates[0] / onednn, 2)} | ${fmt(int8, 0)} | ${fmt(int8 / rates[0], 2)} |${nativeCells}`);
     }
   console.log('');
 }

@@ -62,7 +62,7 @@ std::set<std::string> flags_of(const std::string& command) {
   if (command == "answer") return with_engine({"calls", "repeat"});
   if (command == "selfcheck") return with_engine({"reference-kernels", "reference-device", "bound"});
   if (command == "readout") return with_engine({"labels", "iterations"});
-  if (command == "gemm") return {"m", "k", "n", "dtype", "batch-invariant", "isa", "quantization", "iterations", "threads"};
+  if (command == "gemm") return {"m", "k", "n", "dtype", "batch-invariant", "isa", "quantization", "arithmetic", "iterations", "threads"};
   throw tq::EngineError(tq::code::kBadRequest, "unknown command " + command + " (answer, gemm, readout, selfcheck)");
 }
 
@@ -214,10 +214,14 @@ json gemm(const Args& a) {
   const auto dtype = dtype_name == "bf16" ? at::kBFloat16 : at::kFloat;
   const auto isa = tq::isa_for(a.get("isa"));
   const bool int8 = quantization == "int8";
+  const auto arithmetic = a.get("arithmetic", "portable");
+  if (arithmetic != "portable" && arithmetic != "native") throw tq::EngineError(tq::code::kBadRequest, "gemm --arithmetic must be portable or native, got " + arithmetic);
+  const bool native = arithmetic == "native";
+  if (native && !tq::native_arithmetic_available()) throw tq::EngineError(tq::code::kBadRequest, "gemm --arithmetic native: this CPU has no AMX-BF16");
   const auto r = tq::measure_gemm(a.number("m", 512), a.number("k", 896), a.number("n", 4864), dtype,
-                                  static_cast<int>(a.number("iterations", 10)), on_off(a, "batch-invariant", "on"), isa, int8);
+                                  static_cast<int>(a.number("iterations", 10)), on_off(a, "batch-invariant", "on"), isa, int8, native);
   return {{"gflops", r.gflops}, {"ms", r.ms},
-          {"isa", int8 ? tq::int8_kernel_name(isa) : tq::isa_name(tq::invariant_gemm::level_for(isa, dtype == at::kBFloat16))}};
+          {"isa", int8 ? tq::int8_kernel_name(isa) : native ? "amx-bf16" : tq::isa_name(tq::invariant_gemm::level_for(isa, dtype == at::kBFloat16))}};
 }
 
 json selfcheck(const Args& a) {

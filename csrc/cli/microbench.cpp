@@ -33,10 +33,10 @@ double median_ms(int iterations, F&& f) {
 
 }  // namespace
 
-GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations, bool invariant, Isa isa, bool int8) {
+GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations, bool invariant, Isa isa, bool int8, bool native) {
   auto a = at::randn({m, k}).to(dtype), w = (at::randn({n, k}) * 0.02).to(dtype);
   // As the engine runs its linear layers.
-  std::unique_ptr<Linear> linear = cpu_layer_kernels(invariant, isa, dtype, int8 ? Quantization::Int8 : Quantization::None)->linear(w, {});
+  std::unique_ptr<Linear> linear = cpu_layer_kernels(invariant, isa, dtype, int8 ? Quantization::Int8 : Quantization::None, native)->linear(w, {});
   GemmRate r;
   // The fastest run: this measures the machine's limit, which neighbours on a
   // shared machine can only lower.

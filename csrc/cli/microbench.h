@@ -14,7 +14,9 @@ struct GemmRate {
 };
 // invariant: on the batch-invariant GEMM at level isa, else oneDNN's (as the engine's linear layers run);
 // int8: on the int8 GEMM instead (int8_linear.h; its rate counts a multiply-add as 2 operations).
-GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations, bool invariant, Isa isa, bool int8 = false);
+// native: bf16 on AMX tiles (the native arithmetic, cpu_layer_kernels.h).
+GemmRate measure_gemm(int64_t m, int64_t k, int64_t n, at::ScalarType dtype, int iterations, bool invariant, Isa isa, bool int8 = false,
+                      bool native = false);
 
 struct ReadoutTiming {
   double readout_ms = 0;  // median, the label readout of one question with `labels` labels

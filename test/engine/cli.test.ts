@@ -12,6 +12,7 @@ import { preprocessImage } from '../../src/images/preprocess';
 import { png } from '../helpers/images';
 import { tinyModel } from '../helpers/models';
 import { tokenizeTexts } from '../helpers/tokens';
+import { runsBf16Amx } from '../helpers/cpu';
 import { runCli } from '../helpers/tq-cli';
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-cli-'));
@@ -84,6 +85,10 @@ test('tq_cli reports errors as JSON with exit status 2', async () => {
 test('tq_cli runs the microbenchmarks the addon no longer carries', async () => {
   const gemm = await runCli(['gemm', '--m', '64', '--k', '128', '--n', '256', '--iterations', '2']);
   expect(gemm.gflops).toBeGreaterThan(0);
+  // The native arithmetic's GEMM (bf16 on AMX tiles): on the tiles, or on their model under TQ_AMX_MODEL=1; refused without either.
+  const native = ['gemm', '--m', '32', '--k', '128', '--n', '64', '--iterations', '1', '--dtype', 'bf16', '--arithmetic', 'native'];
+  expect((await runCli(native, { TQ_AMX_MODEL: '1' })).isa).toBe('amx-bf16');
+  if (!runsBf16Amx()) await expect(runCli(native)).rejects.toThrow(/gemm --arithmetic native: this CPU has no AMX-BF16/);
   const readout = await runCli(['readout', '--model', tinyModel('tiny-llama'), '--labels', '8', '--iterations', '3']);
   expect(readout.readoutMs).toBeGreaterThan(0);
   expect(readout.fullMs).toBeGreaterThan(0);

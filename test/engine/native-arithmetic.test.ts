@@ -11,7 +11,7 @@ import * as path from 'path';
 import { Engine } from '../../src/engine/engine';
 import { runsBf16Amx } from '../helpers/cpu';
 import { tinyModel } from '../helpers/models';
-import { startServer } from '../helpers/server';
+import { runDecide, startServer } from '../helpers/server';
 import { tokenizeTexts } from '../helpers/tokens';
 import { runCli } from '../helpers/tq-cli';
 
@@ -61,4 +61,18 @@ test('a server with --arithmetic native says so in /health and its start-up line
   } finally {
     await s.stop();
   }
+});
+
+test('decide takes --arithmetic to its engine: native is refused here for the engine\'s reason, or answers on AMX', async () => {
+  const request = path.join(scratch, 'request.json');
+  fs.writeFileSync(request, JSON.stringify({ state: 'The invoice was paid twice.', questions: { q: { type: 'noul' } } }));
+  const native = await runDecide([request, '--base', 'tiny-qwen3', '--dtype', 'bf16', '--arithmetic', 'native']);
+  if (runsBf16Amx()) expect(native.code).toBe(0);
+  else {
+    expect(native.code).not.toBe(0);
+    expect(native.stderr).toMatch(/this CPU has no AMX-BF16/);
+  }
+  const fp32 = await runDecide([request, '--base', 'tiny-qwen3', '--dtype', 'fp32', '--arithmetic', 'native']);
+  expect(fp32.stderr).toMatch(/arithmetic native: it is bf16's/);
+  expect((await runDecide([request, '--base', 'tiny-qwen3', '--dtype', 'bf16', '--arithmetic', 'portable'])).code).toBe(0);
 });

@@ -12,6 +12,7 @@
 // x 2, C 16 x 16 fp32). A kernel passes tile numbers as template arguments:
 // the instructions take them as immediates.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -103,6 +104,41 @@ inline void load_padded(const void* first, int64_t stride, int64_t rows, int64_t
   alignas(64) unsigned char copy[kTileRows][kTileBytes] = {};
   for (int64_t r = 0; r < rows; ++r) std::memcpy(copy[r], static_cast<const char*>(first) + r * stride, bytes);
   Tiles::template load<T>(copy, kTileBytes);
+}
+
+// The dot product of a panel kernel: TDPBUSD (int8) or TDPBF16PS (bf16 pairs).
+enum class Dot { Int8, Bf16 };
+
+template <class Tiles, Dot D, int C>
+inline void group_dot(const char* panel, int64_t s0, int64_t steps, int64_t step_bytes) {
+  // A B tile's rows: one step of the group's 16 columns (64 bytes), step_bytes apart.
+  load_padded<Tiles, 5>(panel + s0 * step_bytes + C * 64, step_bytes, std::min<int64_t>(kTileRows, steps - s0), 64);
+  if constexpr (D == Dot::Int8) Tiles::template dpbusd<C, 4, 5>();
+  else Tiles::template dpbf16ps<C, 4, 5>();
+}
+
+// A block of 16 rows against one 64-column panel of `steps` steps (step_bytes apart): the four C tiles (0-3, one
+// per 16-column group) start from c (16 x 64 four-byte values) and end in it, having added, 16 steps at a time, the
+// A tile that load_a(s0) loads (tile 4) times each group's B tile (tile 5). Its k order is fixed by the panel alone.
+template <class Tiles, Dot D, class LoadA>
+inline void panel_block(void* c, const char* panel, int64_t steps, int64_t step_bytes, LoadA load_a) {
+  constexpr int64_t ld = 64 * 4;
+  auto* at = static_cast<char*>(c);
+  Tiles::template load<0>(at, ld);
+  Tiles::template load<1>(at + 64, ld);
+  Tiles::template load<2>(at + 128, ld);
+  Tiles::template load<3>(at + 192, ld);
+  for (int64_t s0 = 0; s0 < steps; s0 += kTileRows) {
+    load_a(s0);
+    group_dot<Tiles, D, 0>(panel, s0, steps, step_bytes);
+    group_dot<Tiles, D, 1>(panel, s0, steps, step_bytes);
+    group_dot<Tiles, D, 2>(panel, s0, steps, step_bytes);
+    group_dot<Tiles, D, 3>(panel, s0, steps, step_bytes);
+  }
+  Tiles::template store<0>(at, ld);
+  Tiles::template store<1>(at + 64, ld);
+  Tiles::template store<2>(at + 128, ld);
+  Tiles::template store<3>(at + 192, ld);
 }
 
 }  // namespace tq::amx

@@ -14,47 +14,21 @@
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/int8_gemm.h"
 
-
 namespace tq::int8_gemm {
 namespace {
 
 constexpr int64_t kRows = amx::kTileRows, kSteps = amx::kTileRows, kGroups = kWidth / 16;
 constexpr int64_t kStepBytes = kWidth * kDepth;  // one step of a panel: 64 columns x 4 weights
-enum Tile { kC0 = 0, kA = 4, kB = 5 };
 
-// One C tile's 16 steps from `group`'s 16 columns (a B tile row is one step: 256 bytes apart in the panel).
-template <class Tiles, int C>
-inline void multiply_group(const int8_t* b, int64_t s0, int64_t n_steps, int64_t group) {
-  amx::load_padded<Tiles, kB>(b + s0 * kStepBytes + group * 64, kStepBytes, std::min(kSteps, n_steps - s0), 64);
-  Tiles::template dpbusd<C, kA, kB>();
-}
-
-// The A tile of rows [row0, row0 + rows) over steps [s0, s0 + 16) (a zero activation byte adds nothing: the
-// weights' offsets count only the real ones, int8_gemm.h).
-template <class Tiles>
-inline void load_activations(const Job& job, int64_t row0, int64_t rows, int64_t s0, int64_t n_steps) {
-  amx::load_padded<Tiles, kA>(job.x + row0 * job.ldx + s0 * kDepth, job.ldx, rows, std::min(kSteps, n_steps - s0) * kDepth);
-}
-
-// Rows [row0, row0 + rows) against panel b: the int32 sums of its 64 columns, into sums.
+// The int32 sums of rows [row0, row0 + rows) against panel b, into sums (a zero activation byte of the A tile's
+// padding adds nothing: the weights' offsets count only the real ones, int8_gemm.h).
 template <class Tiles>
 void block(const Job& job, int64_t row0, int64_t rows, const int8_t* b, int32_t (*sums)[kWidth]) {
   const int64_t n_steps = steps(job.k);
-  Tiles::template zero<kC0>();
-  Tiles::template zero<kC0 + 1>();
-  Tiles::template zero<kC0 + 2>();
-  Tiles::template zero<kC0 + 3>();
-  for (int64_t s0 = 0; s0 < n_steps; s0 += kSteps) {
-    load_activations<Tiles>(job, row0, rows, s0, n_steps);
-    multiply_group<Tiles, kC0>(b, s0, n_steps, 0);
-    multiply_group<Tiles, kC0 + 1>(b, s0, n_steps, 1);
-    multiply_group<Tiles, kC0 + 2>(b, s0, n_steps, 2);
-    multiply_group<Tiles, kC0 + 3>(b, s0, n_steps, 3);
-  }
-  Tiles::template store<kC0>(&sums[0][0], kWidth * 4);
-  Tiles::template store<kC0 + 1>(&sums[0][16], kWidth * 4);
-  Tiles::template store<kC0 + 2>(&sums[0][32], kWidth * 4);
-  Tiles::template store<kC0 + 3>(&sums[0][48], kWidth * 4);
+  std::memset(sums, 0, sizeof(int32_t) * kRows * kWidth);
+  amx::panel_block<Tiles, amx::Dot::Int8>(sums, reinterpret_cast<const char*>(b), n_steps, kStepBytes, [&](int64_t s0) {
+    amx::load_padded<Tiles, 4>(job.x + row0 * job.ldx + s0 * kDepth, job.ldx, rows, std::min(kSteps, n_steps - s0) * kDepth);
+  });
 }
 
 // Finish: the last fp32 step (finish_tile, or its AVX-512 form on the tiles' CPUs: the same bits).

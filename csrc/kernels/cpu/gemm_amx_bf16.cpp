@@ -23,41 +23,15 @@ namespace tq::gemm {
 namespace {
 
 constexpr int64_t kRows = amx::kTileRows, kPairs = amx::kTileRows, kWidth = 64, kStepBytes = kWidth * 4;
-enum Tile { kC0 = 0, kA = 4, kB = 5 };
 
-// One C tile's 16 pairs from `group`'s 16 columns (a B tile row is one pair step: 256 bytes apart in the panel).
-template <class Tiles, int C>
-inline void multiply_group(const char* panel, int64_t s0, int64_t pair_steps, int64_t group) {
-  amx::load_padded<Tiles, kB>(panel + s0 * kStepBytes + group * 64, kStepBytes, std::min(kPairs, pair_steps - s0), 64);
-  Tiles::template dpbf16ps<C, kA, kB>();
-}
-
-// The A tile: rows [row0, row0 + rows), k [2 s0, 2 s0 + 32).
-template <class Tiles>
-inline void load_activations(const Job& job, int64_t row0, int64_t rows, int64_t s0) {
-  const auto* first = static_cast<const uint16_t*>(job.x) + row0 * job.lda + 2 * s0;
-  amx::load_padded<Tiles, kA>(first, job.lda * 2, rows, std::min<int64_t>(2 * kPairs, job.k - 2 * s0) * 2);
-}
-
-// Rows [row0, row0 + rows) against one panel: c starts as the outputs' initial values (fp32) and ends as the outputs.
+// Rows [row0, row0 + rows) against one panel: c starts as the outputs' initial values (fp32) and ends as the
+// outputs; the A tile holds k [2 s0, 2 s0 + 32) of the rows.
 template <class Tiles>
 void block(const Job& job, int64_t row0, int64_t rows, const char* panel, float (*c)[kWidth]) {
-  const int64_t pair_steps = (job.k + 1) / 2;
-  Tiles::template load<kC0>(&c[0][0], kWidth * 4);
-  Tiles::template load<kC0 + 1>(&c[0][16], kWidth * 4);
-  Tiles::template load<kC0 + 2>(&c[0][32], kWidth * 4);
-  Tiles::template load<kC0 + 3>(&c[0][48], kWidth * 4);
-  for (int64_t s0 = 0; s0 < pair_steps; s0 += kPairs) {
-    load_activations<Tiles>(job, row0, rows, s0);
-    multiply_group<Tiles, kC0>(panel, s0, pair_steps, 0);
-    multiply_group<Tiles, kC0 + 1>(panel, s0, pair_steps, 1);
-    multiply_group<Tiles, kC0 + 2>(panel, s0, pair_steps, 2);
-    multiply_group<Tiles, kC0 + 3>(panel, s0, pair_steps, 3);
-  }
-  Tiles::template store<kC0>(&c[0][0], kWidth * 4);
-  Tiles::template store<kC0 + 1>(&c[0][16], kWidth * 4);
-  Tiles::template store<kC0 + 2>(&c[0][32], kWidth * 4);
-  Tiles::template store<kC0 + 3>(&c[0][48], kWidth * 4);
+  const auto* x = static_cast<const uint16_t*>(job.x) + row0 * job.lda;
+  amx::panel_block<Tiles, amx::Dot::Bf16>(c, panel, (job.k + 1) / 2, kStepBytes, [&](int64_t s0) {
+    amx::load_padded<Tiles, 4>(x + 2 * s0, job.lda * 2, rows, std::min<int64_t>(2 * kPairs, job.k - 2 * s0) * 2);
+  });
 }
 
 template <class Tiles>

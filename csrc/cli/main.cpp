@@ -96,7 +96,7 @@ tq::EngineOptions engine_options(const Args& a) {
   o.device = a.get("device", o.device);
   o.kernels = a.get("kernels");
   o.attention = a.get("attention");
-  o.cuda_graphs = on_off(a, "cuda-graphs", "off");
+  if (a.has("cuda-graphs")) o.cuda_graphs = on_off(a, "cuda-graphs", "off");  // unset: by device (EngineOptions)
   o.threads = static_cast<int>(a.number("threads", 0));
   o.block_size = a.number("block-size", o.block_size);
   o.max_step_tokens = a.number("max-step-tokens", o.max_step_tokens);

@@ -42,6 +42,17 @@ bool is_directory(const std::string& path) {
   return S_ISDIR(st.st_mode);
 }
 
+// What the options leave to the device, chosen: on CUDA the fast path (the fused row kernels, the cascade,
+// CUDA graphs; checked against ATen layer by layer and faster on every workload, docs/gpu.md), ATen's ops
+// where the weights are fp8 (the fused kernels take unquantized weights); on the CPU the engine's own kernels.
+// The engine's info then names what runs.
+EngineOptions resolve_forward_defaults(EngineOptions options, const at::Device& device) {
+  const bool cuda = device.is_cuda();
+  if (options.kernels.empty() && cuda) options.kernels = options.quantization == "fp8" ? "aten" : "fused";
+  if (!options.cuda_graphs) options.cuda_graphs = cuda && options.kernels == "fused";
+  return options;
+}
+
 // Whether the layers run on ATen's ops (kernels/aten/) rather than the engine's own CPU kernels.
 bool uses_aten_kernels(const EngineOptions& options, const at::Device& device) {
   if (!options.kernels.empty() && options.kernels != "engine" && options.kernels != "aten" && options.kernels != "fused")
@@ -117,7 +128,7 @@ PagedModelOptions paged_options(const EngineOptions& options, at::ScalarType dty
   PagedModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
                        options.prefix_cache, options.batch_invariant, isa, device, aten,
                        options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After, quantization,
-                       options.gpu_memory_utilization, options.buffer_shift, cascade, options.cuda_graphs, fused};
+                       options.gpu_memory_utilization, options.buffer_shift, cascade, options.cuda_graphs.value_or(false), fused};
   o.measure_level = options.isa.empty();
   o.native_arithmetic = native;
   return o;
@@ -132,7 +143,8 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   check_engine_options(options);
   info_.context_limit = options.context_limit;
   device_ = parse_device(options.device);
-  const bool aten = uses_aten_kernels(options, device_);
+  options_ = resolve_forward_defaults(options, device_);
+  const bool aten = uses_aten_kernels(options_, device_);
   if (is_directory(options.path)) open_checkpoint(dtype, aten);
   else open_torchscript(dtype, aten);
   info_.architecture = model_->describe();
@@ -160,7 +172,7 @@ void Engine::describe_checkpoint(const PagedModel& paged, const PagedModelOption
   info_.register_boundary = options_.register_boundary;
   info_.format = "hf";
   info_.attention = o.cascade_attention ? "cascade" : "kernels";
-  info_.cuda_graphs = options_.cuda_graphs;
+  info_.cuda_graphs = options_.cuda_graphs.value_or(false);
   // Only the engine's own CPU kernels promise it; cuBLAS and SDPA choose their reductions by shape.
   info_.batch_invariant = options_.batch_invariant && !o.aten_kernels;
   info_.stored_dtype = paged.stored_dtype();

@@ -41,16 +41,19 @@ struct EngineOptions {
   // "" = the best this CPU has, capped by TQ_KERNELS; a level the CPU lacks gives the best it has.
   std::string isa;
   std::string device = "cpu";   // cpu | cuda | cuda:N (engine/device.h)
-  // Whose ops run the layers: "engine" (the engine's own CPU kernels; CPU only) or "aten"
-  // (ATen's device-generic ops: what CUDA runs, and on the CPU a check of that path). "" = by device.
+  // Whose ops run the layers: "engine" (the engine's own CPU kernels; CPU only), "aten" (ATen's
+  // device-generic ops; on the CPU a check of that path) or "fused" (the fused row kernels and the
+  // cascade: the GPU's fast path). "" = by device (resolve_forward_defaults): engine on the CPU, fused
+  // on CUDA (aten with fp8 weights, which the fused kernels do not take).
   std::string kernels;
   // How attention is computed: "kernels" (the layer kernels' own: the CPU kernels' chunked plan,
   // ATen's masked SDPA) or "cascade" (levels merged by log-sum-exp, kernels/cascade/: the GPU's
   // form; on the CPU over a plain fp32 reference, for checking it). "" = kernels.
   std::string attention;
   // Small steps padded to fixed shapes (batch/step_buckets.h): on CUDA for CUDA graphs; on the CPU
-  // the padded steps run eagerly, to check that padding changes no answer.
-  bool cuda_graphs = false;
+  // the padded steps run eagerly, to check that padding changes no answer. Unset: on with the fused
+  // forward on CUDA (the GPU's default), off elsewhere.
+  std::optional<bool> cuda_graphs;
   std::string register_boundary = "after";  // after | before
   std::string quantization = "none";        // none | int8 | fp8 (kernels/quantization.h)
   // portable (the same bits on every x86 CPU) | native (bf16 on AMX tiles: faster, bits of AMX machines alone);

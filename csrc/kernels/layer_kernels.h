@@ -88,6 +88,22 @@ class LayerKernels {
   virtual std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions,
                                                         const at::Tensor& key_segments, std::optional<int64_t> window,
                                                         int64_t heads, double logit_softcap = 0) const = 0;
+  // Attention in both directions within segments (a vision tower's: the whole image, or one window): each row sees
+  // every row of its own segment. segments: [n] int64, each segment's rows one run. The causal plan_attention
+  // computes it when every row sits at position 0 and sees up to its run's end; kernels whose plan needs
+  // causal runs by position (the cascade's) hand it to the kernels under them.
+  virtual std::unique_ptr<StepAttention> plan_segment_attention(const at::Tensor& segments, int64_t heads) const {
+    const auto seg = segments.contiguous();
+    const int64_t n = seg.size(0);
+    const int64_t* s = seg.data_ptr<int64_t>();
+    std::vector<int64_t> key_end(n);
+    for (int64_t end = n, i = n - 1; i >= 0; --i) {
+      if (i + 1 < n && s[i + 1] != s[i]) end = i + 1;
+      key_end[i] = end;
+    }
+    const auto zeros = at::zeros({n}, at::kLong);
+    return plan_attention({zeros, seg, seg, seg, std::move(key_end)}, zeros, seg, std::nullopt, heads);
+  }
   // The fused row ops, where these kernels have them (kernels/fused/); null elsewhere.
   virtual const FusedRowOps* fused_rows() const { return nullptr; }
 };

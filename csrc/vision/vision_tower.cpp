@@ -95,26 +95,24 @@ at::Tensor VisionTower::embed(const ImagePatches& patches) const {
   auto x = (*patch_embed_)(patches.values.to(device, dtype_), at::kFloat);  // [N, E]
   // 2D RoPE: angles in float64, [N, head_dim / 2] = (row frequencies, column frequencies), repeated.
   auto angles = at::cat({at::outer(patches.rows.to(at::kDouble), inv_freq_), at::outer(patches.cols.to(at::kDouble), inv_freq_)}, -1);
-  // Every patch at position 0 of one segment, each query's keys all N of them: the whole image is visible to each patch.
-  const auto zeros = at::zeros({n}, at::kLong);
-  const auto full = kernels_.plan_attention({zeros, zeros, zeros, zeros, std::vector<int64_t>(n, n)}, zeros, zeros, std::nullopt, v.num_heads);
+  // One segment: the whole image is visible to each patch.
+  const auto full = kernels_.plan_segment_attention(at::zeros({n}, at::kLong), v.num_heads);
   // Qwen2.5-VL: the patches in window order, a window one segment whose patches see each other only.
   std::unique_ptr<StepAttention> windowed;
   std::vector<int64_t> units;
   if (v.qwen25) {
     const int64_t m = v.spatial_merge_size;
     const auto w = window_order(patches.grid_h / m, patches.grid_w / m, v.window_size / v.patch_size / m);
-    std::vector<int64_t> order, window, key_end;
+    std::vector<int64_t> order, window;
     for (size_t i = 0; i < w.units.size(); ++i)
       for (int64_t j = 0; j < unit; ++j) {
         order.push_back(w.units[i] * unit + j);
         window.push_back(w.window_of[i]);
-        key_end.push_back(w.window_end[i] * unit);
       }
-    const auto in_order = at::tensor(order, at::kLong), windows = at::tensor(window, at::kLong);
+    const auto in_order = at::tensor(order, at::kLong);
     x = x.index_select(0, in_order.to(device));
     angles = angles.index_select(0, in_order);
-    windowed = kernels_.plan_attention({zeros, windows, windows, windows, key_end}, zeros, windows, std::nullopt, v.num_heads);
+    windowed = kernels_.plan_segment_attention(at::tensor(window, at::kLong), v.num_heads);
     units = w.units;
   }
   angles = at::cat({angles, angles}, -1);

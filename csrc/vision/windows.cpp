@@ -13,7 +13,6 @@ WindowOrder window_order(int64_t grid_h, int64_t grid_w, int64_t side) {
       for (int64_t r = top; r < std::min(grid_h, top + side); ++r)
         for (int64_t c = left; c < std::min(grid_w, left + side); ++c) out.units.push_back(r * grid_w + c);
       out.window_of.insert(out.window_of.end(), out.units.size() - first, window);
-      out.window_end.insert(out.window_end.end(), out.units.size() - first, static_cast<int64_t>(out.units.size()));
     }
   return out;
 }

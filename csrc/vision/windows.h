@@ -11,7 +11,6 @@ namespace tq {
 struct WindowOrder {
   std::vector<int64_t> units;       // the merged grid's units (row-major indices) in window order
   std::vector<int64_t> window_of;   // per unit in window order: its window
-  std::vector<int64_t> window_end;  // per unit in window order: one past its window's last unit
 };
 
 WindowOrder window_order(int64_t grid_h, int64_t grid_w, int64_t side);

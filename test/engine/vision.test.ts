@@ -64,10 +64,11 @@ describe('tiny-qwen2-vl (transformers 4 layout) against the float64 reference', 
     for (const e of await maxErrors(engine, model, cases)) expect(e).toBeLessThanOrEqual(1e-4);
   });
 
-  test("ATen's kernels (the path CUDA runs, here on the CPU): fp32 logits within 1e-4", async () => {
-    const aten = await Engine.open({ path: model, threads: 2, kernels: 'aten' });
+  // The fused forward is CUDA's default, ATen's the fp8 weights' (csrc/engine/engine.cpp, resolve_forward_defaults).
+  test.each(['aten', 'fused'] as const)("the GPU's %s kernels (here on the CPU): fp32 logits within 1e-4", async (kernels) => {
+    const aten = await Engine.open({ path: model, threads: 2, kernels });
     try {
-      expect(aten.info.kernels).toBe('aten');
+      expect(aten.info.kernels).toBe(kernels);
       const wide = images['non-square PNG (wide)'], tall = images['non-square PNG (tall)'];
       const errors = await maxErrors(aten, model, [{ tokens: [...text(2), ...image(...text(5, 3000)), ...image(...text(3, 4000))], images: [wide, tall] }]);
       expect(errors[0]).toBeLessThanOrEqual(1e-4);
@@ -136,15 +137,17 @@ describe('tiny-qwen2.5-vl (window attention) against the float64 reference', () 
   });
   afterAll(() => engine.close());
 
-  test('loads as Qwen2.5-VL with its windows, and answers within 1e-4 at every position, on the engine and ATen kernels', async () => {
+  test("loads as Qwen2.5-VL with its windows, and answers within 1e-4 at every position, on the engine's, ATen's and the fused kernels", async () => {
     expect(engine.info.architecture).toBe('Qwen2_5_VLForConditionalGeneration');
     expect(engine.info.vision).toMatchObject({ depth: 3, embedDim: 32, intermediateSize: 48, windowSize: 56, imagePadId: PAD });
     for (const e of await maxErrors(engine, model, cases)) expect(e).toBeLessThanOrEqual(1e-4);
-    const aten = await Engine.open({ path: model, threads: 2, kernels: 'aten' });
-    try {
-      for (const e of await maxErrors(aten, model, cases)) expect(e).toBeLessThanOrEqual(1e-4);
-    } finally {
-      await aten.close();
+    for (const kernels of ['aten', 'fused'] as const) {
+      const gpuForm = await Engine.open({ path: model, threads: 2, kernels });
+      try {
+        for (const e of await maxErrors(gpuForm, model, cases)) expect(e).toBeLessThanOrEqual(1e-4);
+      } finally {
+        await gpuForm.close();
+      }
     }
   });
 

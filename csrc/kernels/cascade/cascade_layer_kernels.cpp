@@ -122,6 +122,10 @@ class CascadeLayerKernels : public LayerKernels {
                        fix_cascade_shape(plan, static_cast<int32_t>(rows), static_cast<int32_t>(keys));
     return std::make_unique<CascadeAttention>(std::move(plan), std::move(partial), device(), fixed);
   }
+  // Not causal: the levels' bottom-right causal masks cannot say it (a vision tower's attention).
+  std::unique_ptr<StepAttention> plan_segment_attention(const at::Tensor& segments, int64_t heads) const override {
+    return inner_->plan_segment_attention(segments, heads);
+  }
 
  private:
   std::unique_ptr<LayerKernels> inner_;

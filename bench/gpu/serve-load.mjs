@@ -119,6 +119,8 @@ const result = {
   warm: { ...summary(warm), engineP50: quantile(warmEngine, 0.5) },
   load: { clients, seconds: elapsed, requests: latencies.length, requestsPerSecond: latencies.length / elapsed, promptTokensPerSecond: promptTokens / elapsed, meanMergedBatch: merged, ...summary(latencies) },
   health: { device: health.base?.device, memory: health.base?.memory ?? health.memory },
+  // The forward the server ran (by default the device's: on CUDA the fused kernels, the cascade and CUDA graphs).
+  forward: { kernels: health.kernels, attention: health.attention, cudaGraphs: health.cuda_graphs },
 };
 const f = (x) => x.toFixed(1);
 function write() {
@@ -126,7 +128,8 @@ function write() {
   const md = [
     `# tqserve over HTTP, --device ${result.device}`,
     '',
-    `ready after ${(readyMs / 1000).toFixed(1)} s (from the first look at its log)`,
+    `ready after ${(readyMs / 1000).toFixed(1)} s (from the first look at its log); kernels ${result.forward.kernels}, ` +
+      `attention ${result.forward.attention}, CUDA graphs ${result.forward.cudaGraphs ? 'on' : 'off'}`,
     '',
     '| scenario | p50 (ms) | p99 (ms) | engine p50 (ms) |',
     '|---|---|---|---|',

@@ -223,7 +223,8 @@ class Window:
                                                        self.args.device, "--parts", "benchmark", "--bench-model", model, "--stem", "bench",
                                                        *quick, *peer], 200)
         bm = json.loads(read(os.path.join(self.work, "bench.json")) or "{}").get("benchmark", {})
-        summary = f"{model}: " + ("; ".join(f"{k} {v:.2f}x" for k, v in bm.get("ratios", {}).items()) or
+        ratios = "; ".join(f"{k} {v:.2f}x" for k, v in bm.get("ratios", {}).items())
+        summary = f"{model}: " + ((f"{bm.get('ratios_path', 'tqserve')} against transformers: " + ratios if ratios else "") or
                                   ", ".join(f"{p} cold {bm[p]['cold_prefill_ms']:.1f} ms" for p in bm if isinstance(bm[p], dict) and "cold_prefill_ms" in bm[p])
                                   or str(bm.get("error", "no results"))[:300])
         return ok(status), summary + ("" if peer == [] else " (transformers peer skipped: " + ("no CUDA" if not self.cuda else "no transformers") + ")")

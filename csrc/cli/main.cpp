@@ -2,9 +2,11 @@
 // a machine that has CUDA and a libtorch but no Node, and where the
 // microbenchmarks live (they are not in the production addon).
 //
-//   tq_cli answer --model DIR --calls FILE.json [--dtype fp32|bf16] [--device cpu|cuda] [--kernels engine|aten] [--attention kernels|cascade] [--cuda-graphs on|off]
+//   tq_cli answer --model DIR --calls FILE.json [--dtype fp32|bf16] [--device cpu|cuda] [--kernels engine|aten|fused] [--attention kernels|cascade] [--cuda-graphs on|off]
 //                 [--threads N] [--block-size N] [--max-step-tokens N] [--cache-mib N] [--gpu-memory-utilization F] [--no-prefix-cache]
 //                 [--batch-invariant on|off] [--isa avx512-bf16|avx512|avx2|portable] [--quantization none|int8|fp8] [--repeat N]
+//       --kernels, --attention, --cuda-graphs unset: by device (EngineOptions): the engine's kernels on the CPU, fused
+//       with CUDA graphs on CUDA
 //       FILE.json: {"calls": [[request, ...], ...]}, each call one answer_batch of requests
 //       {"state": [ids], "questions": [{"tokens": [ids], "labelIds": [ids], "readoutIndex": i, "temperature": t}],
 //        "images": [{"rgb": FILE of raw RGB bytes, "width": W, "height": H}] (a vision-language model: one

@@ -18,9 +18,11 @@ export function engineLoad(flags: Flags, base: ResolvedBase): NativeLoadOptions 
     batchInvariant: flags['batch-invariant'] === 'on',
     quantization: flags.quantization,
     arithmetic: flags.arithmetic,
-    attention: flags.attention,
-    ...(flags['cuda-forward'] === 'fused' ? { kernels: 'fused' as const } : {}),
-    cudaGraphs: flags['cuda-graphs'] === 'on',
+    // Left unset, the engine chooses these by device (csrc/engine/engine.cpp, resolve_forward_defaults): on CUDA the
+    // fused forward with CUDA graphs, on the CPU its own kernels. /health says what runs.
+    ...(flags.attention ? { attention: flags.attention } : {}),
+    ...(flags['cuda-forward'] ? { kernels: flags['cuda-forward'] } : {}),
+    ...(flags['cuda-graphs'] ? { cudaGraphs: flags['cuda-graphs'] === 'on' } : {}),
     device: flags.device,
     registerBoundary: flags['register-boundary'],
     cacheMiB: flags['cache-mib'],

@@ -54,19 +54,21 @@ export interface NativeLoadOptions {
   device?: string;
   /**
    * Whose ops run the layers: 'engine' (the engine's own CPU kernels, the CPU default), 'aten' (ATen's
-   * device-generic ops: what CUDA runs; on the CPU, a check of that path) or 'fused' (ATen's GEMMs, the engine's
-   * fused row kernels and the cascade: the GPU's fast path, csrc/kernels/fused/; on the CPU their host forms,
-   * a check of that path). Absent: by device.
+   * device-generic ops: CUDA's with fp8 weights; on the CPU, a check of that path) or 'fused' (ATen's GEMMs, the
+   * engine's fused row kernels and the cascade: the GPU's fast path and CUDA's default, csrc/kernels/fused/; on the
+   * CPU their host forms, a check of that path). Absent: by device.
    */
   kernels?: 'engine' | 'aten' | 'fused';
   /**
-   * How attention is computed: 'kernels' (default: the layer kernels' own) or 'cascade' (levels merged by
-   * log-sum-exp, csrc/kernels/cascade/: the GPU's form; on the CPU over a plain fp32 reference, for checking it).
+   * How attention is computed: 'kernels' (the layer kernels' own) or 'cascade' (levels merged by log-sum-exp,
+   * csrc/kernels/cascade/: the GPU's form; on the CPU over a plain fp32 reference, for checking it). Absent:
+   * cascade with the fused kernels, kernels otherwise.
    */
   attention?: 'kernels' | 'cascade';
   /**
    * Small steps padded to fixed shapes of tokens and keys (csrc/batch/step_buckets.h), for CUDA graphs. On the CPU
-   * the padded steps run eagerly: a check that padding changes no answer bit. Default false.
+   * the padded steps run eagerly: a check that padding changes no answer bit. Absent: true with the fused kernels on
+   * CUDA, false otherwise.
    */
   cudaGraphs?: boolean;
   /**

@@ -17,7 +17,7 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
   3 selfcheck  qwen3 and llama, fp32 and bf16: fused against ATen layer by layer, graphs on against off
   4 bench      the benchmark alone (fast, fused and ATen paths against transformers)
   5 serve      the server with the same build and model (serve.sh)
-  6 rest       the other families' models and self-checks, the transformers cross-check, fp8, parity
+  6 rest       the other families' models and self-checks, the transformers cross-check, parity, fp8
 
 Without a GPU (--device cpu, or auto on a machine without one) every step runs on the CPU with the tiny
 models (--models: the test suite's), the benchmark on tiny-qwen3 and short; steps that need transformers
@@ -262,15 +262,16 @@ class Window:
             parts.append((ok(status), "families " + summarize(self.work, "families.json", "families")))
         else:
             parts.append(("skipped", "families: no transformers"))
+        # Parity (the default forward against float64, and bf16 bits across batch compositions) before fp8, an option.
+        status, _ = self.script("parity", "check.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
+                                                        self.args.device, "--parts", "parity", "--only", ",".join(families), "--stem", "parity",
+                                                        *self.short_dtypes()], 200)
+        parts.append((ok(status), "parity " + summarize(self.work, "parity.json", "parity")))
         if self.cuda:
             status, _ = self.script("fp8", "fp8.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work], 150)
             parts.append((ok(status), "fp8 " + summarize(self.work, "fp8.json", "fidelity")))
         else:
             parts.append(("skipped", "fp8: needs CUDA"))
-        status, _ = self.script("parity", "check.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
-                                                        self.args.device, "--parts", "parity", "--only", ",".join(families), "--stem", "parity",
-                                                        *self.short_dtypes()], 200)
-        parts.append((ok(status), "parity " + summarize(self.work, "parity.json", "parity")))
         status = "failed" if any(s.startswith("failed") for s, _ in parts) else "ok"
         return status, " | ".join(["; ".join(done) or "no other models", *(f"{s}: {m}" for s, m in parts)])
 

@@ -14,6 +14,7 @@ tq_cli as the raw RGB. Bound: max |Δ logit| <= 1e-4. Writes families.json and f
   python3 bench/gpu/families.py --cli build/tq_cli --models build/models --out OUT [--devices cpu,cuda] [--only A,B]
 """
 import argparse
+import inspect
 import json
 import os
 import random
@@ -76,8 +77,14 @@ def image_case(args, folder, config):
     expanded = state[:4] + [pad] * image_tokens + state[5:] + question
     model_class = getattr(tf, config["architectures"][0])
     model = model_class.from_pretrained(folder, torch_dtype=torch.float32, attn_implementation="eager").eval()
+    ids = torch.tensor([expanded])
+    inputs = dict(input_ids=ids, pixel_values=pixels["pixel_values"].float(), image_grid_thw=grid)
+    # transformers 5.6 on builds M-RoPE's positions only from mm_token_type_ids (1 at image tokens): without it
+    # Qwen2-VL fails and Qwen2.5-VL falls back to 1-D positions. Older versions take no such argument.
+    if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
+        inputs["mm_token_type_ids"] = (ids == pad).long()
     with torch.no_grad():
-        logits = model(input_ids=torch.tensor([expanded]), pixel_values=pixels["pixel_values"].float(), image_grid_thw=grid).logits[0, -1]
+        logits = model(**inputs).logits[0, -1]
     request = {"state": state, "images": [{"rgb": rgb_file, "width": 84, "height": 56}], "questions": [{"tokens": question, "labelIds": labels}]}
     return [request], [logits[labels].tolist()]
 

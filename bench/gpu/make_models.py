@@ -34,7 +34,7 @@ MODELS = {
                     dict(TINY, num_hidden_layers=3, head_dim=32, vocab_size=262144, rope_theta=1000000.0, tie_word_embeddings=True,
                          rope_scaling={"rope_type": "linear", "factor": 8.0}, rope_local_base_freq=10000.0, sliding_window=16,
                          layer_types=["sliding_attention", "sliding_attention", "full_attention"], query_pre_attn_scalar=24,
-                         attn_logit_softcapping=50.0, final_logit_softcapping=30.0, hidden_activation="gelu_pytorch_tanh"),
+                         attn_logit_softcapping=None, final_logit_softcapping=30.0, hidden_activation="gelu_pytorch_tanh"),
                     "bfloat16"),
     "tiny-phi3": ("Phi3Config",
                   dict({k: v for k, v in TINY.items() if k != "head_dim"}, vocab_size=200064, rope_theta=10000.0, tie_word_embeddings=True,

@@ -9,7 +9,9 @@
 // OUT/serve.json and serve.md are written there, and the server stopped (its GPU memory freed); then
 //   engine alone: the same kind of work through tq_cli (the engine's ceiling in the same run): the
 //          load phase's requests, by their token ids, in calls of as many requests as the server
-//          merged on average; serve.json and serve.md written again with it.
+//          merged on average, with the server's KV cache budget (--gpu-memory-utilization, passed on: with
+//          tq_cli's own, sized by the context, the warm states were evicted and computed again); serve.json
+//          and serve.md written again with it.
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -139,7 +141,8 @@ function write() {
     '',
     `Load: ${f(result.load.requestsPerSecond)} requests/s, ${Math.round(result.load.promptTokensPerSecond)} prompt tokens/s (mean merged batch ${f(merged)})` +
       (result.engineAlone
-        ? `; the same requests through tq_cli alone: ${Math.round(result.engineAlone.promptTokensPerSecond)} prompt tokens/s; ` +
+        ? `; the same requests through tq_cli alone: ${Math.round(result.engineAlone.promptTokensPerSecond)} prompt tokens/s ` +
+          `(${(100 * result.engineAlone.cachedShare).toFixed(0)}% of them from its prefix cache); ` +
           `the server delivers ${(100 * result.load.shareOfEngineAlone).toFixed(0)}% of it.`
         : '; the engine-alone replay has not run (yet).'),
     '',
@@ -165,11 +168,15 @@ for (let i = 0; i < loadStates.length; i += perCall)
   }));
 const callsFile = path.join(os.tmpdir(), `tq-engine-calls-${process.pid}.json`);
 fs.writeFileSync(callsFile, JSON.stringify({ calls }));
-const cli = JSON.parse(execFileSync(arg('cli'), ['answer', '--model', arg('model'), '--calls', callsFile, '--dtype', 'bf16', '--device', arg('device')], { encoding: 'utf8', maxBuffer: 1 << 30 }));
+const memory = arg('gpu-memory-utilization') ? ['--gpu-memory-utilization', arg('gpu-memory-utilization')] : [];
+const cli = JSON.parse(execFileSync(arg('cli'), ['answer', '--model', arg('model'), '--calls', callsFile, '--dtype', 'bf16', '--device', arg('device'), ...memory],
+  { encoding: 'utf8', maxBuffer: 1 << 30 }));
 const engineMs = cli.wallMs.flat().reduce((a, b) => a + b, 0);
 const engineTokens = calls.flat().reduce((n, r) => n + r.state.length + r.questions[0].tokens.length, 0);
 fs.rmSync(callsFile);
 
-result.engineAlone = { requests: loadStates.length, calls: calls.length, seconds: engineMs / 1000, promptTokensPerSecond: engineTokens / (engineMs / 1000) };
+const cachedTokens = cli.calls.flat().reduce((n, r) => n + (r.cachedTokens ?? 0), 0);
+result.engineAlone = { requests: loadStates.length, calls: calls.length, seconds: engineMs / 1000, promptTokensPerSecond: engineTokens / (engineMs / 1000),
+  cachedShare: cachedTokens / engineTokens };
 result.load.shareOfEngineAlone = result.load.promptTokensPerSecond / result.engineAlone.promptTokensPerSecond;
 console.log(write().join('\n'));

@@ -73,6 +73,6 @@ node dist/tqserve.js serve --base "$model" --device "$device" --dtype bf16 --por
 server=$!
 trap 'kill $server 2> /dev/null || true' EXIT
 node bench/gpu/serve-load.mjs --log "$out/server.log" --server-pid "$server" --workload "$workload" --cli "$build/tq_cli" --model "$model" \
-  --device "$device" --out "$out"
+  --device "$device" --out "$out" "${memory[@]}"
 [ -z "$bundle" ] && rm -f "$workload"
 exit 0

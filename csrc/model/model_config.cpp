@@ -203,7 +203,8 @@ void read_text_model(const json& j, const json& t, ModelConfig& c, const std::st
     c.norm_weight_offset = 1.0;
     c.scale_embeddings = true;
     c.query_scale = std::sqrt(static_cast<double>(c.head_dim) / field_or<double>(t, "query_pre_attn_scalar", static_cast<double>(c.head_dim), file));
-    c.attn_logit_softcap = field_or<double>(t, "attn_logit_softcapping", 0.0, file);
+    // attn_logit_softcapping is read by nobody: transformers' Gemma3Attention stores it and never applies it (4.50
+    // to 5.x), and released checkpoints set it null. The engine computes Gemma 3 as the reference does.
     c.final_logit_softcap = field_or<double>(t, "final_logit_softcapping", 0.0, file);
   }
 }

@@ -85,7 +85,6 @@ struct ModelConfig {
   Activation activation = Activation::Silu;
   bool scale_embeddings = false;   // Gemma: embeddings times sqrt(hidden_size), rounded to the compute dtype
   double query_scale = 1.0;        // attention's scale over 1/sqrt(head_dim) (Gemma 3: query_pre_attn_scalar)
-  double attn_logit_softcap = 0;   // scores become cap * tanh(scores / cap) before the softmax (0: none)
   double final_logit_softcap = 0;  // the same on the output logits
   bool fused_projections = false;  // Phi-3: self_attn.qkv_proj and mlp.gate_up_proj
   std::optional<int64_t> sliding_window;

@@ -253,8 +253,7 @@ StepInputs Transformer::prepare(const StepBatch& step) const {
   in.image_embeds = on_device(step.image_embeds);
   // One plan per attention rule the layers use: with and without the window (Gemma 3 has both).
   auto plan = [&](const QueryLayout& q, bool sliding) {
-    return kernels_->plan_attention(q, step.key_positions, step.key_segments, sliding ? c.sliding_window : std::nullopt, c.num_heads,
-                                    c.attn_logit_softcap);
+    return kernels_->plan_attention(q, step.key_positions, step.key_segments, sliding ? c.sliding_window : std::nullopt, c.num_heads);
   };
   const QueryLayout queries{step.positions, step.segments, step.parents, step.roots, step.key_end};
   // A step whose plans launch alike whatever its layout: a graph's (image rows vary in number).

@@ -73,7 +73,7 @@ export function familyConfig(spec: TestModelSpec): Record<string, unknown> {
       use_sliding_window: undefined,
       rope_local_base_freq: g.localRopeTheta,
       rope_scaling: { rope_type: 'linear', factor: g.linearRopeFactor },
-      attn_logit_softcapping: g.attnLogitSoftcap,
+      attn_logit_softcapping: null,
       final_logit_softcapping: g.finalLogitSoftcap,
       attention_bias: false,
     };

@@ -24,8 +24,11 @@ export interface GemmaSpec {
   localRopeTheta: number;
   /** The global layers' linear RoPE scaling, as Gemma 3 4B and larger have. */
   linearRopeFactor: number;
-  /** Released Gemma 3 configs set both null; the test model sets them so that the tests exercise the caps. */
-  attnLogitSoftcap: number;
+  /**
+   * The output logits' soft-cap (released Gemma 3 configs set it null; the test model sets it so that the tests
+   * exercise it). Its attention soft-cap is null, as in the released configs: transformers' Gemma 3 never applies
+   * attn_logit_softcapping, and neither does the engine (docs/engine.md).
+   */
   finalLogitSoftcap: number;
 }
 
@@ -146,7 +149,7 @@ export const testModels: Record<string, TestModelSpec> = {
     layers: 3, headDim: 32, vocabSize: 262144, ropeTheta: 1000000, tieEmbeddings: true, storedDtype: 'BF16', shards: 1,
     slidingWindow: 16, bosTokenId: 2, eosTokenId: 106,
     gemma: { layerTypes: ['sliding_attention', 'sliding_attention', 'full_attention'], queryPreAttnScalar: 24, localRopeTheta: 10000,
-      linearRopeFactor: 8, attnLogitSoftcap: 50, finalLogitSoftcap: 30 },
+      linearRopeFactor: 8, finalLogitSoftcap: 30 },
   },
   // Phi-4-mini's shape of Phi-3: fused projections, RoPE over 3/4 of each head, longrope; the o200k tokenizer (GPT-4o's, as Phi-4-mini's).
   'tiny-phi3': {

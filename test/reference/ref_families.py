@@ -119,9 +119,7 @@ class FamilyModel:
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         scale = self.c["query_pre_attn_scalar"] ** -0.5 if self.gemma else self.hd ** -0.5
         scores = torch.einsum("qhd,khd->hqk", q, k) * scale
-        cap = self.c.get("attn_logit_softcapping") if self.gemma else None
-        if cap:
-            scores = torch.tanh(scores / cap) * cap
+        # Gemma 3's attn_logit_softcapping is not applied: transformers' Gemma3Attention stores it and never passes it on.
         if self.sliding(i):
             mask = mask & ((pos.unsqueeze(1) - pos.unsqueeze(0)) < self.c["sliding_window"])
         scores = scores.masked_fill(~mask.unsqueeze(0), float("-inf"))

@@ -73,6 +73,9 @@ class LayerKernels {
   virtual at::Device device() const = 0;
   // weight: [out, in] in the compute dtype on the CPU; bias: [out] fp32 or undefined.
   virtual std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const = 0;
+  // The same, never quantized: a mixture of experts' router (int8 or fp8 rounding would move its choice of
+  // experts; llama.cpp and vLLM keep it unquantized too).
+  virtual std::unique_ptr<Linear> unquantized_linear(const at::Tensor& weight) const = 0;
   // x / sqrt(mean(x^2) + eps) * weight over the last dimension; x fp32.
   virtual at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, at::ScalarType out_dtype) const = 0;
   // Rotate-half RoPE of x [T, heads, dim] fp32 at positions [T]; cos, sin [max_positions, dim] fp32.

@@ -57,6 +57,9 @@ class ShiftedLayerKernels : public LayerKernels {
   std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const override {
     return std::make_unique<ShiftedLinear>(inner_->linear(weight, bias), shift_);
   }
+  std::unique_ptr<Linear> unquantized_linear(const at::Tensor& weight) const override {
+    return std::make_unique<ShiftedLinear>(inner_->unquantized_linear(weight), shift_);
+  }
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, at::ScalarType out_dtype) const override {
     return inner_->rms_norm(shifted(x, shift_), shifted(weight, shift_), eps, out_dtype);
   }

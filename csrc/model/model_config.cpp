@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -38,6 +39,8 @@ constexpr Family kFamilies[] = {
     {"Gemma3ForCausalLM", Architecture::Gemma3},   {"Phi3ForCausalLM", Architecture::Phi3},
     {"Olmo2ForCausalLM", Architecture::Olmo2},     {"SmolLM3ForCausalLM", Architecture::SmolLM3},
     {"Qwen2VLForConditionalGeneration", Architecture::Qwen2VL}, {"Qwen2_5_VLForConditionalGeneration", Architecture::Qwen25VL},
+    {"Qwen3MoeForCausalLM", Architecture::Qwen3Moe}, {"MixtralForCausalLM", Architecture::Mixtral},
+    {"Qwen2MoeForCausalLM", Architecture::Qwen2Moe},
 };
 
 std::string supported_list() {
@@ -103,7 +106,7 @@ void parse_layers(const json& t, ModelConfig& c, const std::string& file) {
     // transformers 4's Gemma 3: every sliding_window_pattern-th layer is global.
     const auto pattern = field_or<int64_t>(t, "sliding_window_pattern", 6, file);
     for (int64_t i = 0; i < c.num_layers; ++i) c.layers[i].sliding = pattern <= 0 || (i + 1) % pattern != 0;
-  } else if (a == Architecture::Mistral || a == Architecture::Phi3) {
+  } else if (a == Architecture::Mistral || a == Architecture::Phi3 || a == Architecture::Mixtral) {
     for (auto& l : c.layers) l.sliding = has_window;
   } else if (field_or<bool>(t, "use_sliding_window", false, file)) {
     // Qwen2/Qwen3/SmolLM3 carry sliding_window but apply it only with use_sliding_window, from max_window_layers on.
@@ -194,8 +197,11 @@ void read_text_model(const json& j, const json& t, ModelConfig& c, const std::st
   // transformers' defaults where a config leaves it out: Gemma 3 and SmolLM3 tie their embeddings.
   const bool ties = a == Architecture::Gemma3 || a == Architecture::SmolLM3;
   c.tie_word_embeddings = field_or<bool>(j, "tie_word_embeddings", field_or<bool>(t, "tie_word_embeddings", ties, file), file);
-  c.attention_bias = field_or<bool>(t, "attention_bias", a == Architecture::Qwen2 || vl, file);
-  c.qk_norm = a == Architecture::Qwen3 || a == Architecture::Gemma3 ? QkNorm::PerHead : a == Architecture::Olmo2 ? QkNorm::Whole : QkNorm::None;
+  // Qwen2-MoE names its q/k/v bias qkv_bias (transformers' default true), the others attention_bias.
+  const bool qwen2_bias = a == Architecture::Qwen2 || a == Architecture::Qwen2Moe || vl;
+  c.attention_bias = field_or<bool>(t, "attention_bias", field_or<bool>(t, "qkv_bias", qwen2_bias, file), file);
+  const bool per_head = a == Architecture::Qwen3 || a == Architecture::Qwen3Moe || a == Architecture::Gemma3;
+  c.qk_norm = per_head ? QkNorm::PerHead : a == Architecture::Olmo2 ? QkNorm::Whole : QkNorm::None;
   c.norms = a == Architecture::Gemma3 ? NormPlacement::Sandwich : a == Architecture::Olmo2 ? NormPlacement::Post : NormPlacement::Pre;
   c.activation = parse_activation(t, file);
   c.fused_projections = a == Architecture::Phi3;
@@ -218,6 +224,27 @@ void check_text_model(const ModelConfig& c, const std::string& file) {
     if (c.mrope_section.size() != 3 || sum * 2 != c.head_dim)
       throw EngineError(code::kCheckpointInvalid, file + ": mrope_section must be three sizes summing to head_dim / 2 = " + std::to_string(c.head_dim / 2));
   }
+}
+
+// The experts of the mixture-of-experts families, and which layers are sparse: transformers' rule, a layer not in
+// mlp_only_layers whose (index + 1) is a multiple of decoder_sparse_step (Mixtral: every layer).
+void read_moe(const json& t, ModelConfig& c, const std::string& file) {
+  const auto a = c.arch;
+  MoeConfig m;
+  const bool mixtral = a == Architecture::Mixtral;
+  m.num_experts = field<int64_t>(t, mixtral ? "num_local_experts" : "num_experts", file);
+  m.top_k = field<int64_t>(t, "num_experts_per_tok", file);
+  m.expert_intermediate = mixtral ? c.intermediate_size : field<int64_t>(t, "moe_intermediate_size", file);
+  m.renormalize = mixtral || field_or<bool>(t, "norm_topk_prob", false, file);
+  if (a == Architecture::Qwen2Moe) m.shared_intermediate = field<int64_t>(t, "shared_expert_intermediate_size", file);
+  if (m.num_experts <= 0 || m.top_k <= 0 || m.top_k > m.num_experts || m.expert_intermediate <= 0 || m.shared_intermediate < 0)
+    throw EngineError(code::kCheckpointInvalid, file + ": the experts need num_experts > 0, 0 < num_experts_per_tok <= num_experts and a positive width");
+  const auto step = mixtral ? 1 : field_or<int64_t>(t, "decoder_sparse_step", 1, file);
+  const auto dense = mixtral ? std::vector<int64_t>{} : field_or<std::vector<int64_t>>(t, "mlp_only_layers", {}, file);
+  if (step <= 0) throw EngineError(code::kCheckpointInvalid, file + ": decoder_sparse_step must be positive");
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    c.layers[i].sparse = std::find(dense.begin(), dense.end(), i) == dense.end() && (i + 1) % step == 0;
+  c.moe = m;
 }
 
 // Qwen2-VL's and Qwen2.5-VL's vision_config, checked against the text model it feeds.
@@ -280,6 +307,7 @@ ModelConfig read_model_config(const std::string& dir) {
     throw EngineError(code::kCheckpointInvalid, file + ": sizes must be positive");
   parse_ropes(t, c, file);
   parse_layers(t, c, file);
+  if (c.arch == Architecture::Qwen3Moe || c.arch == Architecture::Mixtral || c.arch == Architecture::Qwen2Moe) read_moe(t, c, file);
   check_text_model(c, file);
   if (vl) {
     if (c.mrope_section.empty()) throw EngineError(code::kCheckpointInvalid, file + ": a " + c.architecture_name + " config needs rope_scaling.mrope_section");

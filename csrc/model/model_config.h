@@ -7,7 +7,7 @@
 
 namespace tq {
 
-enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Qwen2VL, Qwen25VL, Gemma3, Phi3, Olmo2, SmolLM3 };
+enum class Architecture { Llama, Mistral, Qwen2, Qwen3, Qwen2VL, Qwen25VL, Gemma3, Phi3, Olmo2, SmolLM3, Qwen3Moe, Mixtral, Qwen2Moe };
 
 // RoPE's inverse frequencies over the rotary dimensions, as transformers' rope_type computes them
 // (model/rotary.h): default, "linear" (divided by factor), "llama3" (wavelength-dependent), and
@@ -38,6 +38,19 @@ struct LayerKind {
   bool sliding = false;     // attends within sliding_window
   bool rotary = true;       // applies RoPE
   bool local_rope = false;  // with ModelConfig::local_rope's tables
+  bool sparse = false;      // its MLP is the mixture of experts (ModelConfig::moe), else the dense one
+};
+
+// A mixture-of-experts MLP (Qwen3-MoE, Mixtral, Qwen2-MoE; model/moe.h), as transformers defines it: a router
+// (a linear layer) scores the experts, a softmax over all of them, the top_k kept (ties to the lower index),
+// renormalised to sum 1 where the family does, and the token's output is the weighted sum of those experts'
+// gated MLPs. Qwen2-MoE adds a shared expert for every token, scaled by sigmoid(shared_expert_gate(x)).
+struct MoeConfig {
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  int64_t expert_intermediate = 0;  // each expert's width
+  bool renormalize = false;         // Mixtral always; Qwen3-MoE and Qwen2-MoE when norm_topk_prob
+  int64_t shared_intermediate = 0;  // Qwen2-MoE's shared expert's width (0: none)
 };
 
 // Qwen2-VL's and Qwen2.5-VL's vision tower (vision/vision_tower.h): a ViT over 14x14x2 patches
@@ -92,6 +105,7 @@ struct ModelConfig {
   RopeConfig rope;                 // every rotary layer's, or Gemma 3's global layers'
   std::optional<RopeConfig> local_rope;  // Gemma 3's sliding-window layers (rope_local_base_freq)
   std::vector<LayerKind> layers;   // num_layers entries
+  std::optional<MoeConfig> moe;    // set for mixture-of-experts families (their sparse layers: LayerKind::sparse)
   // M-RoPE (Qwen2-VL): the rotary frequencies [0, head_dim/2) split into sections driven by
   // the temporal, height and width position streams. Empty for 1-D RoPE.
   std::vector<int64_t> mrope_section;

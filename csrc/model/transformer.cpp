@@ -102,6 +102,10 @@ void Transformer::load_attention(const CheckpointWeights& w, int64_t i, Layer& l
 void Transformer::load_mlp(const CheckpointWeights& w, int64_t i, Layer& l) const {
   const auto& c = config_;
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  if (l.kind.sparse) {
+    l.moe = load_moe(w, i);
+    return;
+  }
   if (kernels_->fused_rows()) {
     // One GEMM for both, its output's halves gated by one fused launch (Phi-3 stores them so).
     if (c.fused_projections) l.gate_up = w.linear({w.of_layer(i, "mlp.gate_up_proj.weight", {2 * inter, h})}, {});
@@ -117,6 +121,49 @@ void Transformer::load_mlp(const CheckpointWeights& w, int64_t i, Layer& l) cons
     l.up = w.linear({w.of_layer(i, "mlp.up_proj.weight", {inter, h})}, {});
   }
   l.down = w.linear({w.of_layer(i, "mlp.down_proj.weight", {h, inter})}, {});
+}
+
+// A sparse layer's experts, under the names transformers 4 and the released checkpoints use (Mixtral's
+// block_sparse_moe.experts.E.w1/w3/w2, the Qwen families' mlp.experts.E.gate_proj/up_proj/down_proj), or
+// transformers 5's stacked mlp.experts.gate_up_proj [experts, 2 width, hidden] and down_proj [experts, hidden, width].
+std::unique_ptr<MoeBlock> Transformer::load_moe(const CheckpointWeights& w, int64_t i) const {
+  const auto& c = config_;
+  const auto& m = *c.moe;
+  const int64_t h = c.hidden_size, inter = m.expert_intermediate;
+  const bool mixtral_names = w.ckpt.has(layer_name(i, "block_sparse_moe.gate.weight"));
+  const std::string block = mixtral_names ? "block_sparse_moe." : "mlp.";
+  auto router = kernels_->unquantized_linear(w.of_layer(i, (block + "gate.weight").c_str(), {m.num_experts, h}));
+  std::vector<GatedMlp> experts;
+  if (w.ckpt.has(layer_name(i, "mlp.experts.gate_up_proj"))) {
+    const auto gate_up = w.of_layer(i, "mlp.experts.gate_up_proj", {m.num_experts, 2 * inter, h});
+    const auto down = w.of_layer(i, "mlp.experts.down_proj", {m.num_experts, h, inter});
+    for (int64_t e = 0; e < m.num_experts; ++e) {
+      const auto own = gate_up.select(0, e);
+      experts.push_back({kernels_->linear(own.narrow(0, 0, inter), {}), kernels_->linear(own.narrow(0, inter, inter), {}),
+                         kernels_->linear(down.select(0, e), {})});
+    }
+    w.ckpt.release(gate_up);
+    w.ckpt.release(down);
+  } else {
+    const char* names[3] = {"gate_proj", "up_proj", "down_proj"};
+    if (mixtral_names) names[0] = "w1", names[1] = "w3", names[2] = "w2";
+    for (int64_t e = 0; e < m.num_experts; ++e) {
+      const auto name = [&](int which) { return block + "experts." + std::to_string(e) + "." + names[which] + ".weight"; };
+      experts.push_back({w.linear({w.of_layer(i, name(0).c_str(), {inter, h})}, {}), w.linear({w.of_layer(i, name(1).c_str(), {inter, h})}, {}),
+                         w.linear({w.of_layer(i, name(2).c_str(), {h, inter})}, {})});
+    }
+  }
+  std::unique_ptr<GatedMlp> shared;
+  std::unique_ptr<Linear> shared_gate;
+  if (m.shared_intermediate > 0) {
+    const int64_t s = m.shared_intermediate;
+    shared = std::make_unique<GatedMlp>(GatedMlp{w.linear({w.of_layer(i, "mlp.shared_expert.gate_proj.weight", {s, h})}, {}),
+                                                 w.linear({w.of_layer(i, "mlp.shared_expert.up_proj.weight", {s, h})}, {}),
+                                                 w.linear({w.of_layer(i, "mlp.shared_expert.down_proj.weight", {h, s})}, {})});
+    shared_gate = kernels_->unquantized_linear(w.of_layer(i, "mlp.shared_expert_gate.weight", {1, h}));
+  }
+  const auto act = c.activation == Activation::GeluTanh ? GateActivation::GeluTanh : GateActivation::Silu;
+  return std::make_unique<MoeBlock>(m, *kernels_, dtype_, act, std::move(router), std::move(experts), std::move(shared), std::move(shared_gate));
 }
 
 // RoPE's tables (and Gemma 3's local ones), and M-RoPE's position stream of each column.
@@ -139,6 +186,8 @@ int64_t Transformer::linear_bytes() const {
   for (const auto& l : layers_)
     for (const auto* linear : {l.qkv.get(), l.o.get(), l.gate.get(), l.up.get(), l.gate_up.get(), l.down.get()})
       if (linear) total += linear->bytes();
+  for (const auto& l : layers_)
+    if (l.moe) total += l.moe->bytes();
   return total;
 }
 
@@ -187,6 +236,17 @@ at::Tensor Transformer::add_then_input(const Linear& proj, const at::Tensor& in,
   if (fused && !out_norm.defined() && next_norm.defined()) return fused->add_rms_norm(x, proj(in, dtype_), next_norm, config_.rms_norm_eps, dtype_);
   add_output(proj, in, out_norm, x);
   return input(x, next_norm);
+}
+
+at::Tensor Transformer::add_mlp_then_input(const Layer& l, const at::Tensor& h, at::Tensor& x, const at::Tensor& next_norm, bool last) const {
+  if (l.moe) {
+    const auto y = (*l.moe)(h);
+    x.add_(l.ffn_out_norm.defined() ? norm(y, l.ffn_out_norm, at::kFloat) : y);
+    return last ? at::Tensor() : input(x, next_norm);
+  }
+  if (!last) return add_then_input(*l.down, gated(l, h), l.ffn_out_norm, x, next_norm);
+  add_output(*l.down, gated(l, h), l.ffn_out_norm, x);
+  return {};
 }
 
 at::Tensor Transformer::gated(const Layer& l, const at::Tensor& h) const {
@@ -256,8 +316,9 @@ StepInputs Transformer::prepare(const StepBatch& step) const {
     return kernels_->plan_attention(q, step.key_positions, step.key_segments, sliding ? c.sliding_window : std::nullopt, c.num_heads);
   };
   const QueryLayout queries{step.positions, step.segments, step.parents, step.roots, step.key_end};
-  // A step whose plans launch alike whatever its layout: a graph's (image rows vary in number).
-  bool fixed = !step.image_rows.defined();
+  // A step whose plans launch alike whatever its layout: a graph's (image rows vary in number; a mixture of
+  // experts routes on the host, its rows per expert varying too).
+  bool fixed = !step.image_rows.defined() && !c.moe;
   for (const auto& l : layers_) {
     auto& attend = in.attend[l.kind.sliding];
     if (attend) continue;
@@ -329,8 +390,8 @@ at::Tensor Transformer::run(const StepInputs& in, KvCache& cache) const {
     record(li, "attention", attn);
     const auto h2 = add_then_input(*l.o, attn.view({x.size(0), q_dim}), l.attn_out_norm, x, l.ffn_in_norm);
     record(li, "mlp input", h2);
-    if (li + 1 < n_layers) h = add_then_input(*l.down, gated(l, h2), l.ffn_out_norm, x, layers_[li + 1].attn_in_norm);
-    else add_output(*l.down, gated(l, h2), l.ffn_out_norm, x);
+    const bool last = li + 1 == n_layers;
+    h = add_mlp_then_input(l, h2, x, last ? at::Tensor() : layers_[li + 1].attn_in_norm, last);
     record(li, "residual", x);
   }
   return norm(x, final_norm_, at::kFloat);

@@ -1,5 +1,6 @@
 // The decoder-only transformer of every supported text family (Llama, Mistral,
-// Qwen2, Qwen3, Gemma 3, Phi-3, OLMo 2, SmolLM3) and Qwen2-VL's text model:
+// Qwen2, Qwen3, Gemma 3, Phi-3, OLMo 2, SmolLM3; the mixtures of experts
+// Qwen3-MoE, Mixtral, Qwen2-MoE, model/moe.h) and Qwen2-VL's text model:
 // RMSNorm before, after or around each sublayer, GQA attention with
 // rotate-half RoPE (scaled, partial, per-layer tables, left out of some
 // layers, or M-RoPE's three position streams), optional QKV bias (Qwen2) and
@@ -18,6 +19,7 @@
 #include "cache/kv_cache.h"
 #include "kernels/layer_kernels.h"
 #include "model/checkpoint.h"
+#include "model/moe.h"
 #include "model/rotary.h"
 
 namespace tq {
@@ -77,12 +79,14 @@ class Transformer {
     std::unique_ptr<Linear> qkv;  // q, k, v stacked; bias only with attention_bias
     std::unique_ptr<Linear> o, gate, up, down;
     std::unique_ptr<Linear> gate_up;  // with fused row kernels: gate and up stacked (gate, up null)
+    std::unique_ptr<MoeBlock> moe;    // a sparse layer's mixture of experts, in place of gate, up and down
     at::Tensor q_norm, k_norm;  // undefined unless qk_norm (q_norm carries query_scale)
   };
   // The constructor's steps: a layer's weights (norms, attention, MLP) from the checkpoint, then the rotary tables.
   void load_norms(const CheckpointWeights& w, int64_t i, Layer& l) const;
   void load_attention(const CheckpointWeights& w, int64_t i, Layer& l) const;
   void load_mlp(const CheckpointWeights& w, int64_t i, Layer& l) const;
+  std::unique_ptr<MoeBlock> load_moe(const CheckpointWeights& w, int64_t i) const;
   void load_rotary(int64_t max_positions);
   at::Tensor norm(const at::Tensor& x, const at::Tensor& w, at::ScalarType out_dtype) const;
   // x += its sublayer's output, normed first where the layer has an output norm.
@@ -93,6 +97,8 @@ class Transformer {
   at::Tensor input(const at::Tensor& x, const at::Tensor& norm_weight) const;
   // The gated MLP's act(gate(h)) * up(h), in the compute dtype.
   at::Tensor gated(const Layer& l, const at::Tensor& h) const;
+  // The MLP sublayer: its output added into x, then the next sublayer's input (undefined next_norm: none needed).
+  at::Tensor add_mlp_then_input(const Layer& l, const at::Tensor& h, at::Tensor& x, const at::Tensor& next_norm, bool last) const;
   // Whether a layer's q/k norm, RoPE and K/V write can be one fused launch (kernels/fused/):
   // per-head q/k norms or none, RoPE over the whole head or none.
   bool fuses_qk(const Layer& l) const;

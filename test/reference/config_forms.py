@@ -15,7 +15,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "bench", "gpu"))
 from make_models import v5_fields  # noqa: E402
-from ref_families import FamilyModel  # noqa: E402
+from ref_families import family_model  # noqa: E402
 from ref_model import RefModel  # noqa: E402
 
 
@@ -24,8 +24,8 @@ def logits(folder, tokens):
     config = json.load(open(os.path.join(folder, "config.json")))
     seq = torch.tensor(tokens)
     with torch.no_grad():
-        if config["model_type"] in FamilyModel.FAMILIES:
-            ref = FamilyModel(folder)
+        ref = family_model(folder, config["model_type"])
+        if ref is not None:
             return ref.logits(ref.hidden(seq))
         ref = RefModel(folder)
         hidden = ref(seq, torch.arange(len(seq)), torch.ones(len(seq), len(seq), dtype=torch.bool).tril())

@@ -14,18 +14,18 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_families import FamilyModel  # noqa: E402
+from ref_families import family_model  # noqa: E402
 from ref_model import RefModel  # noqa: E402
 
 
 def run(req):
     with open(os.path.join(req["model"], "config.json")) as f:
-        family = json.load(f).get("model_type") in FamilyModel.FAMILIES
-    model = FamilyModel(req["model"]) if family else RefModel(req["model"])
+        family = family_model(req["model"], json.load(f).get("model_type"))
+    model = family if family is not None else RefModel(req["model"])
     with torch.no_grad(), open(req["out"], "wb") as out:
         for i, seq in enumerate(req["sequences"]):
             ids = torch.tensor(seq, dtype=torch.long)
-            if family:
+            if family is not None:
                 hidden = model.hidden(ids)
             else:
                 pos = torch.arange(len(seq), dtype=torch.long)
@@ -33,7 +33,7 @@ def run(req):
                 hidden = model(ids, pos, causal)
             if i >= req.get("all_positions", len(req["sequences"])):
                 hidden = hidden[-1:]
-            logits = model.logits(hidden) if family else hidden @ model.lm_head_weight().t()
+            logits = model.logits(hidden) if family is not None else hidden @ model.lm_head_weight().t()
             out.write(logits.contiguous().numpy().astype("<f8").tobytes())
     return {"vocab": int(model.lm_head.shape[0])}
 

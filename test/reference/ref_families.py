@@ -27,6 +27,7 @@ import math
 import torch
 
 from ref_model import read_checkpoint, rms_norm, rotate_half
+from ref_moe import MoeModel
 
 
 def inverse_frequencies(params, dim, long_factors):
@@ -160,3 +161,13 @@ class FamilyModel:
         out = hidden @ self.lm_head.t()
         cap = self.c.get("final_logit_softcapping") if self.gemma else None
         return torch.tanh(out / cap) * cap if cap else out
+
+
+def family_model(folder, model_type):
+    """The reference of a family written out here or in ref_moe.py (each with .hidden(ids) and .logits(hidden)), or
+    None where ref_model.py's Llama-shaped RefModel is the reference."""
+    if model_type in FamilyModel.FAMILIES:
+        return FamilyModel(folder)
+    if model_type in MoeModel.FAMILIES:
+        return MoeModel(folder)
+    return None

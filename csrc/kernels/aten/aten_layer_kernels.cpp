@@ -86,6 +86,9 @@ class AtenLayerKernels : public LayerKernels {
     if (quantization_ == Quantization::Fp8) return fp8_linear(weight, bias, device_);
     return std::make_unique<AtenLinear>(weight, bias, device_);
   }
+  std::unique_ptr<Linear> unquantized_linear(const at::Tensor& weight) const override {
+    return std::make_unique<AtenLinear>(weight, at::Tensor(), device_);
+  }
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, at::ScalarType out_dtype) const override {
     auto xf = x.to(at::kFloat);
     return (xf * at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true).add_(eps)) * w).to(out_dtype).contiguous();

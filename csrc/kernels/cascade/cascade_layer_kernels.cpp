@@ -99,6 +99,7 @@ class CascadeLayerKernels : public LayerKernels {
   std::string name() const override { return inner_->name(); }
   at::Device device() const override { return inner_->device(); }
   std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const override { return inner_->linear(weight, bias); }
+  std::unique_ptr<Linear> unquantized_linear(const at::Tensor& weight) const override { return inner_->unquantized_linear(weight); }
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, at::ScalarType out_dtype) const override {
     return inner_->rms_norm(x, weight, eps, out_dtype);
   }

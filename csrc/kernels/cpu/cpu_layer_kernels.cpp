@@ -56,6 +56,9 @@ class CpuLayerKernels : public LayerKernels {
     if (int8_) return std::make_unique<Int8Linear>(weight, bias, int8_kernel(isa_));
     return std::make_unique<PackedLinear>(weight, bias, invariant_, isa_, native_);
   }
+  std::unique_ptr<Linear> unquantized_linear(const at::Tensor& weight) const override {
+    return std::make_unique<PackedLinear>(weight, at::Tensor(), invariant_, isa_, native_);
+  }
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, at::ScalarType out_dtype) const override {
     return tq::rms_norm(x, w, eps, out_dtype);
   }

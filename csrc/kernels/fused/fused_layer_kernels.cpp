@@ -36,6 +36,7 @@ class FusedLayerKernels : public LayerKernels, public FusedRowOps {
   std::string name() const override { return "fused"; }
   at::Device device() const override { return gemms_->device(); }
   std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const override { return gemms_->linear(weight, bias); }
+  std::unique_ptr<Linear> unquantized_linear(const at::Tensor& weight) const override { return gemms_->unquantized_linear(weight); }
   std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
                                                 std::optional<int64_t> window, int64_t heads, double logit_softcap) const override {
     return gemms_->plan_attention(queries, key_positions, key_segments, window, heads, logit_softcap);

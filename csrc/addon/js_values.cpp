@@ -179,6 +179,15 @@ Napi::Value to_js(Napi::Env env, const EngineInfo& i) {
   if (!i.device.cuda_version.empty()) d.Set("cudaVersion", i.device.cuda_version);
   d.Set("torchVersion", i.device.torch_version);
   r.Set("device", d);
+  if (i.parameters > 0) {
+    r.Set("parameters", static_cast<double>(i.parameters));
+    r.Set("activeParameters", static_cast<double>(i.active_parameters));
+  }
+  if (i.moe)
+    r.Set("moe", numbers(env, {{"experts", i.moe->num_experts},
+                               {"expertsPerToken", i.moe->top_k},
+                               {"expertIntermediateSize", i.moe->expert_intermediate},
+                               {"sharedExpertIntermediateSize", i.moe->shared_intermediate}}));
   if (i.vision)
     r.Set("vision", numbers(env, {{"depth", i.vision->depth},
                                   {"embedDim", i.vision->embed_dim},

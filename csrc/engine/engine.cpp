@@ -16,6 +16,7 @@
 #include "kernels/cpu/cpu_layer_kernels.h"
 #include "kernels/label_readout_math.h"
 #include "kernels/shifted_layer_kernels.h"
+#include "model/moe.h"
 #include "model/scripted_model.h"
 #include "vision/patches.h"
 
@@ -181,6 +182,10 @@ void Engine::describe_checkpoint(const PagedModel& paged, const PagedModelOption
   info_.cache_bytes = paged.cache().bytes();
   info_.cache_sized_by = paged.cache_sized_by();
   info_.gpu_memory_utilization = options_.gpu_memory_utilization;
+  info_.moe = paged.config().moe;
+  const auto counts = parameter_counts(paged.config());
+  info_.parameters = counts.total;
+  info_.active_parameters = counts.active;
   if (paged.vision()) {
     info_.vision = paged.vision()->config();
     info_.image_tokens = paged.config().image_tokens;

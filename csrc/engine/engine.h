@@ -138,6 +138,10 @@ struct EngineInfo {
   bool prefix_cache = false;
   bool batch_invariant = false;
   std::optional<VisionConfig> vision;  // a vision-language model's vision tower
+  // A mixture of experts' router (ModelConfig::moe); and the parameters, in all and those a token computes with
+  // (a MoE model's: its k experts'; a dense model's: all), embeddings included, as model cards count them.
+  std::optional<MoeConfig> moe;
+  int64_t parameters = 0, active_parameters = 0;
   ImageTokens image_tokens;
 };
 

@@ -82,6 +82,32 @@ export const namedBases: Record<string, BaseProfile> = {
     prompt: defaultProfile,
     testModel: 'tiny-smollm3',
   },
+  // Mixtures of experts (csrc/model/moe.h): the compute per token follows the active parameters.
+  'qwen3-30b-a3b': {
+    name: 'qwen3-30b-a3b',
+    servedName: 'tqserve-qwen3-30b-a3b',
+    repo: 'Qwen/Qwen3-30B-A3B',
+    temperatures: { noul: 1.0, choice: 1.0, score: 1.0 },
+    prompt: defaultProfile,
+    testModel: 'tiny-qwen3-moe',
+  },
+  'mixtral-8x7b': {
+    name: 'mixtral-8x7b',
+    servedName: 'tqserve-mixtral-8x7b',
+    repo: 'mistralai/Mixtral-8x7B-Instruct-v0.1',
+    temperatures: { noul: 1.0, choice: 1.0, score: 1.0 },
+    // Mixtral's template, like Mistral v0.2's, rejects a system turn: none.
+    prompt: { ...defaultProfile, systemTurn: null },
+    testModel: 'tiny-mixtral',
+  },
+  'qwen1.5-moe-a2.7b': {
+    name: 'qwen1.5-moe-a2.7b',
+    servedName: 'tqserve-qwen1.5-moe-a2.7b',
+    repo: 'Qwen/Qwen1.5-MoE-A2.7B-Chat',
+    temperatures: { noul: 1.0, choice: 1.0, score: 1.0 },
+    prompt: defaultProfile,
+    testModel: 'tiny-qwen2-moe',
+  },
   // A vision-language base, for --image-model.
   'qwen2-vl-2b': {
     name: 'qwen2-vl-2b',

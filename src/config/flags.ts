@@ -13,7 +13,7 @@ export interface FlagDef {
 const table = [
   { name: 'host', kind: 'string', default: '127.0.0.1', help: 'address to listen on' },
   { name: 'port', kind: 'number', default: 8000, help: 'port to listen on' },
-  { name: 'base', kind: 'string', default: 'qwen3-0.6b', help: 'a named base (qwen3-0.6b, llama3.2-1b, mistral-7b), a test model (tiny-qwen3, tiny-llama, tiny-mistral, tiny-qwen2), or a checkpoint folder' },
+  { name: 'base', kind: 'string', default: 'qwen3-0.6b', help: 'a named base (qwen3-0.6b, llama3.2-1b, mistral-7b, gemma3-1b, phi4-mini, olmo2-1b, smollm3-3b; mixtures of experts qwen3-30b-a3b, mixtral-8x7b, qwen1.5-moe-a2.7b), a test model (tiny-qwen3, tiny-llama, tiny-qwen3-moe, ...), or a checkpoint folder' },
   { name: 'models-dir', kind: 'string', default: 'models', help: 'folder searched for named bases (<dir>/<base name>/ or <dir>/<org>--<repo>/) before the Hugging Face cache' },
   { name: 'served-name', kind: 'string', help: "the model name the server reports (default: the base's own)" },
   { name: 'dtype', kind: 'choice', choices: ['bf16', 'fp32'], default: 'bf16', help: 'compute dtype of the engine' },

@@ -185,6 +185,11 @@ export interface NativeEngineInfo {
   registerBoundary: string;
   /** Present for a vision-language checkpoint. */
   vision?: NativeVisionInfo;
+  /** An HF checkpoint's parameters, embeddings included: in all, and those a token computes with (a MoE model's k experts). */
+  parameters?: number;
+  activeParameters?: number;
+  /** Present for a mixture of experts (csrc/model/moe.h): its experts, the top k of them a token is routed to, their widths. */
+  moe?: { experts: number; expertsPerToken: number; expertIntermediateSize: number; sharedExpertIntermediateSize: number };
 }
 
 export interface NativeQuestion {

@@ -65,6 +65,14 @@ function levelNote(e: NativeEngineInfo): string {
   return `, kernels ${e.kernels} (${c.how}${busy}${rates.length ? `: ${rates.join(', ')} GFLOP/s` : ''}${native})`;
 }
 
+/** A mixture of experts, for the start-up line: ", 8 experts, top 2 (3.3B of 30.5B parameters a token)". */
+function expertsNote(e: NativeEngineInfo): string {
+  if (!e.moe || !e.parameters || !e.activeParameters) return '';
+  const billions = (n: number) => `${(n / 1e9).toFixed(n < 1e8 ? 4 : 1)}B`;
+  const shared = e.moe.sharedExpertIntermediateSize ? ' and a shared expert' : '';
+  return `, ${e.moe.experts} experts, top ${e.moe.expertsPerToken}${shared} (${billions(e.activeParameters)} of ${billions(e.parameters)} parameters a token)`;
+}
+
 export async function serve(argv: string[]) {
   const flags = parse(argv);
   if (flags.help) return console.log(helpText());
@@ -110,7 +118,7 @@ export async function serve(argv: string[]) {
   if (lifecycle.state === 'loading') lifecycle.state = 'ready';
   const e = service.engineInfo;
   const weights = e.quantization === 'none' ? '' : `, ${e.quantization} weights (${e.quantizedKernels}) quantized at load in ${Math.round(e.weightsMs)} ms`;
-  logger.info({ event: 'ready', model: service.servedName }, `serving ${service.servedName} (${service.base.checkpoint}, ${e.architecture}, ${e.dtype}${weights}${levelNote(e)}) on http://${where}`);
+  logger.info({ event: 'ready', model: service.servedName }, `serving ${service.servedName} (${service.base.checkpoint}, ${e.architecture}${expertsNote(e)}, ${e.dtype}${weights}${levelNote(e)}) on http://${where}`);
   const images = service.images;
   if (images) logger.info({ event: 'image_route' }, `image route: ${images.base.checkpoint} (${images.engineInfo.architecture}, ${images.engineInfo.dtype}), at most ${images.maxTokens} tokens per image`);
 }

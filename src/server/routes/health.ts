@@ -77,6 +77,11 @@ function baseModel(service: Service, e: NativeEngineInfo) {
     revision: base.revision,
     architecture: e.architecture,
     stored_dtype: e.storedDtype,
+    ...(e.parameters ? { parameters: e.parameters, active_parameters: e.activeParameters } : {}),
+    ...(e.moe
+      ? { experts: { count: e.moe.experts, per_token: e.moe.expertsPerToken, intermediate_size: e.moe.expertIntermediateSize,
+          shared_intermediate_size: e.moe.sharedExpertIntermediateSize || null } }
+      : {}),
     random_weights: base.randomWeights,
     ...(base.note ? { note: base.note } : {}),
     engine_process: service.engineProcess,

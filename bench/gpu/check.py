@@ -26,7 +26,7 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
-from ref_families import FamilyModel  # noqa: E402
+from ref_families import family_model  # noqa: E402
 from ref_model import RefModel  # noqa: E402
 from tiny import TINY  # noqa: E402
 from tq_cli import cli, write_results  # noqa: E402 (fp8.py and families.py take them from here too)
@@ -80,8 +80,8 @@ def parity(args, name):
 
     expected = []
     with torch.no_grad():
-        if json.load(open(os.path.join(folder, "config.json"))).get("model_type") in FamilyModel.FAMILIES:
-            ref = FamilyModel(folder)
+        ref = family_model(folder, json.load(open(os.path.join(folder, "config.json"))).get("model_type"))
+        if ref is not None:
             expected = [ref.logits(ref.hidden(torch.tensor(state + q)))[-1][labels].tolist() for q in qs]
         else:
             ref = RefModel(folder)

@@ -25,9 +25,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check import cli, ids, logits_of, max_diff, per_model, write_results  # noqa: E402
+from tiny import TINY, VISION  # noqa: E402
 
-FAMILIES = ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3", "tiny-olmo2", "tiny-smollm3",
-            "tiny-qwen2-vl", "tiny-qwen2.5-vl"]
+FAMILIES = TINY + VISION
 BOUND = 1e-4
 
 

@@ -48,6 +48,22 @@ MODELS = {
                      dict(TINY, num_hidden_layers=3, vocab_size=128256, rope_theta=5000000.0, tie_word_embeddings=True,
                           no_rope_layers=[1, 1, 0], no_rope_layer_interval=3, use_sliding_window=False),
                      "bfloat16"),
+    # The mixtures of experts, as specs.ts's: Qwen3-MoE (top 2 of 8, renormalised, a dense layer between two sparse),
+    # Mixtral (top 2 of 4), Qwen2-MoE (top 3 of 6, not renormalised, a shared expert). Their tensors are as this
+    # transformers saves them (per expert, or stacked in transformers 5): the engine reads both.
+    "tiny-qwen3-moe": ("Qwen3MoeConfig",
+                       dict(TINY, num_hidden_layers=3, head_dim=32, vocab_size=151936, rope_theta=1000000.0, tie_word_embeddings=False,
+                            num_experts=8, num_experts_per_tok=2, moe_intermediate_size=48, norm_topk_prob=True, decoder_sparse_step=1,
+                            mlp_only_layers=[1]),
+                       "bfloat16"),
+    "tiny-mixtral": ("MixtralConfig", dict(TINY, vocab_size=32000, rope_theta=1000000.0, tie_word_embeddings=False, num_local_experts=4,
+                                            num_experts_per_tok=2, intermediate_size=96, sliding_window=None),
+                     "bfloat16"),
+    "tiny-qwen2-moe": ("Qwen2MoeConfig",
+                       dict(TINY, vocab_size=151936, rope_theta=1000000.0, tie_word_embeddings=False, num_experts=6, num_experts_per_tok=3,
+                            moe_intermediate_size=32, shared_expert_intermediate_size=80, norm_topk_prob=False, decoder_sparse_step=1,
+                            mlp_only_layers=[]),
+                       "float32"),
     # The vision-language families (their text model as tiny-qwen2's under M-RoPE), as specs.ts's tiny-qwen2-vl and
     # tiny-qwen2.5-vl: written with their own ForConditionalGeneration classes (VL_TEXT, VL_VISION below).
     "tiny-qwen2-vl": ("Qwen2VLConfig", "vl", "float32"),

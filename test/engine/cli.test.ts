@@ -95,9 +95,10 @@ test('tq_cli runs the microbenchmarks the addon no longer carries', async () => 
 });
 
 // The GPU check's first part (bench/gpu/selfcheck.py) on the CPU: the fused forward against the ATen one, layer by
-// layer (tiny-qwen3: per-head q/k norms in the fused launch; tiny-gemma3: sandwich norms, windows, soft-capping). On
-// the GPU the same command finds the first tensor where the CUDA kernels disagree.
-test.each(['tiny-qwen3', 'tiny-gemma3'])('tq_cli selfcheck compares the fused forward with the ATen one layer by layer on %s', async (name) => {
+// layer (tiny-qwen3: per-head q/k norms in the fused launch; tiny-gemma3: sandwich norms, windows; tiny-qwen2-moe:
+// the experts and the shared expert on the fused kernels' GEMMs). On the GPU the same command finds the first tensor
+// where the CUDA kernels disagree.
+test.each(['tiny-qwen3', 'tiny-gemma3', 'tiny-qwen2-moe'])('tq_cli selfcheck compares the fused forward with the ATen one layer by layer on %s', async (name) => {
   const fp32 = await runCli(['selfcheck', '--model', tinyModel(name), '--dtype', 'fp32', '--threads', '2']);
   expect(fp32.reference).toMatchObject({ kernels: 'aten', attention: 'kernels' });
   expect(fp32.candidate).toMatchObject({ kernels: 'fused', attention: 'cascade' });

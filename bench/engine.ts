@@ -21,12 +21,12 @@ import * as os from 'os';
 import * as path from 'path';
 import { Engine } from '../src/engine/engine';
 import { writeLlamaGguf } from './peer/gguf';
-import { LlamaCppPeer } from './peer/llamacpp';
+import { timePeerPrefill } from './peer/llamacpp';
+import { paragraphTokens } from './workload';
 import { Dtype, IsaLevel, NativeAnswerRequest, Quantization } from '../src/engine/native';
 import { softmax } from '../src/answering/answers';
 import { generateTestModel } from '../src/testmodels/generate';
 import { testModels } from '../src/testmodels/specs';
-import { ModelTokenizer } from '../src/tokenizer/tokenizer';
 import { runnableIsaLevels, runsBf16Amx } from '../test/helpers/cpu';
 import { runCli } from '../test/helpers/tq-cli';
 
@@ -39,17 +39,6 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const fmt = (x: number, d = 1) => (Number.isNaN(x) ? 'n/a' : x.toFixed(d));
 const cpuModel = () => fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^model name\s*:\s*(.*)$/m)?.[1] ?? 'unknown';
 const maxAbsDiff = (a: number[], b: number[]) => Math.max(...a.map((x, i) => Math.abs(x - b[i])));
-
-async function stateTokens(dir: string): Promise<number[]> {
-  const tok = await ModelTokenizer.load(dir);
-  const text =
-    'The committee reviewed the quarterly figures, noted that shipping costs had risen by a third, ' +
-    'and asked the regional offices to report any delays longer than two days before the next meeting. ';
-  const unit = await tok.encode(text);
-  const out: number[] = [];
-  while (out.length < STATE_TOKENS) out.push(...unit);
-  return out.slice(0, STATE_TOKENS);
-}
 
 /**
  * One GEMM on the engine's kernels (invariant ones at level isa, else oneDNN's; int8: the int8 GEMM), timed by the
@@ -142,7 +131,7 @@ async function int8AgainstBf16(dir: string, request: NativeAnswerRequest) {
 
 async function main() {
   const dir = generateTestModel('bench-llama');
-  const tokens = await stateTokens(dir);
+  const tokens = await paragraphTokens(dir, STATE_TOKENS);
   const s = testModels['bench-llama'];
   console.log(`# tqserve engine benchmark`);
   console.log(`model: bench-llama (${s.architecture}, hidden ${s.hiddenSize}, ${s.layers} layers, ${s.heads}/${s.kvHeads} heads, ` +
@@ -207,14 +196,7 @@ async function main() {
   }
   // The peer: same weights, same token ids, batch 1024, default (F16) KV cache: its best practice. Twice:
   // the weights as BF16, and the layers' weights as Q8_0 (what llama.cpp users quantize to at 8 bits).
-  const peerRun = async (gguf: string) => {
-    const peer = await LlamaCppPeer.open(gguf, { threads: THREADS, contextSize: 2048, batchSize: 1024 });
-    await peer.prefill(tokens, labelIds);
-    const runs: { ms: number; labelLogits: number[] }[] = [];
-    for (let i = 0; i < RUNS; i++) runs.push(await peer.prefill(tokens, labelIds));
-    await peer.close();
-    return { ms: median(runs.map((r) => r.ms)), probs: softmax(runs[0].labelLogits, 1) };
-  };
+  const peerRun = (gguf: string) => timePeerPrefill(gguf, tokens, labelIds, { threads: THREADS, runs: RUNS });
   await int8AgainstBf16(dir, request);
   const peers = { 'BF16': await peerRun(writeLlamaGguf(dir)), 'Q8_0': await peerRun(writeLlamaGguf(dir, { q8_0: true })) };
   console.log(`\nPeer: llama.cpp (node-llama-cpp prebuilt CPU, GGUF of the same weights: BF16, and Q8_0 layers; ${THREADS} threads, batch 1024), same ${tokens.length} token ids:\n`);

@@ -5,7 +5,8 @@
  * one run: a cold question on a 1,000-token state, 16 questions on one state,
  * the state asked again (warm), 8 concurrent clients for 30 s, peak memory,
  * and the agreement of both engines' label probabilities. BENCH_QUANTIZATION=int8: tqserve with int8
- * weights against llama.cpp on a Q8_0 GGUF of the same weights (docs/quantization.md).
+ * weights against llama.cpp on a Q8_0 GGUF of the same weights (docs/quantization.md). BENCH_MODEL=bench-mixtral:
+ * the mixture of experts (bench/moe.ts) in place of bench-llama.
  */
 import { execFileSync, spawn } from 'child_process';
 import * as fs from 'fs';
@@ -27,6 +28,8 @@ const COLD_PAIRS = Number(process.env.BENCH_COLD_PAIRS ?? 5);
 // first-time allocations for a step of that size, so the median of 5 is steadier than that of 2.
 const SIXTEEN_RUNS = Number(process.env.BENCH_SIXTEEN_RUNS ?? 5);
 const QUANTIZATION = process.env.BENCH_QUANTIZATION ?? 'none';
+const MODEL = process.env.BENCH_MODEL ?? 'bench-llama';
+if (!['bench-llama', 'bench-mixtral'].includes(MODEL)) throw new Error(`BENCH_MODEL must be bench-llama or bench-mixtral, got ${MODEL}`);
 if (!['none', 'int8'].includes(QUANTIZATION)) throw new Error(`BENCH_QUANTIZATION must be none or int8, got ${QUANTIZATION}`);
 const int8 = QUANTIZATION === 'int8';
 
@@ -40,9 +43,9 @@ const questionSet = Array.from({ length: 16 }, (_, i) =>
 );
 const oneQuestion = (variant: number) => ({ state: dossier(variant), questions: { q: questionSet[1] } });
 
-/** The server on bench-llama (bf16, int8 weights with BENCH_QUANTIZATION); its log lines go to stdout, which listeningUrl reads. */
+/** The server on the bench model (bf16, int8 weights with BENCH_QUANTIZATION); its log lines go to stdout, which listeningUrl reads. */
 async function startServer(): Promise<{ url: string; pid: number; stop: () => void }> {
-  const dir = generateTestModel('bench-llama');
+  const dir = generateTestModel(MODEL);
   const { child, output, exited } = runServerProcess(['--base', dir, '--dtype', 'bf16', '--threads', String(THREADS), '--port', '0', '--debug-readout', '--quantization', QUANTIZATION]);
   const url = await listeningUrl(output, exited);
   return { url, pid: child.pid!, stop: () => child.kill() };
@@ -79,7 +82,7 @@ async function startColdPeer(input: object) {
 }
 
 async function main() {
-  const dir = generateTestModel('bench-llama');
+  const dir = generateTestModel(MODEL);
   const gguf = writeLlamaGguf(dir, { q8_0: int8 });
   const server = await startServer();
   const post = async (body: unknown, debug = false) => {
@@ -154,7 +157,7 @@ async function main() {
     [`16 questions on one state (ms; median of ${SIXTEEN_RUNS})`, median(sixteen.map((r) => r.ms)), peer.sixteenMs],
     ['the same state again, one question, warm (ms)', median(warm.map((r) => r.ms)), peer.warmMs],
   ];
-  console.log(`# tqserve serving benchmark: bench-llama, ${int8 ? 'int8 weights (tqserve) and Q8_0 (llama.cpp)' : 'bf16'}, ${THREADS} threads`);
+  console.log(`# tqserve serving benchmark: ${MODEL}, ${int8 ? 'int8 weights (tqserve) and Q8_0 (llama.cpp)' : 'bf16'}, ${THREADS} threads`);
   console.log(`state ${stateTokens.length} tokens (16-question state ${input.sixteenState.length}); question ${input.coldQuestion.length} tokens; tqserve times are client-side over HTTP\n`);
   console.log('| scenario | tqserve | llama.cpp | llama.cpp / tqserve |');
   console.log('|---|---|---|---|');

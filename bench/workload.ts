@@ -1,4 +1,8 @@
-/** What the serving benchmarks share: the ~1,000-token state, its topic question, and the statistics they report. */
+/**
+ * What the benchmarks share: the ~1,000-token state (as text, or as a model's token ids), its topic question, and
+ * the statistics they report.
+ */
+import { ModelTokenizer } from '../src/tokenizer/tokenizer';
 
 const paragraph =
   'The committee reviewed the quarterly figures, noted that shipping costs had risen by a third, and asked the regional offices ' +
@@ -12,3 +16,11 @@ export const topicQuestion = (i: number) => ({ type: 'choice', instructions: `Qu
 
 export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 export const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
+
+/** `n` token ids of the paragraph, repeated, in the tokenizer of the model in `dir` (the engine benchmarks' prefill). */
+export async function paragraphTokens(dir: string, n: number): Promise<number[]> {
+  const unit = await (await ModelTokenizer.load(dir)).encode(paragraph);
+  const out: number[] = [];
+  while (out.length < n) out.push(...unit);
+  return out.slice(0, n);
+}

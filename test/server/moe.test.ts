@@ -15,12 +15,17 @@ const questions = {
   want: { type: 'choice', instructions: 'What does the customer want?', criteria: { refund: null, discount: null, nothing: null } },
 };
 
+// The three named MoE bases, each served by its stand-in (no checkpoint at hand).
+const bases = ['qwen3-30b-a3b', 'mixtral-8x7b', 'qwen1.5-moe-a2.7b'];
+const servers: Record<string, RunningServer> = {};
 let server: RunningServer;
 beforeAll(async () => {
   const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-hf-'));
-  server = await startServer(['--base', 'qwen3-30b-a3b', '--models-dir', empty, '--dtype', 'fp32'], { HF_HUB_CACHE: empty });
+  const started = await Promise.all(bases.map((base) => startServer(['--base', base, '--models-dir', empty, '--dtype', 'fp32'], { HF_HUB_CACHE: empty })));
+  bases.forEach((base, i) => (servers[base] = started[i]));
+  server = servers['qwen3-30b-a3b'];
 });
-afterAll(() => server.stop());
+afterAll(() => Promise.all(Object.values(servers).map((s) => s.stop())));
 
 test('a named MoE base: its stand-in served, its experts and active parameters in /health and the start-up line', async () => {
   const h = (await server.get('/health')).body;
@@ -33,7 +38,8 @@ test('a named MoE base: its stand-in served, its experts and active parameters i
   expect(server.log()).toMatch(/Qwen3MoeForCausalLM, 8 experts, top 2 \([0-9.]+B of [0-9.]+B parameters a token\)/);
 });
 
-test('/v1/systemone answers, the same cold, cached, and in a batch with another state', async () => {
+test.each(bases)('%s: /v1/systemone answers, the same cold, cached, and in a batch with another state', async (base) => {
+  const server = servers[base];
   const cold = await server.post('/v1/systemone', { state, questions });
   expect(cold.status).toBe(200);
   const cached = await server.post('/v1/systemone', { state, questions });

@@ -64,6 +64,7 @@
         "csrc/kernels/cpu/swiglu.cpp",
         "csrc/model/checkpoint.cpp",
         "csrc/model/model_config.cpp",
+        "csrc/model/moe.cpp",
         "csrc/model/rotary.cpp",
         "csrc/model/safetensors.cpp",
         "csrc/model/scripted_model.cpp",

@@ -18,11 +18,11 @@ void keep_freed_host_memory();
 // second) when the free memory glibc holds is over kKeptFreeHostBytes. A
 // forward pass allocates and frees tensors whose sizes follow the batch; glibc
 // keeps what it freed inside its heaps (fragmented, so not at the top to
-// trim), and under varied load the engine process grew by 390 MiB in 27.7k
-// requests (issue 10). malloc_trim(0) also returns whole free pages inside the
-// heaps. Returned after every call, the 43 MiB a 1,000-token state frees (51-65
-// MiB with 16 questions; bench-llama, bf16) were faulted in again by the next:
-// 9,500 page faults and 4% of a cold question (2 vCPU EPYC VM).
+// trim), so under varied load the process would grow without bound;
+// malloc_trim(0) also returns whole free pages inside the heaps. The floor
+// keeps what the next call would fault in again (a state's tensors), which
+// returning everything after every call cost in page faults (bench/README.md,
+// "Soak").
 inline constexpr size_t kKeptFreeHostBytes = size_t{128} << 20;
 void release_free_host_memory();
 

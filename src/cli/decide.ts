@@ -13,6 +13,7 @@ import { engineLoad } from '../config/engine-load';
 import { FlagError, Flags, parseFlags } from '../config/flags';
 import { Temperatures } from '../rendering/profile';
 import { openTasks } from '../tasks/open';
+import { refusalLine } from '../tasks/store';
 import { HttpError, ValidationError } from '../wire/http-error';
 import { rendererFor, temperaturesOf } from '../config/profile-flags';
 import { answerSystemOne, SystemOneRequest } from '../answering/systemone';
@@ -73,7 +74,7 @@ function loadTasks(flags: Flags, checkpoint: string, renderer: Renderer, tempera
   const file = flags['tasks-file'];
   const abstention = { enabled: flags.abstention === 'on', defaultOption: flags['abstain-option'] };
   const { book, abstentionBook, store } = openTasks({ file, enabled: flags.tasks === 'on', abstention, checkpoint, profile: renderer.profile, temperatures });
-  for (const r of store.refused) console.error(`[tqserve] WARNING: ${r.kind === 'abstention' ? 'abstention task' : 'task'} ${r.id} refused: ${r.reason}`);
+  for (const r of store.refused) console.error(`[tqserve] WARNING: ${refusalLine(r)}`);
   return { distributions: book, abstentions: abstentionBook };
 }
 

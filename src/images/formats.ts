@@ -6,7 +6,7 @@
  */
 export const IMAGE_LIMITS = { maxImages: 2, maxBytes: 20 * 1000 * 1000, maxPixels: 64 * 1024 * 1024 };
 
-/** Until the image engine exists (issue 14's remaining part), every request with images gets this (400). */
+/** A server started without --image-model (and decide) answers every request with images with this (400). */
 export const NO_IMAGE_ENGINE = 'this server has no image engine: images need a server started with --image-model';
 
 export type ImageFormat = 'png' | 'jpeg' | 'webp';

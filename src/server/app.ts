@@ -23,6 +23,9 @@ import { Lifecycle } from './ops/lifecycle';
 import { Logger } from './ops/logger';
 import { METRICS_CONTENT_TYPE, Metrics } from './ops/metrics';
 
+/** Answered in every state, a dead engine or a drain included: what monitoring reads. */
+const MONITORING = new Set(['/health', '/metrics']);
+
 /** GET /ready (200 only while serving with every engine up), and the drain's 503s. */
 function readiness(service: Service, lifecycle: Lifecycle): Koa.Middleware {
   return async (ctx, next) => {
@@ -40,15 +43,21 @@ function readiness(service: Service, lifecycle: Lifecycle): Koa.Middleware {
   };
 }
 
+/** Once an engine has died: /health says so (503), /metrics still answers, every other route gets 503 with the reason. */
+function deadEngineGate(service: Service): Koa.Middleware {
+  return async (ctx, next) => {
+    if (!service.deadReason || ctx.path === '/metrics') return next();
+    if (ctx.path !== '/health') throw new HttpError(503, service.deadReason, { 'Retry-After': RETRY_AFTER_DEAD_S });
+    answerDeadHealth(ctx, service.deadReason);
+  };
+}
+
 export interface Operations {
   lifecycle: Lifecycle;
   logger: Logger;
   logBodies: boolean;
   metrics: Metrics;
 }
-
-/** Answered in every state, a dead engine or a drain included: what monitoring reads. */
-const MONITORING = new Set(['/health', '/metrics']);
 
 export function createApp(service: Service, ops: Operations): Koa {
   const app = new Koa();
@@ -59,11 +68,7 @@ export function createApp(service: Service, ops: Operations): Koa {
   app.use(readiness(service, ops.lifecycle));
   if (service.corsOrigin) app.use(cors(service.corsOrigin));
 
-  app.use(async (ctx, next) => {
-    if (!service.deadReason || ctx.path === '/metrics') return next();
-    if (ctx.path !== '/health') throw new HttpError(503, service.deadReason, { 'Retry-After': RETRY_AFTER_DEAD_S });
-    answerDeadHealth(ctx, service.deadReason);
-  });
+  app.use(deadEngineGate(service));
 
   app.use(jsonBodies());
   const router = new Router();

@@ -12,12 +12,12 @@ import { answerMalformedRequests } from './http/connection';
 import { drainOnSignals, Drainable } from './ops/drain';
 import { Lifecycle } from './ops/lifecycle';
 import { answerWhileLoading } from './ops/loading';
+import { ENGINE_DEAD_EXIT } from './routes/info';
 import { createLogger, Logger } from './ops/logger';
 import type { EngineRole } from './ops/metrics';
 import type { Service } from './service/service';
 import { startEngines } from './start-engines';
 
-export const ENGINE_DEAD_EXIT = 70;
 export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
 /** How a death's reason names the engine that died (the serving engine's is unnamed). */

@@ -11,7 +11,7 @@
  * another fingerprint exactly as at start.
  */
 import * as fs from 'fs';
-import * as path from 'path';
+import { writeAtomically } from '../common/atomic-write';
 import { parseAbstentionTask } from './abstention/form';
 import { AbstentionTask } from './abstention/task';
 import { exportForm, FormProblem, parseTask } from './export';
@@ -290,23 +290,4 @@ function abstentionHolderIn(tasks: Map<string, AbstentionTask> | AbstentionTask[
 function holderIn(tasks: Map<string, Task>, matchKey: string, id: string): Task | undefined {
   for (const t of tasks.values()) if (t.match_key === matchKey && t.id !== id) return t;
   return undefined;
-}
-
-export async function writeAtomically(file: string, content: string) {
-  const dir = path.dirname(path.resolve(file));
-  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.tmp`);
-  const handle = await fs.promises.open(tmp, 'w');
-  try {
-    await handle.writeFile(content);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await fs.promises.rename(tmp, file);
-  const d = await fs.promises.open(dir, 'r');
-  try {
-    await d.sync();
-  } finally {
-    await d.close();
-  }
 }

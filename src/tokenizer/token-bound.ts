@@ -2,7 +2,8 @@
  * The most UTF-8 bytes of input text that one token can stand for, read from a
  * tokenizer.json: a text of B bytes then has at least ceil(B / max) tokens, so
  * a prompt that cannot fit the context is refused without tokenizing it (a
- * 60 MiB state used to be tokenized whole first: 78 s and 11 GB).
+ * huge state would otherwise be tokenized whole first: tens of seconds and
+ * gigabytes for a 60 MiB one).
  *
  * The bound must never be too small, so it is given only where it provably
  * holds: BPE models whose tokens each spell fixed text (byte-level, or with

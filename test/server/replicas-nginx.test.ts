@@ -10,7 +10,7 @@ import { ChildProcess } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { writeAtomically } from '../../src/tasks/store';
+import { writeAtomically } from '../../src/common/atomic-write';
 import { NGINX, startNginx } from '../helpers/nginx';
 import { priorExamples, priorQuestion } from '../helpers/tasks';
 import { RunningServer, startServer } from '../helpers/server';

@@ -8,7 +8,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { lockTasksFile, watchTasksFile } from '../../src/tasks/shared-file';
-import { writeAtomically } from '../../src/tasks/store';
+import { writeAtomically } from '../../src/common/atomic-write';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-shared-file-'));
 const file = path.join(dir, 'tasks.json');

@@ -1,8 +1,9 @@
-// Row-wise kernels of the transformer that this libtorch runs as chains of
-// small ops (RMSNorm: pow, mean, rsqrt, two muls and a cast; RoPE: cat, two
-// muls, an add and a cast). Each op is an OpenMP region plus a pass over
-// memory; on this 2-core machine the regions' wake-ups cost as much as the
-// arithmetic. One pass per row instead, written straight in the output dtype.
+// Row-wise kernels of the transformer: RMSNorm and RoPE, one pass per row,
+// written straight in the output dtype, with one arithmetic on every CPU
+// (row_math.*, docs/arithmetic.md). As ATen's chains of small ops (RMSNorm:
+// pow, mean, rsqrt, two muls and a cast; RoPE: cat, two muls, an add and a
+// cast) each op would be an OpenMP region and a pass over memory, whose
+// wake-ups cost as much as the arithmetic on a few cores.
 #pragma once
 #include <ATen/ATen.h>
 

@@ -13,12 +13,14 @@ const MODEL_ALIAS = 'jev-latest';
 
 /** Seconds a client is told to wait after the engine died: the server exits, and a supervisor restarts it. */
 export const RETRY_AFTER_DEAD_S = '5';
+/** The server's exit status once an engine has died (docs/operations.md), which /health reports as it goes. */
+export const ENGINE_DEAD_EXIT = 70;
 
 /** /health once the engine has died: 503 with the report (also answered by the dead-engine gate in app.ts). */
 export function answerDeadHealth(ctx: Context, reason: string) {
   ctx.status = 503;
   ctx.set('Retry-After', RETRY_AFTER_DEAD_S);
-  ctx.body = { ok: false, engine: 'dead', reason, exit_code: 70 };
+  ctx.body = { ok: false, engine: 'dead', reason, exit_code: ENGINE_DEAD_EXIT };
 }
 
 /** The checkpoint's date (its config.json's modification day): the nearest thing to a release date a folder has. */

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <optional>
 #include <utility>
 
 #include "common/errors.h"
@@ -12,11 +13,6 @@ namespace {
 int64_t int_option(const Napi::Object& o, const char* key, int64_t fallback) {
   Napi::Value v = o.Get(key);
   return v.IsNumber() ? v.As<Napi::Number>().Int64Value() : fallback;
-}
-
-double number_option(const Napi::Object& o, const char* key, double fallback) {
-  Napi::Value v = o.Get(key);
-  return v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : fallback;
 }
 
 // A JS object of named integers.
@@ -105,32 +101,67 @@ Napi::Float32Array float_array(Napi::Env env, const float* data, size_t n) {
   return a;
 }
 
+// Reads load()'s options by type: an absent (undefined or null) field keeps its default, one of another type is
+// refused with its name, never ignored.
+class OptionReader {
+ public:
+  OptionReader(Napi::Env env, Napi::Object o) : env_(env), o_(std::move(o)) {}
+  void read(const char* key, std::string& into) const {
+    if (const auto v = get(key, "a string", &Napi::Value::IsString)) into = v->As<Napi::String>().Utf8Value();
+  }
+  void read(const char* key, bool& into) const {
+    if (const auto v = get(key, "true or false", &Napi::Value::IsBoolean)) into = v->As<Napi::Boolean>().Value();
+  }
+  void read(const char* key, std::optional<bool>& into) const {
+    if (const auto v = get(key, "true or false", &Napi::Value::IsBoolean)) into = v->As<Napi::Boolean>().Value();
+  }
+  void read(const char* key, int64_t& into) const {
+    if (const auto v = get(key, "a number", &Napi::Value::IsNumber)) into = v->As<Napi::Number>().Int64Value();
+  }
+  void read(const char* key, int& into) const {
+    if (const auto v = get(key, "a number", &Napi::Value::IsNumber)) into = v->As<Napi::Number>().Int32Value();
+  }
+  void read(const char* key, double& into) const {
+    if (const auto v = get(key, "a number", &Napi::Value::IsNumber)) into = v->As<Napi::Number>().DoubleValue();
+  }
+
+ private:
+  std::optional<Napi::Value> get(const char* key, const char* kind, bool (Napi::Value::*is)() const) const {
+    Napi::Value v = o_.Get(key);
+    if (v.IsUndefined() || v.IsNull()) return std::nullopt;
+    if (!(v.*is)()) throw_bad_argument(env_, std::string("options.") + key + " must be " + kind);
+    return v;
+  }
+  Napi::Env env_;
+  Napi::Object o_;
+};
+
 EngineOptions load_options(Napi::Env env, const Napi::Value& v) {
   if (!v.IsObject()) throw_bad_argument(env, "load(options) needs an options object");
-  auto o = v.As<Napi::Object>();
+  const OptionReader o(env, v.As<Napi::Object>());
   EngineOptions opts;
-  if (!o.Get("path").IsString()) throw_bad_argument(env, "options.path must be a string");
-  opts.path = o.Get("path").As<Napi::String>().Utf8Value();
-  if (o.Get("dtype").IsString()) opts.dtype = o.Get("dtype").As<Napi::String>().Utf8Value();
-  opts.threads = static_cast<int>(int_option(o, "threads", 0));
-  opts.block_size = int_option(o, "blockSize", opts.block_size);
-  opts.cache_tokens = int_option(o, "cacheTokens", opts.cache_tokens);
-  opts.max_step_tokens = int_option(o, "maxStepTokens", opts.max_step_tokens);
-  opts.context_limit = int_option(o, "contextLimit", opts.context_limit);
-  opts.cache_mib = int_option(o, "cacheMiB", opts.cache_mib);
-  opts.vision_cache_mib = int_option(o, "visionCacheMiB", opts.vision_cache_mib);
-  opts.buffer_shift = int_option(o, "bufferShift", opts.buffer_shift);
-  opts.gpu_memory_utilization = number_option(o, "gpuMemoryUtilization", opts.gpu_memory_utilization);
-  if (o.Get("prefixCache").IsBoolean()) opts.prefix_cache = o.Get("prefixCache").As<Napi::Boolean>().Value();
-  if (o.Get("batchInvariant").IsBoolean()) opts.batch_invariant = o.Get("batchInvariant").As<Napi::Boolean>().Value();
-  if (o.Get("isa").IsString()) opts.isa = o.Get("isa").As<Napi::String>().Utf8Value();
-  if (o.Get("device").IsString()) opts.device = o.Get("device").As<Napi::String>().Utf8Value();
-  if (o.Get("kernels").IsString()) opts.kernels = o.Get("kernels").As<Napi::String>().Utf8Value();
-  if (o.Get("cudaGraphs").IsBoolean()) opts.cuda_graphs = o.Get("cudaGraphs").As<Napi::Boolean>().Value();
-  if (o.Get("attention").IsString()) opts.attention = o.Get("attention").As<Napi::String>().Utf8Value();
-  if (o.Get("quantization").IsString()) opts.quantization = o.Get("quantization").As<Napi::String>().Utf8Value();
-  if (o.Get("arithmetic").IsString()) opts.arithmetic = o.Get("arithmetic").As<Napi::String>().Utf8Value();
-  if (o.Get("registerBoundary").IsString()) opts.register_boundary = o.Get("registerBoundary").As<Napi::String>().Utf8Value();
+  if (!v.As<Napi::Object>().Get("path").IsString()) throw_bad_argument(env, "options.path must be a string");
+  o.read("path", opts.path);
+  o.read("dtype", opts.dtype);
+  o.read("threads", opts.threads);
+  o.read("blockSize", opts.block_size);
+  o.read("cacheTokens", opts.cache_tokens);
+  o.read("maxStepTokens", opts.max_step_tokens);
+  o.read("contextLimit", opts.context_limit);
+  o.read("cacheMiB", opts.cache_mib);
+  o.read("visionCacheMiB", opts.vision_cache_mib);
+  o.read("bufferShift", opts.buffer_shift);
+  o.read("gpuMemoryUtilization", opts.gpu_memory_utilization);
+  o.read("prefixCache", opts.prefix_cache);
+  o.read("batchInvariant", opts.batch_invariant);
+  o.read("isa", opts.isa);
+  o.read("device", opts.device);
+  o.read("kernels", opts.kernels);
+  o.read("cudaGraphs", opts.cuda_graphs);
+  o.read("attention", opts.attention);
+  o.read("quantization", opts.quantization);
+  o.read("arithmetic", opts.arithmetic);
+  o.read("registerBoundary", opts.register_boundary);
   return opts;
 }
 
@@ -224,7 +255,7 @@ AnswerRequest answer_request(Napi::Env env, const Napi::Value& v, const std::str
     Napi::Value qv = qs.Get(i);
     if (!qv.IsObject()) throw_bad_argument(env, name + " must be an object");
     auto q = qv.As<Napi::Object>();
-    QuestionSpec spec;
+    QuestionTokens spec;
     spec.tokens = int_list(env, q.Get("tokens"), name + ".tokens");
     spec.label_ids = int_list(env, q.Get("labelIds"), name + ".labelIds");
     spec.readout_index = int_option(q, "readoutIndex", -1);

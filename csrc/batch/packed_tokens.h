@@ -156,4 +156,11 @@ struct ForwardInfo {
   std::vector<int64_t> boundary_tickets;
 };
 
+// A forward pass's result: the final (normed) hidden states of the packed call's output rows, [rows, hidden] fp32
+// on the model's device, and what it reports.
+struct ForwardResult {
+  at::Tensor hidden;
+  ForwardInfo info;
+};
+
 }  // namespace tq

@@ -143,7 +143,7 @@ tq::AnswerRequest request_of(const json& j) {
   if (j.contains("images"))
     for (const auto& im : j.at("images")) r.images.push_back(image_of(im));
   for (const auto& q : j.at("questions")) {
-    tq::QuestionSpec s;
+    tq::QuestionTokens s;
     s.tokens = q.at("tokens").get<std::vector<int64_t>>();
     s.label_ids = q.at("labelIds").get<std::vector<int64_t>>();
     s.readout_index = q.value("readoutIndex", int64_t{-1});

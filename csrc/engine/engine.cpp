@@ -10,9 +10,11 @@
 
 #include "batch/pack_requests.h"
 #include "common/errors.h"
+#include "engine/engine_options.h"
 #include "engine/host_allocator.h"
 #include "engine/paged_model.h"
 #include "engine/readout.h"
+#include "engine/request_checks.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
 #include "kernels/label_readout_math.h"
 #include "kernels/shifted_layer_kernels.h"
@@ -31,108 +33,10 @@
 namespace tq {
 namespace {
 
-at::ScalarType parse_dtype(const std::string& d) {
-  if (d == "fp32" || d == "float32") return at::kFloat;
-  if (d == "bf16" || d == "bfloat16") return at::kBFloat16;
-  throw EngineError(code::kBadRequest, "dtype must be fp32 or bf16, got " + d);
-}
-
 bool is_directory(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw EngineError(code::kCheckpointInvalid, path + ": no such file or folder");
   return S_ISDIR(st.st_mode);
-}
-
-// What the options leave to the device, chosen: on CUDA the fast path (the fused row kernels, the cascade,
-// CUDA graphs; checked against ATen layer by layer and faster on every workload, docs/gpu.md), ATen's ops
-// where the weights are fp8 (the fused kernels take unquantized weights); on the CPU the engine's own kernels.
-// The engine's info then names what runs.
-EngineOptions resolve_forward_defaults(EngineOptions options, const at::Device& device) {
-  const bool cuda = device.is_cuda();
-  if (options.kernels.empty() && cuda) options.kernels = options.quantization == "fp8" ? "aten" : "fused";
-  if (!options.cuda_graphs) options.cuda_graphs = cuda && options.kernels == "fused";
-  return options;
-}
-
-// Whether the layers run on ATen's ops (kernels/aten/) rather than the engine's own CPU kernels.
-bool uses_aten_kernels(const EngineOptions& options, const at::Device& device) {
-  if (!options.kernels.empty() && options.kernels != "engine" && options.kernels != "aten" && options.kernels != "fused")
-    throw EngineError(code::kBadRequest, "kernels must be engine, aten or fused, got " + options.kernels);
-  if (options.kernels == "engine" && !device.is_cpu())
-    throw EngineError(code::kBadRequest, "the engine's own kernels run on the CPU; on " + options.device + " the kernels are aten or fused");
-  return options.kernels == "aten" || options.kernels == "fused" || !device.is_cpu();
-}
-
-// The engine-wide options, checked before anything is loaded.
-void check_engine_options(const EngineOptions& options) {
-  if (options.block_size <= 0 || options.max_step_tokens <= 0 || options.context_limit <= 0)
-    throw EngineError(code::kBadRequest, "blockSize, maxStepTokens and contextLimit must be positive");
-  if (options.register_boundary != "after" && options.register_boundary != "before")
-    throw EngineError(code::kBadRequest, "registerBoundary must be after or before, got " + options.register_boundary);
-}
-
-// Without batch invariance the CPU matmuls are oneDNN's; where it has no bf16 matmul (CPUs without
-// AVX-512), bf16 would fail at the first forward pass, so the engine computes in fp32 and says so in `note`.
-at::ScalarType computed_dtype(const EngineOptions& options, at::ScalarType dtype, bool aten, std::string& note) {
-  if (aten || options.batch_invariant) return dtype;
-#if TQ_ONEDNN
-  if (dtype == at::kBFloat16 && !cpu_bf16_without_invariance()) {
-    note = "bf16 was asked for, but oneDNN has no bf16 matmul on this CPU (it needs AVX-512): computing in fp32";
-    return at::kFloat;
-  }
-  return dtype;
-#else
-  throw EngineError(code::kBadRequest, "this build has no oneDNN: on the CPU only the batch-invariant kernels run");
-#endif
-}
-
-// Whether the native arithmetic is asked for, and refused with the reason where it cannot run.
-bool check_arithmetic(const EngineOptions& options, at::ScalarType dtype, bool aten, Quantization quantization) {
-  if (options.arithmetic == "portable") return false;
-  if (options.arithmetic != "native") throw EngineError(code::kBadRequest, "arithmetic must be portable or native, got " + options.arithmetic);
-  const auto refuse = [](const std::string& why) { throw EngineError(code::kBadRequest, "arithmetic native: " + why); };
-  if (aten || !options.batch_invariant || !options.kernels.empty()) refuse("it is the engine's own invariant CPU kernels' (not aten, oneDNN or fused)");
-  if (dtype != at::kBFloat16) refuse("it is bf16's (AMX's bf16 tiles); fp32 has the portable arithmetic only");
-  if (quantization != Quantization::None) refuse("int8 is exact on every path, AMX's included: its arithmetic is the portable one");
-  if (!native_arithmetic_available()) refuse("this CPU has no AMX-BF16 (Intel Xeon from Sapphire Rapids on, with Linux granting tile state)");
-  return true;
-}
-
-// An HF checkpoint's paged model options, checked: the kernels' level, the quantization, the
-// attention and the forward they allow together.
-PagedModelOptions paged_options(const EngineOptions& options, at::ScalarType dtype, const at::Device& device, bool aten) {
-  Isa isa;
-  Quantization quantization;
-  try {
-    isa = isa_for(options.isa);
-    quantization = parse_quantization(options.quantization);
-    check_buffer_shift(options.buffer_shift);
-  } catch (const std::invalid_argument& e) {
-    throw EngineError(code::kBadRequest, e.what());
-  }
-  if (!(options.gpu_memory_utilization >= 0 && options.gpu_memory_utilization <= 1))
-    throw EngineError(code::kBadRequest, "gpu_memory_utilization must be in [0, 1] (0: the KV cache sized by the context limit), got " +
-                                             std::to_string(options.gpu_memory_utilization));
-  if (!options.attention.empty() && options.attention != "kernels" && options.attention != "cascade")
-    throw EngineError(code::kBadRequest, "attention must be kernels or cascade, got " + options.attention);
-  // The fused forward's attention is the cascade (its GPU form: FlashAttention-2 levels).
-  const bool fused = options.kernels == "fused";
-  if (fused && options.attention == "kernels") throw EngineError(code::kBadRequest, "the fused kernels attend as a cascade: attention kernels is not theirs");
-  if (fused && quantization != Quantization::None) throw EngineError(code::kBadRequest, "the fused kernels run unquantized weights (quantization none)");
-  const bool cascade = fused || options.attention == "cascade";
-  if (options.buffer_shift != 0 && aten) throw EngineError(code::kBadRequest, "bufferShift is for the engine's own CPU kernels, not aten");
-  if (quantization == Quantization::Int8 && aten)
-    throw EngineError(code::kBadRequest, "int8 weights run on the engine's CPU kernels only; on CUDA, fp8 is the quantization to ask for");
-  if (quantization == Quantization::Fp8 && !device.is_cuda())
-    throw EngineError(code::kBadRequest, "fp8 weights run on CUDA only (the H100's fp8 tensor cores); on the CPU use int8");
-  const bool native = check_arithmetic(options, dtype, aten, quantization);
-  PagedModelOptions o{dtype, options.block_size, options.cache_tokens, options.cache_mib, options.max_step_tokens, options.context_limit,
-                       options.prefix_cache, options.batch_invariant, isa, device, aten,
-                       options.register_boundary == "before" ? BoundaryRegistration::Before : BoundaryRegistration::After, quantization,
-                       options.gpu_memory_utilization, options.buffer_shift, cascade, options.cuda_graphs.value_or(false), fused};
-  o.measure_level = options.isa.empty();
-  o.native_arithmetic = native;
-  return o;
 }
 
 }  // namespace
@@ -225,42 +129,8 @@ void Engine::open_torchscript(at::ScalarType dtype, bool aten) {
   info_.stored_dtype = info_.dtype;
 }
 
-void Engine::check_tokens(const std::vector<int64_t>& ids, const std::string& what) const {
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] < 0 || ids[i] >= model_->vocab_size())
-      throw EngineError(code::kBadRequest, what + " token " + std::to_string(i) + " is " + std::to_string(ids[i]) +
-                                               ", outside the vocabulary [0, " + std::to_string(model_->vocab_size()) + ")");
-}
-
-void Engine::check_request(const AnswerRequest& req, int64_t state_len, const std::string& where) const {
-  if (req.questions.empty()) throw EngineError(code::kBadRequest, where + "a request needs at least one question");
-  check_tokens(req.state, where + "state");
-  const int64_t pad = vision_ ? info_.image_tokens.image_pad : -1;
-  if (vision_ && req.images.empty() && std::count(req.state.begin(), req.state.end(), pad) > 0)
-    throw EngineError(code::kBadRequest, where + "the state holds image placeholder tokens but the request has no images");
-  for (size_t qi = 0; qi < req.questions.size(); ++qi) {
-    const auto& q = req.questions[qi];
-    const std::string name = where + "question " + std::to_string(qi);
-    const int64_t len = static_cast<int64_t>(q.tokens.size());
-    if (len == 0) throw EngineError(code::kBadRequest, name + " has no tokens");
-    const int64_t prompt = state_len + len;
-    if (prompt > options_.context_limit)
-      throw EngineError(code::kContextOverflow,
-                        "the rendered prompt of " + name + " is " + std::to_string(prompt) + " tokens, longer than the context of " +
-                            std::to_string(options_.context_limit) + " tokens",
-                        {{"promptTokens", prompt}, {"contextLimit", options_.context_limit}, {"question", static_cast<int64_t>(qi)}});
-    check_tokens(q.tokens, name);
-    if (vision_ && std::count(q.tokens.begin(), q.tokens.end(), pad) > 0)
-      throw EngineError(code::kBadRequest, name + " holds an image placeholder token; images belong in the state");
-    if (q.label_ids.empty()) throw EngineError(code::kBadRequest, name + " has no label ids");
-    if (static_cast<int64_t>(q.label_ids.size()) > readout::kMaxLabels)
-      throw EngineError(code::kBadRequest, name + " has " + std::to_string(q.label_ids.size()) + " labels; at most " + std::to_string(readout::kMaxLabels));
-    if (!(q.temperature > 0) || !std::isfinite(q.temperature))
-      throw EngineError(code::kBadRequest, name + " temperature must be a positive number");
-    check_tokens(q.label_ids, name + " label");
-    const int64_t at = q.readout_at();
-    if (at >= len) throw EngineError(code::kBadRequest, name + " readout index " + std::to_string(at) + " is past its " + std::to_string(len) + " tokens");
-  }
+RequestLimits Engine::request_limits() const {
+  return {model_->vocab_size(), options_.context_limit, vision_ ? info_.image_tokens.image_pad : -1};
 }
 
 ImagePrompt Engine::image_prompt(const std::vector<int64_t>& state, const std::vector<ImageInput>& images) const {
@@ -292,8 +162,9 @@ std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>&
   if (multimodal && !vision_) throw EngineError(code::kBadRequest, "the request has images but " + info_.architecture + " has no vision tower");
   const auto prompts = checked_prompts(reqs, multimodal);
   auto batch = pack(reqs, prompts, multimodal);
-  ForwardInfo info;
-  const auto hidden = model_->final_hidden(batch.tokens, info);  // on CUDA, finished: the paged model waits after each step
+  const auto forward = model_->final_hidden(batch.tokens);  // on CUDA, finished: the paged model waits after each step
+  const auto& info = forward.info;
+  const auto& hidden = forward.hidden;
   const auto t0 = std::chrono::steady_clock::now();
   // Every question's labels in one readout (on CUDA, one launch), in output-row order.
   std::vector<ReadoutQuestion> readout;
@@ -327,7 +198,7 @@ std::vector<ImagePrompt> Engine::checked_prompts(const std::vector<AnswerRequest
         throw EngineError(e.code(), where + e.what(), e.details());
       }
     }
-    check_request(reqs[r], static_cast<int64_t>(multimodal ? prompts[r].ids.size() : reqs[r].state.size()), where);
+    check_request(reqs[r], static_cast<int64_t>(multimodal ? prompts[r].ids.size() : reqs[r].state.size()), request_limits(), where);
   }
   return prompts;
 }
@@ -412,11 +283,8 @@ at::Tensor Engine::logits_all(const std::vector<int64_t>& state, const std::vect
   const auto prompt = images.empty() ? ImagePrompt{} : image_prompt(state, images);
   const auto& tokens = images.empty() ? state : prompt.ids;
   if (tokens.empty()) throw EngineError(code::kBadRequest, "logitsAll needs at least one token");
-  if (static_cast<int64_t>(tokens.size()) > options_.context_limit)
-    throw EngineError(code::kContextOverflow, "the sequence is " + std::to_string(tokens.size()) + " tokens, longer than the context of " +
-                                                  std::to_string(options_.context_limit) + " tokens",
-                      {{"promptTokens", static_cast<int64_t>(tokens.size())}, {"contextLimit", options_.context_limit}});
-  check_tokens(tokens, "sequence");
+  check_context(static_cast<int64_t>(tokens.size()), options_.context_limit, "the sequence");
+  check_token_ids(tokens, model_->vocab_size(), "sequence");
   // The result is tokens x vocab floats: bound it (1 GiB) rather than fail in the allocator.
   if (static_cast<int64_t>(tokens.size()) * model_->vocab_size() > (int64_t{1} << 28))
     throw EngineError(code::kBadRequest, "logitsAll of " + std::to_string(tokens.size()) + " tokens x " +
@@ -432,8 +300,7 @@ at::Tensor Engine::logits_all(const std::vector<int64_t>& state, const std::vect
   }
   packed.use_prefix_cache = false;
   for (size_t i = 0; i < tokens.size(); ++i) packed.output_rows.push_back(static_cast<int64_t>(i));
-  ForwardInfo info;
-  return full_logits(model_->final_hidden(packed, info), model_->lm_head(), model_->final_logit_softcap()).cpu().contiguous();
+  return full_logits(model_->final_hidden(packed).hidden, model_->lm_head(), model_->final_logit_softcap()).cpu().contiguous();
 }
 
 void Engine::trace_forward(ForwardTrace* trace) {

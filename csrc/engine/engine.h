@@ -22,6 +22,7 @@ class PagedModel;     // engine/paged_model.h
 struct PagedModelOptions;
 struct PackedRequests;  // batch/pack_requests.h
 struct LabelReadout;    // engine/readout.h
+struct RequestLimits;   // engine/request_checks.h
 
 struct EngineOptions {
   std::string path;             // HF checkpoint folder, or a TorchScript .pt file
@@ -67,7 +68,8 @@ struct EngineOptions {
   int64_t buffer_shift = 0;
 };
 
-struct QuestionSpec {
+// A question as the engine takes it: its token ids (after the state), its labels, where to read them.
+struct QuestionTokens {
   std::vector<int64_t> tokens;
   std::vector<int64_t> label_ids;
   int64_t readout_index = -1;  // into tokens; -1 = last token
@@ -86,7 +88,7 @@ struct AnswerRequest {
   // With images: one <|image_pad|> per image where it stands (vision/image_prompt.h).
   std::vector<int64_t> state;
   std::vector<ImageInput> images;
-  std::vector<QuestionSpec> questions;
+  std::vector<QuestionTokens> questions;
   bool want_hidden = false;
   // A tenant's cache salt (empty: none): its state's prefix-cache blocks and its batch's shared state
   // computation are its own (cache/block_pool.h). Any bytes; the server bounds it.
@@ -189,8 +191,8 @@ class Engine {
   PackedRequests pack(const std::vector<AnswerRequest>& requests, const std::vector<ImagePrompt>& prompts, bool multimodal);
   std::vector<AnswerResult> answers_of(const std::vector<AnswerRequest>& requests, const std::vector<ImagePrompt>& prompts, bool multimodal,
                                        const PackedRequests& batch, const ForwardInfo& info, const LabelReadout& labels, const at::Tensor& hidden) const;
-  void check_tokens(const std::vector<int64_t>& ids, const std::string& what) const;
-  void check_request(const AnswerRequest& request, int64_t state_tokens, const std::string& name) const;
+  // What a request is checked against (engine/request_checks.h).
+  RequestLimits request_limits() const;
   // A state with images expanded for the text model (vision/image_prompt.h).
   ImagePrompt image_prompt(const std::vector<int64_t>& state, const std::vector<ImageInput>& images) const;
   // The images' embeddings, [image tokens, hidden], from the vision cache or the tower.

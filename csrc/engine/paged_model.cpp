@@ -147,33 +147,42 @@ std::vector<std::unique_ptr<Sequence>> PagedModel::allocate(const PackedTokens& 
   }
 }
 
-at::Tensor PagedModel::final_hidden(const PackedTokens& packed, ForwardInfo& info) {
-  const auto& lens = packed.segment_lengths;
-  const size_t n_seg = lens.size();
+ForwardResult PagedModel::final_hidden(const PackedTokens& packed) {
   const bool caching = options_.prefix_cache && packed.use_prefix_cache;
   const auto offsets = packed.segment_offsets();
-  auto seqs = allocate(packed, offsets, caching);
+  const auto seqs = allocate(packed, offsets, caching);
+  const auto slots = slots_to_compute(packed, offsets, seqs);
+  ForwardResult result;
+  result.info.computed_tokens = static_cast<int64_t>(slots.compute.size());
+  result.hidden = run_steps(packed, slots, result.info);
+  register_states(packed, offsets, seqs, caching, result.info);
+  return result;
+}
 
-  // Per packed token: its slot; and the tokens to compute (cached state prefixes are skipped;
-  // the readout positions are in the questions, always computed).
-  std::vector<int64_t> slots, compute;
-  for (size_t s = 0; s < n_seg; ++s) {
-    for (int64_t i = 0; i < lens[s]; ++i) slots.push_back(seqs[s]->slot(i));
-    for (int64_t i = seqs[s]->cached_tokens(); i < lens[s]; ++i) compute.push_back(offsets[s] + i);
+PagedModel::Slots PagedModel::slots_to_compute(const PackedTokens& packed, const std::vector<int64_t>& offsets,
+                                               const std::vector<std::unique_ptr<Sequence>>& seqs) const {
+  // The readout positions are in the questions: always computed.
+  Slots out;
+  const auto& lens = packed.segment_lengths;
+  for (size_t s = 0; s < lens.size(); ++s) {
+    for (int64_t i = 0; i < lens[s]; ++i) out.slots.push_back(seqs[s]->slot(i));
+    for (int64_t i = seqs[s]->cached_tokens(); i < lens[s]; ++i) out.compute.push_back(offsets[s] + i);
   }
-  info.computed_tokens = static_cast<int64_t>(compute.size());
+  return out;
+}
 
+at::Tensor PagedModel::run_steps(const PackedTokens& packed, const Slots& slots, ForwardInfo& info) {
   // Image embeddings only when some image token is computed (vision/vision_tower.h is the costly part).
   at::Tensor image_embeds;
+  const auto& compute = slots.compute;
   if (packed.multimodal && std::any_of(compute.begin(), compute.end(), [&](int64_t i) { return packed.embed_rows[i] >= 0; })) {
     const auto t0 = std::chrono::steady_clock::now();
     image_embeds = packed.image_embeds();
     info.state_ms += ms_since(t0);
   }
-
   const auto device = options_.device;
   auto out = at::empty({static_cast<int64_t>(packed.output_rows.size()), hidden_size()}, at::TensorOptions().dtype(at::kFloat).device(device));
-  for (const auto& step : plan_steps(packed, slots, compute, options_.max_step_tokens, image_embeds)) {
+  for (const auto& step : plan_steps(packed, slots.slots, compute, options_.max_step_tokens, image_embeds)) {
     auto t0 = std::chrono::steady_clock::now();
     const double state_share = static_cast<double>(step.state_queries) / static_cast<double>(step.batch.token_ids.size(0));
     StepBatch batch = step.batch;
@@ -191,8 +200,13 @@ at::Tensor PagedModel::final_hidden(const PackedTokens& packed, ForwardInfo& inf
     info.state_ms += ms * state_share;
     info.questions_ms += ms * (1 - state_share);
   }
+  return out;
+}
 
-  for (size_t s = 0; s < n_seg; ++s) {
+void PagedModel::register_states(const PackedTokens& packed, const std::vector<int64_t>& offsets,
+                                 const std::vector<std::unique_ptr<Sequence>>& seqs, bool caching, ForwardInfo& info) {
+  const auto& lens = packed.segment_lengths;
+  for (size_t s = 0; s < lens.size(); ++s) {
     if (!packed.is_root(s)) continue;
     info.cached_tokens.push_back(seqs[s]->cached_tokens());
     int64_t ticket = -1;
@@ -205,7 +219,6 @@ at::Tensor PagedModel::final_hidden(const PackedTokens& packed, ForwardInfo& inf
     }
     info.boundary_tickets.push_back(ticket);
   }
-  return out;
 }
 
 bool PagedModel::register_boundary(int64_t ticket) { return pending_->register_boundary(ticket); }

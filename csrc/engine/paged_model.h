@@ -57,7 +57,7 @@ struct PagedModelOptions {
 class PagedModel : public HiddenStateModel {
  public:
   PagedModel(const std::string& dir, const PagedModelOptions& options);
-  at::Tensor final_hidden(const PackedTokens& packed, ForwardInfo& times) override;
+  ForwardResult final_hidden(const PackedTokens& packed) override;
   const at::Tensor& lm_head() const override { return transformer_->lm_head(); }
   int64_t vocab_size() const override { return checkpoint_->config().vocab_size; }
   float final_logit_softcap() const override { return static_cast<float>(checkpoint_->config().final_logit_softcap); }
@@ -99,6 +99,17 @@ class PagedModel : public HiddenStateModel {
 
   // Block tables of every segment; cached prefixes of states when caching.
   std::vector<std::unique_ptr<Sequence>> allocate(const PackedTokens& packed, const std::vector<int64_t>& offsets, bool caching);
+  // final_hidden's phases: each packed token's KV slot and the tokens to compute (cached state prefixes left out);
+  // the steps run, their output rows gathered (the time split between state and questions); and each state's
+  // blocks registered in the prefix cache, its boundary held for the server where it registers after.
+  struct Slots {
+    std::vector<int64_t> slots, compute;
+  };
+  Slots slots_to_compute(const PackedTokens& packed, const std::vector<int64_t>& offsets,
+                         const std::vector<std::unique_ptr<Sequence>>& seqs) const;
+  at::Tensor run_steps(const PackedTokens& packed, const Slots& slots, ForwardInfo& info);
+  void register_states(const PackedTokens& packed, const std::vector<int64_t>& offsets, const std::vector<std::unique_ptr<Sequence>>& seqs,
+                       bool caching, ForwardInfo& info);
   // Sets options_.isa to the fastest level where measure_level asks for it, and level_choice_.
   void choose_level();
   std::vector<GemmShape> gemm_shapes() const;

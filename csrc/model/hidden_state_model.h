@@ -12,8 +12,8 @@ namespace tq {
 class HiddenStateModel {
  public:
   virtual ~HiddenStateModel() = default;
-  // [output_rows, hidden] fp32, final-normed (the lm_head's input).
-  virtual at::Tensor final_hidden(const PackedTokens& packed, ForwardInfo& times) = 0;
+  // The final-normed hidden states of the packed call's output rows (the lm_head's input), and its report.
+  virtual ForwardResult final_hidden(const PackedTokens& packed) = 0;
   virtual const at::Tensor& lm_head() const = 0;
   // The soft-cap of the output logits, cap * tanh(logit / cap) (Gemma's final_logit_softcapping); 0: none.
   virtual float final_logit_softcap() const { return 0; }

@@ -25,7 +25,8 @@ ScriptedModel::ScriptedModel(const std::string& path, at::ScalarType dtype) {
 
 ScriptedModel::~ScriptedModel() = default;
 
-at::Tensor ScriptedModel::final_hidden(const PackedTokens& packed, ForwardInfo& times) {
+ForwardResult ScriptedModel::final_hidden(const PackedTokens& packed) {
+  ForwardInfo times;
   auto t0 = std::chrono::steady_clock::now();
   auto opts = at::TensorOptions().dtype(at::kLong);
   auto ids = at::tensor(at::ArrayRef<int64_t>(packed.ids), opts);
@@ -45,7 +46,7 @@ at::Tensor ScriptedModel::final_hidden(const PackedTokens& packed, ForwardInfo& 
       times.cached_tokens.push_back(0);
       times.boundary_tickets.push_back(-1);
     }
-  return hidden.index_select(0, rows).to(at::kFloat);
+  return {hidden.index_select(0, rows).to(at::kFloat), times};
 }
 
 }  // namespace tq

@@ -18,7 +18,7 @@ class ScriptedModel : public HiddenStateModel {
  public:
   ScriptedModel(const std::string& path, at::ScalarType dtype);
   ~ScriptedModel() override;
-  at::Tensor final_hidden(const PackedTokens& packed, ForwardInfo& times) override;
+  ForwardResult final_hidden(const PackedTokens& packed) override;
   const at::Tensor& lm_head() const override { return lm_head_; }
   int64_t vocab_size() const override { return lm_head_.size(0); }
   int64_t hidden_size() const override { return lm_head_.size(1); }

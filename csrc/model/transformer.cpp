@@ -260,7 +260,7 @@ bool Transformer::fuses_qk(const Layer& l) const {
   return kernels_->fused_rows() && config_.qk_norm != QkNorm::Whole && (!l.kind.rotary || config_.rotary_dim == config_.head_dim);
 }
 
-at::Tensor Transformer::turn(const Layer& l, const at::Tensor& y, const RopeRows& rope) const {
+at::Tensor Transformer::rope_if_rotary(const Layer& l, const at::Tensor& y, const RopeRows& rope) const {
   // A layer without RoPE (SmolLM3) keys and queries by content alone.
   return l.kind.rotary ? rotate(y, rope) : y.to(dtype_).contiguous();
 }
@@ -288,14 +288,14 @@ Transformer::Queries Transformer::project(const Layer& l, int64_t li, const at::
     q = norm(q, l.q_norm, at::kFloat);
     k = norm(k, l.k_norm, at::kFloat);
   }
-  cache.write(li, slots, turn(l, k, rope), v);
+  cache.write(li, slots, rope_if_rotary(l, k, rope), v);
   return {q, {}};
 }
 
 at::Tensor Transformer::query_rows(const Layer& l, const Queries& q, const RopeRows& rope, const at::Tensor& rows) const {
-  if (!rows.defined()) return q.turned.defined() ? q.turned : turn(l, q.raw, rope);
+  if (!rows.defined()) return q.turned.defined() ? q.turned : rope_if_rotary(l, q.raw, rope);
   if (q.turned.defined()) return q.turned.index_select(0, rows);
-  return turn(l, q.raw.index_select(0, rows), {rope.cos, rope.sin, rope.index.index_select(0, rows)});
+  return rope_if_rotary(l, q.raw.index_select(0, rows), {rope.cos, rope.sin, rope.index.index_select(0, rows)});
 }
 
 StepInputs Transformer::prepare(const StepBatch& step) const {

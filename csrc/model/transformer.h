@@ -112,7 +112,7 @@ class Transformer {
   // RoPE over the first rotary_dim dims of each head of x [T, heads, head_dim] fp32; the rest pass.
   at::Tensor rotate(const at::Tensor& x, const RopeRows& rope) const;
   // y [T, heads, head_dim] fp32 turned by RoPE where the layer has it, in the compute dtype.
-  at::Tensor turn(const Layer& l, const at::Tensor& y, const RopeRows& rope) const;
+  at::Tensor rope_if_rotary(const Layer& l, const at::Tensor& y, const RopeRows& rope) const;
   // A layer's queries, from its qkv projection [T, (heads + 2 kv_heads) head_dim] fp32, its keys
   // and values written into the cache at `slots` on the way: q/k norms and RoPE, one fused launch
   // where the kernels can (then `turned`), else the separate ops (then `raw`, not yet turned).

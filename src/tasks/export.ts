@@ -48,16 +48,17 @@ export function exportForm(tasks: Task[], abstention: AbstentionTask[], fingerpr
 export const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
 const finite = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
 
-type Bad = (path: (string | number)[], msg: string) => void;
+/** Adds one problem of a stored task form, at `path` below the form. */
+type AddFormProblem = (path: (string | number)[], msg: string) => void;
 
 /** A stored form's problems, gathered under `loc`. */
-export function problemsAt(loc: (string | number)[]): { problems: FormProblem[]; bad: Bad } {
+export function problemsAt(loc: (string | number)[]): { problems: FormProblem[]; bad: AddFormProblem } {
   const problems: FormProblem[] = [];
   return { problems, bad: (path, msg) => problems.push({ loc: [...loc, ...path], msg }) };
 }
 
 /** The fields that open every stored form (tasks' and abstention tasks'): its id, its question type among `types`, its instructions. */
-export function checkOpening(v: Record<string, any>, types: string[], bad: Bad) {
+export function checkOpening(v: Record<string, any>, types: string[], bad: AddFormProblem) {
   if (typeof v.id !== 'string' || !TASK_ID.test(v.id)) bad(['id'], `must be a task id: ${TASK_ID_RULE}`);
   const quoted = types.map((t) => `"${t}"`);
   if (!types.includes(v.type)) bad(['type'], types.length === 2 ? `must be ${quoted.join(' or ')}` : `must be one of ${quoted.join(', ')}`);
@@ -65,7 +66,7 @@ export function checkOpening(v: Record<string, any>, types: string[], bad: Bad) 
 }
 
 /** The fields that close every stored form: what it was fitted under, and its record. */
-export function checkProvenance(v: Record<string, any>, bad: Bad) {
+export function checkProvenance(v: Record<string, any>, bad: AddFormProblem) {
   if (typeof v.fingerprint !== 'string') bad(['fingerprint'], 'must be a string');
   if (!isObject(v.record)) bad(['record'], 'must be an object');
 }

@@ -53,7 +53,7 @@ struct Tile {
   }
 };
 
-inline void panels(const Job& j, int64_t a, int64_t b) { run_panels<Tile>(j, a, b); }
+inline void panels(const GemmOperands& j, int64_t a, int64_t b) { run_panels<Tile>(j, a, b); }
 
 }  // namespace dpbf16_model
 

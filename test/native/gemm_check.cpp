@@ -72,14 +72,14 @@ struct Case {
   template <typename T = float>
   std::vector<T> run(int64_t first, int64_t m, int64_t split, bool with_bias) const {
     std::vector<T> out(static_cast<size_t>(m * n));
-    const gemm::Job job{rows(first), packed.data(), out.data(), with_bias ? bias.data() : nullptr, m, k, n, k, n, false, sizeof(T) == 2};
+    const gemm::GemmOperands job{rows(first), packed.data(), out.data(), with_bias ? bias.data() : nullptr, m, k, n, k, n, false, sizeof(T) == 2};
     const int64_t panels = kernel.panels(n), at = std::min(split, panels);
     kernel.run(job, 0, at);
     kernel.run(job, at, panels);
     return out;
   }
   void accumulate(int64_t first, int64_t m, std::vector<float>& out) const {
-    const gemm::Job job{rows(first), packed.data(), out.data(), nullptr, m, k, n, k, n, true};
+    const gemm::GemmOperands job{rows(first), packed.data(), out.data(), nullptr, m, k, n, k, n, true};
     kernel.run(job, 0, kernel.panels(n));
   }
 };
@@ -151,7 +151,7 @@ void check_denormals() {
     std::vector<char> packed(kernel.packed_bytes(n, k));
     kernel.pack(w.data(), n, k, k, 1, packed.data());
     std::vector<float> out(m * n);
-    kernel.run(gemm::Job{x.data(), packed.data(), out.data(), nullptr, m, k, n, k, n, false, false}, 0, kernel.panels(n));
+    kernel.run(gemm::GemmOperands{x.data(), packed.data(), out.data(), nullptr, m, k, n, k, n, false, false}, 0, kernel.panels(n));
     outs.push_back(out);
   }
   int64_t differing = 0, zeros = 0, tiny = 0;

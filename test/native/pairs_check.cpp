@@ -186,7 +186,7 @@ struct Mixer {
     kernel.pack(values, kDim, k, 1, kDim, packed.data() + shift);
     std::vector<char> out_bytes(kDim * sizeof(float) + 64);
     auto* out = reinterpret_cast<float*>(out_bytes.data() + shift);
-    kernel.run(gemm::Job{probs, packed.data() + shift, out, nullptr, 1, k, kDim, k, kDim, false, false}, 0, kernel.panels(kDim));
+    kernel.run(gemm::GemmOperands{probs, packed.data() + shift, out, nullptr, 1, k, kDim, k, kDim, false, false}, 0, kernel.panels(kDim));
     return std::vector<float>(out, out + kDim);
   }
 };
@@ -311,7 +311,7 @@ int64_t model_differing() {
       std::vector<char> packed(kernels[i].packed_bytes(kDim, k));
       kernels[i].pack(w.data(), kDim, k, 1, kDim, packed.data());
       got[i].resize(static_cast<size_t>(m * kDim));
-      kernels[i].run(gemm::Job{x.data(), packed.data(), got[i].data(), nullptr, m, k, kDim, k, kDim, false, false}, 0, kernels[i].panels(kDim));
+      kernels[i].run(gemm::GemmOperands{x.data(), packed.data(), got[i].data(), nullptr, m, k, kDim, k, kDim, false, false}, 0, kernels[i].panels(kDim));
     }
     for (size_t i = 0; i < got[0].size(); ++i) differing += std::memcmp(&got[0][i], &got[1][i], sizeof(float)) != 0;
   }

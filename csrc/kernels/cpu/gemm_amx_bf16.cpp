@@ -27,7 +27,7 @@ constexpr int64_t kRows = amx::kTileRows, kPairs = amx::kTileRows, kWidth = 64, 
 // Rows [row0, row0 + rows) against one panel: c starts as the outputs' initial values (fp32) and ends as the
 // outputs; the A tile holds k [2 s0, 2 s0 + 32) of the rows.
 template <class Tiles>
-void block(const Job& job, int64_t row0, int64_t rows, const char* panel, float (*c)[kWidth]) {
+void block(const GemmOperands& job, int64_t row0, int64_t rows, const char* panel, float (*c)[kWidth]) {
   const auto* x = static_cast<const uint16_t*>(job.x) + row0 * job.lda;
   amx::panel_block<Tiles, amx::Dot::Bf16>(c, panel, (job.k + 1) / 2, kStepBytes, [&](int64_t s0) {
     amx::load_padded<Tiles, 4>(x + 2 * s0, job.lda * 2, rows, std::min<int64_t>(2 * kPairs, job.k - 2 * s0) * 2);
@@ -35,7 +35,7 @@ void block(const Job& job, int64_t row0, int64_t rows, const char* panel, float 
 }
 
 template <class Tiles>
-void panels_amx_bf16(const Job& job, int64_t p_begin, int64_t p_end) {
+void panels_amx_bf16(const GemmOperands& job, int64_t p_begin, int64_t p_end) {
   const int64_t panel_bytes = (job.k + 1) / 2 * kStepBytes;
   Tiles::configure();
   for (int64_t p = p_begin; p < p_end; ++p)
@@ -63,7 +63,7 @@ void panels_amx_bf16(const Job& job, int64_t p_begin, int64_t p_end) {
 }
 
 #if defined(__x86_64__)
-TQ_AMX __attribute__((flatten)) void panels_hardware(const Job& job, int64_t a, int64_t b) { panels_amx_bf16<amx::HardwareTiles>(job, a, b); }
+TQ_AMX __attribute__((flatten)) void panels_hardware(const GemmOperands& job, int64_t a, int64_t b) { panels_amx_bf16<amx::HardwareTiles>(job, a, b); }
 #endif
 
 // The vdpbf16ps family's panels and packing (no instruction of its runs here), these loops.

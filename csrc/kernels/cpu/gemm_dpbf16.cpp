@@ -55,7 +55,7 @@ struct DpTile {
   }
 };
 
-TQ_DPBF16 __attribute__((flatten)) void panels(const Job& j, int64_t a, int64_t b) { run_panels<DpTile>(j, a, b); }
+TQ_DPBF16 __attribute__((flatten)) void panels(const GemmOperands& j, int64_t a, int64_t b) { run_panels<DpTile>(j, a, b); }
 
 // Panels of 64 columns, [ceil(k / 2)][64] words each: word (s, c) holds
 // column c's values at k = 2s (low half) and 2s + 1 (high half), zeros past

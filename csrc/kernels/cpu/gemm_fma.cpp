@@ -158,7 +158,7 @@ class FlushDenormals {
 };
 
 template <class K>
-inline void run_flushed(const Job& j, int64_t a, int64_t b) {
+inline void run_flushed(const GemmOperands& j, int64_t a, int64_t b) {
   if constexpr (K::kPairs) {
     FlushDenormals flush;
     run_panels<K>(j, a, b);
@@ -168,7 +168,7 @@ inline void run_flushed(const Job& j, int64_t a, int64_t b) {
 }
 
 #define TQ_FMA_PANELS(name, attributes, L, W, M) \
-  attributes __attribute__((flatten)) void name(const Job& j, int64_t a, int64_t b) { run_flushed<FmaTile<L, W, M>>(j, a, b); }
+  attributes __attribute__((flatten)) void name(const GemmOperands& j, int64_t a, int64_t b) { run_flushed<FmaTile<L, W, M>>(j, a, b); }
 #if defined(__x86_64__)
 TQ_FMA_PANELS(panels_avx512_f32, __attribute__((target("avx512f,avx512bw,avx512vl,fma"))), 16, float, Madd::Contracted)
 TQ_FMA_PANELS(panels_avx512_bf16, __attribute__((target("avx512f,avx512bw,avx512vl,fma"))), 16, uint16_t, Madd::Contracted)

@@ -24,7 +24,7 @@
 
 namespace tq::gemm {
 
-struct Job {
+struct GemmOperands {
   const void* x;       // [M, K] activations in the weights' dtype, rows lda apart
   const void* panels;  // packed weights
   void* out;           // [M, N], rows ldc apart: fp32, or bf16 where out_bf16
@@ -34,7 +34,7 @@ struct Job {
   bool out_bf16;       // each output rounded to bf16 (to nearest even, as at::BFloat16) when complete
 };
 
-using PanelsFn = void (*)(const Job&, int64_t p_begin, int64_t p_end);
+using PanelsFn = void (*)(const GemmOperands&, int64_t p_begin, int64_t p_end);
 // Packs w, n x k with element (j, kk) at w[j * stride_n + kk * stride_k].
 using PackFn = void (*)(const void* w, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* dst);
 
@@ -111,7 +111,7 @@ inline void tile_rows(int64_t rows, int64_t steps, const A& a, const typename K:
 // the output (a later k block, or accumulate). A panel's last, narrower tiles
 // and bf16 outputs go through a full-width fp32 copy on the stack.
 template <class K, class A>
-inline void run_tile(const Job& job, const A& a, int64_t steps, const typename K::Weight* b, const float* bias, bool fresh, int64_t row0,
+inline void run_tile(const GemmOperands& job, const A& a, int64_t steps, const typename K::Weight* b, const float* bias, bool fresh, int64_t row0,
                      int64_t rows, int64_t col0, int64_t cols, const char* prefetch) {
   constexpr int64_t rows_per_tile = K::kRows, width = K::kWidth;
   alignas(64) float edge[rows_per_tile][width];
@@ -155,7 +155,7 @@ inline void run_tile(const Job& job, const A& a, int64_t steps, const typename K
 //     for all; null: 0) + the chains of the tile's first R rows over `steps`
 //     steps, step s of row r being a(s, r).
 template <class K>
-inline void run_panels(const Job& job, int64_t p_begin, int64_t p_end) {
+inline void run_panels(const GemmOperands& job, int64_t p_begin, int64_t p_end) {
   using Step = typename K::Step;
   constexpr int64_t rows_per_tile = K::kRows, width = K::kWidth, depth = K::kDepth;
   const auto* x = static_cast<const typename K::In*>(job.x);

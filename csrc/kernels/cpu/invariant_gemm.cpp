@@ -31,7 +31,7 @@ void multiply(Isa isa, const void* a, int64_t lda, bool bf16, const void* packed
               bool accumulate) {
   if (m == 0) return;
   const auto kernel = kernel_for(isa, bf16);
-  kernel.run(gemm::Job{a, packed, out, nullptr, m, k, n, lda, ldc, accumulate}, 0, kernel.panels(n));
+  kernel.run(gemm::GemmOperands{a, packed, out, nullptr, m, k, n, lda, ldc, accumulate}, 0, kernel.panels(n));
 }
 
 }  // namespace invariant_gemm
@@ -71,7 +71,7 @@ void InvariantGemm::run(const at::Tensor& x, at::Tensor& out, bool accumulate) c
     out.copy_(wide);
     return;
   }
-  const gemm::Job job{x.data_ptr(), panels_.data_ptr(), out.data_ptr(), bias_.defined() ? bias_.data_ptr<float>() : nullptr,
+  const gemm::GemmOperands job{x.data_ptr(), panels_.data_ptr(), out.data_ptr(), bias_.defined() ? bias_.data_ptr<float>() : nullptr,
                       m, in_, out_, in_, out_, accumulate, out_bf16};
   // Columns are split between threads: no output is ever summed by two of them.
   at::parallel_for(0, kernel.panels(out_), 1, [&](int64_t a, int64_t b) { kernel.run(job, a, b); });

@@ -46,7 +46,7 @@ function send(m: HostMessage) {
   process.send!(m);
 }
 
-type Job =
+type QueuedWork =
   | { kind: 'answer'; id: number; call: NativeCall; arrived: number; behindRegistration: boolean; decodeMs: number }
   | { kind: 'register'; ticket: number }
   | { kind: 'cache'; id: number }
@@ -63,8 +63,8 @@ type NativeCall = Omit<EngineCall, 'images'> & { images?: NativeImage[] };
 
 /** The engine process's scheduler: its queue of calls, merged into batches, with registrations and cancellations in their turn. */
 class CallScheduler {
-  private queue: Job[] = [];
-  private running?: Job;
+  private queue: QueuedWork[] = [];
+  private running?: QueuedWork;
   /** The level's re-measurements left, and the delay before the last one scheduled. */
   private levelTries = 0;
   private levelDelayMs = 0;
@@ -120,7 +120,7 @@ class CallScheduler {
     this.enqueue({ kind: 'answer', id, call, arrived: performance.now(), behindRegistration: behind, decodeMs });
   }
 
-  private enqueue(job: Job) {
+  private enqueue(job: QueuedWork) {
     this.queue.push(job);
     if (!this.running) this.next();
   }
@@ -145,19 +145,19 @@ class CallScheduler {
   }
 
   /** Further queued answer calls that fit in the batch with `first`. */
-  private takeBatch(first: Extract<Job, { kind: 'answer' }>): Extract<Job, { kind: 'answer' }>[] {
-    const size = (j: Extract<Job, { kind: 'answer' }>) => j.call.state.length + j.call.questions.reduce((s, q) => s + q.tokens.length, 0);
+  private takeBatch(first: Extract<QueuedWork, { kind: 'answer' }>): Extract<QueuedWork, { kind: 'answer' }>[] {
+    const size = (j: Extract<QueuedWork, { kind: 'answer' }>) => j.call.state.length + j.call.questions.reduce((s, q) => s + q.tokens.length, 0);
     let tokens = size(first);
-    const batch: Extract<Job, { kind: 'answer' }>[] = [];
+    const batch: Extract<QueuedWork, { kind: 'answer' }>[] = [];
     while (this.queue[0]?.kind === 'answer' && tokens + size(this.queue[0]) <= this.batchTokens) {
-      const next = this.queue.shift() as Extract<Job, { kind: 'answer' }>;
+      const next = this.queue.shift() as Extract<QueuedWork, { kind: 'answer' }>;
       tokens += size(next);
       batch.push(next);
     }
     return batch;
   }
 
-  private async answer(jobs: Extract<Job, { kind: 'answer' }>[]) {
+  private async answer(jobs: Extract<QueuedWork, { kind: 'answer' }>[]) {
     const started = performance.now();
     let results;
     try {

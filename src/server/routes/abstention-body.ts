@@ -15,9 +15,9 @@ import { ParsedAbstention } from '../../tasks/abstention/register';
 import { AbstainOption, abstainKeyOf, MATCH_MODES, MatchMode, withAbstainOption } from '../../tasks/abstention/task';
 import { ValidationError } from '../../wire/http-error';
 import { isObject } from '../../tasks/export';
-import { answerKey, answerRule, Bad, ExampleRules, parseExamples, problemList } from './task-body';
+import { answerKey, answerRule, AddProblem, ExampleRules, parseExamples, problemList } from './task-body';
 
-function parseOption(v: unknown, bad: Bad): AbstainOption | undefined {
+function parseOption(v: unknown, bad: AddProblem): AbstainOption | undefined {
   const rule = 'must be {"key": <the requests\' own abstain key>} or {"append": <text of the option the server adds>}';
   if (!isObject(v)) return void bad(['option'], rule, v === undefined ? 'missing' : 'dict_type');
   const hasKey = 'key' in v, hasAppend = 'append' in v;

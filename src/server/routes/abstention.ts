@@ -1,7 +1,7 @@
 /** POST/GET /v1/abstention/tasks, DELETE /v1/abstention/tasks/{id} (docs/abstention.md). */
 import Router from '@koa/router';
 import { abstentionSummaryOf } from '../../tasks/abstention/form';
-import { ParsedAbstention, registerAbstention } from '../../tasks/abstention/register';
+import { fitAbstention, ParsedAbstention } from '../../tasks/abstention/register';
 import { NO_IMAGE_ENGINE } from '../../images/formats';
 import { inspectImages } from '../../images/inspect';
 import { abstainKeyOf, optionSetOf } from '../../tasks/abstention/task';
@@ -32,8 +32,8 @@ export function abstentionRoutes(router: Router, service: Service) {
       if (imageRoute && !service.images) throw new HttpError(400, `examples with images: ${NO_IMAGE_ENGINE}`);
       if (imageRoute) await refuseBadImages(parsed);
       const task = imageRoute
-        ? await registerAbstention(service.images!.context, service.images!.fingerprint, parsed, cacheSalt)
-        : await registerAbstention(service, store.fingerprint, parsed, cacheSalt);
+        ? await fitAbstention(service.images!.context, service.images!.fingerprint, parsed, cacheSalt)
+        : await fitAbstention(service, store.fingerprint, parsed, cacheSalt);
       ctx.body = { ...abstentionSummaryOf(task), replaced: await store.registerAbstention(task) };
     } catch (e) {
       throw registrationError(e);

@@ -25,10 +25,11 @@ export const TASK_LIMITS = { minExamples: 10, maxExamples: 10_000, minDistinctAn
 /** Problems listed at most: a 10,000-example body could otherwise give a 10,000-line answer. */
 const MAX_PROBLEMS = 20;
 
-export type Bad = (loc: (string | number)[], msg: string, type?: string) => void;
+/** Adds one problem of a request body, at `loc`, to the 422 detail. */
+export type AddProblem = (loc: (string | number)[], msg: string, type?: string) => void;
 
 /** The problems found so far, and `bad` adding one (up to MAX_PROBLEMS). */
-export function problemList(): { problems: Problem[]; bad: Bad } {
+export function problemList(): { problems: Problem[]; bad: AddProblem } {
   const problems: Problem[] = [];
   return { problems, bad: (loc, msg, type = 'value_error') => void (problems.length < MAX_PROBLEMS && problems.push({ loc: ['body', ...loc], msg, type })) };
 }

@@ -35,7 +35,11 @@ export class TaskChangedError extends Error {
   }
 }
 
-export async function registerAbstention(context: AnsweringContext, fingerprint: Fingerprint, r: ParsedAbstention, cacheSalt?: string): Promise<AbstentionTask> {
+/**
+ * Fits an abstention task from its examples (reads them, each answered with the abstain option appended, and
+ * chooses the threshold); the route then stores it (TaskStore.registerAbstention).
+ */
+export async function fitAbstention(context: AnsweringContext, fingerprint: Fingerprint, r: ParsedAbstention, cacheSalt?: string): Promise<AbstentionTask> {
   const key = abstainKeyOf(r.option);
   const n = r.examples.length;
   const data = { u: new Float64Array(n), answerable: new Uint8Array(n), right: new Uint8Array(n), byDefault: new Uint8Array(n) };

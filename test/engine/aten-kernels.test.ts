@@ -17,7 +17,11 @@ import { tinyModel } from '../helpers/models';
 import { logSoftmax, maxAbsDiff, referenceLogits } from '../helpers/reference';
 import { TokenizedTexts, tokenizeTexts } from '../helpers/tokens';
 
-describe.each(tinyModelNames)('%s on the ATen kernels', (name) => {
+// The mixtures of experts share one MoE block on every kernel set: Mixtral differs from the two Qwen ones only in
+// how its weights are named (parity.test.ts reads every one), so it is left out here, for the suite's time.
+const atenModels = tinyModelNames.filter((name) => name !== 'tiny-mixtral');
+
+describe.each(atenModels)('%s on the ATen kernels', (name) => {
   const dir = tinyModel(name);
   let aten: Engine;
   let texts: TokenizedTexts;

@@ -90,7 +90,10 @@ describe.each(runnableIsaLevels())('tiny-qwen3 at level %s: bit-identical label 
 
 // int8 weights (csrc/kernels/cpu/int8_linear.h): bf16 on every architecture, on the CPU's best path
 // (AVX-512 VNNI where it has it); and the lower paths (AVX2, portable) on one.
-describe.each(tinyModelNames)('%s, int8 weights: bit-identical label logits in any batch', (name) => {
+// Of the mixtures of experts, the one with a shared expert: int8 changes only the experts' GEMMs, which bf16 above
+// shows invariant in all three (for the suite's time).
+const int8Models = tinyModelNames.filter((name) => name !== 'tiny-qwen3-moe' && name !== 'tiny-mixtral');
+describe.each(int8Models)('%s, int8 weights: bit-identical label logits in any batch', (name) => {
   const dir = tinyModel(name);
   test('bf16', async () => expectInvariant(dir, await tokenizeTexts(dir), 'bf16', undefined, 'int8'));
 });

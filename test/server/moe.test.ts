@@ -1,12 +1,13 @@
 /**
- * The mixture-of-experts bases served whole (issue 56): a named MoE base with no checkpoint at hand serves its
- * stand-in; /health and the start-up line give the experts, the top k and the active parameters; /v1/systemone and
+ * The mixture-of-experts bases served whole (issue 56): each named MoE base looks for its checkpoint and, with none
+ * at hand, resolves to its stand-in; one served: /health and the start-up line give the experts, the top k and the active parameters; /v1/systemone and
  * /v1/answer answer, the same with and without the prefix cache and in a batch. The engine's own checks of the
  * three families (parity, invariance at every level, int8) run with the other tiny models.
  */
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { resolveBase } from '../../src/config/bases';
 import { RunningServer, startServer } from '../helpers/server';
 
 const state = 'The customer wrote that the invoice was charged twice and asked for the second charge to be returned.';
@@ -15,17 +16,23 @@ const questions = {
   want: { type: 'choice', instructions: 'What does the customer want?', criteria: { refund: null, discount: null, nothing: null } },
 };
 
-// The three named MoE bases, each served by its stand-in (no checkpoint at hand).
-const bases = ['qwen3-30b-a3b', 'mixtral-8x7b', 'qwen1.5-moe-a2.7b'];
-const servers: Record<string, RunningServer> = {};
 let server: RunningServer;
+const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-hf-'));
 beforeAll(async () => {
-  const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-hf-'));
-  const started = await Promise.all(bases.map((base) => startServer(['--base', base, '--models-dir', empty, '--dtype', 'fp32'], { HF_HUB_CACHE: empty })));
-  bases.forEach((base, i) => (servers[base] = started[i]));
-  server = servers['qwen3-30b-a3b'];
+  server = await startServer(['--base', 'qwen3-30b-a3b', '--models-dir', empty, '--dtype', 'fp32'], { HF_HUB_CACHE: empty });
 });
-afterAll(() => Promise.all(Object.values(servers).map((s) => s.stop())));
+afterAll(() => server.stop());
+
+test.each([
+  ['qwen3-30b-a3b', 'Qwen/Qwen3-30B-A3B', 'tiny-qwen3-moe'],
+  ['mixtral-8x7b', 'mistralai/Mixtral-8x7B-Instruct-v0.1', 'tiny-mixtral'],
+  ['qwen1.5-moe-a2.7b', 'Qwen/Qwen1.5-MoE-A2.7B-Chat', 'tiny-qwen2-moe'],
+])('the named base %s looks for %s, its stand-in %s', (base, repo, standIn) => {
+  const resolved = resolveBase(base, empty);
+  expect(resolved.profile.repo).toBe(repo);
+  expect(resolved.randomWeights).toBe(true);
+  expect(path.basename(resolved.checkpoint)).toBe(standIn);
+});
 
 test('a named MoE base: its stand-in served, its experts and active parameters in /health and the start-up line', async () => {
   const h = (await server.get('/health')).body;
@@ -38,8 +45,7 @@ test('a named MoE base: its stand-in served, its experts and active parameters i
   expect(server.log()).toMatch(/Qwen3MoeForCausalLM, 8 experts, top 2 \([0-9.]+B of [0-9.]+B parameters a token\)/);
 });
 
-test.each(bases)('%s: /v1/systemone answers, the same cold, cached, and in a batch with another state', async (base) => {
-  const server = servers[base];
+test('/v1/systemone answers, the same cold, cached, and in a batch with another state; /v1/answer too', async () => {
   const cold = await server.post('/v1/systemone', { state, questions });
   expect(cold.status).toBe(200);
   const cached = await server.post('/v1/systemone', { state, questions });

@@ -245,7 +245,7 @@ def transformers_peer(folder, state, questions, labels, many, runs):
 
 
 # The forward paths benchmarked beside the ATen one (the reference, "tqserve"): key -> tq_cli flags. Each path's flags
-# are spelled out, whatever the device's defaults: the fast path is CUDA's default (csrc/engine/engine.cpp,
+# are spelled out, whatever the device's defaults: the fast path is CUDA's default (csrc/engine/engine_options.cpp,
 # resolve_forward_defaults), and the ratios and goals are its.
 ATEN_PATH = ["--kernels", "aten"]
 FAST_PATHS = {

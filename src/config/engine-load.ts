@@ -18,7 +18,7 @@ export function engineLoad(flags: Flags, base: ResolvedBase): NativeLoadOptions 
     batchInvariant: flags['batch-invariant'] === 'on',
     quantization: flags.quantization,
     arithmetic: flags.arithmetic,
-    // Left unset, the engine chooses these by device (csrc/engine/engine.cpp, resolve_forward_defaults): on CUDA the
+    // Left unset, the engine chooses these by device (csrc/engine/engine_options.cpp, resolve_forward_defaults): on CUDA the
     // fused forward with CUDA graphs, on the CPU its own kernels. /health says what runs.
     ...(flags.attention ? { attention: flags.attention } : {}),
     ...(flags['cuda-forward'] ? { kernels: flags['cuda-forward'] } : {}),

@@ -64,7 +64,7 @@ describe('tiny-qwen2-vl (transformers 4 layout) against the float64 reference', 
     for (const e of await maxErrors(engine, model, cases)) expect(e).toBeLessThanOrEqual(1e-4);
   });
 
-  // The fused forward is CUDA's default, ATen's the fp8 weights' (csrc/engine/engine.cpp, resolve_forward_defaults).
+  // The fused forward is CUDA's default, ATen's the fp8 weights' (csrc/engine/engine_options.cpp, resolve_forward_defaults).
   test.each(['aten', 'fused'] as const)("the GPU's %s kernels (here on the CPU): fp32 logits within 1e-4", async (kernels) => {
     const aten = await Engine.open({ path: model, threads: 2, kernels });
     try {

@@ -101,6 +101,8 @@ Napi::Float32Array float_array(Napi::Env env, const float* data, size_t n) {
   return a;
 }
 
+namespace {
+
 // Reads load()'s options by type: an absent (undefined or null) field keeps its default, one of another type is
 // refused with its name, never ignored.
 class OptionReader {
@@ -135,6 +137,8 @@ class OptionReader {
   Napi::Env env_;
   Napi::Object o_;
 };
+
+}  // namespace
 
 EngineOptions load_options(Napi::Env env, const Napi::Value& v) {
   if (!v.IsObject()) throw_bad_argument(env, "load(options) needs an options object");

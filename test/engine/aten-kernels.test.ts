@@ -145,4 +145,7 @@ test('a CUDA device on this CPU build, and unknown kernels, are refused with a c
   await expect(Engine.open({ path: dir, device: 'tpu' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('cpu or cuda') });
   await expect(Engine.open({ path: dir, kernels: 'fast' as 'aten' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('engine, aten or fused') });
   await expect(Engine.open({ path: dir, attention: 'flash' as 'cascade' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('kernels or cascade') });
+  // An option of another type is refused by name, never ignored (the addon's OptionReader).
+  await expect(Engine.open({ path: dir, cudaGraphs: 'on' as unknown as boolean })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'options.cudaGraphs must be true or false' });
+  await expect(Engine.open({ path: dir, threads: '2' as unknown as number })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'options.threads must be a number' });
 });

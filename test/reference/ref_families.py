@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from ref_model import read_checkpoint, rms_norm, rotate_half
+from ref_model import CheckpointReader, rms_norm, rotate_half
 from ref_moe import MoeModel
 
 
@@ -59,19 +59,13 @@ def rope_settings(c, layer_type):
     return params, float(params.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0)))
 
 
-class FamilyModel:
+class FamilyModel(CheckpointReader):
     FAMILIES = ("gemma3_text", "phi3", "olmo2", "smollm3")
 
     def __init__(self, folder):
-        c, w = read_checkpoint(folder)
-        self.c, self.w = c, w
-        self.kind = c["model_type"]
-        self.nh, self.nkv = c["num_attention_heads"], c["num_key_value_heads"]
-        self.hd = c.get("head_dim") or c["hidden_size"] // self.nh
-        self.rotary = int(self.hd * rope_settings(c, "full_attention")[1])
-        self.eps = float(c["rms_norm_eps"])
+        super().__init__(folder)
+        self.rotary = int(self.hd * rope_settings(self.c, "full_attention")[1])
         self.gemma = self.kind == "gemma3_text"
-        self.lm_head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
 
     def norm(self, x, name):
         weight = self.w[name] + (1.0 if self.gemma else 0.0)

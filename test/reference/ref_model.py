@@ -66,6 +66,20 @@ def inverse_frequencies(config, head_dim):
     return inv
 
 
+class CheckpointReader:
+    """What the plain-code references (ref_families.py, ref_moe.py) read first: the checkpoint, its family, the
+    attention's sizes, the norms' epsilon and the lm_head (the embeddings where tied)."""
+
+    def __init__(self, folder):
+        c, w = read_checkpoint(folder)
+        self.c, self.w = c, w
+        self.kind = c["model_type"]
+        self.nh, self.nkv = c["num_attention_heads"], c["num_key_value_heads"]
+        self.hd = c.get("head_dim") or c["hidden_size"] // self.nh
+        self.eps = float(c["rms_norm_eps"])
+        self.lm_head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
+
+
 def rms_norm(x, w, eps: float):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 

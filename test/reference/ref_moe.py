@@ -18,20 +18,15 @@ import math
 
 import torch
 
-from ref_model import inverse_frequencies, read_checkpoint, rms_norm, rotate_half
+from ref_model import CheckpointReader, inverse_frequencies, rms_norm, rotate_half
 
 
-class MoeModel:
+class MoeModel(CheckpointReader):
     FAMILIES = ("qwen3_moe", "mixtral", "qwen2_moe")
 
     def __init__(self, folder):
-        c, w = read_checkpoint(folder)
-        self.c, self.w = c, w
-        self.kind = c["model_type"]
-        self.nh, self.nkv = c["num_attention_heads"], c["num_key_value_heads"]
-        self.hd = c.get("head_dim") or c["hidden_size"] // self.nh
-        self.eps = float(c["rms_norm_eps"])
-        self.lm_head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
+        super().__init__(folder)
+        c = self.c
         self.mixtral = self.kind == "mixtral"
         self.experts = c["num_local_experts"] if self.mixtral else c["num_experts"]
         self.top_k = c["num_experts_per_tok"]

@@ -5,7 +5,7 @@
 // (packed_tokens.h). The cut maximizes the tokens saved; a question's readout
 // position always stays in its own segment, so it is always computed.
 //
-// A shared segment ends where a pair of keys ends (kernels/cpu/key_pairs.h: the
+// A shared segment ends where a pair of keys ends (kernels/cpu/attention/key_pairs.h: the
 // keys at positions 2i and 2i + 1 of one segment share a vdpbf16ps step of
 // attention's mix): its last position is odd. Otherwise the question's keys at
 // the cut, one step when it is packed alone, would be two steps beside a

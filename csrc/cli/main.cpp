@@ -38,7 +38,7 @@
 #include "common/errors.h"
 #include "engine/engine.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
-#include "kernels/cpu/invariant_gemm.h"
+#include "kernels/cpu/gemm/invariant_gemm.h"
 
 namespace {
 

@@ -1,9 +1,7 @@
 #include "engine/engine_options.h"
 
 #include "common/errors.h"
-#include "kernels/cpu/cpu_layer_kernels.h"
-#include "kernels/quantization.h"
-#include "kernels/shifted_layer_kernels.h"
+#include "kernels/kernel_stack.h"
 
 namespace tq {
 

@@ -7,11 +7,6 @@
 #include "common/errors.h"
 #include "engine/device.h"
 #include "batch/step_buckets.h"
-#include "kernels/aten/aten_layer_kernels.h"
-#include "kernels/cascade/cascade_layer_kernels.h"
-#include "kernels/fused/fused_layer_kernels.h"
-#include "kernels/cpu/cpu_layer_kernels.h"
-#include "kernels/shifted_layer_kernels.h"
 
 namespace tq {
 namespace {
@@ -60,11 +55,8 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
 
 void PagedModel::build_layers() {
   const auto& o = options_;
-  auto kernels = o.aten_kernels ? aten_layer_kernels(o.device, o.quantization)
-                                : shifted_layer_kernels(cpu_layer_kernels(o.batch_invariant, o.isa, o.dtype, o.quantization, o.native_arithmetic),
-                                                        o.buffer_shift);
-  if (o.fused_rows) kernels = fused_layer_kernels(std::move(kernels));
-  if (o.cascade_attention) kernels = cascade_layer_kernels(std::move(kernels), o.dtype, o.step_buckets);
+  auto kernels = make_layer_kernels({o.device, o.dtype, o.quantization, o.aten_kernels, o.batch_invariant, o.isa, o.native_arithmetic,
+                                     o.buffer_shift, o.fused_rows, o.cascade_attention, o.step_buckets});
   const auto t0 = std::chrono::steady_clock::now();
   auto transformer = std::make_unique<Transformer>(*checkpoint_, o.dtype, o.context_limit, std::move(kernels));
   weights_ms_ = ms_since(t0);

@@ -10,9 +10,7 @@
 #include "cache/kv_cache.h"
 #include "cache/pending_boundaries.h"
 #include "engine/step_graphs.h"
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/level_choice.h"
-#include "kernels/quantization.h"
+#include "kernels/kernel_stack.h"
 #include "model/checkpoint.h"
 #include "model/hidden_state_model.h"
 #include "model/transformer.h"
@@ -30,7 +28,7 @@ struct PagedModelOptions {
   int64_t max_step_tokens = 2048;
   int64_t context_limit = 32768;
   bool prefix_cache = true;
-  bool batch_invariant = true;  // CPU kernels only (kernels/cpu/invariant_gemm.h)
+  bool batch_invariant = true;  // CPU kernels only (kernels/cpu/gemm/invariant_gemm.h)
   Isa isa = Isa::Portable;      // the CPU kernels' level (kernels/cpu/isa.h)
   // Where the weights, the KV cache and the forward pass live, and whose ops run it: the
   // engine's CPU kernels (cpu only) or ATen's (any device; always off the CPU).

@@ -3,7 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include "common/errors.h"
-#include "kernels/label_readout_math.h"
+#include "kernels/math/label_readout_math.h"
 
 #if TQ_CUDA
 #include <c10/cuda/CUDAStream.h>

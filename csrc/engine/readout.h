@@ -1,7 +1,7 @@
 // Single-position readout: the logits of each question's option labels, and
 // their log-probabilities at the question's temperature, computed from only
 // those rows of the lm_head (never the full vocabulary projection), for a
-// whole batch at once. The arithmetic is kernels/label_readout_math.h: here on
+// whole batch at once. The arithmetic is kernels/math/label_readout_math.h: here on
 // the CPU (the tested definition), and on CUDA by the kernel of
 // kernels/cuda/label_readout.cu in one launch.
 #pragma once

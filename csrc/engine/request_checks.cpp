@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "common/errors.h"
-#include "kernels/label_readout_math.h"
+#include "kernels/math/label_readout_math.h"
 
 namespace tq {
 

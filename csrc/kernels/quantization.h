@@ -1,7 +1,7 @@
 // How the linear layers' weights are stored and multiplied (--quantization):
 //   none: in the compute dtype (bf16 or fp32);
 //   int8: int8 per output channel, activations int8 per row, int32 sums (the
-//         engine's CPU kernels: kernels/cpu/int8_linear.h);
+//         engine's CPU kernels: kernels/cpu/gemm/int8_linear.h);
 //   fp8:  e4m3 per output channel, activations e4m3 per row, fp32 sums on the
 //         tensor cores (CUDA, compute capability 8.9+: kernels/aten/fp8_linear.h).
 // The embeddings, norms and the lm_head rows the readout reads stay in the

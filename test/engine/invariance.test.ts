@@ -88,7 +88,7 @@ describe.each(runnableIsaLevels())('tiny-qwen3 at level %s: bit-identical label 
   test.each(['fp32', 'bf16'] as Dtype[])('%s', (dtype) => expectInvariant(dir, t, dtype, isa));
 });
 
-// int8 weights (csrc/kernels/cpu/int8_linear.h): bf16 on every architecture, on the CPU's best path
+// int8 weights (csrc/kernels/cpu/gemm/int8_linear.h): bf16 on every architecture, on the CPU's best path
 // (AVX-512 VNNI where it has it); and the lower paths (AVX2, portable) on one.
 // Of the mixtures of experts, the one with a shared expert: int8 changes only the experts' GEMMs, which bf16 above
 // shows invariant in all three (for the suite's time).

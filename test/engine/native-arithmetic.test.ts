@@ -1,5 +1,5 @@
 /**
- * `arithmetic: 'native'` (`--arithmetic native`): the bf16 linear layers on AMX tiles (csrc/kernels/cpu/gemm_amx_bf16.cpp),
+ * `arithmetic: 'native'` (`--arithmetic native`): the bf16 linear layers on AMX tiles (csrc/kernels/cpu/gemm/gemm_amx_bf16.cpp),
  * bits of their own (docs/arithmetic.md). Refused with its reason where it cannot run: fp32, int8, without batch
  * invariance, or on a CPU without AMX-BF16. Where there is no AMX, the tiles' model runs it under the test instrument
  * TQ_AMX_MODEL=1 (through tq_cli and a server: jest's process.env does not reach the addon): its answers are close to

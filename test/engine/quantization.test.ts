@@ -1,5 +1,5 @@
 /**
- * int8 weights (--quantization int8, csrc/kernels/cpu/int8_linear.h): on every architecture the label
+ * int8 weights (--quantization int8, csrc/kernels/cpu/gemm/int8_linear.h): on every architecture the label
  * probabilities stay near bf16's, the engine says what it runs, the AVX-512 VNNI and AVX2 paths give the
  * portable loop's bits, weights take about half of bf16's memory, and what cannot run is refused with a message
  * (fp8 runs on CUDA only: bench/gpu/fp8.py checks it on a GPU).

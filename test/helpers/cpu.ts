@@ -17,17 +17,17 @@ export function runnableIsaLevels(): IsaLevel[] {
   return isaLevels.filter((level) => runs[level]);
 }
 
-/** Whether the int8 GEMM runs on AMX tiles here (csrc/kernels/cpu/gemm_amx.cpp's cpu_has_amx_int8: the CPU's flags; Linux then grants the tiles). */
+/** Whether the int8 GEMM runs on AMX tiles here (csrc/kernels/cpu/gemm/gemm_amx.cpp's cpu_has_amx_int8: the CPU's flags; Linux then grants the tiles). */
 export function runsInt8Amx(): boolean {
   return has('amx_tile', 'amx_int8') && runsInt8Vnni();
 }
 
-/** Whether the bf16 AMX kernel runs on the tiles here (csrc/kernels/cpu/gemm_amx_bf16.cpp's cpu_has_amx_bf16). */
+/** Whether the bf16 AMX kernel runs on the tiles here (csrc/kernels/cpu/gemm/gemm_amx_bf16.cpp's cpu_has_amx_bf16). */
 export function runsBf16Amx(): boolean {
   return has('amx_tile', 'amx_bf16');
 }
 
-/** Whether the int8 GEMM runs on AVX-512 VNNI here (csrc/kernels/cpu/gemm_vnni.cpp's cpu_has_vnni: the same flags). */
+/** Whether the int8 GEMM runs on AVX-512 VNNI here (csrc/kernels/cpu/gemm/gemm_vnni.cpp's cpu_has_vnni: the same flags). */
 export function runsInt8Vnni(): boolean {
   return has('avx512f', 'avx512bw', 'avx512vl', 'avx512_vnni');
 }

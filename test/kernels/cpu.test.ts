@@ -2,23 +2,23 @@
  * The engine's CPU kernels without torch (test/native/*_check.cpp, built with the engine library, so its kernels as
  * the addon has them compiled, with the compiler's default floating-point contraction).
  *
- * The invariant GEMM's kernel families (csrc/kernels/cpu/gemm_kernels.h), with test/native/gemm_check.cpp and run at every instruction set level this CPU has, in fp32 and bf16:
+ * The invariant GEMM's kernel families (csrc/kernels/cpu/gemm/gemm_kernels.h), with test/native/gemm_check.cpp and run at every instruction set level this CPU has, in fp32 and bf16:
  * every output within a small fraction of the worst-case rounding bound of a float64 reference, every
  * row bit-identical alone, in batches of other sizes and places, under other column splits and when
  * accumulated; bf16 outputs the fp32 ones rounded; and every level the same bits (16, 8 or 4 lanes, vdpbf16ps,
  * libm's fma). Each at an odd and an even K (steps packed or read in place). And with bf16 values whose products and
  * sums fall below the normal range, every bf16 kernel the bits of a plain model of vdpbf16ps (test/native/dpbf16_model.h).
  *
- * RoPE and RMSNorm rows (csrc/kernels/cpu/row_math.h), with test/native/rowwise_check.cpp: the same bits wherever
+ * RoPE and RMSNorm rows (csrc/kernels/cpu/rows/row_math.h), with test/native/rowwise_check.cpp: the same bits wherever
  * a row's output lies relative to its input.
  *
- * Attention's mix with two keys per vdpbf16ps (csrc/kernels/cpu/key_pairs.h, csrc/batch/shared_prefix.h), with
+ * Attention's mix with two keys per vdpbf16ps (csrc/kernels/cpu/attention/key_pairs.h, csrc/batch/shared_prefix.h), with
  * test/native/pairs_check.cpp: a query's mixed values the same bits in every layout random batches give its keys, on
  * a model of the instruction on every CPU and on the instruction itself where the CPU has it.
  *
- * The int8 GEMM (csrc/kernels/cpu/int8_gemm.h), with test/native/int8_check.cpp: its quantization as the rules
+ * The int8 GEMM (csrc/kernels/cpu/gemm/int8_gemm.h), with test/native/int8_check.cpp: its quantization as the rules
  * say, every output the exact integer sum's fp32 expression, every row the same bits in any batch, and the
- * AVX2, AVX-512 VNNI and AMX paths the portable loop's bits (AMX on a model of its tiles on every CPU, csrc/kernels/cpu/amx_tiles.h,
+ * AVX2, AVX-512 VNNI and AMX paths the portable loop's bits (AMX on a model of its tiles on every CPU, csrc/kernels/cpu/gemm/amx_tiles.h,
  * and on the tiles where the CPU has them).
  *
  * The float64 functions of the RoPE tables (csrc/common/fixed_math.h), with test/native/fixed_math_check.cpp: within a few

@@ -1,7 +1,7 @@
 /**
  * The CUDA kernels without a GPU: every .cu under csrc/kernels/cuda compiles with the installed nvcc
  * for sm_90 (the H100), alone and without torch headers, so a broken kernel fails CI. And the readout
- * arithmetic they share with the CPU readout (csrc/kernels/label_readout_math.h) is compiled by the
+ * arithmetic they share with the CPU readout (csrc/kernels/math/label_readout_math.h) is compiled by the
  * host compiler exactly as written: no fused multiply-add where the kernel rounds twice.
  */
 import { execFile, execFileSync } from 'child_process';

@@ -9,10 +9,10 @@
  * form equals the reference; and a row that sees no key in a level is merged without its log-sum-exp being read.
  * Each step padded to its bucket and planned in the fixed form CUDA graphs replay (csrc/batch/fixed_cascade.h): the
  * same visibility, a launch shape that depends on the bucket (and the own level's key capacity) alone, the same bits.
- * On the same steps, the CPU kernels' attention (csrc/kernels/cpu/attention.h: invariant at every level, and oneDNN)
+ * On the same steps, the CPU kernels' attention (csrc/kernels/cpu/attention/attention.h: invariant at every level, and oneDNN)
  * against its plain reference (attention_reference.h), and that against float64 attention.
  *
- * The fused row kernels' arithmetic (csrc/kernels/row_kernels_math.h), with test/native/row_kernels_check.cpp: run on
+ * The fused row kernels' arithmetic (csrc/kernels/math/row_kernels_math.h), with test/native/row_kernels_check.cpp: run on
  * the host, the same bits as the engine's CPU kernels for residual add + RMSNorm, q/k norm + RoPE and SiLU/GELU-tanh
  * gating, fp32 and bf16.
  *

@@ -15,7 +15,7 @@
 // (batch/fixed_cascade.h): there too the rule's visibility, and the launch
 // shape (every array's length, every host scalar) a function of the bucket and
 // the own level's key capacity alone; the reference over it gives the bits of
-// the plain plan. The CPU kernels' attention (kernels/cpu/attention.h) runs the
+// the plain plan. The CPU kernels' attention (kernels/cpu/attention/attention.h) runs the
 // same steps, invariant at every level this CPU has and on oneDNN, against its
 // plain reference (attention_reference.h), and that against float64 attention.
 // Prints one JSON line per part.
@@ -37,8 +37,8 @@
 #include "kernels/cascade/attention_merge.h"
 #include "kernels/cascade/partial_attention.h"
 #include "kernels/cascade/step_upload.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/attention_reference.h"
+#include "kernels/cpu/attention/attention.h"
+#include "kernels/cpu/attention/attention_reference.h"
 #include "kernels/cpu/isa.h"
 
 using namespace tq;

@@ -1,5 +1,5 @@
 // A plain model of vdpbf16ps, the instruction of the invariant GEMM's bf16
-// family at avx512-bf16 (csrc/kernels/cpu/gemm_dpbf16.cpp), as Intel's manual
+// family at avx512-bf16 (csrc/kernels/cpu/gemm/gemm_dpbf16.cpp), as Intel's manual
 // defines one lane of it: the pair's second products added first, then its
 // first, each a fused multiply-add in fp32 rounded to nearest even, with bf16
 // inputs and accumulator below the normal range read as 0 and a result below
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/gemm_kernels.h"
+#include "kernels/cpu/gemm/gemm_kernels.h"
 
 namespace tq::gemm {
 

@@ -1,4 +1,4 @@
-// The invariant GEMM's families (csrc/kernels/cpu/gemm_kernels.h) checked
+// The invariant GEMM's families (csrc/kernels/cpu/gemm/gemm_kernels.h) checked
 // without torch, at every level this CPU runs, in fp32 and bf16:
 //   - accuracy: every output against a float64 reference of the same
 //     (bf16-rounded) inputs, as a ratio to the bound K * 2^-23 * sum |x w|
@@ -23,7 +23,7 @@
 
 #include "dpbf16_model.h"
 #include "kernels/cpu/bf16.h"
-#include "kernels/cpu/gemm_kernels.h"
+#include "kernels/cpu/gemm/gemm_kernels.h"
 
 using namespace tq;
 

@@ -1,4 +1,4 @@
-// The int8 GEMM (csrc/kernels/cpu/int8_gemm.h) checked without torch, on the
+// The int8 GEMM (csrc/kernels/cpu/gemm/int8_gemm.h) checked without torch, on the
 // portable loop and, where the CPU has them, on AVX2 and on AVX-512 VNNI:
 //   - quantization: the activations' u8 rows and scales (from bf16 and from
 //     fp32 values), and the packed
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "kernels/cpu/bf16.h"
-#include "kernels/cpu/int8_gemm.h"
+#include "kernels/cpu/gemm/int8_gemm.h"
 
 using namespace tq;
 namespace q8 = tq::int8_gemm;

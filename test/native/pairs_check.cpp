@@ -1,6 +1,6 @@
 // Attention's mix on the vdpbf16ps family, two keys per instruction, checked
 // without torch: the shared text of a batch's questions
-// (csrc/batch/shared_prefix.h), the key pairs (csrc/kernels/cpu/key_pairs.h)
+// (csrc/batch/shared_prefix.h), the key pairs (csrc/kernels/cpu/attention/key_pairs.h)
 // and the GEMM (gemm_dpbf16.cpp) together. One query's mixed values must be
 // the same bits as when its question is asked alone, in random batches: long
 // and short states of either parity, several states, questions that share an
@@ -29,7 +29,7 @@
 #include "dpbf16_model.h"
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/isa.h"
-#include "kernels/cpu/key_pairs.h"
+#include "kernels/cpu/attention/key_pairs.h"
 
 using namespace tq;
 

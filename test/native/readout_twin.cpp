@@ -1,5 +1,5 @@
 // Prints, for random rows and hidden states, the label readout's dot products as
-// kernels/label_readout_math.h computes them, in hex. Built twice by
+// kernels/math/label_readout_math.h computes them, in hex. Built twice by
 // test/kernels/cuda.test.ts, at -O0 and at -O3 with FMA instructions allowed:
 // the two must agree bit for bit, or the host compiler fused a multiply-add that
 // the CUDA kernel rounds twice.
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "kernels/label_readout_math.h"
+#include "kernels/math/label_readout_math.h"
 
 int main() {
   // Inputs from integer arithmetic only (a library distribution's own float math could be fused differently).

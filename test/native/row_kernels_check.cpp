@@ -1,4 +1,4 @@
-// The fused CUDA row kernels' arithmetic (csrc/kernels/row_kernels_math.h), run
+// The fused CUDA row kernels' arithmetic (csrc/kernels/math/row_kernels_math.h), run
 // here on the host, against the engine's CPU kernels (linked from the engine
 // library): RMSNorm (after a residual add), Qwen3's per-head q/k norm then
 // RoPE, and the gated MLP's silu and gelu-tanh, in fp32 and bf16, over row
@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/rowwise.h"
-#include "kernels/cpu/swiglu.h"
-#include "kernels/row_kernels_math.h"
+#include "kernels/cpu/rows/rowwise.h"
+#include "kernels/cpu/rows/swiglu.h"
+#include "kernels/math/row_kernels_math.h"
 
 using namespace tq;
 

@@ -1,4 +1,4 @@
-// The row kernels' arithmetic (csrc/kernels/cpu/row_math.h) with the output
+// The row kernels' arithmetic (csrc/kernels/cpu/rows/row_math.h) with the output
 // at every distance before and after the input, up to 3 rows apart, and far
 // away: a value must not change with where its row's output lies (the
 // engine's outputs are scratch rows that the allocator places near or far
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/row_math.h"
+#include "kernels/cpu/rows/row_math.h"
 
 namespace {
 

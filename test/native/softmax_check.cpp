@@ -1,4 +1,4 @@
-// The softmax numerators (csrc/kernels/cpu/softmax.cpp) of one row of scores
+// The softmax numerators (csrc/kernels/cpu/rows/softmax.cpp) of one row of scores
 // placed at 40 offsets behind masked keys (-inf), with masked keys between
 // them too, on the portable loops and on each AVX-512 level the CPU has: an
 // element's numerator (fp32 in place, and bf16) and the row's inverse sum
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/isa.h"
-#include "kernels/cpu/softmax.h"
+#include "kernels/cpu/rows/softmax.h"
 
 namespace {
 

@@ -73,8 +73,8 @@ test('every file of src/ and csrc/ is named in docs/architecture.md', () => {
 
 test('the map check finds a file the map does not name, and not one it names as `stem.*`', () => {
   const map = '`attention.*` (the plan), `store.ts`';
-  expect(unmapped(map, ['csrc/kernels/cpu/attention.h', 'src/tasks/store.ts', 'src/tasks/import.ts', 'csrc/kernels/cpu/attention_plan.cpp'])).toEqual([
+  expect(unmapped(map, ['csrc/kernels/cpu/attention/attention.h', 'src/tasks/store.ts', 'src/tasks/import.ts', 'csrc/kernels/cpu/attention/attention_plan.cpp'])).toEqual([
     'src/tasks/import.ts',
-    'csrc/kernels/cpu/attention_plan.cpp',
+    'csrc/kernels/cpu/attention/attention_plan.cpp',
   ]);
 });

@@ -125,22 +125,18 @@ export const NATIVE_LAYERS: string[][] = [['common'], ['batch'], ['kernels'], ['
 
 /**
  * The kernel headers other folders may include: the interface the transformer is written in, the
- * weights' quantization modes, the readout's arithmetic and CUDA kernel (and the launch check every CUDA launch goes through), and each implementation's entry point (the engine picks
- * one). The rest of kernels/ is the implementations' own, and cli/'s microbenchmarks'.
+ * weights' quantization modes, the stack the engine builds (kernels/kernel_stack.h: which
+ * implementation runs, and the CPU kernels' levels and abilities), and the readout's arithmetic and
+ * CUDA kernel (with the launch check every CUDA launch goes through). The rest of kernels/ is the
+ * implementations' own, and cli/'s microbenchmarks'.
  */
 export const KERNEL_ENTRY_POINTS = [
   'kernels/layer_kernels.h',
   'kernels/quantization.h',
-  'kernels/label_readout_math.h',
+  'kernels/kernel_stack.h',
+  'kernels/math/label_readout_math.h',
   'kernels/cuda/label_readout.h',
   'kernels/cuda/launch_check.h',
-  'kernels/cpu/cpu_layer_kernels.h',
-  'kernels/shifted_layer_kernels.h',
-  'kernels/cascade/cascade_layer_kernels.h',
-  'kernels/fused/fused_layer_kernels.h',
-  'kernels/cpu/isa.h',
-  'kernels/cpu/level_choice.h',
-  'kernels/aten/aten_layer_kernels.h',
 ];
 
 function nativeFiles(dir: string): string[] {
@@ -177,9 +173,32 @@ test('the check sees an include up a layer, across to a peer, and into a kernel 
   const at = (rel: string) => path.join(csrc, rel);
   expect(upwardIncludes(at('batch/step_plan.h'), '#include "vision/image_prompt.h"')).toEqual(['batch/step_plan.h:1 -> vision/image_prompt.h']);
   expect(upwardIncludes(at('addon/addon.cpp'), '#include "cli/microbench.h"')).toHaveLength(1);
-  expect(upwardIncludes(at('engine/engine.cpp'), '#include "kernels/cpu/attention.h"')).toHaveLength(1);
-  expect(upwardIncludes(at('engine/engine.cpp'), '#include "kernels/cpu/cpu_layer_kernels.h"\n#include "model/transformer.h"\n#include <ATen/ATen.h>')).toEqual([]);
-  expect(upwardIncludes(at('cli/microbench.cpp'), '#include "kernels/cpu/packed_linear.h"')).toEqual([]);
+  expect(upwardIncludes(at('engine/engine.cpp'), '#include "kernels/cpu/attention/attention.h"')).toHaveLength(1);
+  expect(upwardIncludes(at('engine/engine.cpp'), '#include "kernels/cpu/cpu_layer_kernels.h"')).toHaveLength(1);
+  expect(upwardIncludes(at('engine/engine.cpp'), '#include "kernels/kernel_stack.h"\n#include "model/transformer.h"\n#include <ATen/ATen.h>')).toEqual([]);
+  expect(upwardIncludes(at('cli/microbench.cpp'), '#include "kernels/cpu/gemm/packed_linear.h"')).toEqual([]);
+});
+
+/**
+ * kernels/cpu/ is in rooms (docs/architecture.md, "Kernels"): attention/, gemm/ (int8 and AMX among
+ * them) and rows/ (the row-wise kernels); at its root only the entry points the stack is built from,
+ * the level they run at, and the bf16 rounding every room shares. The host/device arithmetic headers
+ * live in kernels/math/.
+ */
+test('kernels/cpu/ holds its rooms and its entry points only, and kernels/ no loose arithmetic header', () => {
+  const cpu = path.join(csrc, 'kernels', 'cpu');
+  const rootFiles = fs.readdirSync(cpu, { withFileTypes: true }).filter((e) => e.isFile()).map((e) => e.name.replace(/\.(h|cpp)$/, ''));
+  expect([...new Set(rootFiles)].sort()).toEqual(['bf16', 'cpu_layer_kernels', 'isa', 'level_choice']);
+  const rooms = fs.readdirSync(cpu, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+  expect(rooms.sort()).toEqual(['attention', 'gemm', 'rows']);
+  expect(fs.readdirSync(path.join(csrc, 'kernels')).filter((n) => /_math\.h$|_args\.h$/.test(n))).toEqual([]);
+});
+
+test('no file of csrc/engine/ is over 350 lines', () => {
+  const long = nativeFiles(path.join(csrc, 'engine'))
+    .map((f) => [path.relative(csrc, f), fs.readFileSync(f, 'utf8').split('\n').length - 1] as const)
+    .filter(([, lines]) => lines > 350);
+  expect(long).toEqual([]);
 });
 
 /**

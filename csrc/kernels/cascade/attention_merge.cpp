@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/attention_merge_math.h"
+#include "kernels/math/attention_merge_math.h"
 #if TQ_CUDA
 #include <c10/cuda/CUDAStream.h>
 

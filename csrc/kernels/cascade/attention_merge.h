@@ -1,4 +1,4 @@
-// The cascade's merge (kernels/attention_merge_math.h) over a step's levels'
+// The cascade's merge (kernels/math/attention_merge_math.h) over a step's levels'
 // results: on the CPU a loop over rows, on CUDA one kernel launch.
 #pragma once
 #include <ATen/ATen.h>

@@ -3,16 +3,16 @@
 #include <cstdlib>
 #include <string>
 
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/gemm_kernels.h"
-#include "kernels/cpu/int8_linear.h"
-#include "kernels/cpu/invariant_gemm.h"
+#include "kernels/cpu/attention/attention.h"
+#include "kernels/cpu/gemm/gemm_kernels.h"
+#include "kernels/cpu/gemm/int8_linear.h"
+#include "kernels/cpu/gemm/invariant_gemm.h"
 #if TQ_ONEDNN
-#include "kernels/cpu/onednn.h"
+#include "kernels/cpu/gemm/onednn.h"
 #endif
-#include "kernels/cpu/packed_linear.h"
-#include "kernels/cpu/rowwise.h"
-#include "kernels/cpu/swiglu.h"
+#include "kernels/cpu/gemm/packed_linear.h"
+#include "kernels/cpu/rows/rowwise.h"
+#include "kernels/cpu/rows/swiglu.h"
 
 namespace tq {
 namespace {

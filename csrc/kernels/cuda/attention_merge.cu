@@ -1,7 +1,7 @@
 // One warp per (query row, head): every lane computes the row's weights from
 // its entries' log-sum-exps (at most kMaxEntries, in registers), then merges
 // the elements lane, lane + 32, ... Same functions, same order as the CPU merge.
-#include "kernels/attention_merge_math.h"
+#include "kernels/math/attention_merge_math.h"
 #include "kernels/cuda/attention_merge.h"
 
 namespace tq::cuda {

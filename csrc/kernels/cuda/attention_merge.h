@@ -1,4 +1,4 @@
-// The cascade's merge on the GPU (kernels/attention_merge_math.h), one launch
+// The cascade's merge on the GPU (kernels/math/attention_merge_math.h), one launch
 // for a step: one warp per (query row, head), its lanes over the head's
 // elements. Torch-free (raw pointers and a stream) so that nvcc compiles it
 // alone in CI.

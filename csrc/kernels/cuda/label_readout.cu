@@ -5,7 +5,7 @@
 // question's logits into log-probabilities. Same functions, same order as the
 // CPU readout: a question's logits do not depend on its batch.
 #include "kernels/cuda/label_readout.h"
-#include "kernels/label_readout_math.h"
+#include "kernels/math/label_readout_math.h"
 
 namespace tq::cuda {
 namespace {

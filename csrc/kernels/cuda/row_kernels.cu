@@ -4,9 +4,9 @@
 // 16 lanes, each a sum in element order: that order is what keeps the bits, so
 // it is not a tree), thread 0 turns the lane sums into the row's scale, and
 // every thread writes its strided share of the outputs. The arithmetic is
-// kernels/row_kernels_math.h, the CPU kernels' own.
+// kernels/math/row_kernels_math.h, the CPU kernels' own.
 #include "kernels/cuda/row_kernels.h"
-#include "kernels/row_kernels_math.h"
+#include "kernels/math/row_kernels_math.h"
 
 namespace tq::cuda {
 

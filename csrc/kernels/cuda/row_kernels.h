@@ -1,6 +1,6 @@
 // The fused row kernels of the CUDA forward pass (`--cuda-forward fused`):
 // each replaces a chain of small ATen ops with one launch, and computes every
-// row with kernels/row_kernels_math.h, the CPU kernels' arithmetic in their
+// row with kernels/math/row_kernels_math.h, the CPU kernels' arithmetic in their
 // order, so a row is the same bits on both devices. Torch-free (raw pointers
 // and a stream): CI compiles them with nvcc for sm_90 without a GPU. Their host
 // forms (kernels/fused/row_kernels_host.h) take the same arguments.
@@ -12,7 +12,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
-#include "kernels/row_kernel_args.h"
+#include "kernels/math/row_kernel_args.h"
 
 namespace tq::cuda {
 

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "kernels/row_kernels_math.h"
+#include "kernels/math/row_kernels_math.h"
 
 namespace tq::rows {
 namespace {

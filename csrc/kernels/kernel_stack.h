@@ -1,0 +1,39 @@
+// The layer kernels the engine runs, built in one place from its choices, and what the engine may ask of
+// the kernels besides (the CPU kernels' levels, memory and abilities). The engine includes kernels/
+// through this header alone (the readout's own kernel aside): which implementation runs, and what wraps
+// it, is decided here.
+//
+// The stack, from the bottom: the engine's own CPU kernels (kernels/cpu/, shifted for the alignment
+// checks) or ATen's ops (kernels/aten/, any device); the fused row kernels over ATen's GEMMs
+// (kernels/fused/); attention as a cascade (kernels/cascade/) on top.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <memory>
+
+#include "kernels/cpu/cpu_layer_kernels.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/level_choice.h"
+#include "kernels/layer_kernels.h"
+#include "kernels/quantization.h"
+#include "kernels/shifted_layer_kernels.h"
+
+namespace tq {
+
+struct KernelStackOptions {
+  at::Device device = at::kCPU;
+  at::ScalarType dtype = at::kFloat;
+  Quantization quantization = Quantization::None;  // of the linear layers
+  bool aten = false;             // ATen's ops rather than the engine's CPU kernels (any device)
+  bool batch_invariant = true;   // the engine's CPU kernels: the invariant GEMM, or oneDNN's
+  Isa isa = Isa::Portable;       // ... at this level
+  bool native_arithmetic = false;  // ... bf16 linear layers on AMX tiles (docs/arithmetic.md)
+  int64_t buffer_shift = 0;      // ... operands read this many bytes off alignment (a test instrument)
+  bool fused_rows = false;       // the fused row kernels over ATen's GEMMs (aten set too)
+  bool cascade_attention = false;
+  bool fixed_shapes = false;     // the cascade plans padded steps in the fixed form (CUDA graphs)
+};
+
+std::unique_ptr<LayerKernels> make_layer_kernels(const KernelStackOptions& options);
+
+}  // namespace tq

@@ -1,0 +1,44 @@
+// The cascade's merge (batch/cascade_plan.h), defined once for the CPU
+// (kernels/cascade/attention_merge.cpp) and the CUDA kernel
+// (kernels/cuda/attention_merge.cu): a query row's partial attention results,
+// one per level it is in, each an output o_e and the log-sum-exp L_e of its
+// scores, combine into softmax attention over the union of their keys:
+//   out = sum_e w_e o_e / sum_e w_e,  w_e = exp(L_e - max_e L_e),
+// every operation rounded on its own, in entry (level) order. A row in one
+// level gets w = 1 and its output's bits unchanged. Only entries that see a key
+// are ever merged (the plan leaves the others out), so a kernel's value for an
+// empty row (FlashAttention-2's +inf, the memory-efficient kernel's 0) is never read.
+// A row with no entries at all merges to 0 without reading anything.
+#pragma once
+#include "kernels/math/host_device_math.h"
+
+namespace tq::merge {
+
+// Levels a row is in at most (own, state, and windowed state levels); the kernel keeps a row's weights in registers.
+constexpr int kMaxEntries = 8;
+
+// weight[e] = exp(lse[e] - max lse) for n entries; returns their sum.
+TQ_HOST_DEVICE inline float weights(const float* lse, int n, float* weight) {
+  if (n <= 0) return 0.0f;
+  float top = lse[0];
+  for (int e = 1; e < n; ++e) top = fmaxf(top, lse[e]);
+  float total = 0.0f;
+  for (int e = 0; e < n; ++e) {
+    weight[e] = expf(exact::add(lse[e], -top));
+    total = exact::add(total, weight[e]);
+  }
+  return total;
+}
+
+// One element of the merged output: sum_e weight[e] * value[e] / total, with value[e] the
+// element of entry e's output (fp32, or bf16 bits).
+template <typename T>
+TQ_HOST_DEVICE inline float merged(const float* weight, const T* const* value, int n, float total) {
+  if (n <= 0) return 0.0f;
+  if (n == 1) return exact::widen(*value[0]);
+  float acc = 0.0f;
+  for (int e = 0; e < n; ++e) acc = exact::add(acc, exact::mul(weight[e], exact::widen(*value[e])));
+  return exact::div(acc, total);
+}
+
+}  // namespace tq::merge

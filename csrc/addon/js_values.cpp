@@ -126,6 +126,15 @@ class OptionReader {
   void read(const char* key, double& into) const {
     if (const auto v = get(key, "a number", &Napi::Value::IsNumber)) into = v->As<Napi::Number>().DoubleValue();
   }
+  // A choice (common/choices.h) by its name; one of none of its values refused with the choices listed.
+  template <class E, class = decltype(ChoiceTable<E>::values)>
+  void read(const char* key, E& into) const {
+    if (const auto v = get(key, "a string", &Napi::Value::IsString)) into = choice<E>(*v);
+  }
+  template <class E, class = decltype(ChoiceTable<E>::values)>
+  void read(const char* key, std::optional<E>& into) const {
+    if (const auto v = get(key, "a string", &Napi::Value::IsString)) into = choice<E>(*v);
+  }
 
  private:
   std::optional<Napi::Value> get(const char* key, const char* kind, bool (Napi::Value::*is)() const) const {
@@ -133,6 +142,14 @@ class OptionReader {
     if (v.IsUndefined() || v.IsNull()) return std::nullopt;
     if (!(v.*is)()) throw_bad_argument(env_, std::string("options.") + key + " must be " + kind);
     return v;
+  }
+  template <class E>
+  E choice(const Napi::Value& v) const {
+    try {
+      return parse_choice<E>(v.As<Napi::String>().Utf8Value());
+    } catch (const std::invalid_argument& e) {
+      throw_bad_argument(env_, e.what());
+    }
   }
   Napi::Env env_;
   Napi::Object o_;

@@ -94,10 +94,10 @@ bool on_off(const Args& a, const std::string& flag, const std::string& fallback)
 tq::EngineOptions engine_options(const Args& a) {
   tq::EngineOptions o;
   o.path = a.get("model");
-  o.dtype = a.get("dtype", o.dtype);
+  o.dtype = tq::parse_option<at::ScalarType>(a.get("dtype", "fp32"));
   o.device = a.get("device", o.device);
-  o.kernels = a.get("kernels");
-  o.attention = a.get("attention");
+  if (a.has("kernels")) o.kernels = tq::parse_option<tq::ForwardKernels>(a.get("kernels"));
+  if (a.has("attention")) o.attention = tq::parse_option<tq::AttentionForm>(a.get("attention"));
   if (a.has("cuda-graphs")) o.cuda_graphs = on_off(a, "cuda-graphs", "off");  // unset: by device (EngineOptions)
   o.threads = static_cast<int>(a.number("threads", 0));
   o.block_size = a.number("block-size", o.block_size);
@@ -107,10 +107,10 @@ tq::EngineOptions engine_options(const Args& a) {
   o.context_limit = a.number("context-limit", o.context_limit);
   o.prefix_cache = !a.has("no-prefix-cache");
   o.batch_invariant = on_off(a, "batch-invariant", "on");
-  o.isa = a.get("isa");
-  o.quantization = a.get("quantization", o.quantization);
-  o.arithmetic = a.get("arithmetic", o.arithmetic);
-  o.register_boundary = "before";  // no server to register boundaries after a response
+  if (a.has("isa")) o.isa = tq::parse_option<tq::Isa>(a.get("isa"));
+  o.quantization = tq::parse_option<tq::Quantization>(a.get("quantization", "none"));
+  o.arithmetic = tq::parse_option<tq::Arithmetic>(a.get("arithmetic", "portable"));
+  o.register_boundary = tq::BoundaryRegistration::Before;  // no server to register boundaries after a response
   return o;
 }
 
@@ -230,8 +230,8 @@ json selfcheck(const Args& a) {
   auto options = engine_options(a);
   options.prefix_cache = false;
   auto reference_options = options;
-  options.kernels = a.get("kernels", "fused");
-  reference_options.kernels = a.get("reference-kernels", "aten");
+  options.kernels = tq::parse_option<tq::ForwardKernels>(a.get("kernels", "fused"));
+  reference_options.kernels = tq::parse_option<tq::ForwardKernels>(a.get("reference-kernels", "aten"));
   reference_options.device = a.get("reference-device", options.device);
   tq::Engine reference(reference_options), candidate(options);
   const int64_t vocab = reference.info().vocab_size;
@@ -250,7 +250,7 @@ json selfcheck(const Args& a) {
   reference.trace_forward(&ref_trace);
   candidate.trace_forward(&trace);
   const auto expected = reference.answer_batch({request}), got = candidate.answer_batch({request});
-  const double bound = a.has("bound") ? std::stod(a.values.at("bound")) : (options.dtype == "bf16" ? 5e-2 : 1e-4);
+  const double bound = a.has("bound") ? std::stod(a.values.at("bound")) : (options.dtype == at::kBFloat16 ? 5e-2 : 1e-4);
   json tensors = json::array(), first = nullptr;
   for (size_t i = 0; i < std::min(ref_trace.tensors.size(), trace.tensors.size()); ++i) {
     const auto& [name, r] = ref_trace.tensors[i];

@@ -42,15 +42,14 @@ bool is_directory(const std::string& path) {
 
 Engine::Engine(const EngineOptions& options) : options_(options) {
   keep_freed_host_memory();
-  const auto dtype = parse_dtype(options.dtype);
   if (options.threads > 0) at::set_num_threads(options.threads);
   check_engine_options(options);
   info_.context_limit = options.context_limit;
   device_ = parse_device(options.device);
   options_ = resolve_forward_defaults(options, device_);
   const bool aten = uses_aten_kernels(options_, device_);
-  if (is_directory(options.path)) open_checkpoint(dtype, aten);
-  else open_torchscript(dtype, aten);
+  if (is_directory(options.path)) open_checkpoint(aten);
+  else open_torchscript(aten);
   info_.architecture = model_->describe();
   info_.vocab_size = model_->vocab_size();
   info_.hidden_size = model_->hidden_size();
@@ -58,10 +57,10 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   info_.device = describe_device(device_);
 }
 
-void Engine::open_checkpoint(at::ScalarType dtype, bool aten) {
-  const auto o = paged_options(options_, computed_dtype(options_, dtype, aten, info_.dtype_note), device_, aten);
+void Engine::open_checkpoint(bool aten) {
+  const auto o = paged_options(options_, computed_dtype(options_, aten, info_.dtype_note), device_, aten);
   auto paged = std::make_unique<PagedModel>(options_.path, o);
-  info_.dtype = o.dtype == at::kFloat ? "fp32" : "bf16";
+  info_.dtype = choice_name(o.dtype);
   describe_checkpoint(*paged, o);
   if ((vision_ = paged->vision())) vision_cache_ = std::make_unique<VisionCache>(options_.vision_cache_mib << 20);
   model_ = std::move(paged);
@@ -70,12 +69,12 @@ void Engine::open_checkpoint(at::ScalarType dtype, bool aten) {
 // What /health and the start-up line say of a paged model.
 void Engine::describe_checkpoint(const PagedModel& paged, const PagedModelOptions& o) {
   info_.quantization = quantization_name(o.quantization);
-  info_.arithmetic = o.native_arithmetic ? "native" : "portable";
+  info_.arithmetic = choice_name(o.native_arithmetic ? Arithmetic::Native : Arithmetic::Portable);
   describe_level(paged);
   info_.prefix_cache = options_.prefix_cache;
-  info_.register_boundary = options_.register_boundary;
+  info_.register_boundary = choice_name(options_.register_boundary);
   info_.format = "hf";
-  info_.attention = o.cascade_attention ? "cascade" : "kernels";
+  info_.attention = choice_name(o.cascade_attention ? AttentionForm::Cascade : AttentionForm::Kernels);
   info_.cuda_graphs = options_.cuda_graphs.value_or(false);
   // Only the engine's own CPU kernels promise it; cuBLAS and SDPA choose their reductions by shape.
   info_.batch_invariant = options_.batch_invariant && !o.aten_kernels;
@@ -116,13 +115,13 @@ void Engine::remeasure_level() {
   describe_level(*paged);
 }
 
-void Engine::open_torchscript(at::ScalarType dtype, bool aten) {
+void Engine::open_torchscript(bool aten) {
   if (!device_.is_cpu() || aten) throw EngineError(code::kBadRequest, "TorchScript models run on the CPU with libtorch's kernels only");
-  if (options_.quantization != "none") throw EngineError(code::kBadRequest, "TorchScript models run with their weights as stored: quantization must be none");
-  if (options_.arithmetic != "portable") throw EngineError(code::kBadRequest, "TorchScript models run libtorch's kernels: arithmetic must be portable");
-  if (options_.attention == "cascade") throw EngineError(code::kBadRequest, "TorchScript models run their own attention: attention cascade needs an HF checkpoint");
-  model_ = std::make_unique<ScriptedModel>(options_.path, dtype);
-  info_.dtype = dtype == at::kFloat ? "fp32" : "bf16";
+  if (options_.quantization != Quantization::None) throw EngineError(code::kBadRequest, "TorchScript models run with their weights as stored: quantization must be none");
+  if (options_.arithmetic != Arithmetic::Portable) throw EngineError(code::kBadRequest, "TorchScript models run libtorch's kernels: arithmetic must be portable");
+  if (options_.attention == AttentionForm::Cascade) throw EngineError(code::kBadRequest, "TorchScript models run their own attention: attention cascade needs an HF checkpoint");
+  model_ = std::make_unique<ScriptedModel>(options_.path, options_.dtype);
+  info_.dtype = choice_name(options_.dtype);
   info_.format = "torchscript";
   info_.kernels = "libtorch";
   info_.stored_dtype = info_.dtype;

@@ -10,6 +10,7 @@
 
 #include "cache/block_pool.h"
 #include "engine/device.h"
+#include "engine/engine_options.h"
 #include "model/hidden_state_model.h"
 #include "vision/image_prompt.h"
 #include "vision/vision_cache.h"
@@ -19,54 +20,9 @@ namespace tq {
 
 struct ForwardTrace;  // model/transformer.h
 class PagedModel;     // engine/paged_model.h
-struct PagedModelOptions;
 struct PackedRequests;  // batch/pack_requests.h
 struct LabelReadout;    // engine/readout.h
 struct RequestLimits;   // engine/request_checks.h
-
-struct EngineOptions {
-  std::string path;             // HF checkpoint folder, or a TorchScript .pt file
-  std::string dtype = "fp32";   // fp32 | bf16
-  int threads = 0;              // 0 = leave torch's default
-  int64_t block_size = 16;
-  int64_t cache_tokens = 0;     // 0 = twice the context limit
-  int64_t cache_mib = 0;        // KV budget in MiB; overrides cache_tokens when set
-  // On CUDA with neither of those set: the KV cache's share of the device memory the weights leave
-  // free, in (0, 1] (the server's --gpu-memory-utilization, 0.9); 0: twice the context limit.
-  double gpu_memory_utilization = 0;
-  bool prefix_cache = true;
-  // Kernels whose result for a row does not depend on the rest of the batch (the
-  // engine's own GEMM and attention), or oneDNN's (faster where it has bf16 instructions).
-  bool batch_invariant = true;
-  // The highest instruction set level the engine's own CPU kernels may use (kernels/cpu/isa.h):
-  // "" = the best this CPU has, capped by TQ_KERNELS; a level the CPU lacks gives the best it has.
-  std::string isa;
-  std::string device = "cpu";   // cpu | cuda | cuda:N (engine/device.h)
-  // Whose ops run the layers: "engine" (the engine's own CPU kernels; CPU only), "aten" (ATen's
-  // device-generic ops; on the CPU a check of that path) or "fused" (the fused row kernels and the
-  // cascade: the GPU's fast path). "" = by device (resolve_forward_defaults): engine on the CPU, fused
-  // on CUDA (aten with fp8 weights, which the fused kernels do not take).
-  std::string kernels;
-  // How attention is computed: "kernels" (the layer kernels' own: the CPU kernels' chunked plan,
-  // ATen's masked SDPA) or "cascade" (levels merged by log-sum-exp, kernels/cascade/: the GPU's
-  // form; on the CPU over a plain fp32 reference, for checking it). "" = kernels.
-  std::string attention;
-  // Small steps padded to fixed shapes (batch/step_buckets.h): on CUDA for CUDA graphs; on the CPU
-  // the padded steps run eagerly, to check that padding changes no answer. Unset: on with the fused
-  // forward on CUDA (the GPU's default), off elsewhere.
-  std::optional<bool> cuda_graphs;
-  std::string register_boundary = "after";  // after | before
-  std::string quantization = "none";        // none | int8 | fp8 (kernels/quantization.h)
-  // portable (the same bits on every x86 CPU) | native (bf16 on AMX tiles: faster, bits of AMX machines alone);
-  // docs/arithmetic.md.
-  std::string arithmetic = "portable";
-  int64_t max_step_tokens = 2048;
-  int64_t context_limit = 32768;
-  int64_t vision_cache_mib = 256;  // the vision tower's outputs kept by image key (a vision-language model)
-  // A test instrument: the CPU kernels read their operands this many bytes past a 64-byte
-  // boundary (kernels/shifted_layer_kernels.h); 0 for serving.
-  int64_t buffer_shift = 0;
-};
 
 // A question as the engine takes it: its token ids (after the state), its labels, where to read them.
 struct QuestionTokens {
@@ -124,7 +80,7 @@ struct EngineInfo {
   std::string level_choice;
   bool level_busy = false;
   std::vector<std::pair<std::string, double>> level_rates;
-  std::string attention = "kernels";  // "kernels" or "cascade" (EngineOptions::attention)
+  std::string attention = "kernels";  // EngineOptions::attention, as it runs
   bool cuda_graphs = false;           // EngineOptions::cuda_graphs
   std::string quantization = "none";  // of the linear layers' weights (kernels/quantization.h)
   std::string arithmetic = "portable";  // EngineOptions::arithmetic
@@ -180,11 +136,11 @@ class Engine {
  private:
   // The constructor's steps: an HF checkpoint opened as a paged model (its options checked, then
   // the engine described), or a TorchScript export.
-  void open_checkpoint(at::ScalarType dtype, bool aten);
+  void open_checkpoint(bool aten);
   void describe_checkpoint(const PagedModel& paged, const PagedModelOptions& options);
   // info_'s kernels, level and weights, as the paged model has them now.
   void describe_level(const PagedModel& paged);
-  void open_torchscript(at::ScalarType dtype, bool aten);
+  void open_torchscript(bool aten);
   // answer_batch's steps: the requests checked (a call with images: its states expanded), packed
   // into one segment forest, and, after the forward pass and the readout, each request's answers.
   std::vector<ImagePrompt> checked_prompts(const std::vector<AnswerRequest>& requests, bool multimodal) const;

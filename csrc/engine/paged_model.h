@@ -9,6 +9,7 @@
 #include "batch/step_plan.h"
 #include "cache/kv_cache.h"
 #include "cache/pending_boundaries.h"
+#include "engine/engine_options.h"
 #include "engine/step_graphs.h"
 #include "kernels/kernel_stack.h"
 #include "model/checkpoint.h"
@@ -17,8 +18,6 @@
 #include "vision/vision_tower.h"
 
 namespace tq {
-
-enum class BoundaryRegistration { After, Before };
 
 struct PagedModelOptions {
   at::ScalarType dtype = at::kFloat;
@@ -34,9 +33,6 @@ struct PagedModelOptions {
   // engine's CPU kernels (cpu only) or ATen's (any device; always off the CPU).
   at::Device device = at::kCPU;
   bool aten_kernels = false;
-  // When the state's partial last block enters the prefix cache: in the same
-  // call (Before), or when register_boundary(ticket) is called, which the
-  // server does after sending the response (After).
   BoundaryRegistration boundary = BoundaryRegistration::After;
   Quantization quantization = Quantization::None;  // of the linear layers (kernels/quantization.h)
   // On CUDA with neither cache_tokens nor cache_mib set: the KV cache takes this share of the device

@@ -7,22 +7,21 @@
 // The embeddings, norms and the lm_head rows the readout reads stay in the
 // compute dtype: they are small, and the readout is what the answer is.
 #pragma once
-#include <stdexcept>
-#include <string>
+#include "common/choices.h"
 
 namespace tq {
 
 enum class Quantization { None, Int8, Fp8 };
 
-inline const char* quantization_name(Quantization q) { return q == Quantization::Int8 ? "int8" : q == Quantization::Fp8 ? "fp8" : "none"; }
+template <>
+struct ChoiceTable<Quantization> {
+  static constexpr const char* option = "quantization";
+  static constexpr NamedValue<Quantization> values[] = {{Quantization::None, "none"}, {Quantization::Int8, "int8"}, {Quantization::Fp8, "fp8"}};
+};
+
+inline const char* quantization_name(Quantization q) { return choice_name(q); }
 
 // What /health reports as quantized_kernels for fp8 (int8's depends on the CPU: cpu_layer_kernels.h).
 constexpr const char* kFp8KernelName = "cuda-mma-e4m3";
-
-inline Quantization parse_quantization(const std::string& name) {
-  for (auto q : {Quantization::None, Quantization::Int8, Quantization::Fp8})
-    if (name == quantization_name(q)) return q;
-  throw std::invalid_argument("quantization must be none, int8 or fp8, got " + name);
-}
 
 }  // namespace tq

@@ -148,4 +148,9 @@ test('a CUDA device on this CPU build, and unknown kernels, are refused with a c
   // An option of another type is refused by name, never ignored (the addon's OptionReader).
   await expect(Engine.open({ path: dir, cudaGraphs: 'on' as unknown as boolean })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'options.cudaGraphs must be true or false' });
   await expect(Engine.open({ path: dir, threads: '2' as unknown as number })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'options.threads must be a number' });
+  // Each choice is read through its one table (csrc/common/choices.h): a name of none of its values is refused with them listed.
+  await expect(Engine.open({ path: dir, dtype: 'fp16' as 'bf16' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'dtype must be fp32 or bf16, got fp16' });
+  await expect(Engine.open({ path: dir, registerBoundary: 'never' as 'after' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'registerBoundary must be after or before, got never' });
+  await expect(Engine.open({ path: dir, isa: 'sse9' as 'avx2' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'isa must be avx512-bf16, avx512, avx2 or portable, got sse9' });
+  await expect(Engine.open({ path: dir, dtype: 16 as unknown as 'bf16' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'options.dtype must be a string' });
 });

@@ -7,8 +7,6 @@
 namespace tq {
 namespace {
 
-constexpr Isa kLevels[] = {Isa::Portable, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16};
-
 Isa cpu_best() {
 #if defined(__x86_64__)
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
@@ -19,43 +17,23 @@ Isa cpu_best() {
   return Isa::Portable;
 }
 
-bool named(const std::string& name, Isa* out) {
-  for (Isa level : kLevels)
-    if (name == isa_name(level)) {
-      *out = level;
-      return true;
-    }
-  return false;
-}
-
 }  // namespace
 
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::Avx512Bf16:
-      return "avx512-bf16";
-    case Isa::Avx512:
-      return "avx512";
-    case Isa::Avx2:
-      return "avx2";
-    default:
-      return "portable";
-  }
-}
+const char* isa_name(Isa isa) { return choice_name(isa); }
 
 Isa best_isa() {
   Isa best = cpu_best(), cap = Isa::Avx512Bf16;
-  if (const char* env = std::getenv("TQ_KERNELS"); env && *env && !named(env, &cap))
-    throw std::invalid_argument(std::string("TQ_KERNELS must be avx512-bf16, avx512, avx2 or portable, got ") + env);
+  if (const char* env = std::getenv("TQ_KERNELS"); env && *env) try {
+      cap = parse_choice<Isa>(env);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("TQ_KERNELS: ") + e.what());
+    }
   if (const char* env = std::getenv("TQ_PORTABLE_KERNELS"); env && *env && std::string(env) != "0") cap = Isa::Portable;
   return std::min(best, cap);
 }
 
-Isa isa_for(const std::string& name) {
-  if (name.empty()) return best_isa();
-  Isa asked;
-  if (!named(name, &asked)) throw std::invalid_argument("isa must be avx512-bf16, avx512, avx2 or portable, got " + name);
-  return std::min(asked, best_isa());
-}
+Isa isa_for(const std::string& name) { return name.empty() ? best_isa() : runnable_isa(parse_choice<Isa>(name)); }
+
+Isa runnable_isa(std::optional<Isa> asked) { return asked ? std::min(*asked, best_isa()) : best_isa(); }
 
 }  // namespace tq

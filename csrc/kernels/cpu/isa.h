@@ -7,11 +7,20 @@
 //   avx2:        AVX2 and FMA
 //   portable:    plain x86-64 (SSE2), or any other target
 #pragma once
+#include <optional>
 #include <string>
+
+#include "common/choices.h"
 
 namespace tq {
 
 enum class Isa { Portable, Avx2, Avx512, Avx512Bf16 };
+
+template <>
+struct ChoiceTable<Isa> {
+  static constexpr const char* option = "isa";
+  static constexpr NamedValue<Isa> values[] = {{Isa::Avx512Bf16, "avx512-bf16"}, {Isa::Avx512, "avx512"}, {Isa::Avx2, "avx2"}, {Isa::Portable, "portable"}};
+};
 
 // The best level this CPU runs, capped by the environment variable
 // TQ_KERNELS (a level's name), or by TQ_PORTABLE_KERNELS=1 (the older form).
@@ -21,6 +30,8 @@ Isa best_isa();
 // CPU cannot run gives best_isa() instead. Throws std::invalid_argument for a
 // name that is none of them.
 Isa isa_for(const std::string& name);
+// The level asked for where this CPU runs it, else best_isa(); unset: best_isa().
+Isa runnable_isa(std::optional<Isa> asked);
 const char* isa_name(Isa isa);
 
 }  // namespace tq

@@ -1,0 +1,40 @@
+// An option that is one of a few named values, read and said through one table per enum: ChoiceTable<E>,
+// specialised beside the enum, names the option and each value once. parse_choice reads a name (one of none
+// of them is refused, the choices listed); choice_name says a value (/health, the start-up line, the CLI).
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace tq {
+
+template <class E>
+struct NamedValue {
+  E value;
+  const char* name;
+};
+
+// Specialised per enum: `static constexpr const char* option` (its name in messages) and
+// `static constexpr NamedValue<E> values[]`.
+template <class E>
+struct ChoiceTable;
+
+template <class E>
+E parse_choice(const std::string& name) {
+  using Table = ChoiceTable<E>;
+  std::string choices;
+  const size_t n = std::size(Table::values);
+  for (size_t i = 0; i < n; ++i) {
+    if (name == Table::values[i].name) return Table::values[i].value;
+    choices += std::string(i == 0 ? "" : i + 1 == n ? " or " : ", ") + Table::values[i].name;
+  }
+  throw std::invalid_argument(std::string(Table::option) + " must be " + choices + ", got " + name);
+}
+
+template <class E>
+const char* choice_name(E value) {
+  for (const auto& v : ChoiceTable<E>::values)
+    if (v.value == value) return v.name;
+  return "?";
+}
+
+}  // namespace tq

@@ -1,4 +1,9 @@
-/** Start-up flags: one table gives each flag's name, kind, default and help; `--help` prints it. */
+/**
+ * Start-up flags: one table gives each flag's name, kind, default and help; `--help` prints it. A flag the engine
+ * takes names its load option (`engine`): engineLoad (engine-load.ts) carries it there, for the server's engine
+ * processes and `decide` alike.
+ */
+import type { NativeLoadOptions } from '../engine/native';
 
 type Kind = 'string' | 'number' | 'boolean' | 'choice';
 
@@ -8,6 +13,8 @@ export interface FlagDef {
   default?: string | number | boolean;
   choices?: readonly string[];
   help: string;
+  /** The engine's load option this flag sets (an on/off flag as a boolean); unset, the engine chooses (by device). */
+  engine?: keyof NativeLoadOptions;
 }
 
 const table = [
@@ -16,8 +23,8 @@ const table = [
   { name: 'base', kind: 'string', default: 'qwen3-0.6b', help: 'a named base (qwen3-0.6b, llama3.2-1b, mistral-7b, gemma3-1b, phi4-mini, olmo2-1b, smollm3-3b; mixtures of experts qwen3-30b-a3b, mixtral-8x7b, qwen1.5-moe-a2.7b), a test model (tiny-qwen3, tiny-llama, tiny-qwen3-moe, ...), or a checkpoint folder' },
   { name: 'models-dir', kind: 'string', default: 'models', help: 'folder searched for named bases (<dir>/<base name>/ or <dir>/<org>--<repo>/) before the Hugging Face cache' },
   { name: 'served-name', kind: 'string', help: "the model name the server reports (default: the base's own)" },
-  { name: 'dtype', kind: 'choice', choices: ['bf16', 'fp32'], default: 'bf16', help: 'compute dtype of the engine' },
-  { name: 'threads', kind: 'number', default: 0, help: 'engine threads (0: one per core)' },
+  { name: 'dtype', kind: 'choice', choices: ['bf16', 'fp32'], default: 'bf16', help: 'compute dtype of the engine', engine: 'dtype' },
+  { name: 'threads', kind: 'number', default: 0, help: 'engine threads (0: one per core)', engine: 'threads' },
   { name: 'temperature-noul', kind: 'number', help: "temperature for yes/no questions (default: the base's)" },
   { name: 'temperature-choice', kind: 'number', help: "temperature for choice questions (default: the base's)" },
   { name: 'temperature-score', kind: 'number', help: "temperature for score questions (default: the base's)" },
@@ -29,17 +36,17 @@ const table = [
   { name: 'score-labels', kind: 'choice', choices: ['letters', 'digits'], help: 'labels of score levels' },
   { name: 'yes-no', kind: 'choice', choices: ['words', 'letters'], help: 'yes/no questions as Yes/No words or lettered options' },
   { name: 'options-position', kind: 'choice', choices: ['after', 'before'], help: "the option list after the question's instructions, or before them (questions sharing an option list then share its computation)" },
-  { name: 'prefix-cache', kind: 'choice', choices: ['on', 'off'], default: 'on', help: 'reuse the KV of state prefixes across requests' },
-  { name: 'batch-invariant', kind: 'choice', choices: ['on', 'off'], default: 'on', help: "on: the engine's own kernels, a question's logits bit-identical alone, in any batch, cached or cold; off: oneDNN's kernels (faster where the CPU has bf16 instructions, answers may differ in the last bits with the batch)" },
-  { name: 'arithmetic', kind: 'choice', choices: ['portable', 'native'], default: 'portable', help: "portable: answers the same bits on every x86 CPU, kernel level and thread count (docs/arithmetic.md); native: bf16 linear layers on AMX tiles (Intel Xeon from Sapphire Rapids on), faster, still identical in any batch, but bits of AMX machines alone (bf16, no quantization; refused elsewhere)" },
-  { name: 'quantization', kind: 'choice', choices: ['none', 'int8', 'fp8'], default: 'none', help: "the linear layers' weights: none (the compute dtype), int8 (per output channel, activations per token; CPU, fastest on AVX-512 VNNI; answers still identical in any batch) or fp8 (CUDA, compute capability 8.9+: e4m3 on the tensor cores); tasks fitted under another quantization are refused" },
-  { name: 'attention', kind: 'choice', choices: ['kernels', 'cascade'], help: "how attention is computed: kernels (the layer kernels' own) or cascade (levels merged by log-sum-exp: the GPU's form, on the CPU over a plain fp32 reference, for checking it; docs/gpu.md). Default: cascade with the fused forward (CUDA's), kernels otherwise" },
-  { name: 'cuda-forward', kind: 'choice', choices: ['aten', 'fused'], help: "the forward pass's kernels: fused (the engine's fused row kernels and cascade attention over FlashAttention-2; CUDA's default, docs/gpu.md) or aten (ATen's ops: cuBLAS, SDPA with masks; CUDA's with --quantization fp8). Without the flag the CPU runs the engine's own kernels; given there, it runs that path on the CPU (a check of it)" },
-  { name: 'cuda-graphs', kind: 'choice', choices: ['on', 'off'], help: 'pad small steps (a warm question, a few questions on a cached state) to fixed shapes of tokens and keys, for CUDA graphs (default: on with the fused forward on CUDA, off otherwise); on the CPU the padded steps run eagerly (answers unchanged, a check of the padding; docs/gpu.md)' },
-  { name: 'device', kind: 'string', default: 'cpu', help: 'where the engine runs: cpu, cuda or cuda:N (a CUDA build of the engine: docs/gpu.md)' },
-  { name: 'register-boundary', kind: 'choice', choices: ['after', 'before'], default: 'after', help: "when a state's partial last block enters the prefix cache: after the response is sent, or before the question is computed" },
-  { name: 'cache-mib', kind: 'number', default: 0, help: 'KV cache memory budget in MiB (0: room for twice the 32,768-token context on the CPU; on CUDA, --gpu-memory-utilization); the least recently used prefixes are evicted to stay within it' },
-  { name: 'gpu-memory-utilization', kind: 'number', default: 0.9, help: "on CUDA without --cache-mib: the KV cache takes this share of the GPU memory the weights leave free at start, in (0, 1] (as vLLM's flag of that name)" },
+  { name: 'prefix-cache', kind: 'choice', choices: ['on', 'off'], default: 'on', help: 'reuse the KV of state prefixes across requests', engine: 'prefixCache' },
+  { name: 'batch-invariant', kind: 'choice', choices: ['on', 'off'], default: 'on', help: "on: the engine's own kernels, a question's logits bit-identical alone, in any batch, cached or cold; off: oneDNN's kernels (faster where the CPU has bf16 instructions, answers may differ in the last bits with the batch)", engine: 'batchInvariant' },
+  { name: 'arithmetic', kind: 'choice', choices: ['portable', 'native'], default: 'portable', help: "portable: answers the same bits on every x86 CPU, kernel level and thread count (docs/arithmetic.md); native: bf16 linear layers on AMX tiles (Intel Xeon from Sapphire Rapids on), faster, still identical in any batch, but bits of AMX machines alone (bf16, no quantization; refused elsewhere)", engine: 'arithmetic' },
+  { name: 'quantization', kind: 'choice', choices: ['none', 'int8', 'fp8'], default: 'none', help: "the linear layers' weights: none (the compute dtype), int8 (per output channel, activations per token; CPU, fastest on AVX-512 VNNI; answers still identical in any batch) or fp8 (CUDA, compute capability 8.9+: e4m3 on the tensor cores); tasks fitted under another quantization are refused", engine: 'quantization' },
+  { name: 'attention', kind: 'choice', choices: ['kernels', 'cascade'], help: "how attention is computed: kernels (the layer kernels' own) or cascade (levels merged by log-sum-exp: the GPU's form, on the CPU over a plain fp32 reference, for checking it; docs/gpu.md). Default: cascade with the fused forward (CUDA's), kernels otherwise", engine: 'attention' },
+  { name: 'cuda-forward', kind: 'choice', choices: ['aten', 'fused'], help: "the forward pass's kernels: fused (the engine's fused row kernels and cascade attention over FlashAttention-2; CUDA's default, docs/gpu.md) or aten (ATen's ops: cuBLAS, SDPA with masks; CUDA's with --quantization fp8). Without the flag the CPU runs the engine's own kernels; given there, it runs that path on the CPU (a check of it)", engine: 'kernels' },
+  { name: 'cuda-graphs', kind: 'choice', choices: ['on', 'off'], help: 'pad small steps (a warm question, a few questions on a cached state) to fixed shapes of tokens and keys, for CUDA graphs (default: on with the fused forward on CUDA, off otherwise); on the CPU the padded steps run eagerly (answers unchanged, a check of the padding; docs/gpu.md)', engine: 'cudaGraphs' },
+  { name: 'device', kind: 'string', default: 'cpu', help: 'where the engine runs: cpu, cuda or cuda:N (a CUDA build of the engine: docs/gpu.md)', engine: 'device' },
+  { name: 'register-boundary', kind: 'choice', choices: ['after', 'before'], default: 'after', help: "when a state's partial last block enters the prefix cache: after the response is sent, or before the question is computed", engine: 'registerBoundary' },
+  { name: 'cache-mib', kind: 'number', default: 0, help: 'KV cache memory budget in MiB (0: room for twice the 32,768-token context on the CPU; on CUDA, --gpu-memory-utilization); the least recently used prefixes are evicted to stay within it', engine: 'cacheMiB' },
+  { name: 'gpu-memory-utilization', kind: 'number', default: 0.9, help: "on CUDA without --cache-mib: the KV cache takes this share of the GPU memory the weights leave free at start, in (0, 1] (as vLLM's flag of that name)", engine: 'gpuMemoryUtilization' },
   { name: 'batch-tokens', kind: 'number', default: 16384, help: 'requests that queue while the engine is busy are merged into one forward pass up to this many tokens (0: no merging)' },
   { name: 'tasks', kind: 'choice', choices: ['on', 'off'], default: 'on', help: 'apply registered tasks (calibrations, intent heads) to matching questions' },
   { name: 'tasks-file', kind: 'string', help: 'keep the registered tasks in this file: loaded at start (tasks fitted under another fingerprint refused and listed), rewritten atomically after every change under its lock, and reloaded when another process (a replica sharing it) replaces it' },

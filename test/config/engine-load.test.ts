@@ -1,0 +1,37 @@
+/**
+ * A flag the engine takes travels by one table (src/config/flags.ts, each row's `engine`) to the engine's load
+ * options, and the addon reads each of them by name (csrc/addon/js_values.cpp, OptionReader): a flag whose option
+ * the engine would not read fails here, never silently ignored.
+ */
+import * as fs from 'fs';
+import * as path from 'path';
+import { ResolvedBase } from '../../src/config/bases';
+import { engineLoad } from '../../src/config/engine-load';
+import { flagDefs, parseFlags } from '../../src/config/flags';
+
+const root = path.resolve(__dirname, '..', '..');
+const base = { checkpoint: '/models/x' } as ResolvedBase;
+
+test('every engine flag names a load option the addon reads', () => {
+  const reader = fs.readFileSync(path.join(root, 'csrc/addon/js_values.cpp'), 'utf8');
+  const read = new Set(Array.from(reader.matchAll(/o\.read\("(\w+)"/g), (m) => m[1]));
+  const engineFlags = flagDefs.filter((d) => d.engine);
+  expect(engineFlags.length).toBeGreaterThan(10);
+  expect(engineFlags.filter((d) => !read.has(d.engine!)).map((d) => d.name)).toEqual([]);
+});
+
+test("engineLoad carries each engine flag's value, on/off as booleans, and leaves unset ones to the engine", () => {
+  const flags = parseFlags([
+    '--dtype', 'fp32', '--threads', '3', '--prefix-cache', 'off', '--batch-invariant', 'off', '--arithmetic', 'native',
+    '--quantization', 'int8', '--attention', 'cascade', '--cuda-forward', 'aten', '--cuda-graphs', 'on', '--device', 'cuda:1',
+    '--register-boundary', 'before', '--cache-mib', '64', '--gpu-memory-utilization', '0.5',
+  ]);
+  expect(engineLoad(flags, base)).toEqual({
+    path: '/models/x', dtype: 'fp32', threads: 3, prefixCache: false, batchInvariant: false, arithmetic: 'native', quantization: 'int8',
+    attention: 'cascade', kernels: 'aten', cudaGraphs: true, device: 'cuda:1', registerBoundary: 'before', cacheMiB: 64, gpuMemoryUtilization: 0.5,
+  });
+  const defaults = engineLoad(parseFlags([]), base);
+  expect(defaults).toMatchObject({ dtype: 'bf16', prefixCache: true, batchInvariant: true, threads: expect.any(Number) });
+  expect(defaults.threads).toBeGreaterThan(0);
+  for (const byDevice of ['attention', 'kernels', 'cudaGraphs']) expect(defaults).not.toHaveProperty(byDevice);
+});

@@ -100,9 +100,7 @@ export async function loadService(flags: Flags, logger: Logger, engines: Startin
     const service: Service = {
       base,
       tasks,
-      taskBook,
       distributions: taskBook,
-      abstentionBook,
       abstentions: abstentionBook,
       headEngine: head && { engine: head.engine, renderer: head.renderer },
       headEngineReport: headEngineReport(head, engine),

@@ -42,8 +42,8 @@ export function abstentionRoutes(router: Router, service: Service) {
 
   router.get('/v1/abstention/tasks', (ctx) => {
     ctx.body = {
-      enabled: service.abstentionBook.enabled,
-      abstain_option: service.abstentionBook.defaultOption ?? null,
+      enabled: service.abstentions.enabled,
+      abstain_option: service.abstentions.defaultOption ?? null,
       fingerprint: store.fingerprint.hash,
       tasks: store.abstentionList().map(abstentionSummaryOf),
     };

@@ -116,14 +116,14 @@ function promptFormat(service: Service, e: NativeEngineInfo) {
   };
 }
 
-function abstention({ abstentionBook, tasks }: Service) {
+function abstention({ abstentions, tasks }: Service) {
   // Justified tasks offer their abstain option whatever --abstention says; their thresholds decide only while it is on.
   const justified = tasks.abstentionList().filter((t) => t.applied).map((t) => t.id);
   return {
-    abstain_option: abstentionBook.defaultOption ?? null,
+    abstain_option: abstentions.defaultOption ?? null,
     default_rule: 'abstain when the abstain option is more probable than every other option',
-    thresholds_enabled: abstentionBook.enabled,
-    tasks: { registered: tasks.abstentionList().length, options_offered: justified, applied: abstentionBook.enabled ? justified : [] },
+    thresholds_enabled: abstentions.enabled,
+    tasks: { registered: tasks.abstentionList().length, options_offered: justified, applied: abstentions.enabled ? justified : [] },
     probabilities: "over the request's own keys: an appended abstain option's share is divided out",
   };
 }
@@ -143,7 +143,7 @@ function systemone(service: Service) {
     abstention: abstention(service),
     orders: { default: 1, allowed: [1, 2], two: 'options as sent and reversed, probabilities averaged' },
     tasks: {
-      enabled: service.taskBook.enabled,
+      enabled: service.distributions.enabled,
       registered: tasks.list().length,
       applied: tasks.list().filter((t) => t.applied !== 'none').map((t) => t.id),
       fingerprint: tasks.fingerprint.hash,

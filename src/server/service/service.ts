@@ -27,10 +27,10 @@ export interface ImageService {
 export interface Service extends AnsweringContext {
   base: ResolvedBase;
   tasks: TaskStore;
-  /** The tasks as the answering pipeline applies them (also `distributions`). */
-  taskBook: TaskBook;
-  /** The abstention tasks and --abstain-option as the pipeline applies them (also `abstentions`). */
-  abstentionBook: AbstentionBook;
+  /** The tasks as the answering pipeline applies them (AnsweringContext's `distributions`, with their switch). */
+  distributions: TaskBook;
+  /** The abstention tasks and --abstain-option as the pipeline applies them (AnsweringContext's `abstentions`). */
+  abstentions: AbstentionBook;
   /** Where intent heads' hidden states come from, as /health and GET /v1/tasks report it. */
   headEngineReport: Record<string, unknown>;
   cacheReport: () => Promise<CacheReport>;

@@ -21,7 +21,7 @@ void keep_freed_host_memory();
 // trim), so under varied load the process would grow without bound;
 // malloc_trim(0) also returns whole free pages inside the heaps. The floor
 // keeps what the next call would fault in again (a state's tensors), which
-// returning everything after every call cost in page faults (bench/README.md,
+// returning everything after every call cost in page faults (bench/history/2026-11.md,
 // "Soak").
 inline constexpr size_t kKeptFreeHostBytes = size_t{128} << 20;
 void release_free_host_memory();

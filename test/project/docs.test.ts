@@ -1,5 +1,5 @@
 /**
- * The documents stay true to the tree: every relative link in README.md, docs/ and bench/README.md
+ * The documents stay true to the tree: every relative link in README.md, docs/, bench/README.md and bench/history/
  * resolves (the file, and the heading its #anchor names), every start-up flag has its row in
  * docs/running.md's flag table, and every file of src/ and csrc/ is named in the map,
  * docs/architecture.md.
@@ -9,7 +9,7 @@ import * as path from 'path';
 import { flagDefs } from '../../src/config/flags';
 
 const root = path.resolve(__dirname, '..', '..');
-const documents = ['README.md', 'bench/README.md', ...fs.readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const documents = ['README.md', 'bench/README.md', ...fs.readdirSync(path.join(root, 'bench/history')).map((f) => `bench/history/${f}`), ...fs.readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
 
 /** Markdown outside fenced code blocks (a `# comment` in a shell example is not a heading). */
 function prose(markdown: string): string {

@@ -25,3 +25,7 @@ npm ci --omit=optional --no-audit --no-fund
 # The alternative build (binding.gyp, node-gyp) once, here: test/project/binding-gyp.test.ts checks it while the
 # sources are unchanged (scripts/gyp-build.js).
 node scripts/gyp-build.js > /dev/null
+
+# The headers a CUDA build's C++ is checked against (a PyTorch 2.x wheel's), unpacked, and ATen's precompiled once,
+# here: test/kernels/cuda.test.ts uses them while current (scripts/torch2-pch.js).
+node scripts/torch2-pch.js

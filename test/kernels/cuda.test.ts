@@ -75,43 +75,28 @@ test('the readout arithmetic is the same bits at -O0 and at -O3 with FMA allowed
  * kernel, CUDA graph capture, the ATen kernels' 2.x calls) is compiled as the GPU machine's libtorch 2.11 compiles it.
  * Where no wheel is on the machine, Debian's 1.13 headers stand in (those branches are then not compiled) and the
  * 2.x test is skipped, saying so. A CUDA build's headers lack the one CMake generates (c10/cuda/impl/cuda_cmake_macros.h):
- * the check writes it, as a CUDA build would.
+ * the check writes it, as a CUDA build would. The set-up unpacks the headers and precompiles ATen's (scripts/torch2-pch.js);
+ * where the wheel or the flags have changed since, the check does it first.
  */
-const torch2Wheel = [process.env.TQ_TORCH2_WHEEL, ...(fs.existsSync('/opt/wheels') ? fs.readdirSync('/opt/wheels').filter((f) => /^torch-2\..*\.whl$/.test(f)).sort().reverse().map((f) => path.join('/opt/wheels', f)) : [])]
-  .find((w): w is string => !!w && fs.existsSync(w));
+// eslint-disable-next-line @typescript-eslint/no-var-requires
+const torch2Pch = require(path.join(root, 'scripts', 'torch2-pch.js')) as {
+  findWheel(): string | undefined;
+  fresh(): Layout | undefined;
+  make(dir: string, run: (file: string, args: string[]) => Promise<void>): Promise<Layout>;
+};
+interface Layout { wheel?: string; flags: string[]; pch: string }
+const torch2Wheel = torch2Pch.findWheel();
 if (!torch2Wheel) console.warn('No PyTorch 2.x wheel (TQ_TORCH2_WHEEL, /opt/wheels/torch-2.*.whl): the TORCH_VERSION_MAJOR >= 2 sources were NOT compiled');
 const sourcesNaming = (...words: string[]) =>
   execFileSync('grep', ['-rl', '--include=*.cpp', ...words.flatMap((w) => ['-e', w]), csrc], { encoding: 'utf8' }).trim().split('\n');
 const torch2Sources = sourcesNaming('TORCH_VERSION_MAJOR');
 const cudaBuildSources = [...new Set([...sourcesNaming('TQ_CUDA', 'TQ_ONEDNN'), ...torch2Sources])];
-/** The include folders of the libtorch the check compiles against: the 2.x wheel's (unpacked here) or Debian's. */
-function torchIncludes(): string[] {
-  if (!torch2Wheel) return ['/usr/include', '/usr/include/torch/csrc/api/include'];
-  execFileSync('unzip', ['-q', '-o', torch2Wheel, 'torch/include/*', '-d', path.join(scratch, 'torch2')]);
-  const include = path.join(scratch, 'torch2', 'torch', 'include');
-  return [include, path.join(include, 'torch', 'csrc', 'api', 'include')];
-}
 let cudaBuildFlags: string[] = [];
 const cudaBuildCheck = (async () => {
-  const cudaInclude = ['/usr/local/cuda/include', '/usr/local/cuda-13.0/include'].find((d) => fs.existsSync(path.join(d, 'cuda_runtime_api.h')));
-  if (!cudaInclude) throw new Error('CUDA headers (cuda_runtime_api.h) not found next to nvcc');
-  const includes = torchIncludes();
-  const generated = path.join(scratch, 'include');
-  fs.mkdirSync(path.join(generated, 'c10', 'cuda', 'impl'), { recursive: true });
-  fs.writeFileSync(path.join(generated, 'c10', 'cuda', 'impl', 'cuda_cmake_macros.h'), '#define C10_CUDA_BUILD_SHARED_LIBS\n');
-  // -isystem: warnings are the sources' own (the 2.x headers use C++20 extensions that a C++17 build warns of).
-  const flags = ['-std=gnu++17', '-Werror', '-Wall', `-I${csrc}`, ...includes.flatMap((d) => ['-isystem', d]), '-isystem', cudaInclude, `-I${generated}`,
-    '-DTQ_CUDA=1', '-DTQ_ONEDNN=0'];
-  cudaBuildFlags = flags;
-  // ATen's headers precompiled once with the same flags and included first in every source: each check then reads
-  // them instead of parsing them again. The forced include names a link to the header with the .gch beside it; the
-  // sources' own `#include <ATen/ATen.h>` then finds it read (#pragma once).
-  const pch = path.join(scratch, 'pch');
-  fs.mkdirSync(pch, { recursive: true });
-  fs.symlinkSync(path.join(includes[0], 'ATen', 'ATen.h'), path.join(pch, 'ATen.h'));
-  // (Not -Werror there: GCC warns of the header's own `#pragma once` when it is the file compiled.)
-  await run('g++', [...flags.filter((f) => f !== '-Werror'), '-x', 'c++-header', path.join(includes[0], 'ATen', 'ATen.h'), '-o', path.join(pch, 'ATen.h.gch')]);
-  await Promise.all(cudaBuildSources.map((file) => run('g++', ['-include', path.join(pch, 'ATen.h'), '-Winvalid-pch', '-fsyntax-only', ...flags, file])));
+  // The headers unpacked and ATen's precompiled (scripts/torch2-pch.js): the set-up's while current, else made here.
+  const headers = torch2Pch.fresh() ?? (await torch2Pch.make(path.join(scratch, 'torch2-pch'), run));
+  cudaBuildFlags = headers.flags;
+  await Promise.all(cudaBuildSources.map((file) => run('g++', ['-include', headers.pch, '-Winvalid-pch', '-fsyntax-only', ...headers.flags, file])));
 })();
 cudaBuildCheck.catch(() => undefined);
 

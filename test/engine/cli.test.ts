@@ -32,11 +32,16 @@ describe.each(['tiny-llama', 'tiny-mistral', 'tiny-qwen2', 'tiny-qwen3'])('tq_cl
     ];
     const file = path.join(scratch, `${name}-${dtype}.json`);
     fs.writeFileSync(file, JSON.stringify({ calls }));
-    const cli = await runCli(['answer', '--model', dir, '--dtype', dtype, '--threads', '2', '--calls', file]);
-    expect(cli.info).toMatchObject({ dtype, device: 'cpu', batchInvariant: true });
+    // The CLI's process runs while the addon answers.
+    const running = runCli(['answer', '--model', dir, '--dtype', dtype, '--threads', '2', '--calls', file]);
+    running.catch(() => undefined);  // awaited below
     const engine = await Engine.open({ path: dir, dtype, threads: 2, registerBoundary: 'before' });
-    for (const [c, call] of calls.entries()) {
-      const results = await engine.answerBatch(call);
+    const viaAddon = [];
+    for (const call of calls) viaAddon.push(await engine.answerBatch(call));
+    await engine.close();
+    const cli = await running;
+    expect(cli.info).toMatchObject({ dtype, device: 'cpu', batchInvariant: true });
+    for (const [c, results] of viaAddon.entries()) {
       results.forEach((r, i) => {
         expect(cli.calls[c][i].cachedTokens).toBe(r.cachedTokens);
         r.answers.forEach((a, j) => {
@@ -45,7 +50,6 @@ describe.each(['tiny-llama', 'tiny-mistral', 'tiny-qwen2', 'tiny-qwen3'])('tq_cl
         });
       });
     }
-    await engine.close();
     expect(cli.calls[1][0].cachedTokens).toBe(state.length);
   });
 });
@@ -70,16 +74,21 @@ test('tq_cli answers a state with an image (raw RGB in the request) like the add
 });
 
 test('tq_cli reports errors as JSON with exit status 2', async () => {
-  await expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', path.join(scratch, 'missing.json')])).rejects.toThrow(/cannot read/);
   const ok = path.join(scratch, 'ok.json');
   fs.writeFileSync(ok, JSON.stringify({ calls: [[{ state: [1, 2], questions: [{ tokens: [3], labelIds: [4, 5] }] }]] }));
-  await expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--device', 'cuda'])).rejects.toThrow(/\(2\).*"BAD_REQUEST".*without CUDA/);
-  await expect(runCli(['transmogrify'])).rejects.toThrow(/unknown command/);
-  // A flag is honoured or refused, never ignored.
-  await expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--vision-cache-mib', '64'])).rejects.toThrow(/has no flag --vision-cache-mib/);
-  await expect(runCli(['gemm', '--labels', '4'])).rejects.toThrow(/tq_cli gemm has no flag --labels/);
-  await expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--batch-invariant', 'yes'])).rejects.toThrow(/--batch-invariant must be on or off/);
-  await expect(runCli(['gemm', '--dtype', 'fp16'])).rejects.toThrow(/gemm --dtype must be fp32 or bf16/);
+  // Each its own process, so they run side by side.
+  await Promise.all([
+    expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', path.join(scratch, 'missing.json')])).rejects.toThrow(/cannot read/),
+    expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--device', 'cuda'])).rejects.toThrow(/\(2\).*"BAD_REQUEST".*without CUDA/),
+    expect(runCli(['transmogrify'])).rejects.toThrow(/unknown command/),
+    // A flag is honoured or refused, never ignored.
+    expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--vision-cache-mib', '64'])).rejects.toThrow(/has no flag --vision-cache-mib/),
+    expect(runCli(['gemm', '--labels', '4'])).rejects.toThrow(/tq_cli gemm has no flag --labels/),
+    expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--batch-invariant', 'yes'])).rejects.toThrow(/--batch-invariant must be on or off/),
+    // A choice is read through its table: a name of none of its values is refused, the choices listed.
+    expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--kernels', 'fast'])).rejects.toThrow(/kernels must be engine, aten or fused, got fast/),
+    expect(runCli(['gemm', '--dtype', 'fp16'])).rejects.toThrow(/gemm --dtype must be fp32 or bf16/),
+  ]);
 });
 
 test('tq_cli runs the microbenchmarks the addon no longer carries', async () => {

@@ -2,6 +2,7 @@
 // specialised beside the enum, names the option and each value once. parse_choice reads a name (one of none
 // of them is refused, the choices listed); choice_name says a value (/health, the start-up line, the CLI).
 #pragma once
+#include <iterator>
 #include <stdexcept>
 #include <string>
 

@@ -49,7 +49,7 @@ namespace {
 bool check_arithmetic(const EngineOptions& options, at::ScalarType dtype, bool aten) {
   if (options.arithmetic == Arithmetic::Portable) return false;
   const auto refuse = [](const std::string& why) { throw EngineError(code::kBadRequest, "arithmetic native: " + why); };
-  if (aten || !options.batch_invariant || options.kernels) refuse("it is the engine's own invariant CPU kernels' (not aten, oneDNN or fused)");
+  if (aten || !options.batch_invariant) refuse("it is the engine's own invariant CPU kernels' (not aten, oneDNN or fused)");
   if (dtype != at::kBFloat16) refuse("it is bf16's (AMX's bf16 tiles); fp32 has the portable arithmetic only");
   if (options.quantization != Quantization::None) refuse("int8 is exact on every path, AMX's included: its arithmetic is the portable one");
   if (!native_arithmetic_available()) refuse("this CPU has no AMX-BF16 (Intel Xeon from Sapphire Rapids on, with Linux granting tile state)");

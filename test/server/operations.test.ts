@@ -4,6 +4,7 @@
  * --log-bodies; GET /ready while loading, serving and after an engine death; the drain on SIGTERM
  * finishes the requests in flight and exits 0, and a second signal exits at once.
  */
+import { execFileSync } from 'child_process';
 import { priorExamples, priorQuestion } from '../helpers/tasks';
 import { rawRequest, runServerProcess, RunningServer, startServer } from '../helpers/server';
 
@@ -182,6 +183,26 @@ describe('the drain', () => {
     const draining = lines.find((l) => l.signal === 'SIGTERM');
     expect(draining.requests_in_flight).toBeGreaterThan(0);
     expect(lines.find((l) => l.msg === 'drained: exiting')).toMatchObject({ finished: true });
+  });
+
+  test('a server stopped while its engine loads: the engine process ends with it, quietly', async () => {
+    const { child, output, exited } = runServerProcess(['--port', '0', '--base', 'tiny-qwen3', '--dtype', 'fp32']);
+    // The engine process is forked first thing, and spends its first second loading libtorch.
+    const children = () => { try { return execFileSync('pgrep', ['-P', String(child.pid)], { encoding: 'utf8' }).trim().split('\n').map(Number); } catch { return []; } };
+    let engines = children();
+    while (!engines.length) {
+      await new Promise((r) => setTimeout(r, 10));
+      engines = children();
+    }
+    child.kill('SIGTERM');
+    await exited;
+    const alive = (pid: number) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+    while (engines.some(alive)) await new Promise((r) => setTimeout(r, 50));
+    // Everything they wrote read: the engine shares the server's stderr, which closes when both have ended.
+    if (!child.stderr!.closed) await new Promise((r) => child.stderr!.once('close', r));
+    expect(output()).not.toMatch(/"event":"ready"/);
+    // Before, an engine that finished loading after the server had gone threw writing 'ready' to the closed channel.
+    expect(output()).not.toMatch(/ERR_IPC_CHANNEL_CLOSED|Unhandled/);
   });
 
   test('a second signal exits at once, with code 1', async () => {

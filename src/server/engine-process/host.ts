@@ -42,8 +42,9 @@ function toWire(e: unknown): WireError {
   return { code: 'INTERNAL', message: e instanceof Error ? e.message : String(e), details: {} };
 }
 
+/** To the server; dropped once it has gone (the 'disconnect' handler then ends this process). */
 function send(m: HostMessage) {
-  process.send!(m);
+  if (process.connected) process.send!(m);
 }
 
 type QueuedWork =
@@ -232,6 +233,8 @@ class CallScheduler {
 
 async function main() {
   const args: HostArgs = JSON.parse(process.argv[2]);
+  // The server going away ends the engine too, loading or serving: nothing is left to answer.
+  process.on('disconnect', () => process.exit(0));
   let engine: Engine;
   try {
     engine = await Engine.open(args.load);
@@ -245,8 +248,6 @@ async function main() {
   const scheduler = new CallScheduler(engine, args.batchTokens, args.images);
   process.on('message', (m: ServerMessage) => scheduler.receive(m));
   scheduler.remeasureLevelAfter(REMEASURE_AFTER_MS);
-  // The server going away ends the engine too.
-  process.on('disconnect', () => process.exit(0));
 }
 
 main();

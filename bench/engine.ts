@@ -22,9 +22,8 @@ import * as path from 'path';
 import { Engine } from '../src/engine/engine';
 import { writeLlamaGguf } from './peer/gguf';
 import { timePeerPrefill } from './peer/llamacpp';
-import { paragraphTokens } from './workload';
+import { median, paragraphTokens, timeEngineAnswers } from './workload';
 import { Dtype, IsaLevel, NativeAnswerRequest, Quantization } from '../src/engine/native';
-import { softmax } from '../src/answering/answers';
 import { generateTestModel } from '../src/testmodels/generate';
 import { testModels } from '../src/testmodels/specs';
 import { runnableIsaLevels, runsBf16Amx } from '../test/helpers/cpu';
@@ -35,7 +34,6 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const THREADS = Number(process.env.BENCH_THREADS ?? 2);
 const ALTERNATIONS = Number(process.env.BENCH_ALTERNATIONS ?? 7);
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const fmt = (x: number, d = 1) => (Number.isNaN(x) ? 'n/a' : x.toFixed(d));
 const cpuModel = () => fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^model name\s*:\s*(.*)$/m)?.[1] ?? 'unknown';
 const maxAbsDiff = (a: number[], b: number[]) => Math.max(...a.map((x, i) => Math.abs(x - b[i])));
@@ -176,14 +174,7 @@ async function main() {
     for (let i = 0; i < RUNS; i++) times.push((await engine.answer(prefillRequest)).timing.stateMs);
     const prefill = median(times);
     // End to end for the peer comparison: 999 state tokens + a 1-token question, engine time.
-    const whole: number[] = [];
-    let last!: Float32Array;
-    for (let i = 0; i < RUNS; i++) {
-      const r = await engine.answer(request);
-      whole.push(r.timing.stateMs + r.timing.questionsMs + r.timing.readoutMs);
-      last = r.answers[0].labelLogits;
-    }
-    ours[label] = { ms: median(whole), probs: softmax(last, 1) };
+    ours[label] = await timeEngineAnswers(engine, request, RUNS);
     const computeDtype = engine.info.dtype;  // fp32 where oneDNN has no bf16 matmul
     const [aloneMs, gflop] = await matmulLimit(tokens.length, computeDtype, invariant, isa, quantization);
     const ref = await gemmRate(512, 896, 4864, computeDtype, 10, invariant, isa, quantization);

@@ -12,13 +12,12 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { softmax } from '../src/answering/answers';
 import { Engine } from '../src/engine/engine';
 import { NativeLoadOptions } from '../src/engine/native';
 import { generateTestModel } from '../src/testmodels/generate';
 import { writeLlamaGguf } from './peer/gguf';
 import { timePeerPrefill } from './peer/llamacpp';
-import { median, paragraphTokens } from './workload';
+import { paragraphTokens, timeEngineAnswers } from './workload';
 
 const STATE_TOKENS = Number(process.env.BENCH_STATE_TOKENS ?? 1000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -37,15 +36,9 @@ async function timeEngine(options: NativeLoadOptions, tokens: number[], runs = R
   const request = { state: tokens.slice(0, -1), questions: [{ tokens: tokens.slice(-1), labelIds: LABELS }] };
   try {
     await engine.answer(request);
-    const times: number[] = [];
-    let logits!: Float32Array;
-    for (let i = 0; i < runs; i++) {
-      const r = await engine.answer(request);
-      times.push(r.timing.stateMs + r.timing.questionsMs + r.timing.readoutMs);
-      logits = r.answers[0].labelLogits;
-    }
+    const timed = await timeEngineAnswers(engine, request, runs);
     const rss = Number(fs.readFileSync('/proc/self/status', 'utf8').match(/^VmRSS:\s*(\d+)/m)![1]) * 1024;
-    return { ms: median(times), probs: softmax(logits, 1), info: engine.info, rss };
+    return { ...timed, info: engine.info, rss };
   } finally {
     await engine.close();
   }

@@ -1,7 +1,10 @@
 /**
  * What the benchmarks share: the ~1,000-token state (as text, or as a model's token ids), its topic question, and
- * the statistics they report.
+ * the statistics they report, and the engine's end-to-end timing.
  */
+import { softmax } from '../src/answering/answers';
+import type { Engine } from '../src/engine/engine';
+import type { NativeAnswerRequest } from '../src/engine/native';
 import { ModelTokenizer } from '../src/tokenizer/tokenizer';
 
 const paragraph =
@@ -23,4 +26,19 @@ export async function paragraphTokens(dir: string, n: number): Promise<number[]>
   const out: number[] = [];
   while (out.length < n) out.push(...unit);
   return out.slice(0, n);
+}
+
+/**
+ * The engine's end-to-end time for one request, answered `runs` times (no warm-up: the caller's): the median of
+ * state + questions + readout, and the first question's label probabilities of the last run.
+ */
+export async function timeEngineAnswers(engine: Engine, request: NativeAnswerRequest, runs: number): Promise<{ ms: number; probs: number[] }> {
+  const times: number[] = [];
+  let logits!: Float32Array;
+  for (let i = 0; i < runs; i++) {
+    const r = await engine.answer(request);
+    times.push(r.timing.stateMs + r.timing.questionsMs + r.timing.readoutMs);
+    logits = r.answers[0].labelLogits;
+  }
+  return { ms: median(times), probs: softmax(logits, 1) };
 }

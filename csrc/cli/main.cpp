@@ -207,18 +207,26 @@ json answer(const Args& a) {
   return out;
 }
 
+// A choice flag of `tq_cli gemm`, read through its table (common/choices.h): "gemm --dtype must be fp32 or bf16, got fp16".
+template <class E>
+E gemm_choice(const Args& a, const std::string& flag, const std::string& fallback) {
+  try {
+    return tq::parse_choice<E>(a.get(flag, fallback));
+  } catch (const std::invalid_argument& e) {
+    throw tq::EngineError(tq::code::kBadRequest, std::string("gemm --") + e.what());
+  }
+}
+
 json gemm(const Args& a) {
   if (a.has("threads")) at::set_num_threads(static_cast<int>(a.number("threads", 1)));
-  const auto dtype_name = a.get("dtype", "fp32"), quantization = a.get("quantization", "none");
-  if (dtype_name != "fp32" && dtype_name != "bf16") throw tq::EngineError(tq::code::kBadRequest, "gemm --dtype must be fp32 or bf16, got " + dtype_name);
+  const auto dtype = gemm_choice<at::ScalarType>(a, "dtype", "fp32");
+  // The CPU's quantizations only: a subset of the table's.
+  const auto quantization = a.get("quantization", "none");
   if (quantization != "none" && quantization != "int8")
     throw tq::EngineError(tq::code::kBadRequest, "gemm --quantization must be none or int8 (the CPU's), got " + quantization);
-  const auto dtype = dtype_name == "bf16" ? at::kBFloat16 : at::kFloat;
   const auto isa = tq::isa_for(a.get("isa"));
   const bool int8 = quantization == "int8";
-  const auto arithmetic = a.get("arithmetic", "portable");
-  if (arithmetic != "portable" && arithmetic != "native") throw tq::EngineError(tq::code::kBadRequest, "gemm --arithmetic must be portable or native, got " + arithmetic);
-  const bool native = arithmetic == "native";
+  const bool native = gemm_choice<tq::Arithmetic>(a, "arithmetic", "portable") == tq::Arithmetic::Native;
   if (native && !tq::native_arithmetic_available()) throw tq::EngineError(tq::code::kBadRequest, "gemm --arithmetic native: this CPU has no AMX-BF16");
   const auto r = tq::measure_gemm(a.number("m", 512), a.number("k", 896), a.number("n", 4864), dtype,
                                   static_cast<int>(a.number("iterations", 10)), on_off(a, "batch-invariant", "on"), isa, int8, native);

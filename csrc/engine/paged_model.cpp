@@ -17,6 +17,22 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+KernelStackOptions PagedModelOptions::kernel_stack() const {
+  KernelStackOptions k;
+  k.device = device;
+  k.dtype = dtype;
+  k.quantization = quantization;
+  k.aten = aten_kernels;
+  k.batch_invariant = batch_invariant;
+  k.isa = isa;
+  k.native_arithmetic = native_arithmetic;
+  k.buffer_shift = buffer_shift;
+  k.fused_rows = fused_rows;
+  k.cascade_attention = cascade_attention;
+  k.fixed_shapes = step_buckets;
+  return k;
+}
+
 int64_t PagedModel::kv_blocks(int64_t bytes_per_block) {
   const auto& o = options_;
   const auto blocks_for_tokens = [&](int64_t tokens) { return (tokens + o.block_size - 1) / o.block_size; };
@@ -55,8 +71,7 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
 
 void PagedModel::build_layers() {
   const auto& o = options_;
-  auto kernels = make_layer_kernels({o.device, o.dtype, o.quantization, o.aten_kernels, o.batch_invariant, o.isa, o.native_arithmetic,
-                                     o.buffer_shift, o.fused_rows, o.cascade_attention, o.step_buckets});
+  auto kernels = make_layer_kernels(o.kernel_stack());
   const auto t0 = std::chrono::steady_clock::now();
   auto transformer = std::make_unique<Transformer>(*checkpoint_, o.dtype, o.context_limit, std::move(kernels));
   weights_ms_ = ms_since(t0);

@@ -46,6 +46,9 @@ struct PagedModelOptions {
   bool fused_rows = false;         // ATen's GEMMs with the fused row kernels (kernels/fused/); aten_kernels set too
   bool measure_level = false;      // the CPU kernels at the fastest level for this model's GEMMs, up to isa (kernels/cpu/level_choice.h)
   bool native_arithmetic = false;  // bf16 linear layers on AMX tiles: bits of their own (docs/arithmetic.md)
+
+  // The layer kernels these options ask for (kernels/kernel_stack.h), at the level isa holds now.
+  KernelStackOptions kernel_stack() const;
 };
 
 class PagedModel : public HiddenStateModel {

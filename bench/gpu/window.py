@@ -14,10 +14,14 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
                their LSE shapes asserted, the headers the build needs (preflight.py)
   1 build      tq_cli, and the server's addon where the bundle came along (one CMake build)
   2 models     bench-qwen3, tiny-qwen3, tiny-llama (make_models.py, one process each)
-  3 selfcheck  qwen3 and llama, fp32 and bf16: fused against ATen layer by layer, graphs on against off
-  4 bench      the benchmark alone (fast, fused and ATen paths against transformers)
-  5 serve      the server with the same build and model (serve.sh)
-  6 rest       the other families' models and self-checks, the transformers cross-check, parity, fp8
+  3 profile    the benchmark's four workloads on the default path under the profiler (tq_cli answer --profile),
+               each call's kernels ranked (kernel_profile.py): the top 15 printed, all in profile.md
+  4 bench      the benchmark alone (fast, fused and ATen paths against plain PyTorch with CUDA graphs and transformers)
+  5 invariance bf16 label logits of a 1,000-token state on bench-qwen3: alone, in a batch of 8, cached, another step
+               size, bit for bit
+  6 selfcheck  qwen3 and llama, fp32 and bf16: fused against ATen layer by layer, graphs on against off
+  7 serve      the server with the same build and model (serve.sh)
+  8 rest       the other families' models and self-checks, the transformers cross-check, parity, fp8
 
 Without a GPU (--device cpu, or auto on a machine without one) every step runs on the CPU with the tiny
 models (--models: the test suite's), the benchmark on tiny-qwen3 and short; steps that need transformers
@@ -145,7 +149,8 @@ class Window:
         if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
             torch_dir = subprocess.run([self.python, "-c", "import os, torch; print(os.path.join(torch.utils.cmake_prefix_path, 'Torch'))"],
                                        capture_output=True, text=True, timeout=60).stdout.strip()
-            flags = [f"-DTorch_DIR={torch_dir}", "-DCMAKE_BUILD_TYPE=Release"]
+            # oneDNN off, as CI configures it too (test/project/cmake-build.test.ts): the GPU machine has no libdnnl.
+            flags = [f"-DTorch_DIR={torch_dir}", "-DCMAKE_BUILD_TYPE=Release", "-DTQ_WITH_ONEDNN=OFF"]
             if shutil.which("nvcc"):
                 flags.append(f"-DCMAKE_CUDA_COMPILER={shutil.which('nvcc')}")
             if os.environ.get("TQ_JSON_INCLUDE"):
@@ -155,10 +160,10 @@ class Window:
             generator = ["-G", "Ninja"] if shutil.which("ninja") else []
             status, _ = self.run("build", ["cmake", "-S", ROOT, "-B", build, *generator, *flags], 120)
             if status != 0:
-                return "failed", f"configure: {status}; " + tail(os.path.join(self.work, "build.log"))
+                return "failed", f"configure: {status}; " + first_error(os.path.join(self.work, "build.log"))
         status, seconds = self.run("build", ["cmake", "--build", build, "--target", *targets, "-j", str(os.cpu_count())], 300)
         if status != 0:
-            return "failed", f"{status}; " + tail(os.path.join(self.work, "build.log"))
+            return "failed", f"{status}; " + first_error(os.path.join(self.work, "build.log"))
         return "ok", f"{' '.join(targets)} in {seconds:.0f} s ({build})"
 
     def unpack_bundle(self):
@@ -212,8 +217,49 @@ class Window:
         results = json.loads(read(os.path.join(self.work, f"{stem}.json")) or "{}")
         return ok(status), "; ".join(f"{k}: {first_beyond(r)}" for k, r in results.items()) or "no results"
 
+    def bench_model(self):
+        """bench-qwen3; on the CPU, where it was not made, tiny-qwen3."""
+        return "bench-qwen3" if self.have("bench-qwen3") else ("tiny-qwen3" if not self.cuda and self.have("tiny-qwen3") else None)
+
+    def check_part(self, part, model, extra=(), cap=200):
+        """check.py --parts PART on the bench model, into WORK/PART.json; returns (status, its results)."""
+        status, _ = self.script(part, "check.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
+                                                    self.args.device, "--parts", part, "--bench-model", model, "--stem", part, *extra], cap)
+        return ok(status), json.loads(read(os.path.join(self.work, f"{part}.json")) or "{}").get(part, {})
+
+    def profile(self):
+        """The benchmark's workloads on the default path under the profiler; their top kernels printed here, in full in
+        profile.md."""
+        model = self.bench_model()
+        if model is None:
+            return "skipped", "no bench-qwen3"
+        status, profiled = self.check_part("profile", model, [] if self.cuda else ["--states", "2", "--step-sizes", "2048"], 120)
+        print(read(os.path.join(self.work, "profile.md")), flush=True)
+        parts = []
+        for name, p in profiled.items():
+            if "error" in p:
+                parts.append(f"{name}: error {p['error'][:150]}")
+                continue
+            call = next(iter(p["calls"].values()))
+            top = call["top"][0] if call["top"] else {"name": "none", "share": 0}
+            busy = f"GPU busy {100 * call['gpu_busy_share']:.0f}% of {call['wall_us'] / 1000:.2f} ms" if p["device"] == "cuda" \
+                else f"{call['wall_us'] / 1000:.2f} ms"
+            parts.append(f"{name}: {busy}, top {top['name'][:60]} {100 * top['share']:.0f}%")
+        return status, f"{model}: " + ("; ".join(parts) or "no results")
+
+    def invariance(self):
+        model = self.bench_model()
+        if model is None:
+            return "skipped", "no bench-qwen3"
+        status, inv = self.check_part("invariance", model, [] if self.cuda else ["--states", "7"], 120)
+        if "error" in inv or not inv:
+            return "failed", f"{model}: " + str(inv.get("error", "no results"))[:300]
+        diffs = ", ".join(f"{k} {v:.1e}" for k, v in inv["max_abs_logit_diff"].items())
+        return (status if inv["passed"] else "failed"), f"{model} bf16, {inv['state_tokens']} tokens: " + \
+            ("bit-identical" if inv["passed"] else "NOT bit-identical") + f" ({diffs})"
+
     def bench(self):
-        model = "bench-qwen3" if self.have("bench-qwen3") else ("tiny-qwen3" if not self.cuda and self.have("tiny-qwen3") else None)
+        model = self.bench_model()
         if model is None:
             return "skipped", "no bench-qwen3"
         quick = [] if self.cuda else (["--runs", "1", "--states", "2", "--step-sizes", "8192", "--paths", "tqserve_fast"] if self.args.short
@@ -223,8 +269,9 @@ class Window:
                                                        self.args.device, "--parts", "benchmark", "--bench-model", model, "--stem", "bench",
                                                        *quick, *peer], 200)
         bm = json.loads(read(os.path.join(self.work, "bench.json")) or "{}").get("benchmark", {})
-        ratios = "; ".join(f"{k} {v:.2f}x" for k, v in bm.get("ratios", {}).items())
-        summary = f"{model}: " + ((f"{bm.get('ratios_path', 'tqserve')} against transformers: " + ratios if ratios else "") or
+        ratios = " | ".join(f"against {peer}: " + "; ".join(f"{k} {v:.2f}x" for k, v in bm[key].items())
+                            for key, peer in (("ratios_torch_graphs", "torch graphs"), ("ratios", "transformers")) if key in bm)
+        summary = f"{model}: " + ((f"{bm.get('ratios_path', 'tqserve')} " + ratios if ratios else "") or
                                   ", ".join(f"{p} cold {bm[p]['cold_prefill_ms']:.1f} ms" for p in bm if isinstance(bm[p], dict) and "cold_prefill_ms" in bm[p])
                                   or str(bm.get("error", "no results"))[:300])
         return ok(status), summary + ("" if peer == [] else " (transformers peer skipped: " + ("no CUDA" if not self.cuda else "no transformers") + ")")
@@ -302,6 +349,15 @@ def tail(path, n=600):
     return read(path)[-n:].replace("\n", " / ")
 
 
+def first_error(log):
+    """A failed build's first compiler or CMake error (the line that says why; the log's end says only that it
+    stopped), else the log's end."""
+    for line in read(log).splitlines():
+        if re.search(r"\berror\b|CMake Error", line) and not line.startswith("$ "):
+            return "first error: " + line.strip()[:400]
+    return tail(log)
+
+
 def first_beyond(r):
     if "error" in r:
         return "error: " + str(r["error"])[:200]
@@ -372,7 +428,7 @@ def main():
     parser.add_argument("--build", default=os.path.join(ROOT, "build"), help="the CMake build folder (reused where configured)")
     parser.add_argument("--models", help="where the models are and are written (default: BUILD/models; on the CPU the test models)")
     parser.add_argument("--work", help="where the results are written before they are packed (default: BUILD/window)")
-    parser.add_argument("--steps", default="preflight,build,models,selfcheck,bench,serve,rest")
+    parser.add_argument("--steps", default="preflight,build,models,profile,bench,invariance,selfcheck,serve,rest")
     parser.add_argument("--families", help="the tiny families the rest step takes (default: all)")
     parser.add_argument("--short", action="store_true", help="the CPU form at its shortest (the suite's test): the self-check and parity "
                         "on tiny-qwen3 in fp32 alone, one run of each benchmark figure on the ATen and fast paths, a one-second load")
@@ -402,7 +458,8 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     steps = {"preflight": window.preflight, "build": window.build, "models": window.models,
-             "selfcheck": lambda: window.selfcheck(["tiny-qwen3"] if args.short else ["tiny-qwen3", "tiny-llama"]), "bench": window.bench, "serve": window.serve, "rest": window.rest}
+             "profile": window.profile, "bench": window.bench, "invariance": window.invariance,
+             "selfcheck": lambda: window.selfcheck(["tiny-qwen3"] if args.short else ["tiny-qwen3", "tiny-llama"]), "serve": window.serve, "rest": window.rest}
     wanted = args.steps.split(",")
     for name in wanted:
         if name not in steps:

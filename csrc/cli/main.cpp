@@ -5,6 +5,7 @@
 //   tq_cli answer --model DIR --calls FILE.json [--dtype fp32|bf16] [--device cpu|cuda] [--kernels engine|aten|fused] [--attention kernels|cascade] [--cuda-graphs on|off]
 //                 [--threads N] [--block-size N] [--max-step-tokens N] [--cache-mib N] [--gpu-memory-utilization F] [--no-prefix-cache]
 //                 [--batch-invariant on|off] [--isa avx512-bf16|avx512|avx2|portable] [--quantization none|int8|fp8] [--repeat N]
+//                 [--profile TRACE.json]
 //       --kernels, --attention, --cuda-graphs unset: by device (EngineOptions): the engine's kernels on the CPU, fused
 //       with CUDA graphs on CUDA
 //       FILE.json: {"calls": [[request, ...], ...]}, each call one answer_batch of requests
@@ -14,6 +15,8 @@
 //       Prints {"info", "calls": [[{"labelLogits", "labelLogProbs", "hiddenSum", "hiddenAbsSum", ...}]],
 //       "wallMs": [per repeat, per call]} as JSON: the calls run in order, --repeat times over; "calls" are
 //       the last repetition's results.
+//       --profile: the last repetition recorded by libtorch's profiler into a Chrome trace, each call in a user scope
+//       "tq_cli call N" (cli/call_profile.h); bench/gpu/profile.py ranks its kernels (or CPU ops) per call.
 //   tq_cli gemm --m M --k K --n N [--dtype] [--batch-invariant on|off] [--isa ...] [--quantization none|int8] [--iterations N] [--threads N]
 //       Prints {"gflops", "ms", "isa"}: the fastest of the iterations, and the level the invariant (or int8) GEMM ran at.
 //   tq_cli selfcheck --model DIR [--device] [--dtype] [--kernels fused] [--reference-kernels aten] [--reference-device D] [--bound B]
@@ -22,6 +25,7 @@
 //       largest difference relative to its scale, and the first beyond the bound (fp32 1e-4, bf16 5e-2 by default).
 //   tq_cli readout --model DIR [--dtype] [--device] [--labels N] [--iterations N]
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -29,10 +33,12 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 
+#include "cli/call_profile.h"
 #include "cli/microbench.h"
 #include "model/transformer.h"
 #include "common/errors.h"
@@ -61,7 +67,7 @@ std::set<std::string> flags_of(const std::string& command) {
     own.insert(kEngineFlags.begin(), kEngineFlags.end());
     return own;
   };
-  if (command == "answer") return with_engine({"calls", "repeat"});
+  if (command == "answer") return with_engine({"calls", "repeat", "profile"});
   if (command == "selfcheck") return with_engine({"reference-kernels", "reference-device", "bound"});
   if (command == "readout") return with_engine({"labels", "iterations"});
   if (command == "gemm") return {"m", "k", "n", "dtype", "batch-invariant", "isa", "quantization", "arithmetic", "iterations", "threads"};
@@ -188,9 +194,16 @@ json answer(const Args& a) {
   const int64_t repeat = a.number("repeat", 1);
   for (int64_t rep = 0; rep < repeat; ++rep) {
     json walls = json::array();
+    // The last repetition is the one profiled: warm (graphs captured, the cache filled where it is on).
+    std::optional<tq::cli::CallProfile> profile;
+    if (a.has("profile") && rep == repeat - 1) profile.emplace(a.get("profile"), device.is_cuda());
     for (size_t c = 0; c < calls.size(); ++c) {
       const auto t0 = std::chrono::steady_clock::now();
-      const auto results = engine.answer_batch(calls[c]);  // returns once the readout is on the host
+      std::vector<tq::AnswerResult> results;
+      {
+        RECORD_USER_SCOPE(tq::cli::call_scope_name(c));
+        results = engine.answer_batch(calls[c]);  // returns once the readout is on the host
+      }
       walls.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       if (rep == repeat - 1) {  // the last repetition: warm where the prefix cache is on
         json call = json::array();
@@ -199,6 +212,7 @@ json answer(const Args& a) {
       }
     }
     out["wallMs"].push_back(walls);
+    if (profile) profile->stop();
   }
   out["cache"] = {{"hitTokens", engine.cache_stats().hit_tokens}, {"missTokens", engine.cache_stats().miss_tokens}};
   // GPU memory this process took (weights, KV cache, the allocator's pool; not the CUDA context), as

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "common/errors.h"
+#include "common/profile_scope.h"
 #include "engine/device.h"
 #include "batch/step_buckets.h"
 
@@ -111,6 +112,7 @@ bool PagedModel::remeasure_level() {
 }
 
 at::Tensor PagedModel::step_forward(const StepBatch& step, ForwardInfo& info) {
+  TQ_PROFILE_SCOPE("tq::step_forward");
   auto inputs = transformer_->prepare(step);
   if (!graphs_ || tracing_ || inputs.launch_shape.empty()) return transformer_->run(inputs, *cache_);
   // A graph computes every row of its step: the output rows are taken from them.
@@ -155,6 +157,7 @@ std::vector<std::unique_ptr<Sequence>> PagedModel::allocate(const PackedTokens& 
 }
 
 ForwardResult PagedModel::final_hidden(const PackedTokens& packed) {
+  TQ_PROFILE_SCOPE("tq::final_hidden");
   const bool caching = options_.prefix_cache && packed.use_prefix_cache;
   const auto offsets = packed.segment_offsets();
   const auto seqs = allocate(packed, offsets, caching);
@@ -201,7 +204,10 @@ at::Tensor PagedModel::run_steps(const PackedTokens& packed, const Slots& slots,
     auto hidden = step_forward(batch, info);
     if (!step.output_index.empty())
       out.index_copy_(0, at::tensor(at::ArrayRef<int64_t>(step.output_index), at::TensorOptions().dtype(at::kLong)).to(device), hidden);
-    synchronize(device);  // CUDA runs asynchronously: the step is done only now
+    {
+      TQ_PROFILE_SCOPE("tq::wait_for_step");
+      synchronize(device);  // CUDA runs asynchronously: the step is done only now
+    }
     // A step holding both is attributed by token count.
     const double ms = ms_since(t0);
     info.state_ms += ms * state_share;

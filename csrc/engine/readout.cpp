@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include "common/errors.h"
+#include "common/profile_scope.h"
 #include "kernels/math/label_readout_math.h"
 
 #if TQ_CUDA
@@ -67,6 +68,7 @@ void read_labels_cuda(const at::Tensor& hidden, const at::Tensor& lm_head, const
 }  // namespace
 
 LabelReadout read_labels(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions, float softcap) {
+  TQ_PROFILE_SCOPE("tq::readout");
   TORCH_CHECK(hidden.scalar_type() == at::kFloat && hidden.dim() == 2 && hidden.size(0) == static_cast<int64_t>(questions.size()) &&
                   hidden.size(1) == lm_head.size(1) && hidden.device() == lm_head.device(),
               "read_labels: hidden ", hidden.sizes(), " for lm_head ", lm_head.sizes());

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <utility>
 
 #include "common/errors.h"
 
@@ -12,19 +14,36 @@ namespace {
 
 using nlohmann::json;
 
+// The other names transformers reads a field by (its configs' attribute_map), either way round: a config written by one
+// version, or by hand, may use either. Qwen3-MoE and Mixtral map num_experts to num_local_experts (transformers 5 writes
+// Qwen3-MoE's so), Qwen2-MoE stores num_experts.
+constexpr std::pair<const char*, const char*> kFieldAliases[] = {{"num_experts", "num_local_experts"}};
+
+// The name the config holds the field under: key, else an alias of it, else nullptr.
+const char* present_name(const json& j, const char* key) {
+  auto present = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
+  if (present(key)) return key;
+  for (const auto& [a, b] : kFieldAliases) {
+    if (std::string_view(key) == a && present(b)) return b;
+    if (std::string_view(key) == b && present(a)) return a;
+  }
+  return nullptr;
+}
+
 template <typename T>
 T field(const json& j, const char* key, const std::string& file) {
-  if (!j.contains(key) || j[key].is_null()) throw EngineError(code::kCheckpointInvalid, file + ": missing field " + key);
+  const char* name = present_name(j, key);
+  if (!name) throw EngineError(code::kCheckpointInvalid, file + ": missing field " + key);
   try {
-    return j[key].get<T>();
+    return j[name].get<T>();
   } catch (const json::exception&) {
-    throw EngineError(code::kCheckpointInvalid, file + ": field " + std::string(key) + " has the wrong type");
+    throw EngineError(code::kCheckpointInvalid, file + ": field " + std::string(name) + " has the wrong type");
   }
 }
 
 template <typename T>
 T field_or(const json& j, const char* key, T fallback, const std::string& file) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!present_name(j, key)) return fallback;
   return field<T>(j, key, file);
 }
 
@@ -232,7 +251,7 @@ void read_moe(const json& t, ModelConfig& c, const std::string& file) {
   const auto a = c.arch;
   MoeConfig m;
   const bool mixtral = a == Architecture::Mixtral;
-  m.num_experts = field<int64_t>(t, mixtral ? "num_local_experts" : "num_experts", file);
+  m.num_experts = field<int64_t>(t, "num_experts", file);  // Mixtral's num_local_experts too (kFieldAliases)
   m.top_k = field<int64_t>(t, "num_experts_per_tok", file);
   m.expert_intermediate = mixtral ? c.intermediate_size : field<int64_t>(t, "moe_intermediate_size", file);
   m.renormalize = mixtral || field_or<bool>(t, "norm_topk_prob", false, file);

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "common/profile_scope.h"
+
 namespace tq {
 namespace {
 
@@ -368,6 +370,7 @@ at::Tensor Transformer::run(const StepInputs& in, KvCache& cache) const {
   // Each sublayer's input is made where the residual add before it ends (fused there, where the kernels can).
   auto h = input(x, layers_[0].attn_in_norm);
   for (int64_t li = 0; li < n_layers; ++li) {
+    TQ_PROFILE_SCOPE("tq::layer");
     const Layer& l = layers_[li];
     const auto& layer_rope = l.kind.local_rope ? local_rope : rope;
     const auto q = project(l, li, (*l.qkv)(h, at::kFloat), layer_rope, in.slots, cache);

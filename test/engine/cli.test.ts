@@ -3,6 +3,7 @@
  * it must answer exactly like the addon, and fail with a JSON error and exit status 2, a flag it does not know or a
  * value it cannot take included.
  */
+import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -10,7 +11,7 @@ import { Engine } from '../../src/engine/engine';
 import { imageKey } from '../../src/images/key';
 import { preprocessImage } from '../../src/images/preprocess';
 import { png } from '../helpers/images';
-import { tinyModel } from '../helpers/models';
+import { debianPython, tinyModel } from '../helpers/models';
 import { tokenizeTexts } from '../helpers/tokens';
 import { runsBf16Amx } from '../helpers/cpu';
 import { runCli } from '../helpers/tq-cli';
@@ -122,4 +123,44 @@ test('tq_cli selfcheck names the first tensor beyond its bound (a bound of 0: th
   const first = strict.tensors.find((t: { relative: number }) => t.relative > 0);
   expect(strict.firstBeyondBound).toEqual(first);
   expect(first.name).toMatch(/^layer 0 /);
+});
+
+// The profile of every call the GPU window measures (bench/gpu/check.py --parts profile) in its CPU form: tq_cli records
+// the last repetition's calls, each in its own scope, and kernel_profile.py ranks each call's CPU ops by self time.
+test('tq_cli answer --profile writes a trace of the last repetition, each call apart, that kernel_profile.py ranks', async () => {
+  const dir = tinyModel('tiny-qwen3');
+  const { state, questions, labels } = await tokenizeTexts(dir);
+  const calls = [[{ state, questions: [{ tokens: questions[0], labelIds: labels }] }], [{ state: state.slice(0, 5), questions: [{ tokens: questions[1], labelIds: labels }] }]];
+  const file = path.join(scratch, 'profiled-calls.json');
+  const trace = path.join(scratch, 'profile.trace.json');
+  fs.writeFileSync(file, JSON.stringify({ calls }));
+  const out = await runCli(['answer', '--model', dir, '--calls', file, '--repeat', '2', '--profile', trace]);
+  expect(out.calls).toHaveLength(2);
+  const events = JSON.parse(fs.readFileSync(trace, 'utf8')).traceEvents as { name: string; cat: string; ts: number; dur: number }[];
+  const scopes = events.filter((e) => e.cat === 'user_annotation' && /^tq_cli call \d$/.test(e.name));
+  // One scope a call, of the last repetition alone.
+  expect(scopes.map((e) => e.name).sort()).toEqual(['tq_cli call 0', 'tq_cli call 1']);
+  const script = path.resolve(__dirname, '..', '..', 'bench', 'gpu', 'kernel_profile.py');
+  const summaryFile = path.join(scratch, 'profile.summary.json');
+  const printed = execFileSync(debianPython, [script, trace, '--layers', '2', '--top', '5', '--json', summaryFile], { encoding: 'utf8' });
+  const summary = JSON.parse(fs.readFileSync(summaryFile, 'utf8'));
+  expect(summary.device).toBe('cpu');
+  expect(Object.keys(summary.calls)).toEqual(['0', '1']);
+  for (const call of Object.values<any>(summary.calls)) {
+    expect(call.top.length).toBeGreaterThan(0);
+    expect(call.top.length).toBeLessThanOrEqual(5);
+    // Self times: no op's exceeds the call's wall time, and the shares of the ranked ones sum to at most 1.
+    expect(call.cpu_op_self_us).toBeLessThanOrEqual(call.wall_us * 1.01);
+    expect(call.top.reduce((s: number, k: any) => s + k.share, 0)).toBeLessThanOrEqual(1 + 1e-9);
+    expect(call.top[0].us).toBeGreaterThanOrEqual(call.top[call.top.length - 1].us);
+  }
+  expect(printed).toMatch(/call 0: wall [\d.]+ ms/);
+  expect(printed).toMatch(/\| CPU op \| self time \| share \| count \|/);
+});
+
+test('tq_cli answer --profile to a folder that does not exist fails with a JSON error, not a crash', async () => {
+  const file = path.join(scratch, 'one-call.json');
+  fs.writeFileSync(file, JSON.stringify({ calls: [[{ state: [1, 2, 3], questions: [{ tokens: [4], labelIds: [5, 6] }] }]] }));
+  await expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', file, '--profile', path.join(scratch, 'no', 'such', 'dir', 't.json')]))
+    .rejects.toThrow(/failed \(2\).*profile/);
 });

@@ -5,7 +5,7 @@
  * every token takes experts 0 and 1 at weight 1/2.
  */
 import { Engine } from '../../src/engine/engine';
-import { tinyModel, withEditedTensors } from '../helpers/models';
+import { tinyModel, withEditedConfig, withEditedTensors } from '../helpers/models';
 import { maxAbsDiff, referenceLogits } from '../helpers/reference';
 
 const model = tinyModel('tiny-mixtral');
@@ -43,3 +43,30 @@ test('an expert no token is routed to is never computed: NaN weights in experts 
   expect(poisoned.every((row) => row.every(Number.isFinite))).toBe(true);
   expect(poisoned.map((row) => Array.from(row))).toEqual(clean.map((row) => Array.from(row)));
 });
+
+// transformers reads a field under each name its config's attribute_map gives it, and writes the one it stores:
+// transformers 5 writes Qwen3-MoE's num_experts as num_local_experts (Mixtral's map, the other way round, too). The
+// engine reads either name for every family, with the same answers.
+test.each([
+  ['tiny-qwen3-moe', 'num_experts', 'num_local_experts'],
+  ['tiny-qwen2-moe', 'num_experts', 'num_local_experts'],
+  ['tiny-mixtral', 'num_local_experts', 'num_experts'],
+])('%s with %s written as %s (another transformers\' layout) answers as before', async (name, stored, alias) => {
+  const dir = tinyModel(name);
+  const renamed = (config: any) => {
+    expect(config[stored]).toBeGreaterThan(0);
+    const { [stored]: experts, ...rest } = config;
+    return { ...rest, [alias]: experts };
+  };
+  const [original, aliased] = await Promise.all([logitsOfModel(dir), withEditedConfig(dir, renamed, logitsOfModel)]);
+  expect(aliased).toEqual(original);
+});
+
+async function logitsOfModel(dir: string): Promise<Float32Array[]> {
+  const engine = await Engine.open({ path: dir, dtype: 'fp32', threads: 1 });
+  try {
+    return await engine.logitsAll(tokens.slice(0, 12));
+  } finally {
+    await engine.close();
+  }
+}

@@ -45,13 +45,15 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(fs.readdirSync(run.out).sort()).toEqual(['gpu.tgz', 'summary.md']);
   const files = unpack(run.out, path.join(scratch, 'whole', 'unpacked'))!;
   const steps = JSON.parse(files['window.json']).steps;
-  expect(steps.map((s: any) => `${s.step} ${s.status}`)).toEqual(['preflight ok', 'build ok', 'models ok', 'selfcheck ok', 'bench ok', 'serve ok', 'rest ok']);
+  expect(steps.map((s: any) => `${s.step} ${s.status}`)).toEqual(['preflight ok', 'build ok', 'models ok', 'profile ok', 'bench ok', 'invariance ok',
+    'selfcheck ok', 'serve ok', 'rest ok']);
   // Printed as they finished, one line a step.
   for (const [i, s] of steps.entries()) expect(run.log()).toContain(`[${i}] ${s.step}: ${s.status}`);
   // What needs CUDA or transformers is reported as skipped, not run and not failed.
   expect(steps[0].summary).toMatch(/flash: skipped \(no CUDA\)/);
-  expect(steps[6].summary).toMatch(/skipped: families: no transformers/);
-  expect(steps[6].summary).toMatch(/skipped: fp8: needs CUDA/);
+  const rest = steps[8].summary;
+  expect(rest).toMatch(/skipped: families: no transformers/);
+  expect(rest).toMatch(/skipped: fp8: needs CUDA/);
   expect(fs.readFileSync(path.join(run.out, 'summary.md'), 'utf8')).toBe(files['window.md']);
 
   expect(JSON.parse(files['preflight.json']).versions.torch).toMatch(/^1\./);
@@ -62,7 +64,19 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
     expect(r.graphs.labelLogitsMaxDiff).toBeLessThanOrEqual(r.bound);
   }
   const bench = JSON.parse(files['bench.json']).benchmark;
-  for (const p of ['tqserve', 'tqserve_fast']) expect(bench[p].cold_prefill_ms).toBeGreaterThan(0);
+  for (const p of ['tqserve', 'tqserve_fast', 'torch_graphs']) expect(bench[p].cold_prefill_ms).toBeGreaterThan(0);
+  // The plain PyTorch peer computes the same model: its label probabilities are tqserve's, to bf16's rounding.
+  expect(bench.max_abs_probability_diff_vs_torch_graphs).toBeLessThan(0.05);
+  expect(Object.keys(bench.ratios_torch_graphs).sort()).toEqual(['cold_prefill', 'state_16_questions', 'throughput', 'warm_question']);
+  // The profile of each workload the benchmark measures: CPU ops ranked per call, printed in the window's output.
+  const profile = JSON.parse(files['profile.json']).profile;
+  expect(Object.keys(profile)).toEqual(['cold-1000', 'warm-24-over-1000', 'state-16-questions', 'throughput-2x1001']);
+  for (const p of Object.values<any>(profile)) expect(p.calls['0'].top.length).toBeGreaterThan(0);
+  expect(run.log()).toContain('### warm-24-over-1000');
+  // bf16 bits at the benchmark's size: alone, in a batch of 8, cached, another step size.
+  const invariance = JSON.parse(files['invariance.json']).invariance;
+  expect(invariance.passed).toBe(true);
+  expect(invariance.max_abs_logit_diff).toEqual({ batch_of_8: 0, from_cache: 0, step_256: 0 });
   const serve = JSON.parse(files['serve.json']);
   expect(serve.load.requests).toBeGreaterThan(0);
   expect(serve.engineAlone.promptTokensPerSecond).toBeGreaterThan(0);
@@ -115,3 +129,14 @@ test('a step past its time is stopped with everything it started (the server and
   expect(processesNaming('dist/tqserve.js serve')).toEqual(servers);
   expect(processesNaming(path.join(scratch, 'timeout'))).toEqual([]);
 }, 120_000);
+
+// A failed build's summary line names its first error (the log's end says only that the build stopped).
+test('the build step\'s summary names the first compiler error of its log', () => {
+  const log = path.join(scratch, 'build.log');
+  fs.writeFileSync(log, ['$ cmake --build build', '[1/90] Building CXX object a.o', 'FAILED: b.o',
+    'csrc/kernels/cpu/gemm/onednn.cpp:22: error: \'desc\' is not a member of \'dnnl::matmul\'', 'csrc/x.cpp:3: error: later',
+    'ninja: build stopped: subcommand failed.'].join('\n'));
+  const said = execFileSync(debianPython, ['-c', `import sys; sys.path.insert(0, ${JSON.stringify(path.join(root, 'bench', 'gpu'))}); import window; ` +
+    `print(window.first_error(${JSON.stringify(log)}))`], { encoding: 'utf8' }).trim();
+  expect(said).toBe('first error: csrc/kernels/cpu/gemm/onednn.cpp:22: error: \'desc\' is not a member of \'dnnl::matmul\'');
+});

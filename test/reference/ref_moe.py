@@ -28,7 +28,8 @@ class MoeModel(CheckpointReader):
         super().__init__(folder)
         c = self.c
         self.mixtral = self.kind == "mixtral"
-        self.experts = c["num_local_experts"] if self.mixtral else c["num_experts"]
+        # Either name transformers reads it by (its configs' attribute_map): transformers 5 writes Qwen3-MoE's as num_local_experts.
+        self.experts = c.get("num_local_experts", c.get("num_experts"))
         self.top_k = c["num_experts_per_tok"]
         self.renormalize = self.mixtral or c.get("norm_topk_prob", False)
         uses_window = self.mixtral or c.get("use_sliding_window", False)

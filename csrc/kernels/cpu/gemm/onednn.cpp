@@ -1,3 +1,6 @@
+// Compiled only where the build has oneDNN (TQ_ONEDNN): a CUDA libtorch carries oneDNN headers of another major
+// version without the library, and this file must not depend on the build's source list to stay out of such a build.
+#if TQ_ONEDNN
 #include "kernels/cpu/gemm/onednn.h"
 
 namespace tq::onednn {
@@ -37,3 +40,4 @@ void run(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::m
 }
 
 }  // namespace tq::onednn
+#endif  // TQ_ONEDNN

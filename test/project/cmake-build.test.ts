@@ -1,0 +1,77 @@
+/**
+ * The build files name only what exists, and the GPU machine's CMake build (no oneDNN library, while a CUDA torch's
+ * include folder carries oneDNN headers of another major version) configures and compiles here. A file moved without
+ * its build line once broke every GPU build while CI stayed green: these checks fail first.
+ */
+import { execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+const root = path.resolve(__dirname, '..', '..');
+const cmakeLists = fs.readFileSync(path.join(root, 'CMakeLists.txt'), 'utf8');
+
+// Paths under a variable CMake computes as it configures (node-addon-api's folder, asked of node): not checked here.
+const computedAtConfigure = new Set(['NODE_ADDON_API_DIR']);
+
+/** Every path CMakeLists.txt names under ${CMAKE_SOURCE_DIR}, a foreach's ${var} expanded over its list. */
+function cmakePaths(): string[] {
+  const loops = new Map<string, string[]>();
+  for (const m of cmakeLists.matchAll(/foreach\((\w+)\s+([^)]*)\)/g)) loops.set(m[1], m[2].trim().split(/\s+/));
+  return Array.from(cmakeLists.matchAll(/\$\{CMAKE_SOURCE_DIR\}\/([^\s)]+)/g), (m) => m[1]).flatMap((named) => {
+    const variable = /\$\{(\w+)\}/.exec(named);
+    if (!variable) return [named];
+    if (computedAtConfigure.has(variable[1])) return [];
+    const values = loops.get(variable[1]);
+    if (!values) throw new Error(`CMakeLists.txt names ${named}, whose \${${variable[1]}} this check cannot expand`);
+    return values.map((v) => named.replace(variable[0], v));
+  });
+}
+
+test('every path CMakeLists.txt names exists, and each glob matches files', () => {
+  const named = cmakePaths();
+  expect(named).toEqual(expect.arrayContaining(['csrc/cli/main.cpp', 'test/native/gemm_check.cpp', 'csrc/kernels/*.cpp']));
+  const missing = named.filter((p) => {
+    if (!p.includes('*')) return !fs.existsSync(path.join(root, p));
+    const dir = path.join(root, path.dirname(p));
+    const suffix = path.basename(p).replace('*', '');
+    return !fs.existsSync(dir) || !fs.readdirSync(dir).some((f) => f.endsWith(suffix));
+  });
+  expect(missing).toEqual([]);
+});
+
+test('every source binding.gyp names exists', () => {
+  const gyp = fs.readFileSync(path.join(root, 'binding.gyp'), 'utf8');
+  const named = Array.from(gyp.matchAll(/"((?:csrc|test)\/[^"]+\.(?:cpp|cu|h))"/g), (m) => m[1]);
+  expect(named.length).toBeGreaterThan(50);
+  expect(named.filter((p) => !fs.existsSync(path.join(root, p)))).toEqual([]);
+});
+
+/** One compile command of compile_commands.json. */
+interface CompileCommand { file: string; command: string; directory: string }
+
+test('the CMake build configures and compiles with oneDNN off (-DTQ_WITH_ONEDNN=OFF), as the GPU machine builds it', () => {
+  const build = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-cmake-no-onednn-'));
+  try {
+    // The flags bench/gpu/window.py gives a CUDA build, less CUDA (no CUDA libtorch here).
+    execFileSync('cmake', ['-S', root, '-B', build, '-G', 'Ninja', '-DTQ_WITH_ONEDNN=OFF', '-DCMAKE_BUILD_TYPE=Release',
+      '-DCMAKE_EXPORT_COMPILE_COMMANDS=ON'], { stdio: 'pipe' });
+    const commands = JSON.parse(fs.readFileSync(path.join(build, 'compile_commands.json'), 'utf8')) as CompileCommand[];
+    const sources = commands.map((c) => path.relative(root, c.file));
+    expect(sources).toEqual(expect.arrayContaining(['csrc/kernels/cpu/gemm/onednn.cpp', 'csrc/engine/engine.cpp']));
+    for (const c of commands) {
+      expect(c.command).toContain('-DTQ_ONEDNN=0');
+      expect(c.command).not.toMatch(/-ldnnl|libdnnl/);
+    }
+    // The file of oneDNN's calls, compiled by the build itself: to nothing that names oneDNN (its whole body is under
+    // TQ_ONEDNN, so no source list has to leave it out). The other sources with oneDNN branches are compiled with
+    // TQ_ONEDNN=0 against a CUDA build's headers by kernels/cuda.test.ts.
+    const onednn = commands.find((c) => c.file.endsWith(path.join('gemm', 'onednn.cpp')))!;
+    const object = /\s-o\s+(\S+)/.exec(onednn.command)![1];
+    execFileSync('ninja', ['-C', build, object], { stdio: 'pipe' });
+    const undefinedSymbols = execFileSync('nm', ['-C', '--undefined-only', path.join(build, object)], { encoding: 'utf8' });
+    expect(undefinedSymbols).not.toMatch(/dnnl/);
+  } finally {
+    fs.rmSync(build, { recursive: true, force: true });
+  }
+}, 300_000);

@@ -325,13 +325,14 @@ def ratios(mine, peer):
 
 # ---------------------------------------------------------------------------------------- profile
 def profiles(args, done=lambda: None):
-    """The benchmark's workloads on the default path, each recorded by `tq_cli answer --profile` (its last repetition:
-    warm, graphs captured) and summarized by kernel_profile.py: OUT/profile-NAME.trace.json and the summaries."""
+    """The benchmark's workloads on the default path, each recorded by `tq_cli answer --profile` (the last of three
+    repetitions: the first fills the cache, the second may still capture a graph for the warm shape) and summarized by
+    kernel_profile.py: OUT/profile-NAME.trace.json and the summaries."""
     folder = os.path.join(args.models, args.bench_model)
     config = json.load(open(os.path.join(folder, "config.json")))
     state, questions, labels, many = workloads(config["vocab_size"], args.states)
     q = lambda tokens: {"tokens": tokens, "labelIds": labels}  # noqa: E731
-    base = ["--model", folder, "--device", args.device, "--dtype", "bf16", *FAST_PATHS[DEFAULT_PATH], "--repeat", "2"]
+    base = ["--model", folder, "--device", args.device, "--dtype", "bf16", *FAST_PATHS[DEFAULT_PATH], "--repeat", "3"]
     cases = {
         "cold-1000": ([[{"state": state[:-1], "questions": [q(state[-1:])]}]], ["--no-prefix-cache"]),
         "warm-24-over-1000": ([[{"state": state, "questions": [q(questions[0])]}]], []),
@@ -355,7 +356,7 @@ def profiles(args, done=lambda: None):
 
 
 def profile_markdown(profiled):
-    lines = ["## Profiles (the default path, bf16; the last of two repetitions)", ""]
+    lines = ["## Profiles (the default path, bf16; the last of three repetitions)", ""]
     for name, summary in profiled.items():
         lines += [f"### {name}", "", f"error: {summary['error']}", ""] if "error" in summary else \
             [kernel_profile.markdown(summary, name).replace("## ", "### ", 1)]

@@ -28,7 +28,13 @@ def short_name(name):
     """A kernel's name without its return type, parameters and template arguments: the instances of one template
     counted together, and a name that fits a table's row."""
     name = re.sub(r"^void ", "", name)
-    name = re.sub(r"\(.*\)$", "", name)  # the parameter list
+    if name.endswith(")"):  # the parameter list: from the "(" that closes last, not "(anonymous namespace)"
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(name[i], 0)
+            if depth == 0:
+                name = name[:i]
+                break
     out, depth = [], 0
     for ch in name:
         if ch == "<":

@@ -113,10 +113,12 @@ bool PagedModel::remeasure_level() {
 
 at::Tensor PagedModel::step_forward(const StepBatch& step, ForwardInfo& info) {
   TQ_PROFILE_SCOPE("tq::step_forward");
-  auto inputs = transformer_->prepare(step);
-  if (!graphs_ || tracing_ || inputs.launch_shape.empty()) return transformer_->run(inputs, *cache_);
-  // A graph computes every row of its step: the output rows are taken from them.
+  // A traced forward computes the output rows alone in its last layer, as the path it is compared with does.
+  auto inputs = transformer_->prepare(step, !tracing_);
+  if (inputs.launch_shape.empty()) return transformer_->run(inputs, *cache_);
+  // A step of a fixed launch shape (a graph's) computes every row: the output rows are taken from them.
   const auto rows = at::tensor(at::ArrayRef<int64_t>(step.output_rows), at::TensorOptions().dtype(at::kLong)).to(options_.device);
+  if (!graphs_) return transformer_->run(inputs, *cache_).index_select(0, rows);
   bool replayed = false;
   auto hidden = graphs_->run(std::move(inputs), replayed).index_select(0, rows);
   info.graph_replays += replayed;

@@ -29,6 +29,9 @@ class Linear {
   virtual void add_into(const at::Tensor& x, at::Tensor& residual) const = 0;
   // The memory its weights (and bias, scales) take, as prepared.
   virtual int64_t bytes() const = 0;
+  // The dtype its product is rounded to before any conversion to out_dtype: asked for in it, the output costs no
+  // conversion and carries the same values. fp32 unless the GEMM itself rounds (ATen's bf16 GEMM without a bias).
+  virtual at::ScalarType natural_dtype() const { return at::kFloat; }
 };
 
 // One step's attention, planned once from the step's layout and run at every layer.
@@ -56,7 +59,7 @@ class FusedRowOps {
                                   at::ScalarType out_dtype) const = 0;
   // act(gate) * up over the halves of gate_up [T, 2n] (one GEMM's output, gate first), in its dtype.
   virtual at::Tensor gated_mul_halves(const at::Tensor& gate_up, GateActivation act) const = 0;
-  // qkv: [T, (heads + 2 kv_heads) dim] fp32. Per head, q and k RMSNormed by q_norm and k_norm
+  // qkv: [T, (heads + 2 kv_heads) dim] fp32 or bf16 (read widened to fp32). Per head, q and k RMSNormed by q_norm and k_norm
   // ([dim] fp32; undefined: none), turned by RoPE at rows `rope_rows` of cos and sin (undefined:
   // none); k and v stored at `slots` of key_cache and value_cache ([slots, kv_heads, dim] in
   // out_dtype). Returns q [T, heads, dim] in out_dtype.

@@ -300,7 +300,7 @@ at::Tensor Transformer::query_rows(const Layer& l, const Queries& q, const RopeR
   return rope_if_rotary(l, q.raw.index_select(0, rows), {rope.cos, rope.sin, rope.index.index_select(0, rows)});
 }
 
-StepInputs Transformer::prepare(const StepBatch& step) const {
+StepInputs Transformer::prepare(const StepBatch& step, bool fixed_shape) const {
   const auto& c = config_;
   const auto device = kernels_->device();
   auto on_device = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
@@ -320,7 +320,7 @@ StepInputs Transformer::prepare(const StepBatch& step) const {
   const QueryLayout queries{step.positions, step.segments, step.parents, step.roots, step.key_end};
   // A step whose plans launch alike whatever its layout: a graph's (image rows vary in number; a mixture of
   // experts routes on the host, its rows per expert varying too).
-  bool fixed = !step.image_rows.defined() && !c.moe;
+  bool fixed = fixed_shape && !step.image_rows.defined() && !c.moe;
   for (const auto& l : layers_) {
     auto& attend = in.attend[l.kind.sliding];
     if (attend) continue;
@@ -373,7 +373,8 @@ at::Tensor Transformer::run(const StepInputs& in, KvCache& cache) const {
     TQ_PROFILE_SCOPE("tq::layer");
     const Layer& l = layers_[li];
     const auto& layer_rope = l.kind.local_rope ? local_rope : rope;
-    const auto q = project(l, li, (*l.qkv)(h, at::kFloat), layer_rope, in.slots, cache);
+    // The fused rows read q, k and v as the GEMM rounded them (no fp32 copy); the other paths take them in fp32.
+    const auto q = project(l, li, (*l.qkv)(h, fuses_qk(l) ? l.qkv->natural_dtype() : at::kFloat), layer_rope, in.slots, cache);
     record(li, "input", h);
     auto keys = cache.keys(li, in.key_slots), values = cache.values(li, in.key_slots);
     record(li, "keys", keys);

@@ -64,7 +64,9 @@ class Transformer {
   // then the pass itself, which reads nothing from the host. run writes the step's keys and
   // values into the cache (on the kernels' device) and returns the final (normed) hidden states
   // of the rows inputs.output_rows names (all where undefined), [R, hidden] fp32 on that device.
-  StepInputs prepare(const StepBatch& step) const;
+  // fixed_shape: plans of a fixed launch shape where the step allows them (a graph's); off, the last layer computes the
+  // output rows alone, as a traced forward must to be compared with another path layer by layer.
+  StepInputs prepare(const StepBatch& step, bool fixed_shape = true) const;
   at::Tensor run(const StepInputs& inputs, KvCache& cache) const;
   // Copies `from` into `into`'s tensors and plans, which keep their memory (same launch_shape).
   static void refill(StepInputs& into, const StepInputs& from);
@@ -113,9 +115,9 @@ class Transformer {
   at::Tensor rotate(const at::Tensor& x, const RopeRows& rope) const;
   // y [T, heads, head_dim] fp32 turned by RoPE where the layer has it, in the compute dtype.
   at::Tensor rope_if_rotary(const Layer& l, const at::Tensor& y, const RopeRows& rope) const;
-  // A layer's queries, from its qkv projection [T, (heads + 2 kv_heads) head_dim] fp32, its keys
-  // and values written into the cache at `slots` on the way: q/k norms and RoPE, one fused launch
-  // where the kernels can (then `turned`), else the separate ops (then `raw`, not yet turned).
+  // A layer's queries, from its qkv projection [T, (heads + 2 kv_heads) head_dim] (fp32; the GEMM's own bf16 where the
+  // fused rows read it), its keys and values written into the cache at `slots` on the way: q/k norms and RoPE, one fused
+  // launch where the kernels can (then `turned`), else the separate ops (then `raw`, not yet turned).
   struct Queries {
     at::Tensor raw, turned;
   };

@@ -164,3 +164,13 @@ test('tq_cli answer --profile to a folder that does not exist fails with a JSON 
   await expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', file, '--profile', path.join(scratch, 'no', 'such', 'dir', 't.json')]))
     .rejects.toThrow(/failed \(2\).*profile/);
 });
+
+// The self-check traces the fused forward layer by layer against ATen's. With CUDA graphs' step form (buckets, the
+// cascade's fixed launch shape), a step computes every row; traced, it must compute the output rows alone in its last
+// layer, as ATen's path does (it once returned every row, and the self-check failed on the GPU with an index_copy_ error).
+test('tq_cli selfcheck passes in the graphs\' step form (--cuda-graphs on --attention cascade), run here on the CPU', async () => {
+  const out = await runCli(['selfcheck', '--model', tinyModel('tiny-qwen3'), '--dtype', 'fp32', '--cuda-graphs', 'on', '--attention', 'cascade']);
+  expect(out.sameTensorCount).toBe(true);
+  expect(out.firstBeyondBound).toBeNull();
+  expect(out.labelLogitsMaxDiff).toBeLessThanOrEqual(1e-4);
+});

@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/rows/rowwise.h"
 #include "kernels/cpu/rows/swiglu.h"
+#include "kernels/fused/row_kernels_host.h"
 #include "kernels/math/row_kernels_math.h"
 
 using namespace tq;
@@ -100,6 +101,29 @@ void check_qk_norm_rope(at::ScalarType dtype) {
   report("qk_norm_rope", dtype, compared, differ);
 }
 
+// The fused qk_norm_rope reading its qkv rows in bf16 (the GEMM's own output, ATen's bf16 GEMM without a bias) gives the
+// bits it gives reading the same values widened to fp32 (as they came before): the host form, whose load the kernel shares.
+void check_qk_bf16_input(at::ScalarType out_dtype) {
+  const int tokens = 5, heads = 4, kv_heads = 2, d = 128, slots = 16;
+  const auto qkv16 = (at::randn({tokens, (heads + 2 * kv_heads) * d}) * 2).to(at::kBFloat16);
+  const auto qkv32 = qkv16.to(at::kFloat);
+  const auto qn = at::randn({d}) + 1, kn = at::randn({d}) + 1;
+  auto angles = at::arange(40, at::kFloat).unsqueeze(1) * at::rand({d});
+  const auto cos = angles.cos().contiguous(), sin = angles.sin().contiguous();
+  const auto positions = at::randint(0, 40, {tokens}, at::kLong), where = at::randperm(slots, at::kLong).slice(0, 0, tokens).contiguous();
+  auto run = [&](const at::Tensor& qkv) {
+    auto q = at::zeros({tokens, heads, d}, out_dtype), k = at::zeros({slots, kv_heads, d}, out_dtype), v = at::zeros({slots, kv_heads, d}, out_dtype);
+    rows::QkNormRopeArgs a{tokens, heads, kv_heads, d, qkv.data_ptr(), qkv.scalar_type() == at::kBFloat16, qkv.stride(0), qn.data_ptr<float>(),
+                           kn.data_ptr<float>(), 1e-6f, cos.data_ptr<float>(), sin.data_ptr<float>(), positions.data_ptr<int64_t>(), q.data_ptr(),
+                           k.data_ptr(), v.data_ptr(), where.data_ptr<int64_t>(), out_dtype == at::kBFloat16};
+    rows::qk_norm_rope_host(a);
+    return at::cat({q.view({-1}), k.view({-1}), v.view({-1})});
+  };
+  const auto a = run(qkv16), b = run(qkv32);
+  const int64_t written = a.ne(0).sum().item<int64_t>();  // q, and k and v at the tokens' slots: nothing left unwritten there
+  report("qk_norm_rope_bf16_qkv", out_dtype, a.numel(), differing(a, b) + (written < tokens * (heads + 2 * kv_heads) * d ? a.numel() : 0));
+}
+
 void check_gated(at::ScalarType dtype, bool gelu) {
   int64_t compared = 0, differ = 0;
   for (int64_t n : {7, 256, 1000, 3072 * 5 + 3}) {
@@ -123,6 +147,7 @@ int main() {
   for (auto dtype : {at::kFloat, at::kBFloat16}) {
     check_add_rms_norm(dtype);
     check_qk_norm_rope(dtype);
+    check_qk_bf16_input(dtype);
     check_gated(dtype, false);
     check_gated(dtype, true);
   }

@@ -24,6 +24,7 @@ class AtenLinear : public Linear {
   void add_into(const at::Tensor& x, at::Tensor& residual) const override {
     residual.add_(at::linear(x.to(weight_.scalar_type()), weight_).to(at::kFloat));
   }
+  at::ScalarType natural_dtype() const override { return bias_.defined() ? at::kFloat : weight_.scalar_type(); }
 
  private:
   int64_t bytes() const override { return weight_.nbytes() + (bias_.defined() ? bias_.nbytes() : 0); }

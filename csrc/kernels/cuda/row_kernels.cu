@@ -1,9 +1,12 @@
-// One block per row (a token's hidden state, or one head of q, k or v): every
-// thread squares its share of a chunk of the row into shared memory, the
-// first 16 threads carry their lanes' running sums over it (the CPU kernels'
-// 16 lanes, each a sum in element order: that order is what keeps the bits, so
-// it is not a tree), thread 0 turns the lane sums into the row's scale, and
-// every thread writes its strided share of the outputs. The arithmetic is
+// add_rms_norm: one block per row (a token's hidden state): every thread squares
+// its share of a chunk of the row into shared memory, the first 16 threads carry
+// their lanes' running sums over it (the CPU kernels' 16 lanes, each a sum in
+// element order: that order is what keeps the bits, so it is not a tree), thread
+// 0 turns the lane sums into the row's scale, and every thread writes its strided
+// share of the outputs. qk_norm_rope: one warp per head (a head is at most 256
+// values, too little for a block and its barriers): the same lane sums by lanes
+// 0-15, each lane taking the sixteen by shuffle and forming the scale alike.
+// gated_mul: one block per row, its threads along the row. The arithmetic is
 // kernels/math/row_kernels_math.h, the CPU kernels' own.
 #include "kernels/cuda/row_kernels.h"
 #include "kernels/math/row_kernels_math.h"
@@ -54,43 +57,52 @@ __global__ void add_rms_norm_kernel(AddRmsNormArgs a) {
   for (int j = threadIdx.x; j < a.n; j += blockDim.x) put(a.out, static_cast<int64_t>(blockIdx.x) * a.n + j, rows::norm_out(x[j], scale, a.weight[j]), a.out_bf16);
 }
 
-// Block (token, head): heads [0, heads) are q's, then kv_heads of k, then kv_heads of v.
+// Warp w of block b: item b * kHeadsPerBlock + w, the (token, head) pair; heads [0, heads) are q's, then kv_heads of k,
+// then kv_heads of v. A warp past the last item returns whole (no block barrier follows).
+constexpr int kWarp = 32, kHeadsPerBlock = 8;
 __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
-  __shared__ float row[kMaxHeadDim];
+  __shared__ float inputs[kHeadsPerBlock][kMaxHeadDim], normed_rows[kHeadsPerBlock][kMaxHeadDim];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int per_token = a.heads + 2 * a.kv_heads, d = a.head_dim;
-  const int t = blockIdx.x / per_token, h = blockIdx.x % per_token;
-  const float* x = a.qkv + static_cast<int64_t>(t) * a.token_stride + static_cast<int64_t>(h) * d;
+  const int item = blockIdx.x * kHeadsPerBlock + warp;
+  if (item >= a.tokens * per_token) return;
+  const int t = item / per_token, h = item % per_token;
+  const int64_t in_row = static_cast<int64_t>(t) * a.token_stride + static_cast<int64_t>(h) * d;
   // k and v heads: their row in the cache, at the token's slot.
   const int64_t slot_row = h < a.heads ? 0 : (a.slots[t] * a.kv_heads + (h - a.heads) % a.kv_heads) * d;
   if (h >= a.heads + a.kv_heads) {  // v: into its cache slot as it is
-    for (int j = threadIdx.x; j < d; j += blockDim.x) put(a.v_cache, slot_row + j, x[j], a.out_bf16);
+    for (int j = lane; j < d; j += kWarp) put(a.v_cache, slot_row + j, load(a.qkv, in_row + j, a.qkv_bf16), a.out_bf16);
     return;
   }
   const bool is_q = h < a.heads;
   const float* norm = is_q ? a.q_norm : a.k_norm;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) row[j] = x[j];
-  __syncthreads();
+  const float* row = inputs[warp];
+  for (int j = lane; j < d; j += kWarp) inputs[warp][j] = load(a.qkv, in_row + j, a.qkv_bf16);
+  __syncwarp();
   if (norm) {
-    const float scale = block_norm_scale(row, d, a.eps);
-    float normed[kMaxHeadDim / kThreads];
-    for (int j = threadIdx.x, i = 0; j < d; j += blockDim.x, ++i) normed[i] = rows::norm_out(row[j], scale, norm[j]);
-    __syncthreads();
-    for (int j = threadIdx.x, i = 0; j < d; j += blockDim.x, ++i) row[j] = normed[i];
-    __syncthreads();
+    // Lanes 0-15 sum their squares in element order; every lane takes the sixteen sums and forms the same scale.
+    const float mine = lane < rows::kNormLanes ? rows::norm_lane_sum(row, d, lane) : 0.0f;
+    float lane_sums[rows::kNormLanes];
+    for (int l = 0; l < rows::kNormLanes; ++l) lane_sums[l] = __shfl_sync(0xffffffffu, mine, l);
+    const float scale = rows::norm_scale(lane_sums, row, d, a.eps);
+    for (int j = lane; j < d; j += kWarp) normed_rows[warp][j] = rows::norm_out(row[j], scale, norm[j]);
+    __syncwarp();
+    row = normed_rows[warp];
   }
   void* out = is_q ? a.q_out : a.k_cache;
   const int64_t out_row = is_q ? (static_cast<int64_t>(t) * a.heads + h) * d : slot_row;
   const float* c = a.rope_rows ? a.cos + a.rope_rows[t] * d : nullptr;
   const float* s = a.rope_rows ? a.sin + a.rope_rows[t] * d : nullptr;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) put(out, out_row + j, c ? rows::rope_out(row, c, s, d, j) : row[j], a.out_bf16);
+  for (int j = lane; j < d; j += kWarp) put(out, out_row + j, c ? rows::rope_out(row, c, s, d, j) : row[j], a.out_bf16);
 }
 
+// Block r: row r, its threads along the row (no 64-bit division per element).
 __global__ void gated_mul_kernel(GatedMulArgs a) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<int64_t>(a.rows) * a.n) return;
-  const int64_t r = i / a.n, j = i % a.n;
-  const float g = load(a.gate, r * a.stride + j, a.in_bf16), u = load(a.up, r * a.stride + j, a.in_bf16);
-  put(a.out, i, rows::gated(g, u, a.gelu_tanh), a.in_bf16);
+  const int64_t in_row = static_cast<int64_t>(blockIdx.x) * a.stride, out_row = static_cast<int64_t>(blockIdx.x) * a.n;
+  for (int j = threadIdx.x; j < a.n; j += blockDim.x) {
+    const float g = load(a.gate, in_row + j, a.in_bf16), u = load(a.up, in_row + j, a.in_bf16);
+    put(a.out, out_row + j, rows::gated(g, u, a.gelu_tanh), a.in_bf16);
+  }
 }
 
 }  // namespace
@@ -104,14 +116,14 @@ cudaError_t launch_add_rms_norm(const AddRmsNormArgs& args, cudaStream_t stream)
 cudaError_t launch_qk_norm_rope(const QkNormRopeArgs& args, cudaStream_t stream) {
   if (args.tokens == 0) return cudaSuccess;
   if (args.head_dim > kMaxHeadDim) return cudaErrorInvalidValue;
-  qk_norm_rope_kernel<<<args.tokens * (args.heads + 2 * args.kv_heads), kThreads, 0, stream>>>(args);
+  const int items = args.tokens * (args.heads + 2 * args.kv_heads);
+  qk_norm_rope_kernel<<<(items + kHeadsPerBlock - 1) / kHeadsPerBlock, kHeadsPerBlock * kWarp, 0, stream>>>(args);
   return cudaGetLastError();
 }
 
 cudaError_t launch_gated_mul(const GatedMulArgs& args, cudaStream_t stream) {
-  const int64_t n = static_cast<int64_t>(args.rows) * args.n;
-  if (n == 0) return cudaSuccess;
-  gated_mul_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(args);
+  if (args.rows == 0 || args.n == 0) return cudaSuccess;
+  gated_mul_kernel<<<args.rows, 256, 0, stream>>>(args);
   return cudaGetLastError();
 }
 

@@ -88,7 +88,7 @@ class FusedLayerKernels : public LayerKernels, public FusedRowOps {
   at::Tensor qk_norm_rope_store(const at::Tensor& qkv, int64_t heads, int64_t kv_heads, const at::Tensor& q_norm, const at::Tensor& k_norm,
                                 double eps, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& rope_rows, at::Tensor& key_cache,
                                 at::Tensor& value_cache, const at::Tensor& slots, at::ScalarType out_dtype) const override {
-    TORCH_CHECK(qkv.scalar_type() == at::kFloat && qkv.stride(1) == 1, "qk_norm_rope_store: fp32 qkv rows");
+    TORCH_CHECK((qkv.scalar_type() == at::kFloat || is_bf16(qkv)) && qkv.stride(1) == 1, "qk_norm_rope_store: fp32 or bf16 qkv rows");
     const int64_t dim = qkv.size(1) / (heads + 2 * kv_heads), tokens = qkv.size(0);
     if (kv_heads > 0) TORCH_CHECK(key_cache.scalar_type() == out_dtype && value_cache.scalar_type() == out_dtype, "the KV cache in the compute dtype");
     auto q = at::empty({tokens, heads, dim}, qkv.options().dtype(out_dtype));
@@ -96,7 +96,7 @@ class FusedLayerKernels : public LayerKernels, public FusedRowOps {
     const auto c = cos.defined() ? cos.contiguous() : cos, s = sin.defined() ? sin.contiguous() : sin;
     const auto r = rope_rows.defined() ? rope_rows.to(at::kLong).contiguous() : rope_rows, sl = slots.defined() ? slots.contiguous() : slots;
     rows::QkNormRopeArgs args{static_cast<int>(tokens), static_cast<int>(heads), static_cast<int>(kv_heads), static_cast<int>(dim),
-                              qkv.data_ptr<float>(), qkv.stride(0), floats_or_null(qn), floats_or_null(kn), static_cast<float>(eps),
+                              qkv.data_ptr(), is_bf16(qkv), qkv.stride(0), floats_or_null(qn), floats_or_null(kn), static_cast<float>(eps),
                               floats_or_null(c), floats_or_null(s), r.defined() ? r.data_ptr<int64_t>() : nullptr, q.data_ptr(),
                               kv_heads > 0 ? key_cache.data_ptr() : nullptr, kv_heads > 0 ? value_cache.data_ptr() : nullptr,
                               sl.defined() ? sl.data_ptr<int64_t>() : nullptr, out_dtype == at::kBFloat16};

@@ -33,11 +33,12 @@ void add_rms_norm_host(const AddRmsNormArgs& a) {
 void qk_norm_rope_host(const QkNormRopeArgs& a) {
   const int per_token = a.heads + 2 * a.kv_heads, d = a.head_dim;
   at::parallel_for(0, static_cast<int64_t>(a.tokens) * per_token, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> row(d);
+    std::vector<float> in(d), row(d);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / per_token;
       const int h = static_cast<int>(item % per_token);
-      const float* x = a.qkv + t * a.token_stride + static_cast<int64_t>(h) * d;
+      for (int j = 0; j < d; ++j) in[j] = load(a.qkv, t * a.token_stride + static_cast<int64_t>(h) * d + j, a.qkv_bf16);
+      const float* x = in.data();
       const int64_t slot_row = h < a.heads ? 0 : (a.slots[t] * a.kv_heads + (h - a.heads) % a.kv_heads) * d;
       if (h >= a.heads + a.kv_heads) {
         for (int j = 0; j < d; ++j) put(a.v_cache, slot_row + j, x[j], a.out_bf16);

@@ -20,7 +20,8 @@ struct AddRmsNormArgs {
 };
 struct QkNormRopeArgs {
   int tokens, heads, kv_heads, head_dim;  // kv_heads 0: q alone (RoPE of one tensor's heads)
-  const float* qkv;  // [tokens, (heads + 2 kv_heads) head_dim] fp32: q, k, v heads; row stride token_stride
+  const void* qkv;  // [tokens, (heads + 2 kv_heads) head_dim]: q, k, v heads; row stride token_stride
+  bool qkv_bf16;    // qkv in bf16 (bits: the GEMM's own output, widened here), else fp32
   int64_t token_stride;
   const float* q_norm;  // [head_dim] or null (no q/k norm)
   const float* k_norm;  // [head_dim] or null

@@ -309,9 +309,11 @@ class Window:
             parts.append((ok(status), "families " + summarize(self.work, "families.json", "families")))
         else:
             parts.append(("skipped", "families: no transformers"))
-        # Parity (the default forward against float64, and bf16 bits across batch compositions) before fp8, an option.
+        # Parity (the default forward against float64, and bf16 bits across batch compositions) before fp8, an option; the
+        # mixtures of experts first (the dense families' parity ran in every window before; the step may not finish).
+        moe_first = sorted(families, key=lambda n: "moe" not in n and "mixtral" not in n)
         status, _ = self.script("parity", "check.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
-                                                        self.args.device, "--parts", "parity", "--only", ",".join(families), "--stem", "parity",
+                                                        self.args.device, "--parts", "parity", "--only", ",".join(moe_first), "--stem", "parity",
                                                         *self.short_dtypes()], 200)
         parts.append((ok(status), "parity " + summarize(self.work, "parity.json", "parity")))
         if self.cuda:

@@ -5,29 +5,23 @@
 #include <torch/version.h>
 
 #include <fstream>
+#include <set>
+#include <utility>
 
 #include "common/errors.h"
-#include <set>
 
 namespace tq::cli {
 namespace {
 
 namespace prof = torch::autograd::profiler;
 
-// Microseconds, the Chrome trace's unit; nanoseconds where this libtorch has them (a short kernel is a few µs).
-double start_us(const prof::KinetoEvent& e) {
+// An event's start and duration in microseconds, the Chrome trace's unit; from nanoseconds where this libtorch has them
+// (a short kernel is a few µs).
+std::pair<double, double> span_us(const prof::KinetoEvent& e) {
 #if TORCH_VERSION_MAJOR >= 2
-  return static_cast<double>(e.startNs()) / 1000.0;
+  return {static_cast<double>(e.startNs()) / 1000.0, static_cast<double>(e.durationNs()) / 1000.0};
 #else
-  return static_cast<double>(e.startUs());
-#endif
-}
-
-double duration_us(const prof::KinetoEvent& e) {
-#if TORCH_VERSION_MAJOR >= 2
-  return static_cast<double>(e.durationNs()) / 1000.0;
-#else
-  return static_cast<double>(e.durationUs());
+  return {static_cast<double>(e.startUs()), static_cast<double>(e.durationUs())};
 #endif
 }
 
@@ -37,8 +31,9 @@ void write_events(const prof::ProfilerResult& result, const std::string& path) {
   nlohmann::json events = nlohmann::json::array();
   const auto user_scope = static_cast<uint8_t>(at::RecordScope::USER_SCOPE);
   for (const auto& e : result.events()) {
+    const auto [start, duration] = span_us(e);
     events.push_back({{"ph", "X"}, {"cat", e.scope() == user_scope ? "user_annotation" : "cpu_op"}, {"name", e.name()},
-                      {"ts", start_us(e)}, {"dur", duration_us(e)}, {"pid", 0}, {"tid", e.startThreadId()}});
+                      {"ts", start}, {"dur", duration}, {"pid", 0}, {"tid", e.startThreadId()}});
   }
   std::ofstream out(path);
   out << nlohmann::json{{"traceEvents", events}, {"writer", "tq_cli (no Kineto in this libtorch)"}}.dump() << "\n";

@@ -34,8 +34,10 @@ std::optional<StepBucket> bucket_for(int64_t tokens, int64_t keys) {
 void pad_step(StepBatch& s, const StepBucket& bucket, int64_t scratch_slot) {
   const int64_t t = s.token_ids.size(0), k = s.key_slots.size(0);
   const int64_t pad_queries = bucket.tokens - t, pad_keys = bucket.keys - k;
-  // The padding state: pad_keys tokens at positions 0 .., the last pad_queries of them computed now.
-  const int64_t first_query = pad_keys - pad_queries;
+  // The padding state: pad_keys tokens at positions 0 .., the first pad_queries of them computed now. First, not last:
+  // query i then sees the i + 1 keys before it, where as the state's last rows each would see nearly all pad_keys (a
+  // warm question's bucket pads about as many keys as the state has: its padding cost a state's attention per layer).
+  const int64_t first_query = 0;
   s.token_ids = padded(s.token_ids, pad_queries, 0);
   s.positions = at::cat({s.positions, run_from(first_query, pad_queries)});
   for (auto* ids : {&s.segments, &s.parents, &s.roots}) *ids = padded(*ids, pad_queries, kPadSegment);

@@ -6,7 +6,8 @@
 //
 // The padding is inert: its tokens form a state of their own (segment
 // kPadSegment, token id 0) whose keys all live in the KV cache's scratch slot,
-// which no block of the pool uses. Its queries see only its keys, no real
+// which no block of the pool uses. Its queries are its first tokens (each sees
+// the few keys before it, not the padding's hundreds), they see only its keys, no real
 // query sees them, and no output row is a padding row; every kernel computes a
 // row independently of the others (the batch-invariant CPU kernels; on the GPU
 // the cascade and the row kernels), so the real rows' bits do not change

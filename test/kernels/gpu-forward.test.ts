@@ -56,6 +56,10 @@ test("cascade, fixed form: a bucket's steps see what the rule sees, launch alike
   // Only plans with a window that cuts a state are refused (they run without a graph).
   expect(f.refused).toBeGreaterThan(0);
   expect(f.refusedUnwindowed).toBe(0);
+  // The padding's rows see the few keys before them, not the padding state's hundreds (as its last rows they each saw
+  // nearly all: a warm question's padding cost a state's attention per layer on the GPU).
+  expect(f.paddingRows).toBeGreaterThan(1000);
+  expect(f.paddingRowsSeeingMore).toBe(0);
 });
 
 test('cascade: the merged reference equals float64 attention, and the ATen form the reference (fp32, 1e-5)', () => {

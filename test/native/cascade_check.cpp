@@ -170,6 +170,7 @@ QueryLayout layout_of(const StepBatch& b) { return {b.positions, b.segments, b.p
 struct FixedTotals {
   int64_t fixed = 0, refused = 0, refused_unwindowed = 0, mismatched = 0, keyless_entries = 0, shapes = 0, shape_differences = 0,
           compared = 0, bits_differ = 0;
+  int64_t padding_rows = 0, padding_rows_seeing_more = 0;  // a padding row sees at most as many keys as there are padding rows
   std::map<std::vector<int64_t>, std::vector<int64_t>> shape_of;  // (tokens, keys, own keys) -> launch shape
 };
 
@@ -186,6 +187,7 @@ std::vector<int64_t> launch_shape(const CascadePlan& plan) {
 void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, FixedTotals& t) {
   const auto bucket = bucket_for(b.token_ids.size(0), b.key_slots.size(0));
   if (!bucket) return;
+  const int64_t real_tokens = b.token_ids.size(0);
   pad_step(b, *bucket, /*scratch_slot=*/1 << 20);
   const auto q = layout_of(b);
   const auto plain = plan_cascade(q, b.key_positions, b.key_segments, window);
@@ -201,6 +203,10 @@ void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, Fixed
   ++t.fixed;
   auto rule = visibility_mask(q.positions, q.segments, q.parents, q.roots, b.key_positions, b.key_segments, window);
   if (!cascade_visibility(plan, tokens, keys).equal(rule.to(at::kInt))) ++t.mismatched;
+  // The padding's cost: its rows see the few keys before them, never the padding state's hundreds.
+  const auto seen = rule.slice(0, real_tokens).sum(1);
+  t.padding_rows += seen.size(0);
+  t.padding_rows_seeing_more += seen.gt(tokens - real_tokens).sum().item<int64_t>();
   for (size_t e = 0; e < plan.merge_level.size(); ++e) {
     const auto& level = plan.levels[plan.merge_level[e]];
     int32_t s = 0;
@@ -321,9 +327,10 @@ int main() {
               (long long)t.trees, (long long)t.steps, (long long)t.layouts, (long long)t.mismatched, (long long)t.empty_levels,
               (long long)t.keyless_entries, (long long)t.windowed_levels, (long long)t.max_levels, (long long)t.compared, t.worst_reference, t.worst_aten);
   std::printf("{\"part\":\"fixed\",\"fixed\":%lld,\"refused\":%lld,\"refusedUnwindowed\":%lld,\"mismatched\":%lld,\"keylessEntries\":%lld,"
-              "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld}\n",
+              "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld,\"paddingRows\":%lld,\"paddingRowsSeeingMore\":%lld}\n",
               (long long)f.fixed, (long long)f.refused, (long long)f.refused_unwindowed, (long long)f.mismatched, (long long)f.keyless_entries,
-              (long long)f.shapes, (long long)f.shape_differences, (long long)f.compared, (long long)f.bits_differ);
+              (long long)f.shapes, (long long)f.shape_differences, (long long)f.compared, (long long)f.bits_differ, (long long)f.padding_rows,
+              (long long)f.padding_rows_seeing_more);
   std::printf("{\"part\":\"cpu\",\"compared\":%lld,\"worstPlain\":%.3e,\"worst\":{", (long long)t.compared, t.worst_plain);
   const char* comma = "";
   for (const auto& [name, worst] : t.worst_cpu) {

@@ -83,6 +83,15 @@ void add_own(const Run& run, const SegmentKeyMap& keys, CascadeLevel& own) {
   end_sequence(own);
 }
 
+// The state level's chunk of a state of n keys: at most kStateChunks chunks of at least kStateChunkKeys keys, each a
+// multiple of 64 (FlashAttention-2's key block) from the state's first key. A function of the state alone, so a row's
+// chunks, and the order its merge takes them in, are the same in any batch, step or cache.
+int32_t state_chunk_keys(int32_t n) {
+  const int32_t chunks = std::max(1, std::min(kStateChunks, n / kStateChunkKeys));
+  const int32_t per = (n + chunks - 1) / chunks;
+  return (per + 63) / 64 * 64;
+}
+
 }  // namespace
 
 KeyRange visible_keys(const CascadeLevel& level, int32_t seq, int32_t row) {
@@ -123,12 +132,18 @@ CascadePlan plan_cascade(const QueryLayout& queries, const at::Tensor& key_posit
     append_range(level.q_rows, run.first_row, run.first_row + static_cast<int32_t>(nq));
     end_sequence(level);
   }
+  // A state's rows over its keys, chunk by chunk, each chunk a sequence: one kernel block per head walked the whole
+  // state where a state's rows are few (a question's), and the chunks run side by side; the merge takes them in order.
   for (const auto& [root, rows] : state_rows) {
     const auto& k = keys.at(root);
-    if (k.end == k.begin) continue;
-    append_range(state.k_rows, k.begin, k.end);
-    state.q_rows.insert(state.q_rows.end(), rows.begin(), rows.end());
-    end_sequence(state);
+    const int32_t n = k.end - k.begin;
+    if (n == 0) continue;
+    const int32_t chunk = state_chunk_keys(n);
+    for (int32_t from = 0; from < n; from += chunk) {
+      append_range(state.k_rows, k.begin + from, k.begin + std::min(n, from + chunk));
+      state.q_rows.insert(state.q_rows.end(), rows.begin(), rows.end());
+      end_sequence(state);
+    }
   }
 
   CascadePlan plan;

@@ -11,7 +11,11 @@
 //          and itself; causal.
 //   state  question and shared-segment rows over their state's keys; no mask
 //          (every state key comes before them). All such rows of one state form
-//          one sequence: they read the state's keys as one batch.
+//          one sequence per chunk of the state's keys (at most kStateChunks
+//          chunks of at least kStateChunkKeys keys, from the state's first): they
+//          read each chunk as one batch, the chunks side by side, and the merge
+//          takes a row's chunks in order. The chunks are the state's alone, so a
+//          row's arithmetic does not depend on what else the step holds.
 // Together they cover exactly what the engine's one visibility rule
 // (visibility.h) lets a query see, and nothing twice. With a sliding window the
 // state level is cut per run, each with the window its positions give, and runs
@@ -31,6 +35,8 @@
 #include "batch/visibility.h"
 
 namespace tq {
+
+constexpr int32_t kStateChunks = 4, kStateChunkKeys = 256;
 
 struct CascadeLevel {
   std::string name;          // "own" or "state" (for reports)

@@ -2,7 +2,7 @@
  * The GPU fast path's parts that run on the CPU (docs/gpu.md, "Built ahead of the GPU"), with native checks linked
  * against the engine library (test/helpers/linked-check.ts):
  *
- * The cascade (csrc/batch/cascade_plan.h, csrc/kernels/cascade/), with test/native/cascade_check.cpp: on 400 random
+ * The cascade (csrc/batch/cascade_plan.h, csrc/kernels/cascade/), with test/native/cascade_check.cpp: on 440 random
  * segment trees (cached prefixes, shared segments, several states, steps of every size, read-outs at any token, with
  * and without a sliding window, with and without soft-capping), the visibility each step's plan encodes is the
  * engine's one rule element for element; no level is empty; the merged reference equals float64 attention; the ATen
@@ -32,14 +32,15 @@ beforeAll(async () => {
   rows = r;
 }, 240_000);
 
-test('cascade: every step of 400 random segment trees sees what the visibility rule sees, each key once, no level empty', () => {
+test('cascade: every step of 440 random segment trees sees what the visibility rule sees, each key once, no level empty', () => {
   const p = cascade.plans;
   expect(p.layouts).toBeGreaterThan(1500);
   expect(p.mismatched).toBe(0);
   expect(p.emptyLevels).toBe(0);
   expect(p.keylessEntries).toBe(0);
-  // The window cut the state level in some of them, and some rows were in several levels.
+  // The window cut the state level in some of them, some read a long state in chunks, and some rows were in several levels.
   expect(p.windowedLevels).toBeGreaterThan(0);
+  expect(p.chunkedLevels).toBeGreaterThan(20);
   expect(p.maxLevels).toBeGreaterThan(2);
 });
 

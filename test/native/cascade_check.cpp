@@ -55,15 +55,16 @@ struct Tree {
   std::vector<int64_t> compute;
 };
 
-// 1-3 states, each short or long with a cached prefix of any length, 0-2 shared segments of
+// 1-3 states, each short or long (with long_states: long enough for the state level to read it in chunks,
+// cascade_plan.h's kStateChunkKeys), with a cached prefix of any length, 0-2 shared segments of
 // 1-3 questions and 0-3 questions of its own; each question read out at a random token.
-Tree random_tree() {
+Tree random_tree(bool long_states = false) {
   Tree t;
   auto& p = t.packed;
   std::vector<std::pair<int64_t, int64_t>> roots;  // segment, cached tokens
   const int64_t states = uniform(1, 3);
   for (int64_t s = 0; s < states; ++s) {
-    const int64_t len = uniform(0, 1) ? uniform(1, 40) : uniform(60, 120);
+    const int64_t len = long_states ? uniform(2 * kStateChunkKeys, 5 * kStateChunkKeys) : uniform(0, 1) ? uniform(1, 40) : uniform(60, 120);
     const int64_t root = p.add_segment(tokens(len), -1);
     roots.push_back({root, uniform(0, 1) ? 0 : uniform(0, len - 1)});
     auto question = [&](int64_t parent) {
@@ -110,7 +111,7 @@ at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, co
 }
 
 struct Totals {
-  int64_t trees = 0, steps = 0, layouts = 0, mismatched = 0, empty_levels = 0, keyless_entries = 0, windowed_levels = 0;
+  int64_t trees = 0, steps = 0, layouts = 0, mismatched = 0, empty_levels = 0, keyless_entries = 0, windowed_levels = 0, chunked_levels = 0;
   int64_t max_levels = 0, compared = 0;
   double worst_reference = 0, worst_aten = 0;
   double worst_plain = 0;                // the plain reference against float64
@@ -144,6 +145,13 @@ void check_layout(const QueryLayout& q, const StepBatch& b, std::optional<int64_
   for (const auto& level : plan.levels) {
     if (level.total_q() == 0) ++t.empty_levels;
     if (level.name == "state" && level.window_left >= 0) ++t.windowed_levels;
+    // A state read in chunks: consecutive sequences of the same rows.
+    for (int32_t s = 1; s < level.sequences(); ++s)
+      if (level.name == "state" && level.cu_q[s] > level.cu_q[s - 1] && level.cu_q[s + 1] > level.cu_q[s] &&
+          level.q_rows[level.cu_q[s]] == level.q_rows[level.cu_q[s - 1]]) {
+        ++t.chunked_levels;
+        break;
+      }
   }
   for (size_t e = 0; e < plan.merge_level.size(); ++e) {
     const auto& level = plan.levels[plan.merge_level[e]];
@@ -302,8 +310,9 @@ int main() {
   at::set_num_threads(1);
   Totals t;
   FixedTotals f;
-  for (int tree = 0; tree < 400; ++tree) {
-    const auto tr = random_tree();
+  // 400 trees, then 40 whose states are read in chunks.
+  for (int tree = 0; tree < 440; ++tree) {
+    const auto tr = random_tree(/*long_states=*/tree >= 400);
     const int64_t n = static_cast<int64_t>(tr.compute.size());
     if (n == 0) continue;
     ++t.trees;
@@ -323,9 +332,9 @@ int main() {
     }
   }
   std::printf("{\"part\":\"plans\",\"trees\":%lld,\"steps\":%lld,\"layouts\":%lld,\"mismatched\":%lld,\"emptyLevels\":%lld,\"keylessEntries\":%lld,"
-              "\"windowedLevels\":%lld,\"maxLevels\":%lld,\"compared\":%lld,\"worstReference\":%.3e,\"worstAten\":%.3e}\n",
+              "\"windowedLevels\":%lld,\"chunkedLevels\":%lld,\"maxLevels\":%lld,\"compared\":%lld,\"worstReference\":%.3e,\"worstAten\":%.3e}\n",
               (long long)t.trees, (long long)t.steps, (long long)t.layouts, (long long)t.mismatched, (long long)t.empty_levels,
-              (long long)t.keyless_entries, (long long)t.windowed_levels, (long long)t.max_levels, (long long)t.compared, t.worst_reference, t.worst_aten);
+              (long long)t.keyless_entries, (long long)t.windowed_levels, (long long)t.chunked_levels, (long long)t.max_levels, (long long)t.compared, t.worst_reference, t.worst_aten);
   std::printf("{\"part\":\"fixed\",\"fixed\":%lld,\"refused\":%lld,\"refusedUnwindowed\":%lld,\"mismatched\":%lld,\"keylessEntries\":%lld,"
               "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld,\"paddingRows\":%lld,\"paddingRowsSeeingMore\":%lld}\n",
               (long long)f.fixed, (long long)f.refused, (long long)f.refused_unwindowed, (long long)f.mismatched, (long long)f.keyless_entries,

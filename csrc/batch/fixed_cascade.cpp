@@ -35,13 +35,19 @@ bool fix_cascade_shape(CascadePlan& plan, int32_t tokens, int32_t keys) {
   auto& levels = plan.levels;
   if (levels.empty() || levels.size() > 2 || levels[0].name != "own" || levels[0].total_q() != tokens) return false;
   if (levels.size() == 2 && (levels[1].name != "state" || levels[1].window_left >= 0)) return false;
-  const auto own_keys = static_cast<int32_t>(power_of_two_at_least(levels[0].total_k(), 64));
-  if (own_keys > kMaxFixedOwnKeys || levels.size() == 2 && levels[1].total_k() > keys) return false;
-  if (levels.size() == 1) levels.push_back(CascadeLevel{"state", false, -1});
   // Own: a sequence per run, each run's rows. State: a sequence per state and chunk, each a state's rows (at most
-  // tokens), so at most kStateChunks rows and sequences per token; the spare rows in up to kStateChunks more sequences.
+  // tokens): at most kStateChunks rows per token, and at most a sequence per token and one per kStateChunkKeys keys
+  // (a state's chunks past its first take that many keys each); the spare rows in up to kStateChunks more sequences.
+  // As few sequences as that allows: FlashAttention-2 launches a block per sequence and head, empty ones included.
+  const int32_t state_rows = kStateChunks * tokens, state_sequences = tokens + keys / kStateChunkKeys + kStateChunks + 1;
+  const auto own_keys = static_cast<int32_t>(power_of_two_at_least(levels[0].total_k(), 64));
+  if (own_keys > kMaxFixedOwnKeys) return false;
+  if (levels.size() == 2 && (levels[1].total_k() > keys || levels[1].total_q() > state_rows ||
+                             levels[1].sequences() > state_sequences - kStateChunks - 1))
+    return false;  // beyond what the bounds above allow: not expected, but never a shape of another step's
+  if (levels.size() == 1) levels.push_back(CascadeLevel{"state", false, -1});
   pad_level(levels[0], tokens, own_keys, tokens + 2, tokens);
-  pad_level(levels[1], kStateChunks * tokens, keys, kStateChunks * tokens + kStateChunks + 1, tokens);
+  pad_level(levels[1], state_rows, keys, state_sequences, tokens);
   plan_merge(plan, tokens);
   plan.merge_capacity = (1 + kStateChunks) * tokens;
   return true;

@@ -7,16 +7,18 @@
 // buffers.
 //
 // The fixed form has two levels, own and state, whatever the step holds:
-//   rows       each level has `tokens` rows (the own level has them already:
-//              every query row is in it once); the state level's spare rows
-//              form one sequence without keys, so no merge entry reads them;
+//   rows       own: `tokens` rows (it has them already: every query row is in
+//              it once); state: kStateChunks * tokens (a row per chunk of its
+//              state: cascade_plan.h); a level's spare rows form sequences of
+//              at most `tokens` rows without keys, so no merge entry reads them;
 //   keys       own: a power of two from 64 (a shared segment's keys appear once
 //              per question in it, so it can exceed the step's keys); state:
 //              the bucket's keys. Spare keys form one sequence without rows;
-//   sequences  tokens + 2 per level: the step's, then empty ones, then the two
-//              spare ones;
-//   max_q/k    the level's rows and keys;
-//   merge      2 * tokens entries, the step's first.
+//   sequences  own: tokens + 2; state: tokens + keys / kStateChunkKeys +
+//              kStateChunks + 1: the step's, then empty ones, then the spare
+//              ones (FlashAttention-2 launches a block for each, so no more);
+//   max_q/k    `tokens` (no sequence has more rows) and the level's keys;
+//   merge      (1 + kStateChunks) * tokens entries, the step's first.
 // A plan with a window that cuts a state (one level per window) has no fixed
 // form: its step runs without a graph.
 #pragma once

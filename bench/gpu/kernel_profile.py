@@ -196,7 +196,10 @@ def main():
     parser.add_argument("--json", help="also write the summary here")
     args = parser.parse_args()
     with open(args.trace) as f:
-        summary = summarize(json.load(f), args.layers, args.top)
+        try:
+            summary = summarize(json.load(f), args.layers, args.top)
+        except ValueError as e:
+            sys.exit(f"kernel_profile.py: {args.trace}: {e}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=2)

@@ -97,16 +97,15 @@ class PlainModel:
     def attend(self, q, k, v):
         """q [B, Hq, Tq, D] over k, v [B, Hkv, Tk, D], the queries the last Tq of the Tk positions (causal among them)."""
         tq, tk = q.shape[2], k.shape[2]
-        mask = None if tq == 1 or tq == tk else torch.ones(tq, tk, dtype=torch.bool, device=q.device).tril(tk - tq)
-        if self.gqa is None or not self.gqa:
+        visible = torch.ones(tq, tk, dtype=torch.bool, device=q.device).tril(tk - tq)  # bottom-right causal
+        if not self.gqa:  # the key heads repeated per query head, where SDPA does not take grouped queries itself
             k, v = k.repeat_interleave(self.nh // self.nkv, 1), v.repeat_interleave(self.nh // self.nkv, 1)
-        if self.gqa is None:
-            scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(self.hd)
-            if tq > 1:
-                scores = scores.masked_fill(~torch.ones(tq, tk, dtype=torch.bool, device=q.device).tril(tk - tq), float("-inf"))
+        if self.gqa is None:  # torch 1.x: no SDPA, the attention written out
+            scores = ((q.float() @ k.float().transpose(-1, -2)) / math.sqrt(self.hd)).masked_fill(~visible, float("-inf"))
             return (torch.softmax(scores, -1) @ v.float()).to(q.dtype)
-        extra = {"enable_gqa": True} if self.gqa else {}
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=tq == tk and tq > 1, **extra)
+        # Without a mask where none is needed (one query, or a prefill's top-left causal), so SDPA can take its flash kernel.
+        mask = None if tq == 1 or tq == tk else visible
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=tq == tk and tq > 1, **({"enable_gqa": True} if self.gqa else {}))
 
     def hidden(self, ids, cache=None, keep=False):
         """The final norm of each row's last position, [B, H]; with keep, also the keys and values of every layer

@@ -28,7 +28,9 @@ export async function runLinkedCheck(name: string, scratch: string, options: { c
   if (mtime(exe) < Math.max(mtime(source), mtime(library))) {
     exe = path.join(scratch, name);
     // -O0 by default: the check's own code is light (the kernels come compiled in the library), and it compiles in half the time.
-    await run('g++', ['-std=c++17', ...(options.compileFlags ?? ['-O0']), `-I${path.join(root, 'csrc')}`, '-I/usr/include/torch/csrc/api/include', source, library,
+    // The definitions the CPU build compiles the library with (CMakeLists.txt: oneDNN required, no CUDA), so that the
+    // check sees the library's branches (without them it would lose its oneDNN parts and report them missing).
+    await run('g++', ['-std=c++17', ...(options.compileFlags ?? ['-O0']), '-DTQ_ONEDNN=1', '-DTQ_CUDA=0', `-I${path.join(root, 'csrc')}`, '-I/usr/include/torch/csrc/api/include', source, library,
       '-ltorch', '-ltorch_cpu', '-lc10', '-ldnnl', '-fopenmp', '-o', exe]);
   }
   return (await run(exe, [], options.env)).trim().split('\n').map((line) => JSON.parse(line));

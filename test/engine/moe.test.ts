@@ -59,7 +59,9 @@ test.each([
     return { ...rest, [alias]: experts };
   };
   const [original, aliased] = await Promise.all([logitsOfModel(dir), withEditedConfig(dir, renamed, logitsOfModel)]);
-  expect(aliased).toEqual(original);
+  // The same bits, compared as bytes (a deep equality over 12 rows of the vocabulary takes seconds).
+  expect(aliased.map((row) => Buffer.from(row.buffer, row.byteOffset, row.byteLength).toString('base64')))
+    .toEqual(original.map((row) => Buffer.from(row.buffer, row.byteOffset, row.byteLength).toString('base64')));
 });
 
 async function logitsOfModel(dir: string): Promise<Float32Array[]> {

@@ -162,6 +162,14 @@ def workloads(vocab, states):
     return state, questions, labels, many
 
 
+def bench_inputs(args, states):
+    """The bench model's folder, its config and the benchmark's workloads over its vocabulary (`states` of them for
+    throughput): what the benchmark, the profile and the invariance check all start from."""
+    folder = os.path.join(args.models, args.bench_model)
+    config = json.load(open(os.path.join(folder, "config.json")))
+    return folder, config, workloads(config["vocab_size"], states)
+
+
 def ours(args, folder, state, questions, labels, many, runs, extra=()):
     """extra: the forward path's flags (--kernels fused)."""
     base = ["--model", folder, "--device", args.device, "--dtype", "bf16", *extra]
@@ -263,9 +271,7 @@ PEERS = ["torch_graphs", "transformers"]  # the benchmark's peers, the one to be
 
 def benchmark(args, done=lambda r: None):
     """The benchmark on --bench-model; done(partial result) after each path, so a kill keeps the paths measured."""
-    folder = os.path.join(args.models, args.bench_model)
-    config = json.load(open(os.path.join(folder, "config.json")))
-    state, questions, labels, many = workloads(config["vocab_size"], args.states)
+    folder, config, (state, questions, labels, many) = bench_inputs(args, args.states)
     r = {"model": f"{args.bench_model}" + (" (Qwen3-0.6B shape, random weights, bf16)" if args.bench_model == "bench-qwen3" else "")}
     r["tqserve"] = ours(args, folder, state, questions, labels, many, args.runs, ATEN_PATH)
     done(r)
@@ -331,9 +337,7 @@ def profiles(args, done=lambda: None):
     """The benchmark's workloads on the default path, each recorded by `tq_cli answer --profile` (the last of three
     repetitions: the first fills the cache, the second may still capture a graph for the warm shape) and summarized by
     kernel_profile.py: OUT/profile-NAME.trace.json and the summaries."""
-    folder = os.path.join(args.models, args.bench_model)
-    config = json.load(open(os.path.join(folder, "config.json")))
-    state, questions, labels, many = workloads(config["vocab_size"], args.states)
+    folder, config, (state, questions, labels, many) = bench_inputs(args, args.states)
     q = lambda tokens: {"tokens": tokens, "labelIds": labels}  # noqa: E731
     base = ["--model", folder, "--device", args.device, "--dtype", "bf16", *FAST_PATHS[DEFAULT_PATH], "--repeat", "3"]
     cases = {
@@ -371,9 +375,7 @@ def invariance_at_size(args):
     """bf16 label logits of a 1,000-token state's question, on the bench model and the default path: alone and cold,
     in one call with 7 other states, from the prefix cache, and at another step size. Bit-identical or it fails:
     a kernel whose arithmetic depends on the batch (a split-K GEMM chosen by M, say) shows here."""
-    folder = os.path.join(args.models, args.bench_model)
-    config = json.load(open(os.path.join(folder, "config.json")))
-    state, questions, labels, many = workloads(config["vocab_size"], max(args.states, 7))
+    folder, _, (state, questions, labels, many) = bench_inputs(args, max(args.states, 7))
     request = {"state": state, "questions": [{"tokens": questions[0], "labelIds": labels}]}
     others = [{"state": s, "questions": [{"tokens": questions[1], "labelIds": labels}]} for s in many[:7]]
     base = ["--model", folder, "--device", args.device, "--dtype", "bf16", *FAST_PATHS[DEFAULT_PATH]]

@@ -7,6 +7,7 @@ Per layer: RMSNorm; one GEMM for q, k and v; per-head RMSNorm (Qwen3); RoPE (rot
 where this torch has it) over the state's cached keys and values and the tokens' own; o; RMSNorm; one GEMM for gate
 and up; SiLU(gate) * up; down. Label logits: the final norm of the last position against the labels' rows of lm_head.
 """
+import json
 import math
 import os
 import statistics
@@ -24,8 +25,6 @@ from ref_model import inverse_frequencies, read_checkpoint  # noqa: E402
 def load_checkpoint(folder):
     """(config, weights): safetensors' own reader where installed (it comes with transformers), else the references'."""
     try:
-        import json
-
         from safetensors.torch import load_file
         index = os.path.join(folder, "model.safetensors.index.json")
         files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) else ["model.safetensors"]

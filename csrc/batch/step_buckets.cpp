@@ -37,12 +37,11 @@ void pad_step(StepBatch& s, const StepBucket& bucket, int64_t scratch_slot) {
   // The padding state: pad_keys tokens at positions 0 .., the first pad_queries of them computed now. First, not last:
   // query i then sees the i + 1 keys before it, where as the state's last rows each would see nearly all pad_keys (a
   // warm question's bucket pads about as many keys as the state has: its padding cost a state's attention per layer).
-  const int64_t first_query = 0;
   s.token_ids = padded(s.token_ids, pad_queries, 0);
-  s.positions = at::cat({s.positions, run_from(first_query, pad_queries)});
+  s.positions = at::cat({s.positions, run_from(0, pad_queries)});
   for (auto* ids : {&s.segments, &s.parents, &s.roots}) *ids = padded(*ids, pad_queries, kPadSegment);
   s.slots = padded(s.slots, pad_queries, scratch_slot);
-  for (int64_t i = 0; i < pad_queries; ++i) s.key_end.push_back(k + first_query + i + 1);
+  for (int64_t i = 0; i < pad_queries; ++i) s.key_end.push_back(k + i + 1);
   s.key_slots = padded(s.key_slots, pad_keys, scratch_slot);
   s.key_positions = at::cat({s.key_positions, run_from(0, pad_keys)});
   s.key_segments = padded(s.key_segments, pad_keys, kPadSegment);

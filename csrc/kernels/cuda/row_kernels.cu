@@ -19,7 +19,8 @@ using rows::QkNormRopeArgs;
 
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 128;     // add_rms_norm's block (a row)
+constexpr int kRowThreads = 256;  // gated_mul's block (a row of the MLP's width)
 constexpr int kMaxHeadDim = 256;
 
 using rows::load;
@@ -123,7 +124,7 @@ cudaError_t launch_qk_norm_rope(const QkNormRopeArgs& args, cudaStream_t stream)
 
 cudaError_t launch_gated_mul(const GatedMulArgs& args, cudaStream_t stream) {
   if (args.rows == 0 || args.n == 0) return cudaSuccess;
-  gated_mul_kernel<<<args.rows, 256, 0, stream>>>(args);
+  gated_mul_kernel<<<args.rows, kRowThreads, 0, stream>>>(args);
   return cudaGetLastError();
 }
 

@@ -111,8 +111,7 @@ export async function serve(argv: string[]) {
   const handle = app.callback();
   server.removeAllListeners('request');
   server.on('request', (req, res) => {
-    lifecycle.begin();
-    res.once('close', () => lifecycle.end());
+    lifecycle.track(res);
     handle(req, res);
   });
   if (lifecycle.state === 'loading') lifecycle.state = 'ready';

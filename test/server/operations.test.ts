@@ -2,7 +2,8 @@
  * Operations over HTTP: /metrics as Prometheus text whose counters move with requests (requests,
  * prefix-cache hits, tokens, tasks); JSON log lines with request ids and no bodies unless
  * --log-bodies; GET /ready while loading, serving and after an engine death; the drain on SIGTERM
- * finishes the requests in flight and exits 0, and a second signal exits at once.
+ * finishes the requests in flight and exits 0, answers those still unanswered at its deadline 503 (none reset), and a
+ * second signal exits at once.
  */
 import { execFileSync } from 'child_process';
 import { priorExamples, priorQuestion } from '../helpers/tasks';
@@ -172,7 +173,7 @@ describe('the drain', () => {
   test('SIGTERM: requests in flight finish (200), new connections are refused, the process exits 0', async () => {
     const server = await startServer(['--batch-tokens', '0']);
     const inFlight = slow(server.url, 4);
-    await new Promise((r) => setTimeout(r, 300));
+    await queued(server.url, 2);
     server.process.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 100));
     await expect(rawRequest(server.url, 'GET', '/ready')).rejects.toThrow(/ECONNREFUSED/);
@@ -183,6 +184,37 @@ describe('the drain', () => {
     const draining = lines.find((l) => l.signal === 'SIGTERM');
     expect(draining.requests_in_flight).toBeGreaterThan(0);
     expect(lines.find((l) => l.msg === 'drained: exiting')).toMatchObject({ finished: true });
+  });
+
+  /** Resolves once the engine's queue holds at least `n` calls (read from /metrics): the requests are in flight, not in the network. */
+  const queued = async (url: string, n: number) => {
+    for (;;) {
+      const m = parseProm((await rawRequest(url, 'GET', '/metrics')).body);
+      if (valueOf(m, 'tqserve_engine_queue_depth', { engine: 'text' }) >= n) return;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+
+  test('a deadline shorter than the work: every request answered, 200 or 503 with Retry-After, none reset', async () => {
+    // Four requests of about 1.3 s each, one after another, against a 0.5 s deadline.
+    const server = await startServer(['--batch-tokens', '0', '--shutdown-timeout', '0.5']);
+    const inFlight = slow(server.url, 4).map((p) => p.catch((e: Error) => e.message));
+    await queued(server.url, 2);
+    server.process.kill('SIGTERM');
+    const answers = await Promise.all(inFlight);
+    expect(answers.filter((a) => typeof a === 'string')).toEqual([]);
+    const refused = answers.filter((a) => typeof a !== 'string' && a.status === 503) as { headers: Record<string, unknown>; body: string }[];
+    expect(refused.length).toBeGreaterThanOrEqual(2);
+    expect(answers.every((a) => typeof a !== 'string' && [200, 503].includes(a.status))).toBe(true);
+    for (const r of refused) {
+      expect(r.headers['retry-after']).toBe('1');
+      expect(r.headers.connection).toBe('close');
+      expect(JSON.parse(r.body).detail).toMatch(/shutting down.*--shutdown-timeout/);
+    }
+    expect(await server.exited).toBe(0);
+    const lines = server.log().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    expect(lines.find((l) => /--shutdown-timeout reached/.test(l.msg))).toMatchObject({ requests_in_flight: refused.length });
+    expect(lines.find((l) => l.msg === 'drained: exiting')).toMatchObject({ finished: false });
   });
 
   test('a server stopped while its engine loads: the engine process ends with it, quietly', async () => {

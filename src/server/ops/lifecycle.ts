@@ -5,30 +5,39 @@
  *   draining: after SIGTERM or SIGINT: /ready answers 503, the listening socket is closed (new
  *             connections are refused), requests that arrive on open connections get 503 with
  *             `Connection: close`, and the requests already in flight (queued or computing) finish,
- *             up to --shutdown-timeout; then the tasks file is flushed, the engines stopped, exit 0.
+ *             up to --shutdown-timeout; a request still unanswered then gets 503 with `Retry-After`;
+ *             then the tasks file is flushed, the engines stopped, exit 0.
  */
+import { ServerResponse } from 'http';
+
 export type LifeState = 'loading' | 'ready' | 'draining';
 
 export class Lifecycle {
   state: LifeState = 'loading';
-  /** HTTP requests being answered. */
-  private inflight = 0;
+  /** The responses of the HTTP requests being answered, until each is sent or its connection closes. */
+  private open = new Set<ServerResponse>();
   private idleWaiters: (() => void)[] = [];
 
-  begin() {
-    this.inflight++;
-  }
-
-  end() {
-    if (--this.inflight === 0) for (const w of this.idleWaiters.splice(0)) w();
+  /** Counts `res` in flight until it closes. */
+  track(res: ServerResponse) {
+    this.open.add(res);
+    res.once('close', () => {
+      this.open.delete(res);
+      if (this.open.size === 0) for (const w of this.idleWaiters.splice(0)) w();
+    });
   }
 
   get requestsInFlight(): number {
-    return this.inflight;
+    return this.open.size;
+  }
+
+  /** The responses not yet sent, for the drain's deadline. */
+  unanswered(): ServerResponse[] {
+    return [...this.open];
   }
 
   /** Resolves once no request is in flight. */
   idle(): Promise<void> {
-    return this.inflight === 0 ? Promise.resolve() : new Promise((r) => this.idleWaiters.push(r));
+    return this.open.size === 0 ? Promise.resolve() : new Promise((r) => this.idleWaiters.push(r));
   }
 }

@@ -92,6 +92,16 @@
       "cflags_cc": ["-std=gnu++17", "-O3", "-frtti", "-fexceptions", "-fopenmp"],
       "ldflags": ["-fopenmp"],
       "libraries": ["-ltorch", "-ltorch_cpu", "-lc10", "-ldnnl"]
+    },
+    {
+      # The HTTP server's own addon: no torch (csrc/host_addon/).
+      "target_name": "tqserve_host",
+      "sources": ["csrc/host_addon/release_memory.cpp"],
+      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+      "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_CPP_EXCEPTIONS", "NODE_ADDON_API_CPP_EXCEPTIONS_ALL"],
+      "cflags!": ["-fno-exceptions"],
+      "cflags_cc!": ["-fno-exceptions"],
+      "cflags_cc": ["-std=gnu++17", "-O2", "-fexceptions"]
     }
   ]
 }

@@ -9,6 +9,8 @@ export interface EngineCall {
   wantHidden?: boolean;
   /** A tenant's cache salt (docs/operations.md): its state shares cached work only with requests of the same salt. */
   cacheSalt?: string;
+  /** The client's `X-State-Key`: with several engines, which one a state's requests go to (server/engine-process/group.ts). */
+  stateKey?: string;
 }
 
 export interface EngineReply {
@@ -17,6 +19,8 @@ export interface EngineReply {
   stateTokens: number;
   /** State tokens that came from the prefix cache. */
   cachedTokens: number;
+  /** Which of several serving engines answered (server/engine-process/group.ts); absent where there is one. */
+  engine?: number;
   /** Tokens the forward pass computed, for the whole batch this request was in (shared text counted once). */
   computedTokens: number;
   timing: {

@@ -38,7 +38,7 @@ export function toHttpError(e: unknown, names: ErrorNames): unknown {
     const count = e.exact ? `${e.tokens} tokens` : `at least ${e.tokens} tokens (${e.bytes} bytes of text, refused before tokenizing)`;
     return tooLong(names.prompt(e.question), count, e.contextLimit);
   }
-  if (e instanceof EngineDeadError) return new HttpError(503, e.message);
+  if (e instanceof EngineDeadError) return new HttpError(503, e.message, { 'Retry-After': '1' });
   const wire = e instanceof EngineCallError ? e.wire : (e as { code?: string; message?: string; details?: Record<string, number> });
   if (wire && typeof wire.code === 'string') {
     if (wire.code === 'IMAGE_UNREADABLE') return undecodable(wire.details?.image ?? 0, wire.message ?? '', names);

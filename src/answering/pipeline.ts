@@ -29,6 +29,8 @@ export interface PipelineOptions {
   images?: Uint8Array[];
   /** The tenant's cache salt: nothing cached under another salt (or none) serves this request, nor it them. */
   cacheSalt?: string;
+  /** The client's `X-State-Key`, which picks the engine among several (server/engine-process/group.ts). */
+  stateKey?: string;
 }
 
 export interface QuestionResult {
@@ -65,6 +67,8 @@ export interface PipelineResult {
   computedTokens: number;
   waitedBehindRegistration: boolean;
   batchSize: number;
+  /** Which of several serving engines answered (absent: the only one). */
+  engine?: number;
   stages: { prepare: number; warm: number; questions: number; readout: number; engine: number; wait: number; hop: number };
 }
 
@@ -134,6 +138,7 @@ export async function runSpecs(context: AnsweringContext, state: unknown, specs:
       questions: rendered.questions.map((q) => ({ tokens: q.tokens, labelIds: q.labelIds })),
       wantHidden: options.wantHidden || (!headEngine && wanted > 0),
       cacheSalt: options.cacheSalt,
+      ...(options.stateKey !== undefined ? { stateKey: options.stateKey } : {}),
     },
     options.cancel,
   );
@@ -182,6 +187,7 @@ function summary(results: QuestionResult[], rendered: RenderedRequest, questions
     computedTokens: reply.computedTokens,
     waitedBehindRegistration: t.waitedBehindRegistration,
     batchSize: t.batchSize ?? 1,
+    ...(reply.engine !== undefined ? { engine: reply.engine } : {}),
     stages: { prepare: prepare + (t.decodeMs ?? 0), warm: t.stateMs, questions: t.questionsMs, readout: t.readoutMs, engine: t.engineMs, wait: t.waitMs, hop: t.hopMs ?? 0 },
   };
 }

@@ -43,6 +43,7 @@ export const FLAGS_DECIDE_REFUSES: Record<string, string> = {
   'log-bodies': 'decide keeps no access log',
   'shutdown-timeout': 'decide has no server to shut down',
   'exit-grace-ms': 'decide has no server to shut down',
+  engines: 'decide answers with one engine process, its own',
 };
 
 /** The first flag of argv that decide refuses, as an error naming it and why. */
@@ -87,6 +88,7 @@ async function answerFile(argv: string[]) {
   const flags = parseFlags(rest);
   const refused = refusedFlag(rest);
   if (refused) throw refused;
+  if (flags.device.includes(',')) throw new FlagError(`--device ${flags.device}: decide answers with one engine, on one device`);
   let body: SystemOneRequest;
   try {
     body = JSON.parse(fs.readFileSync(file, 'utf8'));

@@ -43,7 +43,8 @@ const table = [
   { name: 'attention', kind: 'choice', choices: ['kernels', 'cascade'], help: "how attention is computed: kernels (the layer kernels' own) or cascade (levels merged by log-sum-exp: the GPU's form, on the CPU over a plain fp32 reference, for checking it; docs/gpu.md). Default: cascade with the fused forward (CUDA's), kernels otherwise", engine: 'attention' },
   { name: 'cuda-forward', kind: 'choice', choices: ['aten', 'fused'], help: "the forward pass's kernels: fused (the engine's fused row kernels and cascade attention over FlashAttention-2; CUDA's default, docs/gpu.md) or aten (ATen's ops: cuBLAS, SDPA with masks; CUDA's with --quantization fp8). Without the flag the CPU runs the engine's own kernels; given there, it runs that path on the CPU (a check of it)", engine: 'kernels' },
   { name: 'cuda-graphs', kind: 'choice', choices: ['on', 'off'], help: 'pad small steps (a warm question, a few questions on a cached state) to fixed shapes of tokens and keys, for CUDA graphs (default: on with the fused forward on CUDA, off otherwise); on the CPU the padded steps run eagerly (answers unchanged, a check of the padding; docs/gpu.md)', engine: 'cudaGraphs' },
-  { name: 'device', kind: 'string', default: 'cpu', help: 'where the engine runs: cpu, cuda or cuda:N (a CUDA build of the engine: docs/gpu.md)', engine: 'device' },
+  { name: 'device', kind: 'string', default: 'cpu', help: 'where the engine runs: cpu, cuda or cuda:N (a CUDA build of the engine: docs/gpu.md); a list of GPUs (cuda:0,cuda:1) runs one engine process on each, behind this one address', engine: 'device' },
+  { name: 'engines', kind: 'number', help: "engine processes serving the model behind this one address, each with its own prefix cache: a state's requests go to the engine that holds it (docs/operations.md, \"Several engines\"); one engine's death costs only its requests in flight, and it is restarted. On the CPU each takes its share of the cores (--threads 0). Default: 1, or one per device of a --device list" },
   { name: 'register-boundary', kind: 'choice', choices: ['after', 'before'], default: 'after', help: "when a state's partial last block enters the prefix cache: after the response is sent, or before the question is computed", engine: 'registerBoundary' },
   { name: 'cache-mib', kind: 'number', default: 0, help: 'KV cache memory budget in MiB (0: room for twice the 32,768-token context on the CPU; on CUDA, --gpu-memory-utilization); the least recently used prefixes are evicted to stay within it', engine: 'cacheMiB' },
   { name: 'gpu-memory-utilization', kind: 'number', default: 0.9, help: "on CUDA without --cache-mib: the KV cache takes this share of the GPU memory the weights leave free at start, in (0, 1] (as vLLM's flag of that name)", engine: 'gpuMemoryUtilization' },
@@ -116,7 +117,13 @@ export function parseFlags(argv: string[]): Flags {
 function checked(flags: Flags): Flags {
   const port = flags.port;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new FlagError(`--port must be an integer from 0 to 65535, got ${port}`);
-  if (!/^(cpu|cuda(:\d+)?)$/.test(flags.device)) throw new FlagError(`--device must be cpu, cuda or cuda:N, got ${JSON.stringify(flags.device)}`);
+  const devices = flags.device.split(',');
+  if (devices.length > 1 ? !devices.every((d) => /^cuda:\d+$/.test(d)) || new Set(devices).size < devices.length : !/^(cpu|cuda(:\d+)?)$/.test(flags.device))
+    throw new FlagError(`--device must be cpu, cuda, cuda:N or a list of distinct GPUs (cuda:0,cuda:1), got ${JSON.stringify(flags.device)}`);
+  const engines = flags.engines;
+  if (engines !== undefined && !(Number.isInteger(engines) && engines >= 1 && engines <= 64)) throw new FlagError(`--engines must be an integer from 1 to 64, got ${engines}`);
+  if (engines !== undefined && devices.length > 1 && engines !== devices.length)
+    throw new FlagError(`--engines ${engines} does not match --device ${flags.device}: a device list runs one engine on each (${devices.length})`);
   if (!(flags['cache-mib'] >= 0)) throw new FlagError('--cache-mib must be 0 or more');
   const share = flags['gpu-memory-utilization'];
   if (!(share > 0 && share <= 1)) throw new FlagError(`--gpu-memory-utilization must be more than 0 and at most 1, got ${share}`);
@@ -129,6 +136,12 @@ function checked(flags: Flags): Flags {
     if (value !== undefined && !(value > 0)) throw new FlagError(`--${t} must be positive`);
   }
   return flags;
+}
+
+/** The device of each serving engine process: one per entry of a --device list, else --engines copies of --device. */
+export function engineDevices(flags: Flags): string[] {
+  const devices = flags.device.split(',');
+  return devices.length > 1 ? devices : Array(flags.engines ?? 1).fill(flags.device);
 }
 
 export function helpText(): string {

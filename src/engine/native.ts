@@ -2,9 +2,7 @@
  * The native surface of the engine addon (csrc/addon/addon.cpp), declared once.
  * Everything else goes through the typed wrapper in ./engine.ts.
  */
-import * as fs from 'fs';
-import * as path from 'path';
-import { projectRoot } from '../common/project-root';
+import { addonCandidates, builtAddon } from '../common/built-addon';
 
 export type Dtype = 'fp32' | 'bf16';
 export type TokenIds = Int32Array | number[];
@@ -315,8 +313,6 @@ export function isEngineError(e: unknown): e is EngineError {
   return typeof e === 'object' && e !== null && typeof (e as Partial<EngineError>).code === 'string' && typeof (e as Partial<EngineError>).message === 'string';
 }
 
-/** cmake-js with Ninja writes build/<name>.node, with Make build/Release/, node-gyp build/Release/. */
-const candidates = ['build/tqserve_engine.node', 'build/Release/tqserve_engine.node'];
 
 /**
  * libgomp threads spin ~300k iterations after each parallel region by default.
@@ -331,10 +327,7 @@ export const defaultSpinCount = '1000';
 /** Loads the most recently built addon. */
 export function loadAddon(): { NativeEngine: new () => NativeEngine } {
   process.env.GOMP_SPINCOUNT ??= defaultSpinCount;
-  const built = candidates
-    .map((rel) => path.join(projectRoot, rel))
-    .filter((file) => fs.existsSync(file))
-    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
-  if (!built.length) throw new Error(`the engine addon is not built (looked for ${candidates.join(', ')}); run: npm run build:addon`);
-  return require(built[0]);
+  const built = builtAddon('tqserve_engine');
+  if (!built) throw new Error(`the engine addon is not built (looked for ${addonCandidates('tqserve_engine').join(', ')}); run: npm run build:addon`);
+  return require(built);
 }

@@ -12,6 +12,7 @@ import { HIDDEN_TAP } from '../tasks/fingerprint';
 import { openTasks } from '../tasks/open';
 import { refusalLine } from '../tasks/store';
 import { EngineClient, StartingEngine } from './engine-process/client';
+import { EngineGroup } from './engine-process/group';
 import { imageService } from './service/image-engine';
 import { InFlight } from './service/inflight';
 import { Logger } from './ops/logger';
@@ -40,7 +41,7 @@ async function headEngine(starting: StartingEngine, flags: Flags, started: Engin
 }
 
 /** Where intent heads' hidden states come from, as /health and GET /v1/tasks report it. */
-function headEngineReport(head: HeadEngine | undefined, serving: EngineClient): Record<string, unknown> {
+function headEngineReport(head: HeadEngine | undefined, serving: EngineGroup): Record<string, unknown> {
   if (!head) return { engine: 'serving engine', tap: HIDDEN_TAP, hidden_size: serving.info.hiddenSize };
   const { info } = head.engine;
   return {
@@ -82,8 +83,9 @@ export async function loadService(flags: Flags, logger: Logger, engines: Startin
   const started: EngineSource[] = [];
   try {
     const renderer = await rendererFor(base, flags);
-    const engine = await engines.text.client;
-    started.push({ engine: 'text', client: engine });
+    const engine = await engines.text.group;
+    // Each member by a getter: a restarted engine is a new client.
+    for (const m of engine.members) started.push({ engine: 'text', index: m.index, get client() { return m.client; } });
     const head = engines.head && (await headEngine(engines.head, flags, started));
     const servedName = flags['served-name'] ?? base.profile.servedName;
     let images: ImageService | undefined;
@@ -109,9 +111,10 @@ export async function loadService(flags: Flags, logger: Logger, engines: Startin
       renderer,
       temperatures,
       engine,
+      servingEngines: engine,
       cacheReport: () => engine.cacheReport(),
       engineInfo: engine.info,
-      engineProcess: { pid: engine.pid, where: `child process ${engine.pid} of server ${process.pid}` },
+      engineProcess: { pid: engine.members[0].client.pid, where: `child process ${engine.members[0].client.pid} of server ${process.pid}` },
       debugReadout: flags['debug-readout'],
       cacheSaltHeader: flags['cache-salt-header'],
       corsOrigin: flags['cors-origin'],

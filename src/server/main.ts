@@ -11,6 +11,7 @@ import { NativeEngineInfo } from '../engine/native';
 import { answerMalformedRequests } from './http/connection';
 import { drainOnSignals, Drainable } from './ops/drain';
 import { Lifecycle } from './ops/lifecycle';
+import { reclaimWhenIdle } from './ops/reclaim';
 import { answerWhileLoading } from './ops/loading';
 import { ENGINE_DEAD_EXIT } from './routes/info';
 import { createLogger, Logger } from './ops/logger';
@@ -94,7 +95,7 @@ export async function serve(argv: string[]) {
   };
   let loaded, modules;
   try {
-    const engines = await startEngines(flags, died);
+    const engines = await startEngines(flags, died, logger);
     modules = await Promise.all([import('./load-service'), import('./app'), import('./ops/metrics'), import('./ops/tasks-file')]);
     loaded = await modules[0].loadService(flags, logger, engines);
   } catch (e) {
@@ -114,6 +115,7 @@ export async function serve(argv: string[]) {
     lifecycle.track(res);
     handle(req, res);
   });
+  reclaimWhenIdle(lifecycle, logger);
   if (lifecycle.state === 'loading') lifecycle.state = 'ready';
   const e = service.engineInfo;
   const weights = e.quantization === 'none' ? '' : `, ${e.quantization} weights (${e.quantizedKernels}) quantized at load in ${Math.round(e.weightsMs)} ms`;

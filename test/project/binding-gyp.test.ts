@@ -31,7 +31,7 @@ test('binding.gyp lists every source file the CMake build compiles', () => {
   expect(listed).toEqual(addonSources().sort());
 });
 
-test('node-gyp builds the addon from binding.gyp and it answers like the cmake-js build', async () => {
+test('node-gyp builds the addons from binding.gyp, and the engine answers like the cmake-js build', async () => {
   // Started by the global set-up (helpers/gyp-build.ts); started here when that did not.
   const started = process.env[GYP_BUILD_ENV];
   const dir = started ?? startGypBuild();
@@ -49,6 +49,9 @@ test('node-gyp builds the addon from binding.gyp and it answers like the cmake-j
     const viaCmake = await cmake.answer(request);
     await cmake.close();
     expect(Array.from(viaGyp.answers[0].labelLogits)).toEqual(Array.from(viaCmake.answers[0].labelLogits));
+    // The server's own addon, built beside it (glibc here: malloc_trim answers true or false).
+    const host = require(path.join(path.dirname(built), 'tqserve_host.node')) as { releaseFreeMemory: () => boolean | null };
+    expect(typeof host.releaseFreeMemory()).toBe('boolean');
   } finally {
     removeGypBuild(dir);
   }

@@ -121,7 +121,7 @@ test('the circle check sees a circle of two files and one of three, and passes a
 const csrc = path.resolve(__dirname, '..', '..', 'csrc');
 
 /** csrc/ folders, lowest first (docs/architecture.md, "Layers"); folders on one line are peers. */
-export const NATIVE_LAYERS: string[][] = [['common'], ['batch'], ['kernels'], ['cache'], ['model'], ['vision'], ['engine'], ['addon', 'cli']];
+export const NATIVE_LAYERS: string[][] = [['common'], ['batch'], ['kernels'], ['cache'], ['model'], ['vision'], ['engine'], ['addon', 'cli', 'host_addon']];
 
 /**
  * The kernel headers other folders may include: the interface the transformer is written in, the

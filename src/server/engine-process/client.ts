@@ -19,6 +19,7 @@ export class EngineClient implements EngineLike {
   private nextId = 1;
   private pending = new Map<number, { resolve: (r: any) => void; reject: (e: Error) => void }>();
   deathReason?: string;
+  private stopped = false;
 
   private constructor(private child: ChildProcess, readonly info: NativeEngineInfo) {}
 
@@ -56,7 +57,8 @@ export class EngineClient implements EngineLike {
         client.deathReason = reason;
         for (const p of client.pending.values()) p.reject(new EngineDeadError(reason));
         client.pending.clear();
-        onDeath(reason);
+        // Stopped on purpose (the drain, a start-up that failed elsewhere): not a death.
+        if (!client.stopped) onDeath(reason);
       });
     });
   }
@@ -111,6 +113,7 @@ export class EngineClient implements EngineLike {
   }
 
   stop() {
+    this.stopped = true;
     this.child.kill();
   }
 }

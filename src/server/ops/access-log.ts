@@ -19,6 +19,8 @@ export interface AnsweredFields {
   stages: Record<string, number>;
   /** A short hash of the request's cache salt (request-headers.ts saltTag), never the salt. */
   cache_salt?: string;
+  /** Which of several serving engines answered. */
+  engine?: number;
 }
 
 const ERROR_CODES: Record<number, string> = {
@@ -46,6 +48,7 @@ export function accessLog(logger: Logger, logBodies: boolean): Middleware {
         duration_ms: Math.round((performance.now() - requestStart(ctx)) * 10) / 10,
         ...(a ? { service_route: a.service_route, input_tokens: a.input_tokens, cached_tokens: a.cached_tokens, batch_size: a.batch_size, tasks: a.tasks } : {}),
         ...(a?.cache_salt ? { cache_salt: a.cache_salt } : {}),
+        ...(a?.engine !== undefined ? { engine: a.engine } : {}),
         ...(ctx.status >= 400 ? { error_code: ERROR_CODES[ctx.status] ?? `http_${ctx.status}` } : {}),
         ...(logBodies && ctx.request.body !== undefined ? { body: ctx.request.body } : {}),
       };

@@ -17,13 +17,16 @@ export class Lifecycle {
   /** The responses of the HTTP requests being answered, until each is sent or its connection closes. */
   private open = new Set<ServerResponse>();
   private idleWaiters: (() => void)[] = [];
+  private idleListeners: (() => void)[] = [];
 
   /** Counts `res` in flight until it closes. */
   track(res: ServerResponse) {
     this.open.add(res);
     res.once('close', () => {
       this.open.delete(res);
-      if (this.open.size === 0) for (const w of this.idleWaiters.splice(0)) w();
+      if (this.open.size > 0) return;
+      for (const w of this.idleWaiters.splice(0)) w();
+      for (const l of this.idleListeners) l();
     });
   }
 
@@ -34,6 +37,11 @@ export class Lifecycle {
   /** The responses not yet sent, for the drain's deadline. */
   unanswered(): ServerResponse[] {
     return [...this.open];
+  }
+
+  /** Calls `listener` each time the last request in flight closes. */
+  onIdle(listener: () => void) {
+    this.idleListeners.push(listener);
   }
 
   /** Resolves once no request is in flight. */

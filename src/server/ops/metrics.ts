@@ -22,8 +22,14 @@ export type EngineRole = 'text' | 'head' | 'image';
 
 export interface EngineSource {
   engine: EngineRole;
-  client: EngineClient;
+  /** Its place among the serving engines (--engines); 0 for the others. */
+  index?: number;
+  /** The process's client now (a restarted engine's is new). */
+  readonly client: EngineClient;
 }
+
+/** An engine's labels: its role, and its index among several serving engines. */
+const engineLabels = (e: EngineSource) => ({ engine: e.engine, index: String(e.index ?? 0) });
 
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 const REPORT_TIMEOUT_MS = 2000;
@@ -86,7 +92,7 @@ export class Metrics {
     const families: Family[] = [...own, ...engineFamilies(this.engines, reports)];
     this.engines.forEach((e, i) => {
       const r = reports[i];
-      if (r) families.push(...withLabels(r.process, { process: `${e.engine}_engine` }));
+      if (r) families.push(...withLabels(r.process, { process: `${e.engine}_engine`, index: String(e.index ?? 0) }));
     });
     return formatFamilies(families);
   }
@@ -108,33 +114,33 @@ async function report(client: EngineClient): Promise<MetricsReport | undefined> 
 
 function engineFamilies(engines: EngineSource[], reports: (MetricsReport | undefined)[]): Family[] {
   const family = (name: string, type: string, help: string, values: Family['values']): Family => ({ name, type, help, values });
-  const each = (pick: (r: MetricsReport, engine: string) => Family['values']) =>
-    engines.flatMap((e, i) => (reports[i] ? pick(reports[i]!, e.engine) : []));
-  const stat = (key: keyof NonNullable<MetricsReport['stats']>) => each((r, engine) => (r.stats ? [{ labels: { engine }, value: r.stats[key] }] : []));
+  const each = (pick: (r: MetricsReport, labels: Record<string, string>) => Family['values']) =>
+    engines.flatMap((e, i) => (reports[i] ? pick(reports[i]!, engineLabels(e)) : []));
+  const stat = (key: keyof NonNullable<MetricsReport['stats']>) => each((r, labels) => (r.stats ? [{ labels, value: r.stats[key] }] : []));
   return [
-    family('tqserve_engine_up', 'gauge', 'Whether the engine process is alive and answering (1) or not (0).', engines.map((e, i) => ({ labels: { engine: e.engine }, value: reports[i] ? 1 : 0 }))),
+    family('tqserve_engine_up', 'gauge', 'Whether the engine process is alive and answering (1) or not (0).', engines.map((e, i) => ({ labels: engineLabels(e), value: reports[i] ? 1 : 0 }))),
     family('tqserve_engine_info', 'gauge', 'Each engine process as loaded (value 1): compute dtype, kernels, weight quantization.', engines.map((e) => ({
-      labels: { engine: e.engine, dtype: e.client.info.dtype, kernels: e.client.info.kernels, quantization: e.client.info.quantization }, value: 1,
+      labels: { ...engineLabels(e), dtype: e.client.info.dtype, kernels: e.client.info.kernels, quantization: e.client.info.quantization }, value: 1,
     }))),
-    family('tqserve_engine_queue_depth', 'gauge', 'Answer calls waiting for the engine.', each((r, engine) => [{ labels: { engine }, value: r.queued }])),
-    family('tqserve_engine_busy', 'gauge', 'Whether the engine is computing an answer call now.', each((r, engine) => [{ labels: { engine }, value: r.running ? 1 : 0 }])),
+    family('tqserve_engine_queue_depth', 'gauge', 'Answer calls waiting for the engine.', each((r, labels) => [{ labels, value: r.queued }])),
+    family('tqserve_engine_busy', 'gauge', 'Whether the engine is computing an answer call now.', each((r, labels) => [{ labels, value: r.running ? 1 : 0 }])),
     family('tqserve_prefix_cache_lookups_total', 'counter', 'States looked up in the prefix cache.', stat('lookups')),
     family('tqserve_prefix_cache_hit_tokens_total', 'counter', 'State tokens served from the prefix cache.', stat('hitTokens')),
     family('tqserve_prefix_cache_miss_tokens_total', 'counter', 'State tokens not found in the prefix cache.', stat('missTokens')),
     family('tqserve_prefix_cache_hit_blocks_total', 'counter', 'KV blocks served from the prefix cache.', stat('hitBlocks')),
     family('tqserve_kv_cache_registered_blocks_total', 'counter', 'KV blocks entered into the prefix cache.', stat('registeredBlocks')),
     family('tqserve_kv_cache_evicted_blocks_total', 'counter', 'Cached KV blocks whose contents were dropped for reuse.', stat('evictedBlocks')),
-    family('tqserve_kv_cache_blocks', 'gauge', 'KV blocks by state: total, cached (holding a prefix), free (unreferenced).', each((r, engine) =>
-      r.stats ? (['total', 'cached', 'free'] as const).map((state) => ({ labels: { engine, state }, value: r.stats![`${state}Blocks`] })) : [],
+    family('tqserve_kv_cache_blocks', 'gauge', 'KV blocks by state: total, cached (holding a prefix), free (unreferenced).', each((r, labels) =>
+      r.stats ? (['total', 'cached', 'free'] as const).map((state) => ({ labels: { ...labels, state }, value: r.stats![`${state}Blocks`] })) : [],
     )),
-    family('tqserve_kv_cache_usage_ratio', 'gauge', 'Share of KV blocks referenced by requests in flight or waiting boundaries.', each((r, engine) =>
-      r.stats && r.stats.totalBlocks ? [{ labels: { engine }, value: (r.stats.totalBlocks - r.stats.freeBlocks) / r.stats.totalBlocks }] : [],
+    family('tqserve_kv_cache_usage_ratio', 'gauge', 'Share of KV blocks referenced by requests in flight or waiting boundaries.', each((r, labels) =>
+      r.stats && r.stats.totalBlocks ? [{ labels, value: (r.stats.totalBlocks - r.stats.freeBlocks) / r.stats.totalBlocks }] : [],
     )),
-    family('tqserve_state_boundaries_total', 'counter', "States' partial last blocks registered after the response (--register-boundary after), by outcome.", each((r, engine) =>
-      (['registered', 'dropped', 'failed', 'deferred'] as const).map((outcome) => ({ labels: { engine, outcome }, value: r.boundaries[outcome] })),
+    family('tqserve_state_boundaries_total', 'counter', "States' partial last blocks registered after the response (--register-boundary after), by outcome.", each((r, labels) =>
+      (['registered', 'dropped', 'failed', 'deferred'] as const).map((outcome) => ({ labels: { ...labels, outcome }, value: r.boundaries[outcome] })),
     )),
-    family('tqserve_vision_cache_lookups_total', 'counter', "The image engine's vision-output cache, by result.", each((r, engine) =>
-      r.vision ? [{ labels: { engine, result: 'hit' }, value: r.vision.hits }, { labels: { engine, result: 'miss' }, value: r.vision.misses }] : [],
+    family('tqserve_vision_cache_lookups_total', 'counter', "The image engine's vision-output cache, by result.", each((r, labels) =>
+      r.vision ? [{ labels: { ...labels, result: 'hit' }, value: r.vision.hits }, { labels: { ...labels, result: 'miss' }, value: r.vision.misses }] : [],
     )),
   ].filter((f) => f.values.length > 0);
 }

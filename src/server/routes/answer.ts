@@ -11,7 +11,7 @@ import { ordersOf } from '../../answering/systemone';
 import { invalid, ValidationError } from '../../wire/http-error';
 import { Service } from '../service/service';
 import { validate } from '../../wire/validation';
-import { requestedCacheSalt } from '../service/request-headers';
+import { requestedCacheSalt, requestedStateKey } from '../service/request-headers';
 import { respondShared } from './respond';
 import { questionNames } from '../../answering/http-errors';
 
@@ -41,7 +41,7 @@ export function answerRoute(router: Router, service: Service) {
     await respondShared(ctx, service, sharing, async (cancel) => {
       const t0 = performance.now();
       // The abstention extension is the main route's: here a question is asked with its own options only.
-      const r = await runQuestions({ ...service, abstentions: undefined }, body.state, body.questions.map(toWire), { orders: ordersOf(body.orders), cancel, cacheSalt });
+      const r = await runQuestions({ ...service, abstentions: undefined }, body.state, body.questions.map(toWire), { orders: ordersOf(body.orders), cancel, cacheSalt, stateKey: requestedStateKey(ctx) });
       return {
         result: r,
         body: {

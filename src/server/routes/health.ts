@@ -180,8 +180,28 @@ function requestLimits({ corsOrigin, inflight }: Service) {
   };
 }
 
-/** The whole report, from the serving engine's `report` and the image engine's group (when there is one). */
-export function healthReport(service: Service, report: CacheReport, imageEngine: object | undefined) {
+/** Each serving engine process (--engines): where it runs, whether it answers, its restarts, its queue and its own cache. */
+function servingEngines({ servingEngines: group }: Service, reports: (CacheReport | undefined)[]) {
+  return {
+    count: group.members.length,
+    routing: group.members.length > 1 ? 'X-State-Key when sent, else the state\'s first tokens, on a hash ring; a deep queue spills to the least busy engine' : 'one engine',
+    processes: group.members.map((m, i) => ({
+      index: m.index,
+      device: m.device,
+      pid: m.client.pid,
+      up: m.client.up,
+      restarts: m.restarts,
+      calls_outstanding: m.outstanding,
+      ...(reports[i] ? { cache_tokens: { hit: reports[i]!.stats.hitTokens, miss: reports[i]!.stats.missTokens }, rss_bytes: reports[i]!.memory.rssBytes } : {}),
+    })),
+  };
+}
+
+/**
+ * The whole report, from the serving engines' `report` (summed over them) and each one's, and the image engine's
+ * group (when there is one).
+ */
+export function healthReport(service: Service, report: CacheReport, members: (CacheReport | undefined)[], imageEngine: object | undefined) {
   const e = service.engineInfo;
   return {
     ok: true,
@@ -193,6 +213,7 @@ export function healthReport(service: Service, report: CacheReport, imageEngine:
     profile: { temperatures: service.temperatures, prompt: prompt(service) },
     prompt_format: promptFormat(service, e),
     systemone: systemone(service),
+    engines: servingEngines(service, members),
     head_engine: service.headEngineReport,
     ...(imageEngine ? { image_engine: imageEngine } : {}),
     memory: memoryNow(e, report),

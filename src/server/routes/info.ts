@@ -52,8 +52,9 @@ export function infoRoutes(router: Router, service: Service) {
   });
 
   router.get('/health', async (ctx) => {
-    let report, imageEngine;
+    let report, members, imageEngine;
     try {
+      members = await service.servingEngines.memberReports();
       report = await service.cacheReport();
       imageEngine = service.images && (await imageEngineHealth(service.images));
     } catch (e) {
@@ -61,6 +62,6 @@ export function infoRoutes(router: Router, service: Service) {
       if (!(e instanceof EngineDeadError)) throw e;
       return answerDeadHealth(ctx, service.deadReason ?? e.message);
     }
-    ctx.body = healthReport(service, report, imageEngine);
+    ctx.body = healthReport(service, report, members, imageEngine);
   });
 }

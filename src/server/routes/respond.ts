@@ -13,7 +13,7 @@ import { Service } from '../service/service';
 
 export interface Computed {
   body: object;
-  result: Pick<PipelineResult, 'stages' | 'waitedBehindRegistration' | 'tasks' | 'inputTokens' | 'cachedTokens' | 'batchSize'>;
+  result: Pick<PipelineResult, 'stages' | 'waitedBehindRegistration' | 'tasks' | 'inputTokens' | 'cachedTokens' | 'batchSize' | 'engine'>;
 }
 
 /** What an answering request is shared by, and how its errors name what it asked. */
@@ -44,9 +44,11 @@ export async function respondShared(ctx: Context, service: Service, { route, deb
     const headers: Record<string, string> = { 'x-service-route': route, 'x-service-stages': stagesHeader(r.stages), 'Server-Timing': serverTiming(r.stages) };
     if (r.waitedBehindRegistration) headers['x-service-wait-behind'] = 'registration';
     if (r.tasks.length) headers['x-service-tasks'] = r.tasks.join(',');
+    if (r.engine !== undefined) headers['x-service-engine'] = String(r.engine);
     const answered = {
       service_route: route, input_tokens: r.inputTokens, cached_tokens: r.cachedTokens, batch_size: r.batchSize, tasks: r.tasks, stages: r.stages,
       ...(cacheSalt === undefined ? {} : { cache_salt: saltTag(cacheSalt) }),
+      ...(r.engine === undefined ? {} : { engine: r.engine }),
     };
     return { headers, body: JSON.stringify(computed.body), answered };
   });

@@ -7,7 +7,7 @@ import Router from '@koa/router';
 import { PipelineResult } from '../../answering/pipeline';
 import { answerSystemOne, SystemOneRequest } from '../../answering/systemone';
 import { HttpError, ValidationError } from '../../wire/http-error';
-import { requestedCacheSalt, requestedDebug, requestedRoute } from '../service/request-headers';
+import { requestedCacheSalt, requestedDebug, requestedRoute, requestedStateKey } from '../service/request-headers';
 import { respondShared } from './respond';
 import { Service } from '../service/service';
 import { validate } from '../../wire/validation';
@@ -57,7 +57,7 @@ export function systemoneRoute(router: Router, service: Service) {
     const cacheSalt = requestedCacheSalt(ctx, service.cacheSaltHeader);
     const errorNames = { ...questionNames((i) => names[i % names.length]), image: (i: number) => ordered[i] };
     await respondShared(ctx, service, { route, debug, cacheSalt, names: errorNames }, async (cancel) => {
-      const { result, response } = await answerSystemOne(context, request, { wantHidden: debug === 'hidden', cancel, images: ordered.map((i) => i.bytes), cacheSalt });
+      const { result, response } = await answerSystemOne(context, request, { wantHidden: debug === 'hidden', cancel, images: ordered.map((i) => i.bytes), cacheSalt, stateKey: requestedStateKey(ctx) });
       return { body: { ...response, ...(debug ? { readout: readoutOf(result, names, debug === 'hidden') } : {}) }, result };
     });
   });

@@ -41,6 +41,11 @@ export function requestedCacheSalt(ctx: Context, fallbackHeader?: string): strin
   return salt;
 }
 
+/** `X-State-Key`: the client's name for its state, which keeps a state's requests on one engine (docs/operations.md). */
+export function requestedStateKey(ctx: Context): string | undefined {
+  return ctx.get('x-state-key') || undefined;
+}
+
 /** What logs and reports may say of a salt: a short hash, never the salt. */
 export function saltTag(salt: string): string {
   return createHash('sha256').update(salt).digest('hex').slice(0, 12);

@@ -5,6 +5,7 @@ import { TaskBook } from '../../tasks/apply';
 import { TaskStore } from '../../tasks/store';
 import { ResolvedBase } from '../../config/bases';
 import { CacheReport } from '../engine-process/protocol';
+import { EngineGroup } from '../engine-process/group';
 import { NativeEngineInfo } from '../../engine/native';
 import { InFlight } from './inflight';
 import { PixelBudget } from '../../images/preprocess';
@@ -36,6 +37,8 @@ export interface Service extends AnsweringContext {
   cacheReport: () => Promise<CacheReport>;
   engineInfo: NativeEngineInfo;
   engineProcess: { pid: number | null; where: string };
+  /** The serving model's engine processes (one, or --engines of them), which `engine` routes among. */
+  servingEngines: EngineGroup;
   debugReadout: boolean;
   /** `--cache-salt-header`: where a request's cache salt is read from when it sends no x-cache-salt. */
   cacheSaltHeader?: string;

@@ -6,6 +6,10 @@
  * a balancer that ignores the state spreads them (nginx on its random $request_id). Reports the
  * share of prompt tokens served from the replicas' prefix caches (their /metrics), the wall time and
  * the latencies, and the ratio of (b) to (a). Each arm asks its own states, so both start cold.
+ *
+ * Then the same workload against one server: (c) `--engines 2` (one thread each), the clients sending no key (the
+ * server routes by the state's first tokens), and (d) one engine with both threads: what (c)'s routing should keep
+ * of one engine's cache hits (the goal: at least 95% of its share). BENCH_ARMS=engines runs (c) and (d) alone.
  */
 import * as fs from 'fs';
 import * as os from 'os';
@@ -60,7 +64,34 @@ async function arm(front: string, replicas: string[], name: string, keyed: boole
   return { name, wallS, cachedShare: cached / (cached + computed), computedTokens: computed, p50: quantile(latencies, 0.5), p90: quantile(latencies, 0.9) };
 }
 
+const row = (label: string, r: Awaited<ReturnType<typeof arm>>) =>
+  `| ${label} | ${(100 * r.cachedShare).toFixed(1)}% | ${r.computedTokens} | ${r.wallS.toFixed(1)} s | ${r.p50.toFixed(0)} ms | ${r.p90.toFixed(0)} ms |`;
+const HEADER = '| routing | prompt tokens from the prefix cache | tokens computed | wall | p50 | p90 |\n|---|---|---|---|---|---|';
+
+/** One server: its engines, no key sent. */
+async function oneServer(model: string, name: string, args: string[]) {
+  const server = runServerProcess(['--base', model, '--dtype', 'bf16', '--port', '0', ...args]);
+  try {
+    const url = await listeningUrl(server.output, server.exited);
+    await fetch(`${url}/v1/systemone`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ state: 'warm-up', questions: { q: topicQuestion(0) } }) });
+    return await arm(url, [url], name, false);
+  } finally {
+    server.child.kill();
+  }
+}
+
+async function engines(model: string) {
+  const two = await oneServer(model, 'two-engines', ['--engines', '2']);
+  const one = await oneServer(model, 'one-engine', ['--threads', '2']);
+  console.log(`${STATES} states x ${QUESTIONS} questions, ${CLIENTS} clients, one server (bench-llama bf16), no X-State-Key`);
+  console.log(HEADER);
+  console.log(row('--engines 2 (1 thread each), routed by the state', two));
+  console.log(row('one engine (2 threads)', one));
+  console.log(`two engines' cache share / one engine's: ${(two.cachedShare / one.cachedShare).toFixed(3)}; wall ${(two.wallS / one.wallS).toFixed(2)}x`);
+}
+
 async function main() {
+  if (process.env.BENCH_ARMS === 'engines') return engines(generateTestModel('bench-llama'));
   if (!fs.existsSync(NGINX)) throw new Error(`${NGINX} is missing: bash scripts/setup.sh installs Debian's nginx`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-bench-replicas-'));
   const model = generateTestModel('bench-llama');
@@ -73,12 +104,10 @@ async function main() {
       for (const url of urls) await fetch(`${url}/v1/systemone`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ state: 'warm-up', questions: { q: topicQuestion(0) } }) });
       const keyed = await arm(nginx.url, urls, 'keyed', true);
       const spread = await arm(nginx.url, urls, 'spread', false);
-      const row = (r: typeof keyed) => `| ${r.name === 'keyed' ? 'X-State-Key (the recipe)' : 'no key (spread)'} | ${(100 * r.cachedShare).toFixed(1)}% | ${r.computedTokens} | ${r.wallS.toFixed(1)} s | ${r.p50.toFixed(0)} ms | ${r.p90.toFixed(0)} ms |`;
       console.log(`${STATES} states x ${QUESTIONS} questions, ${CLIENTS} clients, 2 replicas (bench-llama bf16, 1 thread each) behind nginx`);
-      console.log('| routing | prompt tokens from the prefix cache | tokens computed | wall | p50 | p90 |');
-      console.log('|---|---|---|---|---|---|');
-      console.log(row(keyed));
-      console.log(row(spread));
+      console.log(HEADER);
+      console.log(row('X-State-Key (the recipe)', keyed));
+      console.log(row('no key (spread)', spread));
       console.log(`spread / keyed: tokens computed ${(spread.computedTokens / keyed.computedTokens).toFixed(2)}x, wall ${(spread.wallS / keyed.wallS).toFixed(2)}x, p50 ${(spread.p50 / keyed.p50).toFixed(2)}x`);
     } finally {
       nginx.process.kill('SIGQUIT');
@@ -87,6 +116,7 @@ async function main() {
     for (const r of replicas) r.child.kill();
     fs.rmSync(dir, { recursive: true, force: true });
   }
+  await engines(model);
 }
 
 main().catch((e) => {

@@ -3,29 +3,25 @@
  * cuda:0,cuda:1`; docs/operations.md, "Several engines"). Each engine keeps its own prefix cache, so a state
  * asked again must reach the engine that computed it:
  *
- * - **Affinity from the request itself.** A call's key is its `X-State-Key` header when the client sends one,
- *   else its first AFFINITY_TOKENS state tokens (the rendered prompt's template and the state's beginning):
+ * - **Affinity from the request itself** (affinity.ts). A call's key is its `X-State-Key` header when the
+ *   client sends one, else its first state tokens (the rendered prompt's template and the state's beginning):
  *   the same state, and a state that grows by appending, keep their engine. The key (with the cache salt,
- *   which separates prefixes anyway) is placed on a hash ring of VIRTUAL_NODES points per engine, so an
- *   engine that is down passes only its own keys to the next engine on the ring.
- * - **Spilling.** When the engine a key belongs to has SPILL_DEPTH calls outstanding and another has fewer,
- *   the call goes to the least busy one: a cold prefix there costs less than waiting behind a deep queue.
+ *   which separates prefixes anyway) is placed on a hash ring, so an engine that is down passes only its own
+ *   keys to the next engine on the ring.
+ * - **Spilling.** When the engine a key belongs to has a deep queue of calls outstanding and another has
+ *   fewer, the call goes to the least busy one: a cold prefix there costs less than waiting behind the queue.
  * - **Deaths.** An engine's death fails only its own calls in flight (503 with `Retry-After`); the engine is
  *   started again (after RESTART_DELAYS_MS, longer each time it dies soon after a start) while the others
  *   answer. With one engine there is nothing to answer meanwhile: its death is the server's (exit 70,
  *   server/main.ts), as before.
  */
-import { createHash } from 'crypto';
 import { EngineCall, EngineDeadError, EngineLike, EngineReply } from '../../answering/engine-like';
 import { NativeEngineInfo } from '../../engine/native';
+import { affinityPoint, AffinityRing, withSpill } from './affinity';
 import { EngineClient } from './client';
 import { CacheReport, HostArgs } from './protocol';
 
-export const AFFINITY_TOKENS = 256;
-/** Outstanding calls at which an engine's new calls spill to the least busy engine: deeper than the merged batches of the serving benchmark's 64 clients (mean 9.2 on an H200). */
-export const SPILL_DEPTH = 16;
-const VIRTUAL_NODES = 64;
-/** Waits before each restart of an engine that died within STABLE_MS of its start; reset once it stays up. */
+/** The wait before an engine's restart, by its restarts so far, while it dies within STABLE_MS of its start; none after a stable run. */
 export const RESTART_DELAYS_MS = [0, 1000, 5000, 30000];
 const STABLE_MS = 60_000;
 
@@ -38,40 +34,28 @@ export interface EngineMember {
   outstanding: number;
   restarts: number;
   startedAt: number;
-  /** Dead, and being started again. */
-  restarting: boolean;
 }
 
 export interface GroupEvents {
-  /** The last engine died, or the only one did: the server cannot answer. */
+  /** The engine of a group of one died: the server cannot answer (exit 70, server/main.ts). */
   allDead(reason: string): void;
   died(member: EngineMember, reason: string): void;
   restarted(member: EngineMember): void;
   restartFailed(member: EngineMember, error: Error): void;
 }
 
-/** A 32-bit point on the ring. */
-function point(...parts: (string | Uint8Array)[]): number {
-  const h = createHash('sha1');
-  for (const p of parts) h.update(p).update('\0');
-  return h.digest().readUInt32BE(0);
-}
-
 export class EngineGroup implements EngineLike {
-  private readonly ring: { at: number; member: number }[];
+  private readonly ring: AffinityRing;
   private stopping = false;
 
   private constructor(readonly members: EngineMember[], private readonly args: HostArgs[], private readonly events: GroupEvents) {
-    this.ring = members
-      .flatMap((m) => Array.from({ length: VIRTUAL_NODES }, (_, v) => ({ at: point(`engine ${m.index}`, String(v)), member: m.index })))
-      .sort((a, b) => a.at - b.at);
+    this.ring = new AffinityRing(members.length);
   }
 
   /** Starts one engine process per entry of `args` and waits until every one has loaded. */
   static async start(args: HostArgs[], devices: string[], events: GroupEvents): Promise<EngineGroup> {
     let group: EngineGroup | undefined;
-    const onDeath = (index: number) => (reason: string) => group?.memberDied(index, reason);
-    const started = args.map((a, i) => EngineClient.start(a, (reason) => onDeath(i)(reason)));
+    const started = args.map((a, i) => EngineClient.start(a, (reason) => group?.memberDied(i, reason)));
     started.forEach((p) => p.catch(() => undefined));
     let clients: EngineClient[];
     try {
@@ -81,7 +65,7 @@ export class EngineGroup implements EngineLike {
       throw e;
     }
     const now = Date.now();
-    group = new EngineGroup(clients.map((client, index) => ({ index, device: devices[index], client, outstanding: 0, restarts: 0, startedAt: now, restarting: false })), args, events);
+    group = new EngineGroup(clients.map((client, index) => ({ index, device: devices[index], client, outstanding: 0, restarts: 0, startedAt: now })), args, events);
     // One that died while the others still loaded.
     for (const c of clients) if (!c.up) group.memberDied(clients.indexOf(c), c.deathReason!);
     return group;
@@ -109,31 +93,11 @@ export class EngineGroup implements EngineLike {
       .finally(() => m.outstanding--);
   }
 
-  /** The engine a call goes to: its key's on the ring, unless that one queues SPILL_DEPTH deep. */
+  /** The engine a call goes to: its affinity key's on the ring, unless that one queues too deep (affinity.ts). */
   route(call: EngineCall): EngineMember {
-    const up = this.members.filter((m) => m.client.up);
-    if (up.length <= 1) return up[0] ?? this.members[0];
-    const owner = this.members[this.owner(call)];
-    const leastBusy = up.reduce((a, b) => (b.outstanding < a.outstanding ? b : a));
-    return owner.outstanding >= SPILL_DEPTH && leastBusy.outstanding < owner.outstanding ? leastBusy : owner;
-  }
-
-  /** The index of the first live engine clockwise from the call's key. */
-  private owner(call: EngineCall): number {
-    const key = call.stateKey !== undefined
-      ? point('key', call.cacheSalt ?? '', call.stateKey)
-      : point('tokens', call.cacheSalt ?? '', new Uint8Array(Int32Array.from(call.state.slice(0, AFFINITY_TOKENS)).buffer));
-    let lo = 0, hi = this.ring.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (this.ring[mid].at < key) lo = mid + 1;
-      else hi = mid;
-    }
-    for (let i = 0; i < this.ring.length; i++) {
-      const { member } = this.ring[(lo + i) % this.ring.length];
-      if (this.members[member].client.up) return member;
-    }
-    return this.ring[lo % this.ring.length].member;
+    const up = (i: number) => this.members[i].client.up;
+    const owner = this.ring.owner(affinityPoint(call), up);
+    return this.members[withSpill(owner, this.members.map((m) => m.outstanding), up)];
   }
 
   /** The prefix caches' and the processes' figures, summed over the engines that are up. */
@@ -160,7 +124,6 @@ export class EngineGroup implements EngineLike {
     if (this.stopping) return;
     if (this.members.length === 1) return this.events.allDead(reason);
     this.events.died(m, reason);
-    m.restarting = true;
     this.restart(m);
   }
 
@@ -172,11 +135,12 @@ export class EngineGroup implements EngineLike {
       EngineClient.start(this.args[m.index], (reason) => this.memberDied(m.index, reason)).then(
         (client) => {
           if (this.stopping) return client.stop();
-          Object.assign(m, { client, restarting: false, startedAt: Date.now(), restarts: m.restarts + 1 });
+          Object.assign(m, { client, startedAt: Date.now(), restarts: m.restarts + 1 });
           this.events.restarted(m);
         },
         (e: Error) => {
-          m.restarts++;
+          // A failed start counts as one that died at once: the next waits longer.
+          Object.assign(m, { startedAt: Date.now(), restarts: m.restarts + 1 });
           this.events.restartFailed(m, e);
           this.restart(m);
         },

@@ -119,7 +119,7 @@ function checked(flags: Flags): Flags {
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new FlagError(`--port must be an integer from 0 to 65535, got ${port}`);
   const devices = flags.device.split(',');
   if (devices.length > 1 ? !devices.every((d) => /^cuda:\d+$/.test(d)) || new Set(devices).size < devices.length : !/^(cpu|cuda(:\d+)?)$/.test(flags.device))
-    throw new FlagError(`--device must be cpu, cuda, cuda:N or a list of distinct GPUs (cuda:0,cuda:1), got ${JSON.stringify(flags.device)}`);
+    throw new FlagError(`--device must be cpu, cuda or cuda:N, or a list of distinct GPUs (cuda:0,cuda:1), got ${JSON.stringify(flags.device)}`);
   const engines = flags.engines;
   if (engines !== undefined && !(Number.isInteger(engines) && engines >= 1 && engines <= 64)) throw new FlagError(`--engines must be an integer from 1 to 64, got ${engines}`);
   if (engines !== undefined && devices.length > 1 && engines !== devices.length)

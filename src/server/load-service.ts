@@ -85,7 +85,8 @@ export async function loadService(flags: Flags, logger: Logger, engines: Startin
     const renderer = await rendererFor(base, flags);
     const engine = await engines.text.group;
     // Each member by a getter: a restarted engine is a new client.
-    for (const m of engine.members) started.push({ engine: 'text', index: m.index, get client() { return m.client; } });
+    const several = engine.members.length > 1;
+    for (const m of engine.members) started.push({ engine: 'text', ...(several ? { index: m.index } : {}), get client() { return m.client; } });
     const head = engines.head && (await headEngine(engines.head, flags, started));
     const servedName = flags['served-name'] ?? base.profile.servedName;
     let images: ImageService | undefined;

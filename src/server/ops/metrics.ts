@@ -22,14 +22,14 @@ export type EngineRole = 'text' | 'head' | 'image';
 
 export interface EngineSource {
   engine: EngineRole;
-  /** Its place among the serving engines (--engines); 0 for the others. */
+  /** Its place among several serving engines (--engines above 1); absent otherwise, so one engine's labels stay as they were. */
   index?: number;
   /** The process's client now (a restarted engine's is new). */
   readonly client: EngineClient;
 }
 
 /** An engine's labels: its role, and its index among several serving engines. */
-const engineLabels = (e: EngineSource) => ({ engine: e.engine, index: String(e.index ?? 0) });
+const engineLabels = (e: EngineSource): Record<string, string> => (e.index === undefined ? { engine: e.engine } : { engine: e.engine, index: String(e.index) });
 
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 const REPORT_TIMEOUT_MS = 2000;
@@ -92,7 +92,7 @@ export class Metrics {
     const families: Family[] = [...own, ...engineFamilies(this.engines, reports)];
     this.engines.forEach((e, i) => {
       const r = reports[i];
-      if (r) families.push(...withLabels(r.process, { process: `${e.engine}_engine`, index: String(e.index ?? 0) }));
+      if (r) families.push(...withLabels(r.process, { process: `${e.engine}_engine`, ...(e.index === undefined ? {} : { index: String(e.index) }) }));
     });
     return formatFamilies(families);
   }

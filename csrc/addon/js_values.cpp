@@ -10,11 +10,6 @@
 namespace tq::js {
 namespace {
 
-int64_t int_option(const Napi::Object& o, const char* key, int64_t fallback) {
-  Napi::Value v = o.Get(key);
-  return v.IsNumber() ? v.As<Napi::Number>().Int64Value() : fallback;
-}
-
 // A JS object of named integers.
 Napi::Object numbers(Napi::Env env, std::initializer_list<std::pair<const char*, int64_t>> fields) {
   auto out = Napi::Object::New(env);
@@ -103,11 +98,11 @@ Napi::Float32Array float_array(Napi::Env env, const float* data, size_t n) {
 
 namespace {
 
-// Reads load()'s options by type: an absent (undefined or null) field keeps its default, one of another type is
-// refused with its name, never ignored.
+// Reads an object's optional fields by type (load()'s options, a request's questions): an absent (undefined or
+// null) field keeps its default, one of another type is refused with its name (`where` + key), never ignored.
 class OptionReader {
  public:
-  OptionReader(Napi::Env env, Napi::Object o) : env_(env), o_(std::move(o)) {}
+  OptionReader(Napi::Env env, Napi::Object o, std::string where = "options.") : env_(env), o_(std::move(o)), where_(std::move(where)) {}
   void read(const char* key, std::string& into) const {
     if (const auto v = get(key, "a string", &Napi::Value::IsString)) into = v->As<Napi::String>().Utf8Value();
   }
@@ -126,6 +121,9 @@ class OptionReader {
   void read(const char* key, double& into) const {
     if (const auto v = get(key, "a number", &Napi::Value::IsNumber)) into = v->As<Napi::Number>().DoubleValue();
   }
+  void read(const char* key, float& into) const {
+    if (const auto v = get(key, "a number", &Napi::Value::IsNumber)) into = v->As<Napi::Number>().FloatValue();
+  }
   // A choice (common/choices.h) by its name; one of none of its values refused with the choices listed.
   template <class E, class = decltype(ChoiceTable<E>::values)>
   void read(const char* key, E& into) const {
@@ -140,7 +138,7 @@ class OptionReader {
   std::optional<Napi::Value> get(const char* key, const char* kind, bool (Napi::Value::*is)() const) const {
     Napi::Value v = o_.Get(key);
     if (v.IsUndefined() || v.IsNull()) return std::nullopt;
-    if (!(v.*is)()) throw_bad_argument(env_, std::string("options.") + key + " must be " + kind);
+    if (!(v.*is)()) throw_bad_argument(env_, where_ + key + " must be " + kind);
     return v;
   }
   template <class E>
@@ -153,6 +151,7 @@ class OptionReader {
   }
   Napi::Env env_;
   Napi::Object o_;
+  std::string where_;
 };
 
 }  // namespace
@@ -279,8 +278,9 @@ AnswerRequest answer_request(Napi::Env env, const Napi::Value& v, const std::str
     QuestionTokens spec;
     spec.tokens = int_list(env, q.Get("tokens"), name + ".tokens");
     spec.label_ids = int_list(env, q.Get("labelIds"), name + ".labelIds");
-    spec.readout_index = int_option(q, "readoutIndex", -1);
-    if (q.Get("temperature").IsNumber()) spec.temperature = q.Get("temperature").As<Napi::Number>().FloatValue();
+    const OptionReader fields(env, q, name + ".");
+    fields.read("readoutIndex", spec.readout_index);
+    fields.read("temperature", spec.temperature);
     req.questions.push_back(std::move(spec));
   }
   return req;

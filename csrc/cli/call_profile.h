@@ -1,6 +1,6 @@
 // tq_cli answer --profile FILE: the calls of the last repetition recorded by libtorch's profiler (CPU ops, and on
 // CUDA the kernels, copies and runtime calls through Kineto), each call inside a user scope named "tq_cli call N", and
-// written as a Chrome trace (bench/gpu/profile.py reads it; Perfetto and chrome://tracing open it).
+// written as a Chrome trace (bench/gpu/kernel_profile.py reads it; Perfetto and chrome://tracing open it).
 #pragma once
 #include <memory>
 #include <string>

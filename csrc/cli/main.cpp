@@ -16,7 +16,7 @@
 //       "wallMs": [per repeat, per call]} as JSON: the calls run in order, --repeat times over; "calls" are
 //       the last repetition's results.
 //       --profile: the last repetition recorded by libtorch's profiler into a Chrome trace, each call in a user scope
-//       "tq_cli call N" (cli/call_profile.h); bench/gpu/profile.py ranks its kernels (or CPU ops) per call.
+//       "tq_cli call N" (cli/call_profile.h); bench/gpu/kernel_profile.py ranks its kernels (or CPU ops) per call.
 //   tq_cli gemm --m M --k K --n N [--dtype] [--batch-invariant on|off] [--isa ...] [--quantization none|int8] [--iterations N] [--threads N]
 //       Prints {"gflops", "ms", "isa"}: the fastest of the iterations, and the level the invariant (or int8) GEMM ran at.
 //   tq_cli selfcheck --model DIR [--device] [--dtype] [--kernels fused] [--reference-kernels aten] [--reference-device D] [--bound B]

@@ -4,7 +4,7 @@
 // only). A kernel whose result depends on where its operands lie (a compiler's
 // loop peeled to an alignment, a vector path taken only for aligned rows)
 // then answers with other bits than at shift 0, which the invariance tests
-// compare on whatever CPU runs them (test/engine/exactness.test.ts). Slower:
+// compare on whatever CPU runs them (test/engine/random-batches.test.ts). Slower:
 // every operand is copied; not for serving.
 #pragma once
 #include <memory>

@@ -1,5 +1,5 @@
 /**
- * An image's content key (issue 14, "Caching by content"): SHA-256 of its preprocessed pixels, its
+ * An image's content key (docs/images.md, "Caching by content"): SHA-256 of its preprocessed pixels, its
  * size, the recipe version and the model. The engine puts it into the chained hash of every KV
  * block the image overlaps (csrc/vision/image_prompt.h) and keys its vision-output cache with it,
  * so two different images of the same size (identical token ids) never share cached work, and the

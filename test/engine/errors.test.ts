@@ -194,6 +194,9 @@ describe('bad requests leave the engine usable', () => {
     ['readout index past the question', { state: [1], questions: [{ tokens: [4], labelIds: [6], readoutIndex: 5 }] }, /readout index 5/],
     ['state not a list', { state: 'hello', questions: [{ tokens: [4], labelIds: [6] }] }, /state must be/],
     ['fractional token', { state: [1.5], questions: [{ tokens: [4], labelIds: [6] }] }, /not an integer/],
+    // Refused, not read as absent (the last token, temperature 1).
+    ['readout index not a number', { state: [1], questions: [{ tokens: [4], labelIds: [6], readoutIndex: '0' }] }, /questions\[0\]\.readoutIndex must be a number/],
+    ['temperature not a number', { state: [1], questions: [{ tokens: [4], labelIds: [6], temperature: 'hot' }] }, /questions\[0\]\.temperature must be a number/],
   ])('%s → BAD_REQUEST', async (_name, req, message) => {
     const err = await answerError(req);
     expect(err.code).toBe('BAD_REQUEST');

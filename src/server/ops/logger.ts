@@ -1,5 +1,5 @@
 /**
- * The server's log: JSON lines (pino) on stdout, one per request (http/access-log.ts) and one per
+ * The server's log: JSON lines (pino) on stdout, one per request (ops/access-log.ts) and one per
  * start-up step, engine event and error. `--log-level` chooses the least severe level written. The
  * text of states and questions is never logged unless --log-bodies is given.
  */

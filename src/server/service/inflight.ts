@@ -30,7 +30,7 @@ export const DROP_GRACE_MS = 1500;
 export interface SharedResponse {
   headers: Record<string, string>;
   body: string;
-  /** What the log and the metrics record of it (http/access-log.ts). */
+  /** What the log and the metrics record of it (ops/access-log.ts). */
   answered?: AnsweredFields;
 }
 

@@ -3,7 +3,7 @@
 // AMX: 8 tile registers of up to 16 rows x 64 bytes, TDPBUSD, TDPBF16PS), and
 // a plain model of it that runs on any CPU, so that the kernels' tiling,
 // packing, edges and threads are tested everywhere (test/native/int8_check.cpp,
-// amx_bf16_check.cpp). An integer dot product has one exact result, so the
+// gemm_check.cpp). An integer dot product has one exact result, so the
 // model's int8 bits are the hardware's; its bf16 bits are its own (dpbf16ps).
 //
 // Every tile here is configured whole: 16 rows of 64 bytes (A: 16 rows x 64 u8
@@ -48,7 +48,7 @@ struct ModelTiles {
   // TDPBF16PS as the single-pair rule measured on a Xeon: for each pair s in order, C[m][n] = RNE(C[m][n] +
   // RNE(A[m][2s] B[s][2n] + A[m][2s+1] B[s][2n+1])), bf16 inputs and fp32 results below 2^-126 taken as 0. It
   // matched the instruction for one pair only: over longer chains the hardware rounds in a way no sequence
-  // tried reproduced (issue 55). So the model's bf16 bits are its own; the tests ask of it what they ask of
+  // tried reproduced. So the model's bf16 bits are its own; the tests ask of it what they ask of
   // the hardware: accuracy against float64, and the same bits in any batch.
   template <int C, int A, int B>
   static void dpbf16ps() {

@@ -1,6 +1,5 @@
 // A bf16 GEMM on AMX tiles (TDPBF16PS), written against amx_tiles.h: the
-// native bf16 arithmetic of AMX Xeons, for the choice issue 55 calls
-// `--arithmetic native` (not wired to the engine yet). Its bits are not the
+// native bf16 arithmetic of AMX Xeons, which `--arithmetic native` chooses. Its bits are not the
 // portable arithmetic's: the instruction rounds a chain of pairs in its own way
 // (amx_tiles.h). It is batch-invariant all the same: an output's chain is its
 // row and column's pairs, 16 at a time in k order, whatever the rows, the

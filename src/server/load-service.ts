@@ -112,10 +112,13 @@ export async function loadService(flags: Flags, logger: Logger, engines: Startin
       renderer,
       temperatures,
       engine,
-      servingEngines: engine,
       cacheReport: () => engine.cacheReport(),
       engineInfo: engine.info,
-      engineProcess: { pid: engine.members[0].client.pid, where: `child process ${engine.members[0].client.pid} of server ${process.pid}` },
+      // The first engine's process, now (a restarted engine is a new one); /health's `engines` lists them all.
+      get engineProcess() {
+        const { pid } = engine.members[0].client;
+        return { pid, where: `child process ${pid} of server ${process.pid}` };
+      },
       debugReadout: flags['debug-readout'],
       cacheSaltHeader: flags['cache-salt-header'],
       corsOrigin: flags['cors-origin'],

@@ -181,7 +181,7 @@ function requestLimits({ corsOrigin, inflight }: Service) {
 }
 
 /** Each serving engine process (--engines): where it runs, whether it answers, its restarts, its queue and its own cache. */
-function servingEngines({ servingEngines: group }: Service, reports: (CacheReport | undefined)[]) {
+function servingEngines({ engine: group }: Service, reports: (CacheReport | undefined)[]) {
   return {
     count: group.members.length,
     routing: group.members.length > 1 ? 'X-State-Key when sent, else the state\'s first tokens, on a hash ring; a deep queue spills to the least busy engine' : 'one engine',

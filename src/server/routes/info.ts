@@ -54,7 +54,7 @@ export function infoRoutes(router: Router, service: Service) {
   router.get('/health', async (ctx) => {
     let report, members, imageEngine;
     try {
-      members = await service.servingEngines.memberReports();
+      members = await service.engine.memberReports();
       report = await service.cacheReport();
       imageEngine = service.images && (await imageEngineHealth(service.images));
     } catch (e) {

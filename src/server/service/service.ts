@@ -26,6 +26,8 @@ export interface ImageService {
 }
 
 export interface Service extends AnsweringContext {
+  /** The serving model's engine processes (one, or --engines of them), routed among (engine-process/group.ts). */
+  engine: EngineGroup;
   base: ResolvedBase;
   tasks: TaskStore;
   /** The tasks as the answering pipeline applies them (AnsweringContext's `distributions`, with their switch). */
@@ -37,8 +39,6 @@ export interface Service extends AnsweringContext {
   cacheReport: () => Promise<CacheReport>;
   engineInfo: NativeEngineInfo;
   engineProcess: { pid: number | null; where: string };
-  /** The serving model's engine processes (one, or --engines of them), which `engine` routes among. */
-  servingEngines: EngineGroup;
   debugReadout: boolean;
   /** `--cache-salt-header`: where a request's cache salt is read from when it sends no x-cache-salt. */
   cacheSaltHeader?: string;

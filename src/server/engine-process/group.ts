@@ -113,7 +113,7 @@ export class EngineGroup implements EngineLike {
     return Promise.all(this.members.map((m) => (m.client.up ? m.client.cacheReport().catch(() => undefined) : undefined)));
   }
 
-  /** Stops every engine, and starts none again (the drain). */
+  /** Stops every engine, and starts none again (a start-up that failed elsewhere). The drain stops each engine's client: a stopped client's exit is no death, so nothing restarts either. */
   stop() {
     this.stopping = true;
     for (const m of this.members) m.client.stop();

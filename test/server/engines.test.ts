@@ -21,10 +21,14 @@ async function ask(server: RunningServer, state: string, questions: object, head
   return { status: r.status, engine: r.headers['x-service-engine'] as string | undefined, requestId: r.headers['x-request-id'] as string, body: JSON.parse(r.body), headers: r.headers };
 }
 
-/** The access log's line for each request id. */
-function logLines(server: RunningServer): Map<string, any> {
-  const lines = server.log().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
-  return new Map(lines.filter((l) => l.request_id).map((l) => [l.request_id, l]));
+/** The access log's line for each of `ids`, once all are written (a line may reach the log after its response). */
+async function logLines(server: RunningServer, ids: string[]): Promise<Map<string, any>> {
+  for (;;) {
+    const lines = server.log().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    const byId = new Map(lines.filter((l) => l.request_id).map((l) => [l.request_id, l]));
+    if (ids.every((id) => byId.has(id))) return byId;
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 describe('two engines against one', () => {
@@ -47,7 +51,7 @@ describe('two engines against one', () => {
     expect(onEngine1).toBeGreaterThanOrEqual(8);
     expect(onEngine1).toBeLessThanOrEqual(32);
     expect(second.map((a) => a.engine)).toEqual(first.map((a) => a.engine));
-    const log = logLines(two);
+    const log = await logLines(two, second.map((a) => a.requestId));
     const hits = second.filter((a) => log.get(a.requestId)!.cached_tokens > 0).length;
     expect(hits / second.length).toBeGreaterThanOrEqual(0.95);
     for (const [i, s] of states.entries()) {

@@ -7,7 +7,7 @@ import { ResolvedBase } from '../../config/bases';
 import { siblingModule } from '../../common/sibling-module';
 import { ClientGoneError, EngineCall, EngineCallError, EngineDeadError, EngineLike, EngineReply } from '../../answering/engine-like';
 import { NativeEngineInfo } from '../../engine/native';
-import { CacheReport, HostArgs, HostMessage, MetricsReport } from './protocol';
+import { CacheReport, HostArgs, HostMessage, MetricsReport, toWireCall, WireCall } from './protocol';
 
 /** An engine process on its way: its base, and its client once the model is loaded (server/start-engines.ts). */
 export interface StartingEngine {
@@ -76,7 +76,7 @@ export class EngineClient implements EngineLike {
     else p.reject(new EngineCallError(m.error));
   }
 
-  private call<T>(message: { kind: 'answer'; call: EngineCall } | { kind: 'cache' } | { kind: 'metrics' }, cancel?: AbortSignal): Promise<T> {
+  private call<T>(message: { kind: 'answer'; call: WireCall } | { kind: 'cache' } | { kind: 'metrics' }, cancel?: AbortSignal): Promise<T> {
     if (this.deathReason) return Promise.reject(new EngineDeadError(this.deathReason));
     if (cancel?.aborted) return Promise.reject(new ClientGoneError());
     const id = this.nextId++;
@@ -90,7 +90,7 @@ export class EngineClient implements EngineLike {
 
   answer(call: EngineCall, cancel?: AbortSignal): Promise<EngineReply> {
     const sent = performance.now();
-    return this.call<EngineReply>({ kind: 'answer', call }, cancel).then((reply) => {
+    return this.call<EngineReply>({ kind: 'answer', call: toWireCall(call) }, cancel).then((reply) => {
       const t = reply.timing;
       t.hopMs = Math.max(0, performance.now() - sent - t.waitMs - t.engineMs - (t.decodeMs ?? 0));
       return reply;

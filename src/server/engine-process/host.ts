@@ -17,7 +17,7 @@ import { isEngineError, NativeCacheStats, NativeImage, NativeVisionCacheStats } 
 import type { Registry } from 'prom-client';
 import { Family } from '../../common/prom-text';
 import { EngineCall, WireError } from '../../answering/engine-like';
-import { BoundaryCounters, HostArgs, HostMessage, MetricsReport, ServerMessage } from './protocol';
+import { BoundaryCounters, HostArgs, HostMessage, MetricsReport, ServerMessage, WireCall } from './protocol';
 
 /**
  * This process's default metrics (CPU, memory, event loop, GC), relayed to the server's /metrics. Like the image
@@ -60,7 +60,7 @@ const REMEASURE_TRIES = 6;
 const IDLE_POLL_MS = 1000;
 
 /** A call as the addon takes it: an image engine's images decoded. */
-type NativeCall = Omit<EngineCall, 'images'> & { images?: NativeImage[] };
+type NativeCall = Omit<WireCall, 'images'> & { images?: NativeImage[] };
 
 /** The engine process's scheduler: its queue of calls, merged into batches, with registrations and cancellations in their turn. */
 class CallScheduler {
@@ -103,7 +103,7 @@ class CallScheduler {
   }
 
   /** An image engine decodes a call's images (in libuv's pool, beside the engine's work); the call queues once they are. */
-  private async decodeThenQueue(id: number, call: EngineCall) {
+  private async decodeThenQueue(id: number, call: WireCall) {
     const started = performance.now();
     const { decodeImages, ImageDecodeError } = await imageDecoder();
     try {

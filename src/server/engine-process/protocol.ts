@@ -50,9 +50,19 @@ export type HostMessage =
   /** An answer call taken off the queue by a `cancel` before the engine started it. */
   | { kind: 'dropped'; id: number };
 
+/**
+ * An answer call as it crosses to the engine process: its token ids as Int32Arrays, which the IPC's serialization
+ * copies as one block each way (an array of numbers it writes and reads number by number: about 4x the time).
+ */
+export type WireCall = Omit<EngineCall, 'state' | 'questions'> & { state: Int32Array; questions: { tokens: Int32Array; labelIds: Int32Array }[] };
+
+export function toWireCall(call: EngineCall): WireCall {
+  return { ...call, state: Int32Array.from(call.state), questions: call.questions.map((q) => ({ tokens: Int32Array.from(q.tokens), labelIds: Int32Array.from(q.labelIds) })) };
+}
+
 /** `cancel` drops a queued answer call; one the engine has started runs to its reply. */
 export type ServerMessage =
-  | { kind: 'answer'; id: number; call: EngineCall }
+  | { kind: 'answer'; id: number; call: WireCall }
   | { kind: 'cache'; id: number }
   | { kind: 'metrics'; id: number }
   | { kind: 'cancel'; id: number };

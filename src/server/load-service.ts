@@ -112,7 +112,6 @@ export async function loadService(flags: Flags, logger: Logger, engines: Startin
       renderer,
       temperatures,
       engine,
-      cacheReport: () => engine.cacheReport(),
       engineInfo: engine.info,
       // The first engine's process, now (a restarted engine is a new one); /health's `engines` lists them all.
       get engineProcess() {

@@ -9,6 +9,7 @@
 import * as os from 'os';
 import { ResolvedBase, resolveBase } from '../config/bases';
 import { engineLoad } from '../config/engine-load';
+import { NativeLoadOptions } from '../engine/native';
 import { engineDevices, Flags } from '../config/flags';
 import { EngineClient, StartingEngine } from './engine-process/client';
 import { EngineGroup } from './engine-process/group';
@@ -27,9 +28,8 @@ export interface StartingEngines {
 export type Died = (role: EngineRole) => (reason: string) => void;
 
 /** The serving engines: one process per device, each on its share of the CPU's cores unless --threads says. */
-function startServingGroup(flags: Flags, base: ResolvedBase, died: Died, logger: Logger): Promise<EngineGroup> {
+function startServingGroup(flags: Flags, load: NativeLoadOptions, died: Died, logger: Logger): Promise<EngineGroup> {
   const devices = engineDevices(flags);
-  const load = engineLoad(flags, base);
   const threads = flags.threads || Math.max(1, Math.floor(os.cpus().length / devices.length));
   const args: HostArgs[] = devices.map((device) => ({ load: { ...load, device, threads }, batchTokens: flags['batch-tokens'] }));
   return EngineGroup.start(args, devices, {
@@ -56,7 +56,7 @@ export async function startEngines(flags: Flags, died: Died, logger: Logger): Pr
     starting.push(client);
     return { base, client };
   };
-  const group = startServingGroup(flags, text, died, logger);
+  const group = startServingGroup(flags, load, died, logger);
   group.catch(() => undefined); // awaited by load-service.ts
   starting.push(group);
   const engines: StartingEngines = {

@@ -95,6 +95,7 @@ export class EngineGroup implements EngineLike {
 
   /** The engine a call goes to: its affinity key's on the ring, unless that one queues too deep (affinity.ts). */
   route(call: EngineCall): EngineMember {
+    if (this.members.length === 1) return this.members[0];
     const up = (i: number) => this.members[i].client.up;
     const owner = this.ring.owner(affinityPoint(call), up);
     return this.members[withSpill(owner, this.members.map((m) => m.outstanding), up)];
@@ -102,7 +103,11 @@ export class EngineGroup implements EngineLike {
 
   /** The prefix caches' and the processes' figures, summed over the engines that are up. */
   async cacheReport(): Promise<CacheReport> {
-    const reports = await this.memberReports();
+    return this.summed(await this.memberReports());
+  }
+
+  /** `memberReports`' figures summed over the engines that answered (/health reads both, asking each engine once). */
+  summed(reports: (CacheReport | undefined)[]): CacheReport {
     const live = reports.filter((r): r is CacheReport => r !== undefined);
     if (!live.length) throw new EngineDeadError(this.members[0].client.deathReason ?? 'every engine process is down');
     return { stats: sum(live.map((r) => r.stats)), boundaries: sum(live.map((r) => r.boundaries)), memory: sum(live.map((r) => r.memory)) };

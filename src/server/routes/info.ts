@@ -55,7 +55,7 @@ export function infoRoutes(router: Router, service: Service) {
     let report, members, imageEngine;
     try {
       members = await service.engine.memberReports();
-      report = await service.cacheReport();
+      report = service.engine.summed(members);
       imageEngine = service.images && (await imageEngineHealth(service.images));
     } catch (e) {
       // The engine died while this call waited for its report.

@@ -36,7 +36,6 @@ export interface Service extends AnsweringContext {
   abstentions: AbstentionBook;
   /** Where intent heads' hidden states come from, as /health and GET /v1/tasks report it. */
   headEngineReport: Record<string, unknown>;
-  cacheReport: () => Promise<CacheReport>;
   engineInfo: NativeEngineInfo;
   engineProcess: { pid: number | null; where: string };
   debugReadout: boolean;

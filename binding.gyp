@@ -96,7 +96,7 @@
     {
       # The HTTP server's own addon: no torch (csrc/host_addon/).
       "target_name": "tqserve_host",
-      "sources": ["csrc/host_addon/release_memory.cpp"],
+      "sources": ["csrc/host_addon/module.cpp", "csrc/host_addon/release_memory.cpp", "csrc/host_addon/shared_memory.cpp"],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
       "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_CPP_EXCEPTIONS", "NODE_ADDON_API_CPP_EXCEPTIONS_ALL"],
       "cflags!": ["-fno-exceptions"],

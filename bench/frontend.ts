@@ -7,6 +7,9 @@
  * stage), the server's code (own less hop) and the other stages (`x-service-stages`). Then the machine's
  * floor for the hop: two bare Node processes passing a call of the same size and a reply over the same
  * IPC, each idle for as long as in the server (the engine computing, then the front end and the client).
+ * Each arm is a server with other flags: by default the channel to the engine process slept on between
+ * messages (`--busy-poll-ms 0`, the CPU's default) and spun on (`--busy-poll-ms 5`, a GPU's); BENCH_ARMS
+ * picks (`sleep`, `spin`).
  */
 import { spawn } from 'child_process';
 import { listeningUrl, runServerProcess } from '../test/helpers/server-process';
@@ -16,8 +19,10 @@ const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 200);
 
 type Row = Record<string, number>;
 
-async function serverRows(): Promise<{ name: string; rows: Row[] }[]> {
-  const { child, output, exited } = runServerProcess(['--base', 'tiny-qwen3', '--port', '0']);
+const ARMS: Record<string, string[]> = { sleep: ['--busy-poll-ms', '0'], spin: ['--busy-poll-ms', '5', '--threads', '1'] };
+
+async function serverRows(flags: string[]): Promise<{ name: string; rows: Row[] }[]> {
+  const { child, output, exited } = runServerProcess(['--base', 'tiny-qwen3', '--port', '0', ...flags]);
   const url = await listeningUrl(output, exited);
   while ((await fetch(url + '/ready')).status !== 200) await new Promise((r) => setTimeout(r, 50));
   const ask = async (state: string): Promise<Row> => {
@@ -67,16 +72,21 @@ async function hopFloor(stateTokens: number, holdMs: number, gapMs: number): Pro
 }
 
 async function main() {
-  const results = await serverRows();
+  const arms = (process.env.BENCH_ARMS ?? 'sleep,spin').split(',');
   const columns = ['client', 'server', 'own', 'hop', 'code', 'prepare', 'engine', 'wait'];
   console.log(`# tqserve front end: tiny-qwen3, one question, ${dossier(1).length}-character state, ${REQUESTS} requests one at a time (ms; median, p90)\n`);
-  console.log(`| request | ${columns.join(' | ')} |`);
-  console.log(`|---|${columns.map(() => '---').join('|')}|`);
-  for (const { name, rows } of results) {
-    const cell = (k: string) => `${median(rows.map((r) => r[k])).toFixed(2)}, ${quantile(rows.map((r) => r[k]), 0.9).toFixed(2)}`;
-    console.log(`| ${name} | ${columns.map(cell).join(' | ')} |`);
+  console.log(`| server flags | request | ${columns.join(' | ')} |`);
+  console.log(`|---|---|${columns.map(() => '---').join('|')}|`);
+  let cached: Row[] = [];
+  for (const arm of arms) {
+    if (!ARMS[arm]) throw new Error(`BENCH_ARMS: no arm ${arm} (${Object.keys(ARMS).join(', ')})`);
+    const results = await serverRows(ARMS[arm]);
+    for (const { name, rows } of results) {
+      const cell = (k: string) => `${median(rows.map((r) => r[k])).toFixed(2)}, ${quantile(rows.map((r) => r[k]), 0.9).toFixed(2)}`;
+      console.log(`| \`${ARMS[arm].join(' ')}\` | ${name} | ${columns.map(cell).join(' | ')} |`);
+    }
+    cached = results[0].rows;
   }
-  const cached = results[0].rows;
   const engine = median(cached.map((r) => r.engine));
   const between = median(cached.map((r) => r.client)) - engine;
   const floor = await hopFloor(1000, Math.round(engine), Math.round(between));

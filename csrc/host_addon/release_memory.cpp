@@ -1,13 +1,14 @@
-// The HTTP server process's one native function (the engine addon, with libtorch, loads only in the engine
-// processes): give the C heap's free pages back to the system. After a burst of large requests and a full
+// Give the C heap's free pages back to the system. After a burst of large requests and a full
 // collection (src/server/ops/reclaim.ts), glibc keeps the freed body chunks in its arenas: free() returns
 // memory only from the top of an arena, and the live allocations between the chunks pin the rest. Only
 // malloc_trim releases the free pages in the middle.
-#include <napi.h>
+#include "host_addon.h"
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
+namespace tq_host {
 namespace {
 
 // True when memory was released, false when none could be; null where the C library has no malloc_trim.
@@ -19,11 +20,10 @@ Napi::Value release_free_memory(const Napi::CallbackInfo& info) {
 #endif
 }
 
-Napi::Object init(Napi::Env env, Napi::Object exports) {
-  exports.Set("releaseFreeMemory", Napi::Function::New(env, release_free_memory));
-  return exports;
-}
-
 }  // namespace
 
-NODE_API_MODULE(tqserve_host, init)
+void add_release_memory(Napi::Env env, Napi::Object exports) {
+  exports.Set("releaseFreeMemory", Napi::Function::New(env, release_free_memory));
+}
+
+}  // namespace tq_host

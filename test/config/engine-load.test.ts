@@ -7,7 +7,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { ResolvedBase } from '../../src/config/bases';
 import { engineLoad } from '../../src/config/engine-load';
-import { flagDefs, parseFlags } from '../../src/config/flags';
+import { busyPollMs, flagDefs, parseFlags } from '../../src/config/flags';
 
 const root = path.resolve(__dirname, '..', '..');
 const base = { checkpoint: '/models/x' } as ResolvedBase;
@@ -34,4 +34,12 @@ test("engineLoad carries each engine flag's value, on/off as booleans, and leave
   expect(defaults).toMatchObject({ dtype: 'bf16', prefixCache: true, batchInvariant: true, threads: expect.any(Number) });
   expect(defaults.threads).toBeGreaterThan(0);
   for (const byDevice of ['attention', 'kernels', 'cudaGraphs']) expect(defaults).not.toHaveProperty(byDevice);
+});
+
+test('the channel spins by default beside a GPU, never where the CPU computes; --busy-poll-ms says otherwise, 0 or more', () => {
+  expect(busyPollMs(parseFlags([]))).toBe(0);
+  expect(busyPollMs(parseFlags(['--device', 'cuda:0,cuda:1']))).toBeGreaterThan(0);
+  expect(busyPollMs(parseFlags(['--device', 'cuda', '--busy-poll-ms', '0']))).toBe(0);
+  expect(busyPollMs(parseFlags(['--busy-poll-ms', '2.5']))).toBe(2.5);
+  expect(() => parseFlags(['--busy-poll-ms', '-1'])).toThrow(/--busy-poll-ms must be 0 or more/);
 });

@@ -34,7 +34,8 @@ async function logLines(server: RunningServer, ids: string[]): Promise<Map<strin
 describe('two engines against one', () => {
   let one: RunningServer, two: RunningServer;
   beforeAll(async () => {
-    [one, two] = await Promise.all([startServer(['--dtype', 'bf16']), startServer(['--dtype', 'bf16', '--engines', '2'])]);
+    // One engine spinning on its channel (--busy-poll-ms), two sleeping on theirs (the CPU's default): the same bits either way.
+    [one, two] = await Promise.all([startServer(['--dtype', 'bf16', '--busy-poll-ms', '5']), startServer(['--dtype', 'bf16', '--engines', '2'])]);
   });
   afterAll(async () => {
     await Promise.all([one?.stop(), two?.stop()]);

@@ -3,11 +3,14 @@
  * notices its death (every pending call then fails with EngineDeadError).
  */
 import { ChildProcess, fork } from 'child_process';
+import { closeSync } from 'fs';
 import { ResolvedBase } from '../../config/bases';
 import { siblingModule } from '../../common/sibling-module';
 import { ClientGoneError, EngineCall, EngineCallError, EngineDeadError, EngineLike, EngineReply } from '../../answering/engine-like';
 import { NativeEngineInfo } from '../../engine/native';
-import { CacheReport, HostArgs, HostMessage, MetricsReport, toWireCall, WireCall } from './protocol';
+import { hostAddon } from '../../common/host-addon';
+import { CHANNEL_FD, CacheReport, HostArgs, HostMessage, MetricsReport, ServerMessage, toWireCall, WireCall } from './protocol';
+import { ChannelEndpoint, ChannelWire, channelRings, RING_BYTES } from './channel';
 
 /** An engine process on its way: its base, and its client once the model is loaded (server/start-engines.ts). */
 export interface StartingEngine {
@@ -21,7 +24,7 @@ export class EngineClient implements EngineLike {
   deathReason?: string;
   private stopped = false;
 
-  private constructor(private child: ChildProcess, readonly info: NativeEngineInfo) {}
+  private constructor(private child: ChildProcess, private channel: ChannelEndpoint<ServerMessage, HostMessage>, readonly info: NativeEngineInfo) {}
 
   get contextLimit(): number {
     return this.info.contextLimit;
@@ -34,23 +37,32 @@ export class EngineClient implements EngineLike {
   /** Starts the engine process and waits until the model is loaded. */
   static start(args: HostArgs, onDeath: (reason: string) => void): Promise<EngineClient> {
     const host = siblingModule(__filename, 'host');
-    const child = fork(host.file, [JSON.stringify(args)], {
+    // The channel's shared memory goes to the child as its fd CHANNEL_FD (a stdio slot); this process's fd closes once it has.
+    const shared = hostAddon()?.createSharedMemory(2 * RING_BYTES);
+    const child = fork(host.file, [JSON.stringify({ ...args, channelFd: shared && CHANNEL_FD })], {
       serialization: 'advanced',
       execArgv: host.execArgv,
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc', ...(shared ? [shared.fd] : [])],
     });
+    if (shared) closeSync(shared.fd);
     return new Promise((resolve, reject) => {
       let client: EngineClient | undefined;
-      child.on('message', (m: HostMessage) => {
-        if (m.kind === 'ready') {
-          client = new EngineClient(child, m.info);
-          resolve(client);
-        } else if (m.kind === 'fatal') {
-          reject(new EngineCallError(m.error));
-        } else {
-          client?.settle(m);
-        }
-      });
+      const channel = new ChannelEndpoint<ServerMessage, HostMessage>(
+        shared && channelRings(shared.buffer, 'server'),
+        (wire) => child.connected && child.send(wire),
+        (m) => {
+          if (m.kind === 'ready') {
+            client = new EngineClient(child, channel, m.info);
+            resolve(client);
+          } else if (m.kind === 'fatal') {
+            reject(new EngineCallError(m.error));
+          } else {
+            client?.settle(m);
+          }
+        },
+        { busyPollMs: args.busyPollMs, busy: () => (client?.pending.size ?? 0) > 0 },
+      );
+      child.on('message', (wire: ChannelWire<HostMessage>) => channel.receive(wire));
       child.on('exit', (code, signal) => {
         const reason = `the engine process exited (${signal ? `signal ${signal}` : `code ${code}`})`;
         if (!client) return reject(new Error(reason));
@@ -80,11 +92,11 @@ export class EngineClient implements EngineLike {
     if (this.deathReason) return Promise.reject(new EngineDeadError(this.deathReason));
     if (cancel?.aborted) return Promise.reject(new ClientGoneError());
     const id = this.nextId++;
-    const askToDrop = () => this.child.send({ kind: 'cancel', id });
+    const askToDrop = () => this.channel.send({ kind: 'cancel', id });
     cancel?.addEventListener('abort', askToDrop, { once: true });
     return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.child.send({ ...message, id });
+      this.channel.send({ ...message, id });
     }).finally(() => cancel?.removeEventListener('abort', askToDrop));
   }
 

@@ -18,6 +18,9 @@ import type { Registry } from 'prom-client';
 import { Family } from '../../common/prom-text';
 import { EngineCall, WireError } from '../../answering/engine-like';
 import { BoundaryCounters, HostArgs, HostMessage, MetricsReport, ServerMessage, WireCall } from './protocol';
+import { ChannelEndpoint, ChannelWire, channelRings, RING_BYTES } from './channel';
+import { hostAddon } from '../../common/host-addon';
+import { closeSync } from 'fs';
 
 /**
  * This process's default metrics (CPU, memory, event loop, GC), relayed to the server's /metrics. Like the image
@@ -42,9 +45,17 @@ function toWire(e: unknown): WireError {
   return { code: 'INTERNAL', message: e instanceof Error ? e.message : String(e), details: {} };
 }
 
-/** To the server; dropped once it has gone (the 'disconnect' handler then ends this process). */
-function send(m: HostMessage) {
-  if (process.connected) process.send!(m);
+/** The channel to the server (opened first thing in main). */
+let channel: ChannelEndpoint<HostMessage, ServerMessage>;
+const send = (m: HostMessage) => channel.send(m);
+
+/** The channel's rings when the server shared its memory; its messages are queued for `scheduler` until it exists. */
+function openChannel(args: HostArgs, busy: () => boolean, receive: (m: ServerMessage) => void) {
+  const buffer = args.channelFd === undefined ? undefined : hostAddon()!.mapSharedMemory(args.channelFd, 2 * RING_BYTES);
+  if (args.channelFd !== undefined) closeSync(args.channelFd);
+  // Dropped once the server has gone (the 'disconnect' handler then ends this process).
+  channel = new ChannelEndpoint(buffer && channelRings(buffer, 'engine'), (wire) => process.connected && process.send!(wire), receive, { busyPollMs: args.busyPollMs, busy });
+  process.on('message', (wire: ChannelWire<ServerMessage>) => channel.receive(wire));
 }
 
 type QueuedWork =
@@ -72,6 +83,11 @@ class CallScheduler {
   readonly boundaries: BoundaryCounters = { pending: 0, deferred: 0, registered: 0, dropped: 0, failed: 0 };
 
   constructor(private engine: Engine, private batchTokens: number, private images?: HostArgs['images']) {}
+
+  /** An answer call running: the channel keeps spinning meanwhile (for the calls that will join the next batch, and the server's next). */
+  get busy(): boolean {
+    return this.running?.kind === 'answer';
+  }
 
   receive(m: ServerMessage) {
     if (m.kind === 'cancel') return this.cancel(m.id);
@@ -235,6 +251,9 @@ async function main() {
   const args: HostArgs = JSON.parse(process.argv[2]);
   // The server going away ends the engine too, loading or serving: nothing is left to answer.
   process.on('disconnect', () => process.exit(0));
+  let scheduler: CallScheduler | undefined;
+  // The server sends nothing before 'ready'.
+  openChannel(args, () => scheduler?.busy ?? false, (m) => scheduler!.receive(m));
   let engine: Engine;
   try {
     engine = await Engine.open(args.load);
@@ -245,8 +264,7 @@ async function main() {
   send({ kind: 'ready', info: engine.info });
   collectProcessMetrics();
   if (args.images) void imageDecoder(); // now rather than by the first image
-  const scheduler = new CallScheduler(engine, args.batchTokens, args.images);
-  process.on('message', (m: ServerMessage) => scheduler.receive(m));
+  scheduler = new CallScheduler(engine, args.batchTokens, args.images);
   scheduler.remeasureLevelAfter(REMEASURE_AFTER_MS);
 }
 

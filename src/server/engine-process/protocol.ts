@@ -1,4 +1,4 @@
-/** Messages between the server and its engine process (Node IPC, advanced serialization). */
+/** Messages between the server and its engine process (channel.ts: shared memory, or Node IPC with advanced serialization). */
 import { NativeCacheStats, NativeEngineInfo, NativeLoadOptions, NativeMemoryStats, NativeVisionCacheStats } from '../../engine/native';
 import { EngineCall, EngineReply, WireError } from '../../answering/engine-like';
 import { PixelBudget } from '../../images/preprocess';
@@ -73,4 +73,11 @@ export interface HostArgs {
   images?: { budget: PixelBudget; model: string };
   /** Largest merged call, in tokens; a single larger request still runs alone. */
   batchTokens: number;
+  /** How long each side spins on the channel after a message (channel.ts); 0 never. */
+  busyPollMs: number;
+  /** The channel's shared memory, an inherited fd (set by EngineClient.start); absent: messages over IPC alone. */
+  channelFd?: number;
 }
+
+/** The engine process's fd of the channel's shared memory: the stdio slot after the IPC pipe. */
+export const CHANNEL_FD = 4;

@@ -17,7 +17,8 @@
  */
 import { setFlagsFromString } from 'v8';
 import { runInNewContext } from 'vm';
-import { addonCandidates, builtAddon } from '../../common/built-addon';
+import { addonCandidates } from '../../common/built-addon';
+import { hostAddon } from '../../common/host-addon';
 import { Lifecycle } from './lifecycle';
 import { Logger } from './logger';
 
@@ -30,8 +31,8 @@ function fullCollector(): () => void {
 
 /** glibc's malloc_trim, from the server's addon; undefined when it is not built. */
 function freePagesRelease(logger: Logger): (() => boolean | null) | undefined {
-  const built = builtAddon('tqserve_host');
-  if (built) return require(built).releaseFreeMemory;
+  const addon = hostAddon();
+  if (addon) return addon.releaseFreeMemory;
   logger.warn(`the server's addon is not built (looked for ${addonCandidates('tqserve_host').join(', ')}): after a burst, memory comes back only as far as V8 frees it; run: npm run build:addon`);
 }
 

@@ -1,0 +1,113 @@
+/**
+ * The channel between the server and one engine process. Each message is written to a shared-memory ring
+ * (shared-ring.ts); the IPC pipe carries only what does not fit there, and a one-word wake-up when the
+ * reader is not spinning on its ring. Why: a message over the pipe wakes a sleeping process, about half a
+ * millisecond each way on the VMs we measured (bench/README.md, "Front end"): more than the server's own
+ * work for a cached request. A side that has just sent or received spins on its ring for `busyPollMs`, and
+ * while `busy()` says so (the server: calls pending; the engine process: a call running), reading what comes
+ * without a wake-up. The price is a core busy while it spins: worth it where the engine computes on a GPU,
+ * not where the CPU's cores compute it (the default is by device: server/start-engines.ts).
+ *
+ * Messages are numbered, and delivered in their order whichever way each came. A reader that stops
+ * spinning clears its flag, then looks at its ring once more; a writer publishes, then reads the flag: so
+ * a message is either seen by that last look or followed by a wake-up (both is harmless).
+ */
+import { deserialize, serialize } from 'v8';
+import { SharedRing } from './shared-ring';
+
+/** What crosses the IPC pipe. */
+export type ChannelWire<M> = { kind: 'channel'; seq: number; message: M } | { kind: 'wake' };
+
+/** Each direction's ring, header included: room for many calls of a long state, for pages touched only as used. */
+export const RING_BYTES = 4 << 20;
+
+/** The rings in one shared memory of 2 * RING_BYTES: the server's calls first, then the engine's replies. */
+export function channelRings(buffer: ArrayBuffer, side: 'server' | 'engine'): { out: SharedRing; in: SharedRing } {
+  const calls = new SharedRing(buffer, 0, RING_BYTES);
+  const replies = new SharedRing(buffer, RING_BYTES, RING_BYTES);
+  return side === 'server' ? { out: calls, in: replies } : { out: replies, in: calls };
+}
+
+export interface ChannelPolicy {
+  /** How long after its last message a side spins on its ring before it sleeps (0: never spins). */
+  busyPollMs: number;
+  /** Spin regardless while this holds. */
+  busy: () => boolean;
+}
+
+export class ChannelEndpoint<Out, In> {
+  private sent = 0;
+  private expected = 0;
+  /** Messages not yet handled: the next in order, or ones that came ahead of an earlier one still in the pipe. */
+  private early = new Map<number, In>();
+  private spinning = false;
+  private lastActive = 0;
+
+  /**
+   * `rings` undefined: no shared memory (the host addon is not built), every message goes over the pipe.
+   * `post` writes to the pipe; `handle` takes each message in order.
+   */
+  constructor(
+    private rings: { out: SharedRing; in: SharedRing } | undefined,
+    private post: (wire: ChannelWire<Out>) => void,
+    private handle: (message: In) => void,
+    private policy: ChannelPolicy,
+  ) {}
+
+  send(message: Out) {
+    const seq = this.sent++;
+    const out = this.rings?.out;
+    if (!out?.tryWrite(serialize(message), seq)) this.post({ kind: 'channel', seq, message });
+    else if (!out.readerPolling) this.post({ kind: 'wake' });
+    this.spin();
+  }
+
+  /** What came over the pipe: a message, or a wake-up to read the ring. */
+  receive(wire: ChannelWire<In>) {
+    if (wire.kind === 'channel') this.deliver(wire.seq, wire.message);
+    this.drain();
+    this.spin();
+  }
+
+  private deliver(seq: number, message: In) {
+    this.early.set(seq, message);
+    while (this.early.has(this.expected)) {
+      const next = this.early.get(this.expected)!;
+      this.early.delete(this.expected++);
+      this.handle(next);
+    }
+  }
+
+  /** Reads every record in the ring; whether there was one. */
+  private drain(): boolean {
+    let any = false;
+    for (let record = this.rings?.in.read(); record; record = this.rings?.in.read()) {
+      any = true;
+      this.deliver(record.seq, deserialize(record.payload));
+    }
+    return any;
+  }
+
+  private spin() {
+    if (!this.rings || this.policy.busyPollMs <= 0) return;
+    this.lastActive = performance.now();
+    if (this.spinning) return;
+    this.spinning = true;
+    this.rings.in.setReaderPolling(true);
+    setImmediate(this.tick);
+  }
+
+  private tick = () => {
+    const ring = this.rings!.in;
+    if (this.drain()) this.lastActive = performance.now();
+    if (this.policy.busy() || performance.now() - this.lastActive < this.policy.busyPollMs) return void setImmediate(this.tick);
+    ring.setReaderPolling(false);
+    // The last look: a writer that saw the flag still set sent no wake-up.
+    if (this.drain()) {
+      this.lastActive = performance.now();
+      ring.setReaderPolling(true);
+      return void setImmediate(this.tick);
+    }
+    this.spinning = false;
+  };
+}

@@ -4,22 +4,28 @@
  * about the same ~4,900-character state again (cached by the engine's prefix cache), and about a new
  * state each time. Prints the medians of the client's time, the server's (`x-service-server-ms`), the
  * server's own part (that less the engine and wait stages), the engine-process hop within it (the `hop`
- * stage), the server's code (own less hop) and the other stages (`x-service-stages`). Then the machine's
- * floor for the hop: two bare Node processes passing a call of the same size and a reply over the same
- * IPC, each idle for as long as in the server (the engine computing, then the front end and the client).
- * Each arm is a server with other flags: by default the channel to the engine process slept on between
- * messages (`--busy-poll-ms 0`, the CPU's default) and spun on (`--busy-poll-ms 5`, a GPU's); BENCH_ARMS
- * picks (`sleep`, `spin`).
+ * stage), the server's code (own less hop) and the other stages (`x-service-stages`). Each arm is a server
+ * with other flags: by default the channel to the engine process slept on between messages
+ * (`--busy-poll-ms 0`, the CPU's default), and spun on (`--busy-poll-ms 20`, a GPU's default) with one
+ * engine thread, so that the spinning has a core of its own on a small machine; BENCH_ARMS picks (`sleep`,
+ * `spin`). Then the machine's floor for the hop: two bare Node processes passing a call of the same size
+ * and a reply, over the IPC pipe alone and over the channel, sleeping and spinning, each idle for as long
+ * as in the server (the engine computing, then the front end and the client).
  */
 import { spawn } from 'child_process';
+import { closeSync } from 'fs';
+import * as path from 'path';
+import { hostAddon } from '../src/common/host-addon';
+import { ChannelEndpoint, ChannelWire, channelRings, RING_BYTES } from '../src/server/engine-process/channel';
 import { listeningUrl, runServerProcess } from '../test/helpers/server-process';
 import { dossier, median, quantile, topicQuestion } from './workload';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 200);
+const root = path.resolve(__dirname, '..');
 
 type Row = Record<string, number>;
 
-const ARMS: Record<string, string[]> = { sleep: ['--busy-poll-ms', '0'], spin: ['--busy-poll-ms', '5', '--threads', '1'] };
+const ARMS: Record<string, string[]> = { sleep: ['--busy-poll-ms', '0'], spin: ['--busy-poll-ms', '20', '--threads', '1'] };
 
 async function serverRows(flags: string[]): Promise<{ name: string; rows: Row[] }[]> {
   const { child, output, exited } = runServerProcess(['--base', 'tiny-qwen3', '--port', '0', ...flags]);
@@ -51,23 +57,64 @@ async function serverRows(flags: string[]): Promise<{ name: string; rows: Row[] 
 }
 
 /** The echo side of the floor: holds each call `hold` ms (idle, as the engine process's main thread is while its engine thread computes), then replies. */
-const ECHO = `process.on('message', (m) => { const t = performance.now(); setTimeout(() => process.send({ answers: [{ labelLogits: new Float32Array(m.labels) }], heldMs: performance.now() - t }), m.hold); });`;
+const ECHO = `const reply = (m, send) => { const t = performance.now(); setTimeout(() => send({ answers: [{ labelLogits: new Float32Array(m.labels) }], heldMs: performance.now() - t }), m.hold); };`;
+const PIPE_ECHO = `${ECHO} process.on('message', (m) => reply(m, (r) => process.send(r)));`;
+/** The same over the server's channel (dist/, as the server runs it), spinning argv[1] ms after a message and while it holds a call. */
+const CHANNEL_ECHO = `${ECHO}
+const { closeSync } = require('fs');
+const { hostAddon } = require(${JSON.stringify(path.join(root, 'dist/common/host-addon.js'))});
+const { ChannelEndpoint, channelRings, RING_BYTES } = require(${JSON.stringify(path.join(root, 'dist/server/engine-process/channel.js'))});
+const buffer = hostAddon().mapSharedMemory(4, 2 * RING_BYTES);
+closeSync(4);
+let holding = false;
+const echo = new ChannelEndpoint(channelRings(buffer, 'engine'), (w) => process.send(w), (m) => { holding = true; reply(m, (r) => { holding = false; echo.send(r); }); }, { busyPollMs: Number(process.argv[1]), busy: () => holding });
+process.on('message', (w) => echo.receive(w));
+process.on('disconnect', () => process.exit(0));`;
 
-/** Two IPC hops between bare Node processes (advanced serialization, as the server's): round trip less the echo's hold. */
-async function hopFloor(stateTokens: number, holdMs: number, gapMs: number): Promise<number> {
-  const echo = spawn(process.execPath, ['-e', ECHO], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
-  const call = { state: Array.from({ length: stateTokens }, (_, i) => (i * 7919) % 150000), questions: [{ tokens: Array.from({ length: 60 }, (_, i) => i), labelIds: [1, 2, 3, 4] }], labels: 4, hold: holdMs };
+/** Asks the echo one call and waits for its reply. */
+type Link = { ask(call: object): Promise<{ heldMs: number }>; close(): void };
+
+function pipeLink(): Link {
+  const echo = spawn(process.execPath, ['-e', PIPE_ECHO], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
+  return {
+    ask: (call) => new Promise((resolve) => {
+      echo.once('message', resolve);
+      echo.send(call);
+    }),
+    close: () => echo.kill(),
+  };
+}
+
+function channelLink(busyPollMs: number): Link {
+  const shared = hostAddon()!.createSharedMemory(2 * RING_BYTES);
+  const echo = spawn(process.execPath, ['-e', CHANNEL_ECHO, String(busyPollMs)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc', shared.fd], serialization: 'advanced' });
+  closeSync(shared.fd);
+  let waiting: ((r: { heldMs: number }) => void) | undefined;
+  const us = new ChannelEndpoint<object, { heldMs: number }>(channelRings(shared.buffer, 'server'), (w) => echo.send(w), (r) => waiting!(r), { busyPollMs, busy: () => waiting !== undefined });
+  echo.on('message', (w: ChannelWire<{ heldMs: number }>) => us.receive(w));
+  return {
+    ask: (call) => new Promise((resolve) => {
+      waiting = (r) => {
+        waiting = undefined;
+        resolve(r);
+      };
+      us.send(call);
+    }),
+    close: () => echo.kill(),
+  };
+}
+
+/** Two hops between bare Node processes: round trip less the echo's hold, median. */
+async function hopFloor(link: Link, stateTokens: number, holdMs: number, gapMs: number): Promise<number> {
+  const call = { state: Int32Array.from({ length: stateTokens }, (_, i) => (i * 7919) % 150000), questions: [{ tokens: Int32Array.from({ length: 60 }, (_, i) => i), labelIds: Int32Array.from([1, 2, 3, 4]) }], labels: 4, hold: holdMs };
   const hops: number[] = [];
   for (let i = 0; i < REQUESTS + 20; i++) {
     const t0 = performance.now();
-    const reply = await new Promise<{ heldMs: number }>((resolve) => {
-      echo.once('message', resolve);
-      echo.send(call);
-    });
+    const reply = await link.ask(call);
     if (i >= 20) hops.push(performance.now() - t0 - reply.heldMs);
     await new Promise((r) => setTimeout(r, gapMs));
   }
-  echo.kill();
+  link.close();
   return median(hops);
 }
 
@@ -89,8 +136,11 @@ async function main() {
   }
   const engine = median(cached.map((r) => r.engine));
   const between = median(cached.map((r) => r.client)) - engine;
-  const floor = await hopFloor(1000, Math.round(engine), Math.round(between));
-  console.log(`\nThe hop's floor on this machine (two bare Node processes, IPC as the server's, idle ${Math.round(engine)} ms then ${Math.round(between)} ms between calls, as above): ${floor.toFixed(2)} ms median`);
+  const [hold, gap] = [Math.round(engine), Math.round(between)];
+  console.log(`\nThe hop's floor on this machine: two bare Node processes passing a call of the same size and its reply, idle ${hold} ms then ${gap} ms between calls (as above), median ms:\n`);
+  console.log('| link | hop |\n|---|---|');
+  console.log(`| the IPC pipe alone (advanced serialization) | ${(await hopFloor(pipeLink(), 1000, hold, gap)).toFixed(2)} |`);
+  for (const busyPollMs of [0, 20]) console.log(`| the channel, \`--busy-poll-ms ${busyPollMs}\` | ${(await hopFloor(channelLink(busyPollMs), 1000, hold, gap)).toFixed(2)} |`);
 }
 
 main().catch((e) => {

@@ -49,7 +49,7 @@ const table = [
   { name: 'cache-mib', kind: 'number', default: 0, help: 'KV cache memory budget in MiB (0: room for twice the 32,768-token context on the CPU; on CUDA, --gpu-memory-utilization); the least recently used prefixes are evicted to stay within it', engine: 'cacheMiB' },
   { name: 'gpu-memory-utilization', kind: 'number', default: 0.9, help: "on CUDA without --cache-mib: the KV cache takes this share of the GPU memory the weights leave free at start, in (0, 1] (as vLLM's flag of that name)", engine: 'gpuMemoryUtilization' },
   { name: 'batch-tokens', kind: 'number', default: 16384, help: 'requests that queue while the engine is busy are merged into one forward pass up to this many tokens (0: no merging)' },
-  { name: 'busy-poll-ms', kind: 'number', help: "after a message between the server and an engine process, both spin this long on their shared-memory channel before they sleep, so that a request crosses without waking a process (about 0.5 ms each way on a VM), at the price of a core busy while they spin (0: never; docs/operations.md). Default: 5 with a CUDA device; 0 on the CPU, whose cores compute the answers" },
+  { name: 'busy-poll-ms', kind: 'number', help: "after a message between the server and an engine process, both spin this long on their shared-memory channel before they sleep, so that a request crosses without waking a process (about 0.5 ms each way on a VM), at the price of a core busy while they spin (0: never; docs/operations.md). Default: 20 with a CUDA device (longer than a client's turn between requests); 0 on the CPU, whose cores compute the answers" },
   { name: 'tasks', kind: 'choice', choices: ['on', 'off'], default: 'on', help: 'apply registered tasks (calibrations, intent heads) to matching questions' },
   { name: 'tasks-file', kind: 'string', help: 'keep the registered tasks in this file: loaded at start (tasks fitted under another fingerprint refused and listed), rewritten atomically after every change under its lock, and reloaded when another process (a replica sharing it) replaces it' },
   { name: 'head-engine', kind: 'string', help: "read intent heads' hidden states from a second engine process running this base or checkpoint folder (default: the serving engine); its death is an engine death" },
@@ -144,7 +144,7 @@ function checked(flags: Flags): Flags {
 export function busyPollMs(flags: Flags): number {
   return flags['busy-poll-ms'] ?? (flags.device.startsWith('cuda') ? GPU_BUSY_POLL_MS : 0);
 }
-const GPU_BUSY_POLL_MS = 5;
+const GPU_BUSY_POLL_MS = 20;
 
 /** The device of each serving engine process: one per entry of a --device list, else --engines copies of --device. */
 export function engineDevices(flags: Flags): string[] {

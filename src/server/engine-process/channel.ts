@@ -1,16 +1,18 @@
 /**
- * The channel between the server and one engine process. Each message is written to a shared-memory ring
- * (shared-ring.ts); the IPC pipe carries only what does not fit there, and a one-word wake-up when the
- * reader is not spinning on its ring. Why: a message over the pipe wakes a sleeping process, about half a
- * millisecond each way on the VMs we measured (bench/README.md, "Front end"): more than the server's own
- * work for a cached request. A side that has just sent or received spins on its ring for `busyPollMs`, and
- * while `busy()` says so (the server: calls pending; the engine process: a call running), reading what comes
- * without a wake-up. The price is a core busy while it spins: worth it where the engine computes on a GPU,
- * not where the CPU's cores compute it (the default is by device: server/start-engines.ts).
+ * The channel between the server and one engine process: a shared-memory ring each way (shared-ring.ts),
+ * and the IPC pipe. Why: a message over the pipe wakes a sleeping process, about half a millisecond each
+ * way on the VMs we measured (bench/README.md, "Front end"): more than the server's own work for a cached
+ * request. A side that has just sent or received spins on its ring for `busyPollMs`, and while `busy()`
+ * says so (the server: calls pending; the engine process: a call running), setting the ring's flag; a
+ * message to a spinning reader goes through the ring and wakes nobody. A message to a reader that sleeps
+ * goes over the pipe, as does one the ring has no room for. The price of spinning is a core busy while it
+ * lasts: worth it where the engine computes on a GPU, not where the CPU's cores compute (the default is
+ * by device: config/flags.ts, busyPollMs).
  *
  * Messages are numbered, and delivered in their order whichever way each came. A reader that stops
- * spinning clears its flag, then looks at its ring once more; a writer publishes, then reads the flag: so
- * a message is either seen by that last look or followed by a wake-up (both is harmless).
+ * spinning clears its flag, then looks at its ring once more; a writer that found the flag set writes,
+ * then reads the flag again and sends a wake-up if it was cleared meanwhile: so a record is either seen by
+ * that last look or followed by a wake-up (both is harmless).
  */
 import { deserialize, serialize } from 'v8';
 import { SharedRing } from './shared-ring';
@@ -57,8 +59,13 @@ export class ChannelEndpoint<Out, In> {
   send(message: Out) {
     const seq = this.sent++;
     const out = this.rings?.out;
-    if (!out?.tryWrite(serialize(message), seq)) this.post({ kind: 'channel', seq, message });
-    else if (!out.readerPolling) this.post({ kind: 'wake' });
+    // A reader that is not spinning has to be woken over the pipe anyway: then the message itself goes that way.
+    if (out?.readerPolling && out.tryWrite(serialize(message), seq)) {
+      // It may have stopped since, after its last look at the ring.
+      if (!out.readerPolling) this.post({ kind: 'wake' });
+    } else {
+      this.post({ kind: 'channel', seq, message });
+    }
     this.spin();
   }
 

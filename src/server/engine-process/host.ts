@@ -49,7 +49,7 @@ function toWire(e: unknown): WireError {
 let channel: ChannelEndpoint<HostMessage, ServerMessage>;
 const send = (m: HostMessage) => channel.send(m);
 
-/** The channel's rings when the server shared its memory; its messages are queued for `scheduler` until it exists. */
+/** The channel to the server: its rings in the memory the server shared (CHANNEL_FD), or the IPC pipe alone without it. */
 function openChannel(args: HostArgs, busy: () => boolean, receive: (m: ServerMessage) => void) {
   const buffer = args.channelFd === undefined ? undefined : hostAddon()!.mapSharedMemory(args.channelFd, 2 * RING_BYTES);
   if (args.channelFd !== undefined) closeSync(args.channelFd);

@@ -4,9 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
-#include <map>
 
 #include "batch/pack_requests.h"
 #include "common/errors.h"
@@ -17,9 +15,7 @@
 #include "engine/request_checks.h"
 #include "kernels/kernel_stack.h"
 #include "kernels/math/label_readout_math.h"
-#include "model/moe.h"
 #include "model/scripted_model.h"
-#include "vision/patches.h"
 
 // ATen's parallel_for compiles to a serial loop where OpenMP is off: the
 // engine's own kernels (attention, softmax, SwiGLU, RMSNorm, RoPE) would run on
@@ -63,63 +59,18 @@ void Engine::open_checkpoint(bool aten) {
   info_.dtype = choice_name(o.dtype);
   describe_checkpoint(*paged, o);
   if ((vision_ = paged->vision())) vision_cache_ = std::make_unique<VisionCache>(options_.vision_cache_mib << 20);
+  paged_ = paged.get();
   model_ = std::move(paged);
 }
 
-// What /health and the start-up line say of a paged model.
-void Engine::describe_checkpoint(const PagedModel& paged, const PagedModelOptions& o) {
-  info_.quantization = quantization_name(o.quantization);
-  info_.arithmetic = choice_name(o.native_arithmetic ? Arithmetic::Native : Arithmetic::Portable);
-  describe_level(paged);
-  info_.prefix_cache = options_.prefix_cache;
-  info_.register_boundary = choice_name(options_.register_boundary);
-  info_.format = "hf";
-  info_.attention = choice_name(o.cascade_attention ? AttentionForm::Cascade : AttentionForm::Kernels);
-  info_.cuda_graphs = options_.cuda_graphs.value_or(false);
-  // Only the engine's own CPU kernels promise it; cuBLAS and SDPA choose their reductions by shape.
-  info_.batch_invariant = options_.batch_invariant && !o.aten_kernels;
-  info_.stored_dtype = paged.stored_dtype();
-  info_.block_size = paged.cache().shape().block_size;
-  info_.cache_blocks = paged.cache().shape().num_blocks;
-  info_.cache_bytes = paged.cache().bytes();
-  info_.cache_sized_by = paged.cache_sized_by();
-  info_.gpu_memory_utilization = options_.gpu_memory_utilization;
-  info_.moe = paged.config().moe;
-  const auto counts = parameter_counts(paged.config());
-  info_.parameters = counts.total;
-  info_.active_parameters = counts.active;
-  if (paged.vision()) {
-    info_.vision = paged.vision()->config();
-    info_.image_tokens = paged.config().image_tokens;
-  }
-}
-
-void Engine::describe_level(const PagedModel& paged) {
-  const auto quantization = paged.options().quantization;
-  if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(paged.options().isa);  // the level chosen
-  if (quantization == Quantization::Fp8) info_.quantized_kernels = kFp8KernelName;
-  info_.weights_ms = paged.weights_ms();
-  info_.linear_bytes = paged.linear_bytes();
-  info_.kernels = paged.kernels().name();
-  const auto& choice = paged.level_choice();
-  info_.level_choice = choice.how;
-  info_.level_busy = choice.busy;
-  info_.level_rates.clear();
-  for (const auto& r : choice.rates) info_.level_rates.emplace_back(isa_name(r.level), r.gflops);
-}
-
 void Engine::remeasure_level() {
-  auto* paged = dynamic_cast<PagedModel*>(model_.get());
-  if (!paged) return;
-  if (paged->remeasure_level()) vision_ = paged->vision();
-  describe_level(*paged);
+  if (!paged_) return;
+  if (paged_->remeasure_level()) vision_ = paged_->vision();
+  describe_level(*paged_);
 }
 
 void Engine::open_torchscript(bool aten) {
-  if (!device_.is_cpu() || aten) throw EngineError(code::kBadRequest, "TorchScript models run on the CPU with libtorch's kernels only");
-  if (options_.quantization != Quantization::None) throw EngineError(code::kBadRequest, "TorchScript models run with their weights as stored: quantization must be none");
-  if (options_.arithmetic != Arithmetic::Portable) throw EngineError(code::kBadRequest, "TorchScript models run libtorch's kernels: arithmetic must be portable");
-  if (options_.attention == AttentionForm::Cascade) throw EngineError(code::kBadRequest, "TorchScript models run their own attention: attention cascade needs an HF checkpoint");
+  check_torchscript_options(options_, device_, aten);
   model_ = std::make_unique<ScriptedModel>(options_.path, options_.dtype);
   info_.dtype = choice_name(options_.dtype);
   info_.format = "torchscript";
@@ -131,33 +82,11 @@ RequestLimits Engine::request_limits() const {
   return {model_->vocab_size(), options_.context_limit, vision_ ? info_.image_tokens.image_pad : -1};
 }
 
-ImagePrompt Engine::image_prompt(const std::vector<int64_t>& state, const std::vector<ImageInput>& images) const {
-  std::vector<PromptImageShape> shapes;
-  for (const auto& image : images) {
-    const auto [h, w] = merged_grid(image.rgb, *info_.vision);
-    shapes.push_back({h, w, image.key});
-  }
-  return expand_image_prompt(state, shapes, info_.image_tokens);
-}
-
-at::Tensor Engine::image_embeddings(const std::vector<ImageInput>& images) {
-  std::vector<at::Tensor> parts;
-  for (const auto& image : images) {
-    auto embeds = vision_cache_->find(image.key);
-    if (!embeds.defined()) {
-      embeds = vision_->embed(image_patches(image.rgb, *info_.vision));
-      vision_cache_->insert(image.key, embeds);
-    }
-    parts.push_back(embeds);
-  }
-  return at::cat(parts);
-}
-
 std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>& reqs) {
   if (reqs.empty()) throw EngineError(code::kBadRequest, "a batch needs at least one request");
   // A call with images is multimodal throughout (batch/packed_tokens.h): its states are expanded around their images.
   const bool multimodal = std::any_of(reqs.begin(), reqs.end(), [](const AnswerRequest& r) { return !r.images.empty(); });
-  if (multimodal && !vision_) throw EngineError(code::kBadRequest, "the request has images but " + info_.architecture + " has no vision tower");
+  if (multimodal) require_vision("the request");
   const auto prompts = checked_prompts(reqs, multimodal);
   auto batch = pack(reqs, prompts, multimodal);
   const auto forward = model_->final_hidden(batch.tokens);  // on CUDA, finished: the paged model waits after each step
@@ -267,26 +196,19 @@ MemoryStats Engine::memory_stats() const {
   m.attention_buffer_kept_bytes = kernels.attention_buffer_kept_bytes;
   m.cached_primitives = kernels.cached_primitives;
   m.cached_primitives_max = kernels.cached_primitives_max;
-  if (auto* paged = dynamic_cast<const PagedModel*>(model_.get())) m.pending_boundaries = paged->pending_boundaries();
+  if (paged_) m.pending_boundaries = paged_->pending_boundaries();
   return m;
 }
 
 CacheStats Engine::cache_stats() const {
-  if (auto* paged = dynamic_cast<const PagedModel*>(model_.get())) return paged->cache().pool().stats();
-  return {};
+  return paged_ ? paged_->cache().pool().stats() : CacheStats{};
 }
 
 at::Tensor Engine::logits_all(const std::vector<int64_t>& state, const std::vector<ImageInput>& images) {
-  if (!images.empty() && !vision_) throw EngineError(code::kBadRequest, "logitsAll has images but " + info_.architecture + " has no vision tower");
+  if (!images.empty()) require_vision("logitsAll");
   const auto prompt = images.empty() ? ImagePrompt{} : image_prompt(state, images);
   const auto& tokens = images.empty() ? state : prompt.ids;
-  if (tokens.empty()) throw EngineError(code::kBadRequest, "logitsAll needs at least one token");
-  check_context(static_cast<int64_t>(tokens.size()), options_.context_limit, "the sequence");
-  check_token_ids(tokens, model_->vocab_size(), "sequence");
-  // The result is tokens x vocab floats: bound it (1 GiB) rather than fail in the allocator.
-  if (static_cast<int64_t>(tokens.size()) * model_->vocab_size() > (int64_t{1} << 28))
-    throw EngineError(code::kBadRequest, "logitsAll of " + std::to_string(tokens.size()) + " tokens x " +
-                                             std::to_string(model_->vocab_size()) + " vocabulary exceeds 2^28 logits");
+  check_whole_sequence(tokens, request_limits());
   PackedTokens packed;
   if (images.empty()) {
     const int64_t long_after = model_->long_rope_after();
@@ -302,9 +224,8 @@ at::Tensor Engine::logits_all(const std::vector<int64_t>& state, const std::vect
 }
 
 void Engine::trace_forward(ForwardTrace* trace) {
-  auto* paged = dynamic_cast<PagedModel*>(model_.get());
-  if (!paged) throw EngineError(code::kBadRequest, "a forward trace needs an HF checkpoint (TorchScript models run whole)");
-  paged->trace_into(trace);
+  if (!paged_) throw EngineError(code::kBadRequest, "a forward trace needs an HF checkpoint (TorchScript models run whole)");
+  paged_->trace_into(trace);
 }
 
 }  // namespace tq

@@ -149,6 +149,8 @@ class Engine {
                                        const PackedRequests& batch, const ForwardInfo& info, const LabelReadout& labels, const at::Tensor& hidden) const;
   // What a request is checked against (engine/request_checks.h).
   RequestLimits request_limits() const;
+  // Refuses images to a model without a vision tower; `asker` names what sent them.
+  void require_vision(const std::string& asker) const;
   // A state with images expanded for the text model (vision/image_prompt.h).
   ImagePrompt image_prompt(const std::vector<int64_t>& state, const std::vector<ImageInput>& images) const;
   // The images' embeddings, [image tokens, hidden], from the vision cache or the tower.
@@ -156,6 +158,7 @@ class Engine {
   EngineOptions options_;
   at::Device device_ = at::kCPU;
   std::unique_ptr<HiddenStateModel> model_;
+  PagedModel* paged_ = nullptr;  // model_, when it is an HF checkpoint's paged model (not TorchScript)
   const VisionTower* vision_ = nullptr;  // model_'s, when it has one
   std::unique_ptr<VisionCache> vision_cache_;
   EngineInfo info_;

@@ -28,6 +28,13 @@ void check_engine_options(const EngineOptions& options) {
     throw EngineError(code::kBadRequest, "blockSize, maxStepTokens and contextLimit must be positive");
 }
 
+void check_torchscript_options(const EngineOptions& options, const at::Device& device, bool aten) {
+  if (!device.is_cpu() || aten) throw EngineError(code::kBadRequest, "TorchScript models run on the CPU with libtorch's kernels only");
+  if (options.quantization != Quantization::None) throw EngineError(code::kBadRequest, "TorchScript models run with their weights as stored: quantization must be none");
+  if (options.arithmetic != Arithmetic::Portable) throw EngineError(code::kBadRequest, "TorchScript models run libtorch's kernels: arithmetic must be portable");
+  if (options.attention == AttentionForm::Cascade) throw EngineError(code::kBadRequest, "TorchScript models run their own attention: attention cascade needs an HF checkpoint");
+}
+
 // Without batch invariance the CPU matmuls are oneDNN's; where it has no bf16 matmul (CPUs without
 // AVX-512), bf16 would fail at the first forward pass, so the engine computes in fp32 and says so in `note`.
 at::ScalarType computed_dtype(const EngineOptions& options, bool aten, std::string& note) {

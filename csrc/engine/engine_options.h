@@ -112,6 +112,8 @@ EngineOptions resolve_forward_defaults(EngineOptions options, const at::Device& 
 bool uses_aten_kernels(const EngineOptions& options, const at::Device& device);
 // The engine-wide options, checked before anything is loaded.
 void check_engine_options(const EngineOptions& options);
+// A TorchScript export's: it runs whole on the CPU with libtorch's kernels and its weights as stored.
+void check_torchscript_options(const EngineOptions& options, const at::Device& device, bool aten);
 // The dtype that computes: `dtype`, or fp32 where oneDNN has no bf16 matmul (said in `note`).
 at::ScalarType computed_dtype(const EngineOptions& options, bool aten, std::string& note);
 // An HF checkpoint's paged model options, checked: the kernels' level, the quantization, the attention, the

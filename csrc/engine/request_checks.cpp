@@ -50,4 +50,13 @@ void check_request(const AnswerRequest& req, int64_t state_len, const RequestLim
   }
 }
 
+void check_whole_sequence(const std::vector<int64_t>& tokens, const RequestLimits& limits) {
+  if (tokens.empty()) throw EngineError(code::kBadRequest, "logitsAll needs at least one token");
+  check_context(static_cast<int64_t>(tokens.size()), limits.context_limit, "the sequence");
+  check_token_ids(tokens, limits.vocab_size, "sequence");
+  if (static_cast<int64_t>(tokens.size()) * limits.vocab_size > (int64_t{1} << 28))
+    throw EngineError(code::kBadRequest, "logitsAll of " + std::to_string(tokens.size()) + " tokens x " + std::to_string(limits.vocab_size) +
+                                             " vocabulary exceeds 2^28 logits");
+}
+
 }  // namespace tq

@@ -24,5 +24,8 @@ void check_context(int64_t tokens, int64_t context_limit, const std::string& sub
 // state_tokens: the state as the engine computes it (with images, each image's tokens counted); where: the
 // request's name in messages ("request 2: "), empty alone.
 void check_request(const AnswerRequest& request, int64_t state_tokens, const RequestLimits& limits, const std::string& where);
+// A whole sequence whose every position's logits are asked for (Engine::logits_all): not empty, within the context
+// and the vocabulary, and its tokens x vocabulary logits within 2^28 (1 GiB), refused rather than failed in the allocator.
+void check_whole_sequence(const std::vector<int64_t>& tokens, const RequestLimits& limits);
 
 }  // namespace tq

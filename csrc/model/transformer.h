@@ -48,7 +48,7 @@ struct StepInputs {
   std::vector<int64_t> launch_shape;
 };
 
-struct CheckpointWeights;  // transformer.cpp: where the constructor takes weights from
+struct CheckpointWeights;  // transformer_weights.cpp: where the constructor takes weights from
 
 class Transformer {
  public:

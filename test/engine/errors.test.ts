@@ -171,6 +171,22 @@ describe('bad requests leave the engine usable', () => {
     expect((await engine.answer(ok)).answers).toHaveLength(1);
   });
 
+  test('logitsAll refuses an empty sequence, a token outside the vocabulary and a sequence over the context', async () => {
+    const logitsError = (tokens: number[]) => engine.logitsAll(tokens).then(() => undefined, (e) => e as EngineError);
+    expect(await logitsError([])).toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('at least one token') });
+    expect(await logitsError([1, 1e9])).toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('1000000000') });
+    expect(await logitsError(new Array(301).fill(9))).toMatchObject({ code: 'CONTEXT_OVERFLOW' });
+    expect(await engine.logitsAll([1, 2, 3])).toHaveLength(3);
+  });
+
+  test('a text model refuses images, in an answer and in logitsAll, naming its missing vision tower', async () => {
+    const image = { rgb: new Uint8Array(28 * 28 * 3), width: 28, height: 28, key: '0'.repeat(64) };
+    const err = await answerError({ ...ok, images: [image] });
+    expect(err).toMatchObject({ code: 'BAD_REQUEST', message: expect.stringMatching(/^the request has images but \S+ has no vision tower$/) });
+    await expect(engine.logitsAll([1, 2, 3], [image])).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringMatching(/^logitsAll has images but .* has no vision tower$/) });
+    expect((await engine.answer(ok)).answers).toHaveLength(1);
+  });
+
   test('the default context limit is 32,768 tokens', async () => {
     const e = await Engine.open({ path: good });
     try {

@@ -21,6 +21,7 @@
         "csrc/engine/device.cpp",
         "csrc/engine/engine.cpp",
         "csrc/engine/engine_images.cpp",
+        "csrc/engine/engine_info_json.cpp",
         "csrc/engine/engine_options.cpp",
         "csrc/engine/host_allocator.cpp",
         "csrc/engine/launch_record.cpp",

@@ -461,7 +461,7 @@ def benchmark_markdown(bm, states):
     if "error" not in t:
         lines += ["", f"Below, tqserve is its {shown.replace('tqserve_', '').replace('tqserve', 'aten')} path.",
                   f"GPU memory taken by tqserve (peak pool, without the CUDA context): {t['memory_bytes'] / 2**30:.2f} GiB, of which KV cache "
-                  f"{t['info'].get('kvCacheBytes', 0) / 2**30:.2f} GiB (allocated whole at start)" +
+                  f"{t['info'].get('cacheBytes', 0) / 2**30:.2f} GiB (allocated whole at start)" +
                   "".join(f"; {p} {bm[p]['memory_bytes'] / 2**30:.2f} GiB" for p in peers) + ".",
                   f"Readout share of engine time (state + 16 questions): {100 * t['readout_share']:.2f}%.",
                   "tqserve throughput by step size: " + ", ".join(f"{k}: {v['tokens_per_s']:,.0f} tok/s" for k, v in t["throughput"].items())]

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/errors.h"
+#include "engine/engine_info_json.h"
 
 namespace tq::js {
 namespace {
@@ -185,75 +186,10 @@ EngineOptions load_options(Napi::Env env, const Napi::Value& v) {
   return opts;
 }
 
+// EngineInfo's one JSON (engine/engine_info_json.h), parsed by V8: read at load and after a re-measured level only.
 Napi::Value to_js(Napi::Env env, const EngineInfo& i) {
-  auto r = Napi::Object::New(env);
-  r.Set("format", i.format);
-  r.Set("architecture", i.architecture);
-  r.Set("dtype", i.dtype);
-  r.Set("storedDtype", i.stored_dtype);
-  if (!i.dtype_note.empty()) r.Set("dtypeNote", i.dtype_note);
-  r.Set("vocabSize", static_cast<double>(i.vocab_size));
-  r.Set("hiddenSize", static_cast<double>(i.hidden_size));
-  r.Set("contextLimit", static_cast<double>(i.context_limit));
-  r.Set("blockSize", static_cast<double>(i.block_size));
-  r.Set("cacheBlocks", static_cast<double>(i.cache_blocks));
-  r.Set("cacheBytes", static_cast<double>(i.cache_bytes));
-  if (!i.cache_sized_by.empty()) r.Set("cacheSizedBy", i.cache_sized_by);
-  r.Set("gpuMemoryUtilization", i.gpu_memory_utilization);
-  r.Set("threads", i.threads);
-  r.Set("kernels", i.kernels);
-  if (!i.level_choice.empty()) {
-    auto rates = Napi::Object::New(env);
-    for (const auto& [level, gflops] : i.level_rates) rates.Set(level, gflops);
-    auto choice = Napi::Object::New(env);
-    choice.Set("how", i.level_choice);
-    choice.Set("busy", i.level_busy);
-    choice.Set("gflops", rates);
-    r.Set("levelChoice", choice);
-  }
-  r.Set("attention", i.attention);
-  r.Set("cudaGraphs", i.cuda_graphs);
-  r.Set("quantization", i.quantization);
-  r.Set("arithmetic", i.arithmetic);
-  if (!i.quantized_kernels.empty()) r.Set("quantizedKernels", i.quantized_kernels);
-  r.Set("weightsMs", i.weights_ms);
-  r.Set("linearBytes", static_cast<double>(i.linear_bytes));
-  r.Set("prefixCache", i.prefix_cache);
-  r.Set("batchInvariant", i.batch_invariant);
-  r.Set("registerBoundary", i.register_boundary);
-  auto d = Napi::Object::New(env);
-  d.Set("mode", i.device.mode);
-  d.Set("name", i.device.name);
-  d.Set("totalBytes", static_cast<double>(i.device.total_bytes));
-  d.Set("freeBytes", static_cast<double>(i.device.free_bytes));
-  if (!i.device.capability.empty()) d.Set("capability", i.device.capability);
-  if (!i.device.cuda_version.empty()) d.Set("cudaVersion", i.device.cuda_version);
-  d.Set("torchVersion", i.device.torch_version);
-  r.Set("device", d);
-  if (i.parameters > 0) {
-    r.Set("parameters", static_cast<double>(i.parameters));
-    r.Set("activeParameters", static_cast<double>(i.active_parameters));
-  }
-  if (i.moe)
-    r.Set("moe", numbers(env, {{"experts", i.moe->num_experts},
-                               {"expertsPerToken", i.moe->top_k},
-                               {"expertIntermediateSize", i.moe->expert_intermediate},
-                               {"sharedExpertIntermediateSize", i.moe->shared_intermediate}}));
-  if (i.vision)
-    r.Set("vision", numbers(env, {{"depth", i.vision->depth},
-                                  {"embedDim", i.vision->embed_dim},
-                                  {"heads", i.vision->num_heads},
-                                  {"mlpRatio", i.vision->mlp_ratio},
-                                  {"intermediateSize", i.vision->intermediate_size},
-                                  {"windowSize", i.vision->window_size},
-                                  {"patchSize", i.vision->patch_size},
-                                  {"temporalPatchSize", i.vision->temporal_patch_size},
-                                  {"mergeSize", i.vision->spatial_merge_size},
-                                  {"outHidden", i.vision->out_hidden},
-                                  {"visionStartId", i.image_tokens.vision_start},
-                                  {"visionEndId", i.image_tokens.vision_end},
-                                  {"imagePadId", i.image_tokens.image_pad}}));
-  return r;
+  auto parse = env.Global().Get("JSON").As<Napi::Object>().Get("parse").As<Napi::Function>();
+  return parse.Call({Napi::String::New(env, engine_info_json(i).dump())});
 }
 
 AnswerRequest answer_request(Napi::Env env, const Napi::Value& v, const std::string& where) {

@@ -43,6 +43,7 @@
 #include "model/transformer.h"
 #include "common/errors.h"
 #include "engine/engine.h"
+#include "engine/engine_info_json.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
 #include "kernels/cpu/gemm/invariant_gemm.h"
 
@@ -120,14 +121,8 @@ tq::EngineOptions engine_options(const Args& a) {
   return o;
 }
 
-json info_json(const tq::EngineInfo& i) {
-  return {{"architecture", i.architecture}, {"dtype", i.dtype},       {"kernels", i.kernels}, {"attention", i.attention}, {"cudaGraphs", i.cuda_graphs},
-          {"batchInvariant", i.batch_invariant}, {"device", i.device.mode}, {"deviceName", i.device.name},
-          {"torch", i.device.torch_version},     {"cuda", i.device.cuda_version}, {"dtypeNote", i.dtype_note},
-          {"gpuMemoryBytes", i.device.total_bytes}, {"gpuFreeBytes", i.device.free_bytes},
-          {"kvCacheBytes", i.cache_bytes},     {"kvCacheSizedBy", i.cache_sized_by}, {"quantization", i.quantization}, {"quantizedKernels", i.quantized_kernels}, {"arithmetic", i.arithmetic},
-          {"weightsMs", i.weights_ms},         {"linearBytes", i.linear_bytes}};
-}
+// The engine's info with the addon's keys (engine/engine_info_json.h).
+json info_json(const tq::EngineInfo& i) { return json::parse(tq::engine_info_json(i).dump()); }
 
 // An image from a file of raw RGB bytes, keyed by its content (the server's key is a SHA-256; any key
 // that differs between different pixels serves the vision cache).

@@ -41,7 +41,11 @@ describe.each(['tiny-llama', 'tiny-mistral', 'tiny-qwen2', 'tiny-qwen3'])('tq_cl
     for (const call of calls) viaAddon.push(await engine.answerBatch(call));
     await engine.close();
     const cli = await running;
-    expect(cli.info).toMatchObject({ dtype, device: 'cpu', batchInvariant: true });
+    expect(cli.info).toMatchObject({ dtype, device: { mode: 'cpu' }, batchInvariant: true });
+    // One serializer of the engine's info (engine/engine_info_json.h): the addon's keys, and its values where a load does not vary them.
+    expect(Object.keys(cli.info).sort()).toEqual(Object.keys(engine.info).sort());
+    const { weightsMs: _w, device: _d, levelChoice: _l, ...fixed } = engine.info;
+    expect(cli.info).toMatchObject(fixed);
     for (const [c, results] of viaAddon.entries()) {
       results.forEach((r, i) => {
         expect(cli.calls[c][i].cachedTokens).toBe(r.cachedTokens);

@@ -163,7 +163,7 @@ void check_layout(const QueryLayout& q, const StepBatch& b, std::optional<int64_
   const int64_t heads = 4, kv_heads = 2, dim = 8;
   auto qv = at::randn({tq, heads, dim}), kv = at::randn({tk, kv_heads, dim}), vv = at::randn({tk, kv_heads, dim});
   auto expected = dense_attention(qv, kv, vv, rule, softcap);
-  const auto plain = plain_attention(qv, kv, vv, rule, softcap);
+  const auto plain = reference_attention(qv, kv, vv, rule, softcap);
   t.worst_plain = std::max(t.worst_plain, (plain.to(at::kDouble) - expected).abs().max().item<double>());
   check_cpu_attention(q, b, window, softcap, qv, kv, vv, plain, t);
   auto reference = run_cascade(plan, *reference_partial_attention(softcap), qv, kv, vv);

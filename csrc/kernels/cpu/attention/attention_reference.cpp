@@ -6,7 +6,7 @@
 
 namespace tq {
 
-at::Tensor plain_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& visible, double softcap) {
+at::Tensor reference_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& visible, double softcap) {
   const auto Q = q.to(at::kDouble).contiguous(), K = k.to(at::kDouble).contiguous(), V = v.to(at::kDouble).contiguous();
   const auto seen = visible.to(at::kBool).contiguous();
   const int64_t queries = q.size(0), heads = q.size(1), dim = q.size(2), keys = k.size(0), kv_heads = k.size(1);

@@ -11,6 +11,6 @@ namespace tq {
 // visibility rule's mask, batch/visibility.h; each query sees at least one key). Query head h
 // reads KV head h / (heads / kv_heads). softcap > 0: each scaled score s becomes
 // softcap * tanh(s / softcap). In doubles; returns [Tq, heads, dim] fp32.
-at::Tensor plain_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& visible, double softcap = 0);
+at::Tensor reference_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& visible, double softcap = 0);
 
 }  // namespace tq

@@ -23,7 +23,7 @@ constexpr int64_t kStepBytes = kWidth * kDepth;  // one step of a panel: 64 colu
 // The int32 sums of rows [row0, row0 + rows) against panel b, into sums (a zero activation byte of the A tile's
 // padding adds nothing: the weights' offsets count only the real ones, int8_gemm.h).
 template <class Tiles>
-void block(const GemmOperands& job, int64_t row0, int64_t rows, const int8_t* b, int32_t (*sums)[kWidth]) {
+void block(const Int8GemmOperands& job, int64_t row0, int64_t rows, const int8_t* b, int32_t (*sums)[kWidth]) {
   const int64_t n_steps = steps(job.k);
   std::memset(sums, 0, sizeof(int32_t) * kRows * kWidth);
   amx::panel_block<Tiles, amx::Dot::Int8>(sums, reinterpret_cast<const char*>(b), n_steps, kStepBytes, [&](int64_t s0) {
@@ -32,8 +32,8 @@ void block(const GemmOperands& job, int64_t row0, int64_t rows, const int8_t* b,
 }
 
 // Finish: the last fp32 step (finish_tile, or its AVX-512 form on the tiles' CPUs: the same bits).
-template <class Tiles, void (*Finish)(const GemmOperands&, const int32_t (*)[kWidth], int64_t, int64_t, int64_t)>
-void panels_amx(const GemmOperands& job, int64_t p_begin, int64_t p_end) {
+template <class Tiles, void (*Finish)(const Int8GemmOperands&, const int32_t (*)[kWidth], int64_t, int64_t, int64_t)>
+void panels_amx(const Int8GemmOperands& job, int64_t p_begin, int64_t p_end) {
   static_assert(kGroups == 4, "a panel is four C tiles wide");
   const int64_t panel_bytes = steps(job.k) * kStepBytes;
   Tiles::configure();  // per call: the thread may be one of the pool's, each with its own configuration
@@ -48,7 +48,7 @@ void panels_amx(const GemmOperands& job, int64_t p_begin, int64_t p_end) {
 }
 
 #if defined(__x86_64__)
-TQ_AMX __attribute__((flatten)) void panels_hardware(const GemmOperands& job, int64_t p_begin, int64_t p_end) { panels_amx<amx::HardwareTiles, finish_tile_avx512>(job, p_begin, p_end); }
+TQ_AMX __attribute__((flatten)) void panels_hardware(const Int8GemmOperands& job, int64_t p_begin, int64_t p_end) { panels_amx<amx::HardwareTiles, finish_tile_avx512>(job, p_begin, p_end); }
 #endif
 
 }  // namespace

@@ -42,7 +42,7 @@ constexpr int64_t kBlockRows = 48;  // rows per pass over the thread's panels, a
 
 // Sums sum_k q_x q_w of the first R rows over all steps, for tile t of the panel (its columns from kTileColumns t).
 template <int R>
-TQ_AVX2 void tile(const GemmOperands& job, int64_t row0, const int8_t* panel, int t, int32_t (*sums)[kWidth]) {
+TQ_AVX2 void tile(const Int8GemmOperands& job, int64_t row0, const int8_t* panel, int t, int32_t (*sums)[kWidth]) {
   const int64_t n_steps = steps(job.k);
   const __m256i ones = _mm256_set1_epi16(1), zero_points = _mm256_set1_epi8(static_cast<char>(kZeroPoint));
   __m256i acc[R][kVectors];
@@ -67,7 +67,7 @@ TQ_AVX2 void tile(const GemmOperands& job, int64_t row0, const int8_t* panel, in
 }
 
 template <int R = kRows>
-TQ_AVX2 void tile_rows(int64_t rows, const GemmOperands& job, int64_t row0, const int8_t* panel, int t, int32_t (*sums)[kWidth]) {
+TQ_AVX2 void tile_rows(int64_t rows, const Int8GemmOperands& job, int64_t row0, const int8_t* panel, int t, int32_t (*sums)[kWidth]) {
   if constexpr (R > 1)
     if (rows < R) return tile_rows<R - 1>(rows, job, row0, panel, t, sums);
   tile<R>(job, row0, panel, t, sums);
@@ -82,7 +82,7 @@ TQ_AVX2 __m256i bf16_lanes(__m256 y) {
 
 // The last step, fma(float(sum), s_x s_w, init), 16 columns at a time where the tile is whole; else
 // finish_tile's loop, which takes the zero-point correction off sums that carry it (so it is put on).
-TQ_AVX2 void finish_vectors(const GemmOperands& job, int32_t (*sums)[kWidth], int64_t row0, int64_t rows, int64_t col0) {
+TQ_AVX2 void finish_vectors(const Int8GemmOperands& job, int32_t (*sums)[kWidth], int64_t row0, int64_t rows, int64_t col0) {
   if (col0 + kWidth > job.n) {
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < kWidth; ++c) sums[r][c] += job.offset[col0 + c];
@@ -114,7 +114,7 @@ TQ_AVX2 void finish_vectors(const GemmOperands& job, int32_t (*sums)[kWidth], in
   }
 }
 
-TQ_AVX2 void panels_avx2(const GemmOperands& job, int64_t p_begin, int64_t p_end) {
+TQ_AVX2 void panels_avx2(const Int8GemmOperands& job, int64_t p_begin, int64_t p_end) {
   const int64_t panel_bytes = steps(job.k) * kStepBytes;
   constexpr int64_t max_block_rows = kBlockRows + kBlockRows / 2;
   for (int64_t m0 = 0, mc; m0 < job.m; m0 += mc) {

@@ -28,7 +28,7 @@ constexpr int64_t kPrefetchLine = 64;
 // inside this function GCC 12 kept the 24 accumulators on the stack, storing
 // each at every step; bench/README.md, "Measurements behind the CPU kernels".)
 template <int R>
-TQ_VNNI void tile(const GemmOperands& job, int64_t row0, const int8_t* b, const char* prefetch, int32_t (*sums)[kWidth]) {
+TQ_VNNI void tile(const Int8GemmOperands& job, int64_t row0, const int8_t* b, const char* prefetch, int32_t (*sums)[kWidth]) {
   const int64_t n_steps = steps(job.k);
   __m512i acc[R][kVectors];
   for (int r = 0; r < R; ++r)
@@ -57,13 +57,13 @@ TQ_VNNI __m256i to_bf16(__m512 y) {
 }
 
 template <int R = kRows>
-TQ_VNNI void tile_rows(int64_t rows, const GemmOperands& job, int64_t row0, const int8_t* b, const char* prefetch, int32_t (*sums)[kWidth]) {
+TQ_VNNI void tile_rows(int64_t rows, const Int8GemmOperands& job, int64_t row0, const int8_t* b, const char* prefetch, int32_t (*sums)[kWidth]) {
   if constexpr (R > 1)
     if (rows < R) return tile_rows<R - 1>(rows, job, row0, b, prefetch, sums);
   tile<R>(job, row0, b, prefetch, sums);
 }
 
-TQ_VNNI void panels_vnni(const GemmOperands& job, int64_t p_begin, int64_t p_end) {
+TQ_VNNI void panels_vnni(const Int8GemmOperands& job, int64_t p_begin, int64_t p_end) {
   const int64_t panel_bytes = steps(job.k) * kWidth * kDepth;
   constexpr int64_t max_block_rows = kBlockRows + kBlockRows / 2;
   for (int64_t m0 = 0, mc; m0 < job.m; m0 += mc) {
@@ -118,7 +118,7 @@ TQ_VNNI void quantize_vnni(const void* x, bool bf16, int64_t m, int64_t k, int64
 
 // The last step in vectors where the tile is whole; else finish_tile's loop (the same expression).
 // (Scalar, a bf16 output took about half of the GEMM's time.)
-TQ_VNNI void finish_tile_avx512(const GemmOperands& job, const int32_t (*sums)[kWidth], int64_t row0, int64_t rows, int64_t col0) {
+TQ_VNNI void finish_tile_avx512(const Int8GemmOperands& job, const int32_t (*sums)[kWidth], int64_t row0, int64_t rows, int64_t col0) {
   if (col0 + kWidth > job.n) return finish_tile(job, sums, row0, rows, col0);
   for (int v = 0; v < kWidth / 16; ++v) {
     const __m512i offset = _mm512_loadu_si512(job.offset + col0 + v * 16);

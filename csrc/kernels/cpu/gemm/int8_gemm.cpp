@@ -50,7 +50,7 @@ void quantize_portable(const void* x, bool bf16, int64_t m, int64_t k, int64_t l
 }
 
 // Row by row: one row's 64 sums over every step of the panel, then the last step.
-void panels_portable(const GemmOperands& job, int64_t p_begin, int64_t p_end) {
+void panels_portable(const Int8GemmOperands& job, int64_t p_begin, int64_t p_end) {
   const int64_t n_steps = steps(job.k);
   int32_t acc[1][kWidth];
   for (int64_t p = p_begin; p < p_end; ++p) {
@@ -70,7 +70,7 @@ void panels_portable(const GemmOperands& job, int64_t p_begin, int64_t p_end) {
 
 }  // namespace
 
-void finish_tile(const GemmOperands& job, const int32_t (*acc)[kWidth], int64_t row0, int64_t rows, int64_t col0) {
+void finish_tile(const Int8GemmOperands& job, const int32_t (*acc)[kWidth], int64_t row0, int64_t rows, int64_t col0) {
   const int64_t cols = std::min(kWidth, job.n - col0);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = row0 + r;

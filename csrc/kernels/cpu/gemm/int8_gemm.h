@@ -32,7 +32,7 @@ inline int64_t steps(int64_t k) { return (k + kDepth - 1) / kDepth; }
 inline int64_t panels(int64_t n) { return (n + kWidth - 1) / kWidth; }
 
 // One call's operands. Every per-column array is padded to panels(n) * kWidth.
-struct GemmOperands {
+struct Int8GemmOperands {
   const uint8_t* x;        // [m, steps(k) * 4] activations as u8 (q + 128), rows ldx apart
   int64_t ldx;
   const float* x_scale;    // [m]
@@ -53,15 +53,15 @@ inline float finish(int32_t acc, int32_t offset, float x_scale, float w_scale, f
 
 // Writes a tile's outputs from its int32 sums acc[r][c] (rows row0.., columns
 // col0.. of the job; only the first min(kWidth, n - col0) columns are kept).
-void finish_tile(const GemmOperands& job, const int32_t (*acc)[kWidth], int64_t row0, int64_t rows, int64_t col0);
+void finish_tile(const Int8GemmOperands& job, const int32_t (*acc)[kWidth], int64_t row0, int64_t rows, int64_t col0);
 // The same in AVX-512 vectors where the tile is whole (gemm_vnni.cpp; the VNNI and AMX kernels'): the same bits.
-void finish_tile_avx512(const GemmOperands& job, const int32_t (*acc)[kWidth], int64_t row0, int64_t rows, int64_t col0);
+void finish_tile_avx512(const Int8GemmOperands& job, const int32_t (*acc)[kWidth], int64_t row0, int64_t rows, int64_t col0);
 
 // One path: its loops over a job's panels [p_begin, p_end) on the calling
 // thread, and its row quantizer (m rows of x, fp32 or bf16 values, rows ldx
 // apart, into u8 rows of steps(k) * 4 bytes, zero points past k).
 struct Kernel {
-  void (*panels)(const GemmOperands& job, int64_t p_begin, int64_t p_end);
+  void (*panels)(const Int8GemmOperands& job, int64_t p_begin, int64_t p_end);
   void (*quantize)(const void* x, bool bf16, int64_t m, int64_t k, int64_t ldx, uint8_t* out, float* scale);
   const char* name;
 };

@@ -45,7 +45,7 @@ void Int8Linear::run(const at::Tensor& x, at::Tensor& out, bool accumulate) cons
   at::parallel_for(0, m, 16, [&](int64_t a, int64_t b) {
     kernel_.quantize(data + a * in_ * item, bf16, b - a, in_, in_, quantized + a * width, row_scales + a);
   });
-  const int8_gemm::GemmOperands job{quantized, width, row_scales, panels_.data_ptr<int8_t>(), offset_.data_ptr<int32_t>(), w_scale_.data_ptr<float>(),
+  const int8_gemm::Int8GemmOperands job{quantized, width, row_scales, panels_.data_ptr<int8_t>(), offset_.data_ptr<int32_t>(), w_scale_.data_ptr<float>(),
                            bias_.defined() ? bias_.data_ptr<float>() : nullptr, out.data_ptr(), out_, m, in_, out_, accumulate,
                            out.scalar_type() == at::kBFloat16};
   // Columns are split between threads, as in the bf16 GEMM.

@@ -8,16 +8,16 @@
 namespace tq {
 
 void Engine::describe_checkpoint(const PagedModel& paged, const PagedModelOptions& o) {
-  info_.quantization = quantization_name(o.quantization);
-  info_.arithmetic = choice_name(o.native_arithmetic ? Arithmetic::Native : Arithmetic::Portable);
+  info_.quantization = quantization_name(o.kernels.quantization);
+  info_.arithmetic = choice_name(o.kernels.native_arithmetic ? Arithmetic::Native : Arithmetic::Portable);
   describe_level(paged);
   info_.prefix_cache = options_.prefix_cache;
   info_.register_boundary = choice_name(options_.register_boundary);
   info_.format = "hf";
-  info_.attention = choice_name(o.cascade_attention ? AttentionForm::Cascade : AttentionForm::Kernels);
+  info_.attention = choice_name(o.kernels.cascade_attention ? AttentionForm::Cascade : AttentionForm::Kernels);
   info_.cuda_graphs = options_.cuda_graphs.value_or(false);
   // Only the engine's own CPU kernels promise it; cuBLAS and SDPA choose their reductions by shape.
-  info_.batch_invariant = options_.batch_invariant && !o.aten_kernels;
+  info_.batch_invariant = options_.batch_invariant && !o.kernels.aten;
   info_.stored_dtype = paged.stored_dtype();
   info_.block_size = paged.cache().shape().block_size;
   info_.cache_blocks = paged.cache().shape().num_blocks;
@@ -35,8 +35,8 @@ void Engine::describe_checkpoint(const PagedModel& paged, const PagedModelOption
 }
 
 void Engine::describe_level(const PagedModel& paged) {
-  const auto quantization = paged.options().quantization;
-  if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(paged.options().isa);  // the level chosen
+  const auto quantization = paged.options().kernels.quantization;
+  if (quantization == Quantization::Int8) info_.quantized_kernels = int8_kernel_name(paged.options().kernels.isa);  // the level chosen
   if (quantization == Quantization::Fp8) info_.quantized_kernels = kFp8KernelName;
   info_.weights_ms = paged.weights_ms();
   info_.linear_bytes = paged.linear_bytes();

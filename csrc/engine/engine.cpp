@@ -56,7 +56,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
 void Engine::open_checkpoint(bool aten) {
   const auto o = paged_options(options_, computed_dtype(options_, aten, info_.dtype_note), device_, aten);
   auto paged = std::make_unique<PagedModel>(options_.path, o);
-  info_.dtype = choice_name(o.dtype);
+  info_.dtype = choice_name(o.kernels.dtype);
   describe_checkpoint(*paged, o);
   if ((vision_ = paged->vision())) vision_cache_ = std::make_unique<VisionCache>(options_.vision_cache_mib << 20);
   paged_ = paged.get();

@@ -96,26 +96,26 @@ PagedModelOptions paged_options(const EngineOptions& options, at::ScalarType dty
   check_forward(options, device, aten);
   const bool fused = options.kernels == ForwardKernels::Fused;
   PagedModelOptions o;
-  o.dtype = dtype;
+  o.kernels.device = device;
+  o.kernels.dtype = dtype;
+  o.kernels.quantization = options.quantization;
+  o.kernels.aten = aten;
+  o.kernels.batch_invariant = options.batch_invariant;
+  o.kernels.isa = isa;
+  o.kernels.native_arithmetic = check_arithmetic(options, dtype, aten);
+  o.kernels.buffer_shift = options.buffer_shift;
+  o.kernels.fused_rows = fused;
+  o.kernels.cascade_attention = fused || options.attention == AttentionForm::Cascade;
+  o.kernels.fixed_shapes = options.cuda_graphs.value_or(false);
   o.block_size = options.block_size;
   o.cache_tokens = options.cache_tokens;
   o.cache_mib = options.cache_mib;
   o.max_step_tokens = options.max_step_tokens;
   o.context_limit = options.context_limit;
   o.prefix_cache = options.prefix_cache;
-  o.batch_invariant = options.batch_invariant;
-  o.isa = isa;
-  o.device = device;
-  o.aten_kernels = aten;
   o.boundary = options.register_boundary;
-  o.quantization = options.quantization;
   o.gpu_memory_utilization = options.gpu_memory_utilization;
-  o.buffer_shift = options.buffer_shift;
-  o.cascade_attention = fused || options.attention == AttentionForm::Cascade;
-  o.step_buckets = options.cuda_graphs.value_or(false);
-  o.fused_rows = fused;
   o.measure_level = !options.isa;
-  o.native_arithmetic = check_arithmetic(options, dtype, aten);
   return o;
 }
 

@@ -18,22 +18,6 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-KernelStackOptions PagedModelOptions::kernel_stack() const {
-  KernelStackOptions k;
-  k.device = device;
-  k.dtype = dtype;
-  k.quantization = quantization;
-  k.aten = aten_kernels;
-  k.batch_invariant = batch_invariant;
-  k.isa = isa;
-  k.native_arithmetic = native_arithmetic;
-  k.buffer_shift = buffer_shift;
-  k.fused_rows = fused_rows;
-  k.cascade_attention = cascade_attention;
-  k.fixed_shapes = step_buckets;
-  return k;
-}
-
 int64_t PagedModel::kv_blocks(int64_t bytes_per_block) {
   const auto& o = options_;
   const auto blocks_for_tokens = [&](int64_t tokens) { return (tokens + o.block_size - 1) / o.block_size; };
@@ -45,10 +29,10 @@ int64_t PagedModel::kv_blocks(int64_t bytes_per_block) {
     cache_sized_by_ = "tokens";
     return blocks_for_tokens(o.cache_tokens);
   }
-  if (o.device.is_cuda() && o.gpu_memory_utilization > 0) {
+  if (o.kernels.device.is_cuda() && o.gpu_memory_utilization > 0) {
     // Measured after the weights (and their load-time copies) are in place and freed.
     cache_sized_by_ = "gpu-memory";
-    const auto budget = static_cast<int64_t>(o.gpu_memory_utilization * static_cast<double>(free_device_bytes(o.device)));
+    const auto budget = static_cast<int64_t>(o.gpu_memory_utilization * static_cast<double>(free_device_bytes(o.kernels.device)));
     return std::max<int64_t>(1, budget / bytes_per_block);
   }
   cache_sized_by_ = "context";
@@ -60,26 +44,26 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
   choose_level();
   build_layers();
   const auto& c = checkpoint_->config();
-  KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size, 0, options.dtype, options.device};
+  KvCacheShape shape{c.num_layers, c.num_kv_heads, c.head_dim, options.block_size, 0, options.kernels.dtype, options.kernels.device};
   shape.num_blocks = kv_blocks(shape.bytes_per_block());
   // Cached blocks are only valid for these weights in this dtype, stored this way.
-  const uint64_t identity = std::hash<std::string>{}(dir + "|" + c10::toString(options.dtype) + "|" + std::to_string(options.block_size) + "|" +
-                                                     quantization_name(options.quantization));
+  const uint64_t identity = std::hash<std::string>{}(dir + "|" + c10::toString(options.kernels.dtype) + "|" + std::to_string(options.block_size) + "|" +
+                                                     quantization_name(options.kernels.quantization));
   cache_ = std::make_unique<KvCache>(shape, identity);
   pending_ = std::make_unique<PendingBoundaries>(cache_->pool());
-  if (options.step_buckets) graphs_ = std::make_unique<StepGraphs>(*transformer_, *cache_);
+  if (options.kernels.fixed_shapes) graphs_ = std::make_unique<StepGraphs>(*transformer_, *cache_);
 }
 
 void PagedModel::build_layers() {
   const auto& o = options_;
-  auto kernels = make_layer_kernels(o.kernel_stack());
+  auto kernels = make_layer_kernels(o.kernels);
   const auto t0 = std::chrono::steady_clock::now();
-  auto transformer = std::make_unique<Transformer>(*checkpoint_, o.dtype, o.context_limit, std::move(kernels));
+  auto transformer = std::make_unique<Transformer>(*checkpoint_, o.kernels.dtype, o.context_limit, std::move(kernels));
   weights_ms_ = ms_since(t0);
   // The tower reads the text model's kernels: it goes before them.
   vision_.reset();
   transformer_ = std::move(transformer);
-  if (checkpoint_->config().vision) vision_ = std::make_unique<VisionTower>(*checkpoint_, transformer_->kernels(), o.dtype);
+  if (checkpoint_->config().vision) vision_ = std::make_unique<VisionTower>(*checkpoint_, transformer_->kernels(), o.kernels.dtype);
 }
 
 std::vector<GemmShape> PagedModel::gemm_shapes() const {
@@ -91,22 +75,22 @@ std::vector<GemmShape> PagedModel::gemm_shapes() const {
 
 void PagedModel::choose_level() {
   // Only the engine's invariant CPU kernels have levels to choose from (oneDNN and ATen choose their own).
-  if (options_.aten_kernels || !options_.batch_invariant) return;
-  level_choice_ = {options_.isa, "forced", false, {}};
+  if (options_.kernels.aten || !options_.kernels.batch_invariant) return;
+  level_choice_ = {options_.kernels.isa, "forced", false, {}};
   if (!options_.measure_level) return;
-  level_choice_ = tq::choose_level(gemm_shapes(), options_.dtype, options_.quantization);
-  options_.isa = level_choice_.level;
+  level_choice_ = tq::choose_level(gemm_shapes(), options_.kernels.dtype, options_.kernels.quantization);
+  options_.kernels.isa = level_choice_.level;
 }
 
 bool PagedModel::remeasure_level() {
   if (!level_choice_.measurable()) return false;
-  level_choice_ = tq::remeasure_level(gemm_shapes(), options_.dtype, options_.quantization);
+  level_choice_ = tq::remeasure_level(gemm_shapes(), options_.kernels.dtype, options_.kernels.quantization);
   // A busy measurement does not move a level; any level gives the same bits, the KV cache's included.
-  if (level_choice_.busy || level_choice_.level == options_.isa) {
-    level_choice_.level = options_.isa;
+  if (level_choice_.busy || level_choice_.level == options_.kernels.isa) {
+    level_choice_.level = options_.kernels.isa;
     return false;
   }
-  options_.isa = level_choice_.level;
+  options_.kernels.isa = level_choice_.level;
   build_layers();
   return true;
 }
@@ -117,7 +101,7 @@ at::Tensor PagedModel::step_forward(const StepBatch& step, ForwardInfo& info) {
   auto inputs = transformer_->prepare(step, !tracing_);
   if (inputs.launch_shape.empty()) return transformer_->run(inputs, *cache_);
   // A step of a fixed launch shape (a graph's) computes every row: the output rows are taken from them.
-  const auto rows = at::tensor(at::ArrayRef<int64_t>(step.output_rows), at::TensorOptions().dtype(at::kLong)).to(options_.device);
+  const auto rows = at::tensor(at::ArrayRef<int64_t>(step.output_rows), at::TensorOptions().dtype(at::kLong)).to(options_.kernels.device);
   if (!graphs_) return transformer_->run(inputs, *cache_).index_select(0, rows);
   bool replayed = false;
   auto hidden = graphs_->run(std::move(inputs), replayed).index_select(0, rows);
@@ -192,13 +176,13 @@ at::Tensor PagedModel::run_steps(const PackedTokens& packed, const Slots& slots,
     image_embeds = packed.image_embeds();
     info.state_ms += ms_since(t0);
   }
-  const auto device = options_.device;
+  const auto device = options_.kernels.device;
   auto out = at::empty({static_cast<int64_t>(packed.output_rows.size()), hidden_size()}, at::TensorOptions().dtype(at::kFloat).device(device));
   for (const auto& step : plan_steps(packed, slots.slots, compute, options_.max_step_tokens, image_embeds)) {
     auto t0 = std::chrono::steady_clock::now();
     const double state_share = static_cast<double>(step.state_queries) / static_cast<double>(step.batch.token_ids.size(0));
     StepBatch batch = step.batch;
-    if (options_.step_buckets)
+    if (options_.kernels.fixed_shapes)
       if (const auto bucket = bucket_for(batch.token_ids.size(0), batch.key_slots.size(0))) {
         info.padding_tokens += bucket->tokens - batch.token_ids.size(0);
         pad_step(batch, *bucket, cache_->scratch_slot());

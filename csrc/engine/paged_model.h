@@ -20,35 +20,22 @@
 namespace tq {
 
 struct PagedModelOptions {
-  at::ScalarType dtype = at::kFloat;
+  // The layer kernels (kernels/kernel_stack.h): where the weights, the KV cache and the forward pass live,
+  // the dtype, whose ops run it, the CPU kernels' level (updated when it is measured), the weights'
+  // quantization, the attention form, and whether small steps are padded to fixed shapes
+  // (batch/step_buckets.h: with the cascade, run through CUDA graphs, engine/step_graphs.h).
+  KernelStackOptions kernels;
   int64_t block_size = 16;
   int64_t cache_tokens = 0;  // KV capacity; 0 = twice the context limit
   int64_t cache_mib = 0;     // KV budget in MiB; overrides cache_tokens when set
   int64_t max_step_tokens = 2048;
   int64_t context_limit = 32768;
   bool prefix_cache = true;
-  bool batch_invariant = true;  // CPU kernels only (kernels/cpu/gemm/invariant_gemm.h)
-  Isa isa = Isa::Portable;      // the CPU kernels' level (kernels/cpu/isa.h)
-  // Where the weights, the KV cache and the forward pass live, and whose ops run it: the
-  // engine's CPU kernels (cpu only) or ATen's (any device; always off the CPU).
-  at::Device device = at::kCPU;
-  bool aten_kernels = false;
   BoundaryRegistration boundary = BoundaryRegistration::After;
-  Quantization quantization = Quantization::None;  // of the linear layers (kernels/quantization.h)
   // On CUDA with neither cache_tokens nor cache_mib set: the KV cache takes this share of the device
   // memory left free once the weights are loaded (vLLM's --gpu-memory-utilization; 0: twice the context limit).
   double gpu_memory_utilization = 0;
-  int64_t buffer_shift = 0;  // the engine's CPU kernels only (kernels/shifted_layer_kernels.h)
-  bool cascade_attention = false;  // attention as a cascade (kernels/cascade/cascade_layer_kernels.h)
-  // Small steps padded to fixed shapes (batch/step_buckets.h) and, where the attention plans them
-  // in the fixed form (the cascade's), run through CUDA graphs (engine/step_graphs.h).
-  bool step_buckets = false;
-  bool fused_rows = false;         // ATen's GEMMs with the fused row kernels (kernels/fused/); aten_kernels set too
-  bool measure_level = false;      // the CPU kernels at the fastest level for this model's GEMMs, up to isa (kernels/cpu/level_choice.h)
-  bool native_arithmetic = false;  // bf16 linear layers on AMX tiles: bits of their own (docs/arithmetic.md)
-
-  // The layer kernels these options ask for (kernels/kernel_stack.h), at the level isa holds now.
-  KernelStackOptions kernel_stack() const;
+  bool measure_level = false;  // the CPU kernels at the fastest level for this model's GEMMs, up to kernels.isa (kernels/cpu/level_choice.h)
 };
 
 class PagedModel : public HiddenStateModel {
@@ -121,7 +108,7 @@ class PagedModel : public HiddenStateModel {
   std::unique_ptr<VisionTower> vision_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<PendingBoundaries> pending_;  // holds blocks of cache_: destroyed first
-  std::unique_ptr<StepGraphs> graphs_;          // with step_buckets
+  std::unique_ptr<StepGraphs> graphs_;          // with fixed shapes (options_.kernels.fixed_shapes)
   bool tracing_ = false;
   LevelChoice level_choice_;
   double weights_ms_ = 0;

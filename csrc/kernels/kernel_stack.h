@@ -31,7 +31,7 @@ struct KernelStackOptions {
   int64_t buffer_shift = 0;      // ... operands read this many bytes off alignment (a test instrument)
   bool fused_rows = false;       // the fused row kernels over ATen's GEMMs (aten set too)
   bool cascade_attention = false;
-  bool fixed_shapes = false;     // the cascade plans padded steps in the fixed form (CUDA graphs)
+  bool fixed_shapes = false;     // small steps padded to fixed shapes (batch/step_buckets.h); the cascade plans them in the fixed form (CUDA graphs)
 };
 
 std::unique_ptr<LayerKernels> make_layer_kernels(const KernelStackOptions& options);

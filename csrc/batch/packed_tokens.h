@@ -151,7 +151,7 @@ struct ForwardInfo {
   double questions_ms = 0;
   int64_t computed_tokens = 0;  // tokens the forward pass computed (the whole call)
   int64_t padding_tokens = 0;   // padding tokens it also computed, in bucketed steps (batch/step_buckets.h)
-  int64_t graph_replays = 0;    // steps that replayed a CUDA graph an earlier step captured (engine/step_graphs.h)
+  int64_t graph_replays = 0;    // steps that replayed a CUDA graph an earlier step captured (runner/step_graphs.h)
   std::vector<int64_t> cached_tokens;
   std::vector<int64_t> boundary_tickets;
 };

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_layer_kernels.h"
-#include "engine/device.h"
+#include "runner/device.h"
 #include "engine/readout.h"
 
 namespace tq {

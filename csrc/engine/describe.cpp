@@ -2,7 +2,7 @@
 // checkpoint, cache and kernels, and the CPU kernels' level as last measured.
 #include "engine/engine.h"
 
-#include "engine/paged_model.h"
+#include "runner/paged_model.h"
 #include "model/moe.h"
 
 namespace tq {

@@ -10,7 +10,7 @@
 #include "common/errors.h"
 #include "engine/engine_options.h"
 #include "engine/host_allocator.h"
-#include "engine/paged_model.h"
+#include "runner/paged_model.h"
 #include "engine/readout.h"
 #include "engine/request_checks.h"
 #include "kernels/kernel_stack.h"

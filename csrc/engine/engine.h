@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cache/block_pool.h"
-#include "engine/device.h"
+#include "runner/device.h"
 #include "engine/engine_options.h"
 #include "model/hidden_state_model.h"
 #include "vision/image_prompt.h"
@@ -19,7 +19,7 @@
 namespace tq {
 
 struct ForwardTrace;  // model/transformer.h
-class PagedModel;     // engine/paged_model.h
+class PagedModel;     // runner/paged_model.h
 struct PackedRequests;  // batch/pack_requests.h
 struct LabelReadout;    // engine/readout.h
 struct RequestLimits;   // engine/request_checks.h

@@ -1,6 +1,6 @@
 #include "engine/engine_options.h"
 
-#include "engine/paged_model.h"
+#include "runner/paged_model.h"
 
 namespace tq {
 

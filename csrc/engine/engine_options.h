@@ -12,10 +12,11 @@
 #include "common/choices.h"
 #include "common/errors.h"
 #include "kernels/kernel_stack.h"
+#include "runner/boundary_registration.h"
 
 namespace tq {
 
-struct PagedModelOptions;  // engine/paged_model.h
+struct PagedModelOptions;  // runner/paged_model.h
 
 // Whose ops run the layers: the engine's own CPU kernels (CPU only), ATen's device-generic ops (on the CPU a
 // check of that path), or the fused row kernels and the cascade over ATen's GEMMs (the GPU's fast path).
@@ -27,9 +28,6 @@ enum class AttentionForm { Kernels, Cascade };
 // portable: the same bits on every x86 CPU; native: bf16 on AMX tiles, faster, bits of AMX machines alone
 // (docs/arithmetic.md).
 enum class Arithmetic { Portable, Native };
-// When a state's partial last block enters the prefix cache: when register_boundary(ticket) is called, which
-// the server does after sending the response (After), or in the same call (Before).
-enum class BoundaryRegistration { After, Before };
 
 template <>
 struct ChoiceTable<at::ScalarType> {
@@ -51,11 +49,6 @@ template <>
 struct ChoiceTable<Arithmetic> {
   static constexpr const char* option = "arithmetic";
   static constexpr NamedValue<Arithmetic> values[] = {{Arithmetic::Portable, "portable"}, {Arithmetic::Native, "native"}};
-};
-template <>
-struct ChoiceTable<BoundaryRegistration> {
-  static constexpr const char* option = "registerBoundary";
-  static constexpr NamedValue<BoundaryRegistration> values[] = {{BoundaryRegistration::After, "after"}, {BoundaryRegistration::Before, "before"}};
 };
 
 // A choice option read by name (the addon's load(), tq_cli's flags); a name of none of its values is a bad request.
@@ -86,7 +79,7 @@ struct EngineOptions {
   // CPU lacks gives the best it has. Unset: the level measured fastest, up to the best this CPU has, capped
   // by TQ_KERNELS (kernels/cpu/level_choice.h).
   std::optional<Isa> isa;
-  std::string device = "cpu";  // cpu | cuda | cuda:N (engine/device.h)
+  std::string device = "cpu";  // cpu | cuda | cuda:N (runner/device.h)
   // Unset: by device (resolve_forward_defaults): the engine's kernels on the CPU, fused on CUDA (aten with fp8
   // weights, which the fused kernels do not take).
   std::optional<ForwardKernels> kernels;

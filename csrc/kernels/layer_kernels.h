@@ -40,7 +40,7 @@ class StepAttention {
   virtual ~StepAttention() = default;
   // q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim], all in the compute dtype. Returns [Tq, heads, dim].
   virtual at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const = 0;
-  // For CUDA graphs (engine/step_graphs.h). The host values its launches take (sizes, flags, the
+  // For CUDA graphs (runner/step_graphs.h). The host values its launches take (sizes, flags, the
   // lengths of the arrays they read): two plans with equal ones launch alike, so a graph captured
   // with one replays the other once refill_from has copied it into the first's arrays. Empty where
   // the plan is not in such a fixed shape (batch/fixed_cascade.h): its step runs without a graph.

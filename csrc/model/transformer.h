@@ -33,7 +33,7 @@ struct ForwardTrace {
 // A step's inputs on the device, made on the host before the forward runs (Transformer::prepare):
 // everything the forward reads, so that it runs without host work between its launches, and a
 // CUDA graph captured from one step replays another of the same shape once refill has copied the
-// other's inputs into the first's tensors (engine/step_graphs.h).
+// other's inputs into the first's tensors (runner/step_graphs.h).
 struct StepInputs {
   at::Tensor token_ids, positions, slots, key_slots;  // [T], [T], [T], [Tk] int64
   at::Tensor rope_positions, long_rope;                // as StepBatch's; undefined where it has none

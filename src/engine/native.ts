@@ -121,7 +121,7 @@ export interface NativeImage {
   key: string;
 }
 
-/** The device the engine runs on (csrc/engine/device.h). */
+/** The device the engine runs on (csrc/runner/device.h). */
 export interface NativeDeviceInfo {
   mode: 'cpu' | 'cuda';
   /** The GPU's name, or 'cpu'. */

@@ -6,7 +6,7 @@
  * family with sliding windows and soft-capping (Gemma 3) and one without (Qwen3).
  *
  * With the cascade, a bucket's steps are planned in the fixed form and run as CUDA graphs would
- * (csrc/engine/step_graphs.h): the first step of each launch shape keeps its inputs as the graph's buffers, later ones
+ * (csrc/runner/step_graphs.h): the first step of each launch shape keeps its inputs as the graph's buffers, later ones
  * are copied into them and run from there, their launches checked against the first's (a difference throws). On the
  * GPU's forward (ATen's GEMMs, whose CPU form is not batch-invariant, and the fused row kernels) the answers are
  * compared within fp32 rounding instead of bit for bit. A step whose state a sliding window cuts (Gemma 3's here) has

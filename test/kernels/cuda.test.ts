@@ -109,7 +109,7 @@ test(`the sources with CUDA or oneDNN branches compile as a CUDA build (TQ_CUDA=
 (torch2Wheel ? test : test.skip)(`the TORCH_VERSION_MAJOR >= 2 branches are among what compiled (${torch2Wheel ? path.basename(torch2Wheel) : 'no PyTorch 2.x wheel here: NOT compiled'})`, async () => {
   await cudaBuildCheck;
   expect(torch2Sources.map((f) => path.relative(csrc, f)).sort()).toEqual(
-    expect.arrayContaining(['engine/step_graphs.cpp', 'kernels/aten/aten_layer_kernels.cpp', 'kernels/cascade/flash_attention.cpp']));
+    expect.arrayContaining(['runner/step_graphs.cpp', 'kernels/aten/aten_layer_kernels.cpp', 'kernels/cascade/flash_attention.cpp']));
   // The preprocessed source calls FlashAttention-2 and the memory-efficient kernel: the 2.x branch is the one compiled.
   const flash = execFileSync('g++', [...cudaBuildFlags, '-E', path.join(csrc, 'kernels', 'cascade', 'flash_attention.cpp')], { encoding: 'utf8', maxBuffer: 1 << 28 });
   expect(flash).toMatch(/at::_flash_attention_forward\(qs/);

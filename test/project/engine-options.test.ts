@@ -24,10 +24,10 @@ export function structFields(text: string, name: string): string[] {
 
 test('the paged model options nest the kernel stack options, and share no field with them', () => {
   const stack = structFields(read('kernels/kernel_stack.h'), 'KernelStackOptions');
-  const paged = structFields(read('engine/paged_model.h'), 'PagedModelOptions');
+  const paged = structFields(read('runner/paged_model.h'), 'PagedModelOptions');
   expect(stack).toEqual(expect.arrayContaining(['device', 'dtype', 'quantization', 'isa', 'fixed_shapes']));
   expect(paged).toContain('kernels');
-  expect(read('engine/paged_model.h')).toMatch(/^\s*KernelStackOptions kernels;/m);
+  expect(read('runner/paged_model.h')).toMatch(/^\s*KernelStackOptions kernels;/m);
   expect(paged.filter((f) => stack.includes(f))).toEqual([]);
 });
 

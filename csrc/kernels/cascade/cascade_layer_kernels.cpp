@@ -47,7 +47,7 @@ class CascadeAttention : public StepAttention {
   at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const override {
     std::vector<PartialResult> parts;
     for (const auto& level : levels_) {
-      // What the level's launch takes from the host, for the CUDA graph check on the CPU (engine/launch_record.h).
+      // What the level's launch takes from the host, for the CUDA graph check on the CPU (runner/launch_record.h).
       const CascadeLevel& l = *level.level;
       RECORD_FUNCTION(partial_->name(), std::vector<c10::IValue>({q, k, v, level.cu_q, level.cu_k, l.causal, int64_t{l.window_left},
                                                                   int64_t{l.max_q}, int64_t{l.max_k}}));

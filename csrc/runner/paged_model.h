@@ -9,8 +9,8 @@
 #include "batch/step_plan.h"
 #include "cache/kv_cache.h"
 #include "cache/pending_boundaries.h"
-#include "engine/engine_options.h"
-#include "engine/step_graphs.h"
+#include "runner/boundary_registration.h"
+#include "runner/step_graphs.h"
 #include "kernels/kernel_stack.h"
 #include "model/checkpoint.h"
 #include "model/hidden_state_model.h"
@@ -23,7 +23,7 @@ struct PagedModelOptions {
   // The layer kernels (kernels/kernel_stack.h): where the weights, the KV cache and the forward pass live,
   // the dtype, whose ops run it, the CPU kernels' level (updated when it is measured), the weights'
   // quantization, the attention form, and whether small steps are padded to fixed shapes
-  // (batch/step_buckets.h: with the cascade, run through CUDA graphs, engine/step_graphs.h).
+  // (batch/step_buckets.h: with the cascade, run through CUDA graphs, runner/step_graphs.h).
   KernelStackOptions kernels;
   int64_t block_size = 16;
   int64_t cache_tokens = 0;  // KV capacity; 0 = twice the context limit

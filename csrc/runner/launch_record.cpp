@@ -1,4 +1,4 @@
-#include "engine/launch_record.h"
+#include "runner/launch_record.h"
 
 #include <ATen/record_function.h>
 

@@ -1,4 +1,4 @@
-#include "engine/paged_model.h"
+#include "runner/paged_model.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 
 #include "common/errors.h"
 #include "common/profile_scope.h"
-#include "engine/device.h"
+#include "runner/device.h"
 #include "batch/step_buckets.h"
 
 namespace tq {

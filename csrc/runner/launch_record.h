@@ -5,7 +5,7 @@
 // kernels' launch points, marked with RECORD_FUNCTION), so recording each
 // one's name and host arguments (tensor sizes and dtypes, scalars) during a
 // forward, and comparing two steps' records, checks there what a replay on
-// the GPU relies on (engine/step_graphs.h). Tensor contents are not recorded:
+// the GPU relies on (runner/step_graphs.h). Tensor contents are not recorded:
 // a replay reads them anew.
 #pragma once
 #include <string>

@@ -15,7 +15,7 @@
 // only from a step (the own level's keys grow with shared option lists).
 //
 // On the CPU nothing is captured: each step runs from the persistent buffers
-// eagerly, and its launches (engine/launch_record.h) are compared with those
+// eagerly, and its launches (runner/launch_record.h) are compared with those
 // of the shape's first step. A difference, which on the GPU would be a replay
 // computing something other than the step, throws: the check CI runs.
 #pragma once

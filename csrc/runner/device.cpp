@@ -1,4 +1,4 @@
-#include "engine/device.h"
+#include "runner/device.h"
 
 #include <torch/version.h>
 

@@ -1,8 +1,8 @@
-#include "engine/step_graphs.h"
+#include "runner/step_graphs.h"
 
 #include <stdexcept>
 
-#include "engine/launch_record.h"
+#include "runner/launch_record.h"
 #if TQ_CUDA
 #include <torch/version.h>
 #include <ATen/cuda/CUDAGraph.h>

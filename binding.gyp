@@ -21,6 +21,7 @@
         "csrc/runner/launch_record.cpp",
         "csrc/runner/paged_model.cpp",
         "csrc/runner/step_graphs.cpp",
+        "csrc/runner/step_inputs.cpp",
         "csrc/engine/describe.cpp",
         "csrc/engine/engine.cpp",
         "csrc/engine/engine_images.cpp",

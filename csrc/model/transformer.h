@@ -30,7 +30,7 @@ struct ForwardTrace {
   std::vector<std::pair<std::string, at::Tensor>> tensors;
 };
 
-// A step's inputs on the device, made on the host before the forward runs (Transformer::prepare):
+// A step's inputs on the device, made on the host before the forward runs (runner/step_inputs.h):
 // everything the forward reads, so that it runs without host work between its launches, and a
 // CUDA graph captured from one step replays another of the same shape once refill has copied the
 // other's inputs into the first's tensors (runner/step_graphs.h).
@@ -60,16 +60,11 @@ class Transformer {
   const LayerKernels& kernels() const { return *kernels_; }
   // The layers' linear weights as the kernels keep them (packed, or quantized).
   int64_t linear_bytes() const;
-  // A step's forward pass in two halves: the host's work (plans, index copies to the device),
-  // then the pass itself, which reads nothing from the host. run writes the step's keys and
-  // values into the cache (on the kernels' device) and returns the final (normed) hidden states
-  // of the rows inputs.output_rows names (all where undefined), [R, hidden] fp32 on that device.
-  // fixed_shape: plans of a fixed launch shape where the step allows them (a graph's); off, the last layer computes the
-  // output rows alone, as a traced forward must to be compared with another path layer by layer.
-  StepInputs prepare(const StepBatch& step, bool fixed_shape = true) const;
+  // A step's forward pass, its inputs prepared by the host (runner/step_inputs.h): it reads nothing
+  // from the host. run writes the step's keys and values into the cache (on the kernels' device)
+  // and returns the final (normed) hidden states of the rows inputs.output_rows names (all where
+  // undefined), [R, hidden] fp32 on that device.
   at::Tensor run(const StepInputs& inputs, KvCache& cache) const;
-  // Copies `from` into `into`'s tensors and plans, which keep their memory (same launch_shape).
-  static void refill(StepInputs& into, const StepInputs& from);
   // Records the intermediate tensors of the following forward passes into `trace` (null: stop).
   void trace_into(ForwardTrace* trace) { trace_ = trace; }
 

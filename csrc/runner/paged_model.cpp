@@ -7,6 +7,7 @@
 #include "common/errors.h"
 #include "common/profile_scope.h"
 #include "runner/device.h"
+#include "runner/step_inputs.h"
 #include "batch/step_buckets.h"
 
 namespace tq {
@@ -98,7 +99,7 @@ bool PagedModel::remeasure_level() {
 at::Tensor PagedModel::step_forward(const StepBatch& step, ForwardInfo& info) {
   TQ_PROFILE_SCOPE("tq::step_forward");
   // A traced forward computes the output rows alone in its last layer, as the path it is compared with does.
-  auto inputs = transformer_->prepare(step, !tracing_);
+  auto inputs = prepare_step(*transformer_, step, !tracing_);
   if (inputs.launch_shape.empty()) return transformer_->run(inputs, *cache_);
   // A step of a fixed launch shape (a graph's) computes every row: the output rows are taken from them.
   const auto rows = at::tensor(at::ArrayRef<int64_t>(step.output_rows), at::TensorOptions().dtype(at::kLong)).to(options_.kernels.device);

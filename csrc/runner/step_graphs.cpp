@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "runner/launch_record.h"
+#include "runner/step_inputs.h"
 #if TQ_CUDA
 #include <torch/version.h>
 #include <ATen/cuda/CUDAGraph.h>
@@ -43,7 +44,7 @@ at::Tensor StepGraphs::run(StepInputs inputs, bool& replayed) {
   const auto found = graphs_.find(inputs.launch_shape);
   replayed = found != graphs_.end();
   if (replayed) {
-    Transformer::refill(found->second->inputs, inputs);
+    refill_step(found->second->inputs, inputs);
     return replay(*found->second);
   }
   auto g = std::make_unique<Graph>();

@@ -3,9 +3,9 @@
 // (batch/fixed_cascade.h) launches the same kernels with the same sizes and
 // host arguments as every other step of its launch shape; only the contents
 // of its inputs differ. So the first step of each launch shape keeps its
-// inputs (Transformer::prepare's StepInputs) as the shape's persistent buffers
+// inputs (StepInputs, runner/step_inputs.h) as the shape's persistent buffers
 // and, on CUDA, is captured into a graph; every later step of that shape has
-// its inputs copied into those buffers (Transformer::refill) and replays it.
+// its inputs copied into those buffers (refill_step) and replays it.
 //
 // On CUDA: the capture runs on a side stream (a graph cannot be captured on
 // the default one) after an eager warm-up there (cuBLAS makes its handle and

@@ -9,7 +9,7 @@ import { EngineLike } from './engine-like';
  * over the orders asked) and its answer: the registered tasks (src/tasks/). `taskFor` is asked
  * once per question; undefined: the question is asked as sent and answered with its baseline.
  */
-export interface Distributions {
+export interface TaskLookup {
   taskFor(spec: QuestionSpec): QuestionTask | undefined;
 }
 
@@ -66,7 +66,7 @@ export interface AnsweringContext {
   renderer: Renderer;
   temperatures: Temperatures;
   servedName: string;
-  distributions?: Distributions;
+  taskBook?: TaskLookup;
   abstentions?: Abstentions;
   headEngine?: HeadEngine;
   /** The image engine's <|image_pad|> id: its prompts must hold one per image. */

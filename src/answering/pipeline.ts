@@ -108,10 +108,10 @@ async function headHiddenStates(head: HeadEngine, state: unknown, specs: Questio
  * own), then the task of the question so asked (which may reorder its options); with orders 2, each
  * again with its options reversed.
  */
-function askedQuestions({ distributions, abstentions }: AnsweringContext, specs: QuestionSpec[], orders: 1 | 2) {
+function askedQuestions({ taskBook, abstentions }: AnsweringContext, specs: QuestionSpec[], orders: 1 | 2) {
   const abstaining = specs.map((s) => abstentions?.abstentionFor(s));
   const withAbstain = specs.map((s, i) => abstaining[i]?.asked ?? s);
-  const tasks = withAbstain.map((s) => distributions?.taskFor(s));
+  const tasks = withAbstain.map((s) => taskBook?.taskFor(s));
   const inOrder = withAbstain.map((s, i) => tasks[i]?.asked ?? s);
   const asked = orders === 2 ? [...inOrder, ...inOrder.map((s) => ({ ...s, options: [...s.options].reverse() }))] : inOrder;
   return { abstaining, tasks, inOrder, asked };

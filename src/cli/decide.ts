@@ -77,7 +77,7 @@ function loadTasks(flags: Flags, checkpoint: string, renderer: Renderer, tempera
   const abstention = { enabled: flags.abstention === 'on', defaultOption: flags['abstain-option'] };
   const { book, abstentionBook, store } = openTasks({ file, enabled: flags.tasks === 'on', abstention, checkpoint, profile: renderer.profile, temperatures });
   for (const r of store.refused) console.error(`[tqserve] WARNING: ${refusalLine(r)}`);
-  return { distributions: book, abstentions: abstentionBook };
+  return { taskBook: book, abstentions: abstentionBook };
 }
 
 async function answerFile(argv: string[]) {

@@ -103,7 +103,7 @@ export async function loadService(flags: Flags, logger: Logger, engines: Startin
     const service: Service = {
       base,
       tasks,
-      distributions: taskBook,
+      taskBook,
       abstentions: abstentionBook,
       headEngine: head && { engine: head.engine, renderer: head.renderer },
       headEngineReport: headEngineReport(head, engine),

@@ -1,11 +1,11 @@
 /**
- * Tasks between the readout and the answer (the pipeline's Distributions step): a question
+ * Tasks between the readout and the answer (the pipeline's task step, answering/context.ts TaskLookup): a question
  * whose type and option list match a task is answered with the task's distribution,
  *   z_j = a * log p_j + b_j  [+ W h + c for a head; a head of form "replace": W h + c alone],
  * p the baseline distribution (the readout's, tempered, averaged over the orders asked),
  * h the hidden state at the readout position (the question asked in the task's option order).
  */
-import { Distributions, QuestionTask } from '../answering/context';
+import { QuestionTask, TaskLookup } from '../answering/context';
 import { QuestionSpec } from '../rendering/renderer';
 import { safeLog, softmaxInto } from './fit/softmax-model';
 import { inTaskOrder, questionOf, Task, taskIdentity } from './task';
@@ -31,7 +31,7 @@ function taskDistribution(task: Task, baseline: Map<string, number>, hidden?: Ar
 }
 
 /** The registered tasks by match key, applied while `enabled` (--tasks). */
-export class TaskBook implements Distributions {
+export class TaskBook implements TaskLookup {
   private byMatch = new Map<string, Task>();
 
   constructor(public enabled: boolean) {}

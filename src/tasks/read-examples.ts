@@ -76,7 +76,7 @@ export async function readExamples(
   cacheSalt?: string,
 ): Promise<ExampleReadouts> {
   const reader = (spec: QuestionSpec) => ({ id: '', identity: '', asked: inTaskOrder(spec), wantsHidden: wantHidden, apply: () => undefined });
-  const baselineOnly = { ...context, distributions: { taskFor: reader } };
+  const baselineOnly = { ...context, taskBook: { taskFor: reader } };
   const n = examples.length, C = keys.length;
   const logp = new Float64Array(n * C);
   let hidden: { d: number; data: Float64Array } | undefined;

@@ -143,7 +143,7 @@ function systemone(service: Service) {
     abstention: abstention(service),
     orders: { default: 1, allowed: [1, 2], two: 'options as sent and reversed, probabilities averaged' },
     tasks: {
-      enabled: service.distributions.enabled,
+      enabled: service.taskBook.enabled,
       registered: tasks.list().length,
       applied: tasks.list().filter((t) => t.applied !== 'none').map((t) => t.id),
       fingerprint: tasks.fingerprint.hash,

@@ -28,7 +28,7 @@ export function taskRoutes(router: Router, service: Service) {
     const tasks = store.list();
     ctx.body = {
       ...(full ? exportForm(tasks, store.abstentionList(), store.fingerprint.hash) : { fingerprint: store.fingerprint.hash, tasks: tasks.map(summaryOf) }),
-      enabled: service.distributions.enabled,
+      enabled: service.taskBook.enabled,
       fingerprint_components: store.fingerprint.components,
       head_engine: service.headEngineReport,
       tasks_file: store.file ?? null,

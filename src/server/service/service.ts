@@ -30,8 +30,8 @@ export interface Service extends AnsweringContext {
   engine: EngineGroup;
   base: ResolvedBase;
   tasks: TaskStore;
-  /** The tasks as the answering pipeline applies them (AnsweringContext's `distributions`, with their switch). */
-  distributions: TaskBook;
+  /** The tasks as the answering pipeline applies them (AnsweringContext's `taskBook`, with their switch). */
+  taskBook: TaskBook;
   /** The abstention tasks and --abstain-option as the pipeline applies them (AnsweringContext's `abstentions`). */
   abstentions: AbstentionBook;
   /** Where intent heads' hidden states come from, as /health and GET /v1/tasks report it. */

@@ -43,8 +43,9 @@ if [ -z "$build" ]; then
   command -v nvcc > /dev/null && flags+=(-DCMAKE_CUDA_COMPILER="$(command -v nvcc)")
   [ -n "${TQ_JSON_INCLUDE:-}" ] && flags+=(-DTQ_JSON_INCLUDE="$TQ_JSON_INCLUDE")
   start=$(date +%s)
-  # build/tqserve_engine.node is where the server looks for the addon (src/engine/native.ts).
-  if ! { cmake -S . -B build -G Ninja "${flags[@]}" && cmake --build build --target tqserve_engine tq_cli -j "$(nproc)"; } > "$out/serve-build.log" 2>&1; then
+  # build/tqserve_engine.node is where the server looks for the addon (src/engine/native.ts); build/tqserve_host.node
+  # its own (src/common/host-addon.ts: the shared memory of the channel to the engine that CUDA spins on).
+  if ! { cmake -S . -B build -G Ninja "${flags[@]}" && cmake --build build --target tqserve_engine tqserve_host tq_cli -j "$(nproc)"; } > "$out/serve-build.log" 2>&1; then
     tail -40 "$out/serve-build.log"
     echo "build failed (log: $out/serve-build.log)"
     exit 1

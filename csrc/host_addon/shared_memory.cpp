@@ -37,14 +37,17 @@ Napi::Value create_shared_memory(const Napi::CallbackInfo& info) {
   errno = ENOSYS;
 #endif
   if (fd < 0) throw Napi::Error::New(info.Env(), std::string("memfd_create failed: ") + std::strerror(errno));
-  if (ftruncate(fd, off_t(bytes)) != 0) {
-    int error = errno;
-    close(fd);
-    throw Napi::Error::New(info.Env(), std::string("sizing the shared memory failed: ") + std::strerror(error));
+  Napi::Value buffer;
+  try {
+    if (ftruncate(fd, off_t(bytes)) != 0) throw Napi::Error::New(info.Env(), std::string("sizing the shared memory failed: ") + std::strerror(errno));
+    buffer = map_fd(info.Env(), fd, bytes);
+  } catch (...) {
+    close(fd);  // the caller never sees it
+    throw;
   }
   Napi::Object out = Napi::Object::New(info.Env());
   out.Set("fd", fd);
-  out.Set("buffer", map_fd(info.Env(), fd, bytes));
+  out.Set("buffer", buffer);
   return out;
 }
 

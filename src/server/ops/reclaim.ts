@@ -33,7 +33,7 @@ function fullCollector(): () => void {
 function freePagesRelease(logger: Logger): (() => boolean | null) | undefined {
   const addon = hostAddon();
   if (addon) return addon.releaseFreeMemory;
-  logger.warn(`the server's addon is not built (looked for ${addonCandidates('tqserve_host').join(', ')}): after a burst, memory comes back only as far as V8 frees it; run: npm run build:addon`);
+  logger.warn(`the server's addon is not built (looked for ${addonCandidates('tqserve_host').join(', ')}): after a burst, memory comes back only as far as V8 frees it, and the engines' channel is the IPC pipe alone (no shared memory to spin on); run: npm run build:addon`);
 }
 
 export function reclaimWhenIdle(lifecycle: Lifecycle, logger: Logger, limits = RECLAIM) {

@@ -47,8 +47,9 @@ export interface QuestionResult {
   /** When the question has an abstain option: its probability and whether the server abstains. */
   abstention?: AbstentionResult;
   temperature: number;
-  /** The as-sent order's raw readout: the prompt is the shared state segment, then the question's own. */
-  promptTokens: number[];
+  /** The as-sent order's raw readout: the prompt is the shared state segment, then the question's own (concatenated only where a readout is shown). */
+  prefixTokens: readonly number[];
+  questionTokens: readonly number[];
   stateTokenCount: number;
   labelIds: number[];
   labelLogits: number[];
@@ -165,7 +166,8 @@ export async function runSpecs(context: AnsweringContext, state: unknown, specs:
       taskIdentity,
       abstention: abstaining[i] && decideAbstention(abstaining[i]!, probabilities, taskIdentity ?? null),
       temperature: temperatures[spec.type],
-      promptTokens: [...rendered.prefixTokens, ...rendered.questions[i].tokens],
+      prefixTokens: rendered.prefixTokens,
+      questionTokens: rendered.questions[i].tokens,
       stateTokenCount: reply.stateTokens,
       labelIds: rendered.questions[i].labelIds,
       labelLogits: Array.from(reply.answers[i].labelLogits),

@@ -84,6 +84,22 @@ test('a form-encoded body, a wrong method and an unknown route get clear errors'
   expect(missing.body.detail).toMatch(/no route/);
 });
 
+test('JSON is read under any JSON media type, with parameters and in any case; another type, or none, is 422', async () => {
+  const body = JSON.stringify({ state: 'The sky is blue.', questions: q });
+  const send = (headers: Record<string, string>) => fetch(server.url + '/v1/systemone', { method: 'POST', body, headers });
+  for (const type of ['application/json; charset=utf-8', 'Application/JSON', ' application/json ;charset=UTF-8', 'application/vnd.example+json']) {
+    expect({ type, status: (await send({ 'content-type': type })).status }).toEqual({ type, status: 200 });
+  }
+  for (const type of ['text/plain', 'application/jsonx', 'application/+json', 'json']) {
+    const r = await send({ 'content-type': type });
+    expect({ type, status: r.status }).toEqual({ type, status: 422 });
+    expect(detailText(await r.json())).toContain(`got ${type}`);
+  }
+  const untyped = await fetch(server.url + '/v1/systemone', { method: 'POST', body: new Blob([body]) });
+  expect(untyped.status).toBe(422);
+  expect(detailText(await untyped.json())).toMatch(/got no Content-Type/);
+});
+
 test('the server stayed up through all of it', async () => {
   const r = await server.post('/v1/systemone', { state: 'The sky is blue.', questions: q });
   expect(r.status).toBe(200);

@@ -23,7 +23,7 @@ function readoutOf(r: PipelineResult, names: string[], withHidden: boolean) {
     r.questions.map((q, i) => [
       names[i],
       {
-        prompt_token_ids: q.promptTokens,
+        prompt_token_ids: [...q.prefixTokens, ...q.questionTokens],
         state_token_count: q.stateTokenCount,
         label_token_ids: q.labelIds,
         label_logits: q.labelLogits,

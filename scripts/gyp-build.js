@@ -2,10 +2,15 @@
 /**
  * The node-gyp build of binding.gyp (the documented alternative build), made once at set-up into build-gyp/ (a copy of
  * binding.gyp, package.json and csrc/), stamped with a hash of those sources. test/project/binding-gyp.test.ts uses it
- * while the sources are unchanged, and otherwise builds again in the background (test/helpers/gyp-build.ts): a build
- * of every engine source at -O3 (two to three minutes on 2 cores) belongs to the set-up, not to the suite's time.
+ * while the sources are unchanged, and otherwise builds again in the background (test/helpers/gyp-build.ts).
  *
- *   node scripts/gyp-build.js      (scripts/setup.sh runs it)
+ * node-gyp configures and builds as a user's `node-gyp rebuild` does, with one addition: the engine's sources are
+ * compiled against ATen's header precompiled once with node-gyp's own flags for them (read from the Makefile it
+ * generated), as CMakeLists.txt does; a header the compiler cannot use is an error (-Werror=invalid-pch), not a silent
+ * return to the slow build. bench/README.md, "Set-up and suite time", has the times.
+ *
+ *   node scripts/gyp-build.js                (scripts/setup.sh runs it: into build-gyp/)
+ *   node scripts/gyp-build.js --staged DIR   (a folder stage() filled: builds there)
  */
 const { execFileSync } = require('child_process');
 const crypto = require('crypto');
@@ -16,7 +21,7 @@ const path = require('path');
 const root = path.resolve(__dirname, '..');
 const prebuiltDir = path.join(root, 'build-gyp');
 
-/** What a node-gyp build reads of the tree: binding.gyp, package.json and every file under csrc/, hashed in path order. */
+/** What a node-gyp build reads of the tree, and how this script builds it: binding.gyp, package.json, this file and every file under csrc/, hashed in path order. */
 function sourceHash() {
   const files = [];
   const walk = (dir) => {
@@ -29,7 +34,7 @@ function sourceHash() {
   walk(path.join(root, 'csrc'));
   files.sort();
   const hash = crypto.createHash('sha256');
-  for (const f of [path.join(root, 'binding.gyp'), path.join(root, 'package.json'), ...files]) {
+  for (const f of [path.join(root, 'binding.gyp'), path.join(root, 'package.json'), __filename, ...files]) {
     hash.update(path.relative(root, f));
     hash.update(fs.readFileSync(f));
   }
@@ -45,9 +50,46 @@ function stage(dir) {
   fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
 }
 
-/** The node-gyp command line, run in a staged folder. */
-function gypCommand() {
-  return [process.execPath, require.resolve('node-gyp/bin/node-gyp.js', { paths: [root] }), 'rebuild', '--nodedir=/usr', '-j', String(os.cpus().length)];
+/** node-gyp, run in a staged folder. */
+function nodeGyp(dir, args, env = process.env) {
+  const gyp = require.resolve('node-gyp/bin/node-gyp.js', { paths: [root] });
+  execFileSync(process.execPath, [gyp, ...args, '--nodedir=/usr'], { cwd: dir, stdio: 'inherit', env });
+}
+
+/** A variable of the Makefile node-gyp wrote for a target (`NAME := \` then one value a line), as arguments. */
+function makeVariable(makefile, name) {
+  const lines = makefile.split('\n');
+  const start = lines.findIndex((l) => l.startsWith(`${name} :=`));
+  if (start < 0) throw new Error(`node-gyp's Makefile has no ${name}`);
+  const values = [];
+  for (let i = start + 1; i < lines.length && lines[i].startsWith('\t'); i++) values.push(lines[i].trim().replace(/ \\$/, '').replace(/^'(.*)'$/, '$1'));
+  return values;
+}
+
+/** ATen's header compiled as the engine's sources will be (run from build/, where $(srcdir) is ..); the header to -include. */
+function precompileAten(dir) {
+  const build = path.join(dir, 'build');
+  const makefile = fs.readFileSync(path.join(build, 'tqserve_engine.target.mk'), 'utf8');
+  const flags = ['DEFS_Release', 'INCS_Release', 'CFLAGS_Release', 'CFLAGS_CC_Release'].flatMap((v) => makeVariable(makefile, v)).map((f) => f.replace('$(srcdir)', '..'));
+  const header = path.join(build, 'pch', 'ATen.h');
+  fs.mkdirSync(path.dirname(header), { recursive: true });
+  fs.writeFileSync(header, '#include <ATen/ATen.h>\n');
+  execFileSync(process.env.CXX || 'g++', [...flags, '-x', 'c++-header', header, '-o', `${header}.gch`], { cwd: build, stdio: 'inherit' });
+  return header;
+}
+
+/** The whole build in a staged folder: configure, ATen's header, the engine's addon with it, the server's without. */
+function buildStaged(dir) {
+  const jobs = ['--jobs', String(os.cpus().length)];
+  nodeGyp(dir, ['configure']);
+  const header = precompileAten(dir);
+  nodeGyp(dir, ['build', 'tqserve_engine', `CXXFLAGS=-include ${header} -Werror=invalid-pch`, ...jobs]);
+  nodeGyp(dir, ['build', 'tqserve_host', ...jobs]);
+}
+
+/** The command that builds a staged folder (the background build's). */
+function gypCommand(dir) {
+  return [process.execPath, __filename, '--staged', dir];
 }
 
 /** The prebuilt addon's folder if its stamp matches the sources as they are now, else null. */
@@ -60,10 +102,13 @@ function freshPrebuilt() {
 module.exports = { prebuiltDir, sourceHash, stage, gypCommand, freshPrebuilt };
 
 if (require.main === module) {
-  const hash = sourceHash();
-  stage(prebuiltDir);
-  const [node, ...args] = gypCommand();
-  execFileSync(node, args, { cwd: prebuiltDir, stdio: 'inherit' });
-  fs.writeFileSync(path.join(prebuiltDir, 'status'), '0');
-  fs.writeFileSync(path.join(prebuiltDir, 'sources.sha256'), hash);
+  if (process.argv[2] === '--staged') {
+    buildStaged(path.resolve(process.argv[3]));
+  } else {
+    const hash = sourceHash();
+    stage(prebuiltDir);
+    buildStaged(prebuiltDir);
+    fs.writeFileSync(path.join(prebuiltDir, 'status'), '0');
+    fs.writeFileSync(path.join(prebuiltDir, 'sources.sha256'), hash);
+  }
 }

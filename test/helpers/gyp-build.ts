@@ -23,7 +23,7 @@ const root = path.resolve(__dirname, '..', '..');
 // The build's staging, command and stamp, shared with the set-up's build (plain JavaScript: scripts/ is not compiled).
 // eslint-disable-next-line @typescript-eslint/no-var-requires
 const gyp = require(path.join(root, 'scripts', 'gyp-build.js')) as {
-  prebuiltDir: string; stage(dir: string): void; gypCommand(): string[]; freshPrebuilt(): string | null;
+  prebuiltDir: string; stage(dir: string): void; gypCommand(dir: string): string[]; freshPrebuilt(): string | null;
 };
 export const gypTestFile = path.join(root, 'test', 'project', 'binding-gyp.test.ts');
 /** Where the global set-up tells the test (and the teardown) which build it started. */
@@ -43,7 +43,7 @@ function startBackgroundBuild(): string {
   gyp.stage(dir);
   // The exit status is written by the shell, so it is there even if no JavaScript is left to listen.
   const script = `(echo 19 > /proc/self/autogroup) 2>/dev/null; nice -n 19 "$@" > build.log 2>&1; echo $? > status.tmp && mv status.tmp status`;
-  const child = spawn('bash', ['-c', script, 'gyp', ...gyp.gypCommand()], { cwd: dir, stdio: 'ignore', detached: true });
+  const child = spawn('bash', ['-c', script, 'gyp', ...gyp.gypCommand(dir)], { cwd: dir, stdio: 'ignore', detached: true });
   fs.writeFileSync(path.join(dir, 'pid'), String(child.pid));
   child.unref();
   return dir;

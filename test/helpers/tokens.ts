@@ -1,4 +1,8 @@
+import { createHash } from 'crypto';
+import * as fs from 'fs';
+import * as path from 'path';
 import { ModelTokenizer } from '../../src/tokenizer/tokenizer';
+import { modelsDir } from '../../src/testmodels/generate';
 import { labelTexts, questionTexts, stateText } from './texts';
 
 export interface TokenizedTexts {
@@ -16,10 +20,32 @@ export function modelTokenizer(modelDir: string): Promise<ModelTokenizer> {
   return tokenizers.get(modelDir)!;
 }
 
-/** The shared test texts in a model's own tokenizer (loaded once per model and test file: Qwen3's takes 1 s); each label must be one token. */
+/**
+ * The shared test texts in a model's own tokenizer; each label must be one token. Kept on disk between test files and
+ * runs (a tokenizer takes 0.2-2.4 s to load, and a dozen engine suites each asked for a dozen models), under a key of
+ * everything the ids come from: the tokenizer's files, the texts and this code.
+ */
 export function tokenizeTexts(modelDir: string): Promise<TokenizedTexts> {
-  if (!tokenized.has(modelDir)) tokenized.set(modelDir, tokenize(modelDir));
+  if (!tokenized.has(modelDir)) tokenized.set(modelDir, keptOrTokenized(modelDir));
   return tokenized.get(modelDir)!;
+}
+
+const keptDir = path.join(modelsDir, '.tokenized-texts');
+
+async function keptOrTokenized(modelDir: string): Promise<TokenizedTexts> {
+  const hash = createHash('sha256');
+  for (const f of [__filename, path.join(__dirname, 'texts.ts'), path.join(modelDir, 'tokenizer.json'), path.join(modelDir, 'tokenizer_config.json')]) {
+    hash.update(f).update(fs.existsSync(f) ? fs.readFileSync(f) : '-');
+  }
+  const file = path.join(keptDir, `${hash.digest('hex')}.json`);
+  if (fs.existsSync(file)) return JSON.parse(fs.readFileSync(file, 'utf8'));
+  const texts = await tokenize(modelDir);
+  // Written whole under another name, then renamed: a reader in another worker never sees half a file.
+  fs.mkdirSync(keptDir, { recursive: true });
+  const partial = `${file}.${process.pid}`;
+  fs.writeFileSync(partial, JSON.stringify(texts));
+  fs.renameSync(partial, file);
+  return texts;
 }
 
 async function tokenize(modelDir: string): Promise<TokenizedTexts> {

@@ -112,7 +112,7 @@ async function int8AgainstBf16(dir: string, request: NativeAnswerRequest) {
   fs.writeFileSync(calls, JSON.stringify({ calls: [[request]] }));
   const time = async (quantization: Quantization) => {
     const out = await runCli(['answer', '--model', dir, '--calls', calls, '--dtype', 'bf16', '--threads', `${THREADS}`,
-      '--no-prefix-cache', '--quantization', quantization, '--repeat', '4']);
+      '--prefix-cache', 'off', '--quantization', quantization, '--repeat', '4']);
     return median((out.wallMs as number[][]).slice(1).map((call) => call[0]));
   };
   const times: Record<'bf16' | 'int8', number[]> = { bf16: [], int8: [] };

@@ -30,7 +30,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const cpuModel = () => fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^model name\s*:\s*(.*)$/m)?.[1] ?? 'unknown';
 
 function prefillMs(cli: string, model: string, calls: string, config: string[], isa: string): number {
-  const out = execFileSync(cli, ['answer', '--model', model, '--calls', calls, ...config, '--isa', isa, '--threads', `${THREADS}`, '--no-prefix-cache', '--repeat', '2'],
+  const out = execFileSync(cli, ['answer', '--model', model, '--calls', calls, ...config, '--isa', isa, '--threads', `${THREADS}`, '--prefix-cache', 'off', '--repeat', '2'],
     { encoding: 'utf8', env: { GOMP_SPINCOUNT: defaultSpinCount, ...process.env }, maxBuffer: 64 << 20 });
   const wall: number[][] = JSON.parse(out).wallMs;
   return Math.min(...wall.map((repeat) => repeat[0]));

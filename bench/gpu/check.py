@@ -121,8 +121,8 @@ def invariance(args, folder, request, vocab, dtype, extra=()):
     other = {"state": ids(rng, 37, vocab), "questions": [{"tokens": ids(rng, 6, vocab), "labelIds": request["questions"][0]["labelIds"]}]}
     base = ["--model", folder, "--device", args.device, "--dtype", dtype, *extra]
     alone_calls = [[{"state": request["state"], "questions": [q]}] for q in request["questions"]]
-    alone = logits_of(cli(args, alone_calls, base + ["--no-prefix-cache"]))
-    batched = logits_of(cli(args, [[request, other]], base + ["--no-prefix-cache"]))[: len(alone)]
+    alone = logits_of(cli(args, alone_calls, base + ["--prefix-cache", "off"]))
+    batched = logits_of(cli(args, [[request, other]], base + ["--prefix-cache", "off"]))[: len(alone)]
     cached_run = cli(args, [[request], [request]], base)
     cached = logits_of(cached_run)[len(alone):]
     small = logits_of(cli(args, [[request]], base + ["--block-size", "5", "--max-step-tokens", "7"]))
@@ -177,8 +177,8 @@ def ours(args, folder, state, questions, labels, many, runs, extra=()):
     median_wall = lambda r, skip=1: statistics.median([w[0] for w in r["wallMs"][skip:]])  # noqa: E731
     rep = ["--repeat", str(runs + 1)]
     # A 1,000-token prefill: 999 state tokens and a 1-token question, read at its end.
-    cold = cli(args, [[{"state": state[:-1], "questions": [q(state[-1:])]}]], base + ["--no-prefix-cache"] + rep)
-    sixteen = cli(args, [[{"state": state, "questions": [q(t) for t in questions]}]], base + ["--no-prefix-cache"] + rep)
+    cold = cli(args, [[{"state": state[:-1], "questions": [q(state[-1:])]}]], base + ["--prefix-cache", "off"] + rep)
+    sixteen = cli(args, [[{"state": state, "questions": [q(t) for t in questions]}]], base + ["--prefix-cache", "off"] + rep)
     warm = cli(args, [[{"state": state, "questions": [q(questions[0])]}]], base + rep)
     r = {
         "cold_prefill_ms": median_wall(cold),
@@ -194,7 +194,7 @@ def ours(args, folder, state, questions, labels, many, runs, extra=()):
     r["throughput"] = {}
     for step in args.step_sizes:
         call = [{"state": s, "questions": [q(questions[0][:1])]} for s in many]
-        t = cli(args, [call], base + ["--no-prefix-cache", "--max-step-tokens", str(step), "--repeat", "3"])
+        t = cli(args, [call], base + ["--prefix-cache", "off", "--max-step-tokens", str(step), "--repeat", "3"])
         tokens = len(many) * (STATE_TOKENS + 1)
         r["throughput"][step] = {"tokens_per_s": tokens / (median_wall(t) / 1000), "memory_bytes": t["gpuUsedBytes"]}
     return r
@@ -341,11 +341,11 @@ def profiles(args, done=lambda: None):
     q = lambda tokens: {"tokens": tokens, "labelIds": labels}  # noqa: E731
     base = ["--model", folder, "--device", args.device, "--dtype", "bf16", *FAST_PATHS[DEFAULT_PATH], "--repeat", "3"]
     cases = {
-        "cold-1000": ([[{"state": state[:-1], "questions": [q(state[-1:])]}]], ["--no-prefix-cache"]),
+        "cold-1000": ([[{"state": state[:-1], "questions": [q(state[-1:])]}]], ["--prefix-cache", "off"]),
         "warm-24-over-1000": ([[{"state": state, "questions": [q(questions[0])]}]], []),
-        "state-16-questions": ([[{"state": state, "questions": [q(t) for t in questions]}]], ["--no-prefix-cache"]),
+        "state-16-questions": ([[{"state": state, "questions": [q(t) for t in questions]}]], ["--prefix-cache", "off"]),
         f"throughput-{len(many)}x1001": ([[{"state": s, "questions": [q(questions[0][:1])]} for s in many]],
-                                         ["--no-prefix-cache", "--max-step-tokens", str(max(args.step_sizes))]),
+                                         ["--prefix-cache", "off", "--max-step-tokens", str(max(args.step_sizes))]),
     }
     out = {}
     for name, (calls, flags) in cases.items():
@@ -380,10 +380,10 @@ def invariance_at_size(args):
     others = [{"state": s, "questions": [{"tokens": questions[1], "labelIds": labels}]} for s in many[:7]]
     base = ["--model", folder, "--device", args.device, "--dtype", "bf16", *FAST_PATHS[DEFAULT_PATH]]
     first = lambda r: r["calls"][-1][0]["answers"][0]["labelLogits"]  # noqa: E731
-    alone = first(cli(args, [[request]], base + ["--no-prefix-cache"]))
-    batched = cli(args, [[request, *others]], base + ["--no-prefix-cache"])["calls"][0][0]["answers"][0]["labelLogits"]
+    alone = first(cli(args, [[request]], base + ["--prefix-cache", "off"]))
+    batched = cli(args, [[request, *others]], base + ["--prefix-cache", "off"])["calls"][0][0]["answers"][0]["labelLogits"]
     cached_run = cli(args, [[{"state": state, "questions": [{"tokens": questions[2], "labelIds": labels}]}], [request]], base)
-    other_step = first(cli(args, [[request]], base + ["--no-prefix-cache", "--max-step-tokens", "256"]))
+    other_step = first(cli(args, [[request]], base + ["--prefix-cache", "off", "--max-step-tokens", "256"]))
     diffs = {"batch_of_8": max_diff(alone, batched), "from_cache": max_diff(alone, first(cached_run)), "step_256": max_diff(alone, other_step)}
     return {"model": args.bench_model, "state_tokens": len(state), "max_abs_logit_diff": diffs,
             "cached_tokens": cached_run["calls"][1][0]["cachedTokens"], "passed": all(d == 0 for d in diffs.values())}

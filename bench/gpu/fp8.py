@@ -51,7 +51,7 @@ def speed(args):
     rep = ["--repeat", str(args.runs + 1)]
     out = {}
     for mode, extra in (("bf16", []), ("fp8", FP8)):
-        base = ["--model", folder, "--device", args.device, "--dtype", "bf16", "--no-prefix-cache", *extra]
+        base = ["--model", folder, "--device", args.device, "--dtype", "bf16", "--prefix-cache", "off", *extra]
         cold = cli(args, [[{"state": state[:-1], "questions": [q(state[-1:])]}]], base + rep)
         sixteen = cli(args, [[{"state": state, "questions": [q(t) for t in questions]}]], base + rep)
         many_call = [{"state": s, "questions": [q(questions[0][:1])]} for s in many]

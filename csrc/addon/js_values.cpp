@@ -7,6 +7,7 @@
 
 #include "common/errors.h"
 #include "engine/engine_info_json.h"
+#include "engine/engine_option_fields.h"
 
 namespace tq::js {
 namespace {
@@ -159,30 +160,10 @@ class OptionReader {
 
 EngineOptions load_options(Napi::Env env, const Napi::Value& v) {
   if (!v.IsObject()) throw_bad_argument(env, "load(options) needs an options object");
-  const OptionReader o(env, v.As<Napi::Object>());
-  EngineOptions opts;
   if (!v.As<Napi::Object>().Get("path").IsString()) throw_bad_argument(env, "options.path must be a string");
-  o.read("path", opts.path);
-  o.read("dtype", opts.dtype);
-  o.read("threads", opts.threads);
-  o.read("blockSize", opts.block_size);
-  o.read("cacheTokens", opts.cache_tokens);
-  o.read("maxStepTokens", opts.max_step_tokens);
-  o.read("contextLimit", opts.context_limit);
-  o.read("cacheMiB", opts.cache_mib);
-  o.read("visionCacheMiB", opts.vision_cache_mib);
-  o.read("bufferShift", opts.buffer_shift);
-  o.read("gpuMemoryUtilization", opts.gpu_memory_utilization);
-  o.read("prefixCache", opts.prefix_cache);
-  o.read("batchInvariant", opts.batch_invariant);
-  o.read("isa", opts.isa);
-  o.read("device", opts.device);
-  o.read("kernels", opts.kernels);
-  o.read("cudaGraphs", opts.cuda_graphs);
-  o.read("attention", opts.attention);
-  o.read("quantization", opts.quantization);
-  o.read("arithmetic", opts.arithmetic);
-  o.read("registerBoundary", opts.register_boundary);
+  const OptionReader reader(env, v.As<Napi::Object>());
+  EngineOptions opts;
+  for_each_engine_option(opts, [&](const char* name, auto& field) { reader.read(name, field); });
   return opts;
 }
 

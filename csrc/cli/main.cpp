@@ -3,9 +3,12 @@
 // microbenchmarks live (they are not in the production addon).
 //
 //   tq_cli answer --model DIR --calls FILE.json [--dtype fp32|bf16] [--device cpu|cuda] [--kernels engine|aten|fused] [--attention kernels|cascade] [--cuda-graphs on|off]
-//                 [--threads N] [--block-size N] [--max-step-tokens N] [--cache-mib N] [--gpu-memory-utilization F] [--no-prefix-cache]
+//                 [--threads N] [--block-size N] [--max-step-tokens N] [--cache-mib N] [--gpu-memory-utilization F] [--prefix-cache on|off]
 //                 [--batch-invariant on|off] [--isa avx512-bf16|avx512|avx2|portable] [--quantization none|int8|fp8] [--repeat N]
 //                 [--profile TRACE.json]
+//       Every engine option is a flag of answer, selfcheck and readout: its load() name in kebab-case
+//       (engine/engine_option_fields.h; those above, and --arithmetic, --cache-tokens, --context-limit, --vision-cache-mib,
+//       --buffer-shift).
 //       --kernels, --attention, --cuda-graphs unset: by device (EngineOptions): the engine's kernels on the CPU, fused
 //       with CUDA graphs on CUDA
 //       FILE.json: {"calls": [[request, ...], ...]}, each call one answer_batch of requests
@@ -28,6 +31,7 @@
 #include <ATen/record_function.h>
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -37,6 +41,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "cli/call_profile.h"
 #include "cli/microbench.h"
@@ -44,6 +49,7 @@
 #include "common/errors.h"
 #include "engine/engine.h"
 #include "engine/engine_info_json.h"
+#include "engine/engine_option_fields.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
 #include "kernels/cpu/gemm/invariant_gemm.h"
 
@@ -60,12 +66,35 @@ struct Args {
 };
 
 // Each command's flags: one it does not read is refused, never ignored.
-const std::set<std::string> kEngineFlags = {"model",     "dtype",     "device",     "kernels",       "attention",     "cuda-graphs",
-                                            "threads",   "block-size", "max-step-tokens", "cache-mib", "gpu-memory-utilization",
-                                            "context-limit", "no-prefix-cache", "batch-invariant", "isa", "quantization", "arithmetic"};
+// An engine option's flag: its load() name in kebab-case (blockSize: --block-size, cacheMiB: --cache-mib), the
+// checkpoint's --model; none for the boundary registration, which needs a server to answer first (tq_cli registers a
+// state's boundary before its questions).
+std::optional<std::string> engine_flag(std::string_view option) {
+  if (option == "path") return "model";
+  if (option == "registerBoundary") return std::nullopt;
+  std::string flag;
+  for (size_t i = 0; i < option.size(); ++i) {
+    const char c = option[i];
+    const bool in_mib = c == 'B' && i >= 2 && option.substr(i - 2, 3) == "MiB";
+    if (std::isupper(static_cast<unsigned char>(c)) && !in_mib) flag += '-';
+    flag += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return flag;
+}
+
+std::set<std::string> engine_flags() {
+  std::set<std::string> flags;
+  tq::EngineOptions o;
+  tq::for_each_engine_option(o, [&](const char* name, auto&) {
+    if (const auto flag = engine_flag(name)) flags.insert(*flag);
+  });
+  return flags;
+}
+
 std::set<std::string> flags_of(const std::string& command) {
   auto with_engine = [](std::set<std::string> own) {
-    own.insert(kEngineFlags.begin(), kEngineFlags.end());
+    const auto engine = engine_flags();
+    own.insert(engine.begin(), engine.end());
     return own;
   };
   if (command == "answer") return with_engine({"calls", "repeat", "profile"});
@@ -85,8 +114,7 @@ Args parse(int argc, char** argv) {
     if (flag.rfind("--", 0) != 0) throw tq::EngineError(tq::code::kBadRequest, "unexpected argument " + flag);
     flag = flag.substr(2);
     if (!known.count(flag)) throw tq::EngineError(tq::code::kBadRequest, "tq_cli " + a.command + " has no flag --" + flag + " (see csrc/cli/main.cpp)");
-    if (flag == "no-prefix-cache") a.values[flag] = "1";
-    else if (i + 1 < argc) a.values[flag] = argv[++i];
+    if (i + 1 < argc) a.values[flag] = argv[++i];
     else throw tq::EngineError(tq::code::kBadRequest, "--" + flag + " needs a value");
   }
   return a;
@@ -98,26 +126,46 @@ bool on_off(const Args& a, const std::string& flag, const std::string& fallback)
   return value == "on";
 }
 
+// A flag's value as an engine option's type: on|off, a number, a choice by its table (common/choices.h).
+void read_flag(const std::string& flag, const std::string& value, std::string& into) { into = value; }
+void read_flag(const std::string& flag, const std::string& value, bool& into) {
+  if (value != "on" && value != "off") throw tq::EngineError(tq::code::kBadRequest, "--" + flag + " must be on or off, got " + value);
+  into = value == "on";
+}
+void read_flag(const std::string& flag, const std::string& value, std::optional<bool>& into) {
+  bool on = false;
+  read_flag(flag, value, on);
+  into = on;
+}
+template <class N>
+std::enable_if_t<std::is_arithmetic_v<N>> read_flag(const std::string& flag, const std::string& value, N& into) {
+  size_t used = 0;
+  double number = 0;
+  try {
+    number = std::stod(value, &used);
+  } catch (const std::exception&) {
+  }
+  if (used != value.size() || value.empty() || (std::is_integral_v<N> && number != static_cast<double>(static_cast<int64_t>(number))))
+    throw tq::EngineError(tq::code::kBadRequest, "--" + flag + " must be " + (std::is_integral_v<N> ? "an integer" : "a number") + ", got " + value);
+  into = static_cast<N>(number);
+}
+template <class E>
+auto read_flag(const std::string&, const std::string& value, E& into) -> decltype(tq::ChoiceTable<E>::values, void()) {
+  into = tq::parse_option<E>(value);
+}
+template <class E>
+auto read_flag(const std::string&, const std::string& value, std::optional<E>& into) -> decltype(tq::ChoiceTable<E>::values, void()) {
+  into = tq::parse_option<E>(value);
+}
+
+// The engine's options from the flags given; a flag not given keeps EngineOptions' default.
 tq::EngineOptions engine_options(const Args& a) {
   tq::EngineOptions o;
-  o.path = a.get("model");
-  o.dtype = tq::parse_option<at::ScalarType>(a.get("dtype", "fp32"));
-  o.device = a.get("device", o.device);
-  if (a.has("kernels")) o.kernels = tq::parse_option<tq::ForwardKernels>(a.get("kernels"));
-  if (a.has("attention")) o.attention = tq::parse_option<tq::AttentionForm>(a.get("attention"));
-  if (a.has("cuda-graphs")) o.cuda_graphs = on_off(a, "cuda-graphs", "off");  // unset: by device (EngineOptions)
-  o.threads = static_cast<int>(a.number("threads", 0));
-  o.block_size = a.number("block-size", o.block_size);
-  o.max_step_tokens = a.number("max-step-tokens", o.max_step_tokens);
-  o.cache_mib = a.number("cache-mib", o.cache_mib);
-  if (a.has("gpu-memory-utilization")) o.gpu_memory_utilization = std::stod(a.values.at("gpu-memory-utilization"));
-  o.context_limit = a.number("context-limit", o.context_limit);
-  o.prefix_cache = !a.has("no-prefix-cache");
-  o.batch_invariant = on_off(a, "batch-invariant", "on");
-  if (a.has("isa")) o.isa = tq::parse_option<tq::Isa>(a.get("isa"));
-  o.quantization = tq::parse_option<tq::Quantization>(a.get("quantization", "none"));
-  o.arithmetic = tq::parse_option<tq::Arithmetic>(a.get("arithmetic", "portable"));
-  o.register_boundary = tq::BoundaryRegistration::Before;  // no server to register boundaries after a response
+  o.register_boundary = tq::BoundaryRegistration::Before;  // no server answers before a boundary would be registered
+  tq::for_each_engine_option(o, [&](const char* name, auto& field) {
+    const auto flag = engine_flag(name);
+    if (flag && a.has(*flag)) read_flag(*flag, a.values.at(*flag), field);
+  });
   return o;
 }
 

@@ -87,13 +87,31 @@ test('tq_cli reports errors as JSON with exit status 2', async () => {
     expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--device', 'cuda'])).rejects.toThrow(/\(2\).*"BAD_REQUEST".*without CUDA/),
     expect(runCli(['transmogrify'])).rejects.toThrow(/unknown command/),
     // A flag is honoured or refused, never ignored.
-    expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--vision-cache-mib', '64'])).rejects.toThrow(/has no flag --vision-cache-mib/),
+    expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--register-boundary', 'after'])).rejects.toThrow(/has no flag --register-boundary/),
+    expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--block-size', '1.5'])).rejects.toThrow(/--block-size must be an integer, got 1.5/),
+    expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--prefix-cache', 'maybe'])).rejects.toThrow(/--prefix-cache must be on or off/),
     expect(runCli(['gemm', '--labels', '4'])).rejects.toThrow(/tq_cli gemm has no flag --labels/),
     expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--batch-invariant', 'yes'])).rejects.toThrow(/--batch-invariant must be on or off/),
     // A choice is read through its table: a name of none of its values is refused, the choices listed.
     expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--kernels', 'fast'])).rejects.toThrow(/kernels must be engine, aten or fused, got fast/),
     expect(runCli(['gemm', '--dtype', 'fp16'])).rejects.toThrow(/gemm --dtype must be fp32 or bf16/),
   ]);
+});
+
+// Its flags are the engine's options by their load() names (engine/engine_option_fields.h), so each is honoured.
+test("tq_cli takes every engine option as a flag, the addon's name in kebab-case", async () => {
+  const state = Array.from({ length: 40 }, (_, i) => 100 + i);
+  const twice = path.join(scratch, 'twice.json');
+  fs.writeFileSync(twice, JSON.stringify({ calls: [[{ state, questions: [{ tokens: [3], labelIds: [4, 5] }] }], [{ state, questions: [{ tokens: [6], labelIds: [4, 5] }] }]] }));
+  const model = ['answer', '--model', tinyModel('tiny-qwen3'), '--calls', twice, '--threads', '1'];
+  const [cached, uncached] = await Promise.all([
+    runCli([...model, '--block-size', '8', '--context-limit', '1000', '--cache-tokens', '4000']),
+    runCli([...model, '--prefix-cache', 'off', '--batch-invariant', 'off', '--cache-mib', '1']),
+  ]);
+  expect(cached.info).toMatchObject({ blockSize: 8, contextLimit: 1000, cacheSizedBy: 'tokens', cacheBlocks: 500, prefixCache: true, batchInvariant: true });
+  expect(cached.calls[1][0].cachedTokens).toBe(40);
+  expect(uncached.info).toMatchObject({ prefixCache: false, batchInvariant: false, cacheSizedBy: 'mib' });
+  expect(uncached.calls[1][0].cachedTokens).toBe(0);
 });
 
 test('tq_cli runs the microbenchmarks the addon no longer carries', async () => {

@@ -41,3 +41,25 @@ test("the engine's info is written by one serializer, which the addon and tq_cli
   expect(read('cli/main.cpp')).toContain('engine_info_json(');
   for (const file of ['addon/js_values.cpp', 'cli/main.cpp']) expect(read(file)).not.toMatch(/"cacheBytes"|"kvCacheBytes"|"linearBytes"/);
 });
+
+/** The names for_each_engine_option gives, in order (csrc/engine/engine_option_fields.h). */
+function listedOptions(): { name: string; field: string }[] {
+  return Array.from(read('engine/engine_option_fields.h').matchAll(/visit\("(\w+)", o\.(\w+)\)/g), (m) => ({ name: m[1], field: m[2] }));
+}
+
+test('every engine option is named once, in one list that the addon and tq_cli both read', () => {
+  const listed = listedOptions();
+  // Each field of EngineOptions, each once.
+  expect(listed.map((o) => o.field).sort()).toEqual(structFields(read('engine/engine_options.h'), 'EngineOptions').sort());
+  expect(new Set(listed.map((o) => o.name)).size).toBe(listed.length);
+  // Each name a field of load()'s options in TypeScript, and none of those left out.
+  const native = fs.readFileSync(path.resolve(csrc, '..', 'src', 'engine', 'native.ts'), 'utf8');
+  const loadOptions = native.slice(native.indexOf('export interface NativeLoadOptions {'));
+  const tsFields = Array.from(loadOptions.slice(0, loadOptions.indexOf('\n}')).matchAll(/^ {2}(\w+)\??:/gm), (m) => m[1]);
+  expect(tsFields.sort()).toEqual(listed.map((o) => o.name).sort());
+  // Both readers go through the list; neither names an option field itself.
+  for (const file of ['addon/js_values.cpp', 'cli/main.cpp']) {
+    expect(read(file)).toContain('for_each_engine_option(');
+    expect(read(file)).not.toMatch(/\bo(pts)?\.(block_size|cache_mib|max_step_tokens|prefix_cache|batch_invariant)\b/);
+  }
+});

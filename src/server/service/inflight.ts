@@ -36,6 +36,8 @@ export interface SharedResponse {
 interface Computation {
   promise: Promise<SharedResponse>;
   waiters: number;
+  /** How many times its waiters fell to none: a grace that finds another since has been overtaken. */
+  emptied: number;
   cancel: AbortController;
   /** The request id of the request that started it. */
   firstRequestId: string;
@@ -69,7 +71,10 @@ export class InFlight {
     else joined = this.start(key, requestId, compute);
     joined.waiters++;
     const leave = () => {
-      if (--joined.waiters === 0) setTimeout(() => joined.waiters === 0 && joined.cancel.abort(), DROP_GRACE_MS).unref();
+      if (--joined.waiters > 0) return;
+      // Cancelled only if nobody came back within the grace: a client that returned and left again starts a grace of its own.
+      const emptied = ++joined.emptied;
+      setTimeout(() => joined.emptied === emptied && joined.waiters === 0 && joined.cancel.abort(), DROP_GRACE_MS).unref();
     };
     if (clientGone.aborted) leave();
     else clientGone.addEventListener('abort', leave, { once: true });
@@ -82,7 +87,7 @@ export class InFlight {
 
   /** A new computation under `key`, forgotten when it settles (a response nobody received: after the grace). */
   private start(key: string, requestId: string, compute: (cancel: AbortSignal) => Promise<SharedResponse>): Computation {
-    const c = { waiters: 0, cancel: new AbortController(), firstRequestId: requestId } as Computation;
+    const c = { waiters: 0, emptied: 0, cancel: new AbortController(), firstRequestId: requestId } as Computation;
     c.promise = this.computeWhileWanted(c, compute);
     c.promise.then(
       () => (c.waiters === 0 ? setTimeout(() => this.forget(key, c), DROP_GRACE_MS).unref() : this.forget(key, c)),

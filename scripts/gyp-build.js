@@ -51,9 +51,9 @@ function stage(dir) {
 }
 
 /** node-gyp, run in a staged folder. */
-function nodeGyp(dir, args, env = process.env) {
+function nodeGyp(dir, args) {
   const gyp = require.resolve('node-gyp/bin/node-gyp.js', { paths: [root] });
-  execFileSync(process.execPath, [gyp, ...args, '--nodedir=/usr'], { cwd: dir, stdio: 'inherit', env });
+  execFileSync(process.execPath, [gyp, ...args, '--nodedir=/usr'], { cwd: dir, stdio: 'inherit' });
 }
 
 /** A variable of the Makefile node-gyp wrote for a target (`NAME := \` then one value a line), as arguments. */

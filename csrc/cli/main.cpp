@@ -36,6 +36,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -140,14 +141,18 @@ void read_flag(const std::string& flag, const std::string& value, std::optional<
 template <class N>
 std::enable_if_t<std::is_arithmetic_v<N>> read_flag(const std::string& flag, const std::string& value, N& into) {
   size_t used = 0;
+  long long whole = 0;
   double number = 0;
   try {
-    number = std::stod(value, &used);
+    if constexpr (std::is_integral_v<N>) whole = std::stoll(value, &used);
+    else number = std::stod(value, &used);
   } catch (const std::exception&) {
+    used = 0;
   }
-  if (used != value.size() || value.empty() || (std::is_integral_v<N> && number != static_cast<double>(static_cast<int64_t>(number))))
+  const bool fits = !std::is_integral_v<N> || (whole >= std::numeric_limits<N>::min() && whole <= std::numeric_limits<N>::max());
+  if (value.empty() || used != value.size() || !fits)
     throw tq::EngineError(tq::code::kBadRequest, "--" + flag + " must be " + (std::is_integral_v<N> ? "an integer" : "a number") + ", got " + value);
-  into = static_cast<N>(number);
+  into = std::is_integral_v<N> ? static_cast<N>(whole) : static_cast<N>(number);
 }
 template <class E>
 auto read_flag(const std::string&, const std::string& value, E& into) -> decltype(tq::ChoiceTable<E>::values, void()) {

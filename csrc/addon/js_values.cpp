@@ -8,6 +8,7 @@
 #include "common/errors.h"
 #include "engine/engine_info_json.h"
 #include "engine/engine_option_fields.h"
+#include "engine/request_fields.h"
 
 namespace tq::js {
 namespace {
@@ -178,12 +179,8 @@ AnswerRequest answer_request(Napi::Env env, const Napi::Value& v, const std::str
   auto o = v.As<Napi::Object>();
   AnswerRequest req;
   req.state = int_list(env, o.Get("state"), where + "state");
-  req.want_hidden = o.Get("wantHidden").ToBoolean();
-  const auto salt = o.Get("cacheSalt");
-  if (!salt.IsUndefined()) {
-    if (!salt.IsString()) throw_bad_argument(env, where + "cacheSalt must be a string");
-    req.cache_salt = salt.As<Napi::String>().Utf8Value();
-  }
+  const OptionReader request_fields(env, o, where);
+  for_each_request_field(req, [&](const char* name, auto& field) { request_fields.read(name, field); });
   req.images = image_list(env, o.Get("images"), where + "images");
   if (!o.Get("questions").IsArray()) throw_bad_argument(env, where + "questions must be an array");
   auto qs = o.Get("questions").As<Napi::Array>();
@@ -196,8 +193,7 @@ AnswerRequest answer_request(Napi::Env env, const Napi::Value& v, const std::str
     spec.tokens = int_list(env, q.Get("tokens"), name + ".tokens");
     spec.label_ids = int_list(env, q.Get("labelIds"), name + ".labelIds");
     const OptionReader fields(env, q, name + ".");
-    fields.read("readoutIndex", spec.readout_index);
-    fields.read("temperature", spec.temperature);
+    for_each_question_field(spec, [&](const char* field_name, auto& field) { fields.read(field_name, field); });
     req.questions.push_back(std::move(spec));
   }
   return req;

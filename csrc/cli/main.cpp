@@ -13,6 +13,7 @@
 //       with CUDA graphs on CUDA
 //       FILE.json: {"calls": [[request, ...], ...]}, each call one answer_batch of requests
 //       {"state": [ids], "questions": [{"tokens": [ids], "labelIds": [ids], "readoutIndex": i, "temperature": t}],
+//        "wantHidden": bool (true unless false: the checksums read it), "cacheSalt": string,
 //        "images": [{"rgb": FILE of raw RGB bytes, "width": W, "height": H}] (a vision-language model: one
 //        <|image_pad|> per image in the state; sides multiples of 28, as the server's recipe sizes them)}.
 //       Prints {"info", "calls": [[{"labelLogits", "labelLogProbs", "hiddenSum", "hiddenAbsSum", ...}]],
@@ -51,6 +52,7 @@
 #include "engine/engine.h"
 #include "engine/engine_info_json.h"
 #include "engine/engine_option_fields.h"
+#include "engine/request_fields.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
 #include "kernels/cpu/gemm/invariant_gemm.h"
 
@@ -191,20 +193,48 @@ tq::ImageInput image_of(const json& j) {
   return image;
 }
 
-tq::AnswerRequest request_of(const json& j) {
+// A request's fields that may be left out, read from the calls file by type (engine/request_fields.h): an absent (or
+// null) one keeps its default, one of another type is refused with its place, never ignored.
+class JsonFields {
+ public:
+  JsonFields(const json& j, std::string where) : j_(j), where_(std::move(where)) {}
+  template <class T>
+  void read(const char* key, T& into) const {
+    if (!j_.contains(key) || j_.at(key).is_null()) return;
+    const json& v = j_.at(key);
+    const bool fits = std::is_same_v<T, bool> ? v.is_boolean() : std::is_same_v<T, std::string> ? v.is_string()
+                      : std::is_integral_v<T> ? v.is_number_integer() : v.is_number();
+    if (!fits) throw tq::EngineError(tq::code::kBadRequest, where_ + key + " must be " + kind<T>());
+    into = v.get<T>();
+  }
+
+ private:
+  template <class T>
+  static const char* kind() {
+    return std::is_same_v<T, bool> ? "true or false" : std::is_same_v<T, std::string> ? "a string" : std::is_integral_v<T> ? "an integer" : "a number";
+  }
+  const json& j_;
+  std::string where_;
+};
+
+// One request of the calls file; `where` names it in errors ("calls[0][1].").
+tq::AnswerRequest request_of(const json& j, const std::string& where) {
   tq::AnswerRequest r;
+  r.want_hidden = true;  // unless the request says otherwise: the output's checksums read the hidden state
   r.state = j.at("state").get<std::vector<int64_t>>();
+  const JsonFields fields(j, where);
+  tq::for_each_request_field(r, [&](const char* name, auto& field) { fields.read(name, field); });
   if (j.contains("images"))
     for (const auto& im : j.at("images")) r.images.push_back(image_of(im));
-  for (const auto& q : j.at("questions")) {
+  for (size_t i = 0; i < j.at("questions").size(); ++i) {
+    const json& q = j.at("questions").at(i);
     tq::QuestionTokens s;
     s.tokens = q.at("tokens").get<std::vector<int64_t>>();
     s.label_ids = q.at("labelIds").get<std::vector<int64_t>>();
-    s.readout_index = q.value("readoutIndex", int64_t{-1});
-    s.temperature = q.value("temperature", 1.0f);
+    const JsonFields question(q, where + "questions[" + std::to_string(i) + "].");
+    tq::for_each_question_field(s, [&](const char* name, auto& field) { question.read(name, field); });
     r.questions.push_back(std::move(s));
   }
-  r.want_hidden = true;  // for the checksums
   return r;
 }
 
@@ -231,9 +261,10 @@ json answer(const Args& a) {
   if (!in) throw tq::EngineError(tq::code::kBadRequest, "--calls: cannot read " + a.get("calls"));
   const json input = json::parse(in);
   std::vector<std::vector<tq::AnswerRequest>> calls;
-  for (const auto& call : input.at("calls")) {
+  for (size_t c = 0; c < input.at("calls").size(); ++c) {
     calls.emplace_back();
-    for (const auto& r : call) calls.back().push_back(request_of(r));
+    const json& call = input.at("calls").at(c);
+    for (size_t i = 0; i < call.size(); ++i) calls.back().push_back(request_of(call.at(i), "calls[" + std::to_string(c) + "][" + std::to_string(i) + "]."));
   }
   const auto device = tq::parse_device(a.get("device", "cpu"));
   const int64_t free_at_start = tq::describe_device(device).free_bytes;  // after the CUDA context exists

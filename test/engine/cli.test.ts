@@ -114,6 +114,25 @@ test("tq_cli takes every engine option as a flag, the addon's name in kebab-case
   expect(uncached.calls[1][0].cachedTokens).toBe(0);
 });
 
+// A request's optional fields are read through the addon's list (engine/request_fields.h), each by its type.
+test("tq_cli reads a request's optional fields as the addon does: honoured, or refused by type with their place", async () => {
+  const state = Array.from({ length: 40 }, (_, i) => 100 + i);
+  const request = (extra: object, question: object = {}) => ({ state, questions: [{ tokens: [3], labelIds: [4, 5], ...question }], ...extra });
+  const file = path.join(scratch, 'fields.json');
+  fs.writeFileSync(file, JSON.stringify({ calls: [[request({ cacheSalt: 'tenant-a' })], [request({ cacheSalt: 'tenant-b', wantHidden: false })], [request({ cacheSalt: 'tenant-a' }, { temperature: 2 })]] }));
+  const out = await runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', file, '--threads', '1']);
+  const [a, b, again] = out.calls.map((call: any) => call[0]);
+  expect(b.cachedTokens).toBe(0); // another salt: none of tenant a's blocks
+  expect(again.cachedTokens).toBe(state.length); // the same salt: its state
+  expect(a.answers[0].hiddenAbsSum).toBeGreaterThan(0);
+  expect(b.answers[0].hiddenAbsSum).toBe(0); // wantHidden false: no hidden state read
+  expect(again.answers[0].labelLogits).toEqual(a.answers[0].labelLogits);
+  expect(again.answers[0].labelLogProbs).not.toEqual(a.answers[0].labelLogProbs); // tempered by 2
+  const bad = path.join(scratch, 'bad-fields.json');
+  fs.writeFileSync(bad, JSON.stringify({ calls: [[request({}), request({}, { temperature: 'hot' })]] }));
+  await expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', bad])).rejects.toThrow(/calls\[0\]\[1\]\.questions\[0\]\.temperature must be a number/);
+});
+
 test('tq_cli runs the microbenchmarks the addon no longer carries', async () => {
   const gemm = await runCli(['gemm', '--m', '64', '--k', '128', '--n', '256', '--iterations', '2']);
   expect(gemm.gflops).toBeGreaterThan(0);

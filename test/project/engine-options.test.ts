@@ -63,3 +63,13 @@ test('every engine option is named once, in one list that the addon and tq_cli b
     expect(read(file)).not.toMatch(/\bo(pts)?\.(block_size|cache_mib|max_step_tokens|prefix_cache|batch_invariant)\b/);
   }
 });
+
+test("a request's optional fields are named once, in one list that the addon and tq_cli both read", () => {
+  const fields = read('engine/request_fields.h');
+  expect(Array.from(fields.matchAll(/visit\("(\w+)"/g), (m) => m[1])).toEqual(['wantHidden', 'cacheSalt', 'readoutIndex', 'temperature']);
+  for (const file of ['addon/js_values.cpp', 'cli/main.cpp']) {
+    expect(read(file)).toContain('for_each_request_field(');
+    expect(read(file)).toContain('for_each_question_field(');
+    expect(read(file).replace(/\/\/.*$/gm, '')).not.toMatch(/"(wantHidden|cacheSalt|readoutIndex|temperature)"/); // comments aside
+  }
+});

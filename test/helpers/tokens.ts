@@ -23,7 +23,7 @@ export function modelTokenizer(modelDir: string): Promise<ModelTokenizer> {
 /**
  * The shared test texts in a model's own tokenizer; each label must be one token. Kept on disk between test files and
  * runs (a tokenizer takes 0.2-2.4 s to load, and a dozen engine suites each asked for a dozen models), under a key of
- * everything the ids come from: the tokenizer's files, the texts and this code.
+ * everything the ids come from: the tokenizer package's version, the tokenizer's files, the texts and this code.
  */
 export function tokenizeTexts(modelDir: string): Promise<TokenizedTexts> {
   if (!tokenized.has(modelDir)) tokenized.set(modelDir, keptOrTokenized(modelDir));
@@ -33,7 +33,7 @@ export function tokenizeTexts(modelDir: string): Promise<TokenizedTexts> {
 const keptDir = path.join(modelsDir, '.tokenized-texts');
 
 async function keptOrTokenized(modelDir: string): Promise<TokenizedTexts> {
-  const hash = createHash('sha256');
+  const hash = createHash('sha256').update(`tokenizers ${require('tokenizers/package.json').version}`);
   for (const f of [__filename, path.join(__dirname, 'texts.ts'), path.join(modelDir, 'tokenizer.json'), path.join(modelDir, 'tokenizer_config.json')]) {
     hash.update(f).update(fs.existsSync(f) ? fs.readFileSync(f) : '-');
   }

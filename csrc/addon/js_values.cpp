@@ -7,8 +7,7 @@
 
 #include "common/errors.h"
 #include "engine/engine_info_json.h"
-#include "engine/engine_option_fields.h"
-#include "engine/request_fields.h"
+#include "engine/named_fields.h"
 
 namespace tq::js {
 namespace {

@@ -7,7 +7,7 @@
 //                 [--batch-invariant on|off] [--isa avx512-bf16|avx512|avx2|portable] [--quantization none|int8|fp8] [--repeat N]
 //                 [--profile TRACE.json]
 //       Every engine option is a flag of answer, selfcheck and readout: its load() name in kebab-case
-//       (engine/engine_option_fields.h; those above, and --arithmetic, --cache-tokens, --context-limit, --vision-cache-mib,
+//       (engine/named_fields.h; those above, and --arithmetic, --cache-tokens, --context-limit, --vision-cache-mib,
 //       --buffer-shift).
 //       --kernels, --attention, --cuda-graphs unset: by device (EngineOptions): the engine's kernels on the CPU, fused
 //       with CUDA graphs on CUDA
@@ -51,8 +51,7 @@
 #include "common/errors.h"
 #include "engine/engine.h"
 #include "engine/engine_info_json.h"
-#include "engine/engine_option_fields.h"
-#include "engine/request_fields.h"
+#include "engine/named_fields.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
 #include "kernels/cpu/gemm/invariant_gemm.h"
 
@@ -193,7 +192,7 @@ tq::ImageInput image_of(const json& j) {
   return image;
 }
 
-// A request's fields that may be left out, read from the calls file by type (engine/request_fields.h): an absent (or
+// A request's fields that may be left out, read from the calls file by type (engine/named_fields.h): an absent (or
 // null) one keeps its default, one of another type is refused with its place, never ignored.
 class JsonFields {
  public:

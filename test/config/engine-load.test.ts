@@ -1,7 +1,7 @@
 /**
  * A flag the engine takes travels by one table (src/config/flags.ts, each row's `engine`) to the engine's load
  * options, and the addon reads each of them by name (csrc/addon/js_values.cpp reads every option
- * csrc/engine/engine_option_fields.h names): a flag whose option the engine would not read fails here, never silently ignored.
+ * csrc/engine/named_fields.h names): a flag whose option the engine would not read fails here, never silently ignored.
  */
 import * as fs from 'fs';
 import * as path from 'path';
@@ -13,7 +13,7 @@ const root = path.resolve(__dirname, '..', '..');
 const base = { checkpoint: '/models/x' } as ResolvedBase;
 
 test('every engine flag names a load option the addon reads', () => {
-  const fields = fs.readFileSync(path.join(root, 'csrc/engine/engine_option_fields.h'), 'utf8');
+  const fields = fs.readFileSync(path.join(root, 'csrc/engine/named_fields.h'), 'utf8');
   const read = new Set(Array.from(fields.matchAll(/visit\("(\w+)"/g), (m) => m[1]));
   expect(fs.readFileSync(path.join(root, 'csrc/addon/js_values.cpp'), 'utf8')).toMatch(/for_each_engine_option\(opts, .*reader\.read\(name, field\)/);
   const engineFlags = flagDefs.filter((d) => d.engine);

@@ -98,7 +98,7 @@ test('tq_cli reports errors as JSON with exit status 2', async () => {
   ]);
 });
 
-// Its flags are the engine's options by their load() names (engine/engine_option_fields.h), so each is honoured.
+// Its flags are the engine's options by their load() names (engine/named_fields.h), so each is honoured.
 test("tq_cli takes every engine option as a flag, the addon's name in kebab-case", async () => {
   const state = Array.from({ length: 40 }, (_, i) => 100 + i);
   const twice = path.join(scratch, 'twice.json');
@@ -114,7 +114,7 @@ test("tq_cli takes every engine option as a flag, the addon's name in kebab-case
   expect(uncached.calls[1][0].cachedTokens).toBe(0);
 });
 
-// A request's optional fields are read through the addon's list (engine/request_fields.h), each by its type.
+// A request's optional fields are read through the addon's list (engine/named_fields.h), each by its type.
 test("tq_cli reads a request's optional fields as the addon does: honoured, or refused by type with their place", async () => {
   const state = Array.from({ length: 40 }, (_, i) => 100 + i);
   const request = (extra: object, question: object = {}) => ({ state, questions: [{ tokens: [3], labelIds: [4, 5], ...question }], ...extra });

@@ -42,9 +42,9 @@ test("the engine's info is written by one serializer, which the addon and tq_cli
   for (const file of ['addon/js_values.cpp', 'cli/main.cpp']) expect(read(file)).not.toMatch(/"cacheBytes"|"kvCacheBytes"|"linearBytes"/);
 });
 
-/** The names for_each_engine_option gives, in order (csrc/engine/engine_option_fields.h). */
+/** The names for_each_engine_option gives, in order (csrc/engine/named_fields.h). */
 function listedOptions(): { name: string; field: string }[] {
-  return Array.from(read('engine/engine_option_fields.h').matchAll(/visit\("(\w+)", o\.(\w+)\)/g), (m) => ({ name: m[1], field: m[2] }));
+  return Array.from(read('engine/named_fields.h').matchAll(/visit\("(\w+)", o\.(\w+)\)/g), (m) => ({ name: m[1], field: m[2] }));
 }
 
 test('every engine option is named once, in one list that the addon and tq_cli both read', () => {
@@ -65,8 +65,8 @@ test('every engine option is named once, in one list that the addon and tq_cli b
 });
 
 test("a request's optional fields are named once, in one list that the addon and tq_cli both read", () => {
-  const fields = read('engine/request_fields.h');
-  expect(Array.from(fields.matchAll(/visit\("(\w+)"/g), (m) => m[1])).toEqual(['wantHidden', 'cacheSalt', 'readoutIndex', 'temperature']);
+  const fields = read('engine/named_fields.h');
+  expect(Array.from(fields.matchAll(/visit\("(\w+)", [rq]\./g), (m) => m[1])).toEqual(['wantHidden', 'cacheSalt', 'readoutIndex', 'temperature']);
   for (const file of ['addon/js_values.cpp', 'cli/main.cpp']) {
     expect(read(file)).toContain('for_each_request_field(');
     expect(read(file)).toContain('for_each_question_field(');

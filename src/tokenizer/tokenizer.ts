@@ -8,6 +8,7 @@ import { Template } from '@huggingface/jinja';
 import { Tokenizer } from 'tokenizers';
 import { Worker } from 'worker_threads';
 import { siblingModule } from '../common/sibling-module';
+import { keepBound, keptBound } from './bound-cache';
 import { EncodingCache } from './encoding-cache';
 
 export interface ChatMessage {
@@ -30,8 +31,17 @@ function tokenText(t: TokenizerConfig['bos_token']): string | undefined {
 /** What the encoding cache may hold: about 1,400 states of 5,000 characters with their ids. */
 export const encodingCacheBytes = 32 << 20;
 
+/** maxBytesPerToken of a tokenizer.json: kept from an earlier start (bound-cache.ts), else computed and kept. */
+async function boundOf(file: string): Promise<number | undefined> {
+  const kept = keptBound(file);
+  if (kept.found) return kept.bound;
+  const bound = await computedBound(file);
+  keepBound(kept.key, bound);
+  return bound;
+}
+
 /** maxBytesPerToken of a tokenizer.json, read and parsed in a worker thread. */
-function boundOf(file: string): Promise<number | undefined> {
+function computedBound(file: string): Promise<number | undefined> {
   const worker = siblingModule(__filename, 'bound-worker');
   return new Promise((resolve, reject) => {
     new Worker(worker.file, { execArgv: worker.execArgv, workerData: file })

@@ -1,4 +1,7 @@
 /** The checkpoint's own tokenizer.json and chat template, from the real npm tokenizers. */
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
 import { EncodingCache } from '../../src/tokenizer/encoding-cache';
 import { ModelTokenizer } from '../../src/tokenizer/tokenizer';
 import { tinyModel } from '../helpers/models';
@@ -76,4 +79,34 @@ test('the encoding cache drops the least recently used texts to stay within its 
   expect(cache.heldBytes).toBe(3 * each);
   cache.set('x'.repeat(4 * each), ids);  // larger than the whole budget: not held
   expect(cache.size).toBe(3);
+});
+
+// The bound is kept between starts ($XDG_CACHE_HOME/tqserve/token-bounds.json): read back without a worker, computed
+// again when the file changes.
+test("the bytes-per-token bound is kept on disk, and computed again for a changed tokenizer.json", async () => {
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-bound-'));
+  const saved = process.env.XDG_CACHE_HOME;
+  process.env.XDG_CACHE_HOME = path.join(scratch, 'cache');
+  try {
+    const folder = path.join(scratch, 'tok');
+    fs.mkdirSync(folder);
+    for (const f of ['tokenizer.json', 'tokenizer_config.json']) fs.copyFileSync(path.join(tinyModel('tiny-mistral'), f), path.join(folder, f));
+    const computed = (await ModelTokenizer.load(folder)).maxBytesPerToken;
+    expect(computed).toBeGreaterThan(0);
+    const cache = path.join(scratch, 'cache', 'tqserve', 'token-bounds.json');
+    const kept = JSON.parse(fs.readFileSync(cache, 'utf8'));
+    expect(Object.values(kept)).toEqual([computed]);
+    // A kept value is what a load reads: changed in the file, it is the one given.
+    fs.writeFileSync(cache, JSON.stringify(Object.fromEntries(Object.keys(kept).map((k) => [k, 1234]))));
+    expect((await ModelTokenizer.load(folder)).maxBytesPerToken).toBe(1234);
+    // The tokenizer.json touched: another key, computed again.
+    const later = new Date(Date.now() + 60_000);
+    fs.utimesSync(path.join(folder, 'tokenizer.json'), later, later);
+    expect((await ModelTokenizer.load(folder)).maxBytesPerToken).toBe(computed);
+    expect(Object.keys(JSON.parse(fs.readFileSync(cache, 'utf8')))).toHaveLength(2);
+  } finally {
+    if (saved === undefined) delete process.env.XDG_CACHE_HOME;
+    else process.env.XDG_CACHE_HOME = saved;
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
 });

@@ -84,7 +84,11 @@ test('messages arrive in order whichever way each came: the ring to a spinning r
   expect(pipe.channel).toBeLessThan(300); // and some through the ring
 });
 
-/** An echo at the other end of a real channel: a child process mapping the shared memory at its fd 4, counting what came over the pipe. */
+/**
+ * An echo at the other end of a real channel: a child process mapping the shared memory at its fd 4, counting what
+ * came over the pipe. Spinning, it spins until it has echoed them all, as the engine process spins while a call runs:
+ * a window of time would let a slow turn of a loaded machine end the spin between two messages.
+ */
 const ECHO = `
 const { closeSync } = require('fs');
 const { hostAddon } = require(${JSON.stringify(path.resolve('dist/common/host-addon.js'))});
@@ -92,20 +96,23 @@ const { ChannelEndpoint, channelRings, RING_BYTES } = require(${JSON.stringify(p
 const buffer = hostAddon().mapSharedMemory(4, 2 * RING_BYTES);
 closeSync(4);
 const piped = { channel: 0, wake: 0 };
-const echo = new ChannelEndpoint(channelRings(buffer, 'engine'), (w) => process.send(w), (m) => echo.send({ n: m.n, state: m.state, piped }), { busyPollMs: Number(process.argv[1]), busy: () => false });
+const [spinning, count] = [process.argv[1] === 'true', Number(process.argv[2])];
+let echoed = 0;
+const echo = new ChannelEndpoint(channelRings(buffer, 'engine'), (w) => process.send(w), (m) => echo.send({ n: m.n, state: m.state, piped, echoed: ++echoed }),
+  { busyPollMs: spinning ? 1 : 0, busy: () => echoed < count });
 process.on('message', (w) => { piped[w.kind]++; echo.receive(w); });
 process.on('disconnect', () => process.exit(0));
 `;
 
 type Piped = { channel: number; wake: number };
 
-async function roundTrips(busyPollMs: number, count: number): Promise<{ toEcho: Piped; toUs: Piped }> {
+async function roundTrips(spinning: boolean, count: number): Promise<{ toEcho: Piped; toUs: Piped }> {
   const shared = hostAddon()!.createSharedMemory(2 * RING_BYTES);
-  const child: ChildProcess = spawn(process.execPath, ['-e', ECHO, String(busyPollMs)], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc', shared.fd] });
+  const child: ChildProcess = spawn(process.execPath, ['-e', ECHO, String(spinning), String(count)], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc', shared.fd] });
   closeSync(shared.fd);
   let pending: ((m: any) => void) | undefined;
   const toUs = { channel: 0, wake: 0 };
-  const us = new ChannelEndpoint<object, any>(channelRings(shared.buffer, 'server'), (w) => child.send(w), (m) => pending!(m), { busyPollMs, busy: () => pending !== undefined });
+  const us = new ChannelEndpoint<object, any>(channelRings(shared.buffer, 'server'), (w) => child.send(w), (m) => pending!(m), { busyPollMs: spinning ? 1 : 0, busy: () => pending !== undefined });
   child.on('message', (w: ChannelWire<any>) => {
     toUs[w.kind]++;
     us.receive(w);
@@ -125,6 +132,7 @@ async function roundTrips(busyPollMs: number, count: number): Promise<{ toEcho: 
   } finally {
     child.kill();
   }
+  expect(last.echoed).toBe(count);
   return { toEcho: last.piped, toUs };
 }
 
@@ -132,14 +140,13 @@ describe('across two processes', () => {
   beforeAll(() => expect(hostAddon()).toBeDefined()); // built by the set-up (csrc/host_addon/)
 
   test('spinning, messages cross in shared memory alone', async () => {
-    // The window is long beside a round trip here, so that a slow turn of this machine cannot close it.
-    const { toEcho, toUs } = await roundTrips(500, 100);
+    const { toEcho, toUs } = await roundTrips(true, 100);
     expect(toEcho).toEqual({ channel: 1, wake: 0 }); // the first: the echo was not spinning yet
-    expect(toUs).toEqual({ channel: 0, wake: 0 }); // we spin while a message is pending
+    expect(toUs).toEqual({ channel: 0, wake: 0 }); // we spin from each send until its reply
   });
 
   test('not spinning, every message crosses over the pipe', async () => {
-    const { toEcho, toUs } = await roundTrips(0, 50);
+    const { toEcho, toUs } = await roundTrips(false, 50);
     expect(toEcho).toEqual({ channel: 50, wake: 0 }); // each counted before the echo reads it
     expect(toUs).toEqual({ channel: 50, wake: 0 });
   });

@@ -57,6 +57,8 @@ export class ChannelEndpoint<Out, In> {
   ) {}
 
   send(message: Out) {
+    // Spinning first: a reply that came before our flag went up would find it down and take the pipe.
+    this.spin();
     const seq = this.sent++;
     const out = this.rings?.out;
     // A reader that is not spinning has to be woken over the pipe anyway: then the message itself goes that way.
@@ -66,14 +68,13 @@ export class ChannelEndpoint<Out, In> {
     } else {
       this.post({ kind: 'channel', seq, message });
     }
-    this.spin();
   }
 
   /** What came over the pipe: a message, or a wake-up to read the ring. */
   receive(wire: ChannelWire<In>) {
+    this.spin(); // before handling, which may send: the other side's next message finds our flag up
     if (wire.kind === 'channel') this.deliver(wire.seq, wire.message);
     this.drain();
-    this.spin();
   }
 
   private deliver(seq: number, message: In) {

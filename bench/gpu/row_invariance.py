@@ -3,8 +3,8 @@
 The fast path's answer from a cached state differed from a cold one (bf16, bench-qwen3: invariance step). A cached
 question runs its layers' GEMMs on a few rows, a cold prefill on a thousand: if cuBLAS picks another kernel (a split-K
 one, say) by the row count, a row's bits change. This measures that alone, with torch, on the bench model's shapes,
-and tries the ways round it: bf16 reductions kept in fp32, cuBLASLt, and GEMMs run as a batch of fixed-size row
-chunks (one shape for every call). Prints one JSON object; no build needed.
+and tries the ways round it: bf16 reductions kept in fp32, cuBLASLt, cuBLASLt without split-K (the engine's
+choice), and GEMMs run as a batch of fixed-size row chunks (one shape for every call). Prints one JSON object; no build needed.
 
     python3 bench/gpu/row_invariance.py [--out FILE]
 """
@@ -37,6 +37,17 @@ def chunked(chunk):
         xp = torch.nn.functional.pad(x, (0, 0, 0, pad)).view(-1, chunk, x.shape[1])
         return torch.bmm(xp, w.t().unsqueeze(0).expand(xp.shape[0], -1, -1)).reshape(-1, w.shape[0])[:m]
     return run
+
+
+class no_split_k:
+    """ATen's switch that the engine throws on CUDA when batch-invariant: cuBLASLt, no split-K for bf16/fp16."""
+    def __enter__(self):
+        torch.backends.cuda.preferred_blas_library("cublaslt")
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = (False, False)
+
+    def __exit__(self, *_):
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
+        torch.backends.cuda.preferred_blas_library("cublas")
 
 
 def timed(fn, x, w, reps=20):
@@ -85,10 +96,14 @@ def main():
             entry["cublaslt"] = rows_differing(mm, x, w)
         finally:
             torch.backends.cuda.preferred_blas_library("cublas")
+        with no_split_k():
+            entry["no_split_k"] = rows_differing(mm, x, w)  # what the engine sets (aten_layer_kernels.cpp)
         for chunk in (64, 128):
             entry[f"chunks_of_{chunk}"] = rows_differing(chunked(chunk), x, w)
         entry["us"] = {f"{kind}_{m}": round(timed(fn, x[:m], w), 1) for m in (24, 1008, 8064)
                        for kind, fn in (("mm", mm), ("chunks128", chunked(128)))}
+        with no_split_k():
+            entry["us"].update({f"no_split_k_{m}": round(timed(mm, x[:m], w), 1) for m in (24, 1008, 8064)})
         result[name] = entry
         print(name, json.dumps({key: {m: d for m, d in v.items() if d} if key != "us" else v for key, v in entry.items()}), flush=True)
     try:

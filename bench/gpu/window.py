@@ -256,7 +256,27 @@ class Window:
             return "failed", f"{model}: " + str(inv.get("error", "no results"))[:300]
         diffs = ", ".join(f"{k} {v:.1e}" for k, v in inv["max_abs_logit_diff"].items())
         return (status if inv["passed"] else "failed"), f"{model} bf16, {inv['state_tokens']} tokens: " + \
-            ("bit-identical" if inv["passed"] else "NOT bit-identical") + f" ({diffs})"
+            ("bit-identical" if inv["passed"] else "NOT bit-identical") + f" ({diffs})" + self.gemm_rows()
+
+    def gemm_rows(self):
+        """On CUDA, where a bf16 GEMM row's bits change with the row count (row_invariance.py): as torch leaves cuBLAS,
+        and with split-K off as the engine sets it. The cause, when the invariance above fails in a GEMM."""
+        if not self.cuda:
+            return ""
+        out = os.path.join(self.work, "gemm_rows.json")
+        self.script("gemm_rows", "row_invariance.py", ["--out", out], 60)
+        rows = json.loads(read(out) or "{}")
+        if not rows:
+            return "; GEMM rows: no results (gemm_rows.log)"
+
+        def moved(variant):
+            parts = []
+            for name, shape in rows.items():
+                counts = [int(m) for m, d in shape.get(variant, {}).items() if d] if isinstance(shape, dict) else []
+                if counts:
+                    parts.append(f"{name} at {min(counts)}-{max(counts)} rows")
+            return ", ".join(parts) or "none"
+        return f"; GEMM rows moved, torch's cuBLAS: {moved('default')}; split-K off: {moved('no_split_k')}"
 
     def bench(self):
         model = self.bench_model()

@@ -139,9 +139,29 @@ class AtenLayerKernels : public LayerKernels {
   Quantization quantization_;
 };
 
+// cuBLAS splits a GEMM's reduction along K when its rows are few, so a row's bits depend on how many rows
+// share its call: a cached question (its own few rows) answered otherwise than a cold one (the state's
+// thousand) on an H200 (bench/gpu/results/h200-2026-11-28-row-invariance). Kernels that do not split gave a
+// row the same bits at every row count measured. ATen's switch turns split-K off for bf16 and fp16 on the
+// cuBLASLt path only (its plain cuBLAS path refuses it), hence cuBLASLt preferred. The switch is the
+// process's: an engine process runs one engine. fp8 (_scaled_mm) is not covered; the window's invariance
+// step checks bf16.
+void keep_gemm_reductions_whole(const at::Device& device) {
+#if TQ_CUDA && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 10))
+  if (!device.is_cuda()) return;
+  auto& context = at::globalContext();
+  context.setBlasPreferredBackend(at::BlasBackend::Cublaslt);
+  context.setAllowBF16ReductionCuBLAS(/*allow_reduced_precision=*/false, /*allow_splitk=*/false);
+  context.setAllowFP16ReductionCuBLAS(/*allow_reduced_precision=*/false, /*allow_splitk=*/false);
+#else
+  (void)device;
+#endif
+}
+
 }  // namespace
 
-std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device, Quantization quantization) {
+std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device, Quantization quantization, bool batch_invariant) {
+  if (batch_invariant) keep_gemm_reductions_whole(device);
   return std::make_unique<AtenLayerKernels>(device, quantization);
 }
 

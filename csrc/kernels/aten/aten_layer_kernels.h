@@ -18,6 +18,8 @@
 namespace tq {
 
 // quantization: none (weights in the compute dtype, cuBLAS) or fp8 (CUDA only: fp8_linear.h).
-std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device, Quantization quantization = Quantization::None);
+// batch_invariant: on CUDA, cuBLAS never splits a bf16 or fp16 GEMM along K (a row's bits then do not depend
+// on the rows beside it); process-wide.
+std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device, Quantization quantization = Quantization::None, bool batch_invariant = false);
 
 }  // namespace tq

@@ -17,6 +17,9 @@ namespace tq {
 struct QueryLayout {
   at::Tensor positions, segments, parents, roots;  // [Tq] int64
   std::vector<int64_t> key_end;                    // per query: 1 + index of its own key; non-decreasing
+  // [Tk] int64 on the host: where each key lies in the KV cache's store. Undefined where the keys are not
+  // the cache's (a vision tower's); a plan made with them may read the store in place (StepAttention::over_store).
+  at::Tensor key_slots;
 };
 
 // [Tq, Tk] bool: true where query i may attend to key j.

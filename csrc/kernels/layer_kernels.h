@@ -40,6 +40,13 @@ class StepAttention {
   virtual ~StepAttention() = default;
   // q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim], all in the compute dtype. Returns [Tq, heads, dim].
   virtual at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const = 0;
+  // The same over keys and values where they lie in the KV cache: k_store, v_store [slots, kv_heads, dim], the
+  // step's keys at key_slots (the plan's QueryLayout::key_slots, on the device). This gathers the step's copy;
+  // the cascade gathers each level's keys from the store itself, with no step copy between (a copy of every
+  // key a layer reads: on a GPU the most frequent kernel, docs/gpu.md).
+  virtual at::Tensor over_store(const at::Tensor& q, const at::Tensor& k_store, const at::Tensor& v_store, const at::Tensor& key_slots) const {
+    return (*this)(q, k_store.index_select(0, key_slots), v_store.index_select(0, key_slots));
+  }
   // For CUDA graphs (runner/step_graphs.h). The host values its launches take (sizes, flags, the
   // lengths of the arrays they read): two plans with equal ones launch alike, so a graph captured
   // with one replays the other once refill_from has copied it into the first's arrays. Empty where
@@ -108,7 +115,7 @@ class LayerKernels {
       key_end[i] = end;
     }
     const auto zeros = at::zeros({n}, at::kLong);
-    return plan_attention({zeros, seg, seg, seg, std::move(key_end)}, zeros, seg, std::nullopt, heads);
+    return plan_attention({zeros, seg, seg, seg, std::move(key_end), /*key_slots=*/at::Tensor()}, zeros, seg, std::nullopt, heads);
   }
   // The fused row ops, where these kernels have them (kernels/fused/); null elsewhere.
   virtual const FusedRowOps* fused_rows() const { return nullptr; }

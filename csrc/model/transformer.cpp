@@ -134,20 +134,23 @@ at::Tensor Transformer::run(const StepInputs& in, KvCache& cache) const {
     // The fused rows read q, k and v as the GEMM rounded them (no fp32 copy); the other paths take them in fp32.
     const auto q = project(l, li, (*l.qkv)(h, fuses_qk(l) ? l.qkv->natural_dtype() : at::kFloat), layer_rope, in.slots, cache);
     record(li, "input", h);
-    auto keys = cache.keys(li, in.key_slots), values = cache.values(li, in.key_slots);
-    record(li, "keys", keys);
-    record(li, "values", values);
+    // The keys and values stay where they lie in the cache: the attention reads the step's there (over_store).
+    const auto &k_store = cache.key_layer(li), &v_store = cache.value_layer(li);
+    if (trace_) {
+      record(li, "keys", cache.keys(li, in.key_slots));
+      record(li, "values", cache.values(li, in.key_slots));
+    }
     at::Tensor attn;
     if (li < n_layers - 1 || !in.output_rows.defined()) {
       const auto q_in = query_rows(l, q, layer_rope, {});
       record(li, "query", q_in);
-      attn = (*in.attend[l.kind.sliding])(q_in, keys, values);
+      attn = in.attend[l.kind.sliding]->over_store(q_in, k_store, v_store, in.key_slots);
     } else {
       if (in.output_rows.size(0) == 0) return at::empty({0, c.hidden_size}, x.options());
       x = x.index_select(0, in.output_rows);
       const auto out_q = query_rows(l, q, layer_rope, in.output_rows);
       record(li, "query", out_q);
-      attn = (*in.attend_output[l.kind.sliding])(out_q, keys, values);
+      attn = in.attend_output[l.kind.sliding]->over_store(out_q, k_store, v_store, in.key_slots);
     }
     record(li, "attention", attn);
     const auto h2 = add_then_input(*l.o, attn.view({x.size(0), q_dim}), l.attn_out_norm, x, l.ffn_in_norm);

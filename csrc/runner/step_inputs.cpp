@@ -22,7 +22,7 @@ StepInputs prepare_step(const Transformer& transformer, const StepBatch& step, b
   auto plan = [&](const QueryLayout& q, bool sliding) {
     return kernels.plan_attention(q, step.key_positions, step.key_segments, sliding ? c.sliding_window : std::nullopt, c.num_heads);
   };
-  const QueryLayout queries{step.positions, step.segments, step.parents, step.roots, step.key_end};
+  const QueryLayout queries{step.positions, step.segments, step.parents, step.roots, step.key_end, step.key_slots};
   // A step whose plans launch alike whatever its layout: a graph's (image rows vary in number; a mixture of
   // experts routes on the host, its rows per expert varying too).
   bool fixed = fixed_shape && !step.image_rows.defined() && !c.moe;
@@ -46,7 +46,7 @@ StepInputs prepare_step(const Transformer& transformer, const StepBatch& step, b
   std::vector<int64_t> key_end;
   for (auto r : step.output_rows) key_end.push_back(step.key_end[r]);
   const QueryLayout out_queries{step.positions.index_select(0, rows), step.segments.index_select(0, rows), step.parents.index_select(0, rows),
-                                step.roots.index_select(0, rows), key_end};
+                                step.roots.index_select(0, rows), key_end, step.key_slots};
   const bool sliding = c.layers.back().sliding;
   in.attend_output[sliding] = plan(out_queries, sliding);
   return in;

@@ -106,7 +106,7 @@ at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, co
   // As a CUDA step has them: views of one buffer (step_upload.h; on the CPU the step keeps its own tensors).
   pack_into_one(step_arrays(levels, merge), at::kCPU);
   std::vector<PartialResult> parts;
-  for (const auto& level : levels) parts.push_back(impl(q, k, v, level));
+  for (const auto& level : levels) parts.push_back(attend_level(impl, q, k, v, level));
   return merge_attention(merge, parts, at::kFloat);
 }
 
@@ -173,7 +173,7 @@ void check_layout(const QueryLayout& q, const StepBatch& b, std::optional<int64_
   ++t.compared;
 }
 
-QueryLayout layout_of(const StepBatch& b) { return {b.positions, b.segments, b.parents, b.roots, b.key_end}; }
+QueryLayout layout_of(const StepBatch& b) { return {b.positions, b.segments, b.parents, b.roots, b.key_end, b.key_slots}; }
 
 struct FixedTotals {
   int64_t fixed = 0, refused = 0, refused_unwindowed = 0, mismatched = 0, keyless_entries = 0, shapes = 0, shape_differences = 0,
@@ -239,7 +239,8 @@ QueryLayout output_layout(const StepBatch& b) {
   auto rows = at::tensor(at::ArrayRef<int64_t>(b.output_rows), at::kLong);
   std::vector<int64_t> key_end;
   for (auto r : b.output_rows) key_end.push_back(b.key_end[r]);
-  return {b.positions.index_select(0, rows), b.segments.index_select(0, rows), b.parents.index_select(0, rows), b.roots.index_select(0, rows), key_end};
+  return {b.positions.index_select(0, rows), b.segments.index_select(0, rows), b.parents.index_select(0, rows), b.roots.index_select(0, rows), key_end,
+          b.key_slots};
 }
 
 // A causal level whose first row sees no key (3 rows over 2 keys), and a level that gives that
@@ -254,7 +255,7 @@ void check_keyless_row() {
   auto q = at::randn({3, 2, 4}), k = at::randn({5, 1, 4}), v = at::randn({5, 1, 4});
   const auto impl = reference_partial_attention(0);
   std::vector<DeviceLevel> levels{impl->prepare(plan.levels[0]), impl->prepare(plan.levels[1])};
-  std::vector<PartialResult> parts{(*impl)(q, k, v, levels[0]), (*impl)(q, k, v, levels[1])};
+  std::vector<PartialResult> parts{attend_level(*impl, q, k, v, levels[0]), attend_level(*impl, q, k, v, levels[1])};
   const auto merge = prepare_merge(plan, at::kCPU);
   const auto clean = merge_attention(merge, parts, at::kFloat);
   bool same = true;

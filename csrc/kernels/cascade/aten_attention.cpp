@@ -26,7 +26,7 @@ class AtenPartialAttention : public PartialAttention {
     auto mask = at::zeros({seqs, mq, mk}, at::kBool);
     auto* m = mask.data_ptr<bool>();
     for (int32_t s = 0; s < seqs; ++s) {
-      for (int32_t j = level.cu_k[s]; j < level.cu_k[s + 1]; ++j) k_pad[static_cast<size_t>(s) * mk + (j - level.cu_k[s])] = level.k_rows[j];
+      for (int32_t j = level.cu_k[s]; j < level.cu_k[s + 1]; ++j) k_pad[static_cast<size_t>(s) * mk + (j - level.cu_k[s])] = j;
       for (int32_t r = level.cu_q[s]; r < level.cu_q[s + 1]; ++r) {
         const int32_t i = r - level.cu_q[s];
         q_pad[static_cast<size_t>(s) * mq + i] = level.q_rows[r];

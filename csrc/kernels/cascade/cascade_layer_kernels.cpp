@@ -36,24 +36,27 @@ bool bucket_shaped(int64_t queries, int64_t keys) {
 }
 
 // A step's cascade: the plan, each level's arrays and the merge's on the device (one copy), made once.
+// Planned with the keys' slots (QueryLayout::key_slots), each level's keys are gathered from the KV
+// cache's store: the levels' key rows are made slots on the host, with the rest of the arrays.
 class CascadeAttention : public StepAttention {
  public:
-  CascadeAttention(CascadePlan plan, std::unique_ptr<PartialAttention> partial, at::Device device, bool fixed)
-      : plan_(std::move(plan)), partial_(std::move(partial)), merge_(prepare_merge(plan_, device)), fixed_(fixed) {
-    for (const auto& level : plan_.levels) levels_.push_back(partial_->prepare(level));
+  CascadeAttention(CascadePlan plan, std::unique_ptr<PartialAttention> partial, at::Device device, bool fixed, const at::Tensor& key_slots)
+      : plan_(std::move(plan)), partial_(std::move(partial)), merge_(prepare_merge(plan_, device)), fixed_(fixed), in_store_(key_slots.defined()) {
+    for (const auto& level : plan_.levels) {
+      levels_.push_back(partial_->prepare(level));
+      if (in_store_) levels_.back().k_rows = key_slots.index_select(0, levels_.back().k_rows);
+    }
     upload_together(step_arrays(levels_, merge_), device);
   }
 
   at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const override {
-    std::vector<PartialResult> parts;
-    for (const auto& level : levels_) {
-      // What the level's launch takes from the host, for the CUDA graph check on the CPU (runner/launch_record.h).
-      const CascadeLevel& l = *level.level;
-      RECORD_FUNCTION(partial_->name(), std::vector<c10::IValue>({q, k, v, level.cu_q, level.cu_k, l.causal, int64_t{l.window_left},
-                                                                  int64_t{l.max_q}, int64_t{l.max_k}}));
-      parts.push_back((*partial_)(q, k, v, level));
-    }
-    return merge_attention(merge_, parts, q.scalar_type());
+    if (in_store_) throw std::logic_error("a cascade planned over the KV cache's slots reads the store (over_store), not a step's keys");
+    return attend(q, k, v);
+  }
+
+  // key_slots: the ones planned with, on the device; the levels' own copies are read.
+  at::Tensor over_store(const at::Tensor& q, const at::Tensor& k_store, const at::Tensor& v_store, const at::Tensor& key_slots) const override {
+    return in_store_ ? attend(q, k_store, v_store) : StepAttention::over_store(q, k_store, v_store, key_slots);
   }
 
   std::vector<int64_t> launch_shape() const override {
@@ -66,7 +69,8 @@ class CascadeAttention : public StepAttention {
 
   void refill_from(const StepAttention& other) override {
     const auto& from = dynamic_cast<const CascadeAttention&>(other);
-    if (from.launch_shape() != launch_shape() || launch_shape().empty()) throw std::logic_error("refill_from: another launch shape");
+    if (from.launch_shape() != launch_shape() || launch_shape().empty() || from.in_store_ != in_store_)
+      throw std::logic_error("refill_from: another launch shape");
     // Assigned element by element: levels_ keep pointing at plan_'s levels.
     plan_ = from.plan_;
     for (size_t i = 0; i < levels_.size(); ++i) {
@@ -85,11 +89,25 @@ class CascadeAttention : public StepAttention {
   }
 
  private:
+  // k, v: where the levels' key rows point (the step's keys, or the store).
+  at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const {
+    std::vector<PartialResult> parts;
+    for (const auto& level : levels_) {
+      // What the level's launch takes from the host, for the CUDA graph check on the CPU (runner/launch_record.h).
+      const CascadeLevel& l = *level.level;
+      RECORD_FUNCTION(partial_->name(), std::vector<c10::IValue>({q, k, v, level.cu_q, level.cu_k, l.causal, int64_t{l.window_left},
+                                                                  int64_t{l.max_q}, int64_t{l.max_k}}));
+      parts.push_back(attend_level(*partial_, q, k, v, level));
+    }
+    return merge_attention(merge_, parts, q.scalar_type());
+  }
+
   CascadePlan plan_;  // levels_ point into it
   std::unique_ptr<PartialAttention> partial_;
   DeviceMerge merge_;
   std::vector<DeviceLevel> levels_;
-  bool fixed_;  // plan_ is in the fixed form (batch/fixed_cascade.h)
+  bool fixed_;     // plan_ is in the fixed form (batch/fixed_cascade.h)
+  bool in_store_;  // levels_' key rows are the KV cache's slots
 };
 
 class CascadeLayerKernels : public LayerKernels {
@@ -121,7 +139,7 @@ class CascadeLayerKernels : public LayerKernels {
     // A bucket's step, in the fixed form where its implementation launches alike at any plan.
     const bool fixed = fixed_shapes_ && bucket_shaped(rows, keys) && partial->replays(plan) &&
                        fix_cascade_shape(plan, static_cast<int32_t>(rows), static_cast<int32_t>(keys));
-    return std::make_unique<CascadeAttention>(std::move(plan), std::move(partial), device(), fixed);
+    return std::make_unique<CascadeAttention>(std::move(plan), std::move(partial), device(), fixed, queries.key_slots);
   }
   // Not causal: the levels' bottom-right causal masks cannot say it (a vision tower's attention).
   std::unique_ptr<StepAttention> plan_segment_attention(const at::Tensor& segments, int64_t heads) const override {

@@ -58,11 +58,11 @@ class FlashPartialAttention : public PartialAttention {
 
   PartialResult operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const DeviceLevel& dl) const override {
     const CascadeLevel& level = *dl.level;
-    auto qs = q.index_select(0, dl.q_rows), ks = k.index_select(0, dl.k_rows), vs = v.index_select(0, dl.k_rows);
+    const auto qs = q.index_select(0, dl.q_rows);  // k and v are the level's own, gathered by the cascade
     const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
     const int64_t max_q = std::max<int32_t>(2, level.max_q), max_k = level.max_k;
     if (dtype_ != at::kFloat) {
-      auto result = at::_flash_attention_forward(qs, ks, vs, dl.cu_q, dl.cu_k, max_q, max_k, /*dropout_p=*/0.0, level.causal,
+      auto result = at::_flash_attention_forward(qs, k, v, dl.cu_q, dl.cu_k, max_q, max_k, /*dropout_p=*/0.0, level.causal,
                                                  /*return_debug_mask=*/false, scale, level.window_left >= 0 ? std::optional<int64_t>(level.window_left) : std::nullopt,
                                                  std::optional<int64_t>(-1));
       check_lse(std::get<1>(result), {q.size(1), qs.size(0)}, "FlashAttention-2", false);  // [heads, total_q]
@@ -70,7 +70,7 @@ class FlashPartialAttention : public PartialAttention {
     }
     if (level.window_left >= 0) return (*windowed_fp32_)(q, k, v, dl);
     const int64_t group = q.size(1) / k.size(1);
-    auto result = at::_efficient_attention_forward(qs.unsqueeze(0), ks.repeat_interleave(group, 1).unsqueeze(0), vs.repeat_interleave(group, 1).unsqueeze(0),
+    auto result = at::_efficient_attention_forward(qs.unsqueeze(0), k.repeat_interleave(group, 1).unsqueeze(0), v.repeat_interleave(group, 1).unsqueeze(0),
                                                    /*bias=*/std::nullopt, dl.cu_q, dl.cu_k, max_q, max_k, /*dropout_p=*/0.0,
                                                    /*custom_mask_type=*/level.causal ? 2 : 0, /*compute_log_sumexp=*/true, scale);
     auto out = std::get<0>(result).squeeze(0);

@@ -21,7 +21,8 @@ namespace tq {
 // device, where step_upload.h moves them with the rest of the step's in one copy.
 struct DeviceLevel {
   const CascadeLevel* level;
-  at::Tensor q_rows, k_rows;  // int64, for index_select
+  at::Tensor q_rows;  // int64: the level's query rows in the step's queries
+  at::Tensor k_rows;  // int64: the level's keys where the cascade gathers them: the step's keys, or the KV cache's slots
   at::Tensor cu_q, cu_k;      // int32 [sequences + 1]
   at::Tensor row_seq, row_in_seq;  // int64 [total_q]: each level row's sequence and place in it
   // aten: the level padded to [sequences, max_q] rows and [sequences, max_k] keys (-1: padding),
@@ -40,13 +41,19 @@ class PartialAttention {
   virtual const char* name() const = 0;
   // A level's arrays on the host (and what this implementation needs besides).
   virtual DeviceLevel prepare(const CascadeLevel& level) const;
-  // q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim], the step's (the level's rows index them).
+  // q: [Tq, heads, dim], the step's (the level's q_rows index it); k, v: [total_k, kv_heads, dim], the level's own
+  // keys and values in its order (attend_level gathers them).
   virtual PartialResult operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const DeviceLevel& level) const = 0;
   // Whether its launches for the plan's levels, put in the fixed form (batch/fixed_cascade.h), are
   // the same for every plan of that form: what a CUDA graph needs. Not so where it pads each level
   // to its longest sequence (the ATen form): the fixed form would pad every sequence to the bucket.
   virtual bool replays(const CascadePlan& /*plan*/) const { return true; }
 };
+
+// A level computed by `impl`, its keys and values gathered from where its k_rows point: the step's keys, or the
+// KV cache's store.
+PartialResult attend_level(const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
+                           const DeviceLevel& level);
 
 // softcap > 0: scaled scores are soft-capped, cap * tanh(s / cap), before the softmax (Gemma).
 std::unique_ptr<PartialAttention> reference_partial_attention(double softcap);

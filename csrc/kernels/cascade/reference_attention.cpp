@@ -43,7 +43,7 @@ class ReferencePartialAttention : public PartialAttention {
         const KeyRange range = visible_keys(level, s, static_cast<int32_t>(r - level.cu_q[s]));
         if (range.count() == 0) continue;
         const float* query = qp + (level.q_rows[r] * heads + h) * dim;
-        auto key_row = [&](int32_t j) { return level.k_rows[level.cu_k[s] + j] * kv_heads + kh; };
+        auto key_row = [&](int32_t j) { return static_cast<int64_t>(level.cu_k[s] + j) * kv_heads + kh; };
         scores.assign(static_cast<size_t>(range.count()), 0.0f);
         float top = -INFINITY;
         for (int32_t j = range.first; j <= range.last; ++j) {
@@ -94,6 +94,11 @@ DeviceLevel PartialAttention::prepare(const CascadeLevel& level) const {
   dl.row_seq = i64(seq);
   dl.row_in_seq = i64(place);
   return dl;
+}
+
+PartialResult attend_level(const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
+                           const DeviceLevel& level) {
+  return impl(q, k_source.index_select(0, level.k_rows), v_source.index_select(0, level.k_rows), level);
 }
 
 std::unique_ptr<PartialAttention> reference_partial_attention(double softcap) { return std::make_unique<ReferencePartialAttention>(softcap); }

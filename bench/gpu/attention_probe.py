@@ -1,0 +1,146 @@
+"""What each attention kernel a CUDA torch carries costs on the cascade's levels, before we write our own.
+
+FlashAttention-2 is the first kernel of every profile (docs/gpu.md). Its grid is (query blocks of 128 rows) x
+sequences x heads and it walks a sequence's keys in one block, so few rows over many keys leave the GPU idle. This
+times, on bench-qwen3's attention shape (16 heads, 8 key heads, dim 128, bf16), each level the benchmark's calls run,
+28 times in one CUDA graph (a forward's layers), with:
+  flash      FA2's varlen forward, as the engine calls it (flash_attention.cpp);
+  efficient  the memory-efficient kernel (varlen, key heads repeated);
+  cudnn      cuDNN's attention through SDPA (dense: the level's sequences padded to one length, key heads repeated);
+  matmul     plain batched matmuls and a softmax (what a split-key kernel's arithmetic costs at most in bytes).
+and says whether a row keeps its bits when its level runs with other sequences beside it (flash, cudnn).
+Prints one JSON object; no build needed.
+
+    python3 bench/gpu/attention_probe.py [--out FILE]
+"""
+import argparse
+import json
+import time
+
+import torch
+
+HEADS, KV_HEADS, DIM, LAYERS = 16, 8, 128, 28
+SCALE = DIM ** -0.5
+
+# name: (sequences, rows a sequence, keys a sequence, causal): the benchmark's levels (cascade_plan.cpp's chunks).
+LEVELS = {
+    "cold state, 1000 over 1000 causal": (1, 1000, 1000, True),
+    "warm question over its state: 4 chunks of 24 over 256": (4, 24, 256, False),
+    "warm question's own: 24 over 24 causal": (1, 24, 24, True),
+    "16 questions over their state: 4 chunks of 384 over 256": (4, 384, 256, False),
+    "32 states, 1001 over 1001 causal": (32, 1001, 1001, True),
+}
+
+
+def tensors(seqs, rows, keys, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(seqs * rows, HEADS, DIM, device="cuda", dtype=torch.bfloat16, generator=g)
+    k = torch.randn(seqs * keys, KV_HEADS, DIM, device="cuda", dtype=torch.bfloat16, generator=g)
+    v = torch.randn(seqs * keys, KV_HEADS, DIM, device="cuda", dtype=torch.bfloat16, generator=g)
+    cu = lambda n: torch.arange(0, (seqs + 1) * n, n, device="cuda", dtype=torch.int32)  # noqa: E731
+    return q, k, v, cu(rows), cu(keys)
+
+
+def flash(q, k, v, cu_q, cu_k, rows, keys, causal):
+    return torch.ops.aten._flash_attention_forward(q, k, v, cu_q, cu_k, max(2, rows), keys, 0.0, causal, False, scale=SCALE)[:2]
+
+
+def efficient(q, k, v, cu_q, cu_k, rows, keys, causal):
+    group = HEADS // KV_HEADS
+    out = torch.ops.aten._efficient_attention_forward(q.unsqueeze(0), k.repeat_interleave(group, 1).unsqueeze(0),
+                                                      v.repeat_interleave(group, 1).unsqueeze(0), None, cu_q, cu_k, rows, keys,
+                                                      0.0, 2 if causal else 0, True, scale=SCALE)
+    return out[0].squeeze(0), out[1]
+
+
+def dense(q, k, v, seqs, rows, keys):
+    group = HEADS // KV_HEADS
+    return (q.view(seqs, rows, HEADS, DIM).transpose(1, 2), k.view(seqs, keys, KV_HEADS, DIM).repeat_interleave(group, 2).transpose(1, 2),
+            v.view(seqs, keys, KV_HEADS, DIM).repeat_interleave(group, 2).transpose(1, 2))
+
+
+def cudnn(q, k, v, seqs, rows, keys, causal):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    qd, kd, vd = dense(q, k, v, seqs, rows, keys)
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        # causal only where rows == keys (top-left is bottom-right then)
+        return torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=causal, scale=SCALE)
+
+
+def matmul(q, k, v, seqs, rows, keys, causal):
+    qd, kd, vd = dense(q, k, v, seqs, rows, keys)
+    scores = torch.matmul(qd, kd.transpose(2, 3)).float() * SCALE
+    if causal:
+        scores = scores.masked_fill(torch.ones(rows, keys, device="cuda", dtype=torch.bool).triu(keys - rows + 1), float("-inf"))
+    lse = scores.logsumexp(-1, keepdim=True)
+    return torch.matmul((scores - lse).exp().to(vd.dtype), vd), lse
+
+
+def per_layer_us(fn):
+    """The mean time of one call among LAYERS in one CUDA graph, replayed 20 times."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(LAYERS):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(20):
+        graph.replay()
+    torch.cuda.synchronize()
+    return round((time.perf_counter() - start) / 20 / LAYERS * 1e6, 2)
+
+
+def rows_keep_bits(kernel, seqs, rows, keys, causal):
+    """The first sequence's output alone, and with 7 more sequences beside it: the largest |Δ|."""
+    q, k, v, cu_q, cu_k = tensors(seqs + 7, rows, keys, seed=3)
+    n_q, n_k = seqs * rows, seqs * keys
+    if kernel == "flash":
+        alone = flash(q[:n_q], k[:n_k], v[:n_k], cu_q[:seqs + 1], cu_k[:seqs + 1], rows, keys, causal)[0]
+        beside = flash(q, k, v, cu_q, cu_k, rows, keys, causal)[0][:n_q]
+    else:
+        alone = cudnn(q[:n_q], k[:n_k], v[:n_k], seqs, rows, keys, causal)
+        beside = cudnn(q, k, v, seqs + 7, rows, keys, causal)[:seqs]
+    return float((alone.float() - beside.float()).abs().max())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "layers_in_graph": LAYERS, "levels": {}}
+    for name, (seqs, rows, keys, causal) in LEVELS.items():
+        q, k, v, cu_q, cu_k = tensors(seqs, rows, keys)
+        bytes_read = (q.numel() + 2 * k.numel()) * 2
+        entry = {"sequences": seqs, "rows": rows, "keys": keys, "causal": causal, "bytes_us_at_4_8_TBps": round(bytes_read / 4.8e6, 2)}
+        for kernel, fn in (("flash", lambda: flash(q, k, v, cu_q, cu_k, rows, keys, causal)),
+                           ("efficient", lambda: efficient(q, k, v, cu_q, cu_k, rows, keys, causal)),
+                           ("cudnn", lambda: cudnn(q, k, v, seqs, rows, keys, causal and rows == keys)),
+                           ("matmul", lambda: matmul(q, k, v, seqs, rows, keys, causal))):
+            if kernel == "matmul" and seqs * rows * keys * HEADS > 1 << 28:
+                entry[f"{kernel}_us"] = "skipped: its scores would take over a GiB"
+                continue
+            try:
+                entry[f"{kernel}_us"] = per_layer_us(fn)
+            except Exception as e:  # a kernel this torch or this shape does not have
+                entry[f"{kernel}_us"] = f"error: {repr(e)[:200]}"
+        for kernel in ("flash", "cudnn"):
+            try:
+                entry[f"{kernel}_beside_others_max_diff"] = rows_keep_bits(kernel, seqs, rows, keys, causal and (kernel == "flash" or rows == keys))
+            except Exception as e:
+                entry[f"{kernel}_beside_others_max_diff"] = f"error: {repr(e)[:200]}"
+        result["levels"][name] = entry
+        print(name, json.dumps(entry), flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

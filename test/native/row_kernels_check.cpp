@@ -39,17 +39,11 @@ void report(const char* kernel, at::ScalarType dtype, int64_t compared, int64_t 
               (long long)compared, (long long)differ);
 }
 
-// The twin of one row's RMSNorm in fp32, its sums of squares as the CUDA kernel forms them: squared a chunk at a
-// time, each lane carrying its sum across the chunks (rows of 3072 take three).
+// The twin of one row's RMSNorm in fp32, its sums of squares as the CUDA kernel forms them: each of the 16 lanes
+// over the whole row.
 std::vector<float> norm_row(const float* x, const float* w, int n, float eps) {
-  float lanes[rows::kNormLanes] = {};
-  std::vector<float> squares(rows::kNormChunk);
-  const int whole = n - n % rows::kNormLanes;
-  for (int base = 0; base < whole; base += rows::kNormChunk) {
-    const int len = std::min(rows::kNormChunk, whole - base);
-    for (int j = 0; j < len; ++j) squares[j] = rows::square(x[base + j]);
-    for (int l = 0; l < rows::kNormLanes; ++l) lanes[l] = rows::lane_sum_of_squares(lanes[l], squares.data(), len, l);
-  }
+  float lanes[rows::kNormLanes];
+  for (int l = 0; l < rows::kNormLanes; ++l) lanes[l] = rows::norm_lane_sum(x, n, l);
   const float scale = rows::norm_scale(lanes, x, n, eps);
   std::vector<float> y(n);
   for (int j = 0; j < n; ++j) y[j] = rows::norm_out(x[j], scale, w[j]);

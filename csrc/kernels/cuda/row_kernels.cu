@@ -1,9 +1,13 @@
-// add_rms_norm: one block per row (a token's hidden state): every thread squares
-// its share of a chunk of the row into shared memory, the first 16 threads carry
-// their lanes' running sums over it (the CPU kernels' 16 lanes, each a sum in
-// element order: that order is what keeps the bits, so it is not a tree), thread
-// 0 turns the lane sums into the row's scale, and every thread writes its strided
-// share of the outputs. qk_norm_rope: one warp per head (a head is at most 256
+// add_rms_norm: one block per row (a token's hidden state), the row held in shared
+// memory from its one read to its last use: the first 16 threads sum their lanes'
+// squares there (the CPU kernels' 16 lanes, each a sum in element order: that order
+// is what keeps the bits, so it is not a tree), thread 0 turns the lane sums into
+// the row's scale, and every thread writes its strided share of the outputs. Why
+// shared memory: a row is a few KB, so the kernel's time is latency, and a loop that
+// loads from and stores to global memory waits out each load in turn (the compiler
+// cannot know a store does not feed the next load); loops that load global memory
+// into shared memory, or read-only global memory (__ldg) into a global store, issue
+// their loads together. qk_norm_rope: one warp per head (a head is at most 256
 // values, too little for a block and its barriers): the same lane sums by lanes
 // 0-15, each lane taking the sixteen by shuffle and forming the scale alike.
 // gated_mul: one block per row, its threads along the row. The arithmetic is
@@ -22,40 +26,33 @@ namespace {
 constexpr int kThreads = 128;     // add_rms_norm's block (a row)
 constexpr int kRowThreads = 256;  // gated_mul's block (a row of the MLP's width)
 constexpr int kMaxHeadDim = 256;
+constexpr int kDefaultSharedBytes = 48 << 10;  // a launch's dynamic shared memory without opting in
 
 using rows::load;
 using rows::put;
 
-// The scale of row x[0, n), by the block; every thread gets it.
-__device__ float block_norm_scale(const float* x, int n, float eps) {
-  __shared__ float squares[rows::kNormChunk];
-  __shared__ float lane_sums[rows::kNormLanes];
-  __shared__ float scale;
-  const int whole = n - n % rows::kNormLanes;  // the tail's squares are norm_scale's
-  float acc = 0.0f;
-  for (int base = 0; base < whole; base += rows::kNormChunk) {
-    const int len = min(rows::kNormChunk, whole - base);
-    for (int j = threadIdx.x; j < len; j += blockDim.x) squares[j] = rows::square(x[base + j]);
-    __syncthreads();
-    if (threadIdx.x < rows::kNormLanes) acc = rows::lane_sum_of_squares(acc, squares, len, threadIdx.x);
-    __syncthreads();
-  }
-  if (threadIdx.x < rows::kNormLanes) lane_sums[threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.x == 0) scale = rows::norm_scale(lane_sums, x, n, eps);
-  __syncthreads();
-  return scale;
+// load() through the read-only cache: for an array no thread of the kernel writes, so the compiler may issue the
+// loads of a loop ahead of its stores. The same values, so the same bits.
+__device__ float load_read_only(const void* p, int64_t i, bool bf16) {
+  return bf16 ? exact::widen(__ldg(static_cast<const uint16_t*>(p) + i)) : __ldg(static_cast<const float*>(p) + i);
 }
 
 __global__ void add_rms_norm_kernel(AddRmsNormArgs a) {
-  float* x = a.residual + static_cast<int64_t>(blockIdx.x) * a.n;
-  if (a.addend) {
-    for (int j = threadIdx.x; j < a.n; j += blockDim.x)
-      x[j] = exact::add(x[j], load(a.addend, static_cast<int64_t>(blockIdx.x) * a.addend_stride + j, a.addend_bf16));
-    __syncthreads();
-  }
-  const float scale = block_norm_scale(x, a.n, a.eps);
-  for (int j = threadIdx.x; j < a.n; j += blockDim.x) put(a.out, static_cast<int64_t>(blockIdx.x) * a.n + j, rows::norm_out(x[j], scale, a.weight[j]), a.out_bf16);
+  extern __shared__ float row[];  // [n]: the residual after the add
+  __shared__ float lane_sums[rows::kNormLanes];
+  __shared__ float scale;
+  const int64_t r = blockIdx.x;
+  float* residual = a.residual + r * a.n;
+  for (int j = threadIdx.x; j < a.n; j += blockDim.x)
+    row[j] = a.addend ? exact::add(residual[j], load_read_only(a.addend, r * a.addend_stride + j, a.addend_bf16)) : residual[j];
+  __syncthreads();
+  if (a.addend)
+    for (int j = threadIdx.x; j < a.n; j += blockDim.x) residual[j] = row[j];
+  if (threadIdx.x < rows::kNormLanes) lane_sums[threadIdx.x] = rows::norm_lane_sum(row, a.n, threadIdx.x);
+  __syncthreads();
+  if (threadIdx.x == 0) scale = rows::norm_scale(lane_sums, row, a.n, a.eps);
+  __syncthreads();
+  for (int j = threadIdx.x; j < a.n; j += blockDim.x) put(a.out, r * a.n + j, rows::norm_out(row[j], scale, __ldg(a.weight + j)), a.out_bf16);
 }
 
 // Warp w of block b: item b * kHeadsPerBlock + w, the (token, head) pair; heads [0, heads) are q's, then kv_heads of k,
@@ -101,7 +98,7 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
 __global__ void gated_mul_kernel(GatedMulArgs a) {
   const int64_t in_row = static_cast<int64_t>(blockIdx.x) * a.stride, out_row = static_cast<int64_t>(blockIdx.x) * a.n;
   for (int j = threadIdx.x; j < a.n; j += blockDim.x) {
-    const float g = load(a.gate, in_row + j, a.in_bf16), u = load(a.up, in_row + j, a.in_bf16);
+    const float g = load_read_only(a.gate, in_row + j, a.in_bf16), u = load_read_only(a.up, in_row + j, a.in_bf16);
     put(a.out, out_row + j, rows::gated(g, u, a.gelu_tanh), a.in_bf16);
   }
 }
@@ -110,7 +107,13 @@ __global__ void gated_mul_kernel(GatedMulArgs a) {
 
 cudaError_t launch_add_rms_norm(const AddRmsNormArgs& args, cudaStream_t stream) {
   if (args.rows == 0) return cudaSuccess;
-  add_rms_norm_kernel<<<args.rows, kThreads, 0, stream>>>(args);
+  const size_t row_bytes = static_cast<size_t>(args.n) * sizeof(float);
+  // A row over 48 KB (a hidden size over 12,288) needs the kernel to opt in to more shared memory.
+  if (row_bytes > kDefaultSharedBytes) {
+    const cudaError_t e = cudaFuncSetAttribute(add_rms_norm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(row_bytes));
+    if (e != cudaSuccess) return e;
+  }
+  add_rms_norm_kernel<<<args.rows, kThreads, row_bytes, stream>>>(args);
   return cudaGetLastError();
 }
 

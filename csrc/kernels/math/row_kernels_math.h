@@ -37,15 +37,6 @@ TQ_HOST_DEVICE inline float norm_lane_sum(const float* x, int n, int lane) {
   return acc;
 }
 
-// The same sums with the squares computed apart: the CUDA kernel has every thread square a chunk of kNormChunk
-// elements into shared memory, then each lane continues its running sum `acc` over the chunk's squares[0, len)
-// (len a multiple of kNormLanes). The same operations in the same order: the same bits as norm_lane_sum.
-constexpr int kNormChunk = 1024;
-TQ_HOST_DEVICE inline float lane_sum_of_squares(float acc, const float* squares, int len, int lane) {
-  for (int j = 0; j < len; j += kNormLanes) acc = exact::add(acc, squares[j + lane]);
-  return acc;
-}
-
 // The row's scale from its lanes' sums: the tail's squares first, then the lanes in order.
 TQ_HOST_DEVICE inline float norm_scale(const float* lane_sums, const float* x, int n, float eps) {
   float sum = 0.0f;

@@ -26,6 +26,9 @@ SCALE = DIM ** -0.5
 LEVELS = {
     "cold state, 1000 over 1000 causal": (1, 1000, 1000, True),
     "warm question over its state: 4 chunks of 24 over 256": (4, 24, 256, False),
+    # The same keys cut finer: more blocks side by side, each walking fewer keys (a plan_cascade choice).
+    "warm question over its state cut finer: 8 chunks of 24 over 128": (8, 24, 128, False),
+    "warm question over its state cut finer: 16 chunks of 24 over 64": (16, 24, 64, False),
     "warm question's own: 24 over 24 causal": (1, 24, 24, True),
     "16 questions over their state: 4 chunks of 384 over 256": (4, 384, 256, False),
     "32 states, 1001 over 1001 causal": (32, 1001, 1001, True),

@@ -14,7 +14,7 @@
  * (written as GGUF, BF16) in the same run; label probabilities of both are
  * compared so that the timing comparison is between equal computations.
  * BENCH_LEVELS (e.g. "avx2") measures only the levels named, best first (default: every level this CPU runs; the
- * portable level takes as long as all the others on a slow machine).
+ * generic level takes as long as all the others on a slow machine).
  */
 import * as fs from 'fs';
 import * as os from 'os';

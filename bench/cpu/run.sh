@@ -56,7 +56,7 @@ for part in $parts; do
     serving)
       run serving-default npm run -s bench:serving
       for level in $levels; do
-        [ "$level" = portable ] || run "serving-$level" TQ_KERNELS="$level" npm run -s bench:serving
+        [ "$level" = generic ] || run "serving-$level" TQ_KERNELS="$level" npm run -s bench:serving
       done
       ;;
     *) echo "unknown part: $part (engine, frontend, soak, startup, serving)" >&2; exit 2 ;;

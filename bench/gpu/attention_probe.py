@@ -1,14 +1,14 @@
-"""What each attention kernel a CUDA torch carries costs on the cascade's levels, before we write our own.
+"""What each attention kernel a CUDA torch carries costs on the cascade's tiers, before we write our own.
 
 FlashAttention-2 is the first kernel of every profile (docs/gpu.md). Its grid is (query blocks of 128 rows) x
 sequences x heads and it walks a sequence's keys in one block, so few rows over many keys leave the GPU idle. This
-times, on bench-qwen3's attention shape (16 heads, 8 key heads, dim 128, bf16), each level the benchmark's calls run,
+times, on bench-qwen3's attention shape (16 heads, 8 key heads, dim 128, bf16), each tier the benchmark's calls run,
 28 times in one CUDA graph (a forward's layers), with:
   flash      FA2's varlen forward, as the engine calls it (flash_attention.cpp);
   efficient  the memory-efficient kernel (varlen, key heads repeated);
-  cudnn      cuDNN's attention through SDPA (dense: the level's sequences padded to one length, key heads repeated);
+  cudnn      cuDNN's attention through SDPA (dense: the tier's sequences padded to one length, key heads repeated);
   matmul     plain batched matmuls and a softmax (what a split-key kernel's arithmetic costs at most in bytes).
-and says whether a row keeps its bits when its level runs with other sequences beside it (flash, cudnn).
+and says whether a row keeps its bits when its tier runs with other sequences beside it (flash, cudnn).
 Prints one JSON object; no build needed.
 
     python3 bench/gpu/attention_probe.py [--out FILE]
@@ -22,8 +22,8 @@ import torch
 HEADS, KV_HEADS, DIM, LAYERS = 16, 8, 128, 28
 SCALE = DIM ** -0.5
 
-# name: (sequences, rows a sequence, keys a sequence, causal): the benchmark's levels (cascade_plan.cpp's chunks).
-LEVELS = {
+# name: (sequences, rows a sequence, keys a sequence, causal): the benchmark's tiers (cascade_plan.cpp's chunks).
+TIERS = {
     "cold state, 1000 over 1000 causal": (1, 1000, 1000, True),
     "warm question over its state: 4 chunks of 24 over 256": (4, 24, 256, False),
     # The same keys cut finer: more blocks side by side, each walking fewer keys (a plan_cascade choice).
@@ -117,8 +117,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out")
     args = parser.parse_args()
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "layers_in_graph": LAYERS, "levels": {}}
-    for name, (seqs, rows, keys, causal) in LEVELS.items():
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "layers_in_graph": LAYERS, "tiers": {}}
+    for name, (seqs, rows, keys, causal) in TIERS.items():
         q, k, v, cu_q, cu_k = tensors(seqs, rows, keys)
         bytes_read = (q.numel() + 2 * k.numel()) * 2
         entry = {"sequences": seqs, "rows": rows, "keys": keys, "causal": causal, "bytes_us_at_4_8_TBps": round(bytes_read / 4.8e6, 2)}
@@ -138,7 +138,7 @@ def main():
                 entry[f"{kernel}_beside_others_max_diff"] = rows_keep_bits(kernel, seqs, rows, keys, causal and (kernel == "flash" or rows == keys))
             except Exception as e:
                 entry[f"{kernel}_beside_others_max_diff"] = f"error: {repr(e)[:200]}"
-        result["levels"][name] = entry
+        result["tiers"][name] = entry
         print(name, json.dumps(entry), flush=True)
     if args.out:
         with open(args.out, "w") as f:

@@ -248,18 +248,18 @@ class Window:
         return status, f"{model}: " + ("; ".join(parts) or "no results") + self.attention_kernels()
 
     def attention_kernels(self):
-        """On CUDA, what each attention kernel torch carries costs on the benchmark's cascade levels (attention_probe.py):
+        """On CUDA, what each attention kernel torch carries costs on the benchmark's cascade tiers (attention_probe.py):
         the first kernel of every profile, measured against the ones that could replace it."""
         if not self.cuda:
             return ""
         out = os.path.join(self.work, "attention_probe.json")
         self.script("attention_probe", "attention_probe.py", ["--out", out], 90)
-        levels = json.loads(read(out) or "{}").get("levels", {})
-        if not levels:
+        tiers = json.loads(read(out) or "{}").get("tiers", {})
+        if not tiers:
             return "; attention kernels: no results (attention_probe.log)"
         us = lambda e, k: e[f"{k}_us"] if isinstance(e[f"{k}_us"], (int, float)) else "-"  # noqa: E731
         return "; attention kernels, µs a layer flash/efficient/cudnn/matmul: " + ", ".join(
-            f"{name.split(':')[0]} {us(e, 'flash')}/{us(e, 'efficient')}/{us(e, 'cudnn')}/{us(e, 'matmul')}" for name, e in levels.items())
+            f"{name.split(':')[0]} {us(e, 'flash')}/{us(e, 'efficient')}/{us(e, 'cudnn')}/{us(e, 'matmul')}" for name, e in tiers.items())
 
     def invariance(self):
         model = self.bench_model()

@@ -60,18 +60,18 @@ void append_range(std::vector<int32_t>& to, int32_t begin, int32_t end) {
 }
 
 // Closes the sequence whose rows and keys were appended since the last one.
-void end_sequence(CascadeLevel& level) {
-  const int32_t q = static_cast<int32_t>(level.q_rows.size()), k = static_cast<int32_t>(level.k_rows.size());
-  level.max_q = std::max(level.max_q, q - level.cu_q.back());
-  level.max_k = std::max(level.max_k, k - level.cu_k.back());
-  level.cu_q.push_back(q);
-  level.cu_k.push_back(k);
+void end_sequence(CascadeTier& tier) {
+  const int32_t q = static_cast<int32_t>(tier.q_rows.size()), k = static_cast<int32_t>(tier.k_rows.size());
+  tier.max_q = std::max(tier.max_q, q - tier.cu_q.back());
+  tier.max_k = std::max(tier.max_k, k - tier.cu_k.back());
+  tier.cu_q.push_back(q);
+  tier.cu_k.push_back(k);
 }
 
 // The run's rows over its lineage below the state, causally: its parent's keys when the parent
 // is a shared segment, then its own up to its last row. Positions run on from parent to child,
 // so the run's rows are the sequence's last keys and bottom-right alignment is causality.
-void add_own(const Run& run, const SegmentKeyMap& keys, CascadeLevel& own) {
+void add_own(const Run& run, const SegmentKeyMap& keys, CascadeTier& own) {
   const auto& mine = keys.at(run.segment);
   if (run.parent != run.segment && run.parent != run.root) {
     const auto& parent = keys.at(run.parent);
@@ -83,7 +83,7 @@ void add_own(const Run& run, const SegmentKeyMap& keys, CascadeLevel& own) {
   end_sequence(own);
 }
 
-// The state level's chunk of a state of n keys: at most kStateChunks chunks of at least kStateChunkKeys keys, each a
+// The state tier's chunk of a state of n keys: at most kStateChunks chunks of at least kStateChunkKeys keys, each a
 // multiple of 64 (FlashAttention-2's key block) from the state's first key. A function of the state alone, so a row's
 // chunks, and the order its merge takes them in, are the same in any batch, step or cache.
 int32_t state_chunk_keys(int32_t n) {
@@ -94,11 +94,11 @@ int32_t state_chunk_keys(int32_t n) {
 
 }  // namespace
 
-KeyRange visible_keys(const CascadeLevel& level, int32_t seq, int32_t row) {
-  const int32_t nq = level.cu_q[seq + 1] - level.cu_q[seq], nk = level.cu_k[seq + 1] - level.cu_k[seq];
+KeyRange visible_keys(const CascadeTier& tier, int32_t seq, int32_t row) {
+  const int32_t nq = tier.cu_q[seq + 1] - tier.cu_q[seq], nk = tier.cu_k[seq + 1] - tier.cu_k[seq];
   const int32_t aligned = row + nk - nq;
-  const int32_t last = level.causal ? std::min(aligned, nk - 1) : nk - 1;
-  const int32_t first = level.window_left < 0 ? 0 : std::max(0, aligned - level.window_left);
+  const int32_t last = tier.causal ? std::min(aligned, nk - 1) : nk - 1;
+  const int32_t first = tier.window_left < 0 ? 0 : std::max(0, aligned - tier.window_left);
   return {first, last};
 }
 
@@ -106,9 +106,9 @@ CascadePlan plan_cascade(const QueryLayout& queries, const at::Tensor& key_posit
                          std::optional<int64_t> window) {
   const auto keys = segment_keys(key_positions, key_segments);
   const auto runs = query_runs(queries);
-  CascadeLevel own{"own", true, window ? static_cast<int32_t>(*window - 1) : -1};
-  CascadeLevel state{"state", false, -1};
-  std::map<int32_t, CascadeLevel> windowed;  // the state level cut by window, per window_left
+  CascadeTier own{"own", true, window ? static_cast<int32_t>(*window - 1) : -1};
+  CascadeTier state{"state", false, -1};
+  std::map<int32_t, CascadeTier> windowed;  // the state tier cut by window, per window_left
   std::map<int64_t, std::vector<int32_t>> state_rows;  // per state: rows that see all its keys
   for (const auto& run : runs) {
     add_own(run, keys, own);
@@ -127,10 +127,10 @@ CascadePlan plan_cascade(const QueryLayout& queries, const at::Tensor& key_posit
     if (from >= n) continue;
     const int64_t nk = n - from, nq = std::min<int64_t>(run.rows, n + *window - 1 - p0);
     const auto window_left = static_cast<int32_t>(nk - nq - (low - from));
-    auto& level = windowed.try_emplace(window_left, CascadeLevel{"state", false, window_left}).first->second;
-    append_range(level.k_rows, root.begin + static_cast<int32_t>(from), root.end);
-    append_range(level.q_rows, run.first_row, run.first_row + static_cast<int32_t>(nq));
-    end_sequence(level);
+    auto& tier = windowed.try_emplace(window_left, CascadeTier{"state", false, window_left}).first->second;
+    append_range(tier.k_rows, root.begin + static_cast<int32_t>(from), root.end);
+    append_range(tier.q_rows, run.first_row, run.first_row + static_cast<int32_t>(nq));
+    end_sequence(tier);
   }
   // A state's rows over its keys, chunk by chunk, each chunk a sequence: one kernel block per head walked the whole
   // state where a state's rows are few (a question's), and the chunks run side by side; the merge takes them in order.
@@ -147,32 +147,32 @@ CascadePlan plan_cascade(const QueryLayout& queries, const at::Tensor& key_posit
   }
 
   CascadePlan plan;
-  for (auto* level : {&own, &state})
-    if (level->total_q() > 0) plan.levels.push_back(std::move(*level));
-  for (auto& [wl, level] : windowed) plan.levels.push_back(std::move(level));
+  for (auto* tier : {&own, &state})
+    if (tier->total_q() > 0) plan.tiers.push_back(std::move(*tier));
+  for (auto& [wl, tier] : windowed) plan.tiers.push_back(std::move(tier));
   plan_merge(plan, queries.positions.size(0));
   return plan;
 }
 
 void plan_merge(CascadePlan& plan, int64_t tq) {
   plan.merge_begin.clear();
-  plan.merge_level.clear();
+  plan.merge_tier.clear();
   plan.merge_row.clear();
   plan.max_entries = 0;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> entries(static_cast<size_t>(tq));
-  for (int32_t l = 0; l < static_cast<int32_t>(plan.levels.size()); ++l) {
-    const auto& level = plan.levels[l];
-    for (int32_t s = 0; s < level.sequences(); ++s)
-      for (int32_t r = level.cu_q[s]; r < level.cu_q[s + 1]; ++r)
-        if (visible_keys(level, s, r - level.cu_q[s]).count() > 0) entries[level.q_rows[r]].push_back({l, r});
+  for (int32_t l = 0; l < static_cast<int32_t>(plan.tiers.size()); ++l) {
+    const auto& tier = plan.tiers[l];
+    for (int32_t s = 0; s < tier.sequences(); ++s)
+      for (int32_t r = tier.cu_q[s]; r < tier.cu_q[s + 1]; ++r)
+        if (visible_keys(tier, s, r - tier.cu_q[s]).count() > 0) entries[tier.q_rows[r]].push_back({l, r});
   }
   plan.merge_begin.push_back(0);
   for (const auto& e : entries) {
     for (const auto& [l, r] : e) {
-      plan.merge_level.push_back(l);
+      plan.merge_tier.push_back(l);
       plan.merge_row.push_back(r);
     }
-    plan.merge_begin.push_back(static_cast<int32_t>(plan.merge_level.size()));
+    plan.merge_begin.push_back(static_cast<int32_t>(plan.merge_tier.size()));
     plan.max_entries = std::max(plan.max_entries, static_cast<int32_t>(e.size()));
   }
 }
@@ -180,11 +180,11 @@ void plan_merge(CascadePlan& plan, int64_t tq) {
 at::Tensor cascade_visibility(const CascadePlan& plan, int64_t queries, int64_t keys) {
   auto seen = at::zeros({queries, keys}, at::kInt);
   auto* m = seen.data_ptr<int32_t>();
-  for (const auto& level : plan.levels)
-    for (int32_t s = 0; s < level.sequences(); ++s)
-      for (int32_t r = level.cu_q[s]; r < level.cu_q[s + 1]; ++r) {
-        const auto range = visible_keys(level, s, r - level.cu_q[s]);
-        for (int32_t j = range.first; j <= range.last; ++j) m[level.q_rows[r] * keys + level.k_rows[level.cu_k[s] + j]] += 1;
+  for (const auto& tier : plan.tiers)
+    for (int32_t s = 0; s < tier.sequences(); ++s)
+      for (int32_t r = tier.cu_q[s]; r < tier.cu_q[s + 1]; ++r) {
+        const auto range = visible_keys(tier, s, r - tier.cu_q[s]);
+        for (int32_t j = range.first; j <= range.last; ++j) m[tier.q_rows[r] * keys + tier.k_rows[tier.cu_k[s] + j]] += 1;
       }
   return seen;
 }

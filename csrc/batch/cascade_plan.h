@@ -1,10 +1,10 @@
 // A step's attention as a cascade (the GPU's form: docs/gpu.md, "Cascade
-// attention"): a few varlen batches ("levels") whose partial results, each an
+// attention"): a few varlen batches ("tiers") whose partial results, each an
 // output and a log-sum-exp per row, are merged per query row. Built once per
 // step on the host from the step's layout, in O(tokens), as plain int32 arrays
 // a kernel reads as they are.
 //
-// Two levels, each one varlen call:
+// Two tiers, each one varlen call:
 //   own    every run of a segment's queries over its lineage below the state:
 //          a state's new tokens over the state (cached prefix + new), a shared
 //          segment's over itself, a question's over its shared segment (if any)
@@ -18,10 +18,10 @@
 //          row's arithmetic does not depend on what else the step holds.
 // Together they cover exactly what the engine's one visibility rule
 // (visibility.h) lets a query see, and nothing twice. With a sliding window the
-// state level is cut per run, each with the window its positions give, and runs
-// with the same window share a level: a level has one mask.
+// state tier is cut per run, each with the window its positions give, and runs
+// with the same window share a tier: a tier has one mask.
 //
-// A level's mask is FlashAttention-2's, per sequence: query row i of nq is
+// A tier's mask is FlashAttention-2's, per sequence: query row i of nq is
 // aligned with key a = i + nk - nq (bottom-right); key j is visible when
 // (!causal || j <= a) && (window_left < 0 || j >= a - window_left).
 #pragma once
@@ -38,13 +38,13 @@ namespace tq {
 
 constexpr int32_t kStateChunks = 4, kStateChunkKeys = 256;
 
-struct CascadeLevel {
+struct CascadeTier {
   std::string name;          // "own" or "state" (for reports)
   bool causal = false;
   int32_t window_left = -1;  // -1: no window
   std::vector<int32_t> cu_q{0}, cu_k{0};  // [sequences + 1] offsets into q_rows, k_rows
-  std::vector<int32_t> q_rows;            // [total_q] the step query row of each level row
-  std::vector<int32_t> k_rows;            // [total_k] the step key of each level key
+  std::vector<int32_t> q_rows;            // [total_q] the step query row of each tier row
+  std::vector<int32_t> k_rows;            // [total_k] the step key of each tier key
   int32_t max_q = 0, max_k = 0;           // the longest sequence's rows and keys
 
   int32_t sequences() const { return static_cast<int32_t>(cu_q.size()) - 1; }
@@ -52,20 +52,20 @@ struct CascadeLevel {
   int32_t total_k() const { return cu_k.back(); }
 };
 
-// The keys [first, last] level row `row` of sequence `seq` sees (sequence-local
+// The keys [first, last] tier row `row` of sequence `seq` sees (sequence-local
 // key indices); empty (first > last) when it sees none.
 struct KeyRange {
   int32_t first, last;
   int32_t count() const { return last >= first ? last - first + 1 : 0; }
 };
-KeyRange visible_keys(const CascadeLevel& level, int32_t seq, int32_t row);
+KeyRange visible_keys(const CascadeTier& tier, int32_t seq, int32_t row);
 
 struct CascadePlan {
-  std::vector<CascadeLevel> levels;  // none empty
+  std::vector<CascadeTier> tiers;  // none empty
   // The merge: step query row r combines entries [merge_begin[r], merge_begin[r + 1]),
-  // each (level, row in that level), in level order; each entry sees at least one key.
+  // each (tier, row in that tier), in tier order; each entry sees at least one key.
   std::vector<int32_t> merge_begin;  // [queries + 1]
-  std::vector<int32_t> merge_level, merge_row;
+  std::vector<int32_t> merge_tier, merge_row;
   int32_t max_entries = 0;           // the most entries of one row
   int32_t merge_capacity = 0;        // entries the merge's arrays hold (fixed form: batch/fixed_cascade.h); 0: as many as there are
 };
@@ -75,7 +75,7 @@ struct CascadePlan {
 CascadePlan plan_cascade(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
                          std::optional<int64_t> window);
 
-// Fills the plan's merge from its levels, for `queries` step rows: each level row that sees a key
+// Fills the plan's merge from its tiers, for `queries` step rows: each tier row that sees a key
 // is an entry of its query row.
 void plan_merge(CascadePlan& plan, int64_t queries);
 

@@ -2,9 +2,9 @@
 // a machine that has CUDA and a libtorch but no Node, and where the
 // microbenchmarks live (they are not in the production addon).
 //
-//   tq_cli answer --model DIR --calls FILE.json [--dtype fp32|bf16] [--device cpu|cuda] [--kernels engine|aten|fused] [--attention kernels|cascade] [--cuda-graphs on|off]
+//   tq_cli answer --model DIR --calls FILE.json [--dtype fp32|bf16] [--device cpu|cuda] [--kernels engine|aten|fused] [--attention direct|cascade] [--cuda-graphs on|off]
 //                 [--threads N] [--block-size N] [--max-step-tokens N] [--cache-mib N] [--gpu-memory-utilization F] [--prefix-cache on|off]
-//                 [--batch-invariant on|off] [--isa avx512-bf16|avx512|avx2|portable] [--quantization none|int8|fp8] [--repeat N]
+//                 [--batch-invariant on|off] [--isa avx512-bf16|avx512|avx2|generic] [--quantization none|int8|fp8] [--repeat N]
 //                 [--profile TRACE.json]
 //       Every engine option is a flag of answer, selfcheck and readout: its load() name in kebab-case
 //       (engine/named_fields.h; those above, and --arithmetic, --cache-tokens, --context-limit, --vision-cache-mib,

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace tq {
 
@@ -15,9 +16,14 @@ struct NamedValue {
 };
 
 // Specialised per enum: `static constexpr const char* option` (its name in messages) and
-// `static constexpr NamedValue<E> values[]`.
+// `static constexpr NamedValue<E> values[]`; optionally `aliases[]`, older names still read (never said).
 template <class E>
 struct ChoiceTable;
+
+template <class Table, class = void>
+struct HasAliases : std::false_type {};
+template <class Table>
+struct HasAliases<Table, std::void_t<decltype(Table::aliases)>> : std::true_type {};
 
 template <class E>
 E parse_choice(const std::string& name) {
@@ -28,6 +34,9 @@ E parse_choice(const std::string& name) {
     if (name == Table::values[i].name) return Table::values[i].value;
     choices += std::string(i == 0 ? "" : i + 1 == n ? " or " : ", ") + Table::values[i].name;
   }
+  if constexpr (HasAliases<Table>::value)
+    for (const auto& alias : Table::aliases)
+      if (name == alias.name) return alias.value;
   throw std::invalid_argument(std::string(Table::option) + " must be " + choices + ", got " + name);
 }
 

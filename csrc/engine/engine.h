@@ -72,7 +72,7 @@ struct EngineInfo {
   std::string format, architecture, dtype, stored_dtype, register_boundary;
   // Set when the requested dtype could not be used on this CPU, saying what runs instead and why.
   std::string dtype_note;
-  std::string kernels;  // the layers' kernels: "avx512", "avx2", "portable" (the engine's CPU kernels), "aten", or "libtorch" (TorchScript)
+  std::string kernels;  // the layers' kernels: "avx512", "avx2", "generic" (the engine's CPU kernels), "aten", or "libtorch" (TorchScript)
   // The CPU kernels' level: how it was chosen ("measured", "cached", "re-measured", "forced", "only"; ""
   // off the engine's CPU kernels), whether the machine was busy as it was measured (to be measured
   // again), and, measured, each level's rate on the model's GEMMs (GFLOP/s, fastest first). Every
@@ -80,11 +80,11 @@ struct EngineInfo {
   std::string level_choice;
   bool level_busy = false;
   std::vector<std::pair<std::string, double>> level_rates;
-  std::string attention = "kernels";  // EngineOptions::attention, as it runs
+  std::string attention = "direct";  // EngineOptions::attention, as it runs
   bool cuda_graphs = false;           // EngineOptions::cuda_graphs
   std::string quantization = "none";  // of the linear layers' weights (kernels/quantization.h)
   std::string arithmetic = "portable";  // EngineOptions::arithmetic
-  std::string quantized_kernels;      // int8: "avx512-vnni" or "portable"
+  std::string quantized_kernels;      // int8: "avx512-vnni", "avx2" or "generic"
   double weights_ms = 0;              // reading (and quantizing) the weights at load
   int64_t linear_bytes = 0;           // the layers' linear weights as the kernels keep them
   DeviceInfo device;

@@ -66,9 +66,9 @@ bool check_arithmetic(const EngineOptions& options, at::ScalarType dtype, bool a
 // The forward's kernels, attention and quantization, refused where they do not go together.
 void check_forward(const EngineOptions& options, const at::Device& device, bool aten) {
   const bool fused = options.kernels == ForwardKernels::Fused;
-  // The fused forward's attention is the cascade (its GPU form: FlashAttention-2 levels).
-  if (fused && options.attention == AttentionForm::Kernels)
-    throw EngineError(code::kBadRequest, "the fused kernels attend as a cascade: attention kernels is not theirs");
+  // The fused forward's attention is the cascade (its GPU form: FlashAttention-2 tiers).
+  if (fused && options.attention == AttentionForm::Direct)
+    throw EngineError(code::kBadRequest, "the fused kernels attend as a cascade: attention direct is not theirs");
   if (fused && options.quantization != Quantization::None)
     throw EngineError(code::kBadRequest, "the fused kernels run unquantized weights (quantization none)");
   if (options.buffer_shift != 0 && aten) throw EngineError(code::kBadRequest, "bufferShift is for the engine's own CPU kernels, not aten");

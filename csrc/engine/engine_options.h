@@ -21,10 +21,10 @@ struct PagedModelOptions;  // runner/paged_model.h
 // Whose ops run the layers: the engine's own CPU kernels (CPU only), ATen's device-generic ops (on the CPU a
 // check of that path), or the fused row kernels and the cascade over ATen's GEMMs (the GPU's fast path).
 enum class ForwardKernels { Engine, Aten, Fused };
-// How attention is computed: the layer kernels' own (the CPU kernels' chunked plan, ATen's masked SDPA), or as
-// a cascade (levels merged by log-sum-exp, kernels/cascade/: the GPU's form; on the CPU over a plain fp32
-// reference, for checking it).
-enum class AttentionForm { Kernels, Cascade };
+// How attention is computed: direct, each query over all the keys it sees in one softmax, by the layer kernels
+// (the CPU kernels' chunked plan, ATen's masked SDPA); or as a cascade (tiers merged by log-sum-exp,
+// kernels/cascade/: the GPU's form; on the CPU over a plain fp32 reference, for checking it).
+enum class AttentionForm { Direct, Cascade };
 // portable: the same bits on every x86 CPU; native: bf16 on AMX tiles, faster, bits of AMX machines alone
 // (docs/arithmetic.md).
 enum class Arithmetic { Portable, Native };
@@ -43,7 +43,8 @@ struct ChoiceTable<ForwardKernels> {
 template <>
 struct ChoiceTable<AttentionForm> {
   static constexpr const char* option = "attention";
-  static constexpr NamedValue<AttentionForm> values[] = {{AttentionForm::Kernels, "kernels"}, {AttentionForm::Cascade, "cascade"}};
+  static constexpr NamedValue<AttentionForm> values[] = {{AttentionForm::Direct, "direct"}, {AttentionForm::Cascade, "cascade"}};
+  static constexpr NamedValue<AttentionForm> aliases[] = {{AttentionForm::Direct, "kernels"}};  // its name until 2026-11
 };
 template <>
 struct ChoiceTable<Arithmetic> {

@@ -42,7 +42,7 @@ class StepAttention {
   virtual at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const = 0;
   // The same over keys and values where they lie in the KV cache: k_store, v_store [slots, kv_heads, dim], the
   // step's keys at key_slots (the plan's QueryLayout::key_slots, on the device). This gathers the step's copy;
-  // the cascade gathers each level's keys from the store itself, with no step copy between (a copy of every
+  // the cascade gathers each tier's keys from the store itself, with no step copy between (a copy of every
   // key a layer reads: on a GPU the most frequent kernel, docs/gpu.md).
   virtual at::Tensor over_store(const at::Tensor& q, const at::Tensor& k_store, const at::Tensor& v_store, const at::Tensor& key_slots) const {
     return (*this)(q, k_store.index_select(0, key_slots), v_store.index_select(0, key_slots));
@@ -79,7 +79,7 @@ class FusedRowOps {
 class LayerKernels {
  public:
   virtual ~LayerKernels() = default;
-  virtual std::string name() const = 0;  // for info(): "avx2", "avx512", "portable", "aten"
+  virtual std::string name() const = 0;  // for info(): "avx2", "avx512", "generic", "aten"
   virtual at::Device device() const = 0;
   // weight: [out, in] in the compute dtype on the CPU; bias: [out] fp32 or undefined.
   virtual std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const = 0;

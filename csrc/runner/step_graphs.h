@@ -12,7 +12,7 @@
 // workspace on first use, which a capture cannot), into one memory pool
 // shared by every graph; replays run on the current stream. Graphs are
 // captured at a shape's first step rather than at start: a shape is known
-// only from a step (the own level's keys grow with shared option lists).
+// only from a step (the own tier's keys grow with shared option lists).
 //
 // On the CPU nothing is captured: each step runs from the persistent buffers
 // eagerly, and its launches (runner/launch_record.h) are compared with those

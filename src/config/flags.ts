@@ -12,6 +12,8 @@ export interface FlagDef {
   kind: Kind;
   default?: string | number | boolean;
   choices?: readonly string[];
+  /** Older names of choices, still read (each given as its choice's name). */
+  aliases?: Readonly<Record<string, string>>;
   help: string;
   /** The engine's load option this flag sets (an on/off flag as a boolean); unset, the engine chooses (by device). */
   engine?: keyof NativeLoadOptions;
@@ -40,7 +42,7 @@ const table = [
   { name: 'batch-invariant', kind: 'choice', choices: ['on', 'off'], default: 'on', help: "on: the engine's own kernels, a question's logits bit-identical alone, in any batch, cached or cold; off: oneDNN's kernels (faster where the CPU has bf16 instructions, answers may differ in the last bits with the batch)", engine: 'batchInvariant' },
   { name: 'arithmetic', kind: 'choice', choices: ['portable', 'native'], default: 'portable', help: "portable: answers the same bits on every x86 CPU, kernel level and thread count (docs/arithmetic.md); native: bf16 linear layers on AMX tiles (Intel Xeon from Sapphire Rapids on), faster, still identical in any batch, but bits of AMX machines alone (bf16, no quantization; refused elsewhere)", engine: 'arithmetic' },
   { name: 'quantization', kind: 'choice', choices: ['none', 'int8', 'fp8'], default: 'none', help: "the linear layers' weights: none (the compute dtype), int8 (per output channel, activations per token; CPU, fastest on AVX-512 VNNI; answers still identical in any batch) or fp8 (CUDA, compute capability 8.9+: e4m3 on the tensor cores); tasks fitted under another quantization are refused", engine: 'quantization' },
-  { name: 'attention', kind: 'choice', choices: ['kernels', 'cascade'], help: "how attention is computed: kernels (the layer kernels' own) or cascade (levels merged by log-sum-exp: the GPU's form, on the CPU over a plain fp32 reference, for checking it; docs/gpu.md). Default: cascade with the fused forward (CUDA's), kernels otherwise", engine: 'attention' },
+  { name: 'attention', kind: 'choice', choices: ['direct', 'cascade'], aliases: { kernels: 'direct' }, help: "how attention is computed: direct (each query over all the keys it sees in one softmax, by the layer kernels; 'kernels' is its older name) or cascade (tiers merged by log-sum-exp: the GPU's form, on the CPU over a plain fp32 reference, for checking it; docs/gpu.md). Default: cascade with the fused forward (CUDA's), direct otherwise", engine: 'attention' },
   { name: 'cuda-forward', kind: 'choice', choices: ['aten', 'fused'], help: "the forward pass's kernels: fused (the engine's fused row kernels and cascade attention over FlashAttention-2; CUDA's default, docs/gpu.md) or aten (ATen's ops: cuBLAS, SDPA with masks; CUDA's with --quantization fp8). Without the flag the CPU runs the engine's own kernels; given there, it runs that path on the CPU (a check of it)", engine: 'kernels' },
   { name: 'cuda-graphs', kind: 'choice', choices: ['on', 'off'], help: 'pad small steps (a warm question, a few questions on a cached state) to fixed shapes of tokens and keys, for CUDA graphs (default: on with the fused forward on CUDA, off otherwise); on the CPU the padded steps run eagerly (answers unchanged, a check of the padding; docs/gpu.md)', engine: 'cudaGraphs' },
   { name: 'device', kind: 'string', default: 'cpu', help: 'where the engine runs: cpu, cuda or cuda:N (a CUDA build of the engine: docs/gpu.md); a list of GPUs (cuda:0,cuda:1) runs one engine process on each, behind this one address', engine: 'device' },
@@ -105,8 +107,10 @@ export function parseFlags(argv: string[]): Flags {
       const n = Number(value);
       if (value.trim() === '' || !Number.isFinite(n)) throw new FlagError(`--${name} must be a number, got ${JSON.stringify(value)}`);
       flags[name] = n;
-    } else if (def.kind === 'choice' && !def.choices!.includes(value)) {
+    } else if (def.kind === 'choice' && !def.choices!.includes(value) && !def.aliases?.[value]) {
       throw new FlagError(`--${name} must be one of ${def.choices!.join(', ')}, got ${JSON.stringify(value)}`);
+    } else if (def.kind === 'choice') {
+      flags[name] = def.aliases?.[value] ?? value;
     } else {
       flags[name] = value;
     }

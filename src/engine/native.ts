@@ -8,7 +8,7 @@ export type Dtype = 'fp32' | 'bf16';
 export type TokenIds = Int32Array | number[];
 
 /** Instruction set levels of the engine's own CPU kernels, highest first. */
-export const isaLevels = ['avx512-bf16', 'avx512', 'avx2', 'portable'] as const;
+export const isaLevels = ['avx512-bf16', 'avx512', 'avx2', 'generic'] as const;
 export type IsaLevel = (typeof isaLevels)[number];
 
 export type Quantization = 'none' | 'int8' | 'fp8';
@@ -58,11 +58,12 @@ export interface NativeLoadOptions {
    */
   kernels?: 'engine' | 'aten' | 'fused';
   /**
-   * How attention is computed: 'kernels' (the layer kernels' own) or 'cascade' (levels merged by log-sum-exp,
-   * csrc/kernels/cascade/: the GPU's form; on the CPU over a plain fp32 reference, for checking it). Absent:
-   * cascade with the fused kernels, kernels otherwise.
+   * How attention is computed: 'direct' (each query over all the keys it sees in one softmax, by the layer kernels;
+   * 'kernels', its older name, is still read) or 'cascade' (tiers merged by log-sum-exp, csrc/kernels/cascade/: the
+   * GPU's form; on the CPU over a plain fp32 reference, for checking it). Absent: cascade with the fused kernels,
+   * direct otherwise.
    */
-  attention?: 'kernels' | 'cascade';
+  attention?: 'direct' | 'kernels' | 'cascade';
   /**
    * Small steps padded to fixed shapes of tokens and keys (csrc/batch/step_buckets.h), for CUDA graphs. On the CPU
    * the padded steps run eagerly: a check that padding changes no answer bit. Absent: true with the fused kernels on
@@ -71,7 +72,7 @@ export interface NativeLoadOptions {
   cudaGraphs?: boolean;
   /**
    * The highest instruction set level the engine's own CPU kernels may use (csrc/kernels/cpu/isa.h):
-   * 'avx512-bf16' (bf16 GEMMs on vdpbf16ps), 'avx512', 'avx2' or 'portable'. Absent: the best this CPU
+   * 'avx512-bf16' (bf16 GEMMs on vdpbf16ps), 'avx512', 'avx2' or 'generic' ('portable', its older name, is still read). Absent: the best this CPU
    * has, capped by the environment variable TQ_KERNELS (same names) or TQ_PORTABLE_KERNELS=1. A level
    * the CPU lacks gives the best it has; `kernels` in the engine's info says which ran.
    */
@@ -152,7 +153,7 @@ export interface NativeEngineInfo {
   threads: number;
   /**
    * The layers' kernels: the engine's own CPU kernels by instruction set level, 'avx512-bf16' (bf16 only:
-   * an fp32 engine on such a CPU says 'avx512'), 'avx512', 'avx2' or 'portable' (see `isa`); 'aten'
+   * an fp32 engine on such a CPU says 'avx512'), 'avx512', 'avx2' or 'generic' (see `isa`); 'aten'
    * (ATen's ops, on any device); or 'libtorch' (TorchScript).
    */
   kernels: string;
@@ -164,14 +165,14 @@ export interface NativeEngineInfo {
    * is one of speed alone. Absent off the engine's CPU kernels.
    */
   levelChoice?: { how: 'measured' | 'cached' | 're-measured' | 'forced' | 'only'; busy: boolean; gflops: Record<string, number> };
-  /** 'kernels' or 'cascade' (NativeLoadOptions.attention). */
-  attention: 'kernels' | 'cascade';
+  /** 'direct' or 'cascade' (NativeLoadOptions.attention). */
+  attention: 'direct' | 'cascade';
   /** NativeLoadOptions.cudaGraphs. */
   cudaGraphs: boolean;
   quantization: Quantization;
   /** NativeLoadOptions.arithmetic: which arithmetic answers. */
   arithmetic: 'portable' | 'native';
-  /** int8: the int8 GEMM's path: 'amx-int8' (AMX tiles), 'avx512-vnni', 'avx2' or 'portable', all with the same bits. */
+  /** int8: the int8 GEMM's path: 'amx-int8' (AMX tiles), 'avx512-vnni', 'avx2' or 'generic', all with the same bits. */
   quantizedKernels?: string;
   /** Reading the weights and preparing them for the kernels (packing, quantizing) at load. */
   weightsMs: number;

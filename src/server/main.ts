@@ -56,7 +56,7 @@ function listen(flags: Flags, logger: Logger): Promise<http.Server> {
 }
 
 /** `tqserve serve [flags]`: runs until drained or an engine dies. */
-/** The CPU kernels' level and how it was chosen, for the start-up line: ", kernels avx2 (measured: avx2 95, portable 21 GFLOP/s)". */
+/** The CPU kernels' level and how it was chosen, for the start-up line: ", kernels avx2 (measured: avx2 95, generic 21 GFLOP/s)". */
 function levelNote(e: NativeEngineInfo): string {
   const c = e.levelChoice;
   if (!c) return '';

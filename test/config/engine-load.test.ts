@@ -37,6 +37,12 @@ test("engineLoad carries each engine flag's value, on/off as booleans, and leave
   for (const byDevice of ['attention', 'kernels', 'cudaGraphs']) expect(defaults).not.toHaveProperty(byDevice);
 });
 
+test("a choice's older name is read as its new one, and a name of neither is refused with the choices listed", () => {
+  expect(parseFlags(['--attention', 'kernels']).attention).toBe('direct');
+  expect(parseFlags(['--attention', 'direct']).attention).toBe('direct');
+  expect(() => parseFlags(['--attention', 'plain'])).toThrow(/--attention must be one of direct, cascade, got "plain"/);
+});
+
 test('the channel spins by default beside a GPU, never where the CPU computes; --busy-poll-ms says otherwise, 0 or more', () => {
   expect(busyPollMs(parseFlags([]))).toBe(0);
   expect(busyPollMs(parseFlags(['--device', 'cuda:0,cuda:1']))).toBeGreaterThan(0);

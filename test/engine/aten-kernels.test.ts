@@ -5,7 +5,7 @@
  * mask over a cached prefix, shared question text and several states. Also the readout's
  * log-probabilities (one definition with the CUDA kernel) against the logits at each temperature.
  *
- * And the GPU's form of attention, the cascade (`attention: 'cascade'`, csrc/kernels/cascade/: levels
+ * And the GPU's form of attention, the cascade (`attention: 'cascade'`, csrc/kernels/cascade/: tiers
  * merged by log-sum-exp), on the CPU over its fp32 reference: against the same float64 reference for
  * every family (Mistral's and Gemma 3's windows bite: the tiny models' are 24 and 16 tokens; Gemma 3
  * soft-caps), cold, cached, shared, at other block and step sizes, several states in one call.
@@ -144,13 +144,13 @@ test('a CUDA device on this CPU build, and unknown kernels, are refused with a c
   await expect(Engine.open({ path: dir, device: 'cuda' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('built without CUDA') });
   await expect(Engine.open({ path: dir, device: 'tpu' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('cpu or cuda') });
   await expect(Engine.open({ path: dir, kernels: 'fast' as 'aten' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('engine, aten or fused') });
-  await expect(Engine.open({ path: dir, attention: 'flash' as 'cascade' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('kernels or cascade') });
+  await expect(Engine.open({ path: dir, attention: 'flash' as 'cascade' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: expect.stringContaining('direct or cascade') });
   // An option of another type is refused by name, never ignored (the addon's OptionReader).
   await expect(Engine.open({ path: dir, cudaGraphs: 'on' as unknown as boolean })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'options.cudaGraphs must be true or false' });
   await expect(Engine.open({ path: dir, threads: '2' as unknown as number })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'options.threads must be a number' });
   // Each choice is read through its one table (csrc/common/choices.h): a name of none of its values is refused with them listed.
   await expect(Engine.open({ path: dir, dtype: 'fp16' as 'bf16' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'dtype must be fp32 or bf16, got fp16' });
   await expect(Engine.open({ path: dir, registerBoundary: 'never' as 'after' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'registerBoundary must be after or before, got never' });
-  await expect(Engine.open({ path: dir, isa: 'sse9' as 'avx2' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'isa must be avx512-bf16, avx512, avx2 or portable, got sse9' });
+  await expect(Engine.open({ path: dir, isa: 'sse9' as 'avx2' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'isa must be avx512-bf16, avx512, avx2 or generic, got sse9' });
   await expect(Engine.open({ path: dir, dtype: 16 as unknown as 'bf16' })).rejects.toMatchObject({ code: 'BAD_REQUEST', message: 'options.dtype must be a string' });
 });

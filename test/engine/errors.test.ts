@@ -246,6 +246,12 @@ describe('bad requests leave the engine usable', () => {
     await expect(Engine.open({ path: good, gpuMemoryUtilization: 1.5 })).rejects.toThrow(/gpu_memory_utilization must be in \[0, 1\]/);
   });
 
+  test("a choice's older name loads as its new one (a name of neither: aten-kernels.test.ts)", async () => {
+    const e = await Engine.open({ path: good, attention: 'kernels', isa: 'portable' as 'generic' });
+    await e.close();
+    expect(e.info).toMatchObject({ attention: 'direct', kernels: 'generic' });
+  });
+
   test('a closed engine rejects with ENGINE_CLOSED', async () => {
     const e = await Engine.open({ path: torchscriptModel('tiny-llama') });
     await e.close();

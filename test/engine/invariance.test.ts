@@ -5,7 +5,7 @@
  * the prefix cache, in one forward step or cut into many, in fp32 and bf16, on
  * every architecture, and at every instruction set level this CPU runs (the
  * default, its best, on every architecture; the lower ones on one); with int8
- * weights too (bf16, every architecture; and its AVX2 and portable paths). (oneDNN's
+ * weights too (bf16, every architecture; and its AVX2 and generic paths). (oneDNN's
  * kernels, kept behind batchInvariant: false, are not: their GEMM result for a
  * row changes with M.)
  */
@@ -89,7 +89,7 @@ describe.each(runnableIsaLevels())('tiny-qwen3 at level %s: bit-identical label 
 });
 
 // int8 weights (csrc/kernels/cpu/gemm/int8_linear.h): bf16 on every architecture, on the CPU's best path
-// (AVX-512 VNNI where it has it); and the lower paths (AVX2, portable) on one.
+// (AVX-512 VNNI where it has it); and the lower paths (AVX2, generic) on one.
 // Of the mixtures of experts, the one with a shared expert: int8 changes only the experts' GEMMs, which bf16 above
 // shows invariant in all three (for the suite's time).
 const int8Models = tinyModelNames.filter((name) => name !== 'tiny-qwen3-moe' && name !== 'tiny-mixtral');
@@ -97,7 +97,7 @@ describe.each(int8Models)('%s, int8 weights: bit-identical label logits in any b
   const dir = tinyModel(name);
   test('bf16', async () => expectInvariant(dir, await tokenizeTexts(dir), 'bf16', undefined, 'int8'));
 });
-const lowerInt8Paths = (['avx2', 'portable'] as IsaLevel[]).filter((isa) => runnableIsaLevels().includes(isa));
+const lowerInt8Paths = (['avx2', 'generic'] as IsaLevel[]).filter((isa) => runnableIsaLevels().includes(isa));
 test.each(lowerInt8Paths)('tiny-qwen3, int8 weights on the %s path: bit-identical label logits in any batch', async (isa) => {
   const dir = tinyModel('tiny-qwen3');
   await expectInvariant(dir, await tokenizeTexts(dir), 'bf16', isa, 'int8');

@@ -1,7 +1,7 @@
 /**
  * int8 weights (--quantization int8, csrc/kernels/cpu/gemm/int8_linear.h): on every architecture the label
  * probabilities stay near bf16's, the engine says what it runs, the AVX-512 VNNI and AVX2 paths give the
- * portable loop's bits, weights take about half of bf16's memory, and what cannot run is refused with a message
+ * generic loop's bits, weights take about half of bf16's memory, and what cannot run is refused with a message
  * (fp8 runs on CUDA only: bench/gpu/fp8.py checks it on a GPU).
  * The bound, 2.5e-2, is what these random-weight models measure (up to 1.2e-2 here, 1.8e-2 over
  * bench:quantization's 200 questions), not issue 31's 1e-2 budget, which they do not meet
@@ -28,13 +28,13 @@ async function answers(dir: string, options: Partial<NativeLoadOptions>, request
 }
 
 describe.each(tinyModelNames)('%s', (name) => {
-  test('int8: label probabilities within 2.5e-2 of bf16, not equal to them, and the same bits on the AVX2 and portable paths', async () => {
+  test('int8: label probabilities within 2.5e-2 of bf16, not equal to them, and the same bits on the AVX2 and generic paths', async () => {
     const dir = tinyModel(name);
     const t = await tokenizeTexts(dir);
     const request = { state: t.state, questions: t.questions.map((tokens) => ({ tokens, labelIds: t.labels })) };
     const bf16 = await answers(dir, {}, request);
     const int8 = await answers(dir, { quantization: 'int8' }, request);
-    expect(int8.info).toMatchObject({ quantization: 'int8', quantizedKernels: vnni ? 'avx512-vnni' : avx2 ? 'avx2' : 'portable' });
+    expect(int8.info).toMatchObject({ quantization: 'int8', quantizedKernels: vnni ? 'avx512-vnni' : avx2 ? 'avx2' : 'generic' });
     expect(bf16.info.quantization).toBe('none');
     let worst = 0;
     int8.answers.forEach((a, i) => a.labelLogProbs.forEach((x, j) => (worst = Math.max(worst, Math.abs(Math.exp(x) - Math.exp(bf16.answers[i].labelLogProbs[j]))))));
@@ -42,7 +42,7 @@ describe.each(tinyModelNames)('%s', (name) => {
     expect(worst).toBeLessThanOrEqual(2.5e-2);
     // The weights are quantized: the logits move.
     expect(int8.answers.map((a) => Array.from(a.labelLogits))).not.toEqual(bf16.answers.map((a) => Array.from(a.labelLogits)));
-    for (const isa of ['portable', ...(avx2 && vnni ? ['avx2'] : [])] as IsaLevel[]) {
+    for (const isa of ['generic', ...(avx2 && vnni ? ['avx2'] : [])] as IsaLevel[]) {
       const other = await answers(dir, { quantization: 'int8', isa }, request);
       expect(other.info.quantizedKernels).toBe(isa);
       expect(other.answers.map((a) => Array.from(a.labelLogits))).toEqual(int8.answers.map((a) => Array.from(a.labelLogits)));

@@ -12,7 +12,7 @@ export function runnableIsaLevels(): IsaLevel[] {
     'avx512-bf16': has('avx512f', 'avx512bw', 'avx512vl', 'avx512_bf16'),
     avx512: has('avx512f', 'avx512bw', 'avx512vl'),
     avx2: has('avx2', 'fma'),
-    portable: true,
+    generic: true,
   };
   return isaLevels.filter((level) => runs[level]);
 }

@@ -18,7 +18,7 @@
  *
  * The int8 GEMM (csrc/kernels/cpu/gemm/int8_gemm.h), with test/native/int8_check.cpp: its quantization as the rules
  * say, every output the exact integer sum's fp32 expression, every row the same bits in any batch, and the
- * AVX2, AVX-512 VNNI and AMX paths the portable loop's bits (AMX on a model of its tiles on every CPU, csrc/kernels/cpu/gemm/amx_tiles.h,
+ * AVX2, AVX-512 VNNI and AMX paths the generic loop's bits (AMX on a model of its tiles on every CPU, csrc/kernels/cpu/gemm/amx_tiles.h,
  * and on the tiles where the CPU has them).
  *
  * The float64 functions of the RoPE tables (csrc/common/fixed_math.h), with test/native/fixed_math_check.cpp: within a few
@@ -60,8 +60,8 @@ beforeAll(async () => {
   native = kernels.filter((r) => r.level.startsWith('amx'));
 }, 120_000);
 
-test('every level this CPU runs is checked, and the portable one as a CPU without FMA runs it, in fp32 and bf16, at an odd and an even K', () => {
-  const expected = ['portable-libm', ...runnableIsaLevels().reverse()];
+test('every level this CPU runs is checked, and the generic one as a CPU without FMA runs it, in fp32 and bf16, at an odd and an even K', () => {
+  const expected = ['generic-libm', ...runnableIsaLevels().reverse()];
   expect(rows.map((r) => `${r.level}/${r.dtype}/${r.k}`)).toEqual(
     expected.flatMap((l) => [2101, 2100].flatMap((k) => [`${l}/fp32/${k}`, `${l}/bf16/${k}`])),
   );
@@ -103,15 +103,15 @@ test("AMX's native bf16 kernel (on a model of the tiles; on the tiles where the 
 });
 
 test('bf16 values and sums below the normal range: every bf16 kernel the bits of the vdpbf16ps model (denormals read and written as 0)', () => {
-  // The model, against libm's fma, the portable, AVX2 and AVX-512 FMA kernels and the instruction where the CPU has it.
+  // The model, against libm's fma, the generic, AVX2 and AVX-512 FMA kernels and the instruction where the CPU has it.
   expect(denormals.kernels).toBe(runnableIsaLevels().length + 1);
   expect(denormals.tinyOutputs).toBeGreaterThan(0);
   expect(denormals.kernelsDiffering).toBe(0);
 });
 
-test("a softmax numerator and its row's sum do not change with their place in the row (portable loops: no contraction in the vector body only)", async () => {
+test("a softmax numerator and its row's sum do not change with their place in the row (generic loops: no contraction in the vector body only)", async () => {
   const paths = await runCheck<{ path: string; offsets: number; differing: number; sumError: number }>('softmax_check');
-  expect(paths.map((p) => p.path).sort()).toEqual(['portable', ...runnableIsaLevels().filter((l) => l.startsWith('avx512'))].sort());
+  expect(paths.map((p) => p.path).sort()).toEqual(['generic', ...runnableIsaLevels().filter((l) => l.startsWith('avx512'))].sort());
   for (const p of paths) {
     expect(`${p.path}: ${p.differing} of ${p.offsets} offsets differ`).toBe(`${p.path}: 0 of ${p.offsets} offsets differ`);
     expect(p.sumError).toBeLessThan(1e-7);
@@ -146,13 +146,13 @@ test("the mix's key pairs give a query the same bits in any batch, step, chunk, 
   }
 }, 120_000);
 
-test('int8: quantized as the rules say, outputs exact, rows the same in any batch, and VNNI and AMX equal to the portable loop', async () => {
+test('int8: quantized as the rules say, outputs exact, rows the same in any batch, and VNNI and AMX equal to the generic loop', async () => {
   const paths = await runCheck<{
     path: string; k: number; quantizedDiffering: number; outputsDiffering: number; accumulatedDiffering: number;
     bf16OutputsDiffering: number; rowsCompared: number; rowsDiffering: number; bits: string;
   }>('int8_check');
   // The AMX kernel on its model of the tiles on every CPU; on the tiles themselves where the CPU has AMX-INT8.
-  const expected = ['portable', ...(runnableIsaLevels().includes('avx2') ? ['avx2'] : []), ...(runsInt8Vnni() ? ['avx512-vnni'] : []), 'amx-model',
+  const expected = ['generic', ...(runnableIsaLevels().includes('avx2') ? ['avx2'] : []), ...(runsInt8Vnni() ? ['avx512-vnni'] : []), 'amx-model',
     ...(runsInt8Amx() ? ['amx-int8'] : [])];
   expect([...new Set(paths.map((p) => p.path))]).toEqual(expected);
   for (const p of paths) {

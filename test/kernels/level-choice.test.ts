@@ -63,13 +63,13 @@ const multi = runnableIsaLevels().length > 1;
 
 (multi ? test : test.skip)('a level made slow on purpose is not chosen; the level taken answers with its own bits', async () => {
   const plain = await server();
-  const [slowed, forced] = await Promise.all([server({ TQ_LEVEL_HANDICAP: plain.kernels }), server({ TQ_KERNELS: 'portable' })]);
+  const [slowed, forced] = await Promise.all([server({ TQ_LEVEL_HANDICAP: plain.kernels }), server({ TQ_KERNELS: 'generic' })]);
   expect(slowed.choice.how).toBe('measured');
   expect(slowed.kernels).not.toBe(plain.kernels);
   expect(slowed.choice.gflops[plain.kernels]).toBeLessThan(slowed.choice.gflops[slowed.kernels]);
   expect(forced.choice.how).toBe('forced');
-  // On a CPU with two levels the other is portable; with more, the one taken is checked against itself forced.
-  const against = slowed.kernels === 'portable' ? forced : await server({ TQ_KERNELS: slowed.kernels });
+  // On a CPU with two levels the other is generic; with more, the one taken is checked against itself forced.
+  const against = slowed.kernels === 'generic' ? forced : await server({ TQ_KERNELS: slowed.kernels });
   expect(against.kernels).toBe(slowed.kernels);
   expect(await logits(slowed.s)).toEqual(await logits(against.s));
 });
@@ -118,11 +118,11 @@ function openThenRemeasure(handicap: string): Promise<{ before: [string, string]
 }
 
 (multi ? test : test.skip)('an engine that started on a slow level moves to a fast one when measured again, with the same bits', async () => {
-  const fast = runnableIsaLevels().filter((level) => level !== 'portable');
+  const fast = runnableIsaLevels().filter((level) => level !== 'generic');
   const { before, after, same } = await openThenRemeasure(fast.join(','));
-  expect(before).toEqual(['portable', 'measured']);
+  expect(before).toEqual(['generic', 'measured']);
   expect(after[1]).toBe('re-measured');
-  // portable is the slowest level on every CPU by far (no wide vectors): measured quietly, it is left.
+  // generic is the slowest level on every CPU by far (no wide vectors): measured quietly, it is left.
   if (!after[2]) expect(fast).toContain(after[0]);
   expect(same).toBe(true);
 });

@@ -6,17 +6,17 @@
 // last layer plans them):
 //   - the visibility the plan encodes equals the engine's one rule
 //     (visibility_mask) element for element, each visible key exactly once;
-//   - no level is empty, every merge entry sees a key;
+//   - no tier is empty, every merge entry sees a key;
 //   - the reference partial attention merged by log-sum-exp equals float64
 //     softmax attention under the rule's mask, and the ATen form the reference;
-// and on hand-built levels, a row that sees no key in one level is merged
+// and on hand-built tiers, a row that sees no key in one tier is merged
 // without reading its log-sum-exp. Each step is also padded to its bucket
 // (batch/step_buckets.h) and planned in the fixed form CUDA graphs replay
 // (batch/fixed_cascade.h): there too the rule's visibility, and the launch
 // shape (every array's length, every host scalar) a function of the bucket and
-// the own level's key capacity alone; the reference over it gives the bits of
+// the own tier's key capacity alone; the reference over it gives the bits of
 // the plain plan. The CPU kernels' attention (kernels/cpu/attention/attention.h) runs the
-// same steps, invariant at every level this CPU has and on oneDNN, against its
+// same steps, invariant at every kernel level this CPU has and on oneDNN, against its
 // plain reference (attention_reference.h), and that against float64 attention.
 // Prints one JSON line per part.
 #include <ATen/ATen.h>
@@ -55,7 +55,7 @@ struct Tree {
   std::vector<int64_t> compute;
 };
 
-// 1-3 states, each short or long (with long_states: long enough for the state level to read it in chunks,
+// 1-3 states, each short or long (with long_states: long enough for the state tier to read it in chunks,
 // cascade_plan.h's kStateChunkKeys), with a cached prefix of any length, 0-2 shared segments of
 // 1-3 questions and 0-3 questions of its own; each question read out at a random token.
 Tree random_tree(bool long_states = false) {
@@ -100,25 +100,25 @@ at::Tensor dense_attention(const at::Tensor& q, const at::Tensor& k, const at::T
 }
 
 at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  std::vector<DeviceLevel> levels;
-  for (const auto& level : plan.levels) levels.push_back(impl.prepare(level));
+  std::vector<DeviceTier> tiers;
+  for (const auto& tier : plan.tiers) tiers.push_back(impl.prepare(tier));
   auto merge = prepare_merge(plan, at::kCPU);
   // As a CUDA step has them: views of one buffer (step_upload.h; on the CPU the step keeps its own tensors).
-  pack_into_one(step_arrays(levels, merge), at::kCPU);
+  pack_into_one(step_arrays(tiers, merge), at::kCPU);
   std::vector<PartialResult> parts;
-  for (const auto& level : levels) parts.push_back(attend_level(impl, q, k, v, level));
+  for (const auto& tier : tiers) parts.push_back(attend_tier(impl, q, k, v, tier));
   return merge_attention(merge, parts, at::kFloat);
 }
 
 struct Totals {
-  int64_t trees = 0, steps = 0, layouts = 0, mismatched = 0, empty_levels = 0, keyless_entries = 0, windowed_levels = 0, chunked_levels = 0;
-  int64_t max_levels = 0, compared = 0;
+  int64_t trees = 0, steps = 0, layouts = 0, mismatched = 0, empty_tiers = 0, keyless_entries = 0, windowed_tiers = 0, chunked_tiers = 0;
+  int64_t max_tiers = 0, compared = 0;
   double worst_reference = 0, worst_aten = 0;
   double worst_plain = 0;                // the plain reference against float64
   std::map<std::string, double> worst_cpu;  // each CPU implementation against the plain reference
 };
 
-// The CPU kernels' attention over the step, invariant at every level this CPU runs and on oneDNN,
+// The CPU kernels' attention over the step, invariant at every kernel level this CPU runs and on oneDNN,
 // each against the plain reference.
 void check_cpu_attention(const QueryLayout& q, const StepBatch& b, std::optional<int64_t> window, double softcap, const at::Tensor& qv,
                          const at::Tensor& kv, const at::Tensor& vv, const at::Tensor& plain, Totals& t) {
@@ -141,23 +141,23 @@ void check_layout(const QueryLayout& q, const StepBatch& b, std::optional<int64_
   auto rule = visibility_mask(q.positions, q.segments, q.parents, q.roots, b.key_positions, b.key_segments, window);
   ++t.layouts;
   if (!cascade_visibility(plan, tq, tk).equal(rule.to(at::kInt))) ++t.mismatched;
-  t.max_levels = std::max<int64_t>(t.max_levels, static_cast<int64_t>(plan.levels.size()));
-  for (const auto& level : plan.levels) {
-    if (level.total_q() == 0) ++t.empty_levels;
-    if (level.name == "state" && level.window_left >= 0) ++t.windowed_levels;
+  t.max_tiers = std::max<int64_t>(t.max_tiers, static_cast<int64_t>(plan.tiers.size()));
+  for (const auto& tier : plan.tiers) {
+    if (tier.total_q() == 0) ++t.empty_tiers;
+    if (tier.name == "state" && tier.window_left >= 0) ++t.windowed_tiers;
     // A state read in chunks: consecutive sequences of the same rows.
-    for (int32_t s = 1; s < level.sequences(); ++s)
-      if (level.name == "state" && level.cu_q[s] > level.cu_q[s - 1] && level.cu_q[s + 1] > level.cu_q[s] &&
-          level.q_rows[level.cu_q[s]] == level.q_rows[level.cu_q[s - 1]]) {
-        ++t.chunked_levels;
+    for (int32_t s = 1; s < tier.sequences(); ++s)
+      if (tier.name == "state" && tier.cu_q[s] > tier.cu_q[s - 1] && tier.cu_q[s + 1] > tier.cu_q[s] &&
+          tier.q_rows[tier.cu_q[s]] == tier.q_rows[tier.cu_q[s - 1]]) {
+        ++t.chunked_tiers;
         break;
       }
   }
-  for (size_t e = 0; e < plan.merge_level.size(); ++e) {
-    const auto& level = plan.levels[plan.merge_level[e]];
+  for (size_t e = 0; e < plan.merge_tier.size(); ++e) {
+    const auto& tier = plan.tiers[plan.merge_tier[e]];
     int32_t s = 0;
-    while (level.cu_q[s + 1] <= plan.merge_row[e]) ++s;
-    if (visible_keys(level, s, plan.merge_row[e] - level.cu_q[s]).count() == 0) ++t.keyless_entries;
+    while (tier.cu_q[s + 1] <= plan.merge_row[e]) ++s;
+    if (visible_keys(tier, s, plan.merge_row[e] - tier.cu_q[s]).count() == 0) ++t.keyless_entries;
   }
   if (!numeric) return;
   const int64_t heads = 4, kv_heads = 2, dim = 8;
@@ -184,8 +184,8 @@ struct FixedTotals {
 
 // What a replay bakes in of a fixed plan: every array's length and every host scalar.
 std::vector<int64_t> launch_shape(const CascadePlan& plan) {
-  std::vector<int64_t> shape{static_cast<int64_t>(plan.merge_begin.size()), plan.merge_capacity, static_cast<int64_t>(plan.levels.size())};
-  for (const auto& l : plan.levels)
+  std::vector<int64_t> shape{static_cast<int64_t>(plan.merge_begin.size()), plan.merge_capacity, static_cast<int64_t>(plan.tiers.size())};
+  for (const auto& l : plan.tiers)
     shape.insert(shape.end(), {l.causal, l.window_left, static_cast<int64_t>(l.cu_q.size()), static_cast<int64_t>(l.cu_k.size()),
                                static_cast<int64_t>(l.q_rows.size()), static_cast<int64_t>(l.k_rows.size()), l.max_q, l.max_k});
   return shape;
@@ -203,8 +203,8 @@ void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, Fixed
   const auto tokens = static_cast<int32_t>(bucket->tokens), keys = static_cast<int32_t>(bucket->keys);
   if (!fix_cascade_shape(plan, tokens, keys)) {
     ++t.refused;
-    // Only a window that cuts a state (one level per window) is refused here.
-    if (std::none_of(plain.levels.begin(), plain.levels.end(), [](const auto& l) { return l.name == "state" && l.window_left >= 0; }))
+    // Only a window that cuts a state (one tier per window) is refused here.
+    if (std::none_of(plain.tiers.begin(), plain.tiers.end(), [](const auto& l) { return l.name == "state" && l.window_left >= 0; }))
       ++t.refused_unwindowed;
     return;
   }
@@ -215,14 +215,14 @@ void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, Fixed
   const auto seen = rule.slice(0, real_tokens).sum(1);
   t.padding_rows += seen.size(0);
   t.padding_rows_seeing_more += seen.gt(tokens - real_tokens).sum().item<int64_t>();
-  for (size_t e = 0; e < plan.merge_level.size(); ++e) {
-    const auto& level = plan.levels[plan.merge_level[e]];
+  for (size_t e = 0; e < plan.merge_tier.size(); ++e) {
+    const auto& tier = plan.tiers[plan.merge_tier[e]];
     int32_t s = 0;
-    while (level.cu_q[s + 1] <= plan.merge_row[e]) ++s;
-    if (visible_keys(level, s, plan.merge_row[e] - level.cu_q[s]).count() == 0) ++t.keyless_entries;
+    while (tier.cu_q[s + 1] <= plan.merge_row[e]) ++s;
+    if (visible_keys(tier, s, plan.merge_row[e] - tier.cu_q[s]).count() == 0) ++t.keyless_entries;
   }
   // A model has one window: it is part of the key here, where trees draw theirs.
-  const std::vector<int64_t> key{tokens, keys, plan.levels[0].total_k(), window.value_or(-1)};
+  const std::vector<int64_t> key{tokens, keys, plan.tiers[0].total_k(), window.value_or(-1)};
   const auto [known, inserted] = t.shape_of.try_emplace(key, launch_shape(plan));
   if (inserted) ++t.shapes;
   else if (known->second != launch_shape(plan)) ++t.shape_differences;
@@ -243,19 +243,19 @@ QueryLayout output_layout(const StepBatch& b) {
           b.key_slots};
 }
 
-// A causal level whose first row sees no key (3 rows over 2 keys), and a level that gives that
-// row its keys: the merge must give that row the second level's output whatever the first
-// level's log-sum-exp holds for it (FlashAttention-2 writes +inf there, the memory-efficient kernel 0).
+// A causal tier whose first row sees no key (3 rows over 2 keys), and a tier that gives that
+// row its keys: the merge must give that row the second tier's output whatever the first
+// tier's log-sum-exp holds for it (FlashAttention-2 writes +inf there, the memory-efficient kernel 0).
 void check_keyless_row() {
   CascadePlan plan;
-  CascadeLevel causal{"own", true, -1, {0, 3}, {0, 2}, {0, 1, 2}, {0, 1}, 3, 2};
-  CascadeLevel full{"state", false, -1, {0, 3}, {0, 3}, {0, 1, 2}, {2, 3, 4}, 3, 3};
-  plan.levels = {causal, full};
+  CascadeTier causal{"own", true, -1, {0, 3}, {0, 2}, {0, 1, 2}, {0, 1}, 3, 2};
+  CascadeTier full{"state", false, -1, {0, 3}, {0, 3}, {0, 1, 2}, {2, 3, 4}, 3, 3};
+  plan.tiers = {causal, full};
   plan_merge(plan, 3);
   auto q = at::randn({3, 2, 4}), k = at::randn({5, 1, 4}), v = at::randn({5, 1, 4});
   const auto impl = reference_partial_attention(0);
-  std::vector<DeviceLevel> levels{impl->prepare(plan.levels[0]), impl->prepare(plan.levels[1])};
-  std::vector<PartialResult> parts{attend_level(*impl, q, k, v, levels[0]), attend_level(*impl, q, k, v, levels[1])};
+  std::vector<DeviceTier> tiers{impl->prepare(plan.tiers[0]), impl->prepare(plan.tiers[1])};
+  std::vector<PartialResult> parts{attend_tier(*impl, q, k, v, tiers[0]), attend_tier(*impl, q, k, v, tiers[1])};
   const auto merge = prepare_merge(plan, at::kCPU);
   const auto clean = merge_attention(merge, parts, at::kFloat);
   bool same = true;
@@ -265,11 +265,11 @@ void check_keyless_row() {
     same = same && merge_attention(merge, parts, at::kFloat).equal(clean);
   }
   const bool alone = clean.select(0, 0).equal(parts[1].out.select(0, 0));
-  std::printf("{\"part\":\"keyless\",\"entriesOfRow0\":%d,\"poisonIgnored\":%s,\"row0IsOtherLevel\":%s}\n", merge.begin[1] - merge.begin[0],
+  std::printf("{\"part\":\"keyless\",\"entriesOfRow0\":%d,\"poisonIgnored\":%s,\"row0IsOtherTier\":%s}\n", merge.begin[1] - merge.begin[0],
               same ? "true" : "false", alone ? "true" : "false");
 }
 
-// A merge row with no entries merges to 0, reading no level's result.
+// A merge row with no entries merges to 0, reading no tier's result.
 void check_empty_row() {
   DeviceMerge merge;
   merge.begin = {0, 0, 1};
@@ -332,10 +332,10 @@ int main() {
       check_fixed(b, window, numeric, f);
     }
   }
-  std::printf("{\"part\":\"plans\",\"trees\":%lld,\"steps\":%lld,\"layouts\":%lld,\"mismatched\":%lld,\"emptyLevels\":%lld,\"keylessEntries\":%lld,"
-              "\"windowedLevels\":%lld,\"chunkedLevels\":%lld,\"maxLevels\":%lld,\"compared\":%lld,\"worstReference\":%.3e,\"worstAten\":%.3e}\n",
-              (long long)t.trees, (long long)t.steps, (long long)t.layouts, (long long)t.mismatched, (long long)t.empty_levels,
-              (long long)t.keyless_entries, (long long)t.windowed_levels, (long long)t.chunked_levels, (long long)t.max_levels, (long long)t.compared, t.worst_reference, t.worst_aten);
+  std::printf("{\"part\":\"plans\",\"trees\":%lld,\"steps\":%lld,\"layouts\":%lld,\"mismatched\":%lld,\"emptyTiers\":%lld,\"keylessEntries\":%lld,"
+              "\"windowedTiers\":%lld,\"chunkedTiers\":%lld,\"maxTiers\":%lld,\"compared\":%lld,\"worstReference\":%.3e,\"worstAten\":%.3e}\n",
+              (long long)t.trees, (long long)t.steps, (long long)t.layouts, (long long)t.mismatched, (long long)t.empty_tiers,
+              (long long)t.keyless_entries, (long long)t.windowed_tiers, (long long)t.chunked_tiers, (long long)t.max_tiers, (long long)t.compared, t.worst_reference, t.worst_aten);
   std::printf("{\"part\":\"fixed\",\"fixed\":%lld,\"refused\":%lld,\"refusedUnwindowed\":%lld,\"mismatched\":%lld,\"keylessEntries\":%lld,"
               "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld,\"paddingRows\":%lld,\"paddingRowsSeeingMore\":%lld}\n",
               (long long)f.fixed, (long long)f.refused, (long long)f.refused_unwindowed, (long long)f.mismatched, (long long)f.keyless_entries,

@@ -10,8 +10,8 @@
 //   - bf16 outputs: every one the fp32 output rounded to nearest even;
 //   - the outputs' bits as a hash: every level computes the same chains
 //     (docs/arithmetic.md), so all must agree bit for bit, the vdpbf16ps
-//     family with the FMA one in bf16, and the portable level as a CPU
-//     without FMA runs it ("portable-libm") with the rest.
+//     family with the FMA one in bf16, and the generic level as a CPU
+//     without FMA runs it ("generic-libm") with the rest.
 // Each at an odd K (the vdpbf16ps family packs its steps, the last pair half
 // empty) and an even one (it reads them in place).
 // Prints one JSON line per (level, dtype); test/kernels/cpu.test.ts reads them.
@@ -143,8 +143,8 @@ void check_denormals() {
   std::vector<uint16_t> x(m * k), w(n * k);
   for (auto& v : x) v = value();
   for (auto& v : w) v = value();  // products 2^-144 ... 2^-112: many steps' results below 2^-126
-  std::vector<std::pair<const char*, gemm::Kernel>> kernels{{"model", gemm::dpbf16_model_kernel()}, {"portable-libm", gemm::portable_libm_fma_kernel(true)}};
-  for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16})
+  std::vector<std::pair<const char*, gemm::Kernel>> kernels{{"model", gemm::dpbf16_model_kernel()}, {"generic-libm", gemm::generic_libm_fma_kernel(true)}};
+  for (Isa isa : {Isa::Generic, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16})
     if (isa <= best_isa()) kernels.emplace_back(isa_name(isa), isa == Isa::Avx512Bf16 ? gemm::dpbf16_kernel() : gemm::fma_kernel(isa, true));
   std::vector<std::vector<float>> outs;
   for (const auto& [name, kernel] : kernels) {
@@ -169,14 +169,14 @@ void check_denormals() {
 int main() {
   check_denormals();
   for (int64_t k : {2101, 2100})
-    for (bool bf16 : {false, true}) check("portable-libm", gemm::portable_libm_fma_kernel(bf16), bf16, k);
+    for (bool bf16 : {false, true}) check("generic-libm", gemm::generic_libm_fma_kernel(bf16), bf16, k);
   // The native bf16 arithmetic of AMX (its own bits): on the model of the tiles, and on the tiles where the CPU has them.
   // A shorter, odd K (151 pairs: 9 tiles and a last one of 7, the last pair half empty), a tenth of the rows alone:
   // the model is a slow loop.
   check("amx-model", gemm::amx_bf16_model_kernel(), true, 301, 10);
   if (gemm::cpu_has_amx_bf16())
     for (int64_t k : {2101, 2100}) check("amx-bf16", gemm::amx_bf16_kernel(), true, k);
-  for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16}) {
+  for (Isa isa : {Isa::Generic, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16}) {
     if (isa > best_isa()) continue;
     for (int64_t k : {2101, 2100})
       for (bool bf16 : {false, true})

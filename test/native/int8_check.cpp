@@ -1,5 +1,5 @@
 // The int8 GEMM (csrc/kernels/cpu/gemm/int8_gemm.h) checked without torch, on the
-// portable loop and, where the CPU has them, on AVX2 and on AVX-512 VNNI:
+// generic loop and, where the CPU has them, on AVX2 and on AVX-512 VNNI:
 //   - quantization: the activations' u8 rows and scales (from bf16 and from
 //     fp32 values), and the packed
 //     weights, offsets and scales, against this file's own reading of the
@@ -119,7 +119,7 @@ Run run(const q8::Kernel& kn, const Case& c, int64_t r0, int64_t rows, int64_t s
 }  // namespace
 
 int main() {
-  std::vector<q8::Kernel> kernels{q8::portable_kernel()};
+  std::vector<q8::Kernel> kernels{q8::generic_kernel()};
   if (q8::cpu_has_avx2()) kernels.push_back(q8::avx2_kernel());
   if (q8::cpu_has_vnni()) kernels.push_back(q8::vnni_kernel());
   kernels.push_back(q8::amx_model_kernel());

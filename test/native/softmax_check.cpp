@@ -1,6 +1,6 @@
 // The softmax numerators (csrc/kernels/cpu/rows/softmax.cpp) of one row of scores
 // placed at 40 offsets behind masked keys (-inf), with masked keys between
-// them too, on the portable loops and on each AVX-512 level the CPU has: an
+// them too, on the generic loops and on each AVX-512 level the CPU has: an
 // element's numerator (fp32 in place, and bf16) and the row's inverse sum
 // must not depend on its place in the row; the inverse sum must be within
 // 1e-7 of 1 / a float64 sum of the same numerators. Prints {"path",
@@ -57,7 +57,7 @@ void check(const char* path, tq::Isa isa) {
 }  // namespace
 
 int main() {
-  check("portable", tq::Isa::Portable);
+  check("generic", tq::Isa::Generic);
   if (tq::best_isa() >= tq::Isa::Avx512) check("avx512", tq::Isa::Avx512);
   if (tq::best_isa() >= tq::Isa::Avx512Bf16) check("avx512-bf16", tq::Isa::Avx512Bf16);
 }

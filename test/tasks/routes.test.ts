@@ -292,7 +292,7 @@ describe('management and persistence', () => {
     const int8 = await startServer(['--tasks-file', copy, '--quantization', 'int8']);
     try {
       const health = (await int8.get('/health')).body;
-      expect(health).toMatchObject({ quantization: 'int8', quantized_kernels: runsInt8Vnni() ? 'avx512-vnni' : runnableIsaLevels().includes('avx2') ? 'avx2' : 'portable' });
+      expect(health).toMatchObject({ quantization: 'int8', quantized_kernels: runsInt8Vnni() ? 'avx512-vnni' : runnableIsaLevels().includes('avx2') ? 'avx2' : 'generic' });
       expect(health.linear_weight_bytes).toBeGreaterThan(0);
       expect((await int8.get('/metrics')).body).toMatch(/tqserve_engine_info\{engine="text",dtype="fp32",kernels="[^"]+",quantization="int8"\} 1/);
       const list = (await int8.get('/v1/tasks')).body;

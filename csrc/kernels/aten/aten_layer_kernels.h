@@ -9,7 +9,7 @@
 // prefix, several states, shared question text. SDPA's is_causal would not be
 // (it aligns the causal triangle top-left, which is wrong once queries follow
 // a cached prefix). The cascade (kernels/cascade/: FlashAttention-2 varlen
-// levels merged by log-sum-exp) skips the masked work; it is built, and to be
+// tiers merged by log-sum-exp) skips the masked work; it is built, and to be
 // measured against this path by the GPU check (docs/gpu.md).
 #pragma once
 #include "kernels/layer_kernels.h"

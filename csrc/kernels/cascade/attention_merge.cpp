@@ -58,12 +58,12 @@ at::Tensor merge_on_cuda(const DeviceMerge& m, const at::Tensor& partial, const 
 DeviceMerge prepare_merge(const CascadePlan& plan, at::Device device) {
   DeviceMerge m;
   m.begin = plan.merge_begin;
-  std::vector<int32_t> level_start{0};
-  for (const auto& level : plan.levels) level_start.push_back(level_start.back() + level.total_q());
-  for (size_t e = 0; e < plan.merge_level.size(); ++e) m.entry.push_back(level_start[plan.merge_level[e]] + plan.merge_row[e]);
+  std::vector<int32_t> tier_start{0};
+  for (const auto& tier : plan.tiers) tier_start.push_back(tier_start.back() + tier.total_q());
+  for (size_t e = 0; e < plan.merge_tier.size(); ++e) m.entry.push_back(tier_start[plan.merge_tier[e]] + plan.merge_row[e]);
   if (plan.merge_capacity > 0) m.entry.resize(static_cast<size_t>(plan.merge_capacity), 0);  // spare entries, never read
   if (plan.max_entries > merge::kMaxEntries)
-    throw std::invalid_argument("attention merge: a row in " + std::to_string(plan.max_entries) + " levels (at most " +
+    throw std::invalid_argument("attention merge: a row in " + std::to_string(plan.max_entries) + " tiers (at most " +
                                 std::to_string(merge::kMaxEntries) + ")");
   if (device.is_cuda()) {
     m.begin_on_device = at::tensor(at::ArrayRef<int32_t>(m.begin), at::kInt);

@@ -1,4 +1,4 @@
-// The cascade's merge (kernels/math/attention_merge_math.h) over a step's levels'
+// The cascade's merge (kernels/math/attention_merge_math.h) over a step's tiers'
 // results: on the CPU a loop over rows, on CUDA one kernel launch.
 #pragma once
 #include <ATen/ATen.h>
@@ -10,8 +10,8 @@
 
 namespace tq {
 
-// The plan's merge on the device, made once per step: entries name rows of the levels' results
-// stacked in level order.
+// The plan's merge on the device, made once per step: entries name rows of the tiers' results
+// stacked in tier order.
 struct DeviceMerge {
   std::vector<int32_t> begin, entry;  // host
   // int32, for the CUDA kernel only: made on the host, moved with the step's other arrays (step_upload.h).
@@ -19,7 +19,7 @@ struct DeviceMerge {
 };
 DeviceMerge prepare_merge(const CascadePlan& plan, at::Device device);
 
-// parts: each level's result, in the plan's order. Returns [rows, heads, dim] in out_dtype.
+// parts: each tier's result, in the plan's order. Returns [rows, heads, dim] in out_dtype.
 at::Tensor merge_attention(const DeviceMerge& merge, const std::vector<PartialResult>& parts, at::ScalarType out_dtype);
 
 }  // namespace tq

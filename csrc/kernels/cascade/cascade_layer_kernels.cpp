@@ -35,18 +35,18 @@ bool bucket_shaped(int64_t queries, int64_t keys) {
   return bucket && bucket->tokens == queries && bucket->keys == keys;
 }
 
-// A step's cascade: the plan, each level's arrays and the merge's on the device (one copy), made once.
-// Planned with the keys' slots (QueryLayout::key_slots), each level's keys are gathered from the KV
-// cache's store: the levels' key rows are made slots on the host, with the rest of the arrays.
+// A step's cascade: the plan, each tier's arrays and the merge's on the device (one copy), made once.
+// Planned with the keys' slots (QueryLayout::key_slots), each tier's keys are gathered from the KV
+// cache's store: the tiers' key rows are made slots on the host, with the rest of the arrays.
 class CascadeAttention : public StepAttention {
  public:
   CascadeAttention(CascadePlan plan, std::unique_ptr<PartialAttention> partial, at::Device device, bool fixed, const at::Tensor& key_slots)
       : plan_(std::move(plan)), partial_(std::move(partial)), merge_(prepare_merge(plan_, device)), fixed_(fixed), in_store_(key_slots.defined()) {
-    for (const auto& level : plan_.levels) {
-      levels_.push_back(partial_->prepare(level));
-      if (in_store_) levels_.back().k_rows = key_slots.index_select(0, levels_.back().k_rows);
+    for (const auto& tier : plan_.tiers) {
+      tiers_.push_back(partial_->prepare(tier));
+      if (in_store_) tiers_.back().k_rows = key_slots.index_select(0, tiers_.back().k_rows);
     }
-    upload_together(step_arrays(levels_, merge_), device);
+    upload_together(step_arrays(tiers_, merge_), device);
   }
 
   at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const override {
@@ -54,7 +54,7 @@ class CascadeAttention : public StepAttention {
     return attend(q, k, v);
   }
 
-  // key_slots: the ones planned with, on the device; the levels' own copies are read.
+  // key_slots: the ones planned with, on the device; the tiers' own copies are read.
   at::Tensor over_store(const at::Tensor& q, const at::Tensor& k_store, const at::Tensor& v_store, const at::Tensor& key_slots) const override {
     return in_store_ ? attend(q, k_store, v_store) : StepAttention::over_store(q, k_store, v_store, key_slots);
   }
@@ -62,7 +62,7 @@ class CascadeAttention : public StepAttention {
   std::vector<int64_t> launch_shape() const override {
     if (!fixed_) return {};
     std::vector<int64_t> shape{static_cast<int64_t>(merge_.begin.size()), static_cast<int64_t>(merge_.entry.size())};
-    for (const auto& l : plan_.levels)
+    for (const auto& l : plan_.tiers)
       shape.insert(shape.end(), {l.causal, l.window_left, l.sequences(), l.total_q(), l.total_k(), l.max_q, l.max_k});
     return shape;
   }
@@ -71,11 +71,11 @@ class CascadeAttention : public StepAttention {
     const auto& from = dynamic_cast<const CascadeAttention&>(other);
     if (from.launch_shape() != launch_shape() || launch_shape().empty() || from.in_store_ != in_store_)
       throw std::logic_error("refill_from: another launch shape");
-    // Assigned element by element: levels_ keep pointing at plan_'s levels.
+    // Assigned element by element: tiers_ keep pointing at plan_'s tiers.
     plan_ = from.plan_;
-    for (size_t i = 0; i < levels_.size(); ++i) {
-      DeviceLevel& to = levels_[i];
-      const DeviceLevel& source = from.levels_[i];
+    for (size_t i = 0; i < tiers_.size(); ++i) {
+      DeviceTier& to = tiers_[i];
+      const DeviceTier& source = from.tiers_[i];
       for (auto [a, b] : {std::pair{&to.q_rows, &source.q_rows}, {&to.k_rows, &source.k_rows}, {&to.cu_q, &source.cu_q},
                           {&to.cu_k, &source.cu_k}, {&to.row_seq, &source.row_seq}, {&to.row_in_seq, &source.row_in_seq}})
         a->copy_(*b);
@@ -89,25 +89,25 @@ class CascadeAttention : public StepAttention {
   }
 
  private:
-  // k, v: where the levels' key rows point (the step's keys, or the store).
+  // k, v: where the tiers' key rows point (the step's keys, or the store).
   at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const {
     std::vector<PartialResult> parts;
-    for (const auto& level : levels_) {
-      // What the level's launch takes from the host, for the CUDA graph check on the CPU (runner/launch_record.h).
-      const CascadeLevel& l = *level.level;
-      RECORD_FUNCTION(partial_->name(), std::vector<c10::IValue>({q, k, v, level.cu_q, level.cu_k, l.causal, int64_t{l.window_left},
+    for (const auto& tier : tiers_) {
+      // What the tier's launch takes from the host, for the CUDA graph check on the CPU (runner/launch_record.h).
+      const CascadeTier& l = *tier.tier;
+      RECORD_FUNCTION(partial_->name(), std::vector<c10::IValue>({q, k, v, tier.cu_q, tier.cu_k, l.causal, int64_t{l.window_left},
                                                                   int64_t{l.max_q}, int64_t{l.max_k}}));
-      parts.push_back(attend_level(*partial_, q, k, v, level));
+      parts.push_back(attend_tier(*partial_, q, k, v, tier));
     }
     return merge_attention(merge_, parts, q.scalar_type());
   }
 
-  CascadePlan plan_;  // levels_ point into it
+  CascadePlan plan_;  // tiers_ point into it
   std::unique_ptr<PartialAttention> partial_;
   DeviceMerge merge_;
-  std::vector<DeviceLevel> levels_;
+  std::vector<DeviceTier> tiers_;
   bool fixed_;     // plan_ is in the fixed form (batch/fixed_cascade.h)
-  bool in_store_;  // levels_' key rows are the KV cache's slots
+  bool in_store_;  // tiers_' key rows are the KV cache's slots
 };
 
 class CascadeLayerKernels : public LayerKernels {
@@ -141,7 +141,7 @@ class CascadeLayerKernels : public LayerKernels {
                        fix_cascade_shape(plan, static_cast<int32_t>(rows), static_cast<int32_t>(keys));
     return std::make_unique<CascadeAttention>(std::move(plan), std::move(partial), device(), fixed, queries.key_slots);
   }
-  // Not causal: the levels' bottom-right causal masks cannot say it (a vision tower's attention).
+  // Not causal: the tiers' bottom-right causal masks cannot say it (a vision tower's attention).
   std::unique_ptr<StepAttention> plan_segment_attention(const at::Tensor& segments, int64_t heads) const override {
     return inner_->plan_segment_attention(segments, heads);
   }

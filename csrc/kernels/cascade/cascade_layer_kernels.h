@@ -1,4 +1,4 @@
-// Attention as a cascade (batch/cascade_plan.h: levels computed apart, merged
+// Attention as a cascade (batch/cascade_plan.h: tiers computed apart, merged
 // by log-sum-exp), around another device's layer kernels: the GPU's form of
 // the step's attention, and on the CPU the same plan and merge over the
 // reference implementation, so that CI checks the cascade against the float64

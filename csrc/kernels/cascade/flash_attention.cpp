@@ -1,14 +1,14 @@
-// A level on the attention kernels a CUDA libtorch 2.x carries (the GPU's form
+// A tier on the attention kernels a CUDA libtorch 2.x carries (the GPU's form
 // of the cascade; docs/gpu.md): FlashAttention-2's varlen forward for bf16 and
 // fp16 (native GQA, bottom-right causal, a left window), and the CUTLASS
 // memory-efficient kernel for fp32 (no GQA: key heads repeated; bottom-right
 // causal; its LSE is [sequences, heads, padded rows], taken here to the
-// merge's [heads, rows]). A windowed fp32 level runs on the ATen form. Neither
+// merge's [heads, rows]). A windowed fp32 tier runs on the ATen form. Neither
 // soft-caps scores: a family that does takes aten_partial_attention.
 //
 // Facts of libtorch 2.11 this relies on (../shared/research/libtorch-2.11-gpu-facts.md):
 // FA2's varlen LSE is [heads, total_q]; its op takes at most these 13 arguments (no block table);
-// max_seqlen_q is passed as at least 2, which keeps a one-row level off the split-key path; the
+// max_seqlen_q is passed as at least 2, which keeps a one-row tier off the split-key path; the
 // memory-efficient kernel's LSE for a row without keys is 0, never read (the merge skips such rows).
 // Only a CUDA build compiles it (a CPU build's engine never asks for it: cascade_layer_kernels.cpp).
 #if TQ_CUDA
@@ -46,36 +46,36 @@ class FlashPartialAttention : public PartialAttention {
   explicit FlashPartialAttention(at::ScalarType dtype) : dtype_(dtype), windowed_fp32_(aten_partial_attention(0)) {}
   const char* name() const override { return dtype_ == at::kFloat ? "memory-efficient" : "flash"; }
 
-  // A windowed fp32 level runs on the ATen form, which pads.
+  // A windowed fp32 tier runs on the ATen form, which pads.
   bool replays(const CascadePlan& plan) const override {
-    return dtype_ != at::kFloat || std::none_of(plan.levels.begin(), plan.levels.end(), [](const auto& l) { return l.window_left >= 0; });
+    return dtype_ != at::kFloat || std::none_of(plan.tiers.begin(), plan.tiers.end(), [](const auto& l) { return l.window_left >= 0; });
   }
 
-  DeviceLevel prepare(const CascadeLevel& level) const override {
-    if (dtype_ == at::kFloat && level.window_left >= 0) return windowed_fp32_->prepare(level);
-    return PartialAttention::prepare(level);
+  DeviceTier prepare(const CascadeTier& tier) const override {
+    if (dtype_ == at::kFloat && tier.window_left >= 0) return windowed_fp32_->prepare(tier);
+    return PartialAttention::prepare(tier);
   }
 
-  PartialResult operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const DeviceLevel& dl) const override {
-    const CascadeLevel& level = *dl.level;
-    const auto qs = q.index_select(0, dl.q_rows);  // k and v are the level's own, gathered by the cascade
+  PartialResult operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const DeviceTier& dl) const override {
+    const CascadeTier& tier = *dl.tier;
+    const auto qs = q.index_select(0, dl.q_rows);  // k and v are the tier's own, gathered by the cascade
     const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
-    const int64_t max_q = std::max<int32_t>(2, level.max_q), max_k = level.max_k;
+    const int64_t max_q = std::max<int32_t>(2, tier.max_q), max_k = tier.max_k;
     if (dtype_ != at::kFloat) {
-      auto result = at::_flash_attention_forward(qs, k, v, dl.cu_q, dl.cu_k, max_q, max_k, /*dropout_p=*/0.0, level.causal,
-                                                 /*return_debug_mask=*/false, scale, level.window_left >= 0 ? std::optional<int64_t>(level.window_left) : std::nullopt,
+      auto result = at::_flash_attention_forward(qs, k, v, dl.cu_q, dl.cu_k, max_q, max_k, /*dropout_p=*/0.0, tier.causal,
+                                                 /*return_debug_mask=*/false, scale, tier.window_left >= 0 ? std::optional<int64_t>(tier.window_left) : std::nullopt,
                                                  std::optional<int64_t>(-1));
       check_lse(std::get<1>(result), {q.size(1), qs.size(0)}, "FlashAttention-2", false);  // [heads, total_q]
       return {std::get<0>(result), std::get<1>(result)};
     }
-    if (level.window_left >= 0) return (*windowed_fp32_)(q, k, v, dl);
+    if (tier.window_left >= 0) return (*windowed_fp32_)(q, k, v, dl);
     const int64_t group = q.size(1) / k.size(1);
     auto result = at::_efficient_attention_forward(qs.unsqueeze(0), k.repeat_interleave(group, 1).unsqueeze(0), v.repeat_interleave(group, 1).unsqueeze(0),
                                                    /*bias=*/std::nullopt, dl.cu_q, dl.cu_k, max_q, max_k, /*dropout_p=*/0.0,
-                                                   /*custom_mask_type=*/level.causal ? 2 : 0, /*compute_log_sumexp=*/true, scale);
+                                                   /*custom_mask_type=*/tier.causal ? 2 : 0, /*compute_log_sumexp=*/true, scale);
     auto out = std::get<0>(result).squeeze(0);
     auto lse = std::get<1>(result);  // [sequences, heads, padded rows]
-    check_lse(lse, {level.sequences(), q.size(1), max_q}, "the memory-efficient kernel", true);
+    check_lse(lse, {tier.sequences(), q.size(1), max_q}, "the memory-efficient kernel", true);
     const int64_t heads = lse.size(1), padded = lse.size(2);
     auto place = dl.row_seq * padded + dl.row_in_seq;
     return {out, lse.permute({1, 0, 2}).reshape({heads, -1}).index_select(1, place)};

@@ -1,10 +1,10 @@
-// One level of a cascade (batch/cascade_plan.h) computed on its own: softmax
-// attention of the level's query rows over its key rows, under the level's
+// One tier of a cascade (batch/cascade_plan.h) computed on its own: softmax
+// attention of the tier's query rows over its key rows, under the tier's
 // mask, returning each row's output and the log-sum-exp of its scaled scores,
-// which the merge (attention_merge.h) needs to combine levels. One interface,
+// which the merge (attention_merge.h) needs to combine tiers. One interface,
 // several implementations:
 //   reference  the CPU's: fp32, written plainly, a loop per row and head;
-//   aten       ATen's device-generic ops, per level padded to its longest
+//   aten       ATen's device-generic ops, per tier padded to its longest
 //              sequence (soft-capping: what Gemma 3 takes on CUDA);
 //   flash      CUDA: FlashAttention-2 (bf16, fp16) or the memory-efficient
 //              kernel (fp32), both compiled into a CUDA libtorch 2.x.
@@ -17,15 +17,15 @@
 
 namespace tq {
 
-// A level's index arrays as tensors, made on the host once per step (prepare) and read at every layer on the
+// A tier's index arrays as tensors, made on the host once per step (prepare) and read at every layer on the
 // device, where step_upload.h moves them with the rest of the step's in one copy.
-struct DeviceLevel {
-  const CascadeLevel* level;
-  at::Tensor q_rows;  // int64: the level's query rows in the step's queries
-  at::Tensor k_rows;  // int64: the level's keys where the cascade gathers them: the step's keys, or the KV cache's slots
+struct DeviceTier {
+  const CascadeTier* tier;
+  at::Tensor q_rows;  // int64: the tier's query rows in the step's queries
+  at::Tensor k_rows;  // int64: the tier's keys where the cascade gathers them: the step's keys, or the KV cache's slots
   at::Tensor cu_q, cu_k;      // int32 [sequences + 1]
-  at::Tensor row_seq, row_in_seq;  // int64 [total_q]: each level row's sequence and place in it
-  // aten: the level padded to [sequences, max_q] rows and [sequences, max_k] keys (-1: padding),
+  at::Tensor row_seq, row_in_seq;  // int64 [total_q]: each tier row's sequence and place in it
+  // aten: the tier padded to [sequences, max_q] rows and [sequences, max_k] keys (-1: padding),
   // and its mask [sequences, max_q, max_k] bool. Undefined elsewhere.
   at::Tensor q_pad, k_pad, mask;
 };
@@ -39,21 +39,21 @@ class PartialAttention {
  public:
   virtual ~PartialAttention() = default;
   virtual const char* name() const = 0;
-  // A level's arrays on the host (and what this implementation needs besides).
-  virtual DeviceLevel prepare(const CascadeLevel& level) const;
-  // q: [Tq, heads, dim], the step's (the level's q_rows index it); k, v: [total_k, kv_heads, dim], the level's own
-  // keys and values in its order (attend_level gathers them).
-  virtual PartialResult operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const DeviceLevel& level) const = 0;
-  // Whether its launches for the plan's levels, put in the fixed form (batch/fixed_cascade.h), are
-  // the same for every plan of that form: what a CUDA graph needs. Not so where it pads each level
+  // A tier's arrays on the host (and what this implementation needs besides).
+  virtual DeviceTier prepare(const CascadeTier& tier) const;
+  // q: [Tq, heads, dim], the step's (the tier's q_rows index it); k, v: [total_k, kv_heads, dim], the tier's own
+  // keys and values in its order (attend_tier gathers them).
+  virtual PartialResult operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const DeviceTier& tier) const = 0;
+  // Whether its launches for the plan's tiers, put in the fixed form (batch/fixed_cascade.h), are
+  // the same for every plan of that form: what a CUDA graph needs. Not so where it pads each tier
   // to its longest sequence (the ATen form): the fixed form would pad every sequence to the bucket.
   virtual bool replays(const CascadePlan& /*plan*/) const { return true; }
 };
 
-// A level computed by `impl`, its keys and values gathered from where its k_rows point: the step's keys, or the
+// A tier computed by `impl`, its keys and values gathered from where its k_rows point: the step's keys, or the
 // KV cache's store.
-PartialResult attend_level(const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
-                           const DeviceLevel& level);
+PartialResult attend_tier(const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
+                           const DeviceTier& tier);
 
 // softcap > 0: scaled scores are soft-capped, cap * tanh(s / cap), before the softmax (Gemma).
 std::unique_ptr<PartialAttention> reference_partial_attention(double softcap);

@@ -1,4 +1,4 @@
-// The reference partial attention: what a level computes, written as plainly
+// The reference partial attention: what a tier computes, written as plainly
 // as llm.c writes attention_forward, in fp32 on the CPU. Row i of a sequence
 // sees the keys visible_keys() gives; its scores q.k / sqrt(dim) (soft-capped),
 // their maximum m, the output sum_j exp(s_j - m) v_j / sum_j exp(s_j - m), and
@@ -18,10 +18,10 @@ class ReferencePartialAttention : public PartialAttention {
   explicit ReferencePartialAttention(double softcap) : softcap_(static_cast<float>(softcap)) {}
   const char* name() const override { return "reference"; }
 
-  PartialResult operator()(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, const DeviceLevel& dl) const override {
-    const CascadeLevel& level = *dl.level;
+  PartialResult operator()(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, const DeviceTier& dl) const override {
+    const CascadeTier& tier = *dl.tier;
     const auto q = q_in.to(at::kFloat).contiguous(), k = k_in.to(at::kFloat).contiguous(), v = v_in.to(at::kFloat).contiguous();
-    const int64_t heads = q.size(1), dim = q.size(2), kv_heads = k.size(1), group = heads / kv_heads, rows = level.total_q();
+    const int64_t heads = q.size(1), dim = q.size(2), kv_heads = k.size(1), group = heads / kv_heads, rows = tier.total_q();
     auto out = at::zeros({rows, heads, dim}, at::kFloat);
     auto lse = at::full({heads, rows}, -INFINITY, at::kFloat);
     const float* qp = q.data_ptr<float>();
@@ -30,20 +30,20 @@ class ReferencePartialAttention : public PartialAttention {
     float* op = out.data_ptr<float>();
     float* lp = lse.data_ptr<float>();
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
-    // The sequence of each level row.
+    // The sequence of each tier row.
     std::vector<int32_t> seq_of(static_cast<size_t>(rows));
-    for (int32_t s = 0; s < level.sequences(); ++s)
-      for (int32_t r = level.cu_q[s]; r < level.cu_q[s + 1]; ++r) seq_of[r] = s;
+    for (int32_t s = 0; s < tier.sequences(); ++s)
+      for (int32_t r = tier.cu_q[s]; r < tier.cu_q[s + 1]; ++r) seq_of[r] = s;
 
     at::parallel_for(0, rows * heads, 1, [&](int64_t begin, int64_t end) {
       std::vector<float> scores;
       for (int64_t item = begin; item < end; ++item) {
         const int64_t r = item / heads, h = item % heads, kh = h / group;
         const int32_t s = seq_of[r];
-        const KeyRange range = visible_keys(level, s, static_cast<int32_t>(r - level.cu_q[s]));
+        const KeyRange range = visible_keys(tier, s, static_cast<int32_t>(r - tier.cu_q[s]));
         if (range.count() == 0) continue;
-        const float* query = qp + (level.q_rows[r] * heads + h) * dim;
-        auto key_row = [&](int32_t j) { return static_cast<int64_t>(level.cu_k[s] + j) * kv_heads + kh; };
+        const float* query = qp + (tier.q_rows[r] * heads + h) * dim;
+        auto key_row = [&](int32_t j) { return static_cast<int64_t>(tier.cu_k[s] + j) * kv_heads + kh; };
         scores.assign(static_cast<size_t>(range.count()), 0.0f);
         float top = -INFINITY;
         for (int32_t j = range.first; j <= range.last; ++j) {
@@ -76,29 +76,29 @@ class ReferencePartialAttention : public PartialAttention {
 
 }  // namespace
 
-DeviceLevel PartialAttention::prepare(const CascadeLevel& level) const {
+DeviceTier PartialAttention::prepare(const CascadeTier& tier) const {
   auto i64 = [&](const std::vector<int32_t>& v) { return at::tensor(at::ArrayRef<int32_t>(v), at::kInt).to(at::kLong); };
   auto i32 = [&](const std::vector<int32_t>& v) { return at::tensor(at::ArrayRef<int32_t>(v), at::kInt); };
   std::vector<int32_t> seq, place;
-  for (int32_t s = 0; s < level.sequences(); ++s)
-    for (int32_t r = level.cu_q[s]; r < level.cu_q[s + 1]; ++r) {
+  for (int32_t s = 0; s < tier.sequences(); ++s)
+    for (int32_t r = tier.cu_q[s]; r < tier.cu_q[s + 1]; ++r) {
       seq.push_back(s);
-      place.push_back(r - level.cu_q[s]);
+      place.push_back(r - tier.cu_q[s]);
     }
-  DeviceLevel dl;
-  dl.level = &level;
-  dl.q_rows = i64(level.q_rows);
-  dl.k_rows = i64(level.k_rows);
-  dl.cu_q = i32(level.cu_q);
-  dl.cu_k = i32(level.cu_k);
+  DeviceTier dl;
+  dl.tier = &tier;
+  dl.q_rows = i64(tier.q_rows);
+  dl.k_rows = i64(tier.k_rows);
+  dl.cu_q = i32(tier.cu_q);
+  dl.cu_k = i32(tier.cu_k);
   dl.row_seq = i64(seq);
   dl.row_in_seq = i64(place);
   return dl;
 }
 
-PartialResult attend_level(const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
-                           const DeviceLevel& level) {
-  return impl(q, k_source.index_select(0, level.k_rows), v_source.index_select(0, level.k_rows), level);
+PartialResult attend_tier(const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
+                           const DeviceTier& tier) {
+  return impl(q, k_source.index_select(0, tier.k_rows), v_source.index_select(0, tier.k_rows), tier);
 }
 
 std::unique_ptr<PartialAttention> reference_partial_attention(double softcap) { return std::make_unique<ReferencePartialAttention>(softcap); }

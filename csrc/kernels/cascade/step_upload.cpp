@@ -11,9 +11,9 @@ int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
-std::vector<at::Tensor*> step_arrays(std::vector<DeviceLevel>& levels, DeviceMerge& merge) {
+std::vector<at::Tensor*> step_arrays(std::vector<DeviceTier>& tiers, DeviceMerge& merge) {
   std::vector<at::Tensor*> out;
-  for (auto& l : levels)
+  for (auto& l : tiers)
     for (at::Tensor* t : {&l.q_rows, &l.k_rows, &l.cu_q, &l.cu_k, &l.row_seq, &l.row_in_seq, &l.q_pad, &l.k_pad, &l.mask})
       if (t->defined()) out.push_back(t);
   for (at::Tensor* t : {&merge.begin_on_device, &merge.entry_on_device})

@@ -1,4 +1,4 @@
-// A step's cascade arrays (every level's index arrays and the merge's) are
+// A step's cascade arrays (every tier's index arrays and the merge's) are
 // made on the host, once per step, and read at every layer. Moved one by one
 // they were ~8 synchronous host-to-device copies a step; here they go in one:
 // packed into one staging buffer (pinned on CUDA, each array at an 8-byte
@@ -15,8 +15,8 @@
 
 namespace tq {
 
-// Every defined array of the step's levels and merge, for upload_together.
-std::vector<at::Tensor*> step_arrays(std::vector<DeviceLevel>& levels, DeviceMerge& merge);
+// Every defined array of the step's tiers and merge, for upload_together.
+std::vector<at::Tensor*> step_arrays(std::vector<DeviceTier>& tiers, DeviceMerge& merge);
 
 // Moves host tensors to `device` in one copy (nothing to do for the CPU).
 void upload_together(const std::vector<at::Tensor*>& tensors, at::Device device);

@@ -18,7 +18,7 @@ namespace tq {
 namespace {
 
 // int8 on AMX tiles where the level allows AVX-512 and the CPU has AMX-INT8; on vpdpbusd where it has
-// VNNI; on vpmaddubsw where the level allows AVX2; else the portable loop. All give the same bits (int8_gemm.h).
+// VNNI; on vpmaddubsw where the level allows AVX2; else the generic loop. All give the same bits (int8_gemm.h).
 // A test instrument: TQ_INT8_AMX_MODEL=1 runs the AMX kernel on its model of the tiles (amx_tiles.h), on any CPU,
 // so that the golden answers check the AMX path end to end where there is no AMX (test/engine/golden.test.ts).
 int8_gemm::Kernel int8_kernel(Isa isa) {
@@ -26,7 +26,7 @@ int8_gemm::Kernel int8_kernel(Isa isa) {
   if (isa >= Isa::Avx512 && int8_gemm::cpu_has_amx_int8()) return int8_gemm::amx_kernel();
   if (isa >= Isa::Avx512 && int8_gemm::cpu_has_vnni()) return int8_gemm::vnni_kernel();
   if (isa >= Isa::Avx2 && int8_gemm::cpu_has_avx2()) return int8_gemm::avx2_kernel();
-  return int8_gemm::portable_kernel();
+  return int8_gemm::generic_kernel();
 }
 
 class CpuStepAttention : public StepAttention {

@@ -14,7 +14,7 @@ Isa cpu_best() {
   if (avx512) return Isa::Avx512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
 #endif
-  return Isa::Portable;
+  return Isa::Generic;
 }
 
 }  // namespace
@@ -28,7 +28,7 @@ Isa best_isa() {
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("TQ_KERNELS: ") + e.what());
     }
-  if (const char* env = std::getenv("TQ_PORTABLE_KERNELS"); env && *env && std::string(env) != "0") cap = Isa::Portable;
+  if (const char* env = std::getenv("TQ_PORTABLE_KERNELS"); env && *env && std::string(env) != "0") cap = Isa::Generic;
   return std::min(best, cap);
 }
 

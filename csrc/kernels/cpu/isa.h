@@ -5,7 +5,8 @@
 //                fp32; the bf16 GEMM's micro-kernel, gemm_dpbf16.cpp)
 //   avx512:      AVX-512 F/BW/VL fp32 FMAs (bf16 widened to fp32)
 //   avx2:        AVX2 and FMA
-//   portable:    plain x86-64 (SSE2), or any other target
+//   generic:     plain x86-64 (SSE2), or any other target ("portable" until 2026-11, still read: the word
+//                now names only the arithmetic, docs/arithmetic.md)
 #pragma once
 #include <optional>
 #include <string>
@@ -14,12 +15,13 @@
 
 namespace tq {
 
-enum class Isa { Portable, Avx2, Avx512, Avx512Bf16 };
+enum class Isa { Generic, Avx2, Avx512, Avx512Bf16 };
 
 template <>
 struct ChoiceTable<Isa> {
   static constexpr const char* option = "isa";
-  static constexpr NamedValue<Isa> values[] = {{Isa::Avx512Bf16, "avx512-bf16"}, {Isa::Avx512, "avx512"}, {Isa::Avx2, "avx2"}, {Isa::Portable, "portable"}};
+  static constexpr NamedValue<Isa> values[] = {{Isa::Avx512Bf16, "avx512-bf16"}, {Isa::Avx512, "avx512"}, {Isa::Avx2, "avx2"}, {Isa::Generic, "generic"}};
+  static constexpr NamedValue<Isa> aliases[] = {{Isa::Generic, "portable"}};
 };
 
 // The best level this CPU runs, capped by the environment variable

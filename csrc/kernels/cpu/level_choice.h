@@ -39,7 +39,7 @@ struct LevelRate {
 };
 
 struct LevelChoice {
-  Isa level = Isa::Portable;
+  Isa level = Isa::Generic;
   // "measured" (at load), "cached" (measured before, by this process or another), "re-measured" (after load),
   // "forced" (--isa, TQ_KERNELS) or "only" (one level runs)
   std::string how;

@@ -9,7 +9,7 @@
 
 namespace tq::cuda {
 
-// The levels' results stacked, level after level: a merge entry names its row there.
+// The tiers' results stacked, tier after tier: a merge entry names its row there.
 struct AttentionMergeArgs {
   int rows, heads, dim;
   const int32_t* merge_begin;  // [rows + 1] (batch/cascade_plan.h)

@@ -1,11 +1,11 @@
 // The cascade's merge (batch/cascade_plan.h), defined once for the CPU
 // (kernels/cascade/attention_merge.cpp) and the CUDA kernel
 // (kernels/cuda/attention_merge.cu): a query row's partial attention results,
-// one per level it is in, each an output o_e and the log-sum-exp L_e of its
+// one per tier it is in, each an output o_e and the log-sum-exp L_e of its
 // scores, combine into softmax attention over the union of their keys:
 //   out = sum_e w_e o_e / sum_e w_e,  w_e = exp(L_e - max_e L_e),
-// every operation rounded on its own, in entry (level) order. A row in one
-// level gets w = 1 and its output's bits unchanged. Only entries that see a key
+// every operation rounded on its own, in entry (tier) order. A row in one
+// tier gets w = 1 and its output's bits unchanged. Only entries that see a key
 // are ever merged (the plan leaves the others out), so a kernel's value for an
 // empty row (FlashAttention-2's +inf, the memory-efficient kernel's 0) is never read.
 // A row with no entries at all merges to 0 without reading anything.
@@ -14,7 +14,7 @@
 
 namespace tq::merge {
 
-// Levels a row is in at most (own, state, and windowed state levels); the kernel keeps a row's weights in registers.
+// Tiers a row is in at most (own, state, and windowed state tiers); the kernel keeps a row's weights in registers.
 constexpr int kMaxEntries = 8;
 
 // weight[e] = exp(lse[e] - max lse) for n entries; returns their sum.

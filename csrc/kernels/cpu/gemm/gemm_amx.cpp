@@ -69,6 +69,6 @@ Kernel amx_kernel() {
 #endif
 }
 
-Kernel amx_model_kernel() { return {panels_amx<amx::ModelTiles, finish_tile>, portable_kernel().quantize, "amx-model"}; }
+Kernel amx_model_kernel() { return {panels_amx<amx::ModelTiles, finish_tile>, generic_kernel().quantize, "amx-model"}; }
 
 }  // namespace tq::int8_gemm

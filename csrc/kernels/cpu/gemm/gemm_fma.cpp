@@ -7,9 +7,9 @@
 //         -- vdpbf16ps's lane, bit for bit, so that this family and the
 //         vdpbf16ps one (gemm_dpbf16.cpp) give the same bits.
 // GCC vector types of the target's register width: the same source compiles to
-// zmm (AVX-512), ymm (AVX2) or xmm (portable) registers, chosen by the target
+// zmm (AVX-512), ymm (AVX2) or xmm (generic) registers, chosen by the target
 // of the function it is inlined into, and a * b + c contracts to one FMA.
-// The portable level takes the FMA instruction where the CPU has it and
+// The generic level takes the FMA instruction where the CPU has it and
 // libm's fma (correctly rounded, in software, slow) where it has not. On an
 // AVX2 machine and bench-llama's shapes this family runs at oneDNN's fp32 rate
 // (docs/engine.md, "Batch invariance").
@@ -174,13 +174,13 @@ TQ_FMA_PANELS(panels_avx512_f32, __attribute__((target("avx512f,avx512bw,avx512v
 TQ_FMA_PANELS(panels_avx512_bf16, __attribute__((target("avx512f,avx512bw,avx512vl,fma"))), 16, uint16_t, Madd::Contracted)
 TQ_FMA_PANELS(panels_avx2_f32, __attribute__((target("avx2,fma"))), 8, float, Madd::Contracted)
 TQ_FMA_PANELS(panels_avx2_bf16, __attribute__((target("avx2,fma"))), 8, uint16_t, Madd::Contracted)
-TQ_FMA_PANELS(panels_portable_fma_f32, __attribute__((target("fma"))), 4, float, Madd::Contracted)
-TQ_FMA_PANELS(panels_portable_fma_bf16, __attribute__((target("fma"))), 4, uint16_t, Madd::Contracted)
-TQ_FMA_PANELS(panels_portable_libm_f32, , 4, float, Madd::Libm)
-TQ_FMA_PANELS(panels_portable_libm_bf16, , 4, uint16_t, Madd::Libm)
+TQ_FMA_PANELS(panels_generic_fma_f32, __attribute__((target("fma"))), 4, float, Madd::Contracted)
+TQ_FMA_PANELS(panels_generic_fma_bf16, __attribute__((target("fma"))), 4, uint16_t, Madd::Contracted)
+TQ_FMA_PANELS(panels_generic_libm_f32, , 4, float, Madd::Libm)
+TQ_FMA_PANELS(panels_generic_libm_bf16, , 4, uint16_t, Madd::Libm)
 #else
-TQ_FMA_PANELS(panels_portable_fma_f32, , 4, float, Madd::Contracted)
-TQ_FMA_PANELS(panels_portable_fma_bf16, , 4, uint16_t, Madd::Contracted)
+TQ_FMA_PANELS(panels_generic_fma_f32, , 4, float, Madd::Contracted)
+TQ_FMA_PANELS(panels_generic_fma_bf16, , 4, uint16_t, Madd::Contracted)
 #endif
 
 // Panels of `width` columns, [k][width] each; bf16 columns go in pairs
@@ -216,16 +216,16 @@ Kernel fma_kernel(Isa isa, bool bf16) {
 #if defined(__x86_64__)
   if (isa >= Isa::Avx512) return kernel_of<16>(panels_avx512_f32, panels_avx512_bf16, bf16);
   if (isa == Isa::Avx2) return kernel_of<8>(panels_avx2_f32, panels_avx2_bf16, bf16);
-  if (!__builtin_cpu_supports("fma")) return portable_libm_fma_kernel(bf16);
+  if (!__builtin_cpu_supports("fma")) return generic_libm_fma_kernel(bf16);
 #endif
-  return kernel_of<4>(panels_portable_fma_f32, panels_portable_fma_bf16, bf16);
+  return kernel_of<4>(panels_generic_fma_f32, panels_generic_fma_bf16, bf16);
 }
 
-Kernel portable_libm_fma_kernel(bool bf16) {
+Kernel generic_libm_fma_kernel(bool bf16) {
 #if defined(__x86_64__)
-  return kernel_of<4>(panels_portable_libm_f32, panels_portable_libm_bf16, bf16);
+  return kernel_of<4>(panels_generic_libm_f32, panels_generic_libm_bf16, bf16);
 #else
-  return kernel_of<4>(panels_portable_fma_f32, panels_portable_fma_bf16, bf16);
+  return kernel_of<4>(panels_generic_fma_f32, panels_generic_fma_bf16, bf16);
 #endif
 }
 

@@ -6,7 +6,7 @@
 // or how the columns are split between threads.
 //   gemm_fma.cpp:    fp32, one k per step, y = fma(x[k], w[k], y); bf16, two
 //                    k per step as vdpbf16ps adds them; AVX-512, AVX2 or
-//                    portable vectors.
+//                    generic vectors.
 //   gemm_dpbf16.cpp: bf16, two k per step, vdpbf16ps (AVX-512 BF16).
 // Both bf16 families compute the same chains: the same bits (docs/arithmetic.md).
 // Vectors run along the output columns (one lane = one column), so no chain
@@ -57,9 +57,9 @@ struct Kernel {
 constexpr int64_t kPrefetchLine = 64;
 
 Kernel fma_kernel(Isa isa, bool bf16);
-// The portable level as a CPU without FMA runs it (fp32 through libm's fma),
+// The generic level as a CPU without FMA runs it (fp32 through libm's fma),
 // so that test/native/gemm_check.cpp checks it on any CPU.
-Kernel portable_libm_fma_kernel(bool bf16);
+Kernel generic_libm_fma_kernel(bool bf16);
 Kernel dpbf16_kernel();  // needs Isa::Avx512Bf16
 // bf16 on AMX tiles (gemm_amx_bf16.cpp): the native arithmetic of AMX Xeons, its own bits, batch-invariant; on the
 // tiles where the CPU has AMX-BF16 (and Linux grants tile state), or on a model of them anywhere (the tests).

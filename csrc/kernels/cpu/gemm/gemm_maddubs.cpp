@@ -9,7 +9,7 @@
 // four products a column per step. The sums are sum_k q_x q_w exactly (no
 // zero-point correction to take off), the same integers the other paths
 // reach, and the last step is the same fp32 expression, so the outputs are
-// the portable loop's bits.
+// the generic loop's bits.
 //
 // A tile is 2 rows x 32 columns (8 accumulators and 4 weight vectors of the
 // 16 registers, the rest for a row's bytes, their magnitudes, a product and
@@ -155,7 +155,7 @@ TQ_AVX2 void load32(const void* x, bool bf16, int64_t at, int64_t count, __m256 
   for (int h = 0; h < 4; ++h) v[h] = _mm256_loadu_ps(from + 8 * h);
 }
 
-// The portable quantizer's rule (int8_gemm.cpp) on 8 lanes: the same max, the same product, rounding to
+// The generic quantizer's rule (int8_gemm.cpp) on 8 lanes: the same max, the same product, rounding to
 // nearest even and the same clamp; 32 values at a time.
 TQ_AVX2 void quantize_avx2(const void* x, bool bf16, int64_t m, int64_t k, int64_t ldx, uint8_t* out, float* scale) {
   const int64_t width = steps(k) * kDepth;

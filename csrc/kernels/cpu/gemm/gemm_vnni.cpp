@@ -4,7 +4,7 @@
 // vectors and a broadcast, of 32 registers), as the vdpbf16ps family's, with
 // twice the multiply-adds per instruction and half the weight bytes. Integer
 // sums are exact, so the whole K is one chain in registers (no k blocks) and
-// the result is the portable loop's, bit for bit.
+// the result is the generic loop's, bit for bit.
 #include "kernels/cpu/gemm/int8_gemm.h"
 
 #if defined(__x86_64__)
@@ -91,7 +91,7 @@ TQ_VNNI __m512 load16(const void* x, bool bf16, int64_t at, int64_t count) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
 }
 
-// The portable quantizer's rule (int8_gemm.cpp) in vectors: the same max, the
+// The generic quantizer's rule (int8_gemm.cpp) in vectors: the same max, the
 // same product, rounding to nearest even and the same clamp.
 TQ_VNNI void quantize_vnni(const void* x, bool bf16, int64_t m, int64_t k, int64_t ldx, uint8_t* out, float* scale) {
   const int64_t width = steps(k) * kDepth;

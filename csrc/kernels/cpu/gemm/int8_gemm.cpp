@@ -1,7 +1,7 @@
-// The int8 GEMM's packing, its shared last step and its portable path
-// (int8_gemm.h has the math). The portable path is the reference the VNNI
+// The int8 GEMM's packing, its shared last step and its generic path
+// (int8_gemm.h has the math). The generic path is the reference the VNNI
 // micro-kernel is checked against (the same bits), and what runs on CPUs
-// without AVX-512 VNNI: correct, and about as slow as the portable bf16 path.
+// without AVX-512 VNNI: correct, and about as slow as the generic bf16 path.
 #include "kernels/cpu/gemm/int8_gemm.h"
 
 #include <algorithm>
@@ -36,7 +36,7 @@ float value_at(const void* x, bool bf16, int64_t i) {
   return v;
 }
 
-void quantize_portable(const void* x, bool bf16, int64_t m, int64_t k, int64_t ldx, uint8_t* out, float* scale) {
+void quantize_generic(const void* x, bool bf16, int64_t m, int64_t k, int64_t ldx, uint8_t* out, float* scale) {
   const int64_t width = steps(k) * kDepth;
   for (int64_t i = 0; i < m; ++i) {
     float amax = 0;
@@ -50,7 +50,7 @@ void quantize_portable(const void* x, bool bf16, int64_t m, int64_t k, int64_t l
 }
 
 // Row by row: one row's 64 sums over every step of the panel, then the last step.
-void panels_portable(const Int8GemmOperands& job, int64_t p_begin, int64_t p_end) {
+void panels_generic(const Int8GemmOperands& job, int64_t p_begin, int64_t p_end) {
   const int64_t n_steps = steps(job.k);
   int32_t acc[1][kWidth];
   for (int64_t p = p_begin; p < p_end; ++p) {
@@ -90,7 +90,7 @@ void finish_tile(const Int8GemmOperands& job, const int32_t (*acc)[kWidth], int6
   }
 }
 
-Kernel portable_kernel() { return {panels_portable, quantize_portable, "portable"}; }
+Kernel generic_kernel() { return {panels_generic, quantize_generic, "generic"}; }
 
 void pack(const float* w, int64_t k, int64_t j_begin, int64_t j_end, int8_t* panels, int32_t* offset, float* w_scale) {
   const int64_t n_steps = steps(k);

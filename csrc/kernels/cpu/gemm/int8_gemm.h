@@ -14,7 +14,7 @@
 // Why a row's result depends on that row alone, on every path: q_x and s_x
 // come from the row; integer sums are exact, so their order, the K blocking,
 // the tile and the thread split cannot change them; the last step is one fp32
-// expression per output. The VNNI and AVX2 micro-kernels and the portable loop
+// expression per output. The VNNI and AVX2 micro-kernels and the generic loop
 // therefore give the same bits, which the tests check. |acc| <= 255 * 127 * K, so K is
 // at most kMaxK for int32.
 #pragma once
@@ -65,7 +65,7 @@ struct Kernel {
   void (*quantize)(const void* x, bool bf16, int64_t m, int64_t k, int64_t ldx, uint8_t* out, float* scale);
   const char* name;
 };
-Kernel portable_kernel();
+Kernel generic_kernel();
 Kernel vnni_kernel();  // gemm_vnni.cpp; needs AVX-512 VNNI (cpu_has_vnni)
 bool cpu_has_vnni();
 Kernel avx2_kernel();  // gemm_maddubs.cpp; needs AVX2 and FMA (cpu_has_avx2)

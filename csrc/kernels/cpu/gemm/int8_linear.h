@@ -16,7 +16,7 @@ namespace tq {
 class Int8Linear : public Linear {
  public:
   // weight: [out, in] (bf16 or fp32); bias: [out] or undefined. kernel: the path it runs
-  // on (int8_gemm.h: AVX-512 VNNI, AVX2 or portable, the same bits at different speeds).
+  // on (int8_gemm.h: AVX-512 VNNI, AVX2 or generic, the same bits at different speeds).
   Int8Linear(const at::Tensor& weight, const at::Tensor& bias, int8_gemm::Kernel kernel);
 
   at::Tensor operator()(const at::Tensor& x, at::ScalarType out_dtype) const override;

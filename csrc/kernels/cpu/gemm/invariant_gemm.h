@@ -51,7 +51,7 @@ class InvariantGemm {
  private:
   int64_t in_ = 0, out_ = 0;
   at::ScalarType dtype_ = at::kFloat;
-  Isa isa_ = Isa::Portable;
+  Isa isa_ = Isa::Generic;
   bool native_ = false;
   at::Tensor panels_;  // packed_bytes(isa_, ...) bytes
   at::Tensor bias_;    // [panels * width] fp32, zero-padded, or undefined

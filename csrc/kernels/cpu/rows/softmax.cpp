@@ -1,7 +1,7 @@
 // No fused multiply-add contraction in this file: GCC contracts a * b + c in
 // a vectorized loop but computes its scalar tail as written, so an element's
 // exp (and so a softmax numerator or a SiLU) would change with its place in
-// the array, that is with the keys or rows around it. Measured: the portable
+// the array, that is with the keys or rows around it. Measured: the generic
 // softmax of one row of 37 scores gave other bits at 23 of 40 offsets; with
 // contraction off, at none (test/native/softmax_check.cpp).
 #pragma GCC optimize("fp-contract=off")
@@ -34,7 +34,7 @@ constexpr int64_t kNarrowVectors = 16;     // 16 x 2^27 = 2^31: no 32-bit lane o
 float inverse_of_fixed(uint64_t sum) { return sum > 0 ? static_cast<float>(static_cast<double>(kFixedOne) / static_cast<double>(sum)) : 0.0f; }
 
 // In place (the caller stores the numerators): the loops vectorize for any target.
-__attribute__((target_clones("avx512f", "avx2", "default"))) float numerators_portable(float* x, int64_t n, float scale, const float* bias,
+__attribute__((target_clones("avx512f", "avx2", "default"))) float numerators_generic(float* x, int64_t n, float scale, const float* bias,
                                                                                     int64_t bias_from) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) x[i] *= scale;
@@ -132,7 +132,7 @@ float softmax_numerators(float* x, int64_t n, float scale, const float* bias, in
   if (isa == Isa::Avx512Bf16) return numerators_avx512_bf16(x, n, scale, bias, bias_from, out_bf16);
   if (isa == Isa::Avx512) return numerators_avx512(x, n, scale, bias, bias_from, out_bf16);
 #endif
-  const float inverse = numerators_portable(x, n, scale, bias, bias_from);
+  const float inverse = numerators_generic(x, n, scale, bias, bias_from);
   if (out_bf16) store_scaled(x, 1.0f, n, out_bf16);
   return inverse;
 }

@@ -19,7 +19,7 @@ namespace tq {
 // place of its terms or the zeros (masked keys) among them. A row with nothing
 // visible comes out all 0, its inverse sum 0. isa: AVX-512 vectors at the
 // AVX-512 levels (only where the CPU has them), with vcvtneps2bf16 at
-// avx512-bf16; else portable loops.
+// avx512-bf16; else generic loops.
 float softmax_numerators(float* x, int64_t n, float scale, const float* bias, int64_t bias_from, uint16_t* out_bf16, Isa isa);
 
 }  // namespace tq

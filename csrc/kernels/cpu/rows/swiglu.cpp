@@ -1,7 +1,7 @@
 // No fused multiply-add contraction in this file: GCC contracts a * b + c in
 // a vectorized loop but computes its scalar tail as written, so an element's
 // exp (and so a softmax numerator or a SiLU) would change with its place in
-// the array, that is with the keys or rows around it. Measured: the portable
+// the array, that is with the keys or rows around it. Measured: the generic
 // softmax of one row of 37 scores gave other bits at 23 of 40 offsets; with
 // contraction off, at none (test/native/softmax_check.cpp).
 #pragma GCC optimize("fp-contract=off")

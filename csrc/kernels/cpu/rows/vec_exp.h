@@ -57,9 +57,9 @@ namespace tq {
 // multiply and add rounded on its own, 2^k as a multiply), so that a numerator
 // is the same bits at every level (docs/arithmetic.md). Fused multiply-adds
 // here would be faster by a few percent of the softmax, and would make
-// avx512 answers differ from avx2 and portable ones. With the bf16 output
-// written in the same pass it is faster than the portable loops plus a
-// conversion; for SwiGLU the portable loops were faster than intrinsics, so
+// avx512 answers differ from avx2 and generic ones. With the bf16 output
+// written in the same pass it is faster than the generic loops plus a
+// conversion; for SwiGLU the generic loops were faster than intrinsics, so
 // they stay there (bench/README.md, "Measurements behind the CPU kernels").
 #define TQ_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 

@@ -6,8 +6,10 @@
 
 #if TQ_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -70,6 +72,60 @@ int64_t free_device_bytes(const at::Device& device) {
   }
 #endif
   return describe_device(device).free_bytes;
+}
+
+#if TQ_CUDA
+namespace {
+cudaEvent_t recorded_event() {
+  cudaEvent_t event = nullptr;
+  C10_CUDA_CHECK(cudaEventCreate(&event));
+  C10_CUDA_CHECK(cudaEventRecord(event, c10::cuda::getCurrentCUDAStream()));
+  return event;
+}
+}  // namespace
+#endif
+
+StepTimer::StepTimer(const at::Device& device) : cuda_(device.is_cuda()) {
+#if TQ_CUDA
+  if (cuda_) {
+    events_.push_back(recorded_event());
+    return;
+  }
+#endif
+  clock_.push_back(std::chrono::steady_clock::now());
+}
+
+StepTimer::~StepTimer() {
+#if TQ_CUDA
+  for (void* event : events_) cudaEventDestroy(static_cast<cudaEvent_t>(event));
+#endif
+}
+
+void StepTimer::step_launched() {
+#if TQ_CUDA
+  if (cuda_) {
+    events_.push_back(recorded_event());
+    return;
+  }
+#endif
+  clock_.push_back(std::chrono::steady_clock::now());
+}
+
+std::vector<double> StepTimer::finish() {
+  std::vector<double> ms;
+#if TQ_CUDA
+  if (cuda_) {
+    C10_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(events_.back())));
+    for (size_t i = 1; i < events_.size(); ++i) {
+      float elapsed = 0;
+      C10_CUDA_CHECK(cudaEventElapsedTime(&elapsed, static_cast<cudaEvent_t>(events_[i - 1]), static_cast<cudaEvent_t>(events_[i])));
+      ms.push_back(elapsed);
+    }
+    return ms;
+  }
+#endif
+  for (size_t i = 1; i < clock_.size(); ++i) ms.push_back(std::chrono::duration<double, std::milli>(clock_[i] - clock_[i - 1]).count());
+  return ms;
 }
 
 }  // namespace tq

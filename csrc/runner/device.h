@@ -4,7 +4,9 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <string>
+#include <vector>
 
 namespace tq {
 
@@ -23,6 +25,26 @@ struct DeviceInfo {
 at::Device parse_device(const std::string& name);
 DeviceInfo describe_device(const at::Device& device);
 void synchronize(const at::Device& device);
+// Times a call's steps without waiting between them. On CUDA by events on the current stream, read once the last
+// step is done (finish): the host prepares and launches a step while the device still runs the one before, where
+// a wait after each step left the device idle for each step's host work. On the CPU by the clock, a step being
+// done when its forward returns.
+class StepTimer {
+ public:
+  explicit StepTimer(const at::Device& device);
+  ~StepTimer();
+  StepTimer(const StepTimer&) = delete;
+  StepTimer& operator=(const StepTimer&) = delete;
+  void step_launched();  // after a step's work is queued
+  // Waits for the device's last step; each step's milliseconds, in order (from the timer's start to the first).
+  std::vector<double> finish();
+
+ private:
+  bool cuda_;
+  std::vector<std::chrono::steady_clock::time_point> clock_;  // the CPU's: the start, then each step's end
+  std::vector<void*> events_;                                // CUDA's (cudaEvent_t): the same marks
+};
+
 // The device memory free now, after handing back what torch's caching allocator holds unused
 // (a CUDA device; 0 on the CPU).
 int64_t free_device_bytes(const at::Device& device);

@@ -179,9 +179,10 @@ at::Tensor PagedModel::run_steps(const PackedTokens& packed, const Slots& slots,
   }
   const auto device = options_.kernels.device;
   auto out = at::empty({static_cast<int64_t>(packed.output_rows.size()), hidden_size()}, at::TensorOptions().dtype(at::kFloat).device(device));
+  std::vector<double> state_shares;
+  StepTimer timer(device);
   for (const auto& step : plan_steps(packed, slots.slots, compute, options_.max_step_tokens, image_embeds)) {
-    auto t0 = std::chrono::steady_clock::now();
-    const double state_share = static_cast<double>(step.state_queries) / static_cast<double>(step.batch.token_ids.size(0));
+    state_shares.push_back(static_cast<double>(step.state_queries) / static_cast<double>(step.batch.token_ids.size(0)));
     StepBatch batch = step.batch;
     if (options_.kernels.fixed_shapes)
       if (const auto bucket = bucket_for(batch.token_ids.size(0), batch.key_slots.size(0))) {
@@ -191,14 +192,17 @@ at::Tensor PagedModel::run_steps(const PackedTokens& packed, const Slots& slots,
     auto hidden = step_forward(batch, info);
     if (!step.output_index.empty())
       out.index_copy_(0, at::tensor(at::ArrayRef<int64_t>(step.output_index), at::TensorOptions().dtype(at::kLong)).to(device), hidden);
-    {
-      TQ_PROFILE_SCOPE("tq::wait_for_step");
-      synchronize(device);  // CUDA runs asynchronously: the step is done only now
-    }
-    // A step holding both is attributed by token count.
-    const double ms = ms_since(t0);
-    info.state_ms += ms * state_share;
-    info.questions_ms += ms * (1 - state_share);
+    timer.step_launched();
+  }
+  std::vector<double> step_ms;
+  {
+    TQ_PROFILE_SCOPE("tq::wait_for_steps");
+    step_ms = timer.finish();  // CUDA runs asynchronously: the steps are done only now
+  }
+  // A step holding both is attributed by token count.
+  for (size_t i = 0; i < step_ms.size(); ++i) {
+    info.state_ms += step_ms[i] * state_shares[i];
+    info.questions_ms += step_ms[i] * (1 - state_shares[i]);
   }
   return out;
 }

@@ -30,7 +30,9 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                             InstanceMethod("cacheStats", &NativeEngine::CacheStats),
                             InstanceMethod("visionCacheStats", &NativeEngine::VisionCacheStats),
                             InstanceMethod("memoryStats", &NativeEngine::MemoryStats),
-                            InstanceMethod("remeasureLevel", &NativeEngine::RemeasureLevel)});
+                            InstanceMethod("remeasureLevel", &NativeEngine::RemeasureLevel),
+                            InstanceMethod("setBusyPoll", &NativeEngine::SetBusyPoll),
+                            InstanceMethod("threadSleeps", &NativeEngine::ThreadSleeps)});
     exports.Set("NativeEngine", cls);
     return exports;
   }
@@ -152,6 +154,19 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
         info.Env(), [this] { return loaded().memory_stats(); },
         [](Napi::Env env, tq::MemoryStats& s) { return tq::js::to_js(env, s); });
   }
+
+  // How long the engine thread spins for the next call after one (engine_thread.h); at once, not queued.
+  Napi::Value SetBusyPoll(const Napi::CallbackInfo& info) {
+    const auto env = info.Env();
+    const double ms = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
+    if (!(ms >= 0 && ms <= kMaxBusyPollMs))
+      throw_bad_argument(env, "setBusyPoll(ms) needs a number of milliseconds from 0 to " + std::to_string(kMaxBusyPollMs));
+    thread_->set_spin(std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));
+    return env.Undefined();
+  }
+  static constexpr int kMaxBusyPollMs = 60'000;
+
+  Napi::Value ThreadSleeps(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(thread_->sleeps())); }
 
   Napi::Value RemeasureLevel(const Napi::CallbackInfo& info) {
     return schedule<tq::EngineInfo>(

@@ -62,6 +62,19 @@ export class Engine {
     return this.current;
   }
 
+  /**
+   * How long, after each call, the engine's thread spins for the next one before it sleeps: a call that finds it
+   * asleep waits for it to wake (csrc/addon/engine_thread.h). For a machine whose cores are to spare (a GPU's host).
+   */
+  setBusyPoll(ms: number): void {
+    this.native.setBusyPoll(ms);
+  }
+
+  /** How many times the engine's thread has slept with nothing to do (each time, the next call waited for it to wake). */
+  threadSleeps(): number {
+    return this.native.threadSleeps();
+  }
+
   close(): Promise<void> {
     return this.native.close();
   }

@@ -286,6 +286,10 @@ export interface NativeEngine {
   visionCacheStats(): Promise<NativeVisionCacheStats>;
   memoryStats(): Promise<NativeMemoryStats>;
   remeasureLevel(): Promise<NativeEngineInfo>;
+  /** How long the engine thread spins for the next call after each one before it sleeps (0, the default: at once). */
+  setBusyPoll(ms: number): void;
+  /** How many times the engine thread has gone to sleep with nothing queued (each time, the next call waited for its wake-up). */
+  threadSleeps(): number;
   close(): Promise<void>;
 }
 

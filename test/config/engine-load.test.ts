@@ -48,5 +48,6 @@ test('the channel spins by default beside a GPU, never where the CPU computes; -
   expect(busyPollMs(parseFlags(['--device', 'cuda:0,cuda:1']))).toBeGreaterThan(0);
   expect(busyPollMs(parseFlags(['--device', 'cuda', '--busy-poll-ms', '0']))).toBe(0);
   expect(busyPollMs(parseFlags(['--busy-poll-ms', '2.5']))).toBe(2.5);
-  expect(() => parseFlags(['--busy-poll-ms', '-1'])).toThrow(/--busy-poll-ms must be 0 or more/);
+  expect(() => parseFlags(['--busy-poll-ms', '-1'])).toThrow(/--busy-poll-ms must be from 0 to 60000/);
+  expect(() => parseFlags(['--busy-poll-ms', '60001'])).toThrow(/--busy-poll-ms must be from 0 to 60000/);
 });

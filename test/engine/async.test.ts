@@ -42,3 +42,23 @@ test('concurrent calls all settle, in submission order, each with its own result
     await engine.close();
   }
 });
+
+test('with setBusyPoll the engine thread takes each next call without sleeping, answers alike, and still closes at once', async () => {
+  const engine = await Engine.open({ path: tinyModel('tiny-qwen2'), threads: 1 });
+  const ask = (i: number) => engine.answer({ state: [10 + i, 11, 12], questions: [{ tokens: [13], labelIds: [4, 5] }] });
+  try {
+    const before = await Promise.all([0, 1, 2].map(ask));
+    // A window far longer than this test: between calls the thread spins, so it never goes to sleep again.
+    engine.setBusyPoll(60_000);
+    await ask(0);
+    const slept = engine.threadSleeps();
+    const after = [await ask(0), await ask(1), await ask(2)];
+    expect(engine.threadSleeps()).toBe(slept);
+    expect(after.map((r) => r.answers[0].labelLogits)).toEqual(before.map((r) => r.answers[0].labelLogits));
+    expect(() => engine.setBusyPoll(-1)).toThrow(/setBusyPoll\(ms\) needs a number of milliseconds from 0 to 60000/);
+    expect(() => engine.setBusyPoll('5' as unknown as number)).toThrow(/setBusyPoll/);
+  } finally {
+    // Closing interrupts the spin: a thread left spinning would hold close() for the window's minute.
+    await engine.close();
+  }
+});

@@ -261,6 +261,10 @@ async function main() {
     send({ kind: 'fatal', error: toWire(e) });
     process.exit(1);
   }
+  // Beside a GPU the engine's thread spins as long as this side does (a call finding it asleep waits for its wake-up).
+  // On the CPU it is a thread that computes: spinning, it took a core from the channel's spinners (on 2 vCPUs the hop
+  // went from 0.3 to 3 ms: bench/README.md, "The engine thread's spin").
+  if (engine.info.device.mode === 'cuda') engine.setBusyPoll(args.busyPollMs);
   send({ kind: 'ready', info: engine.info });
   collectProcessMetrics();
   if (args.images) void imageDecoder(); // now rather than by the first image

@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -16,22 +17,62 @@
 namespace tq {
 namespace {
 
-at::Tensor merge_on_cpu(const DeviceMerge& m, const at::Tensor& partial, const at::Tensor& lse, at::ScalarType out_dtype) {
-  const int64_t rows = static_cast<int64_t>(m.begin.size()) - 1, heads = partial.size(1), dim = partial.size(2), stacked = partial.size(0);
+// The tiers' results as the merge reads them (merge::source_of): each tier's where its kernel wrote it, in one dtype
+// (bf16 where every tier's is, on CUDA; else fp32); stacked into one where they are more than the kernel's
+// arguments hold.
+struct Sources {
+  std::vector<at::Tensor> partial, lse;
+  std::vector<int> start{0};
+};
+
+Sources sources_of(const std::vector<PartialResult>& parts, bool keep_bf16) {
+  TORCH_CHECK(!parts.empty(), "attention merge: no tiers");
+  const bool bf16 = keep_bf16 && std::all_of(parts.begin(), parts.end(), [](const auto& p) { return p.out.scalar_type() == at::kBFloat16; });
+  const auto stored = [&](const at::Tensor& t) { return bf16 ? t.contiguous() : t.to(at::kFloat).contiguous(); };
+  Sources s;
+  if (parts.size() > static_cast<size_t>(merge::kMaxSources)) {
+    std::vector<at::Tensor> outs, lses;
+    for (const auto& p : parts) {
+      outs.push_back(p.out);
+      lses.push_back(p.lse);
+    }
+    s.partial.push_back(stored(at::cat(outs)));
+    s.lse.push_back(at::cat(lses, 1).to(at::kFloat).contiguous());
+  } else {
+    for (const auto& p : parts) {
+      s.partial.push_back(stored(p.out));
+      s.lse.push_back(p.lse.to(at::kFloat).contiguous());
+    }
+  }
+  for (const auto& p : s.partial) s.start.push_back(s.start.back() + static_cast<int>(p.size(0)));
+  return s;
+}
+
+at::Tensor merge_on_cpu(const DeviceMerge& m, const Sources& s, at::ScalarType out_dtype) {
+  const int64_t rows = static_cast<int64_t>(m.begin.size()) - 1, heads = s.partial[0].size(1), dim = s.partial[0].size(2);
+  const int sources = static_cast<int>(s.partial.size());
+  std::vector<const float*> p, l;
+  for (int i = 0; i < sources; ++i) {
+    p.push_back(s.partial[i].data_ptr<float>());
+    l.push_back(s.lse[i].data_ptr<float>());
+  }
   auto out = at::empty({rows, heads, dim}, at::kFloat);
-  const float* p = partial.data_ptr<float>();
-  const float* l = lse.data_ptr<float>();
   float* o = out.data_ptr<float>();
   at::parallel_for(0, rows * heads, 16, [&](int64_t begin, int64_t end) {
     float lses[merge::kMaxEntries], weight[merge::kMaxEntries];
+    const float* base[merge::kMaxEntries];
     const float* value[merge::kMaxEntries];
     for (int64_t item = begin; item < end; ++item) {
       const int64_t row = item / heads, head = item % heads;
       const int first = m.begin[row], n = m.begin[row + 1] - first;
-      for (int e = 0; e < n; ++e) lses[e] = l[head * stacked + m.entry[first + e]];
+      for (int e = 0; e < n; ++e) {
+        const int r = m.entry[first + e], src = merge::source_of(s.start.data(), sources, r), local = r - s.start[src];
+        lses[e] = l[src][head * (s.start[src + 1] - s.start[src]) + local];
+        base[e] = p[src] + (local * heads + head) * dim;
+      }
       const float total = merge::weights(lses, n, weight);
       for (int64_t d = 0; d < dim; ++d) {
-        for (int e = 0; e < n; ++e) value[e] = p + (m.entry[first + e] * heads + head) * dim + d;
+        for (int e = 0; e < n; ++e) value[e] = base[e] + d;
         o[item * dim + d] = merge::merged(weight, value, n, total);
       }
     }
@@ -40,14 +81,26 @@ at::Tensor merge_on_cpu(const DeviceMerge& m, const at::Tensor& partial, const a
 }
 
 #if TQ_CUDA
-at::Tensor merge_on_cuda(const DeviceMerge& m, const at::Tensor& partial, const at::Tensor& lse, at::ScalarType out_dtype) {
+at::Tensor merge_on_cuda(const DeviceMerge& m, const Sources& s, at::ScalarType out_dtype) {
   const int64_t rows = static_cast<int64_t>(m.begin.size()) - 1;
-  auto out = at::empty({rows, partial.size(1), partial.size(2)}, partial.options().dtype(out_dtype));
-  cuda::AttentionMergeArgs args{static_cast<int>(rows), static_cast<int>(partial.size(1)), static_cast<int>(partial.size(2)),
-                                m.begin_on_device.data_ptr<int32_t>(), m.entry_on_device.data_ptr<int32_t>(), partial.data_ptr(),
-                                lse.data_ptr<float>(), static_cast<int>(partial.size(0)), partial.scalar_type() == at::kBFloat16,
-                                out_dtype == at::kBFloat16, out.data_ptr()};
-  const auto stream = c10::cuda::getCurrentCUDAStream(partial.device().index()).stream();
+  const auto& first = s.partial[0];
+  auto out = at::empty({rows, first.size(1), first.size(2)}, first.options().dtype(out_dtype));
+  cuda::AttentionMergeArgs args{};
+  args.rows = static_cast<int>(rows);
+  args.heads = static_cast<int>(first.size(1));
+  args.dim = static_cast<int>(first.size(2));
+  args.merge_begin = m.begin_on_device.data_ptr<int32_t>();
+  args.merge_entry = m.entry_on_device.data_ptr<int32_t>();
+  args.sources = static_cast<int>(s.partial.size());
+  for (int i = 0; i < args.sources; ++i) {
+    args.partial[i] = s.partial[i].data_ptr();
+    args.lse[i] = s.lse[i].data_ptr<float>();
+  }
+  for (int i = 0; i <= args.sources; ++i) args.start[i] = s.start[i];
+  args.partial_bf16 = first.scalar_type() == at::kBFloat16;
+  args.out_bf16 = out_dtype == at::kBFloat16;
+  args.out = out.data_ptr();
+  const auto stream = c10::cuda::getCurrentCUDAStream(first.device().index()).stream();
   cuda::check_launch("attention merge kernel", [&] { return cuda::launch_attention_merge(args, stream); });
   return out;
 }
@@ -73,19 +126,10 @@ DeviceMerge prepare_merge(const CascadePlan& plan, at::Device device) {
 }
 
 at::Tensor merge_attention(const DeviceMerge& merge, const std::vector<PartialResult>& parts, at::ScalarType out_dtype) {
-  std::vector<at::Tensor> outs, lses;
-  for (const auto& p : parts) {
-    outs.push_back(p.out);
-    lses.push_back(p.lse);
-  }
-  const auto partial = at::cat(outs), lse = at::cat(lses, 1).contiguous();
 #if TQ_CUDA
-  if (partial.is_cuda()) {
-    const auto stored = partial.scalar_type() == at::kBFloat16 ? partial.contiguous() : partial.to(at::kFloat).contiguous();
-    return merge_on_cuda(merge, stored, lse, out_dtype);
-  }
+  if (!parts.empty() && parts[0].out.is_cuda()) return merge_on_cuda(merge, sources_of(parts, /*keep_bf16=*/true), out_dtype);
 #endif
-  return merge_on_cpu(merge, partial.to(at::kFloat).contiguous(), lse.to(at::kFloat), out_dtype);
+  return merge_on_cpu(merge, sources_of(parts, /*keep_bf16=*/false), out_dtype);
 }
 
 }  // namespace tq

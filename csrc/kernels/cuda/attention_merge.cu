@@ -1,6 +1,7 @@
 // One warp per (query row, head): every lane computes the row's weights from
 // its entries' log-sum-exps (at most kMaxEntries, in registers), then merges
-// the elements lane, lane + 32, ... Same functions, same order as the CPU merge.
+// the elements lane, lane + 32, ... Same functions, same order as the CPU merge,
+// each entry read in its tier's own result (no copy of them into one array first).
 #include "kernels/math/attention_merge_math.h"
 #include "kernels/cuda/attention_merge.h"
 
@@ -20,9 +21,9 @@ __global__ void attention_merge_kernel(AttentionMergeArgs a) {
   float lse[merge::kMaxEntries], weight[merge::kMaxEntries];
   const In* base[merge::kMaxEntries];
   for (int e = 0; e < n; ++e) {
-    const int r = a.merge_entry[first + e];
-    lse[e] = a.lse[static_cast<int64_t>(head) * a.partial_rows + r];
-    base[e] = static_cast<const In*>(a.partial) + (static_cast<int64_t>(r) * a.heads + head) * a.dim;
+    const int r = a.merge_entry[first + e], s = merge::source_of(a.start, a.sources, r), local = r - a.start[s];
+    lse[e] = a.lse[s][static_cast<int64_t>(head) * (a.start[s + 1] - a.start[s]) + local];
+    base[e] = static_cast<const In*>(a.partial[s]) + (static_cast<int64_t>(local) * a.heads + head) * a.dim;
   }
   const float total = merge::weights(lse, n, weight);
   Out* out = static_cast<Out*>(a.out) + (static_cast<int64_t>(row) * a.heads + head) * a.dim;

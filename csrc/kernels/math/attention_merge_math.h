@@ -17,6 +17,16 @@ namespace tq::merge {
 // Tiers a row is in at most (own, state, and windowed state tiers); the kernel keeps a row's weights in registers.
 constexpr int kMaxEntries = 8;
 
+// The tiers' results read where each tier's kernel wrote them, not copied into one array first: an entry names
+// row r of the tiers' rows counted tier after tier, which is row r - start[t] of tier t, the last t with
+// start[t] <= r. A step of more tiers than this has them stacked into one source first.
+constexpr int kMaxSources = 16;
+TQ_HOST_DEVICE inline int source_of(const int* start, int sources, int r) {
+  int t = 0;
+  while (t + 1 < sources && start[t + 1] <= r) ++t;
+  return t;
+}
+
 // weight[e] = exp(lse[e] - max lse) for n entries; returns their sum.
 TQ_HOST_DEVICE inline float weights(const float* lse, int n, float* weight) {
   if (n <= 0) return 0.0f;

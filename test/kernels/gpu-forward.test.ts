@@ -91,9 +91,9 @@ test("a step's arrays go to the device as views of one buffer (step_upload.h): e
   expect(cascade.upload).toEqual({ part: 'upload', arrays: 6, equal: true, oneBuffer: true, aligned: true });
 });
 
-test('row kernels: every fused kernel row is the bits of the CPU kernels, fp32 and bf16; q/k/v read in bf16 as read widened', () => {
+test('row kernels: every fused kernel row is the bits of the CPU kernels, fp32 and bf16; q/k/v read in bf16 as read widened, four at a time too', () => {
   expect(rows.map((r) => `${r.kernel}/${r.dtype}`).sort()).toEqual(
-    ['add_rms_norm', 'qk_norm_rope', 'qk_norm_rope_bf16_qkv', 'silu_mul', 'gelu_tanh_mul'].flatMap((k) => [`${k}/bf16`, `${k}/fp32`]).sort(),
+    ['add_rms_norm', 'qk_norm_rope', 'qk_norm_rope_bf16_qkv', 'silu_mul', 'gelu_tanh_mul'].flatMap((k) => [`${k}/bf16`, `${k}/fp32`]).concat('bf16_quads/bf16').sort(),
   );
   for (const r of rows) {
     expect(r.compared).toBeGreaterThan(1000);

@@ -136,8 +136,35 @@ void check_gated(at::ScalarType dtype, bool gelu) {
 
 }  // namespace
 
+// The quad form's moves (a lane's four bf16 neighbours in one 8-byte word): widened as load() widens each, narrowed as
+// put() narrows each, over random bit patterns, NaNs with payloads among them.
+void check_bf16_quads() {
+  int64_t compared = 0, differ = 0;
+  auto bits = at::randint(0, 1 << 16, {4096}, at::kInt);
+  for (int64_t i = 0; i + 4 <= bits.size(0); i += 4) {
+    uint16_t four[4];
+    for (int j = 0; j < 4; ++j) four[j] = static_cast<uint16_t>(bits[i + j].item<int>());
+    rows::Bf16Quad q;
+    std::memcpy(&q, four, sizeof q);
+    float wide[4];
+    rows::widen_quad(q, wide);
+    uint16_t narrowed[4];
+    const auto back = rows::narrow_quad(wide);
+    std::memcpy(narrowed, &back, sizeof narrowed);
+    for (int j = 0; j < 4; ++j) {
+      const float one = rows::load(four, j, true);
+      uint16_t put_back;
+      rows::put(&put_back, 0, one, true);
+      differ += std::memcmp(&one, &wide[j], sizeof one) != 0 || put_back != narrowed[j];
+      ++compared;
+    }
+  }
+  report("bf16_quads", at::kBFloat16, compared, differ);
+}
+
 int main() {
   at::manual_seed(11);
+  check_bf16_quads();
   for (auto dtype : {at::kFloat, at::kBFloat16}) {
     check_add_rms_norm(dtype);
     check_qk_norm_rope(dtype);

@@ -30,6 +30,22 @@ TQ_HOST_DEVICE inline void put(void* p, int64_t i, float x, bool bf16) {
 
 TQ_HOST_DEVICE inline float square(float x) { return exact::mul(x, x); }
 
+// Four neighbouring bf16 values as one 8-byte word (the first in the low half of lo), widened and narrowed as load()
+// and put() do one at a time: what a lane of a kernel's quad form moves in one access.
+struct Bf16Quad {
+  uint32_t lo, hi;
+};
+TQ_HOST_DEVICE inline void widen_quad(Bf16Quad q, float* to) {
+  to[0] = exact::widen(static_cast<uint16_t>(q.lo & 0xffffu));
+  to[1] = exact::widen(static_cast<uint16_t>(q.lo >> 16));
+  to[2] = exact::widen(static_cast<uint16_t>(q.hi & 0xffffu));
+  to[3] = exact::widen(static_cast<uint16_t>(q.hi >> 16));
+}
+TQ_HOST_DEVICE inline Bf16Quad narrow_quad(const float* x) {
+  const auto b = [&](int i) { return static_cast<uint32_t>(exact::narrow_bf16(x[i])); };
+  return {b(0) | (b(1) << 16), b(2) | (b(3) << 16)};
+}
+
 // Lane `lane`'s sum of squares over the whole 16-blocks of x[0, n).
 TQ_HOST_DEVICE inline float norm_lane_sum(const float* x, int n, int lane) {
   float acc = 0.0f;

@@ -29,7 +29,7 @@ class AtenPartialAttention : public PartialAttention {
       for (int32_t j = tier.cu_k[s]; j < tier.cu_k[s + 1]; ++j) k_pad[static_cast<size_t>(s) * mk + (j - tier.cu_k[s])] = j;
       for (int32_t r = tier.cu_q[s]; r < tier.cu_q[s + 1]; ++r) {
         const int32_t i = r - tier.cu_q[s];
-        q_pad[static_cast<size_t>(s) * mq + i] = tier.q_rows[r];
+        q_pad[static_cast<size_t>(s) * mq + i] = r;
         const KeyRange range = visible_keys(tier, s, i);
         for (int32_t j = range.first; j <= range.last; ++j) m[(static_cast<int64_t>(s) * mq + i) * mk + j] = true;
       }

@@ -45,6 +45,7 @@ class CascadeAttention : public StepAttention {
     for (const auto& tier : plan_.tiers) {
       tiers_.push_back(partial_->prepare(tier));
       if (in_store_) tiers_.back().k_rows = key_slots.index_select(0, tiers_.back().k_rows);
+      if (fixed_) tiers_.back().q_first = -1;  // a graph's launches may not depend on where the rows lie
     }
     upload_together(step_arrays(tiers_, merge_), device);
   }

@@ -58,19 +58,18 @@ class FlashPartialAttention : public PartialAttention {
 
   PartialResult operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const DeviceTier& dl) const override {
     const CascadeTier& tier = *dl.tier;
-    const auto qs = q.index_select(0, dl.q_rows);  // k and v are the tier's own, gathered by the cascade
     const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
     const int64_t max_q = std::max<int32_t>(2, tier.max_q), max_k = tier.max_k;
     if (dtype_ != at::kFloat) {
-      auto result = at::_flash_attention_forward(qs, k, v, dl.cu_q, dl.cu_k, max_q, max_k, /*dropout_p=*/0.0, tier.causal,
+      auto result = at::_flash_attention_forward(q, k, v, dl.cu_q, dl.cu_k, max_q, max_k, /*dropout_p=*/0.0, tier.causal,
                                                  /*return_debug_mask=*/false, scale, tier.window_left >= 0 ? std::optional<int64_t>(tier.window_left) : std::nullopt,
                                                  std::optional<int64_t>(-1));
-      check_lse(std::get<1>(result), {q.size(1), qs.size(0)}, "FlashAttention-2", false);  // [heads, total_q]
+      check_lse(std::get<1>(result), {q.size(1), q.size(0)}, "FlashAttention-2", false);  // [heads, total_q]
       return {std::get<0>(result), std::get<1>(result)};
     }
     if (tier.window_left >= 0) return (*windowed_fp32_)(q, k, v, dl);
     const int64_t group = q.size(1) / k.size(1);
-    auto result = at::_efficient_attention_forward(qs.unsqueeze(0), k.repeat_interleave(group, 1).unsqueeze(0), v.repeat_interleave(group, 1).unsqueeze(0),
+    auto result = at::_efficient_attention_forward(q.unsqueeze(0), k.repeat_interleave(group, 1).unsqueeze(0), v.repeat_interleave(group, 1).unsqueeze(0),
                                                    /*bias=*/std::nullopt, dl.cu_q, dl.cu_k, max_q, max_k, /*dropout_p=*/0.0,
                                                    /*custom_mask_type=*/tier.causal ? 2 : 0, /*compute_log_sumexp=*/true, scale);
     auto out = std::get<0>(result).squeeze(0);

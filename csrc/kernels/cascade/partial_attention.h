@@ -22,6 +22,9 @@ namespace tq {
 struct DeviceTier {
   const CascadeTier* tier;
   at::Tensor q_rows;  // int64: the tier's query rows in the step's queries
+  // Where those rows are one run of the step's, [q_first, q_first + total_q), they are read in place (a view), not
+  // gathered; -1 otherwise, and always in the fixed form (a CUDA graph's launches may not depend on it).
+  int64_t q_first = -1;
   at::Tensor k_rows;  // int64: the tier's keys where the cascade gathers them: the step's keys, or the KV cache's slots
   at::Tensor cu_q, cu_k;      // int32 [sequences + 1]
   at::Tensor row_seq, row_in_seq;  // int64 [total_q]: each tier row's sequence and place in it
@@ -41,8 +44,8 @@ class PartialAttention {
   virtual const char* name() const = 0;
   // A tier's arrays on the host (and what this implementation needs besides).
   virtual DeviceTier prepare(const CascadeTier& tier) const;
-  // q: [Tq, heads, dim], the step's (the tier's q_rows index it); k, v: [total_k, kv_heads, dim], the tier's own
-  // keys and values in its order (attend_tier gathers them).
+  // q: [total_q, heads, dim], k, v: [total_k, kv_heads, dim]: the tier's own rows, keys and values in its order
+  // (attend_tier takes them from the step's).
   virtual PartialResult operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const DeviceTier& tier) const = 0;
   // Whether its launches for the plan's tiers, put in the fixed form (batch/fixed_cascade.h), are
   // the same for every plan of that form: what a CUDA graph needs. Not so where it pads each tier
@@ -50,8 +53,8 @@ class PartialAttention {
   virtual bool replays(const CascadePlan& /*plan*/) const { return true; }
 };
 
-// A tier computed by `impl`, its keys and values gathered from where its k_rows point: the step's keys, or the
-// KV cache's store.
+// A tier computed by `impl`: its rows taken from the step's q (in place where they are one run), its keys and
+// values gathered from where its k_rows point (the step's keys, or the KV cache's store).
 PartialResult attend_tier(const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
                            const DeviceTier& tier);
 

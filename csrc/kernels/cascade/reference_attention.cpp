@@ -42,7 +42,7 @@ class ReferencePartialAttention : public PartialAttention {
         const int32_t s = seq_of[r];
         const KeyRange range = visible_keys(tier, s, static_cast<int32_t>(r - tier.cu_q[s]));
         if (range.count() == 0) continue;
-        const float* query = qp + (tier.q_rows[r] * heads + h) * dim;
+        const float* query = qp + (r * heads + h) * dim;
         auto key_row = [&](int32_t j) { return static_cast<int64_t>(tier.cu_k[s] + j) * kv_heads + kh; };
         scores.assign(static_cast<size_t>(range.count()), 0.0f);
         float top = -INFINITY;
@@ -76,6 +76,17 @@ class ReferencePartialAttention : public PartialAttention {
 
 }  // namespace
 
+namespace {
+
+// Where rows are one ascending run r, r + 1, ...: r (the tier's rows then a view of the step's); else -1.
+int64_t first_of_run(const std::vector<int32_t>& rows) {
+  for (size_t i = 1; i < rows.size(); ++i)
+    if (rows[i] != rows[0] + static_cast<int32_t>(i)) return -1;
+  return rows.empty() ? -1 : rows[0];
+}
+
+}  // namespace
+
 DeviceTier PartialAttention::prepare(const CascadeTier& tier) const {
   auto i64 = [&](const std::vector<int32_t>& v) { return at::tensor(at::ArrayRef<int32_t>(v), at::kInt).to(at::kLong); };
   auto i32 = [&](const std::vector<int32_t>& v) { return at::tensor(at::ArrayRef<int32_t>(v), at::kInt); };
@@ -88,6 +99,7 @@ DeviceTier PartialAttention::prepare(const CascadeTier& tier) const {
   DeviceTier dl;
   dl.tier = &tier;
   dl.q_rows = i64(tier.q_rows);
+  dl.q_first = first_of_run(tier.q_rows);
   dl.k_rows = i64(tier.k_rows);
   dl.cu_q = i32(tier.cu_q);
   dl.cu_k = i32(tier.cu_k);
@@ -98,7 +110,8 @@ DeviceTier PartialAttention::prepare(const CascadeTier& tier) const {
 
 PartialResult attend_tier(const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
                            const DeviceTier& tier) {
-  return impl(q, k_source.index_select(0, tier.k_rows), v_source.index_select(0, tier.k_rows), tier);
+  const auto rows = tier.q_first >= 0 ? q.narrow(0, tier.q_first, tier.tier->total_q()) : q.index_select(0, tier.q_rows);
+  return impl(rows, k_source.index_select(0, tier.k_rows), v_source.index_select(0, tier.k_rows), tier);
 }
 
 std::unique_ptr<PartialAttention> reference_partial_attention(double softcap) { return std::make_unique<ReferencePartialAttention>(softcap); }

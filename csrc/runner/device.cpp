@@ -85,15 +85,8 @@ cudaEvent_t recorded_event() {
 }  // namespace
 #endif
 
-StepTimer::StepTimer(const at::Device& device) : cuda_(device.is_cuda()) {
-#if TQ_CUDA
-  if (cuda_) {
-    events_.push_back(recorded_event());
-    return;
-  }
-#endif
-  clock_.push_back(std::chrono::steady_clock::now());
-}
+// The start is marked as a step's end is.
+StepTimer::StepTimer(const at::Device& device) : cuda_(device.is_cuda()) { step_launched(); }
 
 StepTimer::~StepTimer() {
 #if TQ_CUDA

@@ -45,7 +45,9 @@ class CascadeAttention : public StepAttention {
     for (const auto& tier : plan_.tiers) {
       tiers_.push_back(partial_->prepare(tier));
       if (in_store_) tiers_.back().k_rows = key_slots.index_select(0, tiers_.back().k_rows);
-      if (fixed_) tiers_.back().q_first = -1;  // a graph's launches may not depend on where the rows lie
+      // In the fixed form only rows from the step's first are read in place (the own tier's, every step): the launch
+      // shape holds q_first, so a graph's launches never depend on where a tier's rows lie.
+      if (fixed_ && tiers_.back().q_first != 0) tiers_.back().q_first = -1;
     }
     upload_together(step_arrays(tiers_, merge_), device);
   }
@@ -63,8 +65,10 @@ class CascadeAttention : public StepAttention {
   std::vector<int64_t> launch_shape() const override {
     if (!fixed_) return {};
     std::vector<int64_t> shape{static_cast<int64_t>(merge_.begin.size()), static_cast<int64_t>(merge_.entry.size())};
-    for (const auto& l : plan_.tiers)
-      shape.insert(shape.end(), {l.causal, l.window_left, l.sequences(), l.total_q(), l.total_k(), l.max_q, l.max_k});
+    for (size_t i = 0; i < tiers_.size(); ++i) {
+      const CascadeTier& l = plan_.tiers[i];
+      shape.insert(shape.end(), {l.causal, l.window_left, l.sequences(), l.total_q(), l.total_k(), l.max_q, l.max_k, tiers_[i].q_first});
+    }
     return shape;
   }
 

@@ -23,7 +23,7 @@ struct DeviceTier {
   const CascadeTier* tier;
   at::Tensor q_rows;  // int64: the tier's query rows in the step's queries
   // Where those rows are one run of the step's, [q_first, q_first + total_q), they are read in place (a view), not
-  // gathered; -1 otherwise, and always in the fixed form (a CUDA graph's launches may not depend on it).
+  // gathered; -1 otherwise (in the fixed form, unless they start at the step's first: cascade_layer_kernels.cpp).
   int64_t q_first = -1;
   at::Tensor k_rows;  // int64: the tier's keys where the cascade gathers them: the step's keys, or the KV cache's slots
   at::Tensor cu_q, cu_k;      // int32 [sequences + 1]

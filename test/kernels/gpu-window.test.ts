@@ -118,15 +118,34 @@ function processesNaming(text: string): string[] {
   }
 }
 
+/**
+ * Processes whose environment holds `entry` (NAME=value): what a run started, whatever other test files start beside
+ * it (another jest worker's servers name the same script).
+ */
+function processesWithEnvironment(entry: string): string[] {
+  const found: string[] = [];
+  for (const pid of fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    try {
+      if (!fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(entry)) continue;
+      found.push(`${pid} ${fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim()}`);
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return found;
+}
+
 test('a step past its time is stopped with everything it started (the server and its engine processes), and the window goes on to pack', async () => {
-  const servers = processesNaming('dist/tqserve.js serve');
-  // A load of 600 s cannot end within the step's limit: the budget (13 s) less the 10 s kept for packing.
-  const run = window('timeout', ['--short', '--steps', 'serve', '--budget', '13'], { TQ_LOAD_SECONDS: '600' });
+  // A load of 600 s cannot end within the step's limit: the budget (13 s) less the 10 s kept for packing. The value
+  // marks this run's processes (each inherits it).
+  const marker = `TQ_LOAD_SECONDS=600.${process.pid}`;
+  expect(processesWithEnvironment(marker)).toEqual([]);
+  const run = window('timeout', ['--short', '--steps', 'serve', '--budget', '13'], { TQ_LOAD_SECONDS: marker.split('=')[1] });
   expect(await run.done).toBe(0);
   const files = unpack(run.out, path.join(scratch, 'timeout', 'unpacked'))!;
   expect(JSON.parse(files['window.json']).steps.map((s: any) => `${s.step} ${s.status}`)).toEqual(['serve timeout']);
   expect(files['serve.log']).toMatch(/\[window\] killed after \d+ s/);
-  expect(processesNaming('dist/tqserve.js serve')).toEqual(servers);
+  expect(processesWithEnvironment(marker)).toEqual([]);
   expect(processesNaming(path.join(scratch, 'timeout'))).toEqual([]);
 }, 120_000);
 

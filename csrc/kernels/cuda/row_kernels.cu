@@ -61,7 +61,7 @@ __global__ void add_rms_norm_kernel(AddRmsNormArgs a) {
 constexpr int kWarp = 32, kHeadsPerBlock = 8;
 
 // kQuad: bf16 in and out and a head of 128 values, each lane moving its 4 neighbours in one 8-byte access where
-// the strided form took four of 2 bytes (the kernel is bound by its accesses: 15% of a 16,384-token step's GPU time).
+// the strided form took four of 2 bytes (the kernel is bound by its accesses; its share of a step: docs/gpu.md).
 // The same arithmetic on each value either way.
 constexpr int kQuadHeadDim = 4 * kWarp;
 using rows::Bf16Quad;

@@ -262,8 +262,8 @@ async function main() {
     process.exit(1);
   }
   // Beside a GPU the engine's thread spins as long as this side does (a call finding it asleep waits for its wake-up).
-  // On the CPU it is a thread that computes: spinning, it took a core from the channel's spinners (on 2 vCPUs the hop
-  // went from 0.3 to 3 ms: bench/README.md, "The engine thread's spin").
+  // On the CPU it is a thread that computes: spinning, it took a core from the channel's spinners (bench/README.md,
+  // "The engine thread's spin").
   if (engine.info.device.mode === 'cuda') engine.setBusyPoll(args.busyPollMs);
   send({ kind: 'ready', info: engine.info });
   collectProcessMetrics();

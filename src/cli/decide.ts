@@ -44,7 +44,7 @@ export const FLAGS_DECIDE_REFUSES: Record<string, string> = {
   'shutdown-timeout': 'decide has no server to shut down',
   'exit-grace-ms': 'decide has no server to shut down',
   engines: 'decide answers with one engine process, its own',
-  'busy-poll-ms': 'decide runs its engine in its own process: no channel between processes to spin on',
+  'busy-poll-ms': 'decide runs its engine in its own process, one call at a time: no channel between processes, nor a next call, to spin for',
 };
 
 /** The first flag of argv that decide refuses, as an error naming it and why. */

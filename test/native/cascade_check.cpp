@@ -112,12 +112,7 @@ at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, co
   std::vector<PartialResult> parts;
   for (const auto& tier : tiers) parts.push_back(attend_tier(impl, q, k, v, tier));
   auto merged = merge_attention(merge, parts, at::kFloat);
-  PartialResult stacked{parts[0].out, parts[0].lse};
-  for (size_t i = 1; i < parts.size(); ++i) {
-    stacked.out = at::cat({stacked.out, parts[i].out});
-    stacked.lse = at::cat({stacked.lse, parts[i].lse}, 1);
-  }
-  if (!merge_attention(merge, {stacked}, at::kFloat).equal(merged)) ++stacked_merge_differs;
+  if (!merge_attention(merge, {stacked_tiers(parts)}, at::kFloat).equal(merged)) ++stacked_merge_differs;
   return merged;
 }
 

@@ -29,22 +29,13 @@ Sources sources_of(const std::vector<PartialResult>& parts, bool keep_bf16) {
   TORCH_CHECK(!parts.empty(), "attention merge: no tiers");
   const bool bf16 = keep_bf16 && std::all_of(parts.begin(), parts.end(), [](const auto& p) { return p.out.scalar_type() == at::kBFloat16; });
   const auto stored = [&](const at::Tensor& t) { return bf16 ? t.contiguous() : t.to(at::kFloat).contiguous(); };
+  if (parts.size() > static_cast<size_t>(merge::kMaxSources)) return sources_of({stacked_tiers(parts)}, keep_bf16);
   Sources s;
-  if (parts.size() > static_cast<size_t>(merge::kMaxSources)) {
-    std::vector<at::Tensor> outs, lses;
-    for (const auto& p : parts) {
-      outs.push_back(p.out);
-      lses.push_back(p.lse);
-    }
-    s.partial.push_back(stored(at::cat(outs)));
-    s.lse.push_back(at::cat(lses, 1).to(at::kFloat).contiguous());
-  } else {
-    for (const auto& p : parts) {
-      s.partial.push_back(stored(p.out));
-      s.lse.push_back(p.lse.to(at::kFloat).contiguous());
-    }
+  for (const auto& p : parts) {
+    s.partial.push_back(stored(p.out));
+    s.lse.push_back(p.lse.to(at::kFloat).contiguous());
+    s.start.push_back(s.start.back() + static_cast<int>(p.out.size(0)));
   }
-  for (const auto& p : s.partial) s.start.push_back(s.start.back() + static_cast<int>(p.size(0)));
   return s;
 }
 
@@ -123,6 +114,15 @@ DeviceMerge prepare_merge(const CascadePlan& plan, at::Device device) {
     m.entry_on_device = at::tensor(at::ArrayRef<int32_t>(m.entry), at::kInt);
   }
   return m;
+}
+
+PartialResult stacked_tiers(const std::vector<PartialResult>& parts) {
+  std::vector<at::Tensor> outs, lses;
+  for (const auto& p : parts) {
+    outs.push_back(p.out);
+    lses.push_back(p.lse);
+  }
+  return {at::cat(outs), at::cat(lses, 1)};
 }
 
 at::Tensor merge_attention(const DeviceMerge& merge, const std::vector<PartialResult>& parts, at::ScalarType out_dtype) {

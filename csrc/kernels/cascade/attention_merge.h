@@ -19,6 +19,9 @@ struct DeviceMerge {
 };
 DeviceMerge prepare_merge(const CascadePlan& plan, at::Device device);
 
+// The tiers' results in one, tier after tier: the rows the merge's entries count.
+PartialResult stacked_tiers(const std::vector<PartialResult>& parts);
+
 // parts: each tier's result, in the plan's order. Returns [rows, heads, dim] in out_dtype.
 at::Tensor merge_attention(const DeviceMerge& merge, const std::vector<PartialResult>& parts, at::ScalarType out_dtype);
 

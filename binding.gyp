@@ -39,6 +39,7 @@
         "csrc/kernels/cascade/cascade_layer_kernels.cpp",
         "csrc/kernels/cascade/flash_attention.cpp",
         "csrc/kernels/cascade/reference_attention.cpp",
+        "csrc/kernels/cascade/split_key_attention.cpp",
         "csrc/kernels/cascade/step_upload.cpp",
         "csrc/kernels/fused/fused_layer_kernels.cpp",
         "csrc/kernels/fused/row_kernels_host.cpp",

@@ -15,6 +15,7 @@ void Engine::describe_checkpoint(const PagedModel& paged, const PagedModelOption
   info_.register_boundary = choice_name(options_.register_boundary);
   info_.format = "hf";
   info_.attention = choice_name(o.kernels.cascade_attention ? AttentionForm::Cascade : AttentionForm::Direct);
+  if (o.kernels.cascade_attention) info_.state_attention = choice_name(o.kernels.state_attention);
   info_.cuda_graphs = options_.cuda_graphs.value_or(false);
   // Only the engine's own CPU kernels promise it; cuBLAS and SDPA choose their reductions by shape.
   info_.batch_invariant = options_.batch_invariant && !o.kernels.aten;

@@ -81,6 +81,7 @@ struct EngineInfo {
   bool level_busy = false;
   std::vector<std::pair<std::string, double>> level_rates;
   std::string attention = "direct";  // EngineOptions::attention, as it runs
+  std::string state_attention;       // EngineOptions::state_attention with the cascade; "" without it
   bool cuda_graphs = false;           // EngineOptions::cuda_graphs
   std::string quantization = "none";  // of the linear layers' weights (kernels/quantization.h)
   std::string arithmetic = "portable";  // EngineOptions::arithmetic

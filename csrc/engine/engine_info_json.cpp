@@ -45,6 +45,7 @@ nlohmann::ordered_json engine_info_json(const EngineInfo& i) {
   r["kernels"] = i.kernels;
   if (!i.level_choice.empty()) r["levelChoice"] = level_choice_json(i);
   r["attention"] = i.attention;
+  if (!i.state_attention.empty()) r["stateAttention"] = i.state_attention;
   r["cudaGraphs"] = i.cuda_graphs;
   r["quantization"] = i.quantization;
   r["arithmetic"] = i.arithmetic;

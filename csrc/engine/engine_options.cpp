@@ -69,6 +69,8 @@ void check_forward(const EngineOptions& options, const at::Device& device, bool 
   // The fused forward's attention is the cascade (its GPU form: FlashAttention-2 tiers).
   if (fused && options.attention == AttentionForm::Direct)
     throw EngineError(code::kBadRequest, "the fused kernels attend as a cascade: attention direct is not theirs");
+  if (options.state_attention != StateAttention::Varlen && !fused && options.attention != AttentionForm::Cascade)
+    throw EngineError(code::kBadRequest, "stateAttention chooses the cascade's state tier: split-key needs attention cascade (or the fused kernels)");
   if (fused && options.quantization != Quantization::None)
     throw EngineError(code::kBadRequest, "the fused kernels run unquantized weights (quantization none)");
   if (options.buffer_shift != 0 && aten) throw EngineError(code::kBadRequest, "bufferShift is for the engine's own CPU kernels, not aten");
@@ -106,6 +108,7 @@ PagedModelOptions paged_options(const EngineOptions& options, at::ScalarType dty
   o.kernels.buffer_shift = options.buffer_shift;
   o.kernels.fused_rows = fused;
   o.kernels.cascade_attention = fused || options.attention == AttentionForm::Cascade;
+  o.kernels.state_attention = options.state_attention;
   o.kernels.fixed_shapes = options.cuda_graphs.value_or(false);
   o.block_size = options.block_size;
   o.cache_tokens = options.cache_tokens;

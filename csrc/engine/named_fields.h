@@ -18,6 +18,7 @@ void for_each_engine_option(EngineOptions& o, Visit&& visit) {
   visit("device", o.device);
   visit("kernels", o.kernels);
   visit("attention", o.attention);
+  visit("stateAttention", o.state_attention);
   visit("cudaGraphs", o.cuda_graphs);
   visit("threads", o.threads);
   visit("isa", o.isa);

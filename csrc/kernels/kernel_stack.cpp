@@ -11,7 +11,7 @@ std::unique_ptr<LayerKernels> make_layer_kernels(const KernelStackOptions& o) {
                         : shifted_layer_kernels(cpu_layer_kernels(o.batch_invariant, o.isa, o.dtype, o.quantization, o.native_arithmetic),
                                                 o.buffer_shift);
   if (o.fused_rows) kernels = fused_layer_kernels(std::move(kernels));
-  if (o.cascade_attention) kernels = cascade_layer_kernels(std::move(kernels), o.dtype, o.fixed_shapes);
+  if (o.cascade_attention) kernels = cascade_layer_kernels(std::move(kernels), o.dtype, o.fixed_shapes, o.state_attention);
   return kernels;
 }
 

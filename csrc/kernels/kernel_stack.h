@@ -11,6 +11,7 @@
 
 #include <memory>
 
+#include "kernels/cascade/cascade_layer_kernels.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/level_choice.h"
@@ -31,6 +32,7 @@ struct KernelStackOptions {
   int64_t buffer_shift = 0;      // ... operands read this many bytes off alignment (a test instrument)
   bool fused_rows = false;       // the fused row kernels over ATen's GEMMs (aten set too)
   bool cascade_attention = false;
+  StateAttention state_attention = StateAttention::Varlen;  // the cascade's state tier
   bool fixed_shapes = false;     // small steps padded to fixed shapes (batch/step_buckets.h); the cascade plans them in the fixed form (CUDA graphs)
 };
 

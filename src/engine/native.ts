@@ -65,6 +65,13 @@ export interface NativeLoadOptions {
    */
   attention?: 'direct' | 'kernels' | 'cascade';
   /**
+   * What computes the cascade's state tier (each row over all its state's keys): 'varlen', the kernel of the other
+   * tiers, the keys and values gathered first (FlashAttention-2 or the memory-efficient kernel on CUDA, the plain
+   * reference on the CPU); or 'split-key', our kernel that reads them in place in the KV cache (on the CPU its host
+   * twin: the same arithmetic). With the cascade only. Absent: 'varlen'.
+   */
+  stateAttention?: 'varlen' | 'split-key';
+  /**
    * Small steps padded to fixed shapes of tokens and keys (csrc/batch/step_buckets.h), for CUDA graphs. On the CPU
    * the padded steps run eagerly: a check that padding changes no answer bit. Absent: true with the fused kernels on
    * CUDA, false otherwise.
@@ -167,6 +174,8 @@ export interface NativeEngineInfo {
   levelChoice?: { how: 'measured' | 'cached' | 're-measured' | 'forced' | 'only'; busy: boolean; gflops: Record<string, number> };
   /** 'direct' or 'cascade' (NativeLoadOptions.attention). */
   attention: 'direct' | 'cascade';
+  /** NativeLoadOptions.stateAttention, with the cascade; absent without it. */
+  stateAttention?: 'varlen' | 'split-key';
   /** NativeLoadOptions.cudaGraphs. */
   cudaGraphs: boolean;
   quantization: Quantization;

@@ -35,15 +35,23 @@ bool bucket_shaped(int64_t queries, int64_t keys) {
   return bucket && bucket->tokens == queries && bucket->keys == keys;
 }
 
+// The implementations of a step's tiers: `varlen` for every tier, but where `unmasked` is set, that for the
+// tiers it takes (split_key_takes). Which a tier gets depends on its mask alone: a row's kernel, so its bits,
+// never on the rest of the step.
+struct TierKernels {
+  std::unique_ptr<PartialAttention> varlen, unmasked;
+  const PartialAttention& of(const CascadeTier& tier) const { return unmasked && split_key_takes(tier) ? *unmasked : *varlen; }
+};
+
 // A step's cascade: the plan, each tier's arrays and the merge's on the device (one copy), made once.
-// Planned with the keys' slots (QueryLayout::key_slots), each tier's keys are gathered from the KV
+// Planned with the keys' slots (QueryLayout::key_slots), each tier's keys are read in the KV
 // cache's store: the tiers' key rows are made slots on the host, with the rest of the arrays.
 class CascadeAttention : public StepAttention {
  public:
-  CascadeAttention(CascadePlan plan, std::unique_ptr<PartialAttention> partial, at::Device device, bool fixed, const at::Tensor& key_slots)
-      : plan_(std::move(plan)), partial_(std::move(partial)), merge_(prepare_merge(plan_, device)), fixed_(fixed), in_store_(key_slots.defined()) {
+  CascadeAttention(CascadePlan plan, TierKernels kernels, at::Device device, bool fixed, const at::Tensor& key_slots)
+      : plan_(std::move(plan)), kernels_(std::move(kernels)), merge_(prepare_merge(plan_, device)), fixed_(fixed), in_store_(key_slots.defined()) {
     for (const auto& tier : plan_.tiers) {
-      tiers_.push_back(partial_->prepare(tier));
+      tiers_.push_back(kernels_.of(tier).prepare(tier));
       if (in_store_) tiers_.back().k_rows = key_slots.index_select(0, tiers_.back().k_rows);
       // In the fixed form only rows from the step's first are read in place (the own tier's, every step): the launch
       // shape holds q_first, so a graph's launches never depend on where a tier's rows lie.
@@ -100,15 +108,16 @@ class CascadeAttention : public StepAttention {
     for (const auto& tier : tiers_) {
       // What the tier's launch takes from the host, for the CUDA graph check on the CPU (runner/launch_record.h).
       const CascadeTier& l = *tier.tier;
-      RECORD_FUNCTION(partial_->name(), std::vector<c10::IValue>({q, k, v, tier.cu_q, tier.cu_k, l.causal, int64_t{l.window_left},
-                                                                  int64_t{l.max_q}, int64_t{l.max_k}}));
-      parts.push_back(attend_tier(*partial_, q, k, v, tier));
+      const PartialAttention& kernel = kernels_.of(l);
+      RECORD_FUNCTION(kernel.name(), std::vector<c10::IValue>({q, k, v, tier.cu_q, tier.cu_k, l.causal, int64_t{l.window_left},
+                                                               int64_t{l.max_q}, int64_t{l.max_k}}));
+      parts.push_back(attend_tier(kernel, q, k, v, tier));
     }
     return merge_attention(merge_, parts, q.scalar_type());
   }
 
   CascadePlan plan_;  // tiers_ point into it
-  std::unique_ptr<PartialAttention> partial_;
+  TierKernels kernels_;
   DeviceMerge merge_;
   std::vector<DeviceTier> tiers_;
   bool fixed_;     // plan_ is in the fixed form (batch/fixed_cascade.h)
@@ -117,8 +126,8 @@ class CascadeAttention : public StepAttention {
 
 class CascadeLayerKernels : public LayerKernels {
  public:
-  CascadeLayerKernels(std::unique_ptr<LayerKernels> inner, at::ScalarType dtype, bool fixed_shapes)
-      : inner_(std::move(inner)), dtype_(dtype), fixed_shapes_(fixed_shapes) {}
+  CascadeLayerKernels(std::unique_ptr<LayerKernels> inner, at::ScalarType dtype, bool fixed_shapes, StateAttention state)
+      : inner_(std::move(inner)), dtype_(dtype), fixed_shapes_(fixed_shapes), state_(state) {}
   std::string name() const override { return inner_->name(); }
   at::Device device() const override { return inner_->device(); }
   std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const override { return inner_->linear(weight, bias); }
@@ -139,12 +148,13 @@ class CascadeLayerKernels : public LayerKernels {
   std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
                                                 std::optional<int64_t> window, int64_t /*heads*/, double logit_softcap) const override {
     auto plan = plan_cascade(queries, key_positions, key_segments, window);
-    auto partial = partial_attention_for(device(), dtype_, logit_softcap);
+    TierKernels kernels{partial_attention_for(device(), dtype_, logit_softcap),
+                        state_ == StateAttention::SplitKey ? split_key_partial_attention(logit_softcap) : nullptr};
     const int64_t rows = queries.positions.size(0), keys = key_positions.size(0);
-    // A bucket's step, in the fixed form where its implementation launches alike at any plan.
-    const bool fixed = fixed_shapes_ && bucket_shaped(rows, keys) && partial->replays(plan) &&
+    // A bucket's step, in the fixed form where its implementations launch alike at any plan (split-key always does).
+    const bool fixed = fixed_shapes_ && bucket_shaped(rows, keys) && kernels.varlen->replays(plan) &&
                        fix_cascade_shape(plan, static_cast<int32_t>(rows), static_cast<int32_t>(keys));
-    return std::make_unique<CascadeAttention>(std::move(plan), std::move(partial), device(), fixed, queries.key_slots);
+    return std::make_unique<CascadeAttention>(std::move(plan), std::move(kernels), device(), fixed, queries.key_slots);
   }
   // Not causal: the tiers' bottom-right causal masks cannot say it (a vision tower's attention).
   std::unique_ptr<StepAttention> plan_segment_attention(const at::Tensor& segments, int64_t heads) const override {
@@ -155,12 +165,14 @@ class CascadeLayerKernels : public LayerKernels {
   std::unique_ptr<LayerKernels> inner_;
   at::ScalarType dtype_;
   bool fixed_shapes_;
+  StateAttention state_;
 };
 
 }  // namespace
 
-std::unique_ptr<LayerKernels> cascade_layer_kernels(std::unique_ptr<LayerKernels> kernels, at::ScalarType dtype, bool fixed_shapes) {
-  return std::make_unique<CascadeLayerKernels>(std::move(kernels), dtype, fixed_shapes);
+std::unique_ptr<LayerKernels> cascade_layer_kernels(std::unique_ptr<LayerKernels> kernels, at::ScalarType dtype, bool fixed_shapes,
+                                                   StateAttention state) {
+  return std::make_unique<CascadeLayerKernels>(std::move(kernels), dtype, fixed_shapes, state);
 }
 
 }  // namespace tq

@@ -7,7 +7,9 @@
 //   aten       ATen's device-generic ops, per tier padded to its longest
 //              sequence (soft-capping: what Gemma 3 takes on CUDA);
 //   flash      CUDA: FlashAttention-2 (bf16, fp16) or the memory-efficient
-//              kernel (fp32), both compiled into a CUDA libtorch 2.x.
+//              kernel (fp32), both compiled into a CUDA libtorch 2.x;
+//   split-key  an unmasked tier (the state tier) read in place, our own kernel
+//              on CUDA and its host twin on the CPU (bf16, fp32).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -47,6 +49,9 @@ class PartialAttention {
   // q: [total_q, heads, dim], k, v: [total_k, kv_heads, dim]: the tier's own rows, keys and values in its order
   // (attend_tier takes them from the step's).
   virtual PartialResult operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const DeviceTier& tier) const = 0;
+  // Whether operator() takes the step's q and the key and value sources whole, and reads the tier's rows in them
+  // through its arrays (q_rows, k_rows), rather than the tier's rows taken out first (attend_tier).
+  virtual bool reads_in_place() const { return false; }
   // Whether its launches for the plan's tiers, put in the fixed form (batch/fixed_cascade.h), are
   // the same for every plan of that form: what a CUDA graph needs. Not so where it pads each tier
   // to its longest sequence (the ATen form): the fixed form would pad every sequence to the bucket.
@@ -57,6 +62,10 @@ class PartialAttention {
 // values gathered from where its k_rows point (the step's keys, or the KV cache's store).
 PartialResult attend_tier(const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
                            const DeviceTier& tier);
+
+// The tiers split-key attention takes: those without a mask (neither causal nor windowed), whose rows see all their sequence's keys.
+bool split_key_takes(const CascadeTier& tier);
+std::unique_ptr<PartialAttention> split_key_partial_attention(double softcap);
 
 // softcap > 0: scaled scores are soft-capped, cap * tanh(s / cap), before the softmax (Gemma).
 std::unique_ptr<PartialAttention> reference_partial_attention(double softcap);

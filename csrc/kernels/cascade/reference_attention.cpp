@@ -110,6 +110,7 @@ DeviceTier PartialAttention::prepare(const CascadeTier& tier) const {
 
 PartialResult attend_tier(const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
                            const DeviceTier& tier) {
+  if (impl.reads_in_place()) return impl(q, k_source, v_source, tier);
   const auto rows = tier.q_first >= 0 ? q.narrow(0, tier.q_first, tier.tier->total_q()) : q.index_select(0, tier.q_rows);
   return impl(rows, k_source.index_select(0, tier.k_rows), v_source.index_select(0, tier.k_rows), tier);
 }

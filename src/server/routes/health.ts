@@ -34,6 +34,7 @@ function compute(e: NativeEngineInfo) {
       ? { kernel_choice: { how: e.levelChoice.how, busy: e.levelChoice.busy, gflops: e.levelChoice.gflops, answers_depend_on_level: false } }
       : {}),
     attention: e.attention,
+    ...(e.stateAttention ? { state_attention: e.stateAttention } : {}),
     cuda_graphs: e.cudaGraphs,
     batch_invariant: e.batchInvariant,
     pad_unit: 1,

@@ -1,0 +1,104 @@
+// An unmasked tier (the state tier: each row sees all its sequence's keys) read
+// in place: the step's q through the tier's query rows, the keys and values
+// through its slots in the KV cache's store, no copy of either first. The
+// arithmetic is kernels/math/split_key_math.h's, for the CUDA kernel
+// (kernels/cuda/split_key_attention.cu) and, on the CPU, its host twin: so the
+// CPU runs and checks every part but the launch. A causal or windowed tier
+// (the own tier, a sliding layer's state tiers) takes the other implementation.
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cascade/partial_attention.h"
+#include "kernels/math/split_key_math.h"
+#if TQ_CUDA
+#include <c10/cuda/CUDAStream.h>
+
+#include "kernels/cuda/launch_check.h"
+#include "kernels/cuda/split_key_attention.h"
+#endif
+
+namespace tq {
+namespace {
+
+void check_operands(const at::Tensor& q, const at::Tensor& k_store, const at::Tensor& v_store) {
+  const auto dtype = k_store.scalar_type();
+  if (dtype != at::kBFloat16 && dtype != at::kFloat) throw std::invalid_argument("split-key attention computes bf16 and fp32 tiers, not " + std::string(c10::toString(dtype)));
+  if (v_store.scalar_type() != dtype) throw std::invalid_argument("split-key attention: keys and values in other dtypes");
+  if (!k_store.is_contiguous() || !v_store.is_contiguous() || k_store.sizes() != v_store.sizes())
+    throw std::invalid_argument("split-key attention reads [slots, kv_heads, dim] stores, contiguous and alike");
+  if (q.dim() != 3 || q.stride(2) != 1 || q.size(2) != k_store.size(2) || q.size(2) > split_key::kMaxDim || q.size(1) % k_store.size(1) != 0)
+    throw std::invalid_argument("split-key attention: q must be [rows, heads, dim] with dim at most " + std::to_string(split_key::kMaxDim) +
+                                ", its elements adjacent, and heads a multiple of the store's");
+}
+
+class SplitKeyAttention : public PartialAttention {
+ public:
+  explicit SplitKeyAttention(double softcap) : softcap_(static_cast<float>(softcap)) {}
+  const char* name() const override { return "split-key"; }
+  bool reads_in_place() const override { return true; }
+
+  // q: the step's, taken to the store's dtype (the CPU's kernels give fp32 rows beside a bf16 cache; the fused
+  // ones, as on CUDA, rows in the cache's dtype already); k_store, v_store: where the tier's key rows point.
+  PartialResult operator()(const at::Tensor& step_q, const at::Tensor& k_store, const at::Tensor& v_store, const DeviceTier& dl) const override {
+    const auto q = step_q.to(k_store.scalar_type());
+    check_operands(q, k_store, v_store);
+    const int64_t rows = dl.tier->total_q(), heads = q.size(1), dim = q.size(2);
+    auto out = at::empty({rows, heads, dim}, q.options());
+    auto lse = at::empty({heads, rows}, q.options().dtype(at::kFloat));
+    split_key::SplitKeyArgs a{};
+    a.rows = static_cast<int>(rows);
+    a.heads = static_cast<int>(heads);
+    a.kv_heads = static_cast<int>(k_store.size(1));
+    a.dim = static_cast<int>(dim);
+    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+    a.softcap = softcap_;
+    a.q = q.data_ptr();
+    a.q_row_stride = q.stride(0);
+    a.q_head_stride = q.stride(1);
+    a.q_rows = dl.q_rows.data_ptr<int64_t>();
+    a.row_seq = dl.row_seq.data_ptr<int64_t>();
+    a.cu_k = dl.cu_k.data_ptr<int32_t>();
+    a.k_rows = dl.k_rows.data_ptr<int64_t>();
+    a.k_store = k_store.data_ptr();
+    a.v_store = v_store.data_ptr();
+    a.bf16 = q.scalar_type() == at::kBFloat16;
+    a.out = out.data_ptr();
+    a.lse = lse.data_ptr<float>();
+    if (q.is_cpu()) on_host(a);
+    else on_device(a);
+    return {out, lse};
+  }
+
+ private:
+  static void on_host(const split_key::SplitKeyArgs& a) {
+    at::parallel_for(0, static_cast<int64_t>(a.rows) * a.heads, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t item = begin; item < end; ++item) {
+        const int row = static_cast<int>(item / a.heads), head = static_cast<int>(item % a.heads);
+        if (a.bf16) split_key::attend_row<uint16_t>(a, row, head);
+        else split_key::attend_row<float>(a, row, head);
+      }
+    });
+  }
+
+  static void on_device(const split_key::SplitKeyArgs& a) {
+#if TQ_CUDA
+    cuda::check_launch("split-key attention", [&] { return cuda::launch_split_key_attention(a, c10::cuda::getCurrentCUDAStream()); });
+#else
+    (void)a;
+    throw std::invalid_argument("split-key attention off the CPU needs a CUDA build");
+#endif
+  }
+
+  float softcap_;
+};
+
+}  // namespace
+
+bool split_key_takes(const CascadeTier& tier) { return !tier.causal && tier.window_left < 0; }
+
+std::unique_ptr<PartialAttention> split_key_partial_attention(double softcap) { return std::make_unique<SplitKeyAttention>(softcap); }
+
+}  // namespace tq

@@ -1,0 +1,14 @@
+// The cascade's unmasked tiers read in place (kernels/math/split_key_math.h):
+// one launch per tier, one warp per (tier row, head). Torch-free (raw pointers
+// and a stream) so that nvcc compiles it alone in CI; its host twin is
+// split_key::attend_row.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "kernels/math/split_key_math.h"
+
+namespace tq::cuda {
+
+cudaError_t launch_split_key_attention(const split_key::SplitKeyArgs& args, cudaStream_t stream);
+
+}  // namespace tq::cuda

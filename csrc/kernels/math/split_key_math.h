@@ -1,0 +1,166 @@
+// A cascade tier without a mask (the state tier: batch/cascade_plan.h) read in
+// place: each query row over its sequence's keys where they lie in the KV
+// cache's store, through the tier's key slots, with no copy of them first. One
+// definition of the arithmetic for the CUDA kernel (kernels/cuda/split_key_attention.cu)
+// and its host twin (attend_row below), every operation rounded on its own, so
+// that the two give the same bits and the host's checks speak for the kernel.
+//
+// For one (row, head), over its n keys in tiles of kTileKeys, in order:
+//   s_j    = scale * sum_d q_d k_jd            the sum by fused multiply-adds, d = 0, 1, ...
+//                                              (then soft-capped where the model caps scores)
+//   m'     = max(m, max_j s_j)                 the running maximum (exact)
+//   alpha  = exp(m - m')                       0 on the first tile
+//   p_j    = exp(s_j - m')
+//   l      = l alpha + (p_0 + p_1 + ...)        the tile's sum from its first key
+//   acc_d  = acc_d alpha, then acc_d = p_j v_jd + acc_d for j = 0, 1, ... (fused)
+// and at the end out_d = acc_d / l, lse = m + log l (natural log of the sum of
+// exp(s_j)), which the merge (attention_merge_math.h) needs. A row's arithmetic
+// depends on its q and its sequence's keys alone, never on the other rows of
+// the tier: the same bits in any batch. exp and log are written here from
+// fused multiply-adds (the device's and libm's differ in their last bits).
+#pragma once
+#include <cstdint>
+
+#include "kernels/math/host_device_math.h"
+
+namespace tq::split_key {
+
+constexpr int kTileKeys = 32;  // a warp's lanes: one key each for the scores
+constexpr int kMaxDim = 256;   // head dims up to this; a lane holds kMaxDim / 32 of the output
+
+// Torch-free, as the launch and the host twin read it.
+struct SplitKeyArgs {
+  int rows, heads, kv_heads, dim;
+  float scale;
+  float softcap;                  // > 0: scores soft-capped, softcap * tanh(s / softcap), before the softmax (Gemma)
+  const void* q;                  // the step's queries, [.., heads, dim]: element (r, h, d) at r * q_row_stride + h * q_head_stride + d
+  int64_t q_row_stride, q_head_stride;
+  const int64_t* q_rows;          // [rows]: each tier row's query row
+  const int64_t* row_seq;         // [rows]: each tier row's sequence
+  const int32_t* cu_k;            // [sequences + 1]: each sequence's keys in k_rows
+  const int64_t* k_rows;          // the keys' slots in the store
+  const void* k_store;            // [slots, kv_heads, dim] contiguous
+  const void* v_store;
+  bool bf16;                      // q, the stores and out in bf16 (bits), else fp32
+  void* out;                      // [rows, heads, dim] contiguous
+  float* lse;                     // [heads, rows]
+};
+
+}  // namespace tq::split_key
+
+namespace tq::exact {
+
+TQ_HOST_DEVICE inline float fma(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);  // correctly rounded, as IEEE 754 asks of it: hardware or not
+#endif
+}
+
+// e^x for x <= 0 (any x <= -87, -inf included, gives 0): 2^n e^r with n the nearest integer to x / ln 2 and
+// |r| <= ln 2 / 2, r in two parts (Cody and Waite), e^r by its Taylor series to r^7 (relative error below 6e-9
+// before rounding). 2^n is a normal float for every x kept, so the last product is exact.
+TQ_HOST_DEVICE inline float exp_nonpositive(float x) {
+  if (!(x > -87.0f)) return x != x ? x : 0.0f;
+  const float n = rintf(mul(x, 1.44269504088896341f));
+  float r = fma(-n, 0.693145751953125f, x);  // ln 2's first 16 bits: n times it is exact
+  r = fma(-n, 1.42860682030941723e-6f, r);
+  const float taylor[] = {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f};
+  float p = 1.0f / 5040.0f;
+  for (float c : taylor) p = fma(p, r, c);
+  return mul(p, from_bits(static_cast<uint32_t>(static_cast<int>(n) + 127) << 23));
+}
+
+// ln x for a positive normal x: e ln 2 + ln m with x = 2^e m, m in [sqrt(1/2), sqrt(2)), and ln m = 2 atanh(s),
+// s = (m - 1) / (m + 1), |s| <= 0.172, by its series to s^9 (the next term below 1e-9).
+TQ_HOST_DEVICE inline float log_positive(float x) {
+  const uint32_t bits = to_bits(x);
+  int e = static_cast<int>(bits >> 23) - 127;
+  float m = from_bits((bits & 0x7fffffu) | 0x3f800000u);
+  if (m > 1.41421356f) {
+    m = mul(m, 0.5f);
+    ++e;
+  }
+  const float s = div(add(m, -1.0f), add(m, 1.0f)), s2 = mul(s, s);
+  const float series[] = {2.0f / 7.0f, 2.0f / 5.0f, 2.0f / 3.0f, 2.0f};
+  float p = 2.0f / 9.0f;
+  for (float c : series) p = fma(p, s2, c);
+  return fma(static_cast<float>(e), 0.693147180559945309f, mul(p, s));
+}
+
+// tanh x = (1 - e) / (1 + e), e = e^-2|x|, signed as x.
+TQ_HOST_DEVICE inline float tanh(float x) {
+  const float e = exp_nonpositive(mul(-2.0f, fabsf(x)));
+  const float t = div(add(1.0f, -e), add(1.0f, e));
+  return x < 0.0f ? -t : t;
+}
+
+}  // namespace tq::exact
+
+namespace tq::split_key {
+
+// Element i of a row of T (fp32, or bf16 bits) as fp32.
+template <typename T>
+TQ_HOST_DEVICE inline float element(const T* row, int i) {
+  return exact::widen(row[i]);
+}
+
+// A key's or value's row for head `kv_head` in a [slots, kv_heads, dim] store.
+template <typename T>
+TQ_HOST_DEVICE inline const T* store_row(const SplitKeyArgs& a, const void* store, int64_t slot, int kv_head) {
+  return static_cast<const T*>(store) + (slot * a.kv_heads + kv_head) * a.dim;
+}
+
+// s = scale * q . k, the sum in order of d by fused multiply-adds, soft-capped where asked; q already in fp32.
+template <typename T>
+TQ_HOST_DEVICE inline float score(const SplitKeyArgs& a, const float* q, const T* k) {
+  float acc = 0.0f;
+  for (int d = 0; d < a.dim; ++d) acc = exact::fma(q[d], element(k, d), acc);
+  const float s = exact::mul(acc, a.scale);
+  return a.softcap > 0.0f ? exact::mul(a.softcap, exact::tanh(exact::div(s, a.softcap))) : s;
+}
+
+// exp(m - m') for the running maximum m before a tile and m' after it: 0 before the first.
+TQ_HOST_DEVICE inline float rescale(float before, float after) {
+  return before == -INFINITY ? 0.0f : exact::exp_nonpositive(exact::add(before, -after));
+}
+
+TQ_HOST_DEVICE inline float weight(float score, float top) { return exact::exp_nonpositive(exact::add(score, -top)); }
+
+TQ_HOST_DEVICE inline float log_sum_exp(float top, float sum) { return exact::add(top, exact::log_positive(sum)); }
+
+// The host twin of the kernel: tier row `row`, head `head`, written to out and lse as the kernel writes them.
+template <typename T>
+inline void attend_row(const SplitKeyArgs& a, int row, int head) {
+  const T* q = static_cast<const T*>(a.q) + a.q_rows[row] * a.q_row_stride + head * a.q_head_stride;
+  float qf[kMaxDim], acc[kMaxDim] = {}, s[kTileKeys];
+  for (int d = 0; d < a.dim; ++d) qf[d] = element(q, d);
+  const int64_t seq = a.row_seq[row];
+  const int first = a.cu_k[seq], n = a.cu_k[seq + 1] - first, kv_head = head / (a.heads / a.kv_heads);
+  float top = -INFINITY, sum = 0.0f;
+  for (int t = 0; t < n; t += kTileKeys) {
+    const int count = n - t < kTileKeys ? n - t : kTileKeys;
+    float tile_top = -INFINITY;
+    for (int j = 0; j < count; ++j) {
+      s[j] = score(a, qf, store_row<T>(a, a.k_store, a.k_rows[first + t + j], kv_head));
+      tile_top = fmaxf(tile_top, s[j]);
+    }
+    const float next = fmaxf(top, tile_top), alpha = rescale(top, next);
+    for (int d = 0; d < a.dim; ++d) acc[d] = exact::mul(acc[d], alpha);
+    float tile_sum = 0.0f;
+    for (int j = 0; j < count; ++j) {
+      const float p = weight(s[j], next);
+      const T* v = store_row<T>(a, a.v_store, a.k_rows[first + t + j], kv_head);
+      tile_sum = exact::add(tile_sum, p);
+      for (int d = 0; d < a.dim; ++d) acc[d] = exact::fma(p, element(v, d), acc[d]);
+    }
+    sum = exact::add(exact::mul(sum, alpha), tile_sum);
+    top = next;
+  }
+  T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.heads + head) * a.dim;
+  for (int d = 0; d < a.dim; ++d) exact::store(n > 0 ? exact::div(acc[d], sum) : 0.0f, out + d);
+  a.lse[static_cast<int64_t>(head) * a.rows + row] = n > 0 ? log_sum_exp(top, sum) : -INFINITY;
+}
+
+}  // namespace tq::split_key

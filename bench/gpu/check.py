@@ -264,8 +264,11 @@ ATEN_PATH = ["--kernels", "aten"]
 FAST_PATHS = {
     "tqserve_fused": ["--kernels", "fused", "--cuda-graphs", "off"],
     "tqserve_fast": ["--kernels", "fused", "--attention", "cascade", "--cuda-graphs", "on"],
+    # The fast path with its state tier on our split-key kernel, read in place (--state-attention; not yet a default).
+    "tqserve_split_key": ["--kernels", "fused", "--attention", "cascade", "--cuda-graphs", "on", "--state-attention", "split-key"],
 }
 DEFAULT_PATH = "tqserve_fast"
+BENCHED_PATHS = ["tqserve_fast", "tqserve_split_key"]  # the benchmark's by default (fused without graphs: --paths)
 PEERS = ["torch_graphs", "transformers"]  # the benchmark's peers, the one to beat first
 
 
@@ -339,13 +342,19 @@ def profiles(args, done=lambda: None):
     kernel_profile.py: OUT/profile-NAME.trace.json and the summaries."""
     folder, config, (state, questions, labels, many) = bench_inputs(args, args.states)
     q = lambda tokens: {"tokens": tokens, "labelIds": labels}  # noqa: E731
-    base = ["--model", folder, "--device", args.device, "--dtype", "bf16", *FAST_PATHS[DEFAULT_PATH], "--repeat", "3"]
+    base = ["--model", folder, "--device", args.device, "--dtype", "bf16", "--repeat", "3"]
+    fast, split_key = FAST_PATHS[DEFAULT_PATH], FAST_PATHS["tqserve_split_key"]
+    warm = [[{"state": state, "questions": [q(questions[0])]}]]
+    sixteen = [[{"state": state, "questions": [q(t) for t in questions]}]]
     cases = {
-        "cold-1000": ([[{"state": state[:-1], "questions": [q(state[-1:])]}]], ["--prefix-cache", "off"]),
-        "warm-24-over-1000": ([[{"state": state, "questions": [q(questions[0])]}]], []),
-        "state-16-questions": ([[{"state": state, "questions": [q(t) for t in questions]}]], ["--prefix-cache", "off"]),
+        "cold-1000": ([[{"state": state[:-1], "questions": [q(state[-1:])]}]], [*fast, "--prefix-cache", "off"]),
+        "warm-24-over-1000": (warm, fast),
+        "state-16-questions": (sixteen, [*fast, "--prefix-cache", "off"]),
         f"throughput-{len(many)}x1001": ([[{"state": s, "questions": [q(questions[0][:1])]} for s in many]],
-                                         ["--prefix-cache", "off", "--max-step-tokens", str(max(args.step_sizes))]),
+                                         [*fast, "--prefix-cache", "off", "--max-step-tokens", str(max(args.step_sizes))]),
+        # The state tier on split-key attention, where it differs: a question over a cached state, and 16 over theirs.
+        "warm-24-over-1000-split-key": (warm, split_key),
+        "state-16-questions-split-key": (sixteen, [*split_key, "--prefix-cache", "off"]),
     }
     out = {}
     for name, (calls, flags) in cases.items():
@@ -363,7 +372,7 @@ def profiles(args, done=lambda: None):
 
 
 def profile_markdown(profiled):
-    lines = ["## Profiles (the default path, bf16; the last of three repetitions)", ""]
+    lines = ["## Profiles (the default path, and with `--state-attention split-key` where so named; bf16; the last of three repetitions)", ""]
     for name, summary in profiled.items():
         lines += [f"### {name}", "", f"error: {summary['error']}", ""] if "error" in summary else \
             [kernel_profile.markdown(summary, name).replace("## ", "### ", 1)]
@@ -372,13 +381,23 @@ def profile_markdown(profiled):
 
 # ------------------------------------------------------------------------------- invariance at size
 def invariance_at_size(args):
-    """bf16 label logits of a 1,000-token state's question, on the bench model and the default path: alone and cold,
+    """The default path's invariance at size and, under "split_key", the same with the state tier on split-key attention."""
+    r = invariance_on_path(args, FAST_PATHS[DEFAULT_PATH])
+    try:
+        r["split_key"] = invariance_on_path(args, FAST_PATHS["tqserve_split_key"])
+    except Exception as e:
+        r["split_key"] = {"error": repr(e)}
+    return r
+
+
+def invariance_on_path(args, path):
+    """bf16 label logits of a 1,000-token state's question, on the bench model and a path: alone and cold,
     in one call with 7 other states, from the prefix cache, and at another step size. Bit-identical or it fails:
     a kernel whose arithmetic depends on the batch (a split-K GEMM chosen by M, say) shows here."""
     folder, _, (state, questions, labels, many) = bench_inputs(args, max(args.states, 7))
     request = {"state": state, "questions": [{"tokens": questions[0], "labelIds": labels}]}
     others = [{"state": s, "questions": [{"tokens": questions[1], "labelIds": labels}]} for s in many[:7]]
-    base = ["--model", folder, "--device", args.device, "--dtype", "bf16", *FAST_PATHS[DEFAULT_PATH]]
+    base = ["--model", folder, "--device", args.device, "--dtype", "bf16", *path]
     first = lambda r: r["calls"][-1][0]["answers"][0]["labelLogits"]  # noqa: E731
     alone = first(cli(args, [[request]], base + ["--prefix-cache", "off"]))
     batched = cli(args, [[request, *others]], base + ["--prefix-cache", "off"])["calls"][0][0]["answers"][0]["labelLogits"]
@@ -387,6 +406,13 @@ def invariance_at_size(args):
     diffs = {"batch_of_8": max_diff(alone, batched), "from_cache": max_diff(alone, first(cached_run)), "step_256": max_diff(alone, other_step)}
     return {"model": args.bench_model, "state_tokens": len(state), "max_abs_logit_diff": diffs,
             "cached_tokens": cached_run["calls"][1][0]["cachedTokens"], "passed": all(d == 0 for d in diffs.values())}
+
+
+def invariance_line(inv, path):
+    return f"{path}: error: {inv['error']}" if "error" in inv else (
+        f"{path}: {inv['model']}, a {inv['state_tokens']}-token state's question against itself alone and cold: max |Δ label logit| " +
+        ", ".join(f"{k} {v:.1e}" for k, v in inv["max_abs_logit_diff"].items()) +
+        f" ({inv['cached_tokens']} tokens from the cache): {'PASS, bit-identical' if inv['passed'] else 'FAIL'}")
 
 
 def markdown(results):
@@ -407,10 +433,10 @@ def markdown(results):
                      f"{num(b, 'gpu_vs_cpu_max_abs_probability', '.1e')} | {inv(f)} | {inv(b)} |")
     inv = results.get("invariance")
     if inv:
-        lines += ["## bf16 invariance at size", "", f"error: {inv['error']}" if "error" in inv else
-                  f"{inv['model']}, a {inv['state_tokens']}-token state's question against itself alone and cold: max |Δ label logit| " +
-                  ", ".join(f"{k} {v:.1e}" for k, v in inv["max_abs_logit_diff"].items()) +
-                  f" ({inv['cached_tokens']} tokens from the cache): {'PASS, bit-identical' if inv['passed'] else 'FAIL'}", ""]
+        lines += ["## bf16 invariance at size", "", invariance_line(inv, "the default path")]
+        if "split_key" in inv:
+            lines += [invariance_line(inv["split_key"], "`--state-attention split-key`")]
+        lines += [""]
     if results.get("profile"):
         lines += profile_markdown(results["profile"])
     bm = results.get("benchmark")
@@ -446,11 +472,11 @@ def benchmark_markdown(bm, states):
     if "matmul_tflops" in bm:
         lines += [f"bf16 matmul rate measured: {bm['matmul_tflops']:.0f} TFLOP/s", ""]
     lines += ["aten: `--kernels aten`; fused: `--kernels fused --cuda-graphs off`; fast: `--kernels fused --attention cascade "
-              "--cuda-graphs on` (CUDA's default); torch graphs: the layer ops in plain PyTorch, bf16, one CUDA graph a workload "
+              "--cuda-graphs on` (CUDA's default); fast, split-key: the same with `--state-attention split-key`; torch graphs: the layer ops in plain PyTorch, bf16, one CUDA graph a workload "
               "(torch_peer.py); transformers: bf16, SDPA, KV reuse. (ratios): each peer's time over the path's, in the order "
               + " / ".join(p for p in PEERS if p in bm) + ".", "",
               "| workload | " + " | ".join({"tqserve": "tqserve aten", "tqserve_fused": "tqserve fused", "tqserve_fast": "tqserve fast",
-                                            "torch_graphs": "torch graphs"}.get(p, p) for p in paths) + " |",
+                                            "tqserve_split_key": "tqserve fast, split-key", "torch_graphs": "torch graphs"}.get(p, p) for p in paths) + " |",
               "|---|" + "---|" * len(paths),
               row("1,000-token cold prefill to label logits", "cold_prefill_ms"),
               row("1,000-token state + 16 questions", "state_16_questions_ms"),
@@ -503,7 +529,7 @@ def main():
     parser.add_argument("--step-sizes", default="2048,8192,16384", type=lambda s: [int(x) for x in s.split(",")],
                         help="the benchmark throughput's --max-step-tokens values")
     parser.add_argument("--dtypes", default="fp32,bf16", type=lambda s: s.split(","), help="parity's dtypes")
-    parser.add_argument("--paths", default=",".join(FAST_PATHS), type=lambda s: s.split(","),
+    parser.add_argument("--paths", default=",".join(BENCHED_PATHS), type=lambda s: s.split(","),
                         help="the benchmark's paths besides ATen's (" + ", ".join(FAST_PATHS) + ")")
     args = parser.parse_args()
     torch.set_num_threads(4)

@@ -28,6 +28,11 @@ def run(args, *extra):
         return {"error": str(e)}
 
 
+def state_attention(args):
+    """The fused forward's state tier as asked (tq_cli selfcheck gives it to an ATen reference only where that runs the cascade)."""
+    return ["--state-attention", args.state_attention] if args.state_attention else []
+
+
 def graphs(args, folder, dtype):
     """The fused forward with and without CUDA graphs on calls whose later steps replay earlier ones' graphs."""
     vocab = json.load(open(os.path.join(folder, "config.json")))["vocab_size"]
@@ -39,7 +44,7 @@ def graphs(args, folder, dtype):
     short = tokens(4)
     calls = [[{"state": state, "questions": questions}], [{"state": state, "questions": questions}],
              [{"state": state, "questions": questions[::-1]}]] + [[{"state": short, "questions": [q(3)]}] for _ in range(3)]
-    base = ["--model", folder, "--device", args.device, "--dtype", dtype, "--kernels", "fused"]
+    base = ["--model", folder, "--device", args.device, "--dtype", dtype, "--kernels", "fused", *state_attention(args)]
     try:
         on, off = cli(args, calls, [*base, "--cuda-graphs", "on"]), cli(args, calls, [*base, "--cuda-graphs", "off"])
     except RuntimeError as e:
@@ -58,19 +63,20 @@ def main():
     parser.add_argument("--only", help="these models (comma-separated; default: every tiny family)")
     parser.add_argument("--stem", default="selfcheck")
     parser.add_argument("--dtypes", default="fp32,bf16", type=lambda s: s.split(","))
+    parser.add_argument("--state-attention", choices=["varlen", "split-key"], help="the fused forward's state tier (default: the engine's)")
     args = parser.parse_args()
     results = {}
     for name in args.only.split(",") if args.only else TINY:
         folder = os.path.join(args.models, name)
         for dtype in args.dtypes:
             key = f"{name} {dtype}"
-            r = run(args, "--model", folder, "--device", args.device, "--dtype", dtype)
+            r = run(args, "--model", folder, "--device", args.device, "--dtype", dtype, *state_attention(args))
             if "error" not in r:
                 r["tensors"] = [t for t in r["tensors"] if t.get("relative", 0) > r["bound"] / 10 or "error" in t][:20]
             if args.device != "cpu" and "error" not in r:
                 # The fused forward on the GPU against its host form on the CPU.
                 r["gpu_vs_cpu"] = run(args, "--model", folder, "--device", args.device, "--dtype", dtype, "--reference-kernels", "fused",
-                                   "--reference-device", "cpu")
+                                   "--reference-device", "cpu", *state_attention(args))
                 r["gpu_vs_cpu"] = {k: r["gpu_vs_cpu"].get(k) for k in ["labelLogitsMaxDiff", "firstBeyondBound", "error"]}
             if "error" not in r:
                 r["graphs"] = graphs(args, folder, dtype)
@@ -82,7 +88,7 @@ def main():
 
 def markdown(args, results):
     lines = ["# Self-check: the fused forward against the ATen forward, layer by layer", "",
-             f"Device: {args.device}. Bound: the largest difference relative to the tensor's scale (fp32 1e-4, bf16 5e-2).", "",
+             f"Device: {args.device}" + (f", `--state-attention {args.state_attention}`" if args.state_attention else "") + ". Bound: the largest difference relative to the tensor's scale (fp32 1e-4, bf16 5e-2).", "",
              "CUDA graphs: label logits with `--cuda-graphs on` against `off` (fused forward), and the steps that replayed a graph.", "",
              "| model | tensors | first beyond the bound | label logits max diff | CUDA graphs: max diff, replays |", "|---|---|---|---|---|"]
     for key, r in results.items():

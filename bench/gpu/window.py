@@ -15,11 +15,14 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
   1 build      tq_cli, and the server's addon where the bundle came along (one CMake build)
   2 models     bench-qwen3, tiny-qwen3, tiny-llama (make_models.py, one process each)
   3 profile    the benchmark's four workloads on the default path under the profiler (tq_cli answer --profile),
-               each call's kernels ranked (kernel_profile.py): the top 15 printed, all in profile.md
-  4 bench      the benchmark alone (fast, fused and ATen paths against plain PyTorch with CUDA graphs and transformers)
+               and two with the state tier on split-key attention; each call's kernels ranked (kernel_profile.py):
+               the top 15 printed, all in profile.md
+  4 bench      the benchmark alone (the fast path, with and without split-key, and ATen's against plain PyTorch
+               with CUDA graphs and transformers)
   5 invariance bf16 label logits of a 1,000-token state on bench-qwen3: alone, in a batch of 8, cached, another step
-               size, bit for bit
-  6 selfcheck  qwen3 and llama, fp32 and bf16: fused against ATen layer by layer, graphs on against off
+               size, bit for bit; on the fast path, and with split-key
+  6 selfcheck  qwen3 and llama, fp32 and bf16: fused against ATen layer by layer, graphs on against off; qwen3 again
+               with split-key (its kernel on the GPU against its host twin on the CPU too)
   7 serve      the server with the same build and model (serve.sh)
   8 rest       the other families' models and self-checks, the transformers cross-check, parity, fp8
 
@@ -208,12 +211,19 @@ class Window:
     def have(self, name):
         return os.path.exists(os.path.join(self.args.models, name, "config.json"))
 
-    def selfcheck(self, names, log="selfcheck", stem="selfcheck"):
+    def selfchecks(self, names):
+        """The fused forward as it runs by default, then with its state tier on split-key attention (tiny-qwen3)."""
+        checks = [self.selfcheck(names), self.selfcheck(names[:1], log="selfcheck-split-key", stem="selfcheck-split-key",
+                                                        extra=["--state-attention", "split-key"])]
+        return ("ok" if all(s == "ok" for s, _ in checks) else "failed"), " | ".join(f"{s}: {m}" for s, m in checks)
+
+    def selfcheck(self, names, log="selfcheck", stem="selfcheck", extra=()):
         names = [n for n in names if self.have(n)]
         if not names:
             return "skipped", f"{stem}: no model"
         status, _ = self.script(log, "selfcheck.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
-                                                        self.args.device, "--only", ",".join(names), "--stem", stem, *self.short_dtypes()], 150, log=log)
+                                                        self.args.device, "--only", ",".join(names), "--stem", stem, *self.short_dtypes(), *extra],
+                                150, log=log)
         results = json.loads(read(os.path.join(self.work, f"{stem}.json")) or "{}")
         return ok(status), "; ".join(f"{k}: {first_beyond(r)}" for k, r in results.items()) or "no results"
 
@@ -268,9 +278,13 @@ class Window:
         status, inv = self.check_part("invariance", model, [] if self.cuda else ["--states", "7"], 120)
         if "error" in inv or not inv:
             return "failed", f"{model}: " + str(inv.get("error", "no results"))[:300]
-        diffs = ", ".join(f"{k} {v:.1e}" for k, v in inv["max_abs_logit_diff"].items())
-        return (status if inv["passed"] else "failed"), f"{model} bf16, {inv['state_tokens']} tokens: " + \
-            ("bit-identical" if inv["passed"] else "NOT bit-identical") + f" ({diffs})" + self.gemm_rows()
+        diffs = lambda r: ", ".join(f"{k} {v:.1e}" for k, v in r["max_abs_logit_diff"].items())  # noqa: E731
+        split = inv.get("split_key", {"error": "not run"})
+        split_passed = "error" not in split and split["passed"]
+        split_says = f"; split-key: {str(split['error'])[:200]}" if "error" in split else \
+            f"; split-key: {'bit-identical' if split_passed else 'NOT bit-identical'} ({diffs(split)})"
+        return (status if inv["passed"] and split_passed else "failed"), f"{model} bf16, {inv['state_tokens']} tokens: " + \
+            ("bit-identical" if inv["passed"] else "NOT bit-identical") + f" ({diffs(inv)})" + split_says + self.gemm_rows()
 
     def gemm_rows(self):
         """On CUDA, where a bf16 GEMM row's bits change with the row count (row_invariance.py): as torch leaves cuBLAS,
@@ -495,7 +509,7 @@ def main():
     signal.signal(signal.SIGINT, on_signal)
     steps = {"preflight": window.preflight, "build": window.build, "models": window.models,
              "profile": window.profile, "bench": window.bench, "invariance": window.invariance,
-             "selfcheck": lambda: window.selfcheck(["tiny-qwen3"] if args.short else ["tiny-qwen3", "tiny-llama"]), "serve": window.serve, "rest": window.rest}
+             "selfcheck": lambda: window.selfchecks(["tiny-qwen3"] if args.short else ["tiny-qwen3", "tiny-llama"]), "serve": window.serve, "rest": window.rest}
     wanted = args.steps.split(",")
     for name in wanted:
         if name not in steps:

@@ -27,6 +27,7 @@
 //       Runs one request (a state, three questions, two sharing their first tokens) through two forward paths and
 //       compares their intermediate tensors layer by layer (model/transformer.h, ForwardTrace): prints each tensor's
 //       largest difference relative to its scale, and the first beyond the bound (fp32 1e-4, bf16 5e-2 by default).
+//       The engine flags are both paths'; --state-attention the reference's only where it runs the cascade too.
 //   tq_cli readout --model DIR [--dtype] [--device] [--labels N] [--iterations N]
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -333,6 +334,9 @@ json selfcheck(const Args& a) {
   options.kernels = tq::parse_option<tq::ForwardKernels>(a.get("kernels", "fused"));
   reference_options.kernels = tq::parse_option<tq::ForwardKernels>(a.get("reference-kernels", "aten"));
   reference_options.device = a.get("reference-device", options.device);
+  // A reference without the cascade has no state tier: --state-attention is then the candidate's alone.
+  if (reference_options.kernels != tq::ForwardKernels::Fused && reference_options.attention != tq::AttentionForm::Cascade)
+    reference_options.state_attention = tq::StateAttention::Varlen;
   tq::Engine reference(reference_options), candidate(options);
   const int64_t vocab = reference.info().vocab_size;
   auto ids = [&](int64_t n, int64_t seed) {

@@ -16,7 +16,11 @@
  * the host, the same bits as the engine's CPU kernels for residual add + RMSNorm, q/k norm + RoPE and SiLU/GELU-tanh
  * gating, fp32 and bf16.
  *
- * The CUDA kernels themselves (the merge, the row kernels) are compiled for sm_90 by cuda.test.ts.
+ * With --state-attention split-key, the state tiers on split-key attention (csrc/kernels/math/split_key_math.h), run on
+ * the host by its twin of the CUDA kernel: reading the keys and values in place in a paged store, against float64
+ * attention, and in the fixed form the plain plan's bits.
+ *
+ * The CUDA kernels themselves (the merge, the row kernels, split-key attention) are compiled for sm_90 by cuda.test.ts.
  */
 import * as fs from 'fs';
 import { runLinkedCheck, scratchDir } from '../helpers/linked-check';
@@ -69,6 +73,25 @@ test('cascade: the merged reference equals float64 attention, and the ATen form 
   expect(cascade.plans.compared).toBeGreaterThan(300);
   expect(cascade.plans.worstReference).toBeLessThanOrEqual(1e-5);
   expect(cascade.plans.worstAten).toBeLessThanOrEqual(1e-5);
+});
+
+// The state tier on split-key attention (csrc/kernels/math/split_key_math.h: the CUDA kernel's arithmetic, run here by
+// its host twin), its keys and values read in place in a paged store through the tiers' slots.
+test('cascade with split-key state tiers: float64 attention within 1e-5 (fp32) and a bf16 rounding (bf16); the fixed form gives the plain plan\'s bits', () => {
+  expect(cascade.plans.worstSplitKey).toBeLessThanOrEqual(1e-5);
+  // Outputs of a few units rounded to bf16 in each tier (a half unit in the last place at 4 is 7.8e-3), then merged.
+  expect(cascade.plans.worstSplitKeyBf16).toBeLessThanOrEqual(1.6e-2);
+  expect(cascade.fixed.compared).toBeGreaterThan(200);
+  expect(cascade.fixed.splitKeyBitsDiffer).toBe(0);
+});
+
+test("split-key attention's exp, log and tanh (the kernel's and its host twin's alike) within 1e-7 of double precision", () => {
+  const m = cascade.splitKeyMath;
+  expect(m.expRelative).toBeLessThanOrEqual(1e-7);
+  expect(m.logRelative).toBeLessThanOrEqual(1e-7);
+  expect(m.tanhAbsolute).toBeLessThanOrEqual(1e-7);
+  // The weight of a tile's top key is 1 exactly, a first tile's rescale 0, and a sum of one such weight gives an LSE of the top.
+  expect(m.exactPoints).toBe(true);
 });
 
 test("the CPU kernels' attention (invariant at every level this CPU runs, and oneDNN) equals its plain reference, and that float64 attention (fp32, 1e-5)", () => {

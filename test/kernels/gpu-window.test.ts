@@ -59,10 +59,15 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(JSON.parse(files['preflight.json']).versions.torch).toMatch(/^1\./);
   const selfcheck = JSON.parse(files['selfcheck.json']);
   expect(Object.keys(selfcheck)).toEqual(['tiny-qwen3 fp32']);
-  for (const r of Object.values<any>(selfcheck)) {
+  // And again with the state tier on split-key attention (on the GPU, its kernel against its host twin too).
+  const splitKeyCheck = JSON.parse(files['selfcheck-split-key.json']);
+  expect(Object.keys(splitKeyCheck)).toEqual(['tiny-qwen3 fp32']);
+  expect(files['selfcheck-split-key.md']).toContain('--state-attention split-key');
+  for (const r of [...Object.values<any>(selfcheck), ...Object.values<any>(splitKeyCheck)]) {
     expect(r.firstBeyondBound).toBeNull();
     expect(r.graphs.labelLogitsMaxDiff).toBeLessThanOrEqual(r.bound);
   }
+  expect(Object.values<any>(splitKeyCheck)[0].candidate.stateAttention).toBe('split-key');
   const bench = JSON.parse(files['bench.json']).benchmark;
   for (const p of ['tqserve', 'tqserve_fast', 'torch_graphs']) expect(bench[p].cold_prefill_ms).toBeGreaterThan(0);
   // The plain PyTorch peer computes the same model: its label probabilities are tqserve's, to bf16's rounding.
@@ -70,13 +75,16 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(Object.keys(bench.ratios_torch_graphs).sort()).toEqual(['cold_prefill', 'state_16_questions', 'throughput', 'warm_question']);
   // The profile of each workload the benchmark measures: CPU ops ranked per call, printed in the window's output.
   const profile = JSON.parse(files['profile.json']).profile;
-  expect(Object.keys(profile)).toEqual(['cold-1000', 'warm-24-over-1000', 'state-16-questions', 'throughput-2x1001']);
+  expect(Object.keys(profile)).toEqual(['cold-1000', 'warm-24-over-1000', 'state-16-questions', 'throughput-2x1001', 'warm-24-over-1000-split-key',
+    'state-16-questions-split-key']);
   for (const p of Object.values<any>(profile)) expect(p.calls['0'].top.length).toBeGreaterThan(0);
   expect(run.log()).toContain('### warm-24-over-1000');
   // bf16 bits at the benchmark's size: alone, in a batch of 8, cached, another step size.
   const invariance = JSON.parse(files['invariance.json']).invariance;
   expect(invariance.passed).toBe(true);
   expect(invariance.max_abs_logit_diff).toEqual({ batch_of_8: 0, from_cache: 0, step_256: 0 });
+  expect(invariance.split_key.passed).toBe(true);
+  expect(invariance.split_key.max_abs_logit_diff).toEqual({ batch_of_8: 0, from_cache: 0, step_256: 0 });
   const serve = JSON.parse(files['serve.json']);
   expect(serve.load.requests).toBeGreaterThan(0);
   expect(serve.engineAlone.promptTokensPerSecond).toBeGreaterThan(0);

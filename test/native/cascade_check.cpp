@@ -15,7 +15,10 @@
 // (batch/fixed_cascade.h): there too the rule's visibility, and the launch
 // shape (every array's length, every host scalar) a function of the bucket and
 // the own tier's key capacity alone; the reference over it gives the bits of
-// the plain plan. The CPU kernels' attention (kernels/cpu/attention/attention.h) runs the
+// the plain plan. The state tiers on split-key attention (its host twin of the
+// CUDA kernel), reading a paged store through the tiers' slots: against
+// float64 in fp32 and bf16, and the fixed form's bits equal to the plain plan's;
+// its own exp, log and tanh against double precision. The CPU kernels' attention (kernels/cpu/attention/attention.h) runs the
 // same steps, invariant at every kernel level this CPU has and on oneDNN, against its
 // plain reference (attention_reference.h), and that against float64 attention.
 // Prints one JSON line per part.
@@ -40,6 +43,7 @@
 #include "kernels/cpu/attention/attention.h"
 #include "kernels/cpu/attention/attention_reference.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/math/split_key_math.h"
 
 using namespace tq;
 
@@ -116,11 +120,36 @@ at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, co
   return merged;
 }
 
+// The cascade as the engine runs it with --state-attention split-key: the unmasked tiers on split-key attention, the
+// others on the reference, every tier's keys and values read in a paged store (each key at a random slot of twice as
+// many, as the KV cache's blocks lie), through the tiers' key rows made slots (cascade_layer_kernels.cpp).
+at::Tensor run_split_key_cascade(const CascadePlan& plan, double softcap, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t keys = k.size(0);
+  const auto slots = at::randperm(2 * keys + 1, at::kLong).slice(0, 0, keys);
+  auto k_store = at::zeros({2 * keys + 1, k.size(1), k.size(2)}, k.options()), v_store = at::zeros_like(k_store);
+  k_store.index_copy_(0, slots, k);
+  v_store.index_copy_(0, slots, v);
+  const auto split = split_key_partial_attention(softcap), reference = reference_partial_attention(softcap);
+  std::vector<DeviceTier> tiers;
+  std::vector<const PartialAttention*> kernels;
+  for (const auto& tier : plan.tiers) {
+    kernels.push_back(split_key_takes(tier) ? split.get() : reference.get());
+    tiers.push_back(kernels.back()->prepare(tier));
+    tiers.back().k_rows = slots.index_select(0, tiers.back().k_rows);
+  }
+  auto merge = prepare_merge(plan, at::kCPU);
+  pack_into_one(step_arrays(tiers, merge), at::kCPU);
+  std::vector<PartialResult> parts;
+  for (size_t i = 0; i < tiers.size(); ++i) parts.push_back(attend_tier(*kernels[i], q, k_store, v_store, tiers[i]));
+  return merge_attention(merge, parts, at::kFloat);
+}
+
 struct Totals {
   int64_t trees = 0, steps = 0, layouts = 0, mismatched = 0, empty_tiers = 0, keyless_entries = 0, windowed_tiers = 0, chunked_tiers = 0;
   int64_t max_tiers = 0, compared = 0;
   double worst_reference = 0, worst_aten = 0;
   double worst_plain = 0;                // the plain reference against float64
+  double worst_split_key = 0, worst_split_key_bf16 = 0;  // the cascade with split-key's state tiers against float64
   std::map<std::string, double> worst_cpu;  // each CPU implementation against the plain reference
 };
 
@@ -176,6 +205,13 @@ void check_layout(const QueryLayout& q, const StepBatch& b, std::optional<int64_
   auto aten = run_cascade(plan, *aten_partial_attention(softcap), qv, kv, vv);
   t.worst_reference = std::max(t.worst_reference, (reference.to(at::kDouble) - expected).abs().max().item<double>());
   t.worst_aten = std::max(t.worst_aten, (aten - reference).abs().max().item<double>());
+  const auto split = run_split_key_cascade(plan, softcap, qv, kv, vv);
+  t.worst_split_key = std::max(t.worst_split_key, (split.to(at::kDouble) - expected).abs().max().item<double>());
+  // bf16 (the stores and q as the engine gives them; the tiers' outputs rounded to bf16), against float64 attention
+  // over the same rounded inputs.
+  const auto q16 = qv.to(at::kBFloat16), k16 = kv.to(at::kBFloat16), v16 = vv.to(at::kBFloat16);
+  const auto split16 = run_split_key_cascade(plan, softcap, q16, k16, v16);
+  t.worst_split_key_bf16 = std::max(t.worst_split_key_bf16, (split16.to(at::kDouble) - dense_attention(q16, k16, v16, rule, softcap)).abs().max().item<double>());
   ++t.compared;
 }
 
@@ -183,7 +219,7 @@ QueryLayout layout_of(const StepBatch& b) { return {b.positions, b.segments, b.p
 
 struct FixedTotals {
   int64_t fixed = 0, refused = 0, refused_unwindowed = 0, mismatched = 0, keyless_entries = 0, shapes = 0, shape_differences = 0,
-          compared = 0, bits_differ = 0;
+          compared = 0, bits_differ = 0, split_key_bits_differ = 0;
   int64_t padding_rows = 0, padding_rows_seeing_more = 0;  // a padding row sees at most as many keys as there are padding rows
   std::map<std::vector<int64_t>, std::vector<int64_t>> shape_of;  // (tokens, keys, own keys) -> launch shape
 };
@@ -238,6 +274,9 @@ void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, Fixed
   const auto impl = reference_partial_attention(0);
   ++t.compared;
   if (!run_cascade(plan, *impl, qv, kv, vv).equal(run_cascade(plain, *impl, qv, kv, vv))) ++t.bits_differ;
+  const double softcap = 0;
+  const auto q16 = qv.to(at::kBFloat16), k16 = kv.to(at::kBFloat16), v16 = vv.to(at::kBFloat16);
+  if (!run_split_key_cascade(plan, softcap, q16, k16, v16).equal(run_split_key_cascade(plain, softcap, q16, k16, v16))) ++t.split_key_bits_differ;
 }
 
 // The step's output rows alone (the last layer's queries).
@@ -312,6 +351,24 @@ void check_upload() {
 
 }  // namespace
 
+// Split-key attention's own exp, log and tanh (the device's and libm's differ in their last bits, so the kernel and
+// its host twin share these) against double precision: the worst relative error of each over a sweep of its range
+// (absolute for tanh, whose relative error near 0 is not what a soft-capped score needs).
+void check_split_key_math() {
+  double exp_err = 0, log_err = 0, tanh_err = 0;
+  for (int i = 0; i <= 2000000; ++i) {
+    const float x = -86.99f * static_cast<float>(i) / 2000000.0f;  // below -87 it gives 0 by design
+    exp_err = std::max(exp_err, std::abs(exact::exp_nonpositive(x) / std::exp(static_cast<double>(x)) - 1));
+    const float y = std::ldexp(1.0f + static_cast<float>(i % 1000) / 1000.0f, i % 40 - 10);  // [2^-10, 2^30)
+    log_err = std::max(log_err, std::abs(exact::log_positive(y) - std::log(static_cast<double>(y))) / std::max(1.0, std::abs(std::log(static_cast<double>(y)))));
+    const float z = -10.0f + 20.0f * static_cast<float>(i) / 2000000.0f;
+    tanh_err = std::max(tanh_err, std::abs(exact::tanh(z) - std::tanh(static_cast<double>(z))));
+  }
+  const bool exact_points = exact::exp_nonpositive(0.0f) == 1.0f && exact::exp_nonpositive(-INFINITY) == 0.0f && exact::log_positive(1.0f) == 0.0f;
+  std::printf("{\"part\":\"splitKeyMath\",\"expRelative\":%.3e,\"logRelative\":%.3e,\"tanhAbsolute\":%.3e,\"exactPoints\":%s}\n", exp_err, log_err,
+              tanh_err, exact_points ? "true" : "false");
+}
+
 int main() {
   at::manual_seed(7);
   at::set_num_threads(1);
@@ -339,14 +396,16 @@ int main() {
     }
   }
   std::printf("{\"part\":\"plans\",\"trees\":%lld,\"steps\":%lld,\"layouts\":%lld,\"mismatched\":%lld,\"emptyTiers\":%lld,\"keylessEntries\":%lld,"
-              "\"windowedTiers\":%lld,\"chunkedTiers\":%lld,\"maxTiers\":%lld,\"compared\":%lld,\"worstReference\":%.3e,\"worstAten\":%.3e,\"stackedMergeDiffers\":%lld}\n",
+              "\"windowedTiers\":%lld,\"chunkedTiers\":%lld,\"maxTiers\":%lld,\"compared\":%lld,\"worstReference\":%.3e,\"worstAten\":%.3e,\"stackedMergeDiffers\":%lld,"
+              "\"worstSplitKey\":%.3e,\"worstSplitKeyBf16\":%.3e}\n",
               (long long)t.trees, (long long)t.steps, (long long)t.layouts, (long long)t.mismatched, (long long)t.empty_tiers,
               (long long)t.keyless_entries, (long long)t.windowed_tiers, (long long)t.chunked_tiers, (long long)t.max_tiers, (long long)t.compared, t.worst_reference, t.worst_aten,
-              (long long)stacked_merge_differs);
+              (long long)stacked_merge_differs, t.worst_split_key, t.worst_split_key_bf16);
   std::printf("{\"part\":\"fixed\",\"fixed\":%lld,\"refused\":%lld,\"refusedUnwindowed\":%lld,\"mismatched\":%lld,\"keylessEntries\":%lld,"
-              "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld,\"paddingRows\":%lld,\"paddingRowsSeeingMore\":%lld}\n",
+              "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld,\"splitKeyBitsDiffer\":%lld,\"paddingRows\":%lld,\"paddingRowsSeeingMore\":%lld}\n",
               (long long)f.fixed, (long long)f.refused, (long long)f.refused_unwindowed, (long long)f.mismatched, (long long)f.keyless_entries,
-              (long long)f.shapes, (long long)f.shape_differences, (long long)f.compared, (long long)f.bits_differ, (long long)f.padding_rows,
+              (long long)f.shapes, (long long)f.shape_differences, (long long)f.compared, (long long)f.bits_differ, (long long)f.split_key_bits_differ,
+              (long long)f.padding_rows,
               (long long)f.padding_rows_seeing_more);
   std::printf("{\"part\":\"cpu\",\"compared\":%lld,\"worstPlain\":%.3e,\"worst\":{", (long long)t.compared, t.worst_plain);
   const char* comma = "";
@@ -355,6 +414,7 @@ int main() {
     comma = ",";
   }
   std::printf("}}\n");
+  check_split_key_math();
   check_keyless_row();
   check_empty_row();
   check_upload();

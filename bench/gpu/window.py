@@ -146,7 +146,7 @@ class Window:
 
     def build(self):
         build = self.args.build
-        targets = ["tq_cli"] + (["tqserve_engine"] if self.bundle else [])
+        targets = ["tq_cli", "cascade_check"] + (["tqserve_engine"] if self.bundle else [])
         if self.bundle:
             self.unpack_bundle()
         if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
@@ -213,9 +213,20 @@ class Window:
 
     def selfchecks(self, names):
         """The fused forward as it runs by default, then with its state tier on split-key attention (tiny-qwen3)."""
-        checks = [self.selfcheck(names), self.selfcheck(names[:1], log="selfcheck-split-key", stem="selfcheck-split-key",
-                                                        extra=["--state-attention", "split-key"])]
+        checks = [self.selfcheck(names), self.split_key_kernel(),
+                  self.selfcheck(names[:1], log="selfcheck-split-key", stem="selfcheck-split-key", extra=["--state-attention", "split-key"])]
         return ("ok" if all(s == "ok" for s, _ in checks) else "failed"), " | ".join(f"{s}: {m}" for s, m in checks)
+
+    def split_key_kernel(self):
+        """Split-key attention's CUDA kernel against its host twin, bit for bit (test/native/cascade_check.cpp); on the
+        CPU the comparison runs with the CPU standing in for the device."""
+        status, _ = self.run("split_key_kernel", [os.path.join(self.args.build, "cascade_check"), "split-key-device"], 60)
+        found = [json.loads(line) for line in read(os.path.join(self.work, "split_key_kernel.log")).splitlines() if line.startswith("{")]
+        if status != 0 or not found:
+            return "failed", "split-key kernel: " + tail(os.path.join(self.work, "split_key_kernel.log"))
+        r = found[-1]
+        passed = r["differ"] == 0 and r["device"] == ("cuda" if self.cuda else "cpu")
+        return ("ok" if passed else "failed"), f"split-key kernel on {r['device']} against its host twin: {r['differ']} of {r['compared']} differ"
 
     def selfcheck(self, names, log="selfcheck", stem="selfcheck", extra=()):
         names = [n for n in names if self.have(n)]

@@ -92,6 +92,11 @@ test("split-key attention's exp, log and tanh (the kernel's and its host twin's 
   expect(m.tanhAbsolute).toBeLessThanOrEqual(1e-7);
   // The weight of a tile's top key is 1 exactly, a first tile's rescale 0, and a sum of one such weight gives an LSE of the top.
   expect(m.exactPoints).toBe(true);
+  // The kernel's wide loads (eight bf16 of a key, two of a lane's value slice) give the element-wise forms' bits.
+  expect(m.wideCompared).toBeGreaterThan(80);
+  expect(m.wideDiffer).toBe(0);
+  // The kernel against its host twin: on a GPU (the window), bit for bit; here the comparison runs with the CPU standing in.
+  expect(cascade.splitKeyDevice).toMatchObject({ device: 'cpu', compared: 16, differ: 0 });
 });
 
 test("the CPU kernels' attention (invariant at every level this CPU runs, and oneDNN) equals its plain reference, and that float64 attention (fp32, 1e-5)", () => {

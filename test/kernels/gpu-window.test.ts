@@ -68,6 +68,8 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
     expect(r.graphs.labelLogitsMaxDiff).toBeLessThanOrEqual(r.bound);
   }
   expect(Object.values<any>(splitKeyCheck)[0].candidate.stateAttention).toBe('split-key');
+  // The kernel against its host twin (cascade_check split-key-device), the CPU standing in for the GPU here.
+  expect(steps[6].summary).toContain('split-key kernel on cpu against its host twin: 0 of 16 differ');
   const bench = JSON.parse(files['bench.json']).benchmark;
   for (const p of ['tqserve', 'tqserve_fast', 'torch_graphs']) expect(bench[p].cold_prefill_ms).toBeGreaterThan(0);
   // The plain PyTorch peer computes the same model: its label probabilities are tqserve's, to bf16's rounding.

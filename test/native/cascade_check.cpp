@@ -21,7 +21,7 @@
 // its own exp, log and tanh against double precision. The CPU kernels' attention (kernels/cpu/attention/attention.h) runs the
 // same steps, invariant at every kernel level this CPU has and on oneDNN, against its
 // plain reference (attention_reference.h), and that against float64 attention.
-// Prints one JSON line per part.
+// Prints one JSON line per part; `cascade_check split-key-device` runs that part alone.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -30,6 +30,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "batch/cascade_plan.h"
@@ -365,13 +366,91 @@ void check_split_key_math() {
     tanh_err = std::max(tanh_err, std::abs(exact::tanh(z) - std::tanh(static_cast<double>(z))));
   }
   const bool exact_points = exact::exp_nonpositive(0.0f) == 1.0f && exact::exp_nonpositive(-INFINITY) == 0.0f && exact::log_positive(1.0f) == 0.0f;
-  std::printf("{\"part\":\"splitKeyMath\",\"expRelative\":%.3e,\"logRelative\":%.3e,\"tanhAbsolute\":%.3e,\"exactPoints\":%s}\n", exp_err, log_err,
-              tanh_err, exact_points ? "true" : "false");
+  // The kernel's wide loads (a bf16 key eight elements at a time, a lane's slice of a value row two at a time) against
+  // the element-wise forms the host twin runs, bit for bit, at the head dims the families have.
+  int64_t wide_compared = 0, wide_differ = 0;
+  for (int dim : {64, 80, 96, 128, 256}) {
+    const auto rows = at::randn({8, dim}).to(at::kBFloat16).contiguous();
+    const auto* bits = reinterpret_cast<const uint16_t*>(rows.data_ptr<at::BFloat16>());
+    std::vector<float> q(dim);
+    for (auto& x : q) x = static_cast<float>(uniform(-1000, 1000)) / 300.0f;
+    split_key::SplitKeyArgs a{};
+    a.dim = dim;
+    a.scale = 0.125f;
+    for (float softcap : {0.0f, 3.0f}) {
+      a.softcap = softcap;
+      for (int r = 0; r < 8; ++r, ++wide_compared)
+        if (exact::to_bits(split_key::wide_score(a, q.data(), bits + r * dim)) != exact::to_bits(split_key::score(a, q.data(), bits + r * dim))) ++wide_differ;
+    }
+    const int per_lane = (dim + 31) / 32;
+    std::vector<float> sliced(32 * per_lane, 0.5f), plain(dim, 0.5f);
+    for (int r = 0; r < 8; ++r) {
+      const float p = static_cast<float>(uniform(1, 1000)) / 999.0f;
+      for (int lane = 0; lane < 32; ++lane)
+        split_key::add_weighted<split_key::kMaxDim / 32>(sliced.data() + lane * per_lane, p, bits + r * dim, lane * per_lane, per_lane, dim);
+      for (int d = 0; d < dim; ++d) plain[d] = exact::fma(p, split_key::element(bits + r * dim, d), plain[d]);
+    }
+    ++wide_compared;
+    for (int d = 0; d < dim; ++d)
+      if (exact::to_bits(sliced[d]) != exact::to_bits(plain[d])) {
+        ++wide_differ;
+        break;
+      }
+  }
+  std::printf("{\"part\":\"splitKeyMath\",\"expRelative\":%.3e,\"logRelative\":%.3e,\"tanhAbsolute\":%.3e,\"exactPoints\":%s,"
+              "\"wideCompared\":%lld,\"wideDiffer\":%lld}\n", exp_err, log_err, tanh_err, exact_points ? "true" : "false",
+              (long long)wide_compared, (long long)wide_differ);
 }
 
-int main() {
+// Split-key attention's CUDA kernel against its host twin, bit for bit (outputs and log-sum-exps), where this is a CUDA
+// build on a machine with a GPU (the window runs it): one state tier of sequences with 0 to 1,000 keys (a tile's
+// edges among them) and 1 to 24 rows, its keys at random slots of a store, at the head dims and group sizes of the
+// families, bf16 and fp32, with and without soft-capping. Elsewhere the same comparison runs with the CPU as the
+// "device" (the check itself exercised; it says which device ran).
+void check_split_key_device() {
+  const at::Device target = at::hasCUDA() ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+  int64_t compared = 0, differ = 0;
+  const std::vector<int32_t> key_counts{0, 1, 31, 32, 33, 64, 257, 1000};
+  for (const auto& [heads, kv_heads, dim] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{16, 8, 128}, {8, 2, 64}, {4, 1, 256}, {6, 3, 80}})
+    for (const auto dtype : {at::kBFloat16, at::kFloat})
+      for (const double softcap : {0.0, 30.0}) {
+        CascadeTier tier{"state", false, -1};
+        int32_t keys = 0;
+        for (const int32_t n : key_counts) {
+          const auto rows = static_cast<int32_t>(uniform(1, 24));
+          for (int32_t r = 0; r < rows; ++r) tier.q_rows.push_back(static_cast<int32_t>(uniform(0, 99)));
+          for (int32_t j = 0; j < n; ++j) tier.k_rows.push_back(keys + j);
+          keys += n;
+          tier.cu_q.push_back(static_cast<int32_t>(tier.q_rows.size()));
+          tier.cu_k.push_back(keys);
+          tier.max_q = std::max(tier.max_q, rows);
+          tier.max_k = std::max(tier.max_k, n);
+        }
+        const auto q = at::randn({100, heads, dim}).to(dtype);
+        const auto slots = at::randperm(2 * keys, at::kLong).slice(0, 0, keys);
+        auto k_store = at::randn({2 * keys, kv_heads, dim}).to(dtype), v_store = at::randn({2 * keys, kv_heads, dim}).to(dtype);
+        const auto impl = split_key_partial_attention(softcap);
+        auto host = impl->prepare(tier);
+        host.k_rows = slots.index_select(0, host.k_rows);
+        auto device = host;
+        for (auto* t : {&device.q_rows, &device.k_rows, &device.cu_q, &device.cu_k, &device.row_seq, &device.row_in_seq}) *t = t->to(target);
+        const auto on_host = (*impl)(q, k_store, v_store, host);
+        const auto on_device = (*impl)(q.to(target), k_store.to(target), v_store.to(target), device);
+        ++compared;
+        if (!on_device.out.cpu().equal(on_host.out) || !on_device.lse.cpu().equal(on_host.lse)) ++differ;
+      }
+  std::printf("{\"part\":\"splitKeyDevice\",\"device\":\"%s\",\"compared\":%lld,\"differ\":%lld}\n", target.is_cuda() ? "cuda" : "cpu",
+              (long long)compared, (long long)differ);
+}
+
+int main(int argc, char** argv) {
   at::manual_seed(7);
   at::set_num_threads(1);
+  // `cascade_check split-key-device`: that part alone (the GPU window's, after its build).
+  if (argc > 1 && std::string(argv[1]) == "split-key-device") {
+    check_split_key_device();
+    return 0;
+  }
   Totals t;
   FixedTotals f;
   // 400 trees, then 40 whose states are read in chunks.
@@ -415,6 +494,7 @@ int main() {
   }
   std::printf("}}\n");
   check_split_key_math();
+  check_split_key_device();
   check_keyless_row();
   check_empty_row();
   check_upload();

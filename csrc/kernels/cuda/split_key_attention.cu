@@ -41,25 +41,28 @@ __global__ void split_key_kernel(SplitKeyArgs a) {
     float s = -INFINITY;
     if (lane < count) {
       slot = a.k_rows[first + t + lane];
-      s = split_key::score(a, qf, split_key::store_row<T>(a, a.k_store, slot, kv_head));
+      s = split_key::wide_score(a, qf, split_key::store_row<T>(a, a.k_store, slot, kv_head));
     }
     float tile_top = s;
     for (int offset = kLanes / 2; offset > 0; offset /= 2) tile_top = fmaxf(tile_top, __shfl_xor_sync(0xffffffffu, tile_top, offset));
     const float next = fmaxf(top, tile_top), alpha = split_key::rescale(top, next);
     const float p = lane < count ? split_key::weight(s, next) : 0.0f;
-    for (int i = 0; i < per_lane; ++i) acc[i] = exact::mul(acc[i], alpha);
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) acc[i] = exact::mul(acc[i], alpha);  // all kPerLane: acc stays in registers
     float tile_sum = 0.0f;
     for (int j = 0; j < count; ++j) {
       const float pj = __shfl_sync(0xffffffffu, p, j);
       const T* v = split_key::store_row<T>(a, a.v_store, __shfl_sync(0xffffffffu, slot, j), kv_head);
       tile_sum = exact::add(tile_sum, pj);
-      for (int i = 0; i < per_lane && mine + i < a.dim; ++i) acc[i] = exact::fma(pj, split_key::element(v, mine + i), acc[i]);
+      split_key::add_weighted<kPerLane>(acc, pj, v, mine, per_lane, a.dim);
     }
     sum = exact::add(exact::mul(sum, alpha), tile_sum);
     top = next;
   }
   T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.heads + head) * a.dim;
-  for (int i = 0; i < per_lane && mine + i < a.dim; ++i) exact::store(n > 0 ? exact::div(acc[i], sum) : 0.0f, out + mine + i);
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    if (i < per_lane && mine + i < a.dim) exact::store(n > 0 ? exact::div(acc[i], sum) : 0.0f, out + mine + i);
   if (lane == 0) a.lse[static_cast<int64_t>(head) * a.rows + row] = n > 0 ? split_key::log_sum_exp(top, sum) : -INFINITY;
 }
 

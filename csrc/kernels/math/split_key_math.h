@@ -112,13 +112,87 @@ TQ_HOST_DEVICE inline const T* store_row(const SplitKeyArgs& a, const void* stor
   return static_cast<const T*>(store) + (slot * a.kv_heads + kv_head) * a.dim;
 }
 
+// A score from its dot product q . k: scaled, and soft-capped where asked.
+TQ_HOST_DEVICE inline float scaled_score(const SplitKeyArgs& a, float dot) {
+  const float s = exact::mul(dot, a.scale);
+  return a.softcap > 0.0f ? exact::mul(a.softcap, exact::tanh(exact::div(s, a.softcap))) : s;
+}
+
 // s = scale * q . k, the sum in order of d by fused multiply-adds, soft-capped where asked; q already in fp32.
 template <typename T>
 TQ_HOST_DEVICE inline float score(const SplitKeyArgs& a, const float* q, const T* k) {
   float acc = 0.0f;
   for (int d = 0; d < a.dim; ++d) acc = exact::fma(q[d], element(k, d), acc);
-  const float s = exact::mul(acc, a.scale);
-  return a.softcap > 0.0f ? exact::mul(a.softcap, exact::tanh(exact::div(s, a.softcap))) : s;
+  return scaled_score(a, acc);
+}
+
+// The kernel's loads, widened where the rows allow (read through the read-only cache on the device); the same
+// multiply-adds in the same order as score() and attend_row's, so the same bits: the host checks the two forms agree.
+TQ_HOST_DEVICE inline void load_words(const uint16_t* p, uint32_t (&words)[4]) {  // 8 bf16, 16-byte aligned
+#if defined(__CUDA_ARCH__)
+  const uint4 packed = __ldg(reinterpret_cast<const uint4*>(p));
+  words[0] = packed.x, words[1] = packed.y, words[2] = packed.z, words[3] = packed.w;
+#else
+  std::memcpy(words, p, sizeof words);
+#endif
+}
+TQ_HOST_DEVICE inline uint32_t load_word(const uint16_t* p) {  // 2 bf16, 4-byte aligned
+#if defined(__CUDA_ARCH__)
+  return __ldg(reinterpret_cast<const unsigned int*>(p));
+#else
+  uint32_t word;
+  std::memcpy(&word, p, sizeof word);
+  return word;
+#endif
+}
+// A word's two bf16 elements: the first in its low half (little-endian), the second in its high half.
+TQ_HOST_DEVICE inline float low_half(uint32_t word) { return exact::from_bits(word << 16); }
+TQ_HOST_DEVICE inline float high_half(uint32_t word) { return exact::from_bits(word & 0xffff0000u); }
+
+// score(), a bf16 key read eight elements to a load where its rows are a multiple of 8 elements (16-byte aligned in
+// the store, which starts aligned).
+template <typename T>
+TQ_HOST_DEVICE inline float wide_score(const SplitKeyArgs& a, const float* q, const T* k) {
+  if constexpr (sizeof(T) == 2) {
+    if (a.dim % 8 == 0) {
+      float acc = 0.0f;
+      for (int d = 0; d < a.dim; d += 8) {
+        uint32_t words[4];
+        load_words(k + d, words);
+        for (int i = 0; i < 4; ++i) {
+          acc = exact::fma(q[d + 2 * i], low_half(words[i]), acc);
+          acc = exact::fma(q[d + 2 * i + 1], high_half(words[i]), acc);
+        }
+      }
+      return scaled_score(a, acc);
+    }
+  }
+  return score(a, q, k);
+}
+
+// acc[i] = p v[first + i] + acc[i] for i < count (a lane's slice of a value row, at most kPerLane elements), in order
+// of i; bf16 two elements to a load where every slice is whole and even (dim a multiple of 64).
+template <int kPerLane, typename T>
+TQ_HOST_DEVICE inline void add_weighted(float* acc, float p, const T* v, int first, int count, int dim) {
+  if constexpr (sizeof(T) == 2) {
+    if (dim % 64 == 0) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+      for (int i = 0; i < kPerLane; i += 2) {
+        if (i >= count) break;
+        const uint32_t word = load_word(v + first + i);
+        acc[i] = exact::fma(p, low_half(word), acc[i]);
+        acc[i + 1] = exact::fma(p, high_half(word), acc[i + 1]);
+      }
+      return;
+    }
+  }
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int i = 0; i < kPerLane; ++i)
+    if (i < count && first + i < dim) acc[i] = exact::fma(p, element(v, first + i), acc[i]);
 }
 
 // exp(m - m') for the running maximum m before a tile and m' after it: 0 before the first.

@@ -212,9 +212,11 @@ class Window:
         return os.path.exists(os.path.join(self.args.models, name, "config.json"))
 
     def selfchecks(self, names):
-        """The fused forward as it runs by default, then with its state tier on split-key attention (tiny-qwen3)."""
+        """The fused forward as it runs by default, then with its state tier on split-key attention (tiny-qwen3; in bf16
+        alone on the GPU, the fast path's dtype: the kernel's fp32 form is compared with its host twin just before)."""
+        split_key = ["--state-attention", "split-key"] + (["--dtypes", "bf16"] if self.cuda and not self.args.short else [])
         checks = [self.selfcheck(names), self.split_key_kernel(),
-                  self.selfcheck(names[:1], log="selfcheck-split-key", stem="selfcheck-split-key", extra=["--state-attention", "split-key"])]
+                  self.selfcheck(names[:1], log="selfcheck-split-key", stem="selfcheck-split-key", extra=split_key)]
         return ("ok" if all(s == "ok" for s, _ in checks) else "failed"), " | ".join(f"{s}: {m}" for s, m in checks)
 
     def split_key_kernel(self):

@@ -97,6 +97,8 @@ test("split-key attention's exp, log and tanh (the kernel's and its host twin's 
   expect(m.wideDiffer).toBe(0);
   // The kernel against its host twin: on a GPU (the window), bit for bit; here the comparison runs with the CPU standing in.
   expect(cascade.splitKeyDevice).toMatchObject({ device: 'cpu', compared: 16, differ: 0 });
+  // The kernel's grid gives each (tier row, head) to one warp, on tiers of 1 to 24 rows a sequence and 1 to 8 heads a key head.
+  expect(cascade.splitKeyDevice.coverageErrors).toBe(0);
 });
 
 test("the CPU kernels' attention (invariant at every level this CPU runs, and oneDNN) equals its plain reference, and that float64 attention (fp32, 1e-5)", () => {

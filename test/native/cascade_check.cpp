@@ -25,6 +25,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -406,10 +407,11 @@ void check_split_key_math() {
 // build on a machine with a GPU (the window runs it): one state tier of sequences with 0 to 1,000 keys (a tile's
 // edges among them) and 1 to 24 rows, its keys at random slots of a store, at the head dims and group sizes of the
 // families, bf16 and fp32, with and without soft-capping. Elsewhere the same comparison runs with the CPU as the
-// "device" (the check itself exercised; it says which device ran).
+// "device" (the check itself exercised; it says which device ran). And on the host, that the kernel's grid
+// (split_key::block_item) gives every (tier row, head) to one warp.
 void check_split_key_device() {
   const at::Device target = at::hasCUDA() ? at::Device(at::kCUDA) : at::Device(at::kCPU);
-  int64_t compared = 0, differ = 0;
+  int64_t compared = 0, differ = 0, coverage_errors = 0;
   const std::vector<int32_t> key_counts{0, 1, 31, 32, 33, 64, 257, 1000};
   for (const auto& [heads, kv_heads, dim] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{16, 8, 128}, {8, 2, 64}, {4, 1, 256}, {6, 3, 80}})
     for (const auto dtype : {at::kBFloat16, at::kFloat})
@@ -434,13 +436,27 @@ void check_split_key_device() {
         host.k_rows = slots.index_select(0, host.k_rows);
         auto device = host;
         for (auto* t : {&device.q_rows, &device.k_rows, &device.cu_q, &device.cu_k, &device.row_seq, &device.row_in_seq}) *t = t->to(target);
+        // The kernel's grid (split_key::block_item) covers every (tier row, head) once.
+        split_key::SplitKeyArgs grid{};
+        grid.heads = static_cast<int>(heads), grid.kv_heads = static_cast<int>(kv_heads), grid.cu_q = tier.cu_q.data();
+        grid.sequences = tier.sequences(), grid.max_rows = tier.max_q;
+        std::vector<int> covered(static_cast<size_t>(tier.total_q() * heads), 0);
+        for (int s = 0; s < grid.sequences; ++s)
+          for (int kv = 0; kv < grid.kv_heads; ++kv)
+            for (int z = 0; z < split_key::item_groups(grid, split_key::kBlockWarps); ++z)
+              for (int w = 0; w < split_key::kBlockWarps; ++w)
+                if (const auto item = split_key::block_item(grid, s, kv, z, w, split_key::kBlockWarps); item.active) {
+                  if (item.row < tier.cu_q[s] || item.row >= tier.cu_q[s + 1] || item.head / (heads / kv_heads) != kv) ++coverage_errors;
+                  else ++covered[static_cast<size_t>(item.row * heads + item.head)];
+                }
+        coverage_errors += std::count_if(covered.begin(), covered.end(), [](int c) { return c != 1; });
         const auto on_host = (*impl)(q, k_store, v_store, host);
         const auto on_device = (*impl)(q.to(target), k_store.to(target), v_store.to(target), device);
         ++compared;
         if (!on_device.out.cpu().equal(on_host.out) || !on_device.lse.cpu().equal(on_host.lse)) ++differ;
       }
-  std::printf("{\"part\":\"splitKeyDevice\",\"device\":\"%s\",\"compared\":%lld,\"differ\":%lld}\n", target.is_cuda() ? "cuda" : "cpu",
-              (long long)compared, (long long)differ);
+  std::printf("{\"part\":\"splitKeyDevice\",\"device\":\"%s\",\"compared\":%lld,\"differ\":%lld,\"coverageErrors\":%lld}\n",
+              target.is_cuda() ? "cuda" : "cpu", (long long)compared, (long long)differ, (long long)coverage_errors);
 }
 
 int main(int argc, char** argv) {

@@ -60,7 +60,10 @@ class SplitKeyAttention : public PartialAttention {
     a.q_head_stride = q.stride(1);
     a.q_rows = dl.q_rows.data_ptr<int64_t>();
     a.row_seq = dl.row_seq.data_ptr<int64_t>();
+    a.cu_q = dl.cu_q.data_ptr<int32_t>();
     a.cu_k = dl.cu_k.data_ptr<int32_t>();
+    a.sequences = dl.tier->sequences();
+    a.max_rows = dl.tier->max_q;
     a.k_rows = dl.k_rows.data_ptr<int64_t>();
     a.k_store = k_store.data_ptr();
     a.v_store = v_store.data_ptr();

@@ -1,11 +1,16 @@
-// One warp per (tier row, head), over its sequence's keys a tile of 32 at a
-// time: lane j scores key j (its whole dot product, in order of d, so that a
-// score is one lane's and not a shuffle tree's), the lanes agree on the tile's
-// maximum, then every lane walks the tile's weights in key order (each taken
-// from its lane by shuffle) into its own slice of the output and into the
-// running sum, which every lane so holds alike. That is attend_row's order,
-// operation for operation. Keys and values are read where the cache stores
-// them, through the tier's slots; the row's q is read through its query row.
+// A block per (sequence, key head, group of kWarps items), an item being one of
+// the sequence's rows with one of the query heads that share the key head. The
+// block walks the sequence's keys a tile of 32 at a time: its threads copy the
+// tile's keys and values from their slots in the cache's store into shared
+// memory (each read once for all the block's rows and heads, where a warp per
+// item read them each time: L2's bandwidth, not the arithmetic, bounded that),
+// then each warp takes its item through the tile: lane j scores key j (its
+// whole dot product, in order of d, so that a score is one lane's and not a
+// shuffle tree's), the lanes agree on the tile's maximum, and every lane walks
+// the tile's weights in key order (each taken from its lane by shuffle) into
+// its own slice of the output and into the running sum, which every lane so
+// holds alike. That is attend_row's order, operation for operation: where the
+// keys come from changes no bit.
 #include "kernels/cuda/split_key_attention.h"
 
 namespace tq::cuda {
@@ -14,35 +19,72 @@ namespace {
 using split_key::SplitKeyArgs;
 
 constexpr int kLanes = 32;
-constexpr int kWarps = 4;
+constexpr int kWarps = split_key::kBlockWarps;
 constexpr int kPerLane = split_key::kMaxDim / kLanes;
 static_assert(split_key::kTileKeys == kLanes, "a tile's keys are a warp's lanes");
 
+// A tile row's stride in shared memory, in elements: padded so that lanes reading 32 rows at once spread over the
+// banks (bf16: 16 bytes more, keeping rows 16-byte aligned for the wide loads; fp32: one element more).
+template <typename T>
+__host__ __device__ int tile_stride(int dim) {
+  return dim + (sizeof(T) == 2 ? 8 : 1);
+}
+
+template <typename T>
+size_t shared_bytes(int dim) {
+  return 2 * kLanes * tile_stride<T>(dim) * sizeof(T) + kWarps * dim * sizeof(float);
+}
+
+// Keys t .. t + count - 1 of the sequence, for `kv_head`, into the block's tiles (bf16 rows a multiple of 8 elements in
+// 16-byte pieces).
+template <typename T>
+__device__ void load_tile(const SplitKeyArgs& a, const int64_t* slots, int count, int kv_head, T* k_tile, T* v_tile) {
+  const int stride = tile_stride<T>(a.dim);
+  if (sizeof(T) == 2 && a.dim % 8 == 0) {
+    const int pieces = a.dim / 8;
+    for (int c = threadIdx.x; c < count * pieces; c += blockDim.x) {
+      const int j = c / pieces, at = (c % pieces) * 8;
+      const int64_t row = (slots[j] * a.kv_heads + kv_head) * a.dim + at;
+      *reinterpret_cast<uint4*>(k_tile + j * stride + at) = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(a.k_store) + row));
+      *reinterpret_cast<uint4*>(v_tile + j * stride + at) = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(a.v_store) + row));
+    }
+    return;
+  }
+  for (int c = threadIdx.x; c < count * a.dim; c += blockDim.x) {
+    const int j = c / a.dim, d = c % a.dim;
+    const int64_t at = (slots[j] * a.kv_heads + kv_head) * a.dim + d;
+    k_tile[j * stride + d] = static_cast<const T*>(a.k_store)[at];
+    v_tile[j * stride + d] = static_cast<const T*>(a.v_store)[at];
+  }
+}
+
 template <typename T>
 __global__ void split_key_kernel(SplitKeyArgs a) {
-  __shared__ float q_shared[kWarps][split_key::kMaxDim];
-  const int warp = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  if (item >= static_cast<int64_t>(a.rows) * a.heads) return;  // a whole warp leaves: no barrier below spans warps
-  const int row = static_cast<int>(item / a.heads), head = static_cast<int>(item % a.heads);
-  const T* q = static_cast<const T*>(a.q) + a.q_rows[row] * a.q_row_stride + head * a.q_head_stride;
-  float* qf = q_shared[warp];
-  for (int d = lane; d < a.dim; d += kLanes) qf[d] = split_key::element(q, d);
-  __syncwarp();
-  const int64_t seq = a.row_seq[row];
-  const int first = a.cu_k[seq], n = a.cu_k[seq + 1] - first, kv_head = head / (a.heads / a.kv_heads);
+  extern __shared__ __align__(16) unsigned char shared[];
+  const int seq = blockIdx.x, kv_head = blockIdx.y, lane = threadIdx.x % kLanes;
+  // The whole block leaves where its first warp has no item (no barrier is left waiting); else each warp its own.
+  if (!split_key::block_item(a, seq, kv_head, blockIdx.z, 0, kWarps).active) return;
+  const auto [row, head, active] = split_key::block_item(a, seq, kv_head, blockIdx.z, threadIdx.x / kLanes, kWarps);
+  const int stride = tile_stride<T>(a.dim);
+  T* k_tile = reinterpret_cast<T*>(shared);
+  T* v_tile = k_tile + kLanes * stride;
+  float* qf = reinterpret_cast<float*>(v_tile + kLanes * stride) + (threadIdx.x / kLanes) * a.dim;
+  if (active) {
+    const T* q = static_cast<const T*>(a.q) + a.q_rows[row] * a.q_row_stride + head * a.q_head_stride;
+    for (int d = lane; d < a.dim; d += kLanes) qf[d] = split_key::element(q, d);
+  }
+  const int first = a.cu_k[seq], n = a.cu_k[seq + 1] - first;
   // This lane's slice of the output: elements [lane * per_lane, (lane + 1) * per_lane) below dim.
   const int per_lane = (a.dim + kLanes - 1) / kLanes, mine = lane * per_lane;
   float acc[kPerLane] = {};
   float top = -INFINITY, sum = 0.0f;
   for (int t = 0; t < n; t += kLanes) {
     const int count = min(n - t, kLanes);
-    int64_t slot = 0;
-    float s = -INFINITY;
-    if (lane < count) {
-      slot = a.k_rows[first + t + lane];
-      s = split_key::wide_score(a, qf, split_key::store_row<T>(a, a.k_store, slot, kv_head));
-    }
+    __syncthreads();  // the tiles' last readers are done (and, the first time, every q row is in place)
+    load_tile(a, a.k_rows + first + t, count, kv_head, k_tile, v_tile);
+    __syncthreads();
+    if (!active) continue;
+    const float s = lane < count ? split_key::wide_score(a, qf, k_tile + lane * stride) : -INFINITY;
     float tile_top = s;
     for (int offset = kLanes / 2; offset > 0; offset /= 2) tile_top = fmaxf(tile_top, __shfl_xor_sync(0xffffffffu, tile_top, offset));
     const float next = fmaxf(top, tile_top), alpha = split_key::rescale(top, next);
@@ -52,13 +94,13 @@ __global__ void split_key_kernel(SplitKeyArgs a) {
     float tile_sum = 0.0f;
     for (int j = 0; j < count; ++j) {
       const float pj = __shfl_sync(0xffffffffu, p, j);
-      const T* v = split_key::store_row<T>(a, a.v_store, __shfl_sync(0xffffffffu, slot, j), kv_head);
       tile_sum = exact::add(tile_sum, pj);
-      split_key::add_weighted<kPerLane>(acc, pj, v, mine, per_lane, a.dim);
+      split_key::add_weighted<kPerLane>(acc, pj, v_tile + j * stride, mine, per_lane, a.dim);
     }
     sum = exact::add(exact::mul(sum, alpha), tile_sum);
     top = next;
   }
+  if (!active) return;
   T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.heads + head) * a.dim;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i)
@@ -66,16 +108,25 @@ __global__ void split_key_kernel(SplitKeyArgs a) {
   if (lane == 0) a.lse[static_cast<int64_t>(head) * a.rows + row] = n > 0 ? split_key::log_sum_exp(top, sum) : -INFINITY;
 }
 
+template <typename T>
+cudaError_t launch_for(const SplitKeyArgs& a, cudaStream_t stream) {
+  const size_t bytes = shared_bytes<T>(a.dim);
+  // Over 48 KB (fp32 at the largest head dims) a kernel must opt in; the attribute is the device's, so it is set each time.
+  if (bytes > (48 << 10))
+    if (const cudaError_t e = cudaFuncSetAttribute(split_key_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+        e != cudaSuccess)
+      return e;
+  const dim3 grid(static_cast<unsigned>(a.sequences), static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(split_key::item_groups(a, kWarps)));
+  split_key_kernel<T><<<grid, kWarps * kLanes, bytes, stream>>>(a);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t launch_split_key_attention(const SplitKeyArgs& args, cudaStream_t stream) {
-  const int64_t items = static_cast<int64_t>(args.rows) * args.heads;
-  if (items == 0) return cudaSuccess;
+  if (args.rows == 0 || args.sequences == 0 || args.max_rows == 0) return cudaSuccess;
   if (args.dim > split_key::kMaxDim || args.kv_heads <= 0 || args.heads % args.kv_heads != 0) return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>((items + kWarps - 1) / kWarps)), block(kWarps * kLanes);
-  if (args.bf16) split_key_kernel<uint16_t><<<grid, block, 0, stream>>>(args);
-  else split_key_kernel<float><<<grid, block, 0, stream>>>(args);
-  return cudaGetLastError();
+  return args.bf16 ? launch_for<uint16_t>(args, stream) : launch_for<float>(args, stream);
 }
 
 }  // namespace tq::cuda

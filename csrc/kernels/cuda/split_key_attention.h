@@ -1,7 +1,8 @@
 // The cascade's unmasked tiers read in place (kernels/math/split_key_math.h):
-// one launch per tier, one warp per (tier row, head). Torch-free (raw pointers
-// and a stream) so that nvcc compiles it alone in CI; its host twin is
-// split_key::attend_row.
+// one launch per tier, a block per (sequence, key head, group of rows and query
+// heads), one warp per (tier row, head), the keys and values of a tile read
+// once per block into shared memory. Torch-free (raw pointers and a stream) so
+// that nvcc compiles it alone in CI; its host twin is split_key::attend_row.
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -27,6 +27,7 @@ namespace tq::split_key {
 
 constexpr int kTileKeys = 32;  // a warp's lanes: one key each for the scores
 constexpr int kMaxDim = 256;   // head dims up to this; a lane holds kMaxDim / 32 of the output
+constexpr int kBlockWarps = 8;  // the kernel's items a block (block_item)
 
 // Torch-free, as the launch and the host twin read it.
 struct SplitKeyArgs {
@@ -37,7 +38,9 @@ struct SplitKeyArgs {
   int64_t q_row_stride, q_head_stride;
   const int64_t* q_rows;          // [rows]: each tier row's query row
   const int64_t* row_seq;         // [rows]: each tier row's sequence
+  const int32_t* cu_q;            // [sequences + 1]: each sequence's rows (tier rows)
   const int32_t* cu_k;            // [sequences + 1]: each sequence's keys in k_rows
+  int sequences, max_rows;        // the tier's sequences, and the most rows of one (the launch's grid)
   const int64_t* k_rows;          // the keys' slots in the store
   const void* k_store;            // [slots, kv_heads, dim] contiguous
   const void* v_store;
@@ -126,11 +129,11 @@ TQ_HOST_DEVICE inline float score(const SplitKeyArgs& a, const float* q, const T
   return scaled_score(a, acc);
 }
 
-// The kernel's loads, widened where the rows allow (read through the read-only cache on the device); the same
-// multiply-adds in the same order as score() and attend_row's, so the same bits: the host checks the two forms agree.
+// The kernel's loads (from its tiles in shared memory), widened where the rows allow; the same multiply-adds in the
+// same order as score() and attend_row's, so the same bits: the host checks the two forms agree.
 TQ_HOST_DEVICE inline void load_words(const uint16_t* p, uint32_t (&words)[4]) {  // 8 bf16, 16-byte aligned
 #if defined(__CUDA_ARCH__)
-  const uint4 packed = __ldg(reinterpret_cast<const uint4*>(p));
+  const uint4 packed = *reinterpret_cast<const uint4*>(p);
   words[0] = packed.x, words[1] = packed.y, words[2] = packed.z, words[3] = packed.w;
 #else
   std::memcpy(words, p, sizeof words);
@@ -138,7 +141,7 @@ TQ_HOST_DEVICE inline void load_words(const uint16_t* p, uint32_t (&words)[4]) {
 }
 TQ_HOST_DEVICE inline uint32_t load_word(const uint16_t* p) {  // 2 bf16, 4-byte aligned
 #if defined(__CUDA_ARCH__)
-  return __ldg(reinterpret_cast<const unsigned int*>(p));
+  return *reinterpret_cast<const uint32_t*>(p);
 #else
   uint32_t word;
   std::memcpy(&word, p, sizeof word);
@@ -150,7 +153,7 @@ TQ_HOST_DEVICE inline float low_half(uint32_t word) { return exact::from_bits(wo
 TQ_HOST_DEVICE inline float high_half(uint32_t word) { return exact::from_bits(word & 0xffff0000u); }
 
 // score(), a bf16 key read eight elements to a load where its rows are a multiple of 8 elements (16-byte aligned in
-// the store, which starts aligned).
+// the kernel's tiles).
 template <typename T>
 TQ_HOST_DEVICE inline float wide_score(const SplitKeyArgs& a, const float* q, const T* k) {
   if constexpr (sizeof(T) == 2) {
@@ -203,6 +206,22 @@ TQ_HOST_DEVICE inline float rescale(float before, float after) {
 TQ_HOST_DEVICE inline float weight(float score, float top) { return exact::exp_nonpositive(exact::add(score, -top)); }
 
 TQ_HOST_DEVICE inline float log_sum_exp(float top, float sum) { return exact::add(top, exact::log_positive(sum)); }
+
+// The kernel's work: a block per (sequence, key head, group of `warps` items), an item being one of the sequence's
+// rows with one of the query heads that share the key head, a warp per item. What the block's warp `warp` takes
+// (inactive past the sequence's items); the host checks that the grid covers every (tier row, head) once.
+struct Item {
+  int row, head;
+  bool active;
+};
+TQ_HOST_DEVICE inline int item_groups(const SplitKeyArgs& a, int warps) {
+  return static_cast<int>((static_cast<int64_t>(a.max_rows) * (a.heads / a.kv_heads) + warps - 1) / warps);
+}
+TQ_HOST_DEVICE inline Item block_item(const SplitKeyArgs& a, int seq, int kv_head, int item_group, int warp, int warps) {
+  const int group = a.heads / a.kv_heads, first_row = a.cu_q[seq], items = (a.cu_q[seq + 1] - first_row) * group;
+  const int item = item_group * warps + warp;
+  return {first_row + item / group, kv_head * group + item % group, item < items};
+}
 
 // The host twin of the kernel: tier row `row`, head `head`, written to out and lse as the kernel writes them.
 template <typename T>

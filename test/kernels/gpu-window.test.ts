@@ -77,8 +77,8 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(Object.keys(bench.ratios_torch_graphs).sort()).toEqual(['cold_prefill', 'state_16_questions', 'throughput', 'warm_question']);
   // The profile of each workload the benchmark measures: CPU ops ranked per call, printed in the window's output.
   const profile = JSON.parse(files['profile.json']).profile;
-  expect(Object.keys(profile)).toEqual(['cold-1000', 'warm-24-over-1000', 'state-16-questions', 'throughput-2x1001', 'warm-24-over-1000-split-key',
-    'state-16-questions-split-key']);
+  // (With split-key's state tier too on CUDA: its kernel's profile, which its host twin's here would not be.)
+  expect(Object.keys(profile)).toEqual(['cold-1000', 'warm-24-over-1000', 'state-16-questions', 'throughput-2x1001']);
   for (const p of Object.values<any>(profile)) expect(p.calls['0'].top.length).toBeGreaterThan(0);
   expect(run.log()).toContain('### warm-24-over-1000');
   // bf16 bits at the benchmark's size: alone, in a batch of 8, cached, another step size.
@@ -97,15 +97,15 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
 }, 240_000);
 
 test('a run killed mid-way (its whole process group, SIGKILL) leaves a whole tarball with the finished steps\' results', async () => {
-  const run = window('killed', ['--short', '--steps', 'selfcheck,bench']);
+  const run = window('killed', ['--short', '--steps', 'preflight,bench']);
   const unpacked = path.join(scratch, 'killed', 'unpacked');
-  // Waits on state: the tarball packed after the self-check (the benchmark is then running).
+  // Waits on state: the tarball packed after the preflight (the benchmark is then running).
   let files: Record<string, string> | undefined;
-  const selfcheckPacked = () => {
+  const preflightPacked = () => {
     files = unpack(run.out, unpacked);
-    return files !== undefined && JSON.parse(files['window.json']).steps.some((s: any) => s.step === 'selfcheck');
+    return files !== undefined && JSON.parse(files['window.json']).steps.some((s: any) => s.step === 'preflight');
   };
-  while (!selfcheckPacked()) {
+  while (!preflightPacked()) {
     if (run.child.exitCode !== null) throw new Error(`the window ended before it was killed:\n${run.log()}`);
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -114,9 +114,10 @@ test('a run killed mid-way (its whole process group, SIGKILL) leaves a whole tar
   files = unpack(run.out, unpacked)!;
   expect(fs.readdirSync(run.out).length).toBeLessThanOrEqual(8);
   const steps = JSON.parse(files['window.json']).steps;
-  expect(steps.map((s: any) => `${s.step} ${s.status}`)).toEqual(['selfcheck ok']);
-  expect(Object.keys(JSON.parse(files['selfcheck.json']))).toEqual(['tiny-qwen3 fp32']);
-  expect(files['selfcheck.md']).toContain('tiny-qwen3 fp32');
+  expect(steps.map((s: any) => `${s.step} ${s.status}`)).toEqual(['preflight ok']);
+  // The finished step's own results, whole; nothing of the benchmark it was killed in.
+  expect(JSON.parse(files['preflight.json']).versions.torch).toMatch(/^1\./);
+  expect(files['bench.json']).toBeUndefined();
 }, 120_000);
 
 /** Processes whose command line holds `text` (pgrep -f), this one's own pgrep aside. */

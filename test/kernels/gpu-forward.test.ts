@@ -79,6 +79,8 @@ test('cascade: the merged reference equals float64 attention, and the ATen form 
 // its host twin), its keys and values read in place in a paged store through the tiers' slots.
 test('cascade with split-key state tiers: float64 attention within 1e-5 (fp32) and a bf16 rounding (bf16); the fixed form gives the plain plan\'s bits', () => {
   expect(cascade.plans.worstSplitKey).toBeLessThanOrEqual(1e-5);
+  // The kernel's grid gives each (row, head) of every such tier (the fixed form's too) to one warp.
+  expect(cascade.plans.splitKeyCoverageErrors).toBe(0);
   // Outputs of a few units rounded to bf16 in each tier (a half unit in the last place at 4 is 7.8e-3), then merged.
   expect(cascade.plans.worstSplitKeyBf16).toBeLessThanOrEqual(1.6e-2);
   expect(cascade.fixed.compared).toBeGreaterThan(200);

@@ -122,6 +122,25 @@ at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, co
   return merged;
 }
 
+// Where split-key's grid (split_key::block_item) gives a (tier row, head) to no warp, to several, or to a warp of
+// another sequence or key head: the count of such.
+int64_t split_key_coverage_errors(const CascadeTier& tier, int heads, int kv_heads) {
+  split_key::SplitKeyArgs grid{};
+  grid.heads = heads, grid.kv_heads = kv_heads, grid.cu_q = tier.cu_q.data(), grid.sequences = tier.sequences(), grid.max_rows = tier.max_q;
+  std::vector<int> covered(static_cast<size_t>(tier.total_q() * heads), 0);
+  int64_t errors = 0;
+  for (int s = 0; s < grid.sequences; ++s)
+    for (int kv = 0; kv < kv_heads; ++kv)
+      for (int z = 0; z < split_key::item_groups(grid, split_key::kBlockWarps); ++z)
+        for (int w = 0; w < split_key::kBlockWarps; ++w)
+          if (const auto item = split_key::block_item(grid, s, kv, z, w, split_key::kBlockWarps); item.active) {
+            if (item.row < tier.cu_q[s] || item.row >= tier.cu_q[s + 1] || item.head / (heads / kv_heads) != kv) ++errors;
+            else ++covered[static_cast<size_t>(item.row * heads + item.head)];
+          }
+  return errors + std::count_if(covered.begin(), covered.end(), [](int c) { return c != 1; });
+}
+int64_t plan_coverage_errors = 0;  // over the random plans' split-key tiers
+
 // The cascade as the engine runs it with --state-attention split-key: the unmasked tiers on split-key attention, the
 // others on the reference, every tier's keys and values read in a paged store (each key at a random slot of twice as
 // many, as the KV cache's blocks lie), through the tiers' key rows made slots (cascade_layer_kernels.cpp).
@@ -136,6 +155,7 @@ at::Tensor run_split_key_cascade(const CascadePlan& plan, double softcap, const 
   std::vector<const PartialAttention*> kernels;
   for (const auto& tier : plan.tiers) {
     kernels.push_back(split_key_takes(tier) ? split.get() : reference.get());
+    if (split_key_takes(tier)) plan_coverage_errors += split_key_coverage_errors(tier, static_cast<int>(q.size(1)), static_cast<int>(k.size(1)));
     tiers.push_back(kernels.back()->prepare(tier));
     tiers.back().k_rows = slots.index_select(0, tiers.back().k_rows);
   }
@@ -436,20 +456,7 @@ void check_split_key_device() {
         host.k_rows = slots.index_select(0, host.k_rows);
         auto device = host;
         for (auto* t : {&device.q_rows, &device.k_rows, &device.cu_q, &device.cu_k, &device.row_seq, &device.row_in_seq}) *t = t->to(target);
-        // The kernel's grid (split_key::block_item) covers every (tier row, head) once.
-        split_key::SplitKeyArgs grid{};
-        grid.heads = static_cast<int>(heads), grid.kv_heads = static_cast<int>(kv_heads), grid.cu_q = tier.cu_q.data();
-        grid.sequences = tier.sequences(), grid.max_rows = tier.max_q;
-        std::vector<int> covered(static_cast<size_t>(tier.total_q() * heads), 0);
-        for (int s = 0; s < grid.sequences; ++s)
-          for (int kv = 0; kv < grid.kv_heads; ++kv)
-            for (int z = 0; z < split_key::item_groups(grid, split_key::kBlockWarps); ++z)
-              for (int w = 0; w < split_key::kBlockWarps; ++w)
-                if (const auto item = split_key::block_item(grid, s, kv, z, w, split_key::kBlockWarps); item.active) {
-                  if (item.row < tier.cu_q[s] || item.row >= tier.cu_q[s + 1] || item.head / (heads / kv_heads) != kv) ++coverage_errors;
-                  else ++covered[static_cast<size_t>(item.row * heads + item.head)];
-                }
-        coverage_errors += std::count_if(covered.begin(), covered.end(), [](int c) { return c != 1; });
+        coverage_errors += split_key_coverage_errors(tier, static_cast<int>(heads), static_cast<int>(kv_heads));
         const auto on_host = (*impl)(q, k_store, v_store, host);
         const auto on_device = (*impl)(q.to(target), k_store.to(target), v_store.to(target), device);
         ++compared;
@@ -492,10 +499,10 @@ int main(int argc, char** argv) {
   }
   std::printf("{\"part\":\"plans\",\"trees\":%lld,\"steps\":%lld,\"layouts\":%lld,\"mismatched\":%lld,\"emptyTiers\":%lld,\"keylessEntries\":%lld,"
               "\"windowedTiers\":%lld,\"chunkedTiers\":%lld,\"maxTiers\":%lld,\"compared\":%lld,\"worstReference\":%.3e,\"worstAten\":%.3e,\"stackedMergeDiffers\":%lld,"
-              "\"worstSplitKey\":%.3e,\"worstSplitKeyBf16\":%.3e}\n",
+              "\"worstSplitKey\":%.3e,\"worstSplitKeyBf16\":%.3e,\"splitKeyCoverageErrors\":%lld}\n",
               (long long)t.trees, (long long)t.steps, (long long)t.layouts, (long long)t.mismatched, (long long)t.empty_tiers,
               (long long)t.keyless_entries, (long long)t.windowed_tiers, (long long)t.chunked_tiers, (long long)t.max_tiers, (long long)t.compared, t.worst_reference, t.worst_aten,
-              (long long)stacked_merge_differs, t.worst_split_key, t.worst_split_key_bf16);
+              (long long)stacked_merge_differs, t.worst_split_key, t.worst_split_key_bf16, (long long)plan_coverage_errors);
   std::printf("{\"part\":\"fixed\",\"fixed\":%lld,\"refused\":%lld,\"refusedUnwindowed\":%lld,\"mismatched\":%lld,\"keylessEntries\":%lld,"
               "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld,\"splitKeyBitsDiffer\":%lld,\"paddingRows\":%lld,\"paddingRowsSeeingMore\":%lld}\n",
               (long long)f.fixed, (long long)f.refused, (long long)f.refused_unwindowed, (long long)f.mismatched, (long long)f.keyless_entries,

@@ -288,6 +288,9 @@ def benchmark(args, done=lambda r: None):
         except Exception as e:
             r[key] = {"error": repr(e)}
         done(r)
+    # Split-key's state tier against the fast path's, workload by workload (above 1: split-key faster): which to default to.
+    if all(k in r and "error" not in r[k] for k in ("tqserve_fast", "tqserve_split_key")):
+        r["ratios_split_key_vs_fast"] = ratios(r["tqserve_split_key"], r["tqserve_fast"])
     # The ratios and goals are the default path's where it ran, else ATen's (r["ratios_path"] says which).
     r["ratios_path"] = DEFAULT_PATH if "error" not in r.get(DEFAULT_PATH, {"error": "not run"}) else "tqserve"
     mine = r[r["ratios_path"]]

@@ -3,7 +3,8 @@
 // block walks the sequence's keys a tile of 32 at a time: its threads copy the
 // tile's keys and values from their slots in the cache's store into shared
 // memory (each read once for all the block's rows and heads, where a warp per
-// item read them each time: L2's bandwidth, not the arithmetic, bounded that),
+// item read them each time: L2's bandwidth, not the arithmetic, bounded that;
+// the next tile's loads in flight while the block computes on this one),
 // then each warp takes its item through the tile: lane j scores key j (its
 // whole dot product, in order of d, so that a score is one lane's and not a
 // shuffle tree's), the lanes agree on the tile's maximum, and every lane walks
@@ -35,28 +36,55 @@ size_t shared_bytes(int dim) {
   return 2 * kLanes * tile_stride<T>(dim) * sizeof(T) + kWarps * dim * sizeof(float);
 }
 
-// Keys t .. t + count - 1 of the sequence, for `kv_head`, into the block's tiles (bf16 rows a multiple of 8 elements in
-// 16-byte pieces).
+// A tile's keys and values on their way from the store into shared memory: fetched into registers while the block
+// computes on the tile before (the loads' latency hidden behind that work), then put. bf16 rows of a multiple of 8
+// elements move in 16-byte pieces, at most kPieces a thread; other rows are read element by element as they are put.
+constexpr int kPieces = kLanes * split_key::kMaxDim / 8 / (kWarps * kLanes);
+
 template <typename T>
-__device__ void load_tile(const SplitKeyArgs& a, const int64_t* slots, int count, int kv_head, T* k_tile, T* v_tile) {
-  const int stride = tile_stride<T>(a.dim);
-  if (sizeof(T) == 2 && a.dim % 8 == 0) {
+struct TileFetch {
+  uint4 k[kPieces], v[kPieces];
+  const int64_t* slots = nullptr;  // the tile's keys' slots
+  int count = 0;                   // its keys
+
+  __device__ static bool wide(const SplitKeyArgs& a) { return sizeof(T) == 2 && a.dim % 8 == 0; }
+
+  __device__ void fetch(const SplitKeyArgs& a, const int64_t* from, int keys, int kv_head) {
+    slots = from, count = keys;
+    if (!wide(a)) return;
     const int pieces = a.dim / 8;
-    for (int c = threadIdx.x; c < count * pieces; c += blockDim.x) {
-      const int j = c / pieces, at = (c % pieces) * 8;
-      const int64_t row = (slots[j] * a.kv_heads + kv_head) * a.dim + at;
-      *reinterpret_cast<uint4*>(k_tile + j * stride + at) = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(a.k_store) + row));
-      *reinterpret_cast<uint4*>(v_tile + j * stride + at) = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(a.v_store) + row));
+#pragma unroll
+    for (int p = 0; p < kPieces; ++p) {
+      const int c = threadIdx.x + p * kWarps * kLanes;
+      if (c >= count * pieces) break;
+      const int64_t at = (slots[c / pieces] * a.kv_heads + kv_head) * a.dim + (c % pieces) * 8;
+      k[p] = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(a.k_store) + at));
+      v[p] = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(a.v_store) + at));
     }
-    return;
   }
-  for (int c = threadIdx.x; c < count * a.dim; c += blockDim.x) {
-    const int j = c / a.dim, d = c % a.dim;
-    const int64_t at = (slots[j] * a.kv_heads + kv_head) * a.dim + d;
-    k_tile[j * stride + d] = static_cast<const T*>(a.k_store)[at];
-    v_tile[j * stride + d] = static_cast<const T*>(a.v_store)[at];
+
+  __device__ void put(const SplitKeyArgs& a, int kv_head, T* k_tile, T* v_tile) const {
+    const int stride = tile_stride<T>(a.dim);
+    if (wide(a)) {
+      const int pieces = a.dim / 8;
+#pragma unroll
+      for (int p = 0; p < kPieces; ++p) {
+        const int c = threadIdx.x + p * kWarps * kLanes;
+        if (c >= count * pieces) break;
+        const int at = (c / pieces) * stride + (c % pieces) * 8;
+        *reinterpret_cast<uint4*>(k_tile + at) = k[p];
+        *reinterpret_cast<uint4*>(v_tile + at) = v[p];
+      }
+      return;
+    }
+    for (int c = threadIdx.x; c < count * a.dim; c += kWarps * kLanes) {
+      const int j = c / a.dim, d = c % a.dim;
+      const int64_t at = (slots[j] * a.kv_heads + kv_head) * a.dim + d;
+      k_tile[j * stride + d] = static_cast<const T*>(a.k_store)[at];
+      v_tile[j * stride + d] = static_cast<const T*>(a.v_store)[at];
+    }
   }
-}
+};
 
 template <typename T>
 __global__ void split_key_kernel(SplitKeyArgs a) {
@@ -78,11 +106,14 @@ __global__ void split_key_kernel(SplitKeyArgs a) {
   const int per_lane = (a.dim + kLanes - 1) / kLanes, mine = lane * per_lane;
   float acc[kPerLane] = {};
   float top = -INFINITY, sum = 0.0f;
+  TileFetch<T> tile;
+  if (n > 0) tile.fetch(a, a.k_rows + first, min(n, kLanes), kv_head);
   for (int t = 0; t < n; t += kLanes) {
     const int count = min(n - t, kLanes);
     __syncthreads();  // the tiles' last readers are done (and, the first time, every q row is in place)
-    load_tile(a, a.k_rows + first + t, count, kv_head, k_tile, v_tile);
+    tile.put(a, kv_head, k_tile, v_tile);
     __syncthreads();
+    if (t + kLanes < n) tile.fetch(a, a.k_rows + first + t + kLanes, min(n - t - kLanes, kLanes), kv_head);  // the next, in flight
     if (!active) continue;
     const float s = lane < count ? split_key::wide_score(a, qf, k_tile + lane * stride) : -INFINITY;
     float tile_top = s;

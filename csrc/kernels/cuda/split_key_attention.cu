@@ -38,10 +38,9 @@ size_t shared_bytes(int dim) {
 
 // A tile's keys and values on their way from the store into shared memory: fetched into registers while the block
 // computes on the tile before (the loads' latency hidden behind that work), then put. bf16 rows of a multiple of 8
-// elements move in 16-byte pieces, at most kPieces a thread; other rows are read element by element as they are put.
-constexpr int kPieces = kLanes * split_key::kMaxDim / 8 / (kWarps * kLanes);
-
-template <typename T>
+// elements move in 16-byte pieces, at most kPieces a thread (the launch's choice by head dim: registers held for the
+// largest would cost the smaller dims a block per SM); other rows are read element by element as they are put.
+template <typename T, int kPieces>
 struct TileFetch {
   uint4 k[kPieces], v[kPieces];
   const int64_t* slots = nullptr;  // the tile's keys' slots
@@ -86,7 +85,7 @@ struct TileFetch {
   }
 };
 
-template <typename T>
+template <typename T, int kPieces>
 __global__ void split_key_kernel(SplitKeyArgs a) {
   extern __shared__ __align__(16) unsigned char shared[];
   const int seq = blockIdx.x, kv_head = blockIdx.y, lane = threadIdx.x % kLanes;
@@ -106,7 +105,7 @@ __global__ void split_key_kernel(SplitKeyArgs a) {
   const int per_lane = (a.dim + kLanes - 1) / kLanes, mine = lane * per_lane;
   float acc[kPerLane] = {};
   float top = -INFINITY, sum = 0.0f;
-  TileFetch<T> tile;
+  TileFetch<T, kPieces> tile;
   if (n > 0) tile.fetch(a, a.k_rows + first, min(n, kLanes), kv_head);
   for (int t = 0; t < n; t += kLanes) {
     const int count = min(n - t, kLanes);
@@ -139,17 +138,29 @@ __global__ void split_key_kernel(SplitKeyArgs a) {
   if (lane == 0) a.lse[static_cast<int64_t>(head) * a.rows + row] = n > 0 ? split_key::log_sum_exp(top, sum) : -INFINITY;
 }
 
-template <typename T>
+template <typename T, int kPieces>
 cudaError_t launch_for(const SplitKeyArgs& a, cudaStream_t stream) {
   const size_t bytes = shared_bytes<T>(a.dim);
   // Over 48 KB (fp32 at the largest head dims) a kernel must opt in; the attribute is the device's, so it is set each time.
   if (bytes > (48 << 10))
-    if (const cudaError_t e = cudaFuncSetAttribute(split_key_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+    if (const cudaError_t e = cudaFuncSetAttribute(split_key_kernel<T, kPieces>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
         e != cudaSuccess)
       return e;
   const dim3 grid(static_cast<unsigned>(a.sequences), static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(split_key::item_groups(a, kWarps)));
-  split_key_kernel<T><<<grid, kWarps * kLanes, bytes, stream>>>(a);
+  split_key_kernel<T, kPieces><<<grid, kWarps * kLanes, bytes, stream>>>(a);
   return cudaGetLastError();
+}
+
+// A tile's 16-byte pieces a thread: 32 keys of dim / 8 pieces over the block's threads (fp32 tiles move element-wise).
+template <typename T>
+cudaError_t launch_by_dim(const SplitKeyArgs& a, cudaStream_t stream) {
+  if constexpr (sizeof(T) != 2) {
+    return launch_for<T, 1>(a, stream);
+  } else {
+    const int pieces = (kLanes * a.dim / 8 + kWarps * kLanes - 1) / (kWarps * kLanes);
+    if (pieces <= 1) return launch_for<T, 1>(a, stream);
+    return pieces <= 2 ? launch_for<T, 2>(a, stream) : launch_for<T, split_key::kMaxDim / 64>(a, stream);
+  }
 }
 
 }  // namespace
@@ -157,7 +168,7 @@ cudaError_t launch_for(const SplitKeyArgs& a, cudaStream_t stream) {
 cudaError_t launch_split_key_attention(const SplitKeyArgs& args, cudaStream_t stream) {
   if (args.rows == 0 || args.sequences == 0 || args.max_rows == 0) return cudaSuccess;
   if (args.dim > split_key::kMaxDim || args.kv_heads <= 0 || args.heads % args.kv_heads != 0) return cudaErrorInvalidValue;
-  return args.bf16 ? launch_for<uint16_t>(args, stream) : launch_for<float>(args, stream);
+  return args.bf16 ? launch_by_dim<uint16_t>(args, stream) : launch_by_dim<float>(args, stream);
 }
 
 }  // namespace tq::cuda

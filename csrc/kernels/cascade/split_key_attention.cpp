@@ -59,7 +59,6 @@ class SplitKeyAttention : public PartialAttention {
     a.q_row_stride = q.stride(0);
     a.q_head_stride = q.stride(1);
     a.q_rows = dl.q_rows.data_ptr<int64_t>();
-    a.row_seq = dl.row_seq.data_ptr<int64_t>();
     a.cu_q = dl.cu_q.data_ptr<int32_t>();
     a.cu_k = dl.cu_k.data_ptr<int32_t>();
     a.sequences = dl.tier->sequences();
@@ -76,12 +75,18 @@ class SplitKeyAttention : public PartialAttention {
   }
 
  private:
+  // The kernel's grid walked on the host (split_key::block_item): each block's items, the blocks spread over threads.
   static void on_host(const split_key::SplitKeyArgs& a) {
-    at::parallel_for(0, static_cast<int64_t>(a.rows) * a.heads, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t item = begin; item < end; ++item) {
-        const int row = static_cast<int>(item / a.heads), head = static_cast<int>(item % a.heads);
-        if (a.bf16) split_key::attend_row<uint16_t>(a, row, head);
-        else split_key::attend_row<float>(a, row, head);
+    const int warps = split_key::kBlockWarps, groups = split_key::item_groups(a, warps);
+    at::parallel_for(0, static_cast<int64_t>(a.sequences) * a.kv_heads * groups, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t block = begin; block < end; ++block) {
+        const int seq = static_cast<int>(block / (a.kv_heads * groups)), kv_head = static_cast<int>(block / groups % a.kv_heads);
+        for (int warp = 0; warp < warps; ++warp) {
+          const auto item = split_key::block_item(a, seq, kv_head, static_cast<int>(block % groups), warp, warps);
+          if (!item.active) break;
+          if (a.bf16) split_key::attend_row<uint16_t>(a, seq, item.row, item.head);
+          else split_key::attend_row<float>(a, seq, item.row, item.head);
+        }
       }
     });
   }

@@ -37,7 +37,6 @@ struct SplitKeyArgs {
   const void* q;                  // the step's queries, [.., heads, dim]: element (r, h, d) at r * q_row_stride + h * q_head_stride + d
   int64_t q_row_stride, q_head_stride;
   const int64_t* q_rows;          // [rows]: each tier row's query row
-  const int64_t* row_seq;         // [rows]: each tier row's sequence
   const int32_t* cu_q;            // [sequences + 1]: each sequence's rows (tier rows)
   const int32_t* cu_k;            // [sequences + 1]: each sequence's keys in k_rows
   int sequences, max_rows;        // the tier's sequences, and the most rows of one (the launch's grid)
@@ -223,13 +222,13 @@ TQ_HOST_DEVICE inline Item block_item(const SplitKeyArgs& a, int seq, int kv_hea
   return {first_row + item / group, kv_head * group + item % group, item < items};
 }
 
-// The host twin of the kernel: tier row `row`, head `head`, written to out and lse as the kernel writes them.
+// The host twin of the kernel: tier row `row` of sequence `seq`, head `head`, written to out and lse as the kernel
+// writes them.
 template <typename T>
-inline void attend_row(const SplitKeyArgs& a, int row, int head) {
+inline void attend_row(const SplitKeyArgs& a, int seq, int row, int head) {
   const T* q = static_cast<const T*>(a.q) + a.q_rows[row] * a.q_row_stride + head * a.q_head_stride;
   float qf[kMaxDim], acc[kMaxDim] = {}, s[kTileKeys];
   for (int d = 0; d < a.dim; ++d) qf[d] = element(q, d);
-  const int64_t seq = a.row_seq[row];
   const int first = a.cu_k[seq], n = a.cu_k[seq + 1] - first, kv_head = head / (a.heads / a.kv_heads);
   float top = -INFINITY, sum = 0.0f;
   for (int t = 0; t < n; t += kTileKeys) {

@@ -29,27 +29,37 @@ void pad_tier(CascadeTier& tier, int32_t rows, int32_t keys, int32_t sequences, 
   tier.max_k = keys;
 }
 
+int32_t power_of_two(int32_t n, int32_t floor) { return static_cast<int32_t>(power_of_two_at_least(n, floor)); }
+
+int32_t state_sequences(const FixedCapacity& c, int32_t keys) { return c.runs + keys / kStateChunkKeys + kStateChunks + 1; }
+
 }  // namespace
 
+std::optional<FixedCapacity> fixed_capacity(const CascadePlan& plan, int32_t tokens, int32_t keys) {
+  const auto& tiers = plan.tiers;
+  if (tiers.empty() || tiers.size() > 2 || tiers[0].name != "own" || tiers[0].total_q() != tokens) return std::nullopt;
+  if (tiers.size() == 2 && (tiers[1].name != "state" || tiers[1].window_left >= 0)) return std::nullopt;
+  const CascadeTier* state = tiers.size() == 2 ? &tiers[1] : nullptr;
+  FixedCapacity c;
+  c.runs = std::min(power_of_two(tiers[0].sequences(), 4), tokens);
+  c.state_rows = std::min(power_of_two(state ? state->total_q() : 0, 8), kStateChunks * tokens);
+  c.own_keys = power_of_two(tiers[0].total_k(), 64);
+  if (c.own_keys > kMaxFixedOwnKeys) return std::nullopt;
+  // Beyond what the header's bounds allow: not expected, but never a shape of another step's.
+  if (state && (state->total_k() > keys || state->total_q() > c.state_rows || state->sequences() > state_sequences(c, keys) - kStateChunks - 1))
+    return std::nullopt;
+  return c;
+}
+
 bool fix_cascade_shape(CascadePlan& plan, int32_t tokens, int32_t keys) {
+  const auto c = fixed_capacity(plan, tokens, keys);
+  if (!c) return false;
   auto& tiers = plan.tiers;
-  if (tiers.empty() || tiers.size() > 2 || tiers[0].name != "own" || tiers[0].total_q() != tokens) return false;
-  if (tiers.size() == 2 && (tiers[1].name != "state" || tiers[1].window_left >= 0)) return false;
-  // Own: a sequence per run, each run's rows. State: a sequence per state and chunk, each a state's rows (at most
-  // tokens): at most kStateChunks rows per token, and at most a sequence per token and one per kStateChunkKeys keys
-  // (a state's chunks past its first take that many keys each); the spare rows in up to kStateChunks more sequences.
-  // As few sequences as that allows: FlashAttention-2 launches a block per sequence and head, empty ones included.
-  const int32_t state_rows = kStateChunks * tokens, state_sequences = tokens + keys / kStateChunkKeys + kStateChunks + 1;
-  const auto own_keys = static_cast<int32_t>(power_of_two_at_least(tiers[0].total_k(), 64));
-  if (own_keys > kMaxFixedOwnKeys) return false;
-  if (tiers.size() == 2 && (tiers[1].total_k() > keys || tiers[1].total_q() > state_rows ||
-                             tiers[1].sequences() > state_sequences - kStateChunks - 1))
-    return false;  // beyond what the bounds above allow: not expected, but never a shape of another step's
   if (tiers.size() == 1) tiers.push_back(CascadeTier{"state", false, -1});
-  pad_tier(tiers[0], tokens, own_keys, tokens + 2, tokens);
-  pad_tier(tiers[1], state_rows, keys, state_sequences, tokens);
+  pad_tier(tiers[0], tokens, c->own_keys, c->runs + 1, tokens);
+  pad_tier(tiers[1], c->state_rows, keys, state_sequences(*c, keys), std::min(tokens, c->state_rows));
   plan_merge(plan, tokens);
-  plan.merge_capacity = (1 + kStateChunks) * tokens;
+  plan.merge_capacity = tokens + c->state_rows;
   return true;
 }
 

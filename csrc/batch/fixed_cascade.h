@@ -1,28 +1,40 @@
 // A cascade plan (cascade_plan.h) in a shape that depends on the step's bucket
-// alone, for CUDA graphs (docs/gpu.md, "CUDA graphs"). A captured graph replays
-// its launches with their grid sizes and host arguments baked in: every array
-// a tier's kernel reads must keep its length, and every scalar (sequences,
-// longest sequence, rows, keys) its value, from one step of the bucket to the
-// next. Only the arrays' contents change; a replay reads them from the same
-// buffers.
+// and a few capacities alone, for CUDA graphs (docs/gpu.md, "CUDA graphs"). A
+// captured graph replays its launches with their grid sizes and host arguments
+// baked in: every array a tier's kernel reads must keep its length, and every
+// scalar (sequences, longest sequence, rows, keys) its value, from one step of
+// the shape to the next. Only the arrays' contents change; a replay reads them
+// from the same buffers.
 //
-// The fixed form has two tiers, own and state, whatever the step holds:
-//   rows       own: `tokens` rows (it has them already: every query row is in
-//              it once); state: kStateChunks * tokens (a row per chunk of its
-//              state: cascade_plan.h); a tier's spare rows form sequences of
-//              at most `tokens` rows without keys, so no merge entry reads them;
-//   keys       own: a power of two from 64 (a shared segment's keys appear once
-//              per question in it, so it can exceed the step's keys); state:
-//              the bucket's keys. Spare keys form one sequence without rows;
-//   sequences  own: tokens + 2; state: tokens + keys / kStateChunkKeys +
-//              kStateChunks + 1: the step's, then empty ones, then the spare
-//              ones (FlashAttention-2 launches a block for each, so no more);
-//   max_q/k    `tokens` (no sequence has more rows) and the tier's keys;
-//   merge      (1 + kStateChunks) * tokens entries, the step's first.
+// The fixed form has two tiers, own and state, whatever the step holds. Its
+// capacities (FixedCapacity) are powers of two taken from the step, so that a
+// grid is sized by what the step holds, not by its bucket (FlashAttention-2
+// launches a block per sequence, head and 128 rows of the longest sequence,
+// empty ones included: at a prefill's bucket, a sequence per token would be
+// hundreds of thousands of idle blocks a layer):
+//   runs       the own tier's sequences (a run of a segment's rows each), from 4;
+//   state rows the state tier's rows, from 8, at most kStateChunks * tokens (a
+//              row per chunk of its state: cascade_plan.h);
+//   own keys   the own tier's keys, from 64 (a shared segment's keys appear
+//              once per question in it, so they can exceed the step's).
+// Then:
+//   rows       own: `tokens` (every query row is in it once); state: its
+//              capacity, the spare ones in sequences without keys (of at most
+//              its longest's rows), so no merge entry reads them;
+//   keys       own: its capacity; state: the bucket's keys. Spare keys form one
+//              sequence without rows;
+//   sequences  own: runs + 1; state: runs + keys / kStateChunkKeys +
+//              kStateChunks + 1 (a state's chunks past its first take
+//              kStateChunkKeys keys each, and every state with rows here has
+//              a run of its own), the step's, then empty ones, then the spare;
+//   max_q/k    own: `tokens` and its keys; state: the lesser of `tokens` and
+//              its rows (no state sequence has more), and its keys;
+//   merge      tokens + state rows entries, the step's first.
 // A plan with a window that cuts a state (one tier per window) has no fixed
 // form: its step runs without a graph.
 #pragma once
 #include <cstdint>
+#include <optional>
 
 #include "batch/cascade_plan.h"
 
@@ -31,8 +43,16 @@ namespace tq {
 // The most keys the own tier may hold in the fixed form.
 constexpr int32_t kMaxFixedOwnKeys = 32768;
 
-// Puts `plan` (over `tokens` query rows and `keys` keys) in the fixed form; false, leaving it as
-// it is, where it has none.
+struct FixedCapacity {
+  int32_t runs = 0, state_rows = 0, own_keys = 0;
+  bool operator==(const FixedCapacity& o) const { return runs == o.runs && state_rows == o.state_rows && own_keys == o.own_keys; }
+};
+
+// The capacities of `plan` (over `tokens` query rows and `keys` keys) in the fixed form; none where it has no fixed
+// form (a window that cuts a state, or more than the bounds above allow).
+std::optional<FixedCapacity> fixed_capacity(const CascadePlan& plan, int32_t tokens, int32_t keys);
+
+// Puts `plan` in the fixed form; false, leaving it as it is, where it has none.
 bool fix_cascade_shape(CascadePlan& plan, int32_t tokens, int32_t keys);
 
 }  // namespace tq

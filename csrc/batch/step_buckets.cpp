@@ -22,10 +22,16 @@ int64_t power_of_two_at_least(int64_t n, int64_t floor) {
   return p;
 }
 
+int64_t bucket_tokens(int64_t n) {
+  if (n <= 256) return power_of_two_at_least(n, 8);
+  const int64_t quarter = power_of_two_at_least(n, 256) / 8;  // a quarter of the octave n lies in (256 -> 512: 64)
+  return (n + quarter - 1) / quarter * quarter;
+}
+
 std::optional<StepBucket> bucket_for(int64_t tokens, int64_t keys) {
   if (tokens > kMaxBucketTokens) return std::nullopt;
   StepBucket b;
-  b.tokens = power_of_two_at_least(tokens, 8);
+  b.tokens = bucket_tokens(tokens);
   b.keys = power_of_two_at_least(keys + (b.tokens - tokens), 64);
   if (b.keys > kMaxBucketKeys) return std::nullopt;
   return b;

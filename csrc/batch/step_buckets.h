@@ -1,8 +1,10 @@
 // Fixed-shape steps, for CUDA graphs (docs/gpu.md, "CUDA graphs"). A graph
 // replays the launches it captured, with their shapes and host scalars baked
-// in, so a step can replay one only if its shapes are the captured ones. Small
-// steps (a warm question, a few questions about a cached state: where launch
-// time dominates) are therefore padded up to a bucket of new tokens and keys.
+// in, so a step can replay one only if its shapes are the captured ones. Steps
+// up to a cold state's prefill (a warm question, questions about a cached
+// state, a state of a few thousand tokens: where launching a step's hundreds
+// of kernels one by one costs as much as their work) are therefore padded up
+// to a bucket of new tokens and keys.
 //
 // The padding is inert: its tokens form a state of their own (segment
 // kPadSegment, token id 0) whose keys all live in the KV cache's scratch slot,
@@ -31,10 +33,15 @@ struct StepBucket {
 // The least floor * 2^i at or above n: a bucket's size.
 int64_t power_of_two_at_least(int64_t n, int64_t floor);
 
-// The bucket of a step of `tokens` new tokens over `keys` keys: tokens up to a power of two
-// from 8 to kMaxBucketTokens, keys to a power of two from 64 leaving room for the padding's own
-// keys; none for a larger step (it runs as it is: launch time is small beside its work).
-constexpr int64_t kMaxBucketTokens = 256, kMaxBucketKeys = 16384;
+// A step's new tokens padded to: a power of two from 8 up to 256; above that, the next quarter of
+// an octave (320, 384, 448, 512, 640, ...), so that a prefill's padding is at most a quarter of its
+// work where that work is large.
+int64_t bucket_tokens(int64_t n);
+
+// The bucket of a step of `tokens` new tokens over `keys` keys: tokens as bucket_tokens says, up to
+// kMaxBucketTokens (twice the default step), keys to a power of two from 64 leaving room for the
+// padding's own keys; none for a larger step (it runs as it is: launch time is small beside its work).
+constexpr int64_t kMaxBucketTokens = 4096, kMaxBucketKeys = 16384;
 std::optional<StepBucket> bucket_for(int64_t tokens, int64_t keys);
 
 // Pads the step to the bucket (bucket_for's), writing padding to `scratch_slot`.

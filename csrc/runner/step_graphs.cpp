@@ -1,5 +1,6 @@
 #include "runner/step_graphs.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "runner/launch_record.h"
@@ -18,6 +19,7 @@ struct StepGraphs::Graph {
   StepInputs inputs;  // the persistent buffers the graph reads
   at::Tensor out;     // what it writes
   std::vector<std::string> launches;  // the CPU's record of the first step
+  uint64_t last_used = 0;
 #if TQ_CUDA
   std::unique_ptr<at::cuda::CUDAGraph> graph;
 #endif
@@ -43,11 +45,15 @@ at::Tensor StepGraphs::run(StepInputs inputs, bool& replayed) {
   if (inputs.launch_shape.empty()) throw std::logic_error("StepGraphs::run: a step without a launch shape");
   const auto found = graphs_.find(inputs.launch_shape);
   replayed = found != graphs_.end();
+  ++steps_;
   if (replayed) {
+    found->second->last_used = steps_;
     refill_step(found->second->inputs, inputs);
     return replay(*found->second);
   }
+  if (graphs_.size() >= kMaxGraphs) drop_least_recent();
   auto g = std::make_unique<Graph>();
+  g->last_used = steps_;
   g->inputs = std::move(inputs);
   // Kept only once captured: a step that fails leaves no half-made graph behind.
   auto out = capture(*g);
@@ -94,6 +100,15 @@ at::Tensor StepGraphs::capture(Graph& g) {
   g.out = model_.run(g.inputs, cache_);
   g.launches = record.launches();
   return g.out;
+}
+
+void StepGraphs::drop_least_recent() {
+  const auto oldest = std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) { return a.second->last_used < b.second->last_used; });
+#if TQ_CUDA
+  // Its last replay may still be running, reading its buffers: they go back to the pool only once it is done.
+  if (oldest->second->graph) c10::cuda::device_synchronize();
+#endif
+  graphs_.erase(oldest);
 }
 
 at::Tensor StepGraphs::replay(Graph& g) {

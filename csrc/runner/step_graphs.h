@@ -14,6 +14,10 @@
 // captured at a shape's first step rather than at start: a shape is known
 // only from a step (the own tier's keys grow with shared option lists).
 //
+// The graphs kept are bounded (kMaxGraphs): past that, a new shape's capture
+// first drops the graph used least recently (a shape's inputs and output are
+// kept with its graph; a prefill's output alone is megabytes).
+//
 // On the CPU nothing is captured: each step runs from the persistent buffers
 // eagerly, and its launches (runner/launch_record.h) are compared with those
 // of the shape's first step. A difference, which on the GPU would be a replay
@@ -32,6 +36,8 @@ namespace tq {
 
 class StepGraphs {
  public:
+  static constexpr size_t kMaxGraphs = 256;
+
   StepGraphs(const Transformer& model, KvCache& cache);
   ~StepGraphs();
   // The final hidden states of every row of the step `inputs` holds (which has a launch shape),
@@ -45,9 +51,12 @@ class StepGraphs {
   at::Tensor capture(Graph& g);
   // A later step, its inputs already in g's buffers.
   at::Tensor replay(Graph& g);
+  // Drops the graph used least recently, once no step still runs on it.
+  void drop_least_recent();
   const Transformer& model_;
   KvCache& cache_;
   std::map<std::vector<int64_t>, std::unique_ptr<Graph>> graphs_;  // by launch shape
+  uint64_t steps_ = 0;  // steps run: a graph's last use is the step that last ran it
 };
 
 }  // namespace tq

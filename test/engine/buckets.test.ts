@@ -1,6 +1,6 @@
 /**
- * Steps padded to fixed shapes for CUDA graphs (`cudaGraphs: true`, csrc/batch/step_buckets.h), run on the CPU: a small
- * step's new tokens and keys padded up to a bucket, the padding a state of its own in the KV cache's scratch slot.
+ * Steps padded to fixed shapes for CUDA graphs (`cudaGraphs: true`, csrc/batch/step_buckets.h), run on the CPU: a
+ * step's new tokens (a warm question's to a cold prefill's) and keys padded up to a bucket, the padding a state of its own in the KV cache's scratch slot.
  * Padding must change no answer bit: the same calls (cold, warm from the prefix cache, two states in one call, steps
  * of 7 tokens) answered with and without it, on the batch-invariant kernels in fp32 and bf16 and on the cascade, for a
  * family with sliding windows and soft-capping (Gemma 3) and one without (Qwen3).
@@ -38,11 +38,15 @@ describe.each(['tiny-qwen3', 'tiny-gemma3'])('%s', (name) => {
     // Three-token questions about a four-token state (inside Gemma 3's window): the second and third are steps of one
     // launch shape on the cached state, with other contents.
     const short = (i: number) => ({ state: state.slice(0, 4), questions: [q(questions[i].slice(0, 3))] });
+    // A cold state of over 256 tokens (a prefill's bucket: 320; none of its blocks cached), twice with other contents: the
+    // second replays the first.
+    const long = (i: number) => ({ state: [...state.slice(i), ...state, ...state, ...state, ...state, ...state, ...state].slice(0, 290), questions: [q(questions[0])] });
     const run = (cudaGraphs: boolean, maxStepTokens = 2048) =>
       withEngine(dir, { ...options, cudaGraphs, maxStepTokens, registerBoundary: 'before' }, async (e) => {
         expect(e.info.cudaGraphs).toBe(cudaGraphs);
         const results = [await e.answer(a), await e.answer(a), ...(await e.answerBatch([a, b])), await e.answer(b)];
         for (const i of [0, 1, 2]) results.push(await e.answer(short(i)));
+        for (const i of [1, 2]) results.push(await e.answer(long(i)));
         return { results, padding: results.reduce((n, r) => n + r.paddingTokens, 0) };
       });
     for (const step of [2048, 7]) {
@@ -53,6 +57,11 @@ describe.each(['tiny-qwen3', 'tiny-gemma3'])('%s', (name) => {
       // Only the cascade plans steps in the fixed form; the third short call replays the second's graph.
       if (options.attention !== 'cascade') expect(padded.results.every((r) => r.graphReplays === 0)).toBe(true);
       else expect(padded.results[7].graphReplays).toBeGreaterThan(0);
+      // Qwen3's long calls, in one step, share a launch shape; Gemma 3's window cuts their state (no fixed form there).
+      if (options.attention === 'cascade' && name === 'tiny-qwen3' && step === 2048) {
+        expect(padded.results[9].paddingTokens).toBeGreaterThan(0);
+        expect(padded.results[9].graphReplays).toBe(1);
+      }
       expect(padded.results[1].cachedTokens).toBe(state.length);
       const logits = (r: typeof plain) => r.results.map((x) => x.answers.map((y) => y.labelLogits));
       if (options.kernels !== 'fused') {

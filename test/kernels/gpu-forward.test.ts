@@ -8,7 +8,7 @@
  * engine's one rule element for element; no tier is empty; the merged reference equals float64 attention; the ATen
  * form equals the reference; and a row that sees no key in a tier is merged without its log-sum-exp being read.
  * Each step padded to its bucket and planned in the fixed form CUDA graphs replay (csrc/batch/fixed_cascade.h): the
- * same visibility, a launch shape that depends on the bucket (and the own tier's key capacity) alone, the same bits.
+ * same visibility, a launch shape that depends on the bucket and the fixed form's capacities alone, the same bits.
  * On the same steps, the CPU kernels' attention (csrc/kernels/cpu/attention/attention.h: invariant at every level, and oneDNN)
  * against its plain reference (attention_reference.h), and that against float64 attention.
  *
@@ -55,8 +55,10 @@ test("cascade, fixed form: a bucket's steps see what the rule sees, launch alike
   expect(f.fixed).toBeGreaterThan(900);
   expect(f.mismatched).toBe(0);
   expect(f.keylessEntries).toBe(0);
-  // Launch shapes: many, each the same whatever the step's layout (sequences, rows, keys per tier).
+  // Launch shapes: many, each the same whatever the step's layout (sequences, rows, keys per tier) within its bucket and
+  // capacities; prefill-sized buckets among them.
   expect(f.shapes).toBeGreaterThan(20);
+  expect(f.largestBucket).toBeGreaterThan(1024);
   expect(f.shapeDifferences).toBe(0);
   expect(f.compared).toBeGreaterThan(200);
   expect(f.bitsDiffer).toBe(0);

@@ -14,7 +14,7 @@
 // (batch/step_buckets.h) and planned in the fixed form CUDA graphs replay
 // (batch/fixed_cascade.h): there too the rule's visibility, and the launch
 // shape (every array's length, every host scalar) a function of the bucket and
-// the own tier's key capacity alone; the reference over it gives the bits of
+// the fixed form's capacities alone; the reference over it gives the bits of
 // the plain plan. The state tiers on split-key attention (its host twin of the
 // CUDA kernel), reading a paged store through the tiers' slots: against
 // float64 in fp32 and bf16, and the fixed form's bits equal to the plain plan's;
@@ -243,7 +243,8 @@ struct FixedTotals {
   int64_t fixed = 0, refused = 0, refused_unwindowed = 0, mismatched = 0, keyless_entries = 0, shapes = 0, shape_differences = 0,
           compared = 0, bits_differ = 0, split_key_bits_differ = 0;
   int64_t padding_rows = 0, padding_rows_seeing_more = 0;  // a padding row sees at most as many keys as there are padding rows
-  std::map<std::vector<int64_t>, std::vector<int64_t>> shape_of;  // (tokens, keys, own keys) -> launch shape
+  int64_t largest_bucket = 0;
+  std::map<std::vector<int64_t>, std::vector<int64_t>> shape_of;  // (bucket, capacities, window) -> launch shape
 };
 
 // What a replay bakes in of a fixed plan: every array's length and every host scalar.
@@ -265,6 +266,7 @@ void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, Fixed
   const auto plain = plan_cascade(q, b.key_positions, b.key_segments, window);
   auto plan = plain;
   const auto tokens = static_cast<int32_t>(bucket->tokens), keys = static_cast<int32_t>(bucket->keys);
+  const auto capacity = fixed_capacity(plan, tokens, keys);
   if (!fix_cascade_shape(plan, tokens, keys)) {
     ++t.refused;
     // Only a window that cuts a state (one tier per window) is refused here.
@@ -286,7 +288,8 @@ void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, Fixed
     if (visible_keys(tier, s, plan.merge_row[e] - tier.cu_q[s]).count() == 0) ++t.keyless_entries;
   }
   // A model has one window: it is part of the key here, where trees draw theirs.
-  const std::vector<int64_t> key{tokens, keys, plan.tiers[0].total_k(), window.value_or(-1)};
+  const std::vector<int64_t> key{tokens, keys, capacity->runs, capacity->state_rows, capacity->own_keys, window.value_or(-1)};
+  t.largest_bucket = std::max<int64_t>(t.largest_bucket, tokens);
   const auto [known, inserted] = t.shape_of.try_emplace(key, launch_shape(plan));
   if (inserted) ++t.shapes;
   else if (known->second != launch_shape(plan)) ++t.shape_differences;
@@ -504,11 +507,10 @@ int main(int argc, char** argv) {
               (long long)t.keyless_entries, (long long)t.windowed_tiers, (long long)t.chunked_tiers, (long long)t.max_tiers, (long long)t.compared, t.worst_reference, t.worst_aten,
               (long long)stacked_merge_differs, t.worst_split_key, t.worst_split_key_bf16, (long long)plan_coverage_errors);
   std::printf("{\"part\":\"fixed\",\"fixed\":%lld,\"refused\":%lld,\"refusedUnwindowed\":%lld,\"mismatched\":%lld,\"keylessEntries\":%lld,"
-              "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld,\"splitKeyBitsDiffer\":%lld,\"paddingRows\":%lld,\"paddingRowsSeeingMore\":%lld}\n",
+              "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld,\"splitKeyBitsDiffer\":%lld,\"paddingRows\":%lld,\"paddingRowsSeeingMore\":%lld,\"largestBucket\":%lld}\n",
               (long long)f.fixed, (long long)f.refused, (long long)f.refused_unwindowed, (long long)f.mismatched, (long long)f.keyless_entries,
               (long long)f.shapes, (long long)f.shape_differences, (long long)f.compared, (long long)f.bits_differ, (long long)f.split_key_bits_differ,
-              (long long)f.padding_rows,
-              (long long)f.padding_rows_seeing_more);
+              (long long)f.padding_rows, (long long)f.padding_rows_seeing_more, (long long)f.largest_bucket);
   std::printf("{\"part\":\"cpu\",\"compared\":%lld,\"worstPlain\":%.3e,\"worst\":{", (long long)t.compared, t.worst_plain);
   const char* comma = "";
   for (const auto& [name, worst] : t.worst_cpu) {

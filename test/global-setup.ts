@@ -22,6 +22,11 @@ function run(file: string, args: string[]): Promise<void> {
 }
 
 export default async function globalSetup(globalConfig: { testPathPattern?: string }): Promise<void> {
+  // OpenBLAS (ATen's CPU GEMMs: the ATen kernels' checks, the float64 reference, the native checks) keeps a pool of its
+  // own threads that spin in sched_yield between calls: beside OpenMP's and another test file's, on two cores, a quarter
+  // of such a file's CPU time went to that spinning. One thread here; the workers and every process they start inherit it.
+  // No answer depends on it (the engine's own kernels do not call OpenBLAS; ATen's are checked within a bound).
+  process.env.OPENBLAS_NUM_THREADS ??= '1';
   // The node-gyp build, in the background from now on, if its test is among those selected.
   const pattern = globalConfig.testPathPattern ?? '';
   if (!pattern || new RegExp(pattern, 'i').test(gypTestFile)) process.env[GYP_BUILD_ENV] = startGypBuild();

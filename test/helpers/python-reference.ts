@@ -18,7 +18,10 @@ interface Waiting {
 let worker: { child: ChildProcessWithoutNullStreams; waiting: Waiting[]; stderr: string } | undefined;
 
 function start() {
-  const child = spawn(debianPython, [path.join(referenceDir, 'serve.py')], { stdio: ['pipe', 'pipe', 'pipe'] });
+  // glibc's malloc keeps what the reference frees for its next tensors instead of handing it back to the kernel (tensors
+  // above 128 KiB by default: each later one then faulted its pages in again, zeroed, a fifth of an engine suite's CPU).
+  const env = { ...process.env, MALLOC_MMAP_THRESHOLD_: String(1 << 30), MALLOC_TRIM_THRESHOLD_: String(2 ** 32) };
+  const child = spawn(debianPython, [path.join(referenceDir, 'serve.py')], { stdio: ['pipe', 'pipe', 'pipe'], env });
   const w = { child, waiting: [] as Waiting[], stderr: '' };
   let buffered = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => {

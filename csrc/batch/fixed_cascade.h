@@ -43,9 +43,9 @@ namespace tq {
 // The most keys the own tier may hold in the fixed form.
 constexpr int32_t kMaxFixedOwnKeys = 32768;
 
+// What a fixed form holds besides its bucket (see above); part of its launch shape.
 struct FixedCapacity {
   int32_t runs = 0, state_rows = 0, own_keys = 0;
-  bool operator==(const FixedCapacity& o) const { return runs == o.runs && state_rows == o.state_rows && own_keys == o.own_keys; }
 };
 
 // The capacities of `plan` (over `tokens` query rows and `keys` keys) in the fixed form; none where it has no fixed

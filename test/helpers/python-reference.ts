@@ -6,6 +6,8 @@
  * with the test file (afterAll, registered here).
  */
 import { ChildProcessWithoutNullStreams, spawn } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 import { debianPython, referenceDir } from './models';
 
@@ -40,6 +42,22 @@ function start() {
     if (worker === w) worker = undefined;
   });
   return w;
+}
+
+/**
+ * A scratch folder for what the reference writes: in memory (/dev/shm) where the machine has it. A parity suite's
+ * logits at every position over a whole vocabulary are hundreds of megabytes, written once and read once.
+ */
+export function referenceScratch(prefix: string): string {
+  const memory = '/dev/shm';
+  let base = os.tmpdir();
+  try {
+    fs.accessSync(memory, fs.constants.W_OK);
+    base = memory;
+  } catch {
+    /* no /dev/shm: the disk's temporary folder */
+  }
+  return fs.mkdtempSync(path.join(base, prefix));
 }
 
 /** What `script` returns for `request` (the JSON it reads on its standard input when run alone). */

@@ -1,15 +1,14 @@
 /** Float64 reference logits from test/reference/forward.py (Debian's python3-torch). */
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
-import { callReference } from './python-reference';
+import { callReference, referenceScratch } from './python-reference';
 
 /**
  * For each sequence, its full-vocabulary float64 logits per position; with `allPositions` N, past the
  * first N sequences only the last position's (one row: rows[rows.length - 1] reads the same either way).
  */
 export async function referenceLogits(model: string, sequences: number[][], allPositions = sequences.length): Promise<Float64Array[][]> {
-  const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tq-ref-')), 'logits.bin');
+  const out = path.join(referenceScratch('tq-ref-'), 'logits.bin');
   const { vocab } = (await callReference('forward', { model, sequences, out, all_positions: allPositions })) as { vocab: number };
   const buf = fs.readFileSync(out);
   fs.rmSync(path.dirname(out), { recursive: true, force: true });

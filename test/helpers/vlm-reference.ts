@@ -1,9 +1,8 @@
 /** Float64 reference logits of a Qwen2-VL or Qwen2.5-VL checkpoint (test/reference/ref_vlm.py, Debian's python3-torch). */
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
 import { PreprocessedImage } from '../../src/images/preprocess';
-import { callReference } from './python-reference';
+import { callReference, referenceScratch } from './python-reference';
 
 export interface VlmCase {
   /** One image pad token per image, where the image stands. */
@@ -13,7 +12,7 @@ export interface VlmCase {
 
 /** For each case, its full-vocabulary float64 logits at every position of the expanded prompt. */
 export async function referenceVlmLogits(model: string, cases: VlmCase[]): Promise<Float64Array[][]> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-vlm-ref-'));
+  const dir = referenceScratch('tq-vlm-ref-');
   try {
     const out = path.join(dir, 'logits.bin');
     const input = cases.map((c, i) => ({

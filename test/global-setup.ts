@@ -22,15 +22,13 @@ function run(file: string, args: string[]): Promise<void> {
 }
 
 export default async function globalSetup(globalConfig: { testPathPattern?: string }): Promise<void> {
-  // OpenBLAS (ATen's CPU GEMMs: the ATen kernels' checks, the float64 reference, the native checks) keeps a pool of its
-  // own threads that spin in sched_yield between calls: beside OpenMP's and another test file's, on two cores, a quarter
-  // of such a file's CPU time went to that spinning. One thread here; the workers and every process they start inherit it.
-  // No answer depends on it (the engine's own kernels do not call OpenBLAS; ATen's are checked within a bound).
+  // Two test files at a time oversubscribe two cores, and threads that spin while they wait hold the cores the work
+  // needs (bench/README.md, "Set-up and suite time"): OpenBLAS (ATen's CPU GEMMs: the ATen kernels' checks, the float64
+  // reference, the native checks) on one thread, its pool spun between calls; OpenMP's threads (the engines' kernels)
+  // spin 1,000 turns at a barrier before they sleep, not 300,000, which suit a machine of their own. The workers and
+  // every process they start inherit both. No answer depends on either (the engine's own kernels give the same bits
+  // at any thread count; ATen's are checked within a bound).
   process.env.OPENBLAS_NUM_THREADS ??= '1';
-  // OpenMP's threads (the engines' kernels) spin 300,000 turns at each barrier before they sleep: made for a machine of
-  // their own, where the thread waited for is running. Two test files at a time oversubscribe two cores, and a spinning
-  // thread holds the core its partner needs: the invariance suite beside the CUDA compile check took 58 s instead of 16
-  // (1,000 turns: 27 s; alone, 19 s against 17). Nor does any answer depend on it.
   process.env.GOMP_SPINCOUNT ??= '1000';
   // The node-gyp build, in the background from now on, if its test is among those selected.
   const pattern = globalConfig.testPathPattern ?? '';

@@ -20,8 +20,8 @@ interface Waiting {
 let worker: { child: ChildProcessWithoutNullStreams; waiting: Waiting[]; stderr: string } | undefined;
 
 function start() {
-  // glibc's malloc keeps what the reference frees for its next tensors instead of handing it back to the kernel (tensors
-  // above 128 KiB by default: each later one then faulted its pages in again, zeroed, a fifth of an engine suite's CPU).
+  // glibc's malloc keeps what the reference frees for its next tensors instead of handing it back to the kernel (by
+  // default, tensors above 128 KiB: each later one faulted its pages in again, zeroed; bench/README.md).
   const env = { ...process.env, MALLOC_MMAP_THRESHOLD_: String(1 << 30), MALLOC_TRIM_THRESHOLD_: String(2 ** 32) };
   const child = spawn(debianPython, [path.join(referenceDir, 'serve.py')], { stdio: ['pipe', 'pipe', 'pipe'], env });
   const w = { child, waiting: [] as Waiting[], stderr: '' };

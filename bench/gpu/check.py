@@ -185,6 +185,8 @@ def ours(args, folder, state, questions, labels, many, runs, extra=()):
         "state_16_questions_ms": median_wall(sixteen),
         "warm_question_ms": median_wall(warm),
         "warm_cached_tokens": warm["calls"][0][0]["cachedTokens"],
+        # Steps of the last repetition that replayed a CUDA graph (a prefill's bucket among them since 4,096-token buckets).
+        "graph_replays": {k: c["calls"][0][0]["graphReplays"] for k, c in (("cold_prefill", cold), ("state_16_questions", sixteen), ("warm_question", warm))},
         "memory_bytes": max(cold["gpuUsedBytes"], sixteen["gpuUsedBytes"]),
         "label_logits_cold": cold["calls"][0][0]["answers"][0]["labelLogits"],
         "info": cold["info"],
@@ -493,6 +495,7 @@ def benchmark_markdown(bm, states):
                   f"{t['info'].get('cacheBytes', 0) / 2**30:.2f} GiB (allocated whole at start)" +
                   "".join(f"; {p} {bm[p]['memory_bytes'] / 2**30:.2f} GiB" for p in peers) + ".",
                   f"Readout share of engine time (state + 16 questions): {100 * t['readout_share']:.2f}%.",
+                  "Steps that replayed a CUDA graph in the last repetition: " + ", ".join(f"{k} {v}" for k, v in t["graph_replays"].items()) + ".",
                   "tqserve throughput by step size: " + ", ".join(f"{k}: {v['tokens_per_s']:,.0f} tok/s" for k, v in t["throughput"].items())]
     if "max_abs_probability_diff_vs_torch_graphs" in bm:
         lines += ["", f"Label probabilities of the cold prefill, tqserve vs torch graphs: max abs diff {bm['max_abs_probability_diff_vs_torch_graphs']:.1e}."]

@@ -72,6 +72,11 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(steps[6].summary).toContain('split-key kernel on cpu against its host twin: 0 of 16 differ');
   const bench = JSON.parse(files['bench.json']).benchmark;
   for (const p of ['tqserve', 'tqserve_fast', 'torch_graphs']) expect(bench[p].cold_prefill_ms).toBeGreaterThan(0);
+  // The fast path's 1,000-token prefills replay a CUDA graph's shape once it is captured (on the CPU: run from the shape's
+  // buffers, their launches checked against the capture's). (The warm question's step is new at the short form's last
+  // repetition: its first.)
+  for (const workload of ['cold_prefill', 'state_16_questions']) expect(bench.tqserve_fast.graph_replays[workload]).toBeGreaterThan(0);
+  expect(files['bench.md']).toMatch(/Steps that replayed a CUDA graph in the last repetition: cold_prefill [1-9]/);
   // The plain PyTorch peer computes the same model: its label probabilities are tqserve's, to bf16's rounding.
   expect(bench.max_abs_probability_diff_vs_torch_graphs).toBeLessThan(0.05);
   expect(Object.keys(bench.ratios_torch_graphs).sort()).toEqual(['cold_prefill', 'state_16_questions', 'throughput', 'warm_question']);

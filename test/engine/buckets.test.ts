@@ -1,6 +1,7 @@
 /**
  * Steps padded to fixed shapes for CUDA graphs (`cudaGraphs: true`, csrc/batch/step_buckets.h), run on the CPU: a
- * step's new tokens (a warm question's to a cold prefill's) and keys padded up to a bucket, the padding a state of its own in the KV cache's scratch slot.
+ * step's new tokens (a warm question's to a cold prefill's) and keys padded up to a bucket, the padding a state of its
+ * own in the KV cache's scratch slot.
  * Padding must change no answer bit: the same calls (cold, warm from the prefix cache, two states in one call, steps
  * of 7 tokens) answered with and without it, on the batch-invariant kernels in fp32 and bf16 and on the cascade, for a
  * family with sliding windows and soft-capping (Gemma 3) and one without (Qwen3).

@@ -87,7 +87,7 @@ struct EngineOptions {
   std::optional<AttentionForm> attention;  // unset: cascade with the fused kernels, the kernels' own otherwise
   // The cascade's state tier: varlen (the kernel of the other tiers) or split-key (read in place); the cascade's only.
   StateAttention state_attention = StateAttention::Varlen;
-  // Small steps padded to fixed shapes (batch/step_buckets.h): on CUDA for CUDA graphs; on the CPU
+  // Steps of up to 4,096 tokens padded to fixed shapes (batch/step_buckets.h): on CUDA for CUDA graphs; on the CPU
   // the padded steps run eagerly, to check that padding changes no answer. Unset: on with the fused
   // forward on CUDA (the GPU's default), off elsewhere.
   std::optional<bool> cuda_graphs;

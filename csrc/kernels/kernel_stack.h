@@ -33,7 +33,7 @@ struct KernelStackOptions {
   bool fused_rows = false;       // the fused row kernels over ATen's GEMMs (aten set too)
   bool cascade_attention = false;
   StateAttention state_attention = StateAttention::Varlen;  // the cascade's state tier
-  bool fixed_shapes = false;     // small steps padded to fixed shapes (batch/step_buckets.h); the cascade plans them in the fixed form (CUDA graphs)
+  bool fixed_shapes = false;     // steps of up to 4,096 tokens padded to fixed shapes (batch/step_buckets.h); the cascade plans them in the fixed form (CUDA graphs)
 };
 
 std::unique_ptr<LayerKernels> make_layer_kernels(const KernelStackOptions& options);

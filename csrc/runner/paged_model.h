@@ -22,7 +22,7 @@ namespace tq {
 struct PagedModelOptions {
   // The layer kernels (kernels/kernel_stack.h): where the weights, the KV cache and the forward pass live,
   // the dtype, whose ops run it, the CPU kernels' level (updated when it is measured), the weights'
-  // quantization, the attention form, and whether small steps are padded to fixed shapes
+  // quantization, the attention form, and whether steps are padded to fixed shapes
   // (batch/step_buckets.h: with the cascade, run through CUDA graphs, runner/step_graphs.h).
   KernelStackOptions kernels;
   int64_t block_size = 16;

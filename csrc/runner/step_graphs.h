@@ -1,4 +1,4 @@
-// Small steps through CUDA graphs (`--cuda-graphs on`; docs/gpu.md, "CUDA
+// Steps through CUDA graphs (`--cuda-graphs on`; docs/gpu.md, "CUDA
 // graphs"). A bucketed step (batch/step_buckets.h) planned in the fixed form
 // (batch/fixed_cascade.h) launches the same kernels with the same sizes and
 // host arguments as every other step of its launch shape; only the contents

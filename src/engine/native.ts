@@ -72,7 +72,7 @@ export interface NativeLoadOptions {
    */
   stateAttention?: 'varlen' | 'split-key';
   /**
-   * Small steps padded to fixed shapes of tokens and keys (csrc/batch/step_buckets.h), for CUDA graphs. On the CPU
+   * Steps of up to 4,096 tokens padded to fixed shapes of tokens and keys (csrc/batch/step_buckets.h), for CUDA graphs. On the CPU
    * the padded steps run eagerly: a check that padding changes no answer bit. Absent: true with the fused kernels on
    * CUDA, false otherwise.
    */

@@ -10,8 +10,9 @@
 //   engine alone: the same kind of work through tq_cli (the engine's ceiling in the same run): the
 //          load phase's requests, by their token ids, in calls of as many requests as the server
 //          merged on average, with the server's KV cache budget (--gpu-memory-utilization, passed on: with
-//          tq_cli's own, sized by the context, the warm states were evicted and computed again); serve.json
-//          and serve.md written again with it.
+//          tq_cli's own, sized by the context, the warm states were evicted and computed again), one call at a
+//          time and then with two in flight (tq_cli --in-flight 2: the engine's ceiling, each call launched while
+//          the device runs the one before); serve.json and serve.md written again after each.
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -144,7 +145,11 @@ function write() {
         ? `; the same requests through tq_cli alone: ${Math.round(result.engineAlone.promptTokensPerSecond)} prompt tokens/s ` +
           `(${(100 * result.engineAlone.cachedShare).toFixed(0)}% of them from its prefix cache); ` +
           `the server delivers ${(100 * result.load.shareOfEngineAlone).toFixed(0)}% of it.`
-        : '; the engine-alone replay has not run (yet).'),
+        : '; the engine-alone replay has not run (yet).') +
+      (result.engineInFlight
+        ? ` With two calls in flight (each launched while the device runs the one before) tq_cli gives ` +
+          `${Math.round(result.engineInFlight.promptTokensPerSecond)} prompt tokens/s: the server delivers ${(100 * result.load.shareOfInFlight).toFixed(0)}% of that ceiling.`
+        : ''),
     '',
   ];
   fs.writeFileSync(path.join(out, 'serve.md'), md.join('\n'));
@@ -169,14 +174,21 @@ for (let i = 0; i < loadStates.length; i += perCall)
 const callsFile = path.join(os.tmpdir(), `tq-engine-calls-${process.pid}.json`);
 fs.writeFileSync(callsFile, JSON.stringify({ calls }));
 const memory = arg('gpu-memory-utilization') ? ['--gpu-memory-utilization', arg('gpu-memory-utilization')] : [];
-const cli = JSON.parse(execFileSync(arg('cli'), ['answer', '--model', arg('model'), '--calls', callsFile, '--dtype', 'bf16', '--device', arg('device'), ...memory],
-  { encoding: 'utf8', maxBuffer: 1 << 30 }));
-const engineMs = cli.wallMs.flat().reduce((a, b) => a + b, 0);
 const engineTokens = calls.flat().reduce((n, r) => n + r.state.length + r.questions[0].tokens.length, 0);
-fs.rmSync(callsFile);
-
-const cachedTokens = cli.calls.flat().reduce((n, r) => n + (r.cachedTokens ?? 0), 0);
-result.engineAlone = { requests: loadStates.length, calls: calls.length, seconds: engineMs / 1000, promptTokensPerSecond: engineTokens / (engineMs / 1000),
-  cachedShare: cachedTokens / engineTokens };
+/** The calls through tq_cli, one at a time or with the next launched while the device runs one (--in-flight 2). */
+function replay(inFlight) {
+  const cli = JSON.parse(execFileSync(arg('cli'), ['answer', '--model', arg('model'), '--calls', callsFile, '--dtype', 'bf16', '--device', arg('device'),
+    '--in-flight', String(inFlight), ...memory], { encoding: 'utf8', maxBuffer: 1 << 30 }));
+  const engineMs = cli.repeatMs[0];
+  const cachedTokens = cli.calls.flat().reduce((n, r) => n + (r.cachedTokens ?? 0), 0);
+  return { inFlight, requests: loadStates.length, calls: calls.length, seconds: engineMs / 1000, promptTokensPerSecond: engineTokens / (engineMs / 1000),
+    cachedShare: cachedTokens / engineTokens };
+}
+result.engineAlone = replay(1);
 result.load.shareOfEngineAlone = result.load.promptTokensPerSecond / result.engineAlone.promptTokensPerSecond;
+write();
+// The engine's ceiling (issue 65): calls in flight, as the server's engine process hands them with --calls-in-flight 2.
+result.engineInFlight = replay(2);
+result.load.shareOfInFlight = result.load.promptTokensPerSecond / result.engineInFlight.promptTokensPerSecond;
+fs.rmSync(callsFile);
 console.log(write().join('\n'));

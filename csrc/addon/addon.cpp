@@ -11,6 +11,7 @@
 #include "addon/engine_thread.h"
 #include "addon/js_values.h"
 #include "engine/engine.h"
+#include "engine/launched_batch.h"
 #include "common/errors.h"
 
 namespace {
@@ -32,7 +33,8 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                             InstanceMethod("memoryStats", &NativeEngine::MemoryStats),
                             InstanceMethod("remeasureLevel", &NativeEngine::RemeasureLevel),
                             InstanceMethod("setBusyPoll", &NativeEngine::SetBusyPoll),
-                            InstanceMethod("threadSleeps", &NativeEngine::ThreadSleeps)});
+                            InstanceMethod("threadSleeps", &NativeEngine::ThreadSleeps),
+                            InstanceMethod("callsOverlapped", &NativeEngine::CallsOverlapped)});
     exports.Set("NativeEngine", cls);
     return exports;
   }
@@ -41,32 +43,41 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   ~NativeEngine() override { thread_->stop(); }
 
  private:
-  // Runs `work` on the engine thread; `to_js` converts its result on the JS thread.
   template <typename R>
-  Napi::Value schedule(Napi::Env env, std::function<R()> work, std::function<Napi::Value(Napi::Env, R&)> to_js) {
-    auto deferred = Napi::Promise::Deferred::New(env);
+  struct Outcome {
+    std::optional<R> value;
+    Failure failure;
+  };
+
+  // Runs `work` (on the engine thread), keeping its value or its error as JS will see it.
+  template <typename R>
+  static std::unique_ptr<Outcome<R>> outcome_of(const std::function<R()>& work) {
+    auto outcome = std::make_unique<Outcome<R>>();
+    try {
+      outcome->value = work();
+    } catch (const EngineError& e) {
+      outcome->failure = {e.code(), e.what(), e.details()};
+    } catch (const c10::Error& e) {
+      outcome->failure = {tq::code::kTorch, e.what_without_backtrace(), {}};
+    } catch (const std::exception& e) {
+      outcome->failure = {tq::code::kInternal, e.what(), {}};
+    }
+    return outcome;
+  }
+
+  // A promise for the engine thread to settle, once, with an outcome; `to_js` converts its value on the JS thread.
+  // Null (the promise rejected already) once the engine is closed.
+  template <typename R>
+  std::function<void(std::unique_ptr<Outcome<R>>)> promise_settler(Napi::Env env, Napi::Promise::Deferred deferred,
+                                                                   std::function<Napi::Value(Napi::Env, R&)> to_js) {
     if (closed_) {
       deferred.Reject(to_js_error(env, Failure{tq::code::kClosed, "the engine is closed", {}}).Value());
-      return deferred.Promise();
+      return nullptr;
     }
     auto tsfn = Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}), "tqserve-engine", 0, 1);
     Ref();  // keep this wrapper alive while the job is pending
-    struct Outcome {
-      std::optional<R> value;
-      Failure failure;
-    };
-    thread_->post([this, work, to_js, deferred, tsfn]() mutable {
-      auto* outcome = new Outcome;
-      try {
-        outcome->value = work();
-      } catch (const EngineError& e) {
-        outcome->failure = {e.code(), e.what(), e.details()};
-      } catch (const c10::Error& e) {
-        outcome->failure = {tq::code::kTorch, e.what_without_backtrace(), {}};
-      } catch (const std::exception& e) {
-        outcome->failure = {tq::code::kInternal, e.what(), {}};
-      }
-      tsfn.BlockingCall(outcome, [this, to_js, deferred](Napi::Env env, Napi::Function, Outcome* o) {
+    return [this, to_js, deferred, tsfn](std::unique_ptr<Outcome<R>> outcome) mutable {
+      tsfn.BlockingCall(outcome.release(), [this, to_js, deferred](Napi::Env env, Napi::Function, Outcome<R>* o) {
         try {
           if (o->value) deferred.Resolve(to_js(env, *o->value));
           else deferred.Reject(to_js_error(env, o->failure).Value());
@@ -77,7 +88,19 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
         Unref();
       });
       tsfn.Release();
-    });
+    };
+  }
+
+  // Runs `work` on the engine thread, once the calls before it are finished (or beside one still unfinished, for
+  // work on the engine's host state alone: engine_thread.h); `to_js` converts its result on the JS thread.
+  enum class Order { AfterCalls, BesideCalls };
+  template <typename R>
+  Napi::Value schedule(Napi::Env env, std::function<R()> work, std::function<Napi::Value(Napi::Env, R&)> to_js, Order order = Order::AfterCalls) {
+    auto deferred = Napi::Promise::Deferred::New(env);
+    if (auto settle = promise_settler<R>(env, deferred, to_js)) {
+      auto job = [settle, work]() mutable { settle(outcome_of(work)); };
+      order == Order::BesideCalls ? thread_->post_beside_calls(job) : thread_->post(job);
+    }
     return deferred.Promise();
   }
 
@@ -105,13 +128,41 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     std::vector<tq::AnswerRequest> reqs;
     for (uint32_t i = 0; i < list.Length(); ++i)
       reqs.push_back(tq::js::answer_request(env, list.Get(i), list.Length() > 1 ? "requests[" + std::to_string(i) + "]." : ""));
-    return schedule<std::vector<tq::AnswerResult>>(
-        env, [this, reqs] { return loaded().answer_batch(reqs); },
-        [](Napi::Env env, std::vector<tq::AnswerResult>& results) -> Napi::Value {
-          auto out = Napi::Array::New(env, results.size());
-          for (size_t i = 0; i < results.size(); ++i) out.Set(static_cast<uint32_t>(i), tq::js::to_js(env, results[i]));
-          return out;
-        });
+    using Results = std::vector<tq::AnswerResult>;
+    auto deferred = Napi::Promise::Deferred::New(env);
+    auto settle = promise_settler<Results>(env, deferred, [](Napi::Env env, Results& results) -> Napi::Value {
+      auto out = Napi::Array::New(env, results.size());
+      for (size_t i = 0; i < results.size(); ++i) out.Set(static_cast<uint32_t>(i), tq::js::to_js(env, results[i]));
+      return out;
+    });
+    if (!settle) return deferred.Promise();
+    // In two halves (engine_thread.h): the next call may be launched before this one is finished.
+    thread_->post_launch([this, settle, reqs = std::move(reqs)](bool overlapping) mutable -> tq::LaunchedCall {
+      auto launch = outcome_of<std::shared_ptr<tq::LaunchedBatch>>([&] { return std::shared_ptr<tq::LaunchedBatch>(loaded().launch_batch(std::move(reqs))); });
+      // A launch that failed settles its call in its turn too: calls settle in the order they came.
+      if (!launch->value) {
+        auto failed = std::make_shared<Failure>(launch->failure);
+        return {[] { return true; }, [settle, failed]() mutable { settle(std::make_unique<Outcome<Results>>(Outcome<Results>{std::nullopt, *failed})); }};
+      }
+      auto launched = *launch->value;
+      // A device error is the call's, reported as its finish waits for the device.
+      const auto device_done = [launched] {
+        try {
+          return launched->device_done();
+        } catch (...) {
+          return true;
+        }
+      };
+      return {device_done,
+              [this, settle, launched, overlapping]() mutable {
+                settle(outcome_of<Results>([&] {
+                  auto results = loaded().finish_batch(*launched);
+                  for (auto& r : results) r.overlapped = overlapping;
+                  return results;
+                }));
+              }};
+    });
+    return deferred.Promise();
   }
 
   Napi::Value LogitsAll(const Napi::CallbackInfo& info) {
@@ -134,25 +185,25 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     const int64_t ticket = info[0].As<Napi::Number>().Int64Value();
     return schedule<bool>(
         env, [this, ticket] { return loaded().register_boundary(ticket); },
-        [](Napi::Env env, bool& ok) -> Napi::Value { return Napi::Boolean::New(env, ok); });
+        [](Napi::Env env, bool& ok) -> Napi::Value { return Napi::Boolean::New(env, ok); }, Order::BesideCalls);
   }
 
   Napi::Value CacheStats(const Napi::CallbackInfo& info) {
     return schedule<tq::CacheStats>(
         info.Env(), [this] { return loaded().cache_stats(); },
-        [](Napi::Env env, tq::CacheStats& s) { return tq::js::to_js(env, s); });
+        [](Napi::Env env, tq::CacheStats& s) { return tq::js::to_js(env, s); }, Order::BesideCalls);
   }
 
   Napi::Value VisionCacheStats(const Napi::CallbackInfo& info) {
     return schedule<tq::VisionCacheStats>(
         info.Env(), [this] { return loaded().vision_cache_stats(); },
-        [](Napi::Env env, tq::VisionCacheStats& s) { return tq::js::to_js(env, s); });
+        [](Napi::Env env, tq::VisionCacheStats& s) { return tq::js::to_js(env, s); }, Order::BesideCalls);
   }
 
   Napi::Value MemoryStats(const Napi::CallbackInfo& info) {
     return schedule<tq::MemoryStats>(
         info.Env(), [this] { return loaded().memory_stats(); },
-        [](Napi::Env env, tq::MemoryStats& s) { return tq::js::to_js(env, s); });
+        [](Napi::Env env, tq::MemoryStats& s) { return tq::js::to_js(env, s); }, Order::BesideCalls);
   }
 
   // How long the engine thread spins for the next call after one (engine_thread.h); at once, not queued.
@@ -167,6 +218,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   static constexpr int kMaxBusyPollMs = 60'000;
 
   Napi::Value ThreadSleeps(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(thread_->sleeps())); }
+  Napi::Value CallsOverlapped(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(thread_->overlapped())); }
 
   Napi::Value RemeasureLevel(const Napi::CallbackInfo& info) {
     return schedule<tq::EngineInfo>(

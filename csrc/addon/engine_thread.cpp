@@ -7,12 +7,21 @@
 #endif
 
 namespace tq {
+namespace {
+
+void pause() {
+#if defined(__x86_64__)
+  _mm_pause();  // the sibling hyperthread keeps its share while this one waits
+#endif
+}
+
+}  // namespace
 
 EngineThread::EngineThread() : thread_([this] { run(); }) {}
 
 EngineThread::~EngineThread() { stop(); }
 
-void EngineThread::post(std::function<void()> job) {
+void EngineThread::enqueue(Job job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     jobs_.push_back(std::move(job));
@@ -20,6 +29,12 @@ void EngineThread::post(std::function<void()> job) {
   }
   wake_.notify_one();
 }
+
+void EngineThread::post(std::function<void()> job) { enqueue({std::move(job), nullptr, false}); }
+
+void EngineThread::post_beside_calls(std::function<void()> job) { enqueue({std::move(job), nullptr, true}); }
+
+void EngineThread::post_launch(std::function<LaunchedCall(bool)> launch) { enqueue({nullptr, std::move(launch), false}); }
 
 void EngineThread::set_spin(std::chrono::microseconds window) { spin_us_.store(window.count(), std::memory_order_relaxed); }
 
@@ -38,28 +53,53 @@ void EngineThread::spin_for_next() {
   if (window.count() <= 0) return;
   const auto until = std::chrono::steady_clock::now() + window;
   while (queued_.load(std::memory_order_acquire) == 0 && !stop_asked_.load(std::memory_order_acquire) &&
-         std::chrono::steady_clock::now() < until) {
-#if defined(__x86_64__)
-    _mm_pause();  // the sibling hyperthread keeps its share while this one waits
-#endif
+         std::chrono::steady_clock::now() < until)
+    pause();
+}
+
+void EngineThread::spin_while_device_runs(const LaunchedCall& call) {
+  while (queued_.load(std::memory_order_acquire) == 0 && !stop_asked_.load(std::memory_order_acquire) && !call.device_done()) pause();
+}
+
+bool EngineThread::take(Job& job, bool wait) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (wait) {
+    if (!stopping_ && jobs_.empty()) sleeps_.fetch_add(1, std::memory_order_relaxed);
+    wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
   }
+  if (jobs_.empty()) return false;
+  job = std::move(jobs_.front());
+  jobs_.pop_front();
+  queued_.fetch_sub(1, std::memory_order_relaxed);
+  return true;
 }
 
 void EngineThread::run() {
   c10::InferenceMode inference;  // no autograd bookkeeping for anything the engine computes
+  std::optional<LaunchedCall> unfinished;  // the last call launched, not yet finished
+  const auto finish_unfinished = [&] {
+    if (unfinished) unfinished->finish();
+    unfinished.reset();
+  };
   for (;;) {
-    spin_for_next();
-    std::function<void()> job;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      if (!stopping_ && jobs_.empty()) sleeps_.fetch_add(1, std::memory_order_relaxed);
-      wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
-      queued_.fetch_sub(1, std::memory_order_relaxed);
+    if (unfinished) spin_while_device_runs(*unfinished);
+    else spin_for_next();
+    Job job;
+    if (!take(job, /*wait=*/!unfinished)) {
+      if (!unfinished) return;  // stopping, with nothing left
+      finish_unfinished();      // the device is done with it, and nothing came to launch behind it
+      continue;
     }
-    job();
+    if (!job.launch) {
+      if (!job.beside_calls) finish_unfinished();
+      job.run();
+      continue;
+    }
+    const bool overlapping = unfinished.has_value();
+    auto launched = job.launch(overlapping);
+    if (overlapping) overlapped_.fetch_add(1, std::memory_order_relaxed);
+    finish_unfinished();
+    unfinished = std::move(launched);
   }
 }
 

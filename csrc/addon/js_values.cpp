@@ -220,6 +220,7 @@ Napi::Value to_js(Napi::Env env, const AnswerResult& r) {
   out.Set("computedTokens", static_cast<double>(r.computed_tokens));
   out.Set("paddingTokens", static_cast<double>(r.padding_tokens));
   out.Set("graphReplays", static_cast<double>(r.graph_replays));
+  out.Set("overlapped", r.overlapped);
   out.Set("boundaryTicket", static_cast<double>(r.boundary_ticket));
   return out;
 }

@@ -5,7 +5,7 @@
 //   tq_cli answer --model DIR --calls FILE.json [--dtype fp32|bf16] [--device cpu|cuda] [--kernels engine|aten|fused] [--attention direct|cascade] [--cuda-graphs on|off]
 //                 [--threads N] [--block-size N] [--max-step-tokens N] [--cache-mib N] [--gpu-memory-utilization F] [--prefix-cache on|off]
 //                 [--batch-invariant on|off] [--isa avx512-bf16|avx512|avx2|generic] [--quantization none|int8|fp8] [--repeat N]
-//                 [--profile TRACE.json]
+//                 [--profile TRACE.json] [--in-flight 1|2]
 //       Every engine option is a flag of answer, selfcheck and readout: its load() name in kebab-case
 //       (engine/named_fields.h; those above, and --arithmetic, --cache-tokens, --context-limit, --vision-cache-mib,
 //       --buffer-shift).
@@ -19,6 +19,9 @@
 //       Prints {"info", "calls": [[{"labelLogits", "labelLogProbs", "hiddenSum", "hiddenAbsSum", ...}]],
 //       "wallMs": [per repeat, per call]} as JSON: the calls run in order, --repeat times over; "calls" are
 //       the last repetition's results.
+//       --in-flight 2: each call launched before the one before it is finished, as the engine thread runs calls
+//       that queue (addon/engine_thread.h): the host's work for a call overlaps the device's for the one before.
+//       A call's wallMs is then from its launch to its finish; "repeatMs" is each repetition's whole wall time.
 //       --profile: the last repetition recorded by libtorch's profiler into a Chrome trace, each call in a user scope
 //       "tq_cli call N" (cli/call_profile.h); bench/gpu/kernel_profile.py ranks its kernels (or CPU ops) per call.
 //   tq_cli gemm --m M --k K --n N [--dtype] [--batch-invariant on|off] [--isa ...] [--quantization none|int8] [--iterations N] [--threads N]
@@ -52,6 +55,7 @@
 #include "common/errors.h"
 #include "engine/engine.h"
 #include "engine/engine_info_json.h"
+#include "engine/launched_batch.h"
 #include "engine/named_fields.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
 #include "kernels/cpu/gemm/invariant_gemm.h"
@@ -100,7 +104,7 @@ std::set<std::string> flags_of(const std::string& command) {
     own.insert(engine.begin(), engine.end());
     return own;
   };
-  if (command == "answer") return with_engine({"calls", "repeat", "profile"});
+  if (command == "answer") return with_engine({"calls", "repeat", "profile", "in-flight"});
   if (command == "selfcheck") return with_engine({"reference-kernels", "reference-device", "bound"});
   if (command == "readout") return with_engine({"labels", "iterations"});
   if (command == "gemm") return {"m", "k", "n", "dtype", "batch-invariant", "isa", "quantization", "arithmetic", "iterations", "threads"};
@@ -271,25 +275,47 @@ json answer(const Args& a) {
   tq::Engine engine(engine_options(a));
   json out{{"info", info_json(engine.info())}, {"calls", json::array()}, {"wallMs", json::array()}};
   const int64_t repeat = a.number("repeat", 1);
+  const int64_t in_flight = a.number("in-flight", 1);
+  if (in_flight != 1 && in_flight != 2) throw tq::EngineError(tq::code::kBadRequest, "answer --in-flight must be 1 or 2");
+  const auto ms_since = [](std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  out["repeatMs"] = json::array();
   for (int64_t rep = 0; rep < repeat; ++rep) {
     json walls = json::array();
     // The last repetition is the one profiled: warm (graphs captured, the cache filled where it is on).
     std::optional<tq::cli::CallProfile> profile;
     if (a.has("profile") && rep == repeat - 1) profile.emplace(a.get("profile"), device.is_cuda());
-    for (size_t c = 0; c < calls.size(); ++c) {
-      const auto t0 = std::chrono::steady_clock::now();
-      std::vector<tq::AnswerResult> results;
-      {
-        RECORD_USER_SCOPE(tq::cli::call_scope_name(c));
-        results = engine.answer_batch(calls[c]);  // returns once the readout is on the host
-      }
-      walls.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    const auto rep_t0 = std::chrono::steady_clock::now();
+    std::vector<std::chrono::steady_clock::time_point> launched_at(calls.size());
+    std::unique_ptr<tq::LaunchedBatch> unfinished;  // the call before, with --in-flight 2
+    const auto finish = [&](size_t c) {
+      const auto results = engine.finish_batch(*unfinished);  // returns once the readout is on the host
+      unfinished.reset();
+      walls.push_back(ms_since(launched_at[c]));
       if (rep == repeat - 1) {  // the last repetition: warm where the prefix cache is on
         json call = json::array();
         for (const auto& r : results) call.push_back(result_json(r));
         out["calls"].push_back(call);
       }
+    };
+    for (size_t c = 0; c < calls.size(); ++c) {
+      launched_at[c] = std::chrono::steady_clock::now();
+      std::unique_ptr<tq::LaunchedBatch> launched;
+      {
+        RECORD_USER_SCOPE(tq::cli::call_scope_name(c));
+        launched = engine.launch_batch(calls[c]);
+        if (in_flight == 1) {
+          unfinished = std::move(launched);
+          finish(c);
+          continue;
+        }
+      }
+      if (unfinished) finish(c - 1);
+      unfinished = std::move(launched);
     }
+    if (unfinished) finish(calls.size() - 1);
+    out["repeatMs"].push_back(ms_since(rep_t0));
     out["wallMs"].push_back(walls);
     if (profile) profile->stop();
   }

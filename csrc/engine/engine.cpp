@@ -3,10 +3,7 @@
 #include <ATen/Parallel.h>
 #include <sys/stat.h>
 
-#include <algorithm>
-#include <chrono>
 
-#include "batch/pack_requests.h"
 #include "common/errors.h"
 #include "engine/engine_options.h"
 #include "engine/host_allocator.h"
@@ -14,7 +11,6 @@
 #include "engine/readout.h"
 #include "engine/request_checks.h"
 #include "kernels/kernel_stack.h"
-#include "kernels/math/label_readout_math.h"
 #include "model/scripted_model.h"
 
 // ATen's parallel_for compiles to a serial loop where OpenMP is off: the
@@ -80,113 +76,6 @@ void Engine::open_torchscript(bool aten) {
 
 RequestLimits Engine::request_limits() const {
   return {model_->vocab_size(), options_.context_limit, vision_ ? info_.image_tokens.image_pad : -1};
-}
-
-std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>& reqs) {
-  if (reqs.empty()) throw EngineError(code::kBadRequest, "a batch needs at least one request");
-  // A call with images is multimodal throughout (batch/packed_tokens.h): its states are expanded around their images.
-  const bool multimodal = std::any_of(reqs.begin(), reqs.end(), [](const AnswerRequest& r) { return !r.images.empty(); });
-  if (multimodal) require_vision("the request");
-  const auto prompts = checked_prompts(reqs, multimodal);
-  auto batch = pack(reqs, prompts, multimodal);
-  const auto forward = model_->final_hidden(batch.tokens);  // on CUDA, finished: the paged model waits after each step
-  const auto& info = forward.info;
-  const auto& hidden = forward.hidden;
-  const auto t0 = std::chrono::steady_clock::now();
-  // Every question's labels in one readout (on CUDA, one launch), in output-row order.
-  std::vector<ReadoutQuestion> readout;
-  for (const auto& req : reqs)
-    for (const auto& q : req.questions) readout.push_back({q.label_ids, q.temperature});
-  const auto labels = read_labels(hidden, model_->lm_head(), readout, model_->final_logit_softcap());
-  auto results = answers_of(reqs, prompts, multimodal, batch, info, labels, hidden);
-  const double readout_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  release_free_host_memory();
-  for (auto& res : results) {
-    res.state_ms = info.state_ms;
-    res.questions_ms = info.questions_ms;
-    res.readout_ms = readout_ms;
-    res.computed_tokens = info.computed_tokens;
-    res.padding_tokens = info.padding_tokens;
-    res.graph_replays = info.graph_replays;
-  }
-  return results;
-}
-
-// Each request checked (an error names the request when there are several); in a multimodal
-// call, its state expanded around its images first, since the expanded state is what must fit.
-std::vector<ImagePrompt> Engine::checked_prompts(const std::vector<AnswerRequest>& reqs, bool multimodal) const {
-  std::vector<ImagePrompt> prompts(reqs.size());
-  for (size_t r = 0; r < reqs.size(); ++r) {
-    const std::string where = reqs.size() > 1 ? "request " + std::to_string(r) + ": " : "";
-    if (multimodal) {
-      try {
-        prompts[r] = image_prompt(reqs[r].state, reqs[r].images);
-      } catch (const EngineError& e) {
-        throw EngineError(e.code(), where + e.what(), e.details());
-      }
-    }
-    check_request(reqs[r], static_cast<int64_t>(multimodal ? prompts[r].ids.size() : reqs[r].state.size()), request_limits(), where);
-  }
-  return prompts;
-}
-
-// The requests as one segment forest (batch/pack_requests.h): each state once, then its questions.
-PackedRequests Engine::pack(const std::vector<AnswerRequest>& reqs, const std::vector<ImagePrompt>& prompts, bool multimodal) {
-  std::vector<RequestToPack> to_pack(reqs.size());
-  for (size_t r = 0; r < reqs.size(); ++r) {
-    to_pack[r].state = &reqs[r].state;
-    to_pack[r].image_state = &prompts[r];
-    to_pack[r].salt = reqs[r].cache_salt;
-    for (const auto& q : reqs[r].questions) {
-      to_pack[r].questions.push_back(&q.tokens);
-      to_pack[r].readout_at.push_back(q.readout_at());
-    }
-  }
-  auto batch = pack_requests(to_pack, multimodal, model_->long_rope_after());
-  // Every state's images, in packing order: made during the forward pass, only if some image token is computed.
-  batch.tokens.image_embeds = [this, &reqs, first = batch.first_with_state] {
-    std::vector<at::Tensor> embeds;
-    for (auto r : first)
-      if (!reqs[r].images.empty()) embeds.push_back(image_embeddings(reqs[r].images));
-    return at::cat(embeds);
-  };
-  return batch;
-}
-
-// Each request's result: its questions' labels (and hidden states, if asked) in output-row order,
-// its prefix cache counts, and its state's boundary ticket (given to the first request of that state).
-std::vector<AnswerResult> Engine::answers_of(const std::vector<AnswerRequest>& reqs, const std::vector<ImagePrompt>& prompts, bool multimodal,
-                                             const PackedRequests& batch, const ForwardInfo& info, const LabelReadout& labels,
-                                             const at::Tensor& hidden) const {
-  const bool any_hidden = std::any_of(reqs.begin(), reqs.end(), [](const AnswerRequest& r) { return r.want_hidden; });
-  const auto hidden_cpu = any_hidden ? hidden.cpu().contiguous() : at::Tensor();
-  std::vector<AnswerResult> results(reqs.size());
-  std::vector<char> ticket_given(info.boundary_tickets.size(), 0);
-  int64_t row = 0;
-  for (size_t r = 0; r < reqs.size(); ++r) {
-    AnswerResult& res = results[r];
-    res.state_tokens = static_cast<int64_t>(multimodal ? prompts[r].ids.size() : reqs[r].state.size());
-    const size_t k = batch.state_of[r];  // ForwardInfo lists states in packing order
-    res.cached_tokens = info.cached_tokens.at(k);
-    if (!ticket_given[k]) {
-      res.boundary_ticket = info.boundary_tickets.at(k);
-      ticket_given[k] = 1;
-    }
-    for (const auto& q : reqs[r].questions) {
-      res.question_tokens += static_cast<int64_t>(q.tokens.size());
-      const auto from = labels.offsets[row], to = labels.offsets[row + 1];
-      QuestionAnswer a;
-      a.label_logits.assign(labels.logits.begin() + from, labels.logits.begin() + to);
-      a.label_log_probs.assign(labels.log_probs.begin() + from, labels.log_probs.begin() + to);
-      if (reqs[r].want_hidden) {
-        const float* h = hidden_cpu.data_ptr<float>() + row * hidden_cpu.size(1);
-        a.hidden.assign(h, h + hidden_cpu.size(1));
-      }
-      ++row;
-      res.answers.push_back(std::move(a));
-    }
-  }
-  return results;
 }
 
 MemoryStats Engine::memory_stats() const {

@@ -23,6 +23,7 @@ class PagedModel;     // runner/paged_model.h
 struct PackedRequests;  // batch/pack_requests.h
 struct LabelReadout;    // engine/readout.h
 struct RequestLimits;   // engine/request_checks.h
+struct LaunchedBatch;   // engine/launched_batch.h
 
 // A question as the engine takes it: its token ids (after the state), its labels, where to read them.
 struct QuestionTokens {
@@ -66,6 +67,7 @@ struct AnswerResult {
   int64_t padding_tokens = 0;    // padding tokens its bucketed steps computed besides (cudaGraphs)
   int64_t graph_replays = 0;     // its steps that replayed a CUDA graph an earlier step captured (CPU: ran from its buffers, checked)
   int64_t boundary_ticket = -1;  // the state's boundary awaiting register_boundary, or -1
+  bool overlapped = false;       // launched while the call before it was unfinished (addon/engine_thread.h)
 };
 
 struct EngineInfo {
@@ -119,6 +121,11 @@ class Engine {
   // Answers several requests in one forward pass. Requests with identical states share
   // one computation of the state; nothing else crosses between requests.
   std::vector<AnswerResult> answer_batch(const std::vector<AnswerRequest>& requests);
+  // answer_batch in two halves (engine/launched_batch.h), for an engine thread that queues the next call before it
+  // waits for this one: launch_batch checks and packs the requests and queues their forward pass and readout (on
+  // CUDA it returns while the device runs them); finish_batch waits for them and makes the answers.
+  std::unique_ptr<LaunchedBatch> launch_batch(std::vector<AnswerRequest> requests);
+  std::vector<AnswerResult> finish_batch(LaunchedBatch& launched);
   // Full-vocabulary logits at every position of one sequence, [T, vocab] fp32 (reference checks).
   at::Tensor logits_all(const std::vector<int64_t>& tokens, const std::vector<ImageInput>& images = {});
   // Enters a state boundary left pending by answer() into the prefix cache; false when it was dropped.
@@ -142,12 +149,12 @@ class Engine {
   // info_'s kernels, level and weights, as the paged model has them now.
   void describe_level(const PagedModel& paged);
   void open_torchscript(bool aten);
-  // answer_batch's steps: the requests checked (a call with images: its states expanded), packed
-  // into one segment forest, and, after the forward pass and the readout, each request's answers.
+  // launch_batch's and finish_batch's steps (engine/engine_answers.cpp): the requests checked (a call with images:
+  // its states expanded), packed into one segment forest, and, after the forward pass and the readout, each
+  // request's answers.
   std::vector<ImagePrompt> checked_prompts(const std::vector<AnswerRequest>& requests, bool multimodal) const;
   PackedRequests pack(const std::vector<AnswerRequest>& requests, const std::vector<ImagePrompt>& prompts, bool multimodal);
-  std::vector<AnswerResult> answers_of(const std::vector<AnswerRequest>& requests, const std::vector<ImagePrompt>& prompts, bool multimodal,
-                                       const PackedRequests& batch, const ForwardInfo& info, const LabelReadout& labels, const at::Tensor& hidden) const;
+  std::vector<AnswerResult> answers_of(const LaunchedBatch& launched, const LabelReadout& labels) const;
   // What a request is checked against (engine/request_checks.h).
   RequestLimits request_limits() const;
   // Refuses images to a model without a vision tower; `asker` names what sent them.

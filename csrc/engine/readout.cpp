@@ -2,8 +2,11 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+
 #include "common/errors.h"
 #include "common/profile_scope.h"
+#include "kernels/host_upload.h"
 #include "kernels/math/label_readout_math.h"
 
 #if TQ_CUDA
@@ -35,46 +38,52 @@ void read_labels_cpu(const float* hidden, const W* head, int64_t hidden_size, co
 }
 
 #if TQ_CUDA
-void read_labels_cuda(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions, float softcap,
-                      LabelReadout& out) {
-  std::vector<int64_t> ids;
-  std::vector<int32_t> offsets;
-  std::vector<float> temperatures;
+void queue_readout_cuda(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions, float softcap,
+                        QueuedReadout& out) {
+  const auto& offsets_of = out.labels.offsets;
+  at::Tensor ids = at::empty({offsets_of.back()}, at::kLong), offsets = at::empty({static_cast<int64_t>(questions.size()) + 1}, at::kInt),
+             temperatures = at::empty({static_cast<int64_t>(questions.size())}, at::kFloat);
   for (size_t q = 0; q < questions.size(); ++q) {
-    ids.insert(ids.end(), questions[q].label_ids.begin(), questions[q].label_ids.end());
-    offsets.push_back(static_cast<int32_t>(out.offsets[q]));
-    temperatures.push_back(questions[q].temperature);
+    std::copy(questions[q].label_ids.begin(), questions[q].label_ids.end(), ids.data_ptr<int64_t>() + offsets_of[q]);
+    offsets.data_ptr<int32_t>()[q] = static_cast<int32_t>(offsets_of[q]);
+    temperatures.data_ptr<float>()[q] = questions[q].temperature;
   }
-  offsets.push_back(static_cast<int32_t>(out.offsets.back()));
+  offsets.data_ptr<int32_t>()[questions.size()] = static_cast<int32_t>(offsets_of.back());
   const auto device = hidden.device();
-  auto on_device = [&](auto& v, at::ScalarType t) {
-    return at::from_blob(v.data(), {static_cast<int64_t>(v.size())}, at::TensorOptions().dtype(t)).to(device);
-  };
-  auto d_ids = on_device(ids, at::kLong), d_offsets = on_device(offsets, at::kInt), d_temps = on_device(temperatures, at::kFloat);
-  auto d_logits = at::empty({out.offsets.back()}, hidden.options()), d_log_probs = at::empty({out.offsets.back()}, hidden.options());
+  upload_together({&ids, &offsets, &temperatures}, device);  // without waiting for the forward pass queued before
+  out.logits = at::empty({offsets_of.back()}, hidden.options());
+  out.log_probs = at::empty({offsets_of.back()}, hidden.options());
   auto h = hidden.contiguous();
   cuda::LabelReadoutArgs args{h.data_ptr<float>(), lm_head.data_ptr(), lm_head.scalar_type() == at::kBFloat16, h.size(1),
-                              static_cast<int>(questions.size()), d_ids.data_ptr<int64_t>(), d_offsets.data_ptr<int32_t>(),
-                              d_temps.data_ptr<float>(), softcap, d_logits.data_ptr<float>(), d_log_probs.data_ptr<float>()};
+                              static_cast<int>(questions.size()), ids.data_ptr<int64_t>(), offsets.data_ptr<int32_t>(),
+                              temperatures.data_ptr<float>(), softcap, out.logits.data_ptr<float>(), out.log_probs.data_ptr<float>()};
   const auto stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
   const auto error = cuda::launch_error("label readout kernel", [&] { return cuda::launch_label_readout(args, stream); });
   if (!error.empty()) throw EngineError(code::kInternal, error);
-  auto logits = d_logits.cpu(), log_probs = d_log_probs.cpu();
-  out.logits.assign(logits.data_ptr<float>(), logits.data_ptr<float>() + logits.numel());
-  out.log_probs.assign(log_probs.data_ptr<float>(), log_probs.data_ptr<float>() + log_probs.numel());
 }
 #endif
 
 }  // namespace
 
-LabelReadout read_labels(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions, float softcap) {
+LabelReadout QueuedReadout::wait() {
+  if (logits.defined()) {
+    const auto host_logits = logits.cpu(), host_log_probs = log_probs.cpu();
+    labels.logits.assign(host_logits.data_ptr<float>(), host_logits.data_ptr<float>() + host_logits.numel());
+    labels.log_probs.assign(host_log_probs.data_ptr<float>(), host_log_probs.data_ptr<float>() + host_log_probs.numel());
+    logits = log_probs = at::Tensor();
+  }
+  return labels;
+}
+
+QueuedReadout queue_readout(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions, float softcap) {
   TQ_PROFILE_SCOPE("tq::readout");
   TORCH_CHECK(hidden.scalar_type() == at::kFloat && hidden.dim() == 2 && hidden.size(0) == static_cast<int64_t>(questions.size()) &&
                   hidden.size(1) == lm_head.size(1) && hidden.device() == lm_head.device(),
               "read_labels: hidden ", hidden.sizes(), " for lm_head ", lm_head.sizes());
   TORCH_CHECK(lm_head.is_contiguous() && (lm_head.scalar_type() == at::kFloat || lm_head.scalar_type() == at::kBFloat16),
               "read_labels: a contiguous fp32 or bf16 lm_head");
-  LabelReadout out;
+  QueuedReadout queued;
+  auto& out = queued.labels;
   out.offsets.push_back(0);
   for (const auto& q : questions) {
     TORCH_CHECK(static_cast<int64_t>(q.label_ids.size()) <= readout::kMaxLabels, "read_labels: more than ", readout::kMaxLabels, " labels (Engine checks requests)");
@@ -82,8 +91,8 @@ LabelReadout read_labels(const at::Tensor& hidden, const at::Tensor& lm_head, co
   }
 #if TQ_CUDA
   if (hidden.is_cuda()) {
-    read_labels_cuda(hidden, lm_head, questions, softcap, out);
-    return out;
+    queue_readout_cuda(hidden, lm_head, questions, softcap, queued);
+    return queued;
   }
 #endif
   out.logits.resize(out.offsets.back());
@@ -93,7 +102,7 @@ LabelReadout read_labels(const at::Tensor& hidden, const at::Tensor& lm_head, co
     read_labels_cpu(h.data_ptr<float>(), static_cast<const uint16_t*>(lm_head.data_ptr()), h.size(1), questions, softcap, out);
   else
     read_labels_cpu(h.data_ptr<float>(), lm_head.data_ptr<float>(), h.size(1), questions, softcap, out);
-  return out;
+  return queued;
 }
 
 at::Tensor full_logits(const at::Tensor& hidden, const at::Tensor& lm_head, float softcap) {

@@ -21,9 +21,20 @@ struct LabelReadout {
   std::vector<int64_t> offsets;          // [questions + 1]
 };
 
+// A readout queued: on CUDA its kernel launched, its results on the device until wait() copies them back
+// (waiting for the device); on the CPU, computed already.
+struct QueuedReadout {
+  LabelReadout labels;           // the CPU's result, and the offsets everywhere
+  at::Tensor logits, log_probs;  // CUDA's, on the device
+  LabelReadout wait();
+};
+
 // hidden: [questions, hidden] fp32, final-normed, on the lm_head's device; lm_head: [vocab, hidden] fp32 or bf16.
 // softcap: the model's final logit soft-cap (0: none), applied to each label's logit.
-LabelReadout read_labels(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions, float softcap = 0);
+QueuedReadout queue_readout(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions, float softcap = 0);
+inline LabelReadout read_labels(const at::Tensor& hidden, const at::Tensor& lm_head, const std::vector<ReadoutQuestion>& questions, float softcap = 0) {
+  return queue_readout(hidden, lm_head, questions, softcap).wait();
+}
 
 // Full-vocabulary projection, for reference checks and the readout benchmark.
 at::Tensor full_logits(const at::Tensor& hidden, const at::Tensor& lm_head, float softcap = 0);

@@ -104,6 +104,31 @@ void StepTimer::step_launched() {
   clock_.push_back(std::chrono::steady_clock::now());
 }
 
+DeviceMark::DeviceMark(const at::Device& device) {
+#if TQ_CUDA
+  if (device.is_cuda()) event_ = recorded_event();
+#else
+  (void)device;
+#endif
+}
+
+DeviceMark::~DeviceMark() {
+#if TQ_CUDA
+  if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+#endif
+}
+
+bool DeviceMark::reached() const {
+#if TQ_CUDA
+  if (event_) {
+    const auto status = cudaEventQuery(static_cast<cudaEvent_t>(event_));
+    if (status == cudaErrorNotReady) return false;
+    C10_CUDA_CHECK(status);
+  }
+#endif
+  return true;
+}
+
 std::vector<double> StepTimer::finish() {
   std::vector<double> ms;
 #if TQ_CUDA

@@ -45,6 +45,20 @@ class StepTimer {
   std::vector<void*> events_;                                // CUDA's (cudaEvent_t): the same marks
 };
 
+// A point in the device's queue of work, marked when made: reached once everything queued before it is done
+// (at once on the CPU, whose work is done when the call that queued it returns). Polled, it never waits.
+class DeviceMark {
+ public:
+  explicit DeviceMark(const at::Device& device);
+  ~DeviceMark();
+  DeviceMark(const DeviceMark&) = delete;
+  DeviceMark& operator=(const DeviceMark&) = delete;
+  bool reached() const;
+
+ private:
+  void* event_ = nullptr;  // CUDA's (cudaEvent_t)
+};
+
 // The device memory free now, after handing back what torch's caching allocator holds unused
 // (a CUDA device; 0 on the CPU).
 int64_t free_device_bytes(const at::Device& device);

@@ -9,6 +9,7 @@
 #include "runner/device.h"
 #include "runner/step_inputs.h"
 #include "batch/step_buckets.h"
+#include "kernels/host_upload.h"
 
 namespace tq {
 namespace {
@@ -102,7 +103,7 @@ at::Tensor PagedModel::step_forward(const StepBatch& step, ForwardInfo& info) {
   auto inputs = prepare_step(*transformer_, step, !tracing_);
   if (inputs.launch_shape.empty()) return transformer_->run(inputs, *cache_);
   // A step of a fixed launch shape (a graph's) computes every row: the output rows are taken from them.
-  const auto rows = at::tensor(at::ArrayRef<int64_t>(step.output_rows), at::TensorOptions().dtype(at::kLong)).to(options_.kernels.device);
+  const auto rows = index_on(options_.kernels.device, step.output_rows);
   if (!graphs_) return transformer_->run(inputs, *cache_).index_select(0, rows);
   bool replayed = false;
   auto hidden = graphs_->run(std::move(inputs), replayed).index_select(0, rows);
@@ -151,7 +152,8 @@ ForwardResult PagedModel::final_hidden(const PackedTokens& packed) {
   const auto slots = slots_to_compute(packed, offsets, seqs);
   ForwardResult result;
   result.info.computed_tokens = static_cast<int64_t>(slots.compute.size());
-  result.hidden = run_steps(packed, slots, result.info);
+  run_steps(packed, slots, result);
+  // Registered as soon as the steps are queued: a later call's steps, queued behind these, read the blocks after they are written.
   register_states(packed, offsets, seqs, caching, result.info);
   return result;
 }
@@ -168,7 +170,8 @@ PagedModel::Slots PagedModel::slots_to_compute(const PackedTokens& packed, const
   return out;
 }
 
-at::Tensor PagedModel::run_steps(const PackedTokens& packed, const Slots& slots, ForwardInfo& info) {
+void PagedModel::run_steps(const PackedTokens& packed, const Slots& slots, ForwardResult& result) {
+  auto& info = result.info;
   // Image embeddings only when some image token is computed (vision/vision_tower.h is the costly part).
   at::Tensor image_embeds;
   const auto& compute = slots.compute;
@@ -178,9 +181,9 @@ at::Tensor PagedModel::run_steps(const PackedTokens& packed, const Slots& slots,
     info.state_ms += ms_since(t0);
   }
   const auto device = options_.kernels.device;
-  auto out = at::empty({static_cast<int64_t>(packed.output_rows.size()), hidden_size()}, at::TensorOptions().dtype(at::kFloat).device(device));
+  result.hidden = at::empty({static_cast<int64_t>(packed.output_rows.size()), hidden_size()}, at::TensorOptions().dtype(at::kFloat).device(device));
   std::vector<double> state_shares;
-  StepTimer timer(device);
+  auto timer = std::make_shared<StepTimer>(device);
   for (const auto& step : plan_steps(packed, slots.slots, compute, options_.max_step_tokens, image_embeds)) {
     state_shares.push_back(static_cast<double>(step.state_queries) / static_cast<double>(step.batch.token_ids.size(0)));
     StepBatch batch = step.batch;
@@ -190,21 +193,19 @@ at::Tensor PagedModel::run_steps(const PackedTokens& packed, const Slots& slots,
         pad_step(batch, *bucket, cache_->scratch_slot());
       }
     auto hidden = step_forward(batch, info);
-    if (!step.output_index.empty())
-      out.index_copy_(0, at::tensor(at::ArrayRef<int64_t>(step.output_index), at::TensorOptions().dtype(at::kLong)).to(device), hidden);
-    timer.step_launched();
+    if (!step.output_index.empty()) result.hidden.index_copy_(0, index_on(device, step.output_index), hidden);
+    timer->step_launched();
   }
-  std::vector<double> step_ms;
-  {
+  // CUDA runs asynchronously: the steps are done only once the timer has waited for the last.
+  result.read_step_times = [timer, shares = std::move(state_shares)](ForwardInfo& info) {
     TQ_PROFILE_SCOPE("tq::wait_for_steps");
-    step_ms = timer.finish();  // CUDA runs asynchronously: the steps are done only now
-  }
-  // A step holding both is attributed by token count.
-  for (size_t i = 0; i < step_ms.size(); ++i) {
-    info.state_ms += step_ms[i] * state_shares[i];
-    info.questions_ms += step_ms[i] * (1 - state_shares[i]);
-  }
-  return out;
+    const auto step_ms = timer->finish();
+    // A step holding both is attributed by token count.
+    for (size_t i = 0; i < step_ms.size(); ++i) {
+      info.state_ms += step_ms[i] * shares[i];
+      info.questions_ms += step_ms[i] * (1 - shares[i]);
+    }
+  };
 }
 
 void PagedModel::register_states(const PackedTokens& packed, const std::vector<int64_t>& offsets,

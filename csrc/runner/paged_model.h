@@ -84,14 +84,15 @@ class PagedModel : public HiddenStateModel {
   // Block tables of every segment; cached prefixes of states when caching.
   std::vector<std::unique_ptr<Sequence>> allocate(const PackedTokens& packed, const std::vector<int64_t>& offsets, bool caching);
   // final_hidden's phases: each packed token's KV slot and the tokens to compute (cached state prefixes left out);
-  // the steps run, their output rows gathered (the time split between state and questions); and each state's
-  // blocks registered in the prefix cache, its boundary held for the server where it registers after.
+  // the steps queued, their output rows gathered (the time split between state and questions read once they are
+  // done: ForwardResult::wait_for_steps); and each state's blocks registered in the prefix cache, its boundary
+  // held for the server where it registers after.
   struct Slots {
     std::vector<int64_t> slots, compute;
   };
   Slots slots_to_compute(const PackedTokens& packed, const std::vector<int64_t>& offsets,
                          const std::vector<std::unique_ptr<Sequence>>& seqs) const;
-  at::Tensor run_steps(const PackedTokens& packed, const Slots& slots, ForwardInfo& info);
+  void run_steps(const PackedTokens& packed, const Slots& slots, ForwardResult& result);
   void register_states(const PackedTokens& packed, const std::vector<int64_t>& offsets, const std::vector<std::unique_ptr<Sequence>>& seqs,
                        bool caching, ForwardInfo& info);
   // Sets options_.isa to the fastest level where measure_level asks for it, and level_choice_.

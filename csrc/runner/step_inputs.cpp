@@ -2,22 +2,28 @@
 
 #include <utility>
 
+#include "kernels/host_upload.h"
+
 namespace tq {
 
 StepInputs prepare_step(const Transformer& transformer, const StepBatch& step, bool fixed_shape) {
   const auto& c = transformer.config();
   const auto& kernels = transformer.kernels();
   const auto device = kernels.device();
-  auto on_device = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
   StepInputs in;
-  in.token_ids = on_device(step.token_ids);
-  in.positions = on_device(step.positions);
-  in.slots = on_device(step.slots);
-  in.key_slots = on_device(step.key_slots);
-  in.rope_positions = on_device(step.rope_positions);
-  in.long_rope = on_device(step.long_rope);
-  in.image_rows = on_device(step.image_rows);
-  in.image_embeds = on_device(step.image_embeds);
+  in.token_ids = step.token_ids;
+  in.positions = step.positions;
+  in.slots = step.slots;
+  in.key_slots = step.key_slots;
+  in.rope_positions = step.rope_positions;
+  in.long_rope = step.long_rope;
+  in.image_rows = step.image_rows;
+  // The host's arrays in one copy that does not wait for the device (the step before may still be running).
+  std::vector<at::Tensor*> arrays;
+  for (auto* t : {&in.token_ids, &in.positions, &in.slots, &in.key_slots, &in.rope_positions, &in.long_rope, &in.image_rows})
+    if (t->defined()) arrays.push_back(t);
+  upload_together(arrays, device);
+  in.image_embeds = step.image_embeds.defined() ? step.image_embeds.to(device) : step.image_embeds;  // made on the device
   // One plan per attention rule the layers use: with and without the window (Gemma 3 has both).
   auto plan = [&](const QueryLayout& q, bool sliding) {
     return kernels.plan_attention(q, step.key_positions, step.key_segments, sliding ? c.sliding_window : std::nullopt, c.num_heads);
@@ -41,7 +47,7 @@ StepInputs prepare_step(const Transformer& transformer, const StepBatch& step, b
   in.launch_shape.clear();
   // Past the last layer's K/V only the output rows matter: the rest of that layer runs for them alone.
   auto rows = at::tensor(at::ArrayRef<int64_t>(step.output_rows), at::TensorOptions().dtype(at::kLong));
-  in.output_rows = rows.to(device);
+  in.output_rows = index_on(device, step.output_rows);
   if (step.output_rows.empty()) return in;
   std::vector<int64_t> key_end;
   for (auto r : step.output_rows) key_end.push_back(step.key_end[r]);

@@ -43,6 +43,11 @@ export interface EngineReply {
     waitedBehindRegistration: boolean;
     /** Requests merged into the forward pass that answered this one (1: alone). */
     batchSize?: number;
+    /**
+     * The engine launched this call while the one before it was still unfinished (--calls-in-flight 2): its host work
+     * overlapped that call's device work, and its engineMs includes the rest of that call.
+     */
+    overlapped?: boolean;
   };
 }
 

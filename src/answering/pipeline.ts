@@ -68,6 +68,8 @@ export interface PipelineResult {
   computedTokens: number;
   waitedBehindRegistration: boolean;
   batchSize: number;
+  /** Launched by the engine while the call before was still unfinished (--calls-in-flight 2). */
+  overlapped: boolean;
   /** Which of several serving engines answered (absent: the only one). */
   engine?: number;
   stages: { prepare: number; warm: number; questions: number; readout: number; engine: number; wait: number; hop: number };
@@ -189,6 +191,7 @@ function summary(results: QuestionResult[], rendered: RenderedRequest, questions
     computedTokens: reply.computedTokens,
     waitedBehindRegistration: t.waitedBehindRegistration,
     batchSize: t.batchSize ?? 1,
+    overlapped: t.overlapped ?? false,
     ...(reply.engine !== undefined ? { engine: reply.engine } : {}),
     stages: { prepare: prepare + (t.decodeMs ?? 0), warm: t.stateMs, questions: t.questionsMs, readout: t.readoutMs, engine: t.engineMs, wait: t.waitMs, hop: t.hopMs ?? 0 },
   };

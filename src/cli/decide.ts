@@ -45,6 +45,7 @@ export const FLAGS_DECIDE_REFUSES: Record<string, string> = {
   'exit-grace-ms': 'decide has no server to shut down',
   engines: 'decide answers with one engine process, its own',
   'busy-poll-ms': 'decide runs its engine in its own process, one call at a time: no channel between processes, nor a next call, to spin for',
+  'calls-in-flight': 'decide asks its engine one call at a time: there is no next call to launch behind one',
 };
 
 /** The first flag of argv that decide refuses, as an error naming it and why. */

@@ -53,6 +53,7 @@ const table = [
   { name: 'gpu-memory-utilization', kind: 'number', default: 0.9, help: "on CUDA without --cache-mib: the KV cache takes this share of the GPU memory the weights leave free at start, in (0, 1] (as vLLM's flag of that name)", engine: 'gpuMemoryUtilization' },
   { name: 'batch-tokens', kind: 'number', default: 16384, help: 'requests that queue while the engine is busy are merged into one forward pass up to this many tokens (0: no merging)' },
   { name: 'busy-poll-ms', kind: 'number', help: "after a message between the server and an engine process, both spin this long on their shared-memory channel before they sleep, so that a request crosses without waking a process (about 0.5 ms each way on a VM), and with a CUDA device the engine's thread as long after each call, so that the next finds it awake; at the price of cores busy while they spin (0: never; at most 60000; docs/operations.md). Default: 20 with a CUDA device (longer than a client's turn between requests); 0 on the CPU, whose cores compute the answers" },
+  { name: 'calls-in-flight', kind: 'number', help: "merged calls an engine process hands its engine at once, 1 or 2: with 2 the engine prepares and launches the next call while the device still runs the one before (its host work and the device's overlap; the same answers, bit for bit; docs/operations.md). Default: 2 with a CUDA device; 1 on the CPU, where preparing is computing and the call before would wait for it" },
   { name: 'tasks', kind: 'choice', choices: ['on', 'off'], default: 'on', help: 'apply registered tasks (calibrations, intent heads) to matching questions' },
   { name: 'tasks-file', kind: 'string', help: 'keep the registered tasks in this file: loaded at start (tasks fitted under another fingerprint refused and listed), rewritten atomically after every change under its lock, and reloaded when another process (a replica sharing it) replaces it' },
   { name: 'head-engine', kind: 'string', help: "read intent heads' hidden states from a second engine process running this base or checkpoint folder (default: the serving engine); its death is an engine death" },
@@ -136,6 +137,8 @@ function checked(flags: Flags): Flags {
   if (!Number.isInteger(flags['image-max-tokens']) || flags['image-max-tokens'] < 4) throw new FlagError('--image-max-tokens must be an integer of 4 or more (the smallest image is 4 tokens)');
   if (flags['busy-poll-ms'] !== undefined && !(flags['busy-poll-ms'] >= 0 && flags['busy-poll-ms'] <= MAX_BUSY_POLL_MS))
     throw new FlagError(`--busy-poll-ms must be from 0 to ${MAX_BUSY_POLL_MS}`);
+  const inFlight = flags['calls-in-flight'];
+  if (inFlight !== undefined && inFlight !== 1 && inFlight !== 2) throw new FlagError(`--calls-in-flight must be 1 or 2, got ${inFlight}`);
   if (!(flags['shutdown-timeout'] >= 0)) throw new FlagError('--shutdown-timeout must be 0 or more seconds');
   if (!(flags['vision-cache-mib'] >= 0)) throw new FlagError('--vision-cache-mib must be 0 or more');
   if (flags['abstain-option'] !== undefined && !flags['abstain-option'].trim()) throw new FlagError('--abstain-option must not be blank');
@@ -153,6 +156,11 @@ export function busyPollMs(flags: Flags): number {
 const GPU_BUSY_POLL_MS = 20;
 /** The longest spin the engine's thread takes (csrc/addon/addon.cpp, setBusyPoll). */
 const MAX_BUSY_POLL_MS = 60_000;
+
+/** --calls-in-flight, or its default by device: beside a GPU the next call is launched while the device runs one. */
+export function callsInFlight(flags: Flags): 1 | 2 {
+  return (flags['calls-in-flight'] ?? (flags.device.startsWith('cuda') ? 2 : 1)) as 1 | 2;
+}
 
 /** The device of each serving engine process: one per entry of a --device list, else --engines copies of --device. */
 export function engineDevices(flags: Flags): string[] {

@@ -75,6 +75,11 @@ export class Engine {
     return this.native.threadSleeps();
   }
 
+  /** How many calls the engine's thread launched while the call before was still unfinished (their host and device work overlapped). */
+  callsOverlapped(): number {
+    return this.native.callsOverlapped();
+  }
+
   close(): Promise<void> {
     return this.native.close();
   }

@@ -243,6 +243,8 @@ export interface NativeAnswerResult {
   graphReplays: number;
   /** A state boundary waiting for registerBoundary(ticket), or -1. */
   boundaryTicket: number;
+  /** Launched while the call before it was still unfinished: its host work overlapped that call's device work (csrc/addon/engine_thread.h). */
+  overlapped: boolean;
 }
 
 export interface NativeCacheStats {
@@ -299,6 +301,8 @@ export interface NativeEngine {
   setBusyPoll(ms: number): void;
   /** How many times the engine thread has gone to sleep with nothing queued (each time, the next call waited for its wake-up). */
   threadSleeps(): number;
+  /** How many calls the engine thread launched while the call before was still unfinished (csrc/addon/engine_thread.h). */
+  callsOverlapped(): number;
   close(): Promise<void>;
 }
 

@@ -10,7 +10,7 @@ import * as os from 'os';
 import { ResolvedBase, resolveBase } from '../config/bases';
 import { engineLoad } from '../config/engine-load';
 import { NativeLoadOptions } from '../engine/native';
-import { busyPollMs, engineDevices, Flags } from '../config/flags';
+import { busyPollMs, callsInFlight, engineDevices, Flags } from '../config/flags';
 import { EngineClient, StartingEngine } from './engine-process/client';
 import { EngineGroup } from './engine-process/group';
 import { HostArgs } from './engine-process/protocol';
@@ -31,7 +31,7 @@ export type Died = (role: EngineRole) => (reason: string) => void;
 function startServingGroup(flags: Flags, load: NativeLoadOptions, died: Died, logger: Logger): Promise<EngineGroup> {
   const devices = engineDevices(flags);
   const threads = flags.threads || Math.max(1, Math.floor(os.cpus().length / devices.length));
-  const args: HostArgs[] = devices.map((device) => ({ load: { ...load, device, threads }, batchTokens: flags['batch-tokens'], busyPollMs: busyPollMs(flags) }));
+  const args: HostArgs[] = devices.map((device) => ({ load: { ...load, device, threads }, batchTokens: flags['batch-tokens'], busyPollMs: busyPollMs(flags), callsInFlight: callsInFlight(flags) }));
   return EngineGroup.start(args, devices, {
     allDead: died('text'),
     died: (m, reason) => logger.error({ event: 'engine_died', engine: 'text', index: m.index, pid: m.client.pid }, `engine ${m.index} (${m.device}): ${reason}; its requests in flight answered 503, restarting it while the others answer`),
@@ -50,8 +50,8 @@ export async function startEngines(flags: Flags, died: Died, logger: Logger): Pr
   const image = flags['image-model'] ? resolveBase(flags['image-model'], flags['models-dir']) : undefined;
   const load = engineLoad(flags, text);
   const starting: Promise<{ stop(): void }>[] = [];
-  const start = (base: ResolvedBase, role: EngineRole, args: Omit<HostArgs, 'batchTokens' | 'busyPollMs'>): StartingEngine => {
-    const client = EngineClient.start({ ...args, batchTokens: flags['batch-tokens'], busyPollMs: busyPollMs(flags) }, died(role));
+  const start = (base: ResolvedBase, role: EngineRole, args: Omit<HostArgs, 'batchTokens' | 'busyPollMs' | 'callsInFlight'>): StartingEngine => {
+    const client = EngineClient.start({ ...args, batchTokens: flags['batch-tokens'], busyPollMs: busyPollMs(flags), callsInFlight: callsInFlight(flags) }, died(role));
     client.catch(() => undefined); // awaited by load-service.ts
     starting.push(client);
     return { base, client };

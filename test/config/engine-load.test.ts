@@ -7,7 +7,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { ResolvedBase } from '../../src/config/bases';
 import { engineLoad } from '../../src/config/engine-load';
-import { busyPollMs, flagDefs, parseFlags } from '../../src/config/flags';
+import { busyPollMs, callsInFlight, flagDefs, parseFlags } from '../../src/config/flags';
 
 const root = path.resolve(__dirname, '..', '..');
 const base = { checkpoint: '/models/x' } as ResolvedBase;
@@ -50,4 +50,12 @@ test('the channel spins by default beside a GPU, never where the CPU computes; -
   expect(busyPollMs(parseFlags(['--busy-poll-ms', '2.5']))).toBe(2.5);
   expect(() => parseFlags(['--busy-poll-ms', '-1'])).toThrow(/--busy-poll-ms must be from 0 to 60000/);
   expect(() => parseFlags(['--busy-poll-ms', '60001'])).toThrow(/--busy-poll-ms must be from 0 to 60000/);
+});
+
+test('two calls in flight by default beside a GPU, one where the CPU computes; --calls-in-flight says otherwise, 1 or 2', () => {
+  expect(callsInFlight(parseFlags([]))).toBe(1);
+  expect(callsInFlight(parseFlags(['--device', 'cuda']))).toBe(2);
+  expect(callsInFlight(parseFlags(['--device', 'cuda:0,cuda:1', '--calls-in-flight', '1']))).toBe(1);
+  expect(callsInFlight(parseFlags(['--calls-in-flight', '2']))).toBe(2);
+  for (const bad of ['0', '3', '1.5']) expect(() => parseFlags(['--calls-in-flight', bad])).toThrow(/--calls-in-flight must be 1 or 2/);
 });

@@ -114,6 +114,23 @@ test("tq_cli takes every engine option as a flag, the addon's name in kebab-case
   expect(uncached.calls[1][0].cachedTokens).toBe(0);
 });
 
+// --in-flight 2: each call launched before the one before it is finished, as the engine thread runs calls that queue.
+test('tq_cli answer --in-flight 2 gives the bits of one call at a time, the prefix cache included; other counts refused', async () => {
+  const state = Array.from({ length: 40 }, (_, i) => 100 + i);
+  const file = path.join(scratch, 'in-flight.json');
+  const call = (tokens: number[]) => [{ state, questions: [{ tokens, labelIds: [4, 5, 6] }] }];
+  fs.writeFileSync(file, JSON.stringify({ calls: [call([3]), call([6, 7]), call([8]), [{ state: state.slice(0, 20), questions: [{ tokens: [9], labelIds: [4, 5] }] }]] }));
+  const model = ['answer', '--model', tinyModel('tiny-qwen3'), '--calls', file, '--threads', '1', '--dtype', 'bf16'];
+  const [one, two] = await Promise.all([runCli([...model, '--in-flight', '1']), runCli([...model, '--in-flight', '2'])]);
+  const answers = (out: any) => out.calls.map((c: any[]) => c.map((r) => [r.answers, r.cachedTokens, r.computedTokens]));
+  expect(answers(two)).toEqual(answers(one));
+  // The second call found the first's state, registered as the first was launched.
+  expect(two.calls[1][0].cachedTokens).toBe(40);
+  expect(two.wallMs[0]).toHaveLength(4);
+  expect(two.repeatMs).toHaveLength(1);
+  await expect(runCli([...model, '--in-flight', '3'])).rejects.toThrow(/--in-flight must be 1 or 2/);
+});
+
 // A request's optional fields are read through the addon's list (engine/named_fields.h), each by its type.
 test("tq_cli reads a request's optional fields as the addon does: honoured, or refused by type with their place", async () => {
   const state = Array.from({ length: 40 }, (_, i) => 100 + i);

@@ -127,11 +127,13 @@ export const NATIVE_LAYERS: string[][] = [['common'], ['batch'], ['kernels'], ['
  * The kernel headers other folders may include: the interface the transformer is written in, the
  * weights' quantization modes, the stack the engine builds (kernels/kernel_stack.h: which
  * implementation runs, and the CPU kernels' levels and abilities), and the readout's arithmetic and
- * CUDA kernel (with the launch check every CUDA launch goes through). The rest of kernels/ is the
+ * CUDA kernel (with the launch check every CUDA launch goes through), and the upload of host arrays that
+ * does not wait for the device (the runner's step inputs, the readout's). The rest of kernels/ is the
  * implementations' own, and cli/'s microbenchmarks'.
  */
 export const KERNEL_ENTRY_POINTS = [
   'kernels/layer_kernels.h',
+  'kernels/host_upload.h',
   'kernels/quantization.h',
   'kernels/kernel_stack.h',
   'kernels/math/label_readout_math.h',

@@ -2,7 +2,9 @@
  * The engine process: loads the model and runs the server's calls in arrival
  * order, reporting how long each waited. Calls that queue up while the engine
  * is busy are merged into one forward pass, up to --batch-tokens tokens
- * (requests with the same state share its computation). With --register-boundary after, a
+ * (requests with the same state share its computation). With --calls-in-flight
+ * 2 the engine is handed the next job while one runs (its thread launches a
+ * call before it finishes the one before). With --register-boundary after, a
  * reply's state boundary is registered right after the reply is sent: next in
  * line when nothing else is waiting, else behind the waiting requests
  * (deferred), so they never wait behind it. A request that arrives while a
@@ -76,17 +78,22 @@ type NativeCall = Omit<WireCall, 'images'> & { images?: NativeImage[] };
 /** The engine process's scheduler: its queue of calls, merged into batches, with registrations and cancellations in their turn. */
 class CallScheduler {
   private queue: QueuedWork[] = [];
-  private running?: QueuedWork;
+  /**
+   * Jobs handed to the engine and not yet done, at most callsInFlight (--calls-in-flight). With 2 the engine has the
+   * next call while the device runs one, and launches it at once (csrc/addon/engine_thread.h); with 1 each job
+   * waits for the one before.
+   */
+  private inFlight: QueuedWork[] = [];
   /** The level's re-measurements left, and the delay before the last one scheduled. */
   private levelTries = 0;
   private levelDelayMs = 0;
   readonly boundaries: BoundaryCounters = { pending: 0, deferred: 0, registered: 0, dropped: 0, failed: 0 };
 
-  constructor(private engine: Engine, private batchTokens: number, private images?: HostArgs['images']) {}
+  constructor(private engine: Engine, private batchTokens: number, private callsInFlight: number, private images?: HostArgs['images']) {}
 
   /** An answer call running: the channel keeps spinning meanwhile (for the calls that will join the next batch, and the server's next). */
   get busy(): boolean {
-    return this.running?.kind === 'answer';
+    return this.inFlight.some((j) => j.kind === 'answer');
   }
 
   receive(m: ServerMessage) {
@@ -104,7 +111,8 @@ class CallScheduler {
     const report: MetricsReport = {
       process: (await (await processMetrics!).getMetricsAsJSON()) as unknown as Family[],
       queued: this.queue.filter((j) => j.kind === 'answer').length,
-      running: this.running?.kind === 'answer',
+      running: this.busy,
+      overlapped: this.engine.callsOverlapped(),
       ...this.lastStats,
       boundaries: { ...this.boundaries },
     };
@@ -133,19 +141,25 @@ class CallScheduler {
   }
 
   private queueAnswer(id: number, call: NativeCall, decodeMs: number) {
-    const behind = this.running?.kind === 'register' || this.queue.some((j) => j.kind === 'register');
+    const behind = [...this.inFlight, ...this.queue].some((j) => j.kind === 'register');
     this.enqueue({ kind: 'answer', id, call, arrived: performance.now(), behindRegistration: behind, decodeMs });
   }
 
   private enqueue(job: QueuedWork) {
     this.queue.push(job);
-    if (!this.running) this.next();
+    this.pump();
   }
 
-  private async next() {
-    const job = this.queue.shift();
-    this.running = job;
-    if (!job) return;
+  /** Hands the engine the queued jobs it has room for. The level is measured with nothing else in flight (its rates would count their work). */
+  private pump() {
+    while (this.queue.length && this.inFlight.length < this.callsInFlight && !this.inFlight.some((j) => j.kind === 'level')) {
+      if (this.queue[0].kind === 'level' && this.inFlight.length) return;
+      void this.run(this.queue.shift()!);
+    }
+  }
+
+  private async run(job: QueuedWork) {
+    this.inFlight.push(job);
     try {
       if (job.kind === 'answer') await this.answer([job, ...this.takeBatch(job)]);
       else if (job.kind === 'register') await this.register(job.ticket);
@@ -157,7 +171,8 @@ class CallScheduler {
         send({ kind: 'cache', id: job.id, report: { stats: await this.engine.cacheStats(), vision, boundaries: { ...this.boundaries }, memory } });
       }
     } finally {
-      setImmediate(() => this.next());
+      this.inFlight.splice(this.inFlight.indexOf(job), 1);
+      setImmediate(() => this.pump());
     }
   }
 
@@ -196,7 +211,15 @@ class CallScheduler {
           stateTokens: r.stateTokens,
           cachedTokens: r.cachedTokens,
           computedTokens: r.computedTokens,
-          timing: { ...r.timing, engineMs, waitMs: started - job.arrived, decodeMs: job.decodeMs, waitedBehindRegistration: job.behindRegistration, batchSize: jobs.length },
+          timing: {
+            ...r.timing,
+            engineMs,
+            waitMs: started - job.arrived,
+            decodeMs: job.decodeMs,
+            waitedBehindRegistration: job.behindRegistration,
+            batchSize: jobs.length,
+            overlapped: r.overlapped,
+          },
         },
       });
     });
@@ -220,7 +243,7 @@ class CallScheduler {
     this.levelTries = tries;
     this.levelDelayMs = delayMs;
     const whenIdle = () => {
-      if (this.running || this.queue.length) setTimeout(whenIdle, IDLE_POLL_MS).unref();
+      if (this.inFlight.length || this.queue.length) setTimeout(whenIdle, IDLE_POLL_MS).unref();
       else this.enqueue({ kind: 'level' });
     };
     setTimeout(whenIdle, delayMs).unref();
@@ -268,7 +291,7 @@ async function main() {
   send({ kind: 'ready', info: engine.info });
   collectProcessMetrics();
   if (args.images) void imageDecoder(); // now rather than by the first image
-  scheduler = new CallScheduler(engine, args.batchTokens, args.images);
+  scheduler = new CallScheduler(engine, args.batchTokens, args.callsInFlight, args.images);
   scheduler.remeasureLevelAfter(REMEASURE_AFTER_MS);
 }
 

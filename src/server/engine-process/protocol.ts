@@ -32,6 +32,8 @@ export interface MetricsReport {
   /** Answer calls waiting for the engine (decoded, queued), and whether one is running. */
   queued: number;
   running: boolean;
+  /** Merged calls the engine launched while the one before was still unfinished (--calls-in-flight 2). */
+  overlapped: number;
   /** The caches' counters as of the end of the last call (read on the engine thread then, not now). */
   stats?: NativeCacheStats;
   vision?: NativeVisionCacheStats;
@@ -75,6 +77,8 @@ export interface HostArgs {
   batchTokens: number;
   /** How long each side spins on the channel after a message (channel.ts); 0 never. */
   busyPollMs: number;
+  /** Merged calls handed to the engine at once (--calls-in-flight): 2 lets it launch the next while the device runs one. */
+  callsInFlight: 1 | 2;
   /** The channel's shared memory, an inherited fd (set by EngineClient.start); absent: messages over IPC alone. */
   channelFd?: number;
 }

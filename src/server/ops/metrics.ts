@@ -124,6 +124,7 @@ function engineFamilies(engines: EngineSource[], reports: (MetricsReport | undef
     }))),
     family('tqserve_engine_queue_depth', 'gauge', 'Answer calls waiting for the engine.', each((r, labels) => [{ labels, value: r.queued }])),
     family('tqserve_engine_busy', 'gauge', 'Whether the engine is computing an answer call now.', each((r, labels) => [{ labels, value: r.running ? 1 : 0 }])),
+    family('tqserve_engine_calls_overlapped_total', 'counter', 'Merged calls the engine launched while the call before was still unfinished (--calls-in-flight 2).', each((r, labels) => [{ labels, value: r.overlapped }])),
     family('tqserve_prefix_cache_lookups_total', 'counter', 'States looked up in the prefix cache.', stat('lookups')),
     family('tqserve_prefix_cache_hit_tokens_total', 'counter', 'State tokens served from the prefix cache.', stat('hitTokens')),
     family('tqserve_prefix_cache_miss_tokens_total', 'counter', 'State tokens not found in the prefix cache.', stat('missTokens')),

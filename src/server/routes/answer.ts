@@ -67,6 +67,7 @@ export function answerRoute(router: Router, service: Service) {
             cached_tokens: r.cachedTokens,
             computed_tokens: r.computedTokens,
             batch_size: r.batchSize,
+            overlapped_previous_call: r.overlapped,
             total_ms: performance.now() - t0,
           },
         },

@@ -9,6 +9,7 @@ import { execFile } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { keepFreedMemory } from './keep-freed-memory';
 
 const root = path.resolve(__dirname, '..', '..');
 
@@ -33,7 +34,7 @@ export async function runLinkedCheck(name: string, scratch: string, options: { c
     await run('g++', ['-std=c++17', ...(options.compileFlags ?? ['-O0']), '-DTQ_ONEDNN=1', '-DTQ_CUDA=0', `-I${path.join(root, 'csrc')}`, '-I/usr/include/torch/csrc/api/include', source, library,
       '-ltorch', '-ltorch_cpu', '-lc10', '-ldnnl', '-fopenmp', '-o', exe]);
   }
-  return (await run(exe, [], options.env)).trim().split('\n').map((line) => JSON.parse(line));
+  return (await run(exe, [], keepFreedMemory(options.env))).trim().split('\n').map((line) => JSON.parse(line));
 }
 
 export function scratchDir(): string {

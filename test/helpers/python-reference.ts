@@ -9,6 +9,7 @@ import { ChildProcessWithoutNullStreams, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { keepFreedMemory } from './keep-freed-memory';
 import { debianPython, referenceDir } from './models';
 
 type Script = 'forward' | 'ref_vlm';
@@ -20,10 +21,7 @@ interface Waiting {
 let worker: { child: ChildProcessWithoutNullStreams; waiting: Waiting[]; stderr: string } | undefined;
 
 function start() {
-  // glibc's malloc keeps what the reference frees for its next tensors instead of handing it back to the kernel (by
-  // default, tensors above 128 KiB: each later one faulted its pages in again, zeroed; bench/README.md).
-  const env = { ...process.env, MALLOC_MMAP_THRESHOLD_: String(1 << 30), MALLOC_TRIM_THRESHOLD_: String(2 ** 32) };
-  const child = spawn(debianPython, [path.join(referenceDir, 'serve.py')], { stdio: ['pipe', 'pipe', 'pipe'], env });
+  const child = spawn(debianPython, [path.join(referenceDir, 'serve.py')], { stdio: ['pipe', 'pipe', 'pipe'], env: keepFreedMemory() });
   const w = { child, waiting: [] as Waiting[], stderr: '' };
   let buffered = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => {

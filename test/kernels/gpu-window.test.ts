@@ -99,6 +99,7 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(serve.engineInFlight.inFlight).toBe(2);
   expect(serve.engineInFlight.promptTokensPerSecond).toBeGreaterThan(0);
   expect(files['serve.md']).toMatch(/With two calls in flight .* the server delivers \d+% of that ceiling/);
+  expect(steps[7].summary).toMatch(/% of it with two calls in flight$/);
   expect(files['server.log']).toContain('listening at');
   const parity = JSON.parse(files['parity.json']).parity;
   expect(parity['tiny-qwen3'].fp32.passed).toBe(true);

@@ -1,6 +1,12 @@
 /** Engine work runs on its own thread: the JS thread stays responsive and calls settle in order. */
+import { execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
 import { Engine } from '../../src/engine/engine';
 import { tinyModel } from '../helpers/models';
+
+const root = path.resolve(__dirname, '..', '..');
 
 test('a long forward pass does not block the event loop', async () => {
   const engine = await Engine.open({ path: tinyModel('tiny-qwen2'), threads: 2 });
@@ -65,3 +71,19 @@ test('with setBusyPoll the engine thread takes each next call without sleeping, 
     await engine.close();
   }
 });
+
+// On the CPU a launch computes and the device is done when it returns: the branch a GPU takes, a call arriving while the
+// device runs the one before, is checked against a model of a device (test/native/engine_thread_check.cpp).
+test('a call arriving while the device runs the one before is launched first; a job beside calls does not wait for them, others do', () => {
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-thread-'));
+  try {
+    const exe = path.join(scratch, 'engine_thread_check');
+    execFileSync('g++', ['-std=c++17', '-O1', `-I${path.join(root, 'csrc')}`, '-I/usr/include/torch/csrc/api/include', path.join(root, 'test', 'native', 'engine_thread_check.cpp'),
+      path.join(root, 'csrc', 'addon', 'engine_thread.cpp'), '-lc10', '-pthread', '-o', exe], { stdio: 'pipe' });
+    const out = JSON.parse(execFileSync(exe, { encoding: 'utf8' }));
+    expect(out.order).toEqual(['launch a', 'launch b overlapping', 'finish a', 'beside b', 'finish b', 'after b', 'launch e', 'finish e']);
+    expect(out.overlapped).toBe(1);
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}, 60_000);

@@ -4,14 +4,15 @@
  * header that does not parse, an animation). Only the header is read: decoding belongs to the
  * image engine's process. Every problem names the image.
  */
-import sharp from 'sharp';
 import { Problem } from '../wire/http-error';
 import { ImageInput } from './collect';
 import { describeBytes, IMAGE_LIMITS, sniffFormat } from './formats';
+import { loadSharp } from './sharp';
 
 const MB = (n: number) => `${(n / 1e6).toFixed(1)} MB`;
 
 async function headerProblem(bytes: Buffer): Promise<string | undefined> {
+  const sharp = await loadSharp();
   const meta = await sharp(bytes, { failOn: 'error', limitInputPixels: false })
     .metadata()
     .catch((e: Error) => e);

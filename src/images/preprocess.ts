@@ -10,8 +10,8 @@
  * bits, and HF's slow and fast processors already differ from each other; the float64 reference
  * is fed these same RGB bytes, so parity is measured from here on.
  */
-import sharp from 'sharp';
 import { IMAGE_LIMITS } from './formats';
+import { loadSharp } from './sharp';
 
 /** Part of an image's cache key: a change to the recipe must never reuse cached KV. */
 export const RECIPE_VERSION = 'qwen2vl-sharp-0.35.5-cubic-flatten-white/1';
@@ -64,6 +64,7 @@ export interface PreprocessedImage {
 }
 
 export async function preprocessImage(bytes: Buffer, budget: PixelBudget = QWEN2VL_BUDGET): Promise<PreprocessedImage> {
+  const sharp = await loadSharp();
   const input = () => sharp(bytes, { failOn: 'error', limitInputPixels: IMAGE_LIMITS.maxPixels, animated: false });
   const meta = await input().metadata();
   const oriented = meta.autoOrient ?? { width: meta.width!, height: meta.height! };

@@ -18,6 +18,7 @@ import { createLogger, Logger } from './ops/logger';
 import type { EngineRole } from './ops/metrics';
 import type { Service } from './service/service';
 import { startEngines } from './start-engines';
+import { loadSharp } from '../images/sharp';
 
 export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
@@ -122,6 +123,7 @@ export async function serve(argv: string[]) {
   logger.info({ event: 'ready', model: service.servedName }, `serving ${service.servedName} (${service.base.checkpoint}, ${e.architecture}${expertsNote(e)}, ${e.dtype}${weights}${levelNote(e)}) on http://${where}`);
   const images = service.images;
   if (images) logger.info({ event: 'image_route' }, `image route: ${images.base.checkpoint} (${images.engineInfo.architecture}, ${images.engineInfo.dtype}), at most ${images.maxTokens} tokens per image`);
+  if (images) void loadSharp(); // its image headers are read here: now rather than by the first image
 }
 
 if (require.main === module) serve(process.argv.slice(2));

@@ -22,6 +22,7 @@ import { EngineCall, WireError } from '../../answering/engine-like';
 import { BoundaryCounters, HostArgs, HostMessage, MetricsReport, ServerMessage, WireCall } from './protocol';
 import { ChannelEndpoint, ChannelWire, channelRings, RING_BYTES } from './channel';
 import { hostAddon } from '../../common/host-addon';
+import { loadSharp } from '../../images/sharp';
 import { closeSync } from 'fs';
 
 /**
@@ -290,7 +291,7 @@ async function main() {
   if (engine.info.device.mode === 'cuda') engine.setBusyPoll(args.busyPollMs);
   send({ kind: 'ready', info: engine.info });
   collectProcessMetrics();
-  if (args.images) void imageDecoder(); // now rather than by the first image
+  if (args.images) void imageDecoder().then(loadSharp); // now rather than by the first image
   scheduler = new CallScheduler(engine, args.batchTokens, args.callsInFlight, args.images);
   scheduler.remeasureLevelAfter(REMEASURE_AFTER_MS);
 }

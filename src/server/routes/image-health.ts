@@ -1,7 +1,7 @@
 /** /health's `image_engine` group (present when --image-model runs): the model, its vision tower, the recipe and the caches. */
-import sharp from 'sharp';
 import { IMAGE_LIMITS } from '../../images/formats';
 import { RECIPE_VERSION } from '../../images/preprocess';
+import { loadSharp } from '../../images/sharp';
 import { ImageService } from '../service/service';
 
 export async function imageEngineHealth(images: ImageService) {
@@ -43,7 +43,7 @@ export async function imageEngineHealth(images: ImageService) {
       version: RECIPE_VERSION,
       steps: ['EXIF orientation', 'sRGB', 'alpha flattened on white', 'smart_resize (sides multiples of 28 within the budget)', 'cubic (Catmull-Rom) resize, no shrink-on-load', 'raw RGB', 'CLIP mean/std and 14x14x2 patches in the engine'],
       decoded_in: 'the image engine process',
-      sharp: sharp.versions,
+      sharp: (await loadSharp()).versions,
     },
     limits: { images_per_request: IMAGE_LIMITS.maxImages, bytes_per_image: IMAGE_LIMITS.maxBytes, pixels_per_image: IMAGE_LIMITS.maxPixels, formats: ['png', 'jpeg', 'webp'] },
     cache: {

@@ -273,8 +273,10 @@ class CallScheduler {
 
 async function main() {
   const args: HostArgs = JSON.parse(process.argv[2]);
-  // The server going away ends the engine too, loading or serving: nothing is left to answer.
-  process.on('disconnect', () => process.exit(0));
+  // The server going away ends the engine too, loading or serving: nothing is left to answer. By a signal, as the
+  // server stops an engine (client.ts): process.exit runs libtorch's static destructors, and its thread pool's waited
+  // forever, now and then, for a worker the engine's load had just started (a server stopped while its engine loads).
+  process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));
   let scheduler: CallScheduler | undefined;
   // The server sends nothing before 'ready'.
   openChannel(args, () => scheduler?.busy ?? false, (m) => scheduler!.receive(m));

@@ -123,9 +123,11 @@ test('a timed-out attempt is retried and the retry joins the computation in flig
     baseURL: server.url,
     logLevel: 'off',
     timeout: 400,
-    retry: { maxRetries: 20, backoffInitialMs: 100, backoffMaxMs: 100, backoffJitter: 0 },
+    // Retries enough for a busy machine (the abort test's 20,000 tokens may still be computing ahead of these): the
+    // test waits for the computation, not for a clock.
+    retry: { maxRetries: 200, backoffInitialMs: 100, backoffMaxMs: 100, backoffJitter: 0 },
   });
-  // About 3 s of engine work here: every attempt times out until it is done.
+  // About 3 s of engine work on a quiet machine: every attempt times out until it is done.
   const r = await impatient.systemOne({ state: longState('retried', 20000), questions: { d: noul('Is it long?') } });
   expect(r.answers.d.noul).toBeGreaterThan(0);
   const after = (await server.get('/health')).body;

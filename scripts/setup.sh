@@ -17,6 +17,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# The headers a CUDA build's C++ is checked against (a PyTorch 2.x wheel's), unpacked, and ATen's precompiled once,
+# here: test/kernels/cuda.test.ts uses them while current (scripts/torch2-pch.js). It needs no npm package, and one
+# core does it (unzip, then one compile): it runs beside npm's install, which leaves a core idle.
+node scripts/torch2-pch.js &
+torch2_pch=$!
+
 # --omit=optional: node-llama-cpp (the benchmark peer) lists every platform's prebuilt binary as
 # optional, CUDA and Vulkan builds included; the CPU one is a direct devDependency. sharp does the
 # same: its linux-x64 binaries (@img/sharp-linux-x64, @img/sharp-libvips-linux-x64) are direct dependencies.
@@ -26,6 +32,4 @@ npm ci --omit=optional --no-audit --no-fund
 # sources are unchanged (scripts/gyp-build.js).
 node scripts/gyp-build.js > /dev/null
 
-# The headers a CUDA build's C++ is checked against (a PyTorch 2.x wheel's), unpacked, and ATen's precompiled once,
-# here: test/kernels/cuda.test.ts uses them while current (scripts/torch2-pch.js).
-node scripts/torch2-pch.js
+wait "$torch2_pch"

@@ -4,7 +4,7 @@
  * compiles only what changed), type-checks the tests and benchmarks (ts-jest only transpiles them),
  * and generates the tiny test models (deterministic; reused when unchanged) and their TorchScript exports.
  */
-import { execFile, execFileSync } from 'child_process';
+import { execFile } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { generateTestModel } from '../src/testmodels/generate';
@@ -38,15 +38,17 @@ export default async function globalSetup(globalConfig: { testPathPattern?: stri
     run(process.execPath, [tsc, '-p', 'tsconfig.json', '--noEmit']),
   ]);
   compiled.catch(() => undefined); // awaited below, after the models
-  for (const name of visionModelNames) generateTestModel(name);
-  for (const name of tinyModelNames) generateTestModel(name);
-  for (const name of torchscriptModelNames) {
+  // The TorchScript exports (a Python process each) first, running while the other models are generated.
+  const exported = torchscriptModelNames.map((name) => {
     const dir = generateTestModel(name);
     const pt = torchscriptModel(name);
     const stamp = path.join(dir, 'tqserve-testmodel.json');
-    if (!fs.existsSync(pt) || fs.statSync(pt).mtimeMs < fs.statSync(stamp).mtimeMs) {
-      execFileSync(debianPython, [path.join(referenceDir, 'export_torchscript.py'), dir, pt], { stdio: 'ignore' });
-    }
-  }
+    const current = fs.existsSync(pt) && fs.statSync(pt).mtimeMs >= fs.statSync(stamp).mtimeMs;
+    return current ? Promise.resolve() : run(debianPython, [path.join(referenceDir, 'export_torchscript.py'), dir, pt]);
+  });
+  exported.forEach((e) => e.catch(() => undefined)); // awaited below
+  for (const name of visionModelNames) generateTestModel(name);
+  for (const name of tinyModelNames) generateTestModel(name);
+  await Promise.all(exported);
   await compiled;
 }

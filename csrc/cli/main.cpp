@@ -52,6 +52,7 @@
 #include "cli/call_profile.h"
 #include "cli/microbench.h"
 #include "model/transformer.h"
+#include "common/clock.h"
 #include "common/errors.h"
 #include "engine/engine.h"
 #include "engine/engine_info_json.h"
@@ -277,9 +278,6 @@ json answer(const Args& a) {
   const int64_t repeat = a.number("repeat", 1);
   const int64_t in_flight = a.number("in-flight", 1);
   if (in_flight != 1 && in_flight != 2) throw tq::EngineError(tq::code::kBadRequest, "answer --in-flight must be 1 or 2");
-  const auto ms_since = [](std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  };
   out["repeatMs"] = json::array();
   for (int64_t rep = 0; rep < repeat; ++rep) {
     json walls = json::array();
@@ -292,7 +290,7 @@ json answer(const Args& a) {
     const auto finish = [&](size_t c) {
       const auto results = engine.finish_batch(*unfinished);  // returns once the readout is on the host
       unfinished.reset();
-      walls.push_back(ms_since(launched_at[c]));
+      walls.push_back(tq::ms_since(launched_at[c]));
       if (rep == repeat - 1) {  // the last repetition: warm where the prefix cache is on
         json call = json::array();
         for (const auto& r : results) call.push_back(result_json(r));
@@ -315,7 +313,7 @@ json answer(const Args& a) {
       unfinished = std::move(launched);
     }
     if (unfinished) finish(calls.size() - 1);
-    out["repeatMs"].push_back(ms_since(rep_t0));
+    out["repeatMs"].push_back(tq::ms_since(rep_t0));
     out["wallMs"].push_back(walls);
     if (profile) profile->stop();
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/clock.h"
 #include "common/errors.h"
 #include "engine/engine.h"
 #include "engine/host_allocator.h"
@@ -10,13 +11,6 @@
 #include "engine/request_checks.h"
 
 namespace tq {
-namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 std::vector<AnswerResult> Engine::answer_batch(const std::vector<AnswerRequest>& reqs) { return finish_batch(*launch_batch(reqs)); }
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 
+#include "common/clock.h"
 #include "common/errors.h"
 #include "common/profile_scope.h"
 #include "runner/device.h"
@@ -12,13 +13,6 @@
 #include "kernels/host_upload.h"
 
 namespace tq {
-namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 int64_t PagedModel::kv_blocks(int64_t bytes_per_block) {
   const auto& o = options_;

@@ -37,7 +37,7 @@ class Elf:
     def _section(self, kind):
         return next(s for s in self.sections if s[1] == kind)
 
-    def _string(self, table, offset):
+    def string(self, table, offset):
         start = self.sections[table][4] + offset
         return self.data[start:self.data.find(b"\0", start)].decode()
 
@@ -54,7 +54,7 @@ class Elf:
 
     def names(self, tag):
         entries, _, _, link = self.dynamic()
-        return [self._string(link, value) for t, value in entries if t == tag]
+        return [self.string(link, value) for t, value in entries if t == tag]
 
     def symbols(self):
         """(undefined names, defined names) of the dynamic symbol table."""
@@ -65,9 +65,9 @@ class Elf:
             if not name:
                 continue
             if shndx == 0:
-                undefined.add(self._string(link, name))
+                undefined.add(self.string(link, name))
             elif info >> 4 in (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE):
-                defined.add(self._string(link, name))
+                defined.add(self.string(link, name))
         return undefined, defined
 
 
@@ -106,7 +106,7 @@ def without_needed(data, drop):
     """The file's bytes with the named NEEDED entries removed (the rest in order, DT_NULL after)."""
     elf = Elf(data)
     entries, offset, capacity, link = elf.dynamic()
-    kept = [(t, v) for t, v in entries if not (t == DT_NEEDED and elf._string(link, v) in drop)]
+    kept = [(t, v) for t, v in entries if not (t == DT_NEEDED and elf.string(link, v) in drop)]
     out = bytearray(data)
     for i in range(capacity):
         struct.pack_into("<qQ", out, offset + 16 * i, *(kept[i] if i < len(kept) else (DT_NULL, 0)))
@@ -115,19 +115,20 @@ def without_needed(data, drop):
 
 def main(out_dir, library):
     source = os.path.realpath(library)
-    soname = Elf(read(source)).names(DT_SONAME)[0]
-    target = os.path.join(out_dir, soname)
+    elf = Elf(read(source))
+    target = os.path.join(out_dir, elf.names(DT_SONAME)[0])
     # A library that finds its own dependencies relative to itself (a pip wheel's: $ORIGIN) would not find them from
     # a copy elsewhere: left as it is.
-    paths = Elf(read(source)).names(DT_RPATH) + Elf(read(source)).names(DT_RUNPATH)
-    drop = [] if any("$ORIGIN" in p for p in paths) else unused_needed(source)
+    search_paths = elf.names(DT_RPATH) + elf.names(DT_RUNPATH)
+    drop = [] if any("$ORIGIN" in p for p in search_paths) else unused_needed(source)
     stamp = f"{source} {os.path.getsize(source)} {os.stat(source).st_mtime_ns} {sorted(drop)}\n"
     if not drop:
         for stale in (target, target + ".from"):
             if os.path.exists(stale):
                 os.remove(stale)
         return
-    if not (os.path.exists(target) and open(target + ".from").read() == stamp):
+    current = os.path.exists(target) and os.path.exists(target + ".from") and open(target + ".from").read() == stamp
+    if not current:
         os.makedirs(out_dir, exist_ok=True)
         with open(source, "rb") as f:
             lean = without_needed(f.read(), set(drop))

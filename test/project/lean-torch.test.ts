@@ -14,8 +14,6 @@ import { tokenizeTexts } from '../helpers/tokens';
 import { cliPath, runCli } from '../helpers/tq-cli';
 
 const root = path.resolve(__dirname, '..', '..');
-const soname = 'libtorch_cpu.so.1.13';
-const lean = path.join(root, 'build', 'lean-torch', soname);
 const run = (file: string, args: string[], env: NodeJS.ProcessEnv = process.env) => execFileSync(file, args, { encoding: 'utf8', env, maxBuffer: 1 << 28 });
 
 /** Library name -> path, as the loader resolves them for `file` (ldd). */
@@ -26,6 +24,9 @@ const needed = (file: string) => [...run('readelf', ['-d', file]).matchAll(/\(NE
 const symbols = (file: string, which: 'undefined' | 'defined') =>
   new Set(run('nm', ['-D', `--${which}-only`, '--format=just-symbols', file]).split('\n').filter(Boolean).map((s) => s.split('@')[0]));
 
+// libtorch_cpu by the name the programs need it (libtorch_cpu.so.1.13 on Debian's bookworm), and its lean copy's path.
+const soname = needed(cliPath).find((name) => name.startsWith('libtorch_cpu.so'))!;
+const lean = path.join(root, 'build', 'lean-torch', soname);
 // The library as installed: the one the loader finds by its name, without the build's RUNPATH.
 const installed = / => (\S+)/.exec(run('/sbin/ldconfig', ['-p']).split('\n').find((line) => line.trim().startsWith(`${soname} `)) ?? '')?.[1];
 

@@ -14,7 +14,9 @@ import { tokenizeTexts } from '../helpers/tokens';
 import { cliPath, runCli } from '../helpers/tq-cli';
 
 const root = path.resolve(__dirname, '..', '..');
-const run = (file: string, args: string[], env: NodeJS.ProcessEnv = process.env) => execFileSync(file, args, { encoding: 'utf8', env, maxBuffer: 1 << 28 });
+// The build's RUNPATH is what is checked: no LD_LIBRARY_PATH of the caller's in front of it.
+const ownEnv: NodeJS.ProcessEnv = { ...process.env, LD_LIBRARY_PATH: '' };
+const run = (file: string, args: string[], env: NodeJS.ProcessEnv = ownEnv) => execFileSync(file, args, { encoding: 'utf8', env, maxBuffer: 1 << 28 });
 
 /** Library name -> path, as the loader resolves them for `file` (ldd). */
 function resolved(file: string, env?: NodeJS.ProcessEnv): Record<string, string> {
@@ -73,7 +75,7 @@ test('the copy drops exactly the libraries that define none of the symbols libto
     const asInstalled = { ...process.env, LD_LIBRARY_PATH: path.dirname(installed!) };
     expect(resolved(cliPath, asInstalled)[soname]).toBe(path.join(path.dirname(installed!), soname));
     const args = ['answer', '--model', dir, '--dtype', 'bf16', '--calls', calls];
-    const [onCopy, onInstalled] = await Promise.all([runCli(args), runCli(args, { LD_LIBRARY_PATH: asInstalled.LD_LIBRARY_PATH })]);
+    const [onCopy, onInstalled] = await Promise.all([runCli(args, { LD_LIBRARY_PATH: '' }), runCli(args, { LD_LIBRARY_PATH: asInstalled.LD_LIBRARY_PATH })]);
     expect(onCopy.calls[0][0].answers.length).toBe(questions.length);
     const answers = (out: any) => JSON.stringify(out.calls.map((call: any[]) => call.map((r) => r.answers)));
     expect(answers(onInstalled)).toBe(answers(onCopy));

@@ -87,9 +87,9 @@ def resolved_paths(path):
     return found
 
 
-def unused_needed(path):
-    """The NEEDED entries of `path` that define none of its undefined symbols (kept when not found: unsure)."""
-    lib = Elf(read(path))
+def unused_needed(path, lib):
+    """The NEEDED entries of `lib` (read from `path`) that define none of its undefined symbols (kept when not found:
+    unsure)."""
     undefined, _ = lib.symbols()
     paths = resolved_paths(path)
     unused = []
@@ -120,7 +120,7 @@ def main(out_dir, library):
     # A library that finds its own dependencies relative to itself (a pip wheel's: $ORIGIN) would not find them from
     # a copy elsewhere: left as it is.
     search_paths = elf.names(DT_RPATH) + elf.names(DT_RUNPATH)
-    drop = [] if any("$ORIGIN" in p for p in search_paths) else unused_needed(source)
+    drop = [] if any("$ORIGIN" in p for p in search_paths) else unused_needed(source, elf)
     stamp = f"{source} {os.path.getsize(source)} {os.stat(source).st_mtime_ns} {sorted(drop)}\n"
     if not drop:
         for stale in (target, target + ".from"):

@@ -30,6 +30,12 @@ export default async function globalSetup(globalConfig: { testPathPattern?: stri
   // at any thread count; ATen's are checked within a bound).
   process.env.OPENBLAS_NUM_THREADS ??= '1';
   process.env.GOMP_SPINCOUNT ??= '1000';
+  // The suite starts about a hundred servers, engine processes and tq_cli runs, each filling its heap with small
+  // allocations (a tokenizer.json's vocabulary and merges, libtorch's start, the weights) a 4 KiB page fault at a time,
+  // and under the VMs these machines are, each fault is a trap to the hypervisor. glibc's malloc asking for transparent
+  // huge pages (where the kernel gives them on request) faults once per 2 MiB instead: bench/README.md, "Set-up and
+  // suite time", has what it saves. It places memory, nothing more: no answer depends on it.
+  process.env.GLIBC_TUNABLES ??= 'glibc.malloc.hugetlb=1';
   // The node-gyp build, in the background from now on, if its test is among those selected.
   const pattern = globalConfig.testPathPattern ?? '';
   if (!pattern || new RegExp(pattern, 'i').test(gypTestFile)) process.env[GYP_BUILD_ENV] = startGypBuild();

@@ -224,7 +224,9 @@ class CallScheduler {
         },
       });
     });
-    this.lastStats = { stats: await this.engine.cacheStats(), vision: this.engine.info.vision ? await this.engine.visionCacheStats() : undefined };
+    // The boundaries are queued before anything is awaited: a request for the same state arriving meanwhile (a client's
+    // retry just after its answer) then queues behind its registration and finds the state cached, instead of
+    // deferring it and computing the whole state again.
     for (const r of results) {
       if (r.boundaryTicket < 0) continue;
       if (this.queue.some((j) => j.kind === 'answer')) {
@@ -235,6 +237,7 @@ class CallScheduler {
         this.queue.unshift({ kind: 'register', ticket: r.boundaryTicket });
       }
     }
+    this.lastStats = { stats: await this.engine.cacheStats(), vision: this.engine.info.vision ? await this.engine.visionCacheStats() : undefined };
   }
 
   /** Schedules a re-measurement of the level `delayMs` from now, run when nothing is running or queued. */

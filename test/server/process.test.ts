@@ -56,6 +56,24 @@ test('/health says where the engine runs: mode cpu, no GPU, the libtorch version
   }
 });
 
+/** One variable of a process's environment, as the kernel holds it. */
+const environOf = (pid: number, name: string) =>
+  fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').find((e) => e.startsWith(`${name}=`))?.slice(name.length + 1);
+
+test('the engine process runs with malloc asking for huge pages, unless the operator set GLIBC_TUNABLES', async () => {
+  // Unset here (the suite sets it for every process: test/global-setup.ts), then the operator's own value.
+  for (const [given, expected] of [[undefined, 'glibc.malloc.hugetlb=1'], ['glibc.malloc.hugetlb=0', 'glibc.malloc.hugetlb=0']]) {
+    const server = await startServer(['--base', 'tiny-qwen3'], { GLIBC_TUNABLES: given as string });
+    try {
+      const pid = (await server.get('/health')).body.base.engine_process.pid;
+      expect(environOf(server.process.pid!, 'GLIBC_TUNABLES')).toBe(given);
+      expect(environOf(pid, 'GLIBC_TUNABLES')).toBe(expected);
+    } finally {
+      await server.stop();
+    }
+  }
+});
+
 test('a busy port exits 1 with a clear message', async () => {
   const blocker = net.createServer().listen(0, '127.0.0.1');
   await new Promise((r) => blocker.once('listening', r));

@@ -14,10 +14,13 @@ const cmakeLists = fs.readFileSync(path.join(root, 'CMakeLists.txt'), 'utf8');
 // Paths under a variable CMake computes as it configures (node-addon-api's folder, asked of node): not checked here.
 const computedAtConfigure = new Set(['NODE_ADDON_API_DIR']);
 
-/** Every path CMakeLists.txt names under ${CMAKE_SOURCE_DIR}, a foreach's ${var} expanded over its list. */
+/** Every path CMakeLists.txt names under ${CMAKE_SOURCE_DIR}, a foreach's ${var} expanded over its list (a list set() names, too). */
 function cmakePaths(): string[] {
+  const lists = new Map<string, string[]>();
+  for (const m of cmakeLists.matchAll(/^set\((\w+)\s+([^)$]*)\)/gm)) lists.set(m[1], m[2].trim().split(/\s+/));
   const loops = new Map<string, string[]>();
-  for (const m of cmakeLists.matchAll(/foreach\((\w+)\s+([^)]*)\)/g)) loops.set(m[1], m[2].trim().split(/\s+/));
+  for (const m of cmakeLists.matchAll(/foreach\((\w+)\s+([^)]*)\)/g))
+    loops.set(m[1], m[2].trim().split(/\s+/).flatMap((v) => lists.get(/^\$\{(\w+)\}$/.exec(v)?.[1] ?? '') ?? [v]));
   return Array.from(cmakeLists.matchAll(/\$\{CMAKE_SOURCE_DIR\}\/([^\s)]+)/g), (m) => m[1]).flatMap((named) => {
     const variable = /\$\{(\w+)\}/.exec(named);
     if (!variable) return [named];
@@ -65,6 +68,11 @@ test('the CMake build configures and compiles with oneDNN off (-DTQ_WITH_ONEDNN=
     const commands = JSON.parse(fs.readFileSync(path.join(build, 'compile_commands.json'), 'utf8')) as CompileCommand[];
     const sources = commands.map((c) => path.relative(root, c.file));
     expect(sources).toEqual(expect.arrayContaining(['csrc/kernels/cpu/gemm/onednn.cpp', 'csrc/engine/engine.cpp']));
+    // ATen's precompiled header for the sources that reach torch; not for those that never do (a GEMM tile, a kernel
+    // check: scripts/torch_free_sources.py), which would only pay for loading it.
+    const usesPch = (file: string) => PCH_INCLUDE.test(commands.find((c) => path.relative(root, c.file) === file)!.command);
+    expect(['csrc/engine/engine.cpp', 'csrc/kernels/cpu/gemm/gemm_vnni.cpp', 'test/native/gemm_check.cpp', 'test/native/cascade_check.cpp'].map(usesPch))
+      .toEqual([true, false, false, true]);
     for (const c of commands) {
       expect(c.command).toContain('-DTQ_ONEDNN=0');
       expect(c.command).not.toMatch(/-ldnnl|libdnnl/);

@@ -78,12 +78,27 @@ function precompileAten(dir) {
   return header;
 }
 
-/** The whole build in a staged folder: configure, ATen's header, the engine's addon with it, the server's without. */
+/**
+ * Gives ATen's precompiled header to the engine's sources that reach torch, as CMakeLists.txt does: one line per object
+ * appended to the target's Makefile (a target-specific addition to its compile flags). A source that never includes
+ * torch (scripts/torch_free_sources.py) would only pay for loading the header.
+ */
+function includeAtenWhereUsed(dir, header) {
+  const makefile = path.join(dir, 'build', 'tqserve_engine.target.mk');
+  const objects = makeVariable(fs.readFileSync(makefile, 'utf8'), 'OBJS');
+  const sources = objects.map((o) => o.replace(/^\$\(obj\)\.target\/\$\(TARGET\)\//, '').replace(/\.o$/, '.cpp'));
+  const free = new Set(execFileSync('python3', [path.join(root, 'scripts', 'torch_free_sources.py'), ...sources], { cwd: dir, encoding: 'utf8' })
+    .split('\n').filter(Boolean));
+  const lines = objects.filter((o, i) => !free.has(sources[i])).map((o) => `${o}: GYP_CXXFLAGS += -include ${header} -Werror=invalid-pch`);
+  fs.appendFileSync(makefile, `\n# scripts/gyp-build.js: ATen's precompiled header for the sources that reach torch\n${lines.join('\n')}\n`);
+}
+
+/** The whole build in a staged folder: configure, ATen's header, the engine's addon with it where used, the server's without. */
 function buildStaged(dir) {
   const jobs = ['--jobs', String(os.cpus().length)];
   nodeGyp(dir, ['configure']);
-  const header = precompileAten(dir);
-  nodeGyp(dir, ['build', 'tqserve_engine', `CXXFLAGS=-include ${header} -Werror=invalid-pch`, ...jobs]);
+  includeAtenWhereUsed(dir, precompileAten(dir));
+  nodeGyp(dir, ['build', 'tqserve_engine', ...jobs]);
   nodeGyp(dir, ['build', 'tqserve_host', ...jobs]);
 }
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Prints, one a line, those of the C++ sources given whose includes never reach a torch header.
 
-CMakeLists.txt compiles every engine source with ATen's header precompiled and force-included: a source that uses
-torch then reads it instead of parsing it. A source that does not (the CPU's GEMM tiles, row math, block pool, the
-kernel checks) pays for loading it all the same, more than its own compile (bench/README.md, "Set-up and suite
-time"). CMake builds the sources printed here without it.
+Both builds (CMakeLists.txt, scripts/gyp-build.js) compile the engine's sources with ATen's header precompiled and
+force-included: a source that uses torch then reads it instead of parsing it. A source that does not (the CPU's GEMM
+tiles, row math, block pool, the kernel checks) would pay for loading it all the same, more than its own compile
+(bench/README.md, "Set-up and suite time"): they build the sources printed here without it.
 
 A source reaches torch when it, or a project header it includes ("..." includes, found beside the including file or
 under csrc/, followed through headers), includes <ATen/...>, <torch/...> or <c10/...>. A stale answer costs time,

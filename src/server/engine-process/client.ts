@@ -22,10 +22,10 @@ export interface StartingEngine {
  * The engine process's environment: the server's, with glibc's malloc asking for transparent huge pages unless the
  * operator set GLIBC_TUNABLES. Loading libtorch and the weights fills the heap a page fault at a time, and a fault
  * costs most under a VM; with 2 MiB pages where the kernel gives them on request (THP "madvise" or "always") the
- * engine gets to ready sooner at the same resident size (docs/running.md, "Start-up"). Where the kernel gives none,
+ * engine gets to ready sooner at about the same resident size (docs/running.md, "Start-up"). Where the kernel gives none,
  * nothing changes.
  */
-export function engineProcessEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+function engineProcessEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   return { ...env, GLIBC_TUNABLES: env.GLIBC_TUNABLES ?? 'glibc.malloc.hugetlb=1' };
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * The node-gyp build of binding.gyp (the documented alternative build), made once at set-up into build-gyp/ (a copy of
- * binding.gyp, package.json and csrc/), stamped with a hash of those sources. test/project/binding-gyp.test.ts uses it
+ * binding.gyp, package.json, scripts/compile_units.py and csrc/), stamped with a hash of those sources. test/project/binding-gyp.test.ts uses it
  * while the sources are unchanged, and otherwise builds again in the background (test/helpers/gyp-build.ts).
  *
  * node-gyp configures and builds as a user's `node-gyp rebuild` does, with one addition: the engine's sources are
@@ -21,7 +21,10 @@ const path = require('path');
 const root = path.resolve(__dirname, '..');
 const prebuiltDir = path.join(root, 'build-gyp');
 
-/** What a node-gyp build reads of the tree, and how this script builds it: binding.gyp, package.json, this file and every file under csrc/, hashed in path order. */
+/** binding.gyp's sources are the translation units this writes as gyp reads the file. */
+const unitsScript = path.join(root, 'scripts', 'compile_units.py');
+
+/** What a node-gyp build reads of the tree, and how this script builds it: binding.gyp, package.json, this file, scripts/compile_units.py and every file under csrc/, hashed in path order. */
 function sourceHash() {
   const files = [];
   const walk = (dir) => {
@@ -34,7 +37,7 @@ function sourceHash() {
   walk(path.join(root, 'csrc'));
   files.sort();
   const hash = crypto.createHash('sha256');
-  for (const f of [path.join(root, 'binding.gyp'), path.join(root, 'package.json'), __filename, ...files]) {
+  for (const f of [path.join(root, 'binding.gyp'), path.join(root, 'package.json'), __filename, unitsScript, ...files]) {
     hash.update(path.relative(root, f));
     hash.update(fs.readFileSync(f));
   }
@@ -47,6 +50,8 @@ function stage(dir) {
   fs.mkdirSync(dir, { recursive: true });
   for (const f of ['binding.gyp', 'package.json']) fs.copyFileSync(path.join(root, f), path.join(dir, f));
   fs.cpSync(path.join(root, 'csrc'), path.join(dir, 'csrc'), { recursive: true });
+  fs.mkdirSync(path.join(dir, 'scripts'));
+  fs.copyFileSync(unitsScript, path.join(dir, 'scripts', path.basename(unitsScript)));
   fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
 }
 

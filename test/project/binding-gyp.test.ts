@@ -6,6 +6,7 @@
  */
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 import { Engine } from '../../src/engine/engine';
 import { NativeEngine } from '../../src/engine/native';
@@ -14,21 +15,30 @@ import { tinyModel } from '../helpers/models';
 
 const root = path.resolve(__dirname, '..', '..');
 
-/** Every .cpp under csrc/, relative to the root: what CMake's globs build into the addon (the CLI's own files aside). */
+/** Every .cpp under csrc/, relative to the root: what CMake's globs build into the addon (the CLI's and the server addon's own files aside). */
 function addonSources(dir = 'csrc'): string[] {
   return fs.readdirSync(path.join(root, dir), { withFileTypes: true }).flatMap((entry) => {
     const rel = `${dir}/${entry.name}`;
-    if (entry.isDirectory()) return rel === 'csrc/cli' ? [] : addonSources(rel);
+    if (entry.isDirectory()) return rel === 'csrc/cli' || rel === 'csrc/host_addon' ? [] : addonSources(rel);
     return rel.endsWith('.cpp') ? [rel] : [];
   });
 }
 
-// A file added to csrc/ but not to binding.gyp links into an addon with an
-// undefined symbol, which kills the process that loads it: caught here, at once.
-test('binding.gyp lists every source file the CMake build compiles', () => {
+// A file added to csrc/ but not compiled by node-gyp links into an addon with an undefined symbol, which kills the
+// process that loads it: caught here, at once. binding.gyp's sources are the units scripts/compile_units.py writes.
+test('binding.gyp compiles every source file the CMake build compiles into the addon', () => {
   const gyp = fs.readFileSync(path.join(root, 'binding.gyp'), 'utf8');
-  const listed = Array.from(gyp.matchAll(/"(csrc\/[^"]+\.cpp)"/g), (m) => m[1]).sort();
-  expect(listed).toEqual(addonSources().sort());
+  const command = /"<!@\((python3 scripts\/compile_units\.py --out build\/units [^)"]+)\)"/.exec(gyp)![1].split(' ');
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-gyp-units-'));
+  try {
+    const printed = execFileSync(command[0], [...command.slice(1, 3), out, ...command.slice(4)], { cwd: root, encoding: 'utf8' }).trim().split('\n');
+    const compiled = printed.flatMap((p) => (p.startsWith(out)
+      ? Array.from(fs.readFileSync(p, 'utf8').matchAll(/^#include "([^"]+)"$/gm), (m) => path.relative(root, path.resolve(out, m[1])))
+      : [p]));
+    expect(compiled.sort()).toEqual(addonSources().sort());
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true });
+  }
 });
 
 test('node-gyp builds the addons from binding.gyp, and the engine answers like the cmake-js build', async () => {

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Writes the translation units the engine's CPU builds compile, and prints them, one a line.
+
+Each folder of sources is compiled as one translation unit (a file that includes them all), not file by file: every
+source of the engine includes ATen, and each translation unit pays once for its header and again for generating the
+same inline templates at -O3, which was most of a file's compile time (bench/README.md, "Set-up and suite time").
+Both builds compile the units this writes (CMakeLists.txt, binding.gyp), so both compile the same code together.
+
+The folders whose sources choose instruction sets (csrc/kernels/cpu/, gemm/, rows/: functions with
+__attribute__((target))) compile file by file. That keeps the arithmetic what each file alone gives: in a unit, a
+function of another file could be inlined into one compiled for FMA, and a multiply and add across the two could then
+be contracted into one rounding. Elsewhere the code is compiled for the baseline instruction set, which has no FMA, so
+no arithmetic depends on what is compiled together. test/project/compile-units.test.ts holds that rule.
+
+A unit wraps each source in `#pragma GCC push_options`/`pop_options` and undefines the macros the source defines, so
+that neither a `#pragma GCC optimize` nor a macro reaches the next one. A folder with one source compiles it as it is.
+A unit is written only when its text changes, so that configuring again rebuilds nothing.
+
+  python3 scripts/compile_units.py --out DIR (SOURCE | FOLDER)...
+    FOLDER: its .cpp files and its subfolders'. Prints the units written under DIR (paths as DIR is given), then the
+    sources compiled alone (as given).
+"""
+import os
+import re
+import sys
+
+CSRC = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'csrc'))
+# Relative to csrc/: the folders whose sources are compiled file by file (the docstring says why).
+FILE_BY_FILE = {'kernels/cpu', 'kernels/cpu/gemm', 'kernels/cpu/rows'}
+DEFINE = re.compile(r'^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)', re.M)
+
+
+def sources_of(paths):
+    found = []
+    for p in paths:
+        if os.path.isdir(p):
+            for d, _, files in os.walk(p):
+                found += [os.path.join(d, f) for f in files if f.endswith('.cpp')]
+        else:
+            found.append(p)
+    return sorted(found)
+
+
+def folder_of(source):
+    """The source's folder relative to csrc/ ('engine', 'kernels/cascade'), or None outside csrc/."""
+    rel = os.path.relpath(os.path.dirname(os.path.abspath(source)), CSRC)
+    return None if rel.startswith('..') else rel.replace(os.sep, '/')
+
+
+def unit_text(folder, members, out):
+    lines = [f'// Written by scripts/compile_units.py: csrc/{folder}/ as one translation unit.']
+    for source in members:
+        with open(source, encoding='utf-8', errors='replace') as f:
+            macros = sorted(set(DEFINE.findall(f.read())))
+        lines += ['#pragma GCC push_options', f'#include "{os.path.relpath(os.path.abspath(source), os.path.abspath(out))}"',
+                  '#pragma GCC pop_options'] + [f'#undef {m}' for m in macros]
+    return '\n'.join(lines) + '\n'
+
+
+def write_if_changed(path, text):
+    if os.path.exists(path):
+        with open(path, encoding='utf-8') as f:
+            if f.read() == text:
+                return
+    with open(path, 'w', encoding='utf-8') as f:
+        f.write(text)
+
+
+def main(args):
+    if len(args) < 2 or args[0] != '--out':
+        sys.exit('usage: compile_units.py --out DIR (SOURCE | FOLDER)...')
+    out, sources = args[1], sources_of(args[2:])
+    folders, alone = {}, []
+    for source in sources:
+        folder = folder_of(source)
+        if folder is None or folder in FILE_BY_FILE:
+            alone.append(source)
+        else:
+            folders.setdefault(folder, []).append(source)
+    os.makedirs(out, exist_ok=True)
+    units = []
+    for folder, members in sorted(folders.items()):
+        if len(members) == 1:
+            alone.append(members[0])
+            continue
+        unit = os.path.join(out, folder.replace('/', '_') + '.cpp')
+        write_if_changed(unit, unit_text(folder, members, out))
+        units.append(unit)
+    print('\n'.join(units + sorted(alone)))
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])

@@ -1,0 +1,95 @@
+/**
+ * The translation units both CPU builds compile (scripts/compile_units.py): a folder's sources together, except where
+ * code is compiled for chosen instruction sets, whose arithmetic could then change with what is compiled beside it.
+ * The answers themselves are held by the golden answers at every kernel level (engine/golden.test.ts).
+ */
+import { execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+const root = path.resolve(__dirname, '..', '..');
+const script = path.join(root, 'scripts', 'compile_units.py');
+/** The folders the script compiles file by file (its FILE_BY_FILE), read from it. */
+const fileByFile = new Set(Array.from(/^FILE_BY_FILE = \{([^}]*)\}/m.exec(fs.readFileSync(script, 'utf8'))![1].matchAll(/'([^']+)'/g), (m) => m[1]));
+
+/** Every .cpp under `dir` (relative to the root), recursively. */
+function cppUnder(dir: string): string[] {
+  return fs.readdirSync(path.join(root, dir), { withFileTypes: true }).flatMap((e) => {
+    const rel = `${dir}/${e.name}`;
+    return e.isDirectory() ? cppUnder(rel) : rel.endsWith('.cpp') ? [rel] : [];
+  });
+}
+
+/** Runs the script into a scratch folder; its printed units and lone sources, and the folder. */
+function units(args: string[]): { printed: string[]; out: string } {
+  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-units-'));
+  const printed = execFileSync('python3', [script, '--out', out, ...args], { cwd: root, encoding: 'utf8' }).trim().split('\n');
+  return { printed, out };
+}
+
+/** The sources a unit includes, relative to the root. */
+function members(unit: string): string[] {
+  return Array.from(fs.readFileSync(unit, 'utf8').matchAll(/^#include "([^"]+)"$/gm), (m) => path.relative(root, path.resolve(path.dirname(unit), m[1])));
+}
+
+const LOCAL_INCLUDE = /^\s*#\s*include\s*"([^"]+)"/gm;
+const CHOOSES_ISA = /__attribute__\s*\(\(\s*target\s*\(|#\s*pragma\s+GCC\s+target/;
+
+/** The first file (the source, or a project header it reaches) that compiles code for a chosen instruction set, or null. */
+function isaCodeIn(file: string, seen = new Set<string>()): string | null {
+  if (seen.has(file)) return null;
+  seen.add(file);
+  const text = fs.readFileSync(path.join(root, file), 'utf8');
+  if (CHOOSES_ISA.test(text)) return file;
+  for (const [, name] of text.matchAll(LOCAL_INCLUDE)) {
+    const header = [path.join(path.dirname(file), name), path.join('csrc', name)].find((p) => fs.existsSync(path.join(root, p)));
+    const found = header ? isaCodeIn(path.normalize(header), seen) : null;
+    if (found) return found;
+  }
+  return null;
+}
+
+test('every source is compiled once: in its folder\'s unit, or alone', () => {
+  const { printed, out } = units(['csrc']);
+  try {
+    const written = printed.filter((p) => p.startsWith(out));
+    const alone = printed.filter((p) => !p.startsWith(out));
+    expect(written.length).toBeGreaterThan(8);
+    const compiled = [...written.flatMap(members), ...alone].sort();
+    expect(compiled).toEqual(cppUnder('csrc').sort());
+    for (const unit of written) {
+      const folders = new Set(members(unit).map((m) => path.dirname(m)));
+      expect(folders.size).toBe(1);
+      expect(fileByFile.has(path.relative('csrc', [...folders][0]))).toBe(false);
+    }
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true });
+  }
+});
+
+test('no source compiled in a unit reaches code for a chosen instruction set (those folders compile file by file)', () => {
+  const inUnits = cppUnder('csrc').filter((f) => !fileByFile.has(path.relative('csrc', path.dirname(f))));
+  expect(inUnits).toContain('csrc/engine/engine.cpp');
+  const offending = inUnits.map((f) => [f, isaCodeIn(f)]).filter(([, isa]) => isa !== null);
+  expect(offending).toEqual([]);
+  // The check sees such code where it is.
+  expect(isaCodeIn('csrc/kernels/cpu/gemm/gemm_vnni.cpp')).toBe('csrc/kernels/cpu/gemm/gemm_vnni.cpp');
+});
+
+test('a unit keeps each source\'s pragmas and macros to itself, and is not written again unchanged', () => {
+  const { printed, out } = units(['csrc/kernels/fused', 'csrc/common']);
+  try {
+    const [unit] = printed.filter((p) => p.startsWith(out));
+    const text = fs.readFileSync(unit, 'utf8');
+    // fused_layer_kernels.cpp defines TQ_ROWS; csrc/common/ has one source, compiled as it is.
+    expect(text).toMatch(/#pragma GCC push_options\n#include "[^"]*fused_layer_kernels\.cpp"\n#pragma GCC pop_options\n#undef TQ_ROWS\n/);
+    expect(printed).toContain('csrc/common/fixed_math.cpp');
+    const minuteAgo = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000);
+    fs.utimesSync(unit, minuteAgo, minuteAgo);
+    execFileSync('python3', [script, '--out', out, 'csrc/kernels/fused'], { cwd: root });
+    expect(fs.statSync(unit).mtimeMs).toBe(minuteAgo.getTime());
+  } finally {
+    fs.rmSync(out, { recursive: true, force: true });
+  }
+});

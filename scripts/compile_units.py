@@ -52,8 +52,9 @@ def unit_text(folder, members, out):
     for source in members:
         with open(source, encoding='utf-8', errors='replace') as f:
             macros = sorted(set(DEFINE.findall(f.read())))
-        lines += ['#pragma GCC push_options', f'#include "{os.path.relpath(os.path.abspath(source), os.path.abspath(out))}"',
-                  '#pragma GCC pop_options'] + [f'#undef {m}' for m in macros]
+        included = os.path.relpath(os.path.abspath(source), os.path.abspath(out))
+        lines += ['#pragma GCC push_options', f'#include "{included}"', '#pragma GCC pop_options']
+        lines += [f'#undef {m}' for m in macros]
     return '\n'.join(lines) + '\n'
 
 

@@ -122,7 +122,7 @@ test("the renderer's old split marker in a state is just text: the state is shar
 });
 
 test('a 60 MiB state is refused before tokenizing, in bounded memory, while small requests keep answering', async () => {
-  const huge = Buffer.from(JSON.stringify({ state: 'word '.repeat(12 << 20), questions: { q: { type: 'noul' } } }));
+  const huge = jsonWithLongString({ state: '', questions: { q: { type: 'noul' } } }, 'state', '', 'word ', 12 << 20);
   // What this machine, as loaded now, takes to decode and parse the body: the server must do that much once.
   const t = performance.now();
   JSON.parse(huge.toString('utf8'));

@@ -6,10 +6,10 @@
  */
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
 import { Engine } from '../../src/engine/engine';
 import { NativeEngine } from '../../src/engine/native';
+import { unitMembers, withCompileUnits } from '../helpers/compile-units';
 import { finishedGypBuild, GYP_BUILD_ENV, removeGypBuild, startGypBuild } from '../helpers/gyp-build';
 import { tinyModel } from '../helpers/models';
 
@@ -28,17 +28,9 @@ function addonSources(dir = 'csrc'): string[] {
 // process that loads it: caught here, at once. binding.gyp's sources are the units scripts/compile_units.py writes.
 test('binding.gyp compiles every source file the CMake build compiles into the addon', () => {
   const gyp = fs.readFileSync(path.join(root, 'binding.gyp'), 'utf8');
-  const command = /"<!@\((python3 scripts\/compile_units\.py --out build\/units [^)"]+)\)"/.exec(gyp)![1].split(' ');
-  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-gyp-units-'));
-  try {
-    const printed = execFileSync(command[0], [...command.slice(1, 3), out, ...command.slice(4)], { cwd: root, encoding: 'utf8' }).trim().split('\n');
-    const compiled = printed.flatMap((p) => (p.startsWith(out)
-      ? Array.from(fs.readFileSync(p, 'utf8').matchAll(/^#include "([^"]+)"$/gm), (m) => path.relative(root, path.resolve(out, m[1])))
-      : [p]));
-    expect(compiled.sort()).toEqual(addonSources().sort());
-  } finally {
-    fs.rmSync(out, { recursive: true, force: true });
-  }
+  const folders = /"<!@\(python3 scripts\/compile_units\.py --out build\/units ([^)"]+)\)"/.exec(gyp)![1].split(' ');
+  const compiled = withCompileUnits(folders, (units, alone) => [...units.flatMap(unitMembers), ...alone]);
+  expect(compiled.sort()).toEqual(addonSources().sort());
 });
 
 test('node-gyp builds the addons from binding.gyp, and the engine answers like the cmake-js build', async () => {

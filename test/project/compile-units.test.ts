@@ -5,13 +5,12 @@
  */
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
-import * as os from 'os';
 import * as path from 'path';
+import { compileUnitsScript, unitMembers, withCompileUnits } from '../helpers/compile-units';
 
 const root = path.resolve(__dirname, '..', '..');
-const script = path.join(root, 'scripts', 'compile_units.py');
 /** The folders the script compiles file by file (its FILE_BY_FILE), read from it. */
-const fileByFile = new Set(Array.from(/^FILE_BY_FILE = \{([^}]*)\}/m.exec(fs.readFileSync(script, 'utf8'))![1].matchAll(/'([^']+)'/g), (m) => m[1]));
+const fileByFile = new Set(Array.from(/^FILE_BY_FILE = \{([^}]*)\}/m.exec(fs.readFileSync(compileUnitsScript, 'utf8'))![1].matchAll(/'([^']+)'/g), (m) => m[1]));
 
 /** Every .cpp under `dir` (relative to the root), recursively. */
 function cppUnder(dir: string): string[] {
@@ -19,18 +18,6 @@ function cppUnder(dir: string): string[] {
     const rel = `${dir}/${e.name}`;
     return e.isDirectory() ? cppUnder(rel) : rel.endsWith('.cpp') ? [rel] : [];
   });
-}
-
-/** Runs the script into a scratch folder; its printed units and lone sources, and the folder. */
-function units(args: string[]): { printed: string[]; out: string } {
-  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-units-'));
-  const printed = execFileSync('python3', [script, '--out', out, ...args], { cwd: root, encoding: 'utf8' }).trim().split('\n');
-  return { printed, out };
-}
-
-/** The sources a unit includes, relative to the root. */
-function members(unit: string): string[] {
-  return Array.from(fs.readFileSync(unit, 'utf8').matchAll(/^#include "([^"]+)"$/gm), (m) => path.relative(root, path.resolve(path.dirname(unit), m[1])));
 }
 
 const LOCAL_INCLUDE = /^\s*#\s*include\s*"([^"]+)"/gm;
@@ -51,21 +38,15 @@ function isaCodeIn(file: string, seen = new Set<string>()): string | null {
 }
 
 test('every source is compiled once: in its folder\'s unit, or alone', () => {
-  const { printed, out } = units(['csrc']);
-  try {
-    const written = printed.filter((p) => p.startsWith(out));
-    const alone = printed.filter((p) => !p.startsWith(out));
-    expect(written.length).toBeGreaterThan(8);
-    const compiled = [...written.flatMap(members), ...alone].sort();
-    expect(compiled).toEqual(cppUnder('csrc').sort());
-    for (const unit of written) {
-      const folders = new Set(members(unit).map((m) => path.dirname(m)));
+  withCompileUnits(['csrc'], (units, alone) => {
+    expect(units.length).toBeGreaterThan(8);
+    expect([...units.flatMap(unitMembers), ...alone].sort()).toEqual(cppUnder('csrc').sort());
+    for (const unit of units) {
+      const folders = new Set(unitMembers(unit).map((m) => path.dirname(m)));
       expect(folders.size).toBe(1);
       expect(fileByFile.has(path.relative('csrc', [...folders][0]))).toBe(false);
     }
-  } finally {
-    fs.rmSync(out, { recursive: true, force: true });
-  }
+  });
 });
 
 test('no source compiled in a unit reaches code for a chosen instruction set (those folders compile file by file)', () => {
@@ -78,18 +59,14 @@ test('no source compiled in a unit reaches code for a chosen instruction set (th
 });
 
 test('a unit keeps each source\'s pragmas and macros to itself, and is not written again unchanged', () => {
-  const { printed, out } = units(['csrc/kernels/fused', 'csrc/common']);
-  try {
-    const [unit] = printed.filter((p) => p.startsWith(out));
+  withCompileUnits(['csrc/kernels/fused', 'csrc/common'], ([unit], alone, out) => {
     const text = fs.readFileSync(unit, 'utf8');
     // fused_layer_kernels.cpp defines TQ_ROWS; csrc/common/ has one source, compiled as it is.
     expect(text).toMatch(/#pragma GCC push_options\n#include "[^"]*fused_layer_kernels\.cpp"\n#pragma GCC pop_options\n#undef TQ_ROWS\n/);
-    expect(printed).toContain('csrc/common/fixed_math.cpp');
+    expect(alone).toEqual(['csrc/common/fixed_math.cpp']);
     const minuteAgo = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000);
     fs.utimesSync(unit, minuteAgo, minuteAgo);
-    execFileSync('python3', [script, '--out', out, 'csrc/kernels/fused'], { cwd: root });
+    execFileSync('python3', [compileUnitsScript, '--out', out, 'csrc/kernels/fused'], { cwd: root });
     expect(fs.statSync(unit).mtimeMs).toBe(minuteAgo.getTime());
-  } finally {
-    fs.rmSync(out, { recursive: true, force: true });
-  }
+  });
 });

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One-command set-up on a fresh Debian bookworm machine: system packages, then the npm packages, and what `npm ci`
-# would build (the engine addon with cmake-js, offline; the server) with the node-gyp build beside it.
+# One-command set-up on a fresh Debian bookworm machine: system packages, then
+# `npm ci`, which also builds the engine addon (cmake-js, offline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,22 +19,17 @@ fi
 
 # The headers a CUDA build's C++ is checked against (a PyTorch 2.x wheel's), unpacked, and ATen's precompiled once,
 # here: test/kernels/cuda.test.ts uses them while current (scripts/torch2-pch.js). It needs no npm package, and one
-# core does it (unzip, then one compile): it runs beside npm's install of the packages, which leaves a core idle.
+# core does it (unzip, then one compile): it runs beside npm's install, which leaves a core idle.
 node scripts/torch2-pch.js &
 torch2_pch=$!
 
 # --omit=optional: node-llama-cpp (the benchmark peer) lists every platform's prebuilt binary as
 # optional, CUDA and Vulkan builds included; the CPU one is a direct devDependency. sharp does the
 # same: its linux-x64 binaries (@img/sharp-linux-x64, @img/sharp-libvips-linux-x64) are direct dependencies.
-# The packages only (no dependency needs an install script of its own); this package's own scripts below.
-npm ci --omit=optional --no-audit --no-fund --ignore-scripts
+npm ci --omit=optional --no-audit --no-fund
 
-# What `npm ci` runs one after the other (its install script, the CMake build; its prepare script, the server's
-# compile), side by side, and beside them the alternative build (binding.gyp, node-gyp), once, here:
-# test/project/binding-gyp.test.ts checks it while the sources are unchanged (scripts/gyp-build.js). Each leaves a core
-# idle while it configures, precompiles ATen's header, links or type-checks, which the others fill.
-builds=()
-npm run --silent install & builds+=($!)
-npm run --silent prepare & builds+=($!)
-node scripts/gyp-build.js > /dev/null & builds+=($!)
-for build in "${builds[@]}" "$torch2_pch"; do wait "$build"; done
+# The alternative build (binding.gyp, node-gyp) once, here: test/project/binding-gyp.test.ts checks it while the
+# sources are unchanged (scripts/gyp-build.js).
+node scripts/gyp-build.js > /dev/null
+
+wait "$torch2_pch"

@@ -3,7 +3,7 @@
     {
       "target_name": "tqserve_engine",
       # Each folder of the engine's sources as one translation unit, written under build/units/ as gyp reads this file,
-      # and the CPU kernels' sources file by file (scripts/compile_units.py says why): what CMakeLists.txt compiles.
+      # and the CPU kernels' tiles and rows file by file (scripts/compile_units.py says why): what CMakeLists.txt compiles.
       "sources": ["<!@(python3 scripts/compile_units.py --out build/units csrc/addon csrc/batch csrc/cache csrc/common csrc/engine csrc/kernels csrc/model csrc/runner csrc/vision)"],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")",

@@ -6,11 +6,12 @@ source of the engine includes ATen, and each translation unit pays once for its 
 same inline templates at -O3, which was most of a file's compile time (bench/README.md, "Set-up and suite time").
 Both builds compile the units this writes (CMakeLists.txt, binding.gyp), so both compile the same code together.
 
-The folders whose sources choose instruction sets (csrc/kernels/cpu/, gemm/, rows/: functions with
-__attribute__((target))) compile file by file. That keeps the arithmetic what each file alone gives: in a unit, a
-function of another file could be inlined into one compiled for FMA, and a multiply and add across the two could then
-be contracted into one rounding. Elsewhere the code is compiled for the baseline instruction set, which has no FMA, so
-no arithmetic depends on what is compiled together. test/project/compile-units.test.ts holds that rule.
+The sources with code for chosen instruction sets (the CPU kernels' tiles and row math: functions with
+__attribute__((target)), named in FILE_BY_FILE) compile file by file. That keeps their arithmetic what each file
+alone gives: in a unit, a function of another file could be inlined into one compiled for FMA, and a multiply and add
+across the two could then be contracted into one rounding. The other sources are compiled for the baseline
+instruction set, which has no FMA, so none of their arithmetic depends on what is compiled together.
+test/project/compile-units.test.ts holds that rule: no source in a unit reaches such code.
 
 A unit wraps each source in `#pragma GCC push_options`/`pop_options` and undefines the macros the source defines, so
 that neither a `#pragma GCC optimize` nor a macro reaches the next one. A folder with one source compiles it as it is.
@@ -25,8 +26,13 @@ import re
 import sys
 
 CSRC = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'csrc'))
-# Relative to csrc/: the folders whose sources are compiled file by file (the docstring says why).
-FILE_BY_FILE = {'kernels/cpu', 'kernels/cpu/gemm', 'kernels/cpu/rows'}
+# Relative to csrc/: the sources compiled file by file (the docstring says why).
+FILE_BY_FILE = {
+    'kernels/cpu/bf16.cpp',
+    'kernels/cpu/gemm/gemm_amx.cpp', 'kernels/cpu/gemm/gemm_amx_bf16.cpp', 'kernels/cpu/gemm/gemm_dpbf16.cpp',
+    'kernels/cpu/gemm/gemm_fma.cpp', 'kernels/cpu/gemm/gemm_maddubs.cpp', 'kernels/cpu/gemm/gemm_vnni.cpp',
+    'kernels/cpu/rows/softmax.cpp', 'kernels/cpu/rows/swiglu.cpp',
+}
 DEFINE = re.compile(r'^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)', re.M)
 
 
@@ -41,9 +47,9 @@ def sources_of(paths):
     return sorted(found)
 
 
-def folder_of(source):
-    """The source's folder relative to csrc/ ('engine', 'kernels/cascade'), or None outside csrc/."""
-    rel = os.path.relpath(os.path.dirname(os.path.abspath(source)), CSRC)
+def in_csrc(source):
+    """The source's path relative to csrc/ ('engine/engine.cpp'), or None outside csrc/."""
+    rel = os.path.relpath(os.path.abspath(source), CSRC)
     return None if rel.startswith('..') else rel.replace(os.sep, '/')
 
 
@@ -73,11 +79,11 @@ def main(args):
     out, sources = args[1], sources_of(args[2:])
     folders, alone = {}, []
     for source in sources:
-        folder = folder_of(source)
-        if folder is None or folder in FILE_BY_FILE:
+        rel = in_csrc(source)
+        if rel is None or rel in FILE_BY_FILE:
             alone.append(source)
         else:
-            folders.setdefault(folder, []).append(source)
+            folders.setdefault(os.path.dirname(rel), []).append(source)
     os.makedirs(out, exist_ok=True)
     units = []
     for folder, members in sorted(folders.items()):

@@ -6,7 +6,7 @@ source of the engine includes ATen, and each translation unit pays once for its 
 same inline templates at -O3, which was most of a file's compile time (bench/README.md, "Set-up and suite time").
 Both builds compile the units this writes (CMakeLists.txt, binding.gyp), so both compile the same code together.
 
-The sources with code for chosen instruction sets (the CPU kernels' tiles and row math: functions with
+The sources with code for chosen instruction sets (the CPU kernels' GEMM tiles, bf16, softmax and SwiGLU: functions with
 __attribute__((target)), named in FILE_BY_FILE) compile file by file. That keeps their arithmetic what each file
 alone gives: in a unit, a function of another file could be inlined into one compiled for FMA, and a multiply and add
 across the two could then be contracted into one rounding. The other sources are compiled for the baseline

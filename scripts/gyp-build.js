@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 /**
  * The node-gyp build of binding.gyp (the documented alternative build), made once at set-up into build-gyp/ (a copy of
- * binding.gyp, package.json, scripts/compile_units.py and csrc/), stamped with a hash of those sources. test/project/binding-gyp.test.ts uses it
- * while the sources are unchanged, and otherwise builds again in the background (test/helpers/gyp-build.ts).
+ * binding.gyp, package.json, scripts/compile_units.py and csrc/), stamped with a hash of those sources.
+ * test/project/binding-gyp.test.ts uses it while the sources are unchanged, and otherwise builds again in the background
+ * (test/helpers/gyp-build.ts).
  *
  * node-gyp configures and builds as a user's `node-gyp rebuild` does, with one addition: the engine's sources are
  * compiled against ATen's header precompiled once with node-gyp's own flags for them (read from the Makefile it

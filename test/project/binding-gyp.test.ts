@@ -10,19 +10,14 @@ import * as path from 'path';
 import { Engine } from '../../src/engine/engine';
 import { NativeEngine } from '../../src/engine/native';
 import { unitMembers, withCompileUnits } from '../helpers/compile-units';
+import { csrc, filesUnder } from '../helpers/source-tree';
 import { finishedGypBuild, GYP_BUILD_ENV, removeGypBuild, startGypBuild } from '../helpers/gyp-build';
 import { tinyModel } from '../helpers/models';
 
 const root = path.resolve(__dirname, '..', '..');
 
 /** Every .cpp under csrc/, relative to the root: what CMake's globs build into the addon (the CLI's and the server addon's own files aside). */
-function addonSources(dir = 'csrc'): string[] {
-  return fs.readdirSync(path.join(root, dir), { withFileTypes: true }).flatMap((entry) => {
-    const rel = `${dir}/${entry.name}`;
-    if (entry.isDirectory()) return rel === 'csrc/cli' || rel === 'csrc/host_addon' ? [] : addonSources(rel);
-    return rel.endsWith('.cpp') ? [rel] : [];
-  });
-}
+const addonSources = () => filesUnder(csrc, /\.cpp$/).map((f) => path.relative(root, f)).filter((f) => !/^csrc\/(cli|host_addon)\//.test(f));
 
 // A file added to csrc/ but not compiled by node-gyp links into an addon with an undefined symbol, which kills the
 // process that loads it: caught here, at once. binding.gyp's sources are the units scripts/compile_units.py writes.

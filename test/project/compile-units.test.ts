@@ -7,40 +7,27 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { compileUnitsScript, unitMembers, withCompileUnits } from '../helpers/compile-units';
+import { csrc, filesUnder, firstReaching } from '../helpers/source-tree';
 
 const root = path.resolve(__dirname, '..', '..');
 /** The sources the script compiles file by file (its FILE_BY_FILE, relative to csrc/), read from it. */
 const fileByFile = new Set(Array.from(/^FILE_BY_FILE = \{([^}]*)\}/m.exec(fs.readFileSync(compileUnitsScript, 'utf8'))![1].matchAll(/'([^']+)'/g), (m) => m[1]));
 
-/** Every .cpp under `dir` (relative to the root), recursively. */
-function cppUnder(dir: string): string[] {
-  return fs.readdirSync(path.join(root, dir), { withFileTypes: true }).flatMap((e) => {
-    const rel = `${dir}/${e.name}`;
-    return e.isDirectory() ? cppUnder(rel) : rel.endsWith('.cpp') ? [rel] : [];
-  });
-}
+/** Every .cpp under csrc/, relative to the root. */
+const cppSources = () => filesUnder(csrc, /\.cpp$/).map((f) => path.relative(root, f));
 
-const LOCAL_INCLUDE = /^\s*#\s*include\s*"([^"]+)"/gm;
 const CHOOSES_ISA = /__attribute__\s*\(\(\s*target\s*\(|#\s*pragma\s+GCC\s+target/;
 
 /** The first file (the source, or a project header it reaches) that compiles code for a chosen instruction set, or null. */
-function isaCodeIn(file: string, seen = new Set<string>()): string | null {
-  if (seen.has(file)) return null;
-  seen.add(file);
-  const text = fs.readFileSync(path.join(root, file), 'utf8');
-  if (CHOOSES_ISA.test(text)) return file;
-  for (const [, name] of text.matchAll(LOCAL_INCLUDE)) {
-    const header = [path.join(path.dirname(file), name), path.join('csrc', name)].find((p) => fs.existsSync(path.join(root, p)));
-    const found = header ? isaCodeIn(path.normalize(header), seen) : null;
-    if (found) return found;
-  }
-  return null;
+function isaCodeIn(file: string): string | null {
+  const found = firstReaching(path.join(root, file), CHOOSES_ISA);
+  return found && path.relative(root, found);
 }
 
 test('every source is compiled once: in its folder\'s unit, or alone', () => {
   withCompileUnits(['csrc'], (units, alone) => {
     expect(units.length).toBeGreaterThan(8);
-    expect([...units.flatMap(unitMembers), ...alone].sort()).toEqual(cppUnder('csrc').sort());
+    expect([...units.flatMap(unitMembers), ...alone].sort()).toEqual(cppSources().sort());
     for (const unit of units) expect(new Set(unitMembers(unit).map((m) => path.dirname(m))).size).toBe(1);
     expect(units.flatMap(unitMembers).filter((m) => fileByFile.has(path.relative('csrc', m)))).toEqual([]);
   });
@@ -48,7 +35,7 @@ test('every source is compiled once: in its folder\'s unit, or alone', () => {
 
 test('no source compiled in a unit reaches code for a chosen instruction set (those compile file by file)', () => {
   expect([...fileByFile].filter((f) => !fs.existsSync(path.join(root, 'csrc', f)))).toEqual([]);
-  const inUnits = cppUnder('csrc').filter((f) => !fileByFile.has(path.relative('csrc', f)));
+  const inUnits = cppSources().filter((f) => !fileByFile.has(path.relative('csrc', f)));
   expect(inUnits).toContain('csrc/engine/engine.cpp');
   const offending = inUnits.map((f) => [f, isaCodeIn(f)]).filter(([, isa]) => isa !== null);
   expect(offending).toEqual([]);

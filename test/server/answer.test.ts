@@ -36,10 +36,8 @@ test('/v1/answer answers each kind with options, probabilities, the raw readout 
   expect([noul.temperature, choice.temperature, score.temperature]).toEqual([1, 0.7, 1.3]);
   expect(r.body.timing).toMatchObject({ waited_ms: expect.any(Number), waited_behind_registration: false, engine_ms: expect.any(Number) });
   expect(r.body.timing.hop_ms).toBeGreaterThan(0); // the call and its reply crossed between two processes
-  // Alone, it waited behind no other call: less than a call of its own takes. (A bound of 1 ms failed on a slow VM: 2.6 ms
-  // between its arrival and its start with nothing queued, a pause of the process, not a wait for the engine.)
-  expect(r.body.timing.waited_ms).toBeGreaterThanOrEqual(0);
-  expect(r.body.timing.waited_ms).toBeLessThan(r.body.timing.engine_ms);
+  // Alone, it waited behind no other call (its hand-over inside the engine process, longer on a busy machine, is the hop's).
+  expect(r.body.timing.waited_ms).toBe(0);
 });
 
 test('/v1/systemone probabilities equal the label log-softmax of /v1/answer raw logits at the documented temperature', async () => {

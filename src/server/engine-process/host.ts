@@ -62,7 +62,7 @@ function openChannel(args: HostArgs, busy: () => boolean, receive: (m: ServerMes
 }
 
 type QueuedWork =
-  | { kind: 'answer'; id: number; call: NativeCall; arrived: number; behindRegistration: boolean; decodeMs: number }
+  | { kind: 'answer'; id: number; call: NativeCall; arrived: number; queuedBehind: boolean; behindRegistration: boolean; decodeMs: number }
   | { kind: 'register'; ticket: number }
   | { kind: 'cache'; id: number }
   | { kind: 'level' };
@@ -142,8 +142,9 @@ class CallScheduler {
   }
 
   private queueAnswer(id: number, call: NativeCall, decodeMs: number) {
-    const behind = [...this.inFlight, ...this.queue].some((j) => j.kind === 'register');
-    this.enqueue({ kind: 'answer', id, call, arrived: performance.now(), behindRegistration: behind, decodeMs });
+    const ahead = [...this.inFlight, ...this.queue];
+    const behind = ahead.some((j) => j.kind === 'register');
+    this.enqueue({ kind: 'answer', id, call, arrived: performance.now(), queuedBehind: ahead.length > 0, behindRegistration: behind, decodeMs });
   }
 
   private enqueue(job: QueuedWork) {
@@ -215,7 +216,9 @@ class CallScheduler {
           timing: {
             ...r.timing,
             engineMs,
-            waitMs: started - job.arrived,
+            // Time queued behind other work: a call that found the engine idle started at once, and the instant this
+            // process took to hand it over (longer on a busy machine) is part of the hop, as each process's waking is.
+            waitMs: job.queuedBehind ? started - job.arrived : 0,
             decodeMs: job.decodeMs,
             waitedBehindRegistration: job.behindRegistration,
             batchSize: jobs.length,

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Writes the translation units the engine's CPU builds compile, and prints them, one a line.
+"""Writes the translation units the engine's builds compile, and prints them, one a line.
 
 Each folder of sources is compiled as one translation unit (a file that includes them all), not file by file: every
 source of the engine includes ATen, and each translation unit pays once for its header and again for generating the
 same inline templates at -O3, which was most of a file's compile time (bench/README.md, "Set-up and suite time").
-Both builds compile the units this writes (CMakeLists.txt, binding.gyp), so both compile the same code together.
+The builds compile the units this writes (CMakeLists.txt, a CUDA build's too, and binding.gyp), so all compile the same
+code together, and CI checks a CUDA build's C++ unit by unit (test/kernels/cuda.test.ts).
 
 The sources with code for chosen instruction sets (the CPU kernels' GEMM tiles, bf16, softmax and SwiGLU: functions with
 __attribute__((target)), named in FILE_BY_FILE) compile file by file. That keeps their arithmetic what each file
@@ -19,7 +20,7 @@ A unit is written only when its text changes, so that configuring again rebuilds
 
   python3 scripts/compile_units.py --out DIR (SOURCE | FOLDER)...
     FOLDER: its .cpp files and its subfolders'. Prints the units written under DIR (paths as DIR is given), then the
-    sources compiled alone (as given).
+    sources compiled alone (as given): those named above, and any SOURCE that is not C++ (a CUDA build's .cu).
 """
 import os
 import re
@@ -44,7 +45,7 @@ def sources_of(paths):
                 found += [os.path.join(d, f) for f in files if f.endswith('.cpp')]
         else:
             found.append(p)
-    return sorted(found)
+    return sorted(set(found))  # a folder and its subfolder may both be named
 
 
 def in_csrc(source):
@@ -80,7 +81,7 @@ def main(args):
     folders, alone = {}, []
     for source in sources:
         rel = in_csrc(source)
-        if rel is None or rel in FILE_BY_FILE:
+        if rel is None or rel in FILE_BY_FILE or not rel.endswith('.cpp'):  # a CUDA build's .cu files are nvcc's
             alone.append(source)
         else:
             folders.setdefault(os.path.dirname(rel), []).append(source)

@@ -8,6 +8,7 @@ import { execFile, execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { compileUnitsScript, unitMembers } from '../helpers/compile-units';
 
 const root = path.resolve(__dirname, '..', '..');
 const csrc = path.join(root, 'csrc');
@@ -101,18 +102,29 @@ const sourcesNaming = (...words: string[]) =>
   execFileSync('grep', ['-rl', '--include=*.cpp', ...words.flatMap((w) => ['-e', w]), csrc], { encoding: 'utf8' }).trim().split('\n');
 const torch2Sources = sourcesNaming('TORCH_VERSION_MAJOR');
 const cudaBuildSources = [...new Set([...sourcesNaming('TQ_CUDA', 'TQ_ONEDNN'), ...torch2Sources])];
+// What a CUDA build compiles them in: each folder's sources as one translation unit (CMakeLists.txt's tq_compile_units),
+// written by the same script from their folders; a source it compiles alone is compiled alone here too.
+const folders = [...new Set(cudaBuildSources.map((f) => path.dirname(f)))];
+const units = execFileSync('python3', [compileUnitsScript, '--out', path.join(scratch, 'units'), ...folders], { encoding: 'utf8' })
+  .trim().split('\n').filter((p) => p.startsWith(scratch));
+const compiledIn = (source: string) => units.find((unit) => unitMembers(unit).includes(path.relative(root, source))) ?? source;
+const cudaBuildUnits = [...new Set(cudaBuildSources.map(compiledIn))];
 let cudaBuildFlags: string[] = [];
 const cudaBuildCheck = (async () => {
   // The headers unpacked and ATen's precompiled (scripts/torch2-pch.js): the set-up's while current, else made here.
   const headers = torch2Pch.fresh() ?? (await torch2Pch.make(path.join(scratch, 'torch2-pch'), run));
   cudaBuildFlags = headers.flags;
-  await Promise.all(cudaBuildSources.map((file) => run('g++', ['-include', headers.pch, '-Winvalid-pch', '-fsyntax-only', ...headers.flags, file])));
+  await Promise.all(cudaBuildUnits.map((file) => run('g++', ['-include', headers.pch, '-Winvalid-pch', '-fsyntax-only', ...headers.flags, file])));
 })();
 cudaBuildCheck.catch(() => undefined);
 
-test(`the sources with CUDA or oneDNN branches compile as a CUDA build (TQ_CUDA=1, TQ_ONEDNN=0) against ${torch2Wheel ? path.basename(torch2Wheel) : "Debian's libtorch 1.13"}'s headers`, async () => {
+test(`the sources with CUDA or oneDNN branches compile as a CUDA build (TQ_CUDA=1, TQ_ONEDNN=0) against ${torch2Wheel ? path.basename(torch2Wheel) : "Debian's libtorch 1.13"}'s headers, in its units`, async () => {
   expect(cudaBuildSources.length).toBeGreaterThanOrEqual(4);
   expect(cudaBuildSources).toEqual(expect.arrayContaining(torch2Sources));
+  // Each in the unit of its folder: fewer compiles than sources, every source in one of them.
+  expect(cudaBuildUnits.length).toBeLessThan(cudaBuildSources.length);
+  expect(cudaBuildUnits.flatMap((u) => (u.startsWith(scratch) ? unitMembers(u) : [path.relative(root, u)]))).toEqual(
+    expect.arrayContaining(cudaBuildSources.map((f) => path.relative(root, f))));
   await cudaBuildCheck;
 }, 300_000);
 

@@ -7,6 +7,7 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { unitMembers } from '../helpers/compile-units';
 
 const root = path.resolve(__dirname, '..', '..');
 const cmakeLists = fs.readFileSync(path.join(root, 'CMakeLists.txt'), 'utf8');
@@ -62,32 +63,34 @@ test('the CMake build configures and compiles with oneDNN off (-DTQ_WITH_ONEDNN=
     // The flags bench/gpu/window.py gives a CUDA build, less CUDA (no CUDA libtorch here) and its generator (either);
     // and, as a CUDA build has it, no lean copy of libtorch_cpu (docs/build.md, "A lean libtorch_cpu"): the flag that
     // leaves it out is honoured.
-    // File by file, as a CUDA build compiles (CMakeLists.txt): the flag that asks it is honoured.
-    execFileSync('cmake', ['-S', root, '-B', build, '-DTQ_WITH_ONEDNN=OFF', '-DTQ_LEAN_TORCH=OFF', '-DTQ_COMPILE_UNITS=OFF', '-DCMAKE_BUILD_TYPE=Release', '-DCMAKE_EXPORT_COMPILE_COMMANDS=ON'],
+    // In units, as every build compiles (CMakeLists.txt, scripts/compile_units.py).
+    execFileSync('cmake', ['-S', root, '-B', build, '-DTQ_WITH_ONEDNN=OFF', '-DTQ_LEAN_TORCH=OFF', '-DCMAKE_BUILD_TYPE=Release', '-DCMAKE_EXPORT_COMPILE_COMMANDS=ON'],
       { stdio: 'pipe' });
     expect(fs.existsSync(path.join(build, 'lean-torch'))).toBe(false);
-    expect(fs.existsSync(path.join(build, 'units'))).toBe(false);
     const commands = JSON.parse(fs.readFileSync(path.join(build, 'compile_commands.json'), 'utf8')) as CompileCommand[];
-    const sources = commands.map((c) => path.relative(root, c.file));
-    expect(sources).toEqual(expect.arrayContaining(['csrc/kernels/cpu/gemm/onednn.cpp', 'csrc/engine/engine.cpp']));
+    const compiled = (c: CompileCommand) => (c.file.startsWith(build) ? path.relative(build, c.file) : path.relative(root, c.file));
+    const gemmUnit = path.join('units', 'kernels_cpu_gemm.cpp');
+    expect(commands.map(compiled)).toEqual(expect.arrayContaining([gemmUnit, path.join('units', 'engine.cpp'), 'csrc/kernels/cpu/gemm/gemm_vnni.cpp']));
+    expect(unitMembers(path.join(build, gemmUnit))).toContain('csrc/kernels/cpu/gemm/onednn.cpp');
     // ATen's precompiled header for the sources that reach torch; not for those that never do (a GEMM tile, a kernel
     // check: scripts/torch_free_sources.py), which would only pay for loading it.
-    const usesPch = (file: string) => PCH_INCLUDE.test(commands.find((c) => path.relative(root, c.file) === file)!.command);
-    expect(['csrc/engine/engine.cpp', 'csrc/kernels/cpu/gemm/gemm_vnni.cpp', 'test/native/gemm_check.cpp', 'test/native/cascade_check.cpp'].map(usesPch))
+    const usesPch = (file: string) => PCH_INCLUDE.test(commands.find((c) => compiled(c) === file)!.command);
+    expect([path.join('units', 'engine.cpp'), 'csrc/kernels/cpu/gemm/gemm_vnni.cpp', 'test/native/gemm_check.cpp', 'test/native/cascade_check.cpp'].map(usesPch))
       .toEqual([true, false, false, true]);
     for (const c of commands) {
       expect(c.command).toContain('-DTQ_ONEDNN=0');
       expect(c.command).not.toMatch(/-ldnnl|libdnnl/);
     }
-    // The file of oneDNN's calls, compiled by the build's own command: to nothing that names oneDNN (its whole body is
+    // The file of oneDNN's calls, compiled alone by its unit's command: to nothing that names oneDNN (its whole body is
     // under TQ_ONEDNN, so no source list has to leave it out). The other sources with oneDNN branches are compiled with
     // TQ_ONEDNN=0 against a CUDA build's headers by kernels/cuda.test.ts. Less the precompiled ATen header, which only
     // this build would make and use (it is not made yet; read as text it would add seconds and nothing to the check).
-    const onednn = commands.find((c) => c.file.endsWith(path.join('gemm', 'onednn.cpp')))!;
-    expect(onednn.command).toMatch(PCH_INCLUDE);
-    const object = path.resolve(onednn.directory, /\s-o\s+(\S+)/.exec(onednn.command)![1]);
+    const unit = commands.find((c) => compiled(c) === gemmUnit)!;
+    expect(unit.command).toMatch(PCH_INCLUDE);
+    const command = unit.command.replace(PCH_INCLUDE, '').replace(unit.file, path.join(root, 'csrc', 'kernels', 'cpu', 'gemm', 'onednn.cpp'));
+    const object = path.resolve(unit.directory, /\s-o\s+(\S+)/.exec(command)![1]);
     fs.mkdirSync(path.dirname(object), { recursive: true });
-    execFileSync('sh', ['-c', onednn.command.replace(PCH_INCLUDE, '')], { cwd: onednn.directory, stdio: 'pipe' });
+    execFileSync('sh', ['-c', command], { cwd: unit.directory, stdio: 'pipe' });
     const undefinedSymbols = execFileSync('nm', ['-C', '--undefined-only', object], { encoding: 'utf8' });
     expect(undefinedSymbols).not.toMatch(/dnnl/);
   } finally {

@@ -1,11 +1,12 @@
 /**
  * Where the test suite's CPU goes (not a test): `npm run bench:suite [-- jest's arguments]`.
- * Runs jest as `npm test` does, samples every process's CPU from /proc four times a second, and gives each jest
- * worker's CPU, with that of every process under it (servers, engine processes, tq_cli runs, compilers), to the
- * test file the worker ran at the time (bench/suite/file-window.js marks each file's start and end). What runs
- * under jest's own process (the global set-up, the node-gyp build it starts) is counted apart. Prints each file's
- * wall time and CPU seconds, heaviest first, and the totals; processes that start and end between two samples
- * are still counted, in the CPU their parent collects when it reaps them (/proc's cutime and cstime).
+ * Runs jest as `npm test` does and samples every process's CPU from /proc four times a second. Each process a jest
+ * worker started (servers, their engine processes, tq_cli runs, compilers), and the worker itself, is given to the
+ * test file the worker ran when the process was first seen (bench/suite/file-window.js marks each file's start and
+ * end), even after its parent has gone: a server stopped before its engine process leaves that process to init. What
+ * runs under jest's own process (the global set-up, the node-gyp build it starts) is counted apart. Prints each
+ * file's wall time and CPU seconds, heaviest first, then the CPU by kind of process. A process that starts and ends
+ * between two samples is not seen: `/usr/bin/time npm run bench:suite` gives the whole, to compare.
  */
 import { spawn } from 'child_process';
 import * as fs from 'fs';
@@ -14,41 +15,66 @@ import * as path from 'path';
 
 const root = path.resolve(__dirname, '..', '..');
 const TICK = 100; // clock ticks per second (_SC_CLK_TCK on Linux x86)
+const BETWEEN = '(a worker between files)';
 
-interface Stat { ppid: number; cpu: number; reaped: number }
+interface Stat { ppid: number; cpu: number; started: number; command: string }
 
-/** Every process's parent, CPU (user + system) and its reaped children's, in seconds. */
+/** Every process's parent, CPU seconds (user + system), start time (clock ticks since boot) and command line. */
 function snapshot(): Map<number, Stat> {
   const stats = new Map<number, Stat>();
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
-    let text: string;
     try {
-      text = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const text = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const f = text.slice(text.lastIndexOf(')') + 2).split(' '); // fields from the third (state) on
+      // Read at each sample: a child forked and not yet exec'd has its parent's command line.
+      const command = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').slice(0, 3).join(' ');
+      stats.set(Number(entry), { ppid: Number(f[1]), cpu: (Number(f[11]) + Number(f[12])) / TICK, started: Number(f[19]), command });
     } catch {
-      continue; // ended meanwhile
+      // ended meanwhile
     }
-    const f = text.slice(text.lastIndexOf(')') + 2).split(' '); // fields from the third (state) on
-    stats.set(Number(entry), { ppid: Number(f[1]), cpu: (Number(f[11]) + Number(f[12])) / TICK, reaped: (Number(f[13]) + Number(f[14])) / TICK });
   }
   return stats;
 }
 
-/** Whether a process runs jest's worker (the global set-up's children, the node-gyp build among them, are jest's own). */
-function isJestWorker(pid: number): boolean {
-  try {
-    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('jest-worker');
-  } catch {
-    return false;
+/** What a process is, from its command line, for the CPU by kind. */
+const KINDS: [string, RegExp][] = [
+  ['jest workers (the tests, in-process engines)', /jest-worker/],
+  ['servers (tqserve serve, decide)', /tqserve\.js|server\/main/],
+  ['engine processes', /engine-process\/host/],
+  ['tq_cli and the native checks', /\/build\/(tq_cli|\w+_check)\b/],
+  ['compilers (g++, nvcc, their passes, the build tools)', /\b(g\+\+|c\+\+|cc1plus|cc1|nvcc|cicc|ptxas|cudafe\+\+|fatbinary|as|ld|collect2|cmake|ninja|make)\b/],
+  ['Python (float64 references, the GPU window)', /python/],
+  ["TypeScript's compiler (the set-up's dist/ and type check)", /typescript\/bin\/tsc/],
+  ["jest's own process", /jest\/bin\/jest|\.bin\/jest/],
+];
+const kindOf = (command: string) => KINDS.find(([, pattern]) => pattern.test(command))?.[0] ?? 'other';
+
+/** The file each jest worker runs now, from the marks: its last start without an end. */
+function runningFiles(windows: string): Map<number, string> {
+  const running = new Map<number, string>();
+  for (const line of fs.readFileSync(windows, 'utf8').split('\n').filter(Boolean)) {
+    const w = JSON.parse(line) as { pid: number; file: string; what: string };
+    if (w.what === 'start') running.set(w.pid, w.file);
+    else running.delete(w.pid);
   }
+  return running;
 }
 
-/** CPU seconds of `pid` and everything under it: its own, its reaped children's, its live descendants'. */
-function treeCpu(pid: number, stats: Map<number, Stat>, children: Map<number, number[]>): number {
-  const own = stats.get(pid);
-  if (!own) return 0;
-  return own.cpu + own.reaped + (children.get(pid) ?? []).reduce((sum, child) => sum + treeCpu(child, stats, children), 0);
+/** Each file's wall time, from the marks. */
+function fileWalls(windows: string): Map<string, number> {
+  const wall = new Map<string, number>();
+  const begun = new Map<string, number>();
+  for (const line of fs.readFileSync(windows, 'utf8').split('\n').filter(Boolean)) {
+    const w = JSON.parse(line) as { file: string; what: string; ms: number };
+    if (w.what === 'start') begun.set(w.file, w.ms);
+    else wall.set(w.file, (w.ms - begun.get(w.file)!) / 1000);
+  }
+  return wall;
 }
+
+/** A process, known by its pid and start time (pids are reused): whose CPU it is, and how much it had last seen. */
+interface Tracked { file: string; kind: string; cpu: number; command: string }
 
 async function main() {
   const windows = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tq-suite-')), 'windows.jsonl');
@@ -59,52 +85,68 @@ async function main() {
     stdio: ['ignore', 'inherit', 'inherit'],
     env: { ...process.env, TQ_SUITE_WINDOWS: windows },
   });
-  const exited = new Promise<number | null>((resolve) => jest.on('exit', resolve));
-  const perFile = new Map<string, number>();
-  const lastTree = new Map<number, number>(); // worker pid -> its tree's CPU at the last sample
-  const lastFile = new Map<number, string>(); // worker pid -> the file its last sample's CPU went to
-  let mainCpu = 0;
   let done = false;
-  exited.then(() => (done = true));
+  const exited = new Promise<number | null>((resolve) => jest.on('exit', resolve)).finally(() => (done = true));
+  const tracked = new Map<string, Tracked>();
+  const perFile = new Map<string, number>();
+  const JEST = "jest's own process and what it ran itself (the set-up, the node-gyp build)";
   while (!done) {
     await new Promise((r) => setTimeout(r, 250));
     const stats = snapshot();
     const children = new Map<number, number[]>();
     for (const [pid, s] of stats) children.set(s.ppid, [...(children.get(s.ppid) ?? []), pid]);
-    const running = new Map<number, string>(); // worker pid -> the file it runs now (its last start without an end)
-    for (const line of fs.readFileSync(windows, 'utf8').split('\n').filter(Boolean)) {
-      const w = JSON.parse(line) as { pid: number; file: string; what: string };
-      if (w.what === 'start') running.set(w.pid, w.file);
-      else running.delete(w.pid);
+    const running = runningFiles(windows);
+    // Walk jest's tree: a worker's processes are its file's; the others, jest's own.
+    const walk = (pid: number, file: string) => {
+      const s = stats.get(pid)!;
+      const key = `${pid}@${s.started}`;
+      const isWorker = s.ppid === jest.pid && /jest-worker/.test(s.command);
+      const owner = isWorker ? running.get(pid) ?? BETWEEN : file;
+      // A worker's own CPU goes to the file it runs now; another process's, to the file that started it.
+      const t = tracked.get(key) ?? { file: owner, kind: kindOf(s.command), cpu: 0, command: s.command };
+      if (isWorker) t.file = owner;
+      if (s.command) Object.assign(t, { kind: kindOf(s.command), command: s.command }); // a zombie's is empty
+      perFile.set(t.file, (perFile.get(t.file) ?? 0) + s.cpu - t.cpu);
+      t.cpu = s.cpu;
+      tracked.set(key, t);
+      for (const child of children.get(pid) ?? []) walk(child, isWorker ? owner : t.file);
+    };
+    if (stats.has(jest.pid!)) walk(jest.pid!, JEST);
+    // Processes seen before and since left to init (their parent gone): still theirs.
+    for (const [pid, s] of stats) {
+      const t = tracked.get(`${pid}@${s.started}`);
+      if (t && s.cpu !== t.cpu && !isUnder(pid, jest.pid!, stats)) {
+        perFile.set(t.file, (perFile.get(t.file) ?? 0) + s.cpu - t.cpu);
+        t.cpu = s.cpu;
+      }
     }
-    const workers = (children.get(jest.pid!) ?? []).filter(isJestWorker);
-    for (const worker of workers) {
-      const now = treeCpu(worker, stats, children);
-      const delta = now - (lastTree.get(worker) ?? 0);
-      lastTree.set(worker, now);
-      // A child reaped between the reads of its stat and its parent's is counted twice in one sample and taken back in
-      // the next: the taking back goes to the file the double count went to.
-      const file = delta < 0 ? lastFile.get(worker)! : running.get(worker) ?? '(a worker between files)';
-      lastFile.set(worker, file);
-      perFile.set(file, (perFile.get(file) ?? 0) + delta);
-    }
-    // Jest's process and what it ran itself: its tree less the workers' (while they run: once reaped, theirs joins it).
-    if (workers.length > 0) mainCpu = treeCpu(jest.pid!, stats, children) - workers.reduce((s, w) => s + lastTree.get(w)!, 0);
   }
   const code = await exited;
-  const wall = new Map<string, number>();
-  const begun = new Map<string, number>();
-  for (const line of fs.readFileSync(windows, 'utf8').split('\n').filter(Boolean)) {
-    const w = JSON.parse(line) as { file: string; what: string; ms: number };
-    if (w.what === 'start') begun.set(w.file, w.ms);
-    else wall.set(w.file, (w.ms - begun.get(w.file)!) / 1000);
-  }
-  const rows = [...perFile].sort((a, b) => b[1] - a[1]);
-  const total = rows.reduce((s, [, cpu]) => s + cpu, 0);
-  console.log(`\nCPU seconds per test file (${os.cpus()[0].model}, ${os.cpus().length} cores), heaviest first:`);
-  for (const [file, cpu] of rows) console.log(`${cpu.toFixed(1).padStart(8)}  ${(wall.get(file)?.toFixed(1) ?? '-').padStart(7)} s  ${path.relative(root, file)}`);
-  console.log(`${total.toFixed(1).padStart(8)}  in the test files; jest's own process and what it ran directly (set-up, node-gyp): ${mainCpu.toFixed(1)}; wall ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  report(perFile, fileWalls(windows), tracked, JEST, (Date.now() - started) / 1000);
   process.exitCode = code ?? 1;
+}
+
+function isUnder(pid: number, ancestor: number, stats: Map<number, Stat>): boolean {
+  for (let p = stats.get(pid)?.ppid; p !== undefined && p > 1; p = stats.get(p)?.ppid) if (p === ancestor) return true;
+  return false;
+}
+
+function report(perFile: Map<string, number>, wall: Map<string, number>, tracked: Map<string, Tracked>, jestOwn: string, seconds: number) {
+  const files = [...perFile].filter(([file]) => file !== jestOwn).sort((a, b) => b[1] - a[1]);
+  const inFiles = files.reduce((s, [, cpu]) => s + cpu, 0);
+  console.log(`\nCPU seconds per test file (${os.cpus()[0].model}, ${os.cpus().length} cores), heaviest first, and its wall time:`);
+  for (const [file, cpu] of files) console.log(`${cpu.toFixed(1).padStart(8)}  ${(wall.get(file)?.toFixed(1) ?? '-').padStart(7)} s  ${file === BETWEEN ? file : path.relative(root, file)}`);
+  console.log(`${inFiles.toFixed(1).padStart(8)}  in the test files; ${(perFile.get(jestOwn) ?? 0).toFixed(1)} in ${jestOwn}; wall ${seconds.toFixed(1)} s`);
+  const byKind = new Map<string, { cpu: number; count: number }>();
+  for (const { kind, cpu } of tracked.values()) {
+    const k = byKind.get(kind) ?? { cpu: 0, count: 0 };
+    byKind.set(kind, { cpu: k.cpu + cpu, count: k.count + 1 });
+  }
+  console.log('\nCPU seconds by kind of process (jest\'s own included; each process seen by a sample at least once):');
+  for (const [kind, { cpu, count }] of [...byKind].sort((a, b) => b[1].cpu - a[1].cpu))
+    console.log(`${cpu.toFixed(1).padStart(8)}  ${kind}: ${count}${count > 1 ? `, ${(cpu / count).toFixed(2)} s each` : ''}`);
+  const others = [...tracked.values()].filter((t) => t.kind === 'other').sort((a, b) => b.cpu - a.cpu).slice(0, 8);
+  console.log(`The heaviest of the others: ${others.map((t) => `${t.command.slice(0, 80)} (${t.cpu.toFixed(1)} s)`).join('; ')}`);
 }
 
 main();

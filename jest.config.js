@@ -1,8 +1,9 @@
 /**
  * Tests drive the real addon, server and clients, two files at a time: while one waits on its servers and engine
  * processes, the other computes (on the 2-core machines, 0.79x the time of one file at a time: bench/README.md,
- * "Set-up and suite time"). More would oversubscribe the cores their engines' threads use. global-setup.ts builds
- * dist/ and generates the test models once per run; test/sequencer.js runs the node-gyp check last.
+ * "Set-up and suite time"). Three were no faster: the two keep both cores busy (bench/README.md, "Where the suite's
+ * CPU goes"). global-setup.ts builds dist/ and generates the test models once per run; test/sequencer.js runs the
+ * node-gyp check last.
  */
 module.exports = {
   preset: 'ts-jest',

@@ -8,7 +8,7 @@ import { execFile, execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { compileUnitsScript, unitMembers } from '../helpers/compile-units';
+import { unitMembers, writeCompileUnits } from '../helpers/compile-units';
 
 const root = path.resolve(__dirname, '..', '..');
 const csrc = path.join(root, 'csrc');
@@ -53,8 +53,8 @@ function nvccBuild(file: string): Promise<void> {
   return run(compiler, ['-std=c++17', '-O3', '-arch=sm_90', '-Werror', 'all-warnings', `-I${csrc}`, '-c', path.join(csrc, 'kernels', 'cuda', file), '-o', path.join(scratch, `${file}.o`)]);
 }
 
-// Queued as the file loads, ahead of the CUDA build's check below (18 compiles): each kernel's test then waits for the
-// kernels' compiles only, whatever the check takes on a busy machine.
+// Queued as the file loads, ahead of the CUDA build's check below (its units' compiles): each kernel's test then waits
+// for the kernels' compiles only, whatever the check takes on a busy machine.
 const nvccBuilds = new Map(kernels.map((file) => [file, nvccBuild(file)]));
 for (const built of nvccBuilds.values()) built.catch(() => undefined);
 
@@ -105,8 +105,7 @@ const cudaBuildSources = [...new Set([...sourcesNaming('TQ_CUDA', 'TQ_ONEDNN'), 
 // What a CUDA build compiles them in: each folder's sources as one translation unit (CMakeLists.txt's tq_compile_units),
 // written by the same script from their folders; a source it compiles alone is compiled alone here too.
 const folders = [...new Set(cudaBuildSources.map((f) => path.dirname(f)))];
-const units = execFileSync('python3', [compileUnitsScript, '--out', path.join(scratch, 'units'), ...folders], { encoding: 'utf8' })
-  .trim().split('\n').filter((p) => p.startsWith(scratch));
+const { units } = writeCompileUnits(folders, path.join(scratch, 'units'));
 const compiledIn = (source: string) => units.find((unit) => unitMembers(unit).includes(path.relative(root, source))) ?? source;
 const cudaBuildUnits = [...new Set(cudaBuildSources.map(compiledIn))];
 let cudaBuildFlags: string[] = [];
@@ -123,7 +122,7 @@ test(`the sources with CUDA or oneDNN branches compile as a CUDA build (TQ_CUDA=
   expect(cudaBuildSources).toEqual(expect.arrayContaining(torch2Sources));
   // Each in the unit of its folder: fewer compiles than sources, every source in one of them.
   expect(cudaBuildUnits.length).toBeLessThan(cudaBuildSources.length);
-  expect(cudaBuildUnits.flatMap((u) => (u.startsWith(scratch) ? unitMembers(u) : [path.relative(root, u)]))).toEqual(
+  expect(cudaBuildUnits.flatMap((u) => (units.includes(u) ? unitMembers(u) : [path.relative(root, u)]))).toEqual(
     expect.arrayContaining(cudaBuildSources.map((f) => path.relative(root, f))));
   await cudaBuildCheck;
 }, 300_000);

@@ -1,5 +1,5 @@
 /**
- * The translation units both CPU builds compile (scripts/compile_units.py): a folder's sources together, except where
+ * The translation units the builds compile (scripts/compile_units.py): a folder's sources together, except where
  * code is compiled for chosen instruction sets, whose arithmetic could then change with what is compiled beside it.
  * The answers themselves are held by the golden answers at every kernel level (engine/golden.test.ts).
  */

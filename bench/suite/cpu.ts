@@ -89,6 +89,12 @@ async function main() {
   const exited = new Promise<number | null>((resolve) => jest.on('exit', resolve)).finally(() => (done = true));
   const tracked = new Map<string, Tracked>();
   const perFile = new Map<string, number>();
+  const perFileKind = new Map<string, Map<string, number>>();
+  const charge = (t: Tracked, cpu: number) => {
+    perFile.set(t.file, (perFile.get(t.file) ?? 0) + cpu);
+    const kinds = perFileKind.get(t.file) ?? new Map<string, number>();
+    perFileKind.set(t.file, kinds.set(t.kind, (kinds.get(t.kind) ?? 0) + cpu));
+  };
   const JEST = "jest's own process and what it ran itself (the set-up, the node-gyp build)";
   while (!done) {
     await new Promise((r) => setTimeout(r, 250));
@@ -106,7 +112,7 @@ async function main() {
       const t = tracked.get(key) ?? { file: owner, kind: kindOf(s.command), cpu: 0, command: s.command };
       if (isWorker) t.file = owner;
       if (s.command) Object.assign(t, { kind: kindOf(s.command), command: s.command }); // a zombie's is empty
-      perFile.set(t.file, (perFile.get(t.file) ?? 0) + s.cpu - t.cpu);
+      charge(t, s.cpu - t.cpu);
       t.cpu = s.cpu;
       tracked.set(key, t);
       for (const child of children.get(pid) ?? []) walk(child, isWorker ? owner : t.file);
@@ -116,13 +122,13 @@ async function main() {
     for (const [pid, s] of stats) {
       const t = tracked.get(`${pid}@${s.started}`);
       if (t && s.cpu !== t.cpu && !isUnder(pid, jest.pid!, stats)) {
-        perFile.set(t.file, (perFile.get(t.file) ?? 0) + s.cpu - t.cpu);
+        charge(t, s.cpu - t.cpu);
         t.cpu = s.cpu;
       }
     }
   }
   const code = await exited;
-  report(perFile, fileWalls(windows), tracked, JEST, (Date.now() - started) / 1000);
+  report(perFile, perFileKind, fileWalls(windows), tracked, JEST, (Date.now() - started) / 1000);
   process.exitCode = code ?? 1;
 }
 
@@ -131,12 +137,17 @@ function isUnder(pid: number, ancestor: number, stats: Map<number, Stat>): boole
   return false;
 }
 
-function report(perFile: Map<string, number>, wall: Map<string, number>, tracked: Map<string, Tracked>, jestOwn: string, seconds: number) {
+function report(perFile: Map<string, number>, perFileKind: Map<string, Map<string, number>>, wall: Map<string, number>, tracked: Map<string, Tracked>, jestOwn: string, seconds: number) {
   const files = [...perFile].filter(([file]) => file !== jestOwn).sort((a, b) => b[1] - a[1]);
   const inFiles = files.reduce((s, [, cpu]) => s + cpu, 0);
   console.log(`\nCPU seconds per test file (${os.cpus()[0].model}, ${os.cpus().length} cores), heaviest first, and its wall time:`);
   for (const [file, cpu] of files) console.log(`${cpu.toFixed(1).padStart(8)}  ${(wall.get(file)?.toFixed(1) ?? '-').padStart(7)} s  ${file === BETWEEN ? file : path.relative(root, file)}`);
   console.log(`${inFiles.toFixed(1).padStart(8)}  in the test files; ${(perFile.get(jestOwn) ?? 0).toFixed(1)} in ${jestOwn}; wall ${seconds.toFixed(1)} s`);
+  console.log('\nThe ten heaviest files by kind of process (CPU seconds):');
+  for (const [file] of files.filter(([f]) => f !== BETWEEN).slice(0, 10)) {
+    const kinds = [...perFileKind.get(file)!].filter(([, cpu]) => cpu >= 0.5).sort((a, b) => b[1] - a[1]);
+    console.log(`  ${path.relative(root, file)}: ${kinds.map(([kind, cpu]) => `${kind.replace(/ \(.*/, '')} ${cpu.toFixed(1)}`).join(', ')}`);
+  }
   const byKind = new Map<string, { cpu: number; count: number }>();
   for (const { kind, cpu } of tracked.values()) {
     const k = byKind.get(kind) ?? { cpu: 0, count: 0 };

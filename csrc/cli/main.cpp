@@ -56,6 +56,7 @@
 #include "common/errors.h"
 #include "engine/engine.h"
 #include "engine/engine_info_json.h"
+#include "engine/intra_op_threads.h"
 #include "engine/launched_batch.h"
 #include "engine/named_fields.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
@@ -335,7 +336,7 @@ E gemm_choice(const Args& a, const std::string& flag, const std::string& fallbac
 }
 
 json gemm(const Args& a) {
-  if (a.has("threads")) at::set_num_threads(static_cast<int>(a.number("threads", 1)));
+  if (a.has("threads")) tq::set_intra_op_threads(static_cast<int>(a.number("threads", 1)));
   const auto dtype = gemm_choice<at::ScalarType>(a, "dtype", "fp32");
   // The CPU's quantizations only: a subset of the table's.
   const auto quantization = a.get("quantization", "none");

@@ -45,6 +45,7 @@ void Engine::describe_level(const PagedModel& paged) {
   const auto& choice = paged.level_choice();
   info_.level_choice = choice.how;
   info_.level_busy = choice.busy;
+  info_.level_rounds = choice.rounds;
   info_.level_rates.clear();
   for (const auto& r : choice.rates) info_.level_rates.emplace_back(isa_name(r.level), r.gflops);
 }

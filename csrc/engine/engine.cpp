@@ -7,6 +7,7 @@
 #include "common/errors.h"
 #include "engine/engine_options.h"
 #include "engine/host_allocator.h"
+#include "engine/intra_op_threads.h"
 #include "runner/paged_model.h"
 #include "engine/readout.h"
 #include "engine/request_checks.h"
@@ -34,7 +35,7 @@ bool is_directory(const std::string& path) {
 
 Engine::Engine(const EngineOptions& options) : options_(options) {
   keep_freed_host_memory();
-  if (options.threads > 0) at::set_num_threads(options.threads);
+  if (options.threads > 0) set_intra_op_threads(options.threads);
   check_engine_options(options);
   info_.context_limit = options.context_limit;
   device_ = parse_device(options.device);

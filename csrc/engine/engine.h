@@ -77,10 +77,12 @@ struct EngineInfo {
   std::string kernels;  // the layers' kernels: "avx512", "avx2", "generic" (the engine's CPU kernels), "aten", or "libtorch" (TorchScript)
   // The CPU kernels' level: how it was chosen ("measured", "cached", "re-measured", "forced", "only"; ""
   // off the engine's CPU kernels), whether the machine was busy as it was measured (to be measured
-  // again), and, measured, each level's rate on the model's GEMMs (GFLOP/s, fastest first). Every
-  // level gives the same bits (docs/arithmetic.md): the choice is a matter of speed alone.
+  // again), the rounds measured (0 unless measured now), and, measured, each level's rate on the
+  // model's GEMMs (GFLOP/s, fastest first). Every level gives the same bits (docs/arithmetic.md): the
+  // choice is a matter of speed alone.
   std::string level_choice;
   bool level_busy = false;
+  int level_rounds = 0;
   std::vector<std::pair<std::string, double>> level_rates;
   std::string attention = "direct";  // EngineOptions::attention, as it runs
   std::string state_attention;       // EngineOptions::state_attention with the cascade; "" without it

@@ -11,11 +11,11 @@ nlohmann::ordered_json device_json(const DeviceInfo& d) {
   return j;
 }
 
-// How the CPU kernels' level was chosen, and each level's measured rate (GFLOP/s), fastest first.
+// How the CPU kernels' level was chosen, over how many rounds, and each level's measured rate (GFLOP/s), fastest first.
 nlohmann::ordered_json level_choice_json(const EngineInfo& i) {
   nlohmann::ordered_json rates = nlohmann::ordered_json::object();
   for (const auto& [level, gflops] : i.level_rates) rates[level] = gflops;
-  return {{"how", i.level_choice}, {"busy", i.level_busy}, {"gflops", rates}};
+  return {{"how", i.level_choice}, {"busy", i.level_busy}, {"rounds", i.level_rounds}, {"gflops", rates}};
 }
 
 nlohmann::ordered_json vision_json(const VisionConfig& v, const ImageTokens& t) {

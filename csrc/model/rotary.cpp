@@ -54,12 +54,16 @@ RotaryTables rotary_tables(const RopeConfig& r, int64_t rotary_dim, int64_t max_
   auto angles = at::outer(positions, inverse_frequencies(r, rotary_dim));
   const bool longrope = r.scaling == RopeConfig::Scaling::LongRope;
   if (longrope) angles = at::cat({angles, at::outer(positions, inverse_frequencies(r, rotary_dim, true))});
-  auto full = at::cat({angles, angles}, -1);
   RotaryTables t;
-  // longrope scales cos and sin by its attention factor (1 otherwise).
-  const auto [cos, sin] = cos_sin(full);
-  t.cos = (cos * r.attention_factor).to(device, at::kFloat);
-  t.sin = (sin * r.attention_factor).to(device, at::kFloat);
+  // longrope scales cos and sin by its attention factor (1 otherwise). Both halves of a row share their
+  // frequencies (the rotate-half layout): each value is computed once, then the half repeated.
+  const auto [cos, sin] = cos_sin(angles);
+  const auto both_halves = [&](const at::Tensor& half) {
+    const auto scaled = (half * r.attention_factor).to(at::kFloat);
+    return at::cat({scaled, scaled}, -1).to(device);
+  };
+  t.cos = both_halves(cos);
+  t.sin = both_halves(sin);
   t.long_offset = longrope ? max_positions : 0;
   return t;
 }

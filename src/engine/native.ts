@@ -168,10 +168,11 @@ export interface NativeEngineInfo {
    * How the CPU kernels' level was chosen (csrc/kernels/cpu/level_choice.h): 'measured' at load, 'cached' (measured
    * before on this machine), 're-measured' (after load: Engine.remeasureLevel), 'forced' (isa, TQ_KERNELS) or 'only'
    * (one level runs here); whether the machine was busy while it was measured (the choice is then provisional, and
-   * measured again); and each level's rate on the model's GEMMs (GFLOP/s). Every level gives the same bits: the choice
-   * is one of speed alone. Absent off the engine's CPU kernels.
+   * measured again); the rounds measured now (0 unless measured now: fewer than the most where one level led
+   * decisively); and each level's rate on the model's GEMMs (GFLOP/s). Every level gives the same bits: the choice is
+   * one of speed alone. Absent off the engine's CPU kernels.
    */
-  levelChoice?: { how: 'measured' | 'cached' | 're-measured' | 'forced' | 'only'; busy: boolean; gflops: Record<string, number> };
+  levelChoice?: { how: 'measured' | 'cached' | 're-measured' | 'forced' | 'only'; busy: boolean; rounds: number; gflops: Record<string, number> };
   /** 'direct' or 'cascade' (NativeLoadOptions.attention). */
   attention: 'direct' | 'cascade';
   /** NativeLoadOptions.stateAttention, with the cascade; absent without it. */

@@ -1,8 +1,8 @@
 /**
  * The CPU kernels' level chosen by measurement (csrc/kernels/cpu/level_choice.h), a matter of speed alone: every
  * level gives the same bits (docs/arithmetic.md). Through servers (the environment is the process's): at load the
- * engine times the model's GEMMs at every level this CPU runs, the levels taking turns over rounds, and takes the
- * fastest; a trusted measurement is kept in a file (TQ_LEVEL_CACHE here) that the next engine reads; /health and the
+ * engine times the model's GEMMs at every level this CPU runs, the levels taking turns over rounds (three where one
+ * level leads decisively, else seven), and takes the fastest; a trusted measurement is kept in a file (TQ_LEVEL_CACHE here) that the next engine reads; /health and the
  * start-up line say the level, the rates and how it was chosen. A measurement taken while other processes load the
  * CPUs is marked busy and not kept. A level made slow on purpose (TQ_LEVEL_HANDICAP, a
  * test instrument: it times those levels as ten times slower) is not chosen, on any CPU with two levels or more, and
@@ -27,7 +27,7 @@ afterAll(async () => {
   fs.rmSync(scratch, { recursive: true, force: true });
 });
 
-type Choice = { how: string; busy: boolean; gflops: Record<string, number>; answers_depend_on_level: boolean };
+type Choice = { how: string; busy: boolean; rounds: number; gflops: Record<string, number>; answers_depend_on_level: boolean };
 async function report(s: RunningServer) {
   const health = (await s.get('/health')).body;
   return { s, kernels: health.kernels as string, choice: health.kernel_choice as Choice };
@@ -48,6 +48,8 @@ const multi = runnableIsaLevels().length > 1;
 (multi ? test : test.skip)('the fastest level is measured, said, kept in the file and taken from it by the next server', async () => {
   const first = await server();
   expect(first.choice.how).toBe('measured');
+  expect(first.choice.rounds).toBeGreaterThanOrEqual(3);
+  expect(first.choice.rounds).toBeLessThanOrEqual(7);
   expect(first.choice.answers_depend_on_level).toBe(false);
   const rates = Object.entries(first.choice.gflops).sort((a, b) => b[1] - a[1]);
   expect(first.kernels).toBe(rates[0][0]);
@@ -57,7 +59,7 @@ const multi = runnableIsaLevels().length > 1;
   const kept = fs.existsSync(env.TQ_LEVEL_CACHE) && fs.readFileSync(env.TQ_LEVEL_CACHE, 'utf8').includes(`\t${first.kernels}\t`);
   expect(kept).toBe(!first.choice.busy);
   const next = await server();
-  if (kept) expect([next.kernels, next.choice.how]).toEqual([first.kernels, 'cached']);
+  if (kept) expect([next.kernels, next.choice.how, next.choice.rounds]).toEqual([first.kernels, 'cached', 0]);
   else expect(next.choice.how).toBe('measured');
 });
 
@@ -94,7 +96,7 @@ const multi = runnableIsaLevels().length > 1;
  * `handicap` in the environment, which is then removed, and measured again; the levels and label-logit bits before
  * and after.
  */
-function openThenRemeasure(handicap: string): Promise<{ before: [string, string]; after: [string, string, boolean]; same: boolean }> {
+function openThenRemeasure(handicap: string): Promise<{ before: [string, string]; rounds: number; after: [string, string, boolean]; same: boolean }> {
   const script = `
     const { Engine } = require(${JSON.stringify(path.resolve(__dirname, '../../dist/index.js'))});
     const bits = (r) => r.answers.map((a) => Buffer.from(a.labelLogits.buffer, a.labelLogits.byteOffset, a.labelLogits.byteLength).toString('hex'));
@@ -102,10 +104,11 @@ function openThenRemeasure(handicap: string): Promise<{ before: [string, string]
       const request = JSON.parse(process.argv[1]);
       const engine = await Engine.open({ path: ${JSON.stringify(tinyModel('tiny-qwen3'))}, dtype: 'bf16', threads: 2 });
       delete process.env.TQ_LEVEL_HANDICAP;
-      const before = [engine.info.kernels, engine.info.levelChoice.how], first = bits(await engine.answer(request));
+      const before = [engine.info.kernels, engine.info.levelChoice.how], rounds = engine.info.levelChoice.rounds;
+      const first = bits(await engine.answer(request));
       const info = await engine.remeasureLevel();
       const same = JSON.stringify(bits(await engine.answer(request))) === JSON.stringify(first);
-      console.log(JSON.stringify({ before, after: [info.kernels, info.levelChoice.how, info.levelChoice.busy], same }));
+      console.log(JSON.stringify({ before, rounds, after: [info.kernels, info.levelChoice.how, info.levelChoice.busy], same }));
       await engine.close();
     })();`;
   return tokenizeTexts(tinyModel('tiny-qwen3')).then((t) => {
@@ -125,6 +128,14 @@ function openThenRemeasure(handicap: string): Promise<{ before: [string, string]
   // generic is the slowest level on every CPU by far (no wide vectors): measured quietly, it is left.
   if (!after[2]) expect(fast).toContain(after[0]);
   expect(same).toBe(true);
+});
+
+(multi ? test : test.skip)('a level that leads decisively ends the measurement after three rounds of the seven', async () => {
+  // The highest level against the others made ten times slower: far ahead on every CPU, busy or not.
+  const [top, ...others] = runnableIsaLevels();
+  const { before, rounds } = await openThenRemeasure(others.join(','));
+  expect(before).toEqual([top, 'measured']);
+  expect(rounds).toBe(3);
 });
 
 (multi ? test : test.skip)("the server's engine measures its level again once idle after start, and /health says so", async () => {

@@ -24,7 +24,9 @@ namespace {
 // at a bounded cost) and at least 1,024 inputs: a small model's GEMMs measure only each call's fixed costs, alike
 // at every level, so they are timed at the size where the levels' rates show (a real model's are that size or more).
 constexpr int64_t kRows = 128, kMaxOut = 512, kMinIn = 1024;
-constexpr int kRounds = 7;         // each level timed once a round, the levels taking turns
+constexpr int kRounds = 7;         // each level timed once a round, the levels taking turns, at most
+constexpr int kDecisiveRounds = 3; // the rounds after which a decisive lead ends the measurement
+constexpr double kDecisiveLead = 1.25;  // a lead is decisive when the leader's median round beats every other round by this
 constexpr double kRoundMs = 8;     // a level's time in one round, after a warm-up
 constexpr double kSlack = 0.1;     // of the engine's threads: what other processes may take of them unnoticed
 
@@ -141,14 +143,31 @@ double median(std::vector<double> xs) {
   return xs[xs.size() / 2];
 }
 
+// Whether one level's median round beats every other level's fastest by kDecisiveLead: more rounds could not change
+// which level is fastest, only the rates reported. (Load only slows a round: a level's fastest round is the best
+// sign of its rate, and the leader's median stands one slowed round.)
+bool decisive(const std::vector<std::vector<double>>& rates) {
+  std::vector<double> middle, fastest;
+  for (const auto& r : rates) {
+    middle.push_back(median(r));
+    fastest.push_back(*std::max_element(r.begin(), r.end()));
+  }
+  const size_t leader = std::max_element(middle.begin(), middle.end()) - middle.begin();
+  for (size_t b = 0; b < rates.size(); ++b)
+    if (b != leader && middle[leader] <= kDecisiveLead * fastest[b]) return false;
+  return true;
+}
+
 // Every level a round at a time, the order turning each round; each level's median over its rounds, so that a
-// moment of load hits every level alike. Marked busy where other processes took the engine's CPUs meanwhile.
+// moment of load hits every level alike; ended early by a decisive lead (the usual case: the levels' rates are
+// far apart where their kernels differ), else after kRounds. Marked busy where other processes took the
+// engine's CPUs meanwhile.
 LevelChoice measured(const std::vector<GemmShape>& shapes, at::ScalarType dtype, Quantization quantization) {
   std::vector<LevelBench> benches;
   for (Isa level : candidates(dtype, quantization)) benches.emplace_back(level, shapes, dtype, quantization);
   const BusyWatch watch;
   std::vector<std::vector<double>> rates(benches.size());
-  for (int r = 0; r < kRounds; ++r)
+  for (int r = 0; r < kRounds && !(r >= kDecisiveRounds && decisive(rates)); ++r)
     for (size_t i = 0; i < benches.size(); ++i) {
       const size_t b = (i + r) % benches.size();
       rates[b].push_back(benches[b].round());
@@ -156,6 +175,7 @@ LevelChoice measured(const std::vector<GemmShape>& shapes, at::ScalarType dtype,
   LevelChoice c;
   c.how = "measured";
   c.busy = watch.busy();
+  c.rounds = static_cast<int>(rates.front().size());
   for (size_t b = 0; b < benches.size(); ++b) c.rates.push_back({benches[b].level(), median(rates[b])});
   std::stable_sort(c.rates.begin(), c.rates.end(), [](const LevelRate& a, const LevelRate& b) { return a.gflops > b.gflops; });
   c.level = c.rates.front().level;
@@ -254,6 +274,7 @@ LevelChoice choose_level(const std::vector<GemmShape>& shapes, at::ScalarType dt
   if (auto it = chosen.find(cache_path() + "\n" + key); it != chosen.end()) {
     LevelChoice again = it->second;
     again.how = "cached";
+    again.rounds = 0;
     return again;
   }
   auto c = through_file(key, shapes, dtype, quantization, false);

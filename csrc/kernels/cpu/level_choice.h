@@ -10,7 +10,9 @@
 // matter of speed alone, and an engine may change it at any time. So the
 // measurement is made to be trusted, and made again when it is not:
 //   - the levels take turns over several rounds, and each level's rate is the
-//     median of its rounds, so that a busy moment hits every level alike;
+//     median of its rounds, so that a busy moment hits every level alike
+//     (three rounds when one level's median beats every other's fastest by
+//     a quarter: more could not change the choice);
 //   - a measurement during which other processes took CPU time the engine's
 //     threads needed (/proc/stat, steal included) is marked busy: used for
 //     now, not kept;
@@ -44,6 +46,7 @@ struct LevelChoice {
   // "forced" (--isa, TQ_KERNELS) or "only" (one level runs)
   std::string how;
   bool busy = false;  // measured while the machine was busy: used for now, not kept, to be measured again
+  int rounds = 0;     // the rounds measured now (fewer than the most where one level led decisively); 0 if not measured now
   std::vector<LevelRate> rates;  // fastest first; empty unless measured or cached
   bool measurable() const { return how != "forced" && how != "only" && !how.empty(); }
 };

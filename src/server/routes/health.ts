@@ -31,7 +31,7 @@ function compute(e: NativeEngineInfo) {
     kernels: e.kernels,
     // The level is a matter of speed alone: every level gives the same bits (docs/arithmetic.md).
     ...(e.levelChoice
-      ? { kernel_choice: { how: e.levelChoice.how, busy: e.levelChoice.busy, gflops: e.levelChoice.gflops, answers_depend_on_level: false } }
+      ? { kernel_choice: { how: e.levelChoice.how, busy: e.levelChoice.busy, rounds: e.levelChoice.rounds, gflops: e.levelChoice.gflops, answers_depend_on_level: false } }
       : {}),
     attention: e.attention,
     ...(e.stateAttention ? { state_attention: e.stateAttention } : {}),

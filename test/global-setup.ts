@@ -10,14 +10,14 @@ import * as path from 'path';
 import { generateTestModel } from '../src/testmodels/generate';
 import { tinyModelNames, visionModelNames } from '../src/testmodels/specs';
 import { GYP_BUILD_ENV, gypTestFile, startGypBuild } from './helpers/gyp-build';
-import { debianPython, referenceDir, torchscriptModel, torchscriptModelNames } from './helpers/models';
+import { debianPython, pythonEnv, referenceDir, torchscriptModel, torchscriptModelNames } from './helpers/models';
 
 const root = path.resolve(__dirname, '..');
 const tsc = require.resolve('typescript/bin/tsc');
 
-function run(file: string, args: string[]): Promise<void> {
+function run(file: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<void> {
   return new Promise((resolve, reject) =>
-    execFile(file, args, { cwd: root, encoding: 'utf8' }, (error, stdout, stderr) => (error ? reject(new Error(`${args.join(' ')}:\n${stdout}${stderr}`)) : resolve())),
+    execFile(file, args, { cwd: root, encoding: 'utf8', env }, (error, stdout, stderr) => (error ? reject(new Error(`${args.join(' ')}:\n${stdout}${stderr}`)) : resolve())),
   );
 }
 
@@ -50,7 +50,7 @@ export default async function globalSetup(globalConfig: { testPathPattern?: stri
     const pt = torchscriptModel(name);
     const stamp = path.join(dir, 'tqserve-testmodel.json');
     const current = fs.existsSync(pt) && fs.statSync(pt).mtimeMs >= fs.statSync(stamp).mtimeMs;
-    return current ? Promise.resolve() : run(debianPython, [path.join(referenceDir, 'export_torchscript.py'), dir, pt]);
+    return current ? Promise.resolve() : run(debianPython, [path.join(referenceDir, 'export_torchscript.py'), dir, pt], pythonEnv());
   });
   exported.forEach((e) => e.catch(() => undefined)); // awaited below
   for (const name of visionModelNames) generateTestModel(name);

@@ -9,10 +9,10 @@ import { execFileSync } from 'child_process';
 import * as path from 'path';
 import { tinyModelNames } from '../../src/testmodels/specs';
 import { keepFreedMemory } from '../helpers/keep-freed-memory';
-import { debianPython, referenceDir, tinyModel } from '../helpers/models';
+import { debianPython, pythonEnv, referenceDir, tinyModel } from '../helpers/models';
 
 test("the reference gives the same logits under transformers 5's config layout (make_models.py's) as under 4's, every text family", () => {
-  const out = JSON.parse(execFileSync(debianPython, [path.join(referenceDir, 'config_forms.py'), ...tinyModelNames.map(tinyModel)], { encoding: 'utf8', env: keepFreedMemory() }));
+  const out = JSON.parse(execFileSync(debianPython, [path.join(referenceDir, 'config_forms.py'), ...tinyModelNames.map(tinyModel)], { encoding: 'utf8', env: keepFreedMemory(pythonEnv()) }));
   expect(Object.keys(out).sort()).toEqual([...tinyModelNames].sort());
   for (const [name, r] of Object.entries<any>(out)) {
     expect({ name, diff: r.max_abs_diff }).toEqual({ name, diff: 0 });

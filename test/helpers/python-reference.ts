@@ -10,7 +10,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { keepFreedMemory } from './keep-freed-memory';
-import { debianPython, referenceDir } from './models';
+import { debianPython, pythonEnv, referenceDir } from './models';
 
 type Script = 'forward' | 'ref_vlm';
 interface Waiting {
@@ -21,7 +21,7 @@ interface Waiting {
 let worker: { child: ChildProcessWithoutNullStreams; waiting: Waiting[]; stderr: string } | undefined;
 
 function start() {
-  const child = spawn(debianPython, [path.join(referenceDir, 'serve.py')], { stdio: ['pipe', 'pipe', 'pipe'], env: keepFreedMemory() });
+  const child = spawn(debianPython, [path.join(referenceDir, 'serve.py')], { stdio: ['pipe', 'pipe', 'pipe'], env: keepFreedMemory(pythonEnv()) });
   const w = { child, waiting: [] as Waiting[], stderr: '' };
   let buffered = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => {

@@ -9,7 +9,7 @@ import { ChildProcess, execFileSync, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { debianPython } from '../helpers/models';
+import { debianPython, pythonEnv } from '../helpers/models';
 
 const root = path.resolve(__dirname, '..', '..');
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-window-'));
@@ -20,7 +20,7 @@ function window(name: string, args: string[], env: NodeJS.ProcessEnv = {}): { ch
   const work = path.join(scratch, name, 'work');
   let log = '';
   const child = spawn('bash', [path.join(root, 'bench', 'gpu', 'run.sh'), out, '--device', 'cpu', '--work', work, ...args], {
-    env: { ...process.env, PYTHON: debianPython, ...env },
+    env: { ...pythonEnv(), PYTHON: debianPython, ...env },
     detached: true, // its own process group, which the kill test stops whole
   });
   child.stdout!.on('data', (d) => (log += d));

@@ -8,6 +8,8 @@ import { builtAddon } from './built-addon';
 export interface HostAddon {
   /** glibc's malloc_trim: true when memory was released; null where the C library has none. */
   releaseFreeMemory(): boolean | null;
+  /** glibc's mallopt(M_MMAP_THRESHOLD): blocks under `bytes` come from the heap; false where not set (not glibc). */
+  setMmapThreshold(bytes: number): boolean;
   /** A new anonymous shared memory (a memfd, close-on-exec) of `bytes`, zeroed and mapped. */
   createSharedMemory(bytes: number): { fd: number; buffer: ArrayBuffer };
   /** The shared memory behind an inherited fd, mapped. */

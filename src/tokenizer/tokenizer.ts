@@ -7,6 +7,7 @@ import * as path from 'path';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from 'tokenizers';
 import { Worker } from 'worker_threads';
+import { hostAddon } from '../common/host-addon';
 import { siblingModule } from '../common/sibling-module';
 import { keepBound, keptBound } from './bound-cache';
 import { EncodingCache } from './encoding-cache';
@@ -50,6 +51,24 @@ function computedBound(file: string): Promise<number | undefined> {
   });
 }
 
+/**
+ * From the first tokenizer's load on, the process's C heap gives blocks up to 32 MiB itself, as the engine process's
+ * does (csrc/engine/host_allocator.cpp), rather than mapping each on its own; and the pages the load freed go back to
+ * the system after it. The native load builds a vocabulary's and merges' strings in hash tables grown by doubling:
+ * each block mapped on its own was faulted in page by page, zeroed, and unmapped at the next growth, about a third of
+ * the load's CPU (bench/README.md, "Where the suite's CPU goes"). glibc's own threshold rises to that bound as large
+ * blocks are freed; here it starts there.
+ */
+const HEAP_BLOCKS_UP_TO = 32 << 20;
+
+function nativeTokenizer(file: string): Tokenizer {
+  const addon = hostAddon();
+  addon?.setMmapThreshold(HEAP_BLOCKS_UP_TO);
+  const tokenizer = Tokenizer.fromFile(file);
+  addon?.releaseFreeMemory();
+  return tokenizer;
+}
+
 export class ModelTokenizer {
   private readonly template?: Template;
   private readonly encodings = new EncodingCache(encodingCacheBytes);
@@ -74,8 +93,7 @@ export class ModelTokenizer {
     bound.catch(() => undefined); // awaited below, unless the tokenizer's own load fails first (its error is the one to tell)
     const cfgFile = path.join(folder, 'tokenizer_config.json');
     const config: TokenizerConfig = fs.existsSync(cfgFile) ? JSON.parse(fs.readFileSync(cfgFile, 'utf8')) : {};
-    const tokenizer = Tokenizer.fromFile(file);
-    return new ModelTokenizer(tokenizer, config, folder, await bound);
+    return new ModelTokenizer(nativeTokenizer(file), config, folder, await bound);
   }
 
   get hasChatTemplate(): boolean {

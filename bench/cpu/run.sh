@@ -11,7 +11,12 @@
 #   soak      npm run bench:soak, SOAK_MINUTES (default 2) per level: the largest difference between identical
 #             requests, per level and route (issue 42: must be 0 everywhere)
 #   startup   npm run bench:startup
-# TQ_CPU_PARTS picks the parts (default "engine frontend soak startup serving": the longest last).
+#   start-parts  npm run bench:start-parts: the CPU of the tokenizer's load and an engine's open, in fresh processes
+#   suite     a newcomer's first hour (issue 66): a fresh clone of HEAD, its set-up (bash scripts/setup.sh), then its
+#             test suite through npm run bench:suite (jest as npm test runs it, with the CPU by file and by process),
+#             each timed
+# TQ_CPU_PARTS picks the parts (default "engine frontend soak startup serving": the longest last; start-parts and
+# suite only when named).
 set -uo pipefail
 out=${1:?usage: bench/cpu/run.sh OUT_DIR}
 mkdir -p "$out"
@@ -53,13 +58,21 @@ for part in $parts; do
     frontend) run frontend npm run -s bench:frontend ;;
     soak) run soak SOAK_MINUTES="${SOAK_MINUTES:-2}" npm run -s bench:soak ;;
     startup) run startup npm run -s bench:startup ;;
+    start-parts) run start-parts npm run -s bench:start-parts ;;
+    suite)
+      clone=$(mktemp -d)
+      git clone -q . "$clone/tqserve"
+      run suite-setup bash -c "cd '$clone/tqserve' && bash scripts/setup.sh"
+      run suite-test bash -c "cd '$clone/tqserve' && npm run -s bench:suite"
+      rm -rf "$clone"
+      ;;
     serving)
       run serving-default npm run -s bench:serving
       for level in $levels; do
         [ "$level" = generic ] || run "serving-$level" TQ_KERNELS="$level" npm run -s bench:serving
       done
       ;;
-    *) echo "unknown part: $part (engine, frontend, soak, startup, serving)" >&2; exit 2 ;;
+    *) echo "unknown part: $part (engine, frontend, soak, startup, start-parts, serving, suite)" >&2; exit 2 ;;
   esac
 done
 cat "$summary"

@@ -8,9 +8,9 @@ namespace tq {
 // at::set_num_threads does, without rebuilding caffe2's pthreadpool, which
 // at::set_num_threads also does every time it is called. That pool serves
 // QNNPACK and XNNPACK, which the engine never calls, and each new pool's
-// threads spin for milliseconds waiting for work that never comes: a tenth of
-// the test suite's in-process engines' time (bench/README.md, "Where the
-// suite's CPU goes"). ATen's once-per-thread set-up runs first, so that it
+// threads spin for milliseconds waiting for work that never comes, at every
+// engine's open (bench/README.md, "Where a start's CPU goes"). ATen's
+// once-per-thread set-up runs first, so that it
 // cannot reset the count at the thread's first parallel operator. Where ATen
 // runs on another parallel backend, at::set_num_threads does it.
 void set_intra_op_threads(int threads);

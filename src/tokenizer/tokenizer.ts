@@ -55,9 +55,8 @@ function computedBound(file: string): Promise<number | undefined> {
  * From the first tokenizer's load on, the process's C heap gives blocks up to 32 MiB itself, as the engine process's
  * does (csrc/engine/host_allocator.cpp), rather than mapping each on its own; and the pages the load freed go back to
  * the system after it. The native load builds a vocabulary's and merges' strings in hash tables grown by doubling:
- * each block mapped on its own was faulted in page by page, zeroed, and unmapped at the next growth, about a third of
- * the load's CPU (bench/README.md, "Where the suite's CPU goes"). glibc's own threshold rises to that bound as large
- * blocks are freed; here it starts there.
+ * each block mapped on its own was faulted in page by page, zeroed, and unmapped at the next growth (bench/README.md,
+ * "Where a start's CPU goes"). glibc's own threshold rises to that bound as large blocks are freed; here it starts there.
  */
 const HEAP_BLOCKS_UP_TO = 32 << 20;
 

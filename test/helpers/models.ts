@@ -14,8 +14,8 @@ export const debianPython = '/usr/bin/python3';
 /**
  * The environment for Debian's python3 to import torch in: with the set-up's lean copy of libtorch_cpu first where
  * there is one (build/lean-torch; docs/build.md, "A lean libtorch_cpu"): the same library less the libraries it names
- * and never calls, which `import torch` would otherwise map and initialize, about 250 with theirs (0.3 of its 1.5 s of
- * CPU on each of the suite's fifty-odd Python processes). The same code runs: no result changes.
+ * and never calls, which `import torch` would otherwise map and initialize in each of the suite's Python processes
+ * (bench/README.md, "Where a start's CPU goes"). The same code runs: no result changes.
  */
 export function pythonEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const lean = path.resolve(__dirname, '..', '..', 'build', 'lean-torch');

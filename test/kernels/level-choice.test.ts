@@ -2,13 +2,13 @@
  * The CPU kernels' level chosen by measurement (csrc/kernels/cpu/level_choice.h), a matter of speed alone: every
  * level gives the same bits (docs/arithmetic.md). Through servers (the environment is the process's): at load the
  * engine times the model's GEMMs at every level this CPU runs, the levels taking turns over rounds (three where one
- * level leads decisively, else seven), and takes the fastest; a trusted measurement is kept in a file (TQ_LEVEL_CACHE here) that the next engine reads; /health and the
- * start-up line say the level, the rates and how it was chosen. A measurement taken while other processes load the
- * CPUs is marked busy and not kept. A level made slow on purpose (TQ_LEVEL_HANDICAP, a
- * test instrument: it times those levels as ten times slower) is not chosen, on any CPU with two levels or more, and
- * the level taken answers with the same bits as any other. An engine that started on a slow level (the others made
- * slow at its start) moves to a fast one when measured again, with the same bits; and the server's engine measures
- * again by itself once it is idle after start.
+ * level leads decisively, else seven), and takes the fastest; a trusted measurement is kept in a file
+ * (TQ_LEVEL_CACHE here) that the next engine reads; /health and the start-up line say the level, the rates and how
+ * it was chosen (/health the rounds too). A measurement taken while other processes load the CPUs is marked busy and not kept.
+ * A level made slow on purpose (TQ_LEVEL_HANDICAP, a test instrument: it times those levels as ten times slower) is
+ * not chosen, on any CPU with two levels or more, and the level taken answers with the same bits as any other. An
+ * engine that started on a slow level (the others made slow at its start) moves to a fast one when measured again,
+ * with the same bits; and the server's engine measures again by itself once it is idle after start.
  */
 import * as fs from 'fs';
 import * as os from 'os';

@@ -8,7 +8,9 @@
  *     nothing kept from before), with the rounds the measurement took;
  *   - twelve opens in one process, the threads 1, 2, 3 in turn (a level forced): what each open costs a process that
  *     opens several, as the tests' do.
- * Prints each run and the medians. Needs `npm run build` and the addon built.
+ * Each process gets GLIBC_TUNABLES as `npm start` gives the server (glibc.malloc.hugetlb=1 unless set): the tokenizer's
+ * load differs most with it (docs/running.md, "Start-up"). Prints each run and the medians. Needs `npm run build` and
+ * the addon built.
  */
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
@@ -19,13 +21,14 @@ const root = path.resolve(__dirname, '..');
 const RUNS = Number(process.env.RUNS ?? 6);
 const model = path.join(root, 'models', process.env.STARTUP_BASE ?? 'tiny-qwen3');
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-start-parts-'));
+const tunables = process.env.GLIBC_TUNABLES ?? 'glibc.malloc.hugetlb=1';
 
 /** Runs `body` (an async function's body; `done(fields)` ends it) in a fresh Node process: its printed fields. */
 function inProcess(body: string, env: NodeJS.ProcessEnv = {}): Record<string, number | string> {
   const script = `const cpu = () => { const c = process.cpuUsage(); return (c.user + c.system) / 1e3; };
     const done = (fields) => { process.stdout.write(JSON.stringify({ ...fields, rssMiB: process.memoryUsage().rss / 2 ** 20 })); process.exit(0); };
     (async () => { ${body} })();`;
-  return JSON.parse(execFileSync(process.execPath, ['-e', script], { cwd: root, encoding: 'utf8', env: { ...process.env, ...env } }));
+  return JSON.parse(execFileSync(process.execPath, ['-e', script], { cwd: root, encoding: 'utf8', env: { ...process.env, GLIBC_TUNABLES: tunables, ...env } }));
 }
 
 const forms: Record<string, () => Record<string, number | string>> = {
@@ -54,7 +57,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 function main() {
   const runs: Record<string, Record<string, number | string>[]> = Object.fromEntries(Object.keys(forms).map((f) => [f, []]));
   for (let r = 0; r < RUNS; r++) for (const [form, run] of Object.entries(forms)) runs[form].push(run());
-  console.log(`CPU of a start's parts (${os.cpus()[0].model}, ${os.cpus().length} cores), ${path.basename(model)}, ${RUNS} runs each, alternating:`);
+  console.log(`CPU of a start's parts (${os.cpus()[0].model}, ${os.cpus().length} cores), ${path.basename(model)}, GLIBC_TUNABLES=${tunables}, ${RUNS} runs each, alternating:`);
   for (const [form, rs] of Object.entries(runs)) {
     const cpu = rs.map((r) => Number(r.cpuMs)), rss = rs.map((r) => Number(r.rssMiB));
     const levels = [...new Set(rs.map((r) => r.level).filter(Boolean))].join('; ');

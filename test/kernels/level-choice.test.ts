@@ -76,7 +76,25 @@ const multi = runnableIsaLevels().length > 1;
   expect(await logits(slowed.s)).toEqual(await logits(against.s));
 });
 
-(multi ? test : test.skip)('a level measured while other processes load every CPU is marked busy and not kept; the server answers all the same', async () => {
+/** In a process of its own (the environment is the process's), two engines of tiny-qwen3 opened one after the other: how each chose its level. */
+function twoOpens(env: NodeJS.ProcessEnv): Promise<{ how: string; busy: boolean; rounds: number }[]> {
+  const script = `
+    const { Engine } = require(${JSON.stringify(path.resolve(__dirname, '../../dist/index.js'))});
+    (async () => {
+      const choices = [];
+      for (let i = 0; i < 2; i++) {
+        const engine = await Engine.open({ path: ${JSON.stringify(tinyModel('tiny-qwen3'))}, dtype: 'bf16', threads: 2 });
+        const { how, busy, rounds } = engine.info.levelChoice;
+        choices.push({ how, busy, rounds });
+        await engine.close();
+      }
+      console.log(JSON.stringify(choices));
+    })();`;
+  return new Promise((resolve, reject) =>
+    execFile(process.execPath, ['-e', script], { env: { ...process.env, ...env } }, (error, stdout, stderr) => (error ? reject(new Error(stderr)) : resolve(JSON.parse(stdout)))));
+}
+
+(multi ? test : test.skip)('a level measured while other processes load every CPU is marked busy and not kept; the server answers all the same; the process\'s next engine takes it', async () => {
   // Twice as many spinning processes as CPUs: whatever the CPU count, they take more than the engine's threads leave free.
   const hogs = Array.from({ length: 2 * os.cpus().length }, () => spawn('sh', ['-c', 'while :; do :; done'], { stdio: 'ignore' }));
   try {
@@ -86,6 +104,11 @@ const multi = runnableIsaLevels().length > 1;
     expect(busy.s.log()).toContain(`kernels ${busy.kernels} (measured while the machine was busy, to be measured again: `);
     expect(fs.existsSync(cache) ? fs.readFileSync(cache, 'utf8') : '').toBe('');
     expect((await busy.s.post('/v1/answer', body)).status).toBe(200);
+    // In one process, a second engine of the same model and settings takes the first's busy measurement (for a minute)
+    // instead of measuring on a machine just as busy.
+    const [first, second] = await twoOpens({ TQ_LEVEL_CACHE: path.join(scratch, 'busy-in-process') });
+    expect(first).toMatchObject({ how: 'measured', busy: true });
+    expect(second).toEqual({ how: 'cached', busy: true, rounds: 0 });
   } finally {
     for (const h of hogs) h.kill('SIGKILL');
   }

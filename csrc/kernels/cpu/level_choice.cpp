@@ -259,9 +259,28 @@ LevelChoice through_file(const std::string& key, const std::vector<GemmShape>& s
   return c;
 }
 
-// This process's trusted choices, by file and key.
+// This process's choices, by file and key: a trusted one for as long as it runs, one measured busy for a minute.
+struct Chosen {
+  LevelChoice choice;
+  std::chrono::steady_clock::time_point at;
+};
+constexpr auto kBusyChoiceKept = std::chrono::seconds(60);
 std::mutex chosen_mutex;
-std::map<std::string, LevelChoice> chosen;
+std::map<std::string, Chosen> chosen;
+
+const LevelChoice* still_chosen(const std::string& id) {
+  const auto it = chosen.find(id);
+  if (it == chosen.end()) return nullptr;
+  const bool current = !it->second.choice.busy || std::chrono::steady_clock::now() - it->second.at < kBusyChoiceKept;
+  return current ? &it->second.choice : nullptr;
+}
+
+// A trusted choice is not replaced by a busy one.
+void remember(const std::string& id, const LevelChoice& c) {
+  const auto it = chosen.find(id);
+  if (c.busy && it != chosen.end() && !it->second.choice.busy) return;
+  chosen[id] = {c, std::chrono::steady_clock::now()};
+}
 
 }  // namespace
 
@@ -270,15 +289,16 @@ LevelChoice choose_level(const std::vector<GemmShape>& shapes, at::ScalarType dt
   const bool forced = set("TQ_KERNELS") || set("TQ_PORTABLE_KERNELS");
   if (forced || candidates(dtype, quantization).size() == 1) return {best_isa(), forced ? "forced" : "only", false, {}};
   const auto key = key_of(shapes, dtype, quantization);
+  const auto id = cache_path() + "\n" + key;
   std::lock_guard<std::mutex> lock(chosen_mutex);
-  if (auto it = chosen.find(cache_path() + "\n" + key); it != chosen.end()) {
-    LevelChoice again = it->second;
+  if (const LevelChoice* before = still_chosen(id)) {
+    LevelChoice again = *before;
     again.how = "cached";
     again.rounds = 0;
     return again;
   }
   auto c = through_file(key, shapes, dtype, quantization, false);
-  if (!c.busy) chosen[cache_path() + "\n" + key] = c;
+  remember(id, c);
   return c;
 }
 
@@ -286,7 +306,7 @@ LevelChoice remeasure_level(const std::vector<GemmShape>& shapes, at::ScalarType
   const auto key = key_of(shapes, dtype, quantization);
   std::lock_guard<std::mutex> lock(chosen_mutex);
   auto c = through_file(key, shapes, dtype, quantization, true);
-  if (!c.busy) chosen[cache_path() + "\n" + key] = c;
+  remember(cache_path() + "\n" + key, c);
   c.how = "re-measured";
   return c;
 }

@@ -15,7 +15,9 @@
 //     a quarter: more could not change the choice);
 //   - a measurement during which other processes took CPU time the engine's
 //     threads needed (/proc/stat, steal included) is marked busy: used for
-//     now, not kept;
+//     now, not kept in the file (the process's other engines of the same key
+//     take it for a minute, each saying busy, rather than each measuring on
+//     a machine just as busy);
 //   - the engine measures again after start (remeasure_level, when it is
 //     idle: server/engine-process/host.ts) and switches if the fastest level
 //     has changed.
@@ -46,8 +48,8 @@ struct LevelChoice {
   // "forced" (--isa, TQ_KERNELS) or "only" (one level runs)
   std::string how;
   bool busy = false;  // measured while the machine was busy: used for now, not kept, to be measured again
-  int rounds = 0;     // the rounds measured now (fewer than the most where one level led decisively); 0 if not measured now
   std::vector<LevelRate> rates;  // fastest first; empty unless measured or cached
+  int rounds = 0;     // the rounds measured now (fewer than the most where one level led decisively); 0 if not measured now
   bool measurable() const { return how != "forced" && how != "only" && !how.empty(); }
 };
 

@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'crypto';
 import { ModelTokenizer } from '../tokenizer/tokenizer';
-import { digitCandidates, findLabels, LabelSet, letterCandidates, MAX_OPTIONS, tokenInContext } from './labels';
+import { digitCandidates, LabelSet, LabelsInContext, letterCandidates, MAX_OPTIONS, tokenInContext } from './labels';
 import { PromptProfile, QuestionType } from './profile';
 
 export interface QuestionOption {
@@ -103,9 +103,10 @@ export class Renderer {
       [head, tail] = [bos && tokenizer.tokenToId(bos) !== undefined ? bos : '', '\n\nAnswer:'];
     }
     const context = 'Which option?' + tail;
-    const letters = await findLabels(tokenizer, context, letterCandidates, cue);
-    const digits = await findLabels(tokenizer, context, digitCandidates, cue);
-    const yesNo = await findLabels(tokenizer, context, ['Yes', 'No'], cue, 2);
+    const inContext = new LabelsInContext(tokenizer, context, cue);
+    const letters = await inContext.find(letterCandidates);
+    const digits = await inContext.find(digitCandidates);
+    const yesNo = await inContext.find(['Yes', 'No'], 2);
     if (letters.texts.length < 2) throw new Error('the tokenizer has fewer than 2 single-token letter labels in context');
     if (yesNo.texts.length < 2) throw new Error('"Yes" and "No" are not single distinct tokens in context; use --yes-no letters');
     return new Renderer(tokenizer, profile, chat, head, tail, letters, digits, yesNo);

@@ -13,7 +13,7 @@
  *                is refused on the other, either way. Absent for none, so older fingerprints still hold.
  * The compute dtype is not part of it (recorded in the task only).
  */
-import { createHash } from 'crypto';
+import { createHash, Hash } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import { PromptProfile, Temperatures } from '../rendering/profile';
@@ -51,11 +51,26 @@ export function modelHash(checkpoint: string): string {
   return h.digest('hex');
 }
 
+/**
+ * `file`'s bytes into `h`, a mebibyte at a time: a tokenizer.json read whole (about 11 MB for Qwen3) put every page
+ * of a new buffer through a fault, several times the hash's own time, at each server's start (bench/README.md,
+ * "Where a start's time goes").
+ */
+function hashFile(h: Hash, file: string): void {
+  const chunk = Buffer.allocUnsafe(1 << 20);
+  const fd = fs.openSync(file, 'r');
+  try {
+    for (let n; (n = fs.readSync(fd, chunk, 0, chunk.length, null)) > 0; ) h.update(chunk.subarray(0, n));
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 function tokenizerHash(checkpoint: string): string {
   const h = createHash('sha256');
   for (const name of ['tokenizer.json', 'tokenizer_config.json']) {
     const file = path.join(checkpoint, name);
-    if (fs.existsSync(file)) h.update(name).update(fs.readFileSync(file));
+    if (fs.existsSync(file)) hashFile(h.update(name), file);
   }
   return h.digest('hex');
 }

@@ -126,6 +126,12 @@ export class ModelTokenizer {
     return ids;
   }
 
+  /** Token ids of each text, as encode gives them, in one call to the library; none is kept. */
+  async encodeEach(texts: string[]): Promise<number[][]> {
+    const encodings = await this.tokenizer.encodeBatch(texts, { addSpecialTokens: false });
+    return encodings.map((e) => e.getIds());
+  }
+
   /** Texts whose tokens are kept (one entry per salt and text). */
   get encodingsKept(): number {
     return this.encodings.size;

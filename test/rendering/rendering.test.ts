@@ -1,5 +1,5 @@
 /** Labels are single tokens in context and distinct; up to 255 are found per tokenizer. */
-import { findLabels, letterCandidates, tokenInContext } from '../../src/rendering/labels';
+import { LabelsInContext, letterCandidates, tokenInContext } from '../../src/rendering/labels';
 import { defaultProfile } from '../../src/rendering/profile';
 import { Renderer } from '../../src/rendering/renderer';
 import { modelTokenizer } from '../helpers/tokens';
@@ -29,7 +29,7 @@ test('" A" after "Answer:" and "A" at the start of the assistant turn are differ
 
 test('the Mistral SentencePiece vocabulary: labels verified in context; the count is what it is', async () => {
   const tok = await modelTokenizer(tinyModel('tiny-mistral'));
-  const set = await findLabels(tok, 'Which?\n\nAnswer:', letterCandidates, true);
+  const set = await new LabelsInContext(tok, 'Which?\n\nAnswer:', true).find(letterCandidates);
   expect(set.texts.length).toBeGreaterThan(26);
   for (const [i, t] of set.texts.slice(0, 30).entries()) {
     const ids = await tok.encode('Which?\n\nAnswer: ' + t);

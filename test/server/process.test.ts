@@ -1,4 +1,5 @@
 /** The server as a process: flags, start-up failures, the default base, and engine death. */
+import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as net from 'net';
 import * as os from 'os';
@@ -6,6 +7,8 @@ import * as path from 'path';
 import { flagDefs } from '../../src/config/flags';
 import { engineQueue, killAndAwaitDeadHealth, runServerProcess, startServer, until } from '../helpers/server';
 import { longState } from '../helpers/texts';
+
+const root = path.resolve(__dirname, '..', '..');
 
 test('--help lists every flag with its default and exits 0', async () => {
   const { output, exited } = runServerProcess(['--help']);
@@ -29,6 +32,17 @@ test.each([
   const { output, exited } = runServerProcess(args as string[]);
   expect(await exited).toBe(2);
   expect(output()).toMatch(message);
+});
+
+test('the server forks its engines before it loads the HTTP app: main imports neither koa, ajv nor the routes', () => {
+  // What dist/server/main.js loads before its first line runs (serve() runs only as the entry point): a heavy module
+  // here delays every engine's start by its load (bench/README.md, "Where a start's time goes").
+  const loaded: string[] = JSON.parse(
+    execFileSync(process.execPath, ['-e', `require(${JSON.stringify(path.join(root, 'dist', 'server', 'main.js'))}); console.log(JSON.stringify(Object.keys(require.cache)))`], { encoding: 'utf8' }),
+  );
+  expect(loaded.some((f) => f.endsWith(path.join('server', 'start-engines.js')))).toBe(true);
+  for (const heavy of [`node_modules${path.sep}koa${path.sep}`, `node_modules${path.sep}ajv${path.sep}`, `node_modules${path.sep}prom-client${path.sep}`, `server${path.sep}routes${path.sep}`, `server${path.sep}app.js`])
+    expect(loaded.filter((f) => f.includes(heavy))).toEqual([]);
 });
 
 test('a base that does not exist exits 1 naming it', async () => {

@@ -12,6 +12,9 @@ import { ServerResponse } from 'http';
 
 export type LifeState = 'loading' | 'ready' | 'draining';
 
+/** The server's exit status once an engine has died (docs/operations.md), which /health reports as it goes. */
+export const ENGINE_DEAD_EXIT = 70;
+
 export class Lifecycle {
   state: LifeState = 'loading';
   /** The responses of the HTTP requests being answered, until each is sent or its connection closes. */

@@ -4,6 +4,7 @@ import { Context } from 'koa';
 import * as fs from 'fs';
 import * as path from 'path';
 import { EngineDeadError } from '../../answering/engine-like';
+import { ENGINE_DEAD_EXIT } from '../ops/lifecycle';
 import { Service } from '../service/service';
 import { healthReport } from './health';
 import { imageEngineHealth } from './image-health';
@@ -13,8 +14,6 @@ const MODEL_ALIAS = 'jev-latest';
 
 /** Seconds a client is told to wait after the engine died: the server exits, and a supervisor restarts it. */
 export const RETRY_AFTER_DEAD_S = '5';
-/** The server's exit status once an engine has died (docs/operations.md), which /health reports as it goes. */
-export const ENGINE_DEAD_EXIT = 70;
 
 /** /health once the engine has died: 503 with the report (also answered by the dead-engine gate in app.ts). */
 export function answerDeadHealth(ctx: Context, reason: string) {

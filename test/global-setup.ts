@@ -1,7 +1,7 @@
 /**
  * Before any test: starts the node-gyp build in the background (helpers/gyp-build.ts), compiles
- * the server to dist/ (the tests run the `tqserve` command as users do; incremental, so a second run
- * compiles only what changed), type-checks the tests and benchmarks (ts-jest only transpiles them),
+ * the server to dist/ as `npm run build` does (the tests run the `tqserve` command as users do; incremental, so a
+ * second run compiles only what changed), type-checks the tests and benchmarks (ts-jest only transpiles them),
  * and generates the tiny test models (deterministic; reused when unchanged) and their TorchScript exports.
  */
 import { execFile } from 'child_process';
@@ -40,7 +40,8 @@ export default async function globalSetup(globalConfig: { testPathPattern?: stri
   const pattern = globalConfig.testPathPattern ?? '';
   if (!pattern || new RegExp(pattern, 'i').test(gypTestFile)) process.env[GYP_BUILD_ENV] = startGypBuild();
   const compiled = Promise.all([
-    run(process.execPath, [tsc, '-p', 'tsconfig.build.json']), // run as `node dist/tqserve.js`: no exec bit needed
+    // As `npm run build` does; run as `node dist/tqserve.js`: no exec bit needed.
+    run(process.execPath, [tsc, '-p', 'tsconfig.build.json']).then(() => run(process.execPath, [path.join(root, 'scripts', 'make-validators.js')])),
     run(process.execPath, [tsc, '-p', 'tsconfig.json', '--noEmit']),
   ]);
   compiled.catch(() => undefined); // awaited below, after the models

@@ -11,7 +11,8 @@
  * A question's type-specific rules apply only once its `type` (or `kind`) is
  * present, so a question without one is told exactly that.
  */
-import Ajv, { ErrorObject } from 'ajv';
+import type { ErrorObject } from 'ajv';
+import { createHash } from 'crypto';
 import { Problem } from './http-error';
 
 /** Levels of objects and arrays allowed inside the fields the model reads. */
@@ -73,12 +74,34 @@ const answerSchema = {
 
 /** The request bodies' schemas, by route. */
 export const schemas = { systemone: systemoneSchema, answer: answerSchema };
+type Route = keyof typeof schemas;
 
 // The schemas are the constants above, checked against JSON Schema's meta-schema by test/wire/validation.test.ts
-// rather than at every start: compiling the meta-schema to check them was most of ajv's share of a server's start
-// (bench/README.md, "Where a start's time goes").
-const ajv = new Ajv({ allErrors: true, strict: false, validateSchema: false });
-const validators = { systemone: ajv.compile(schemas.systemone), answer: ajv.compile(schemas.answer) };
+// rather than at every start.
+export const ajvOptions = { allErrors: true, strict: false, validateSchema: false };
+/** What the validators are made from: the build's copy (below) is used only where it says the same. */
+export const schemasHash = createHash('sha256').update(JSON.stringify([schemas, ajvOptions])).digest('hex');
+
+type Validator = ((body: unknown) => boolean) & { errors?: ErrorObject[] | null };
+
+/**
+ * The build writes the validators as code beside this file (scripts/make-validators.js, ajv's standalone output): a
+ * server loads them rather than compiling the schemas with ajv at every start (bench/README.md, "Where a start's time
+ * goes"). Compiled here where there is no such file (run from src/) or it was made from other schemas.
+ */
+function loadValidators(): Record<Route, Validator> {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-var-requires
+    const made = require('./validators.made');
+    if (made.schemasHash === schemasHash) return made;
+  } catch {
+    // not built: compiled below
+  }
+  // eslint-disable-next-line @typescript-eslint/no-var-requires
+  const ajv = new (require('ajv').default)(ajvOptions);
+  return { systemone: ajv.compile(schemas.systemone), answer: ajv.compile(schemas.answer) };
+}
+const validators = loadValidators();
 
 const typeNames: Record<string, [string, string]> = {
   string: ['a string', 'string_type'],
@@ -143,7 +166,7 @@ export function nestingDepth(value: unknown): number {
 }
 
 /** The fields the model reads, with their locations: those whose nesting is limited. */
-function renderedFields(kind: keyof typeof validators, body: any): [(string | number)[], unknown][] {
+function renderedFields(kind: Route, body: any): [(string | number)[], unknown][] {
   const fields: [(string | number)[], unknown][] = [[['body', 'state'], body.state]];
   const questions: [string | number, any][] = kind === 'systemone' ? Object.entries(body.questions) : body.questions.map((q: unknown, i: number) => [i, q]);
   for (const [name, q] of questions) {
@@ -154,7 +177,7 @@ function renderedFields(kind: keyof typeof validators, body: any): [(string | nu
 }
 
 /** Every problem with `body`, in the order a person would fix them; empty when it is valid. */
-export function validate(kind: keyof typeof validators, body: unknown): Problem[] {
+export function validate(kind: Route, body: unknown): Problem[] {
   const v = validators[kind];
   if (!v(body)) {
     const errors = (v.errors ?? []).filter((e) => e.keyword !== 'if');

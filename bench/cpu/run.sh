@@ -11,7 +11,8 @@
 #   soak      npm run bench:soak, SOAK_MINUTES (default 2) per level: the largest difference between identical
 #             requests, per level and route (issue 42: must be 0 everywhere)
 #   startup   npm run bench:startup
-#   start-parts  npm run bench:start-parts: the CPU of the tokenizer's load and an engine's open, in fresh processes
+#   start-parts  npm run bench:start-parts: the CPU of the tokenizer's load, an engine's open and the server's own steps
+#             at start, in fresh processes
 #   suite     a newcomer's first hour (issue 66): a fresh clone of HEAD, its set-up (bash scripts/setup.sh), then its
 #             test suite through npm run bench:suite (jest as npm test runs it, with the CPU by file and by process),
 #             each timed

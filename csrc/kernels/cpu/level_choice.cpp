@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "kernels/cpu/cpu_layer_kernels.h"
@@ -226,36 +227,96 @@ std::string cache_path() {
   return dir + "/kernel-levels";
 }
 
-// The file's choice for `key` (how "cached"), or, where it has none or `again`, one measured now and, if trusted,
-// written in place of the file's; under the file's lock, so that processes started together measure once.
+constexpr auto kBusyChoiceKept = std::chrono::seconds(60);
+
+int64_t seconds_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// A small file of lines "key\tvalue", read when opened and rewritten whole, under an exclusive lock held while this
+// lives: processes started together wait for the one measuring, then read what it wrote.
+class LockedLines {
+ public:
+  explicit LockedLines(const std::string& path) : path_(path), fd_(path.empty() ? -1 : ::open(path.c_str(), O_RDWR | O_CREAT, 0644)) {
+    if (fd_ < 0) return;
+    ::flock(fd_, LOCK_EX);
+    std::ifstream in(path_);
+    for (std::string line; std::getline(in, line);) lines_.push_back(line);
+  }
+  ~LockedLines() {
+    if (fd_ < 0) return;
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+  LockedLines(const LockedLines&) = delete;
+  LockedLines& operator=(const LockedLines&) = delete;
+
+  bool open() const { return fd_ >= 0; }
+
+  std::optional<std::string> value(const std::string& key) const {
+    for (const auto& line : lines_)
+      if (is_of(line, key)) return line.substr(key.size() + 1);
+    return std::nullopt;
+  }
+
+  // The file again with `key`'s line holding `value`, less the other lines whose value `stale` says.
+  template <class Stale>
+  void put(const std::string& key, const std::string& value, Stale stale) {
+    std::string text;
+    for (const auto& line : lines_) {
+      const auto tab = line.find('\t');
+      if (!is_of(line, key) && tab != std::string::npos && !stale(line.substr(tab + 1))) text += line + "\n";
+    }
+    text += key + "\t" + value + "\n";
+    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, text.data(), text.size(), 0) < 0) {
+      // Not kept: the next process measures again.
+    }
+  }
+
+ private:
+  static bool is_of(const std::string& line, const std::string& key) {
+    return line.size() > key.size() && line.compare(0, key.size(), key) == 0 && line[key.size()] == '\t';
+  }
+  std::string path_;
+  int fd_;
+  std::vector<std::string> lines_;
+};
+
+// A busy measurement's value: "seconds since the epoch\tlevel\trates". Whether it is under a minute old.
+bool fresh(const std::string& busy_value) {
+  try {
+    return seconds_now() - std::stoll(busy_value.substr(0, busy_value.find('\t'))) < kBusyChoiceKept.count();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// The file's choice for `key` (how "cached"); else one measured busy by any process in the last minute (kept
+// beside the file, in `<file>.busy`: cached, busy); else, or `again`, one measured now, written to the file if
+// trusted, beside it if busy. The file is locked throughout, so that processes started together measure once.
 LevelChoice through_file(const std::string& key, const std::vector<GemmShape>& shapes, at::ScalarType dtype, Quantization quantization,
                          bool again) {
   const auto path = cache_path();
-  const int fd = path.empty() ? -1 : ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
-  if (fd < 0) return measured(shapes, dtype, quantization);  // nowhere to keep it: this process's choice
-  ::flock(fd, LOCK_EX);
+  LockedLines trusted(path);
+  if (!trusted.open()) return measured(shapes, dtype, quantization);  // nowhere to keep it: this process's choice
   LevelChoice c;
-  std::vector<std::string> others;  // the file's other lines
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    const bool ours = line.size() > key.size() && line.compare(0, key.size(), key) == 0 && line[key.size()] == '\t';
-    if (!ours) others.push_back(line);
-    else if (!again && c.how.empty() && decode(line.substr(key.size() + 1), c)) c.how = "cached";
+  if (const auto value = trusted.value(key); !again && value && decode(*value, c)) {
+    c.how = "cached";
+    return c;
   }
-  if (c.how.empty()) {
-    c = measured(shapes, dtype, quantization);
-    if (!c.busy) {
-      // Rewritten whole (a few lines): a later measurement replaces an earlier one.
-      std::string text;
-      for (const auto& line : others) text += line + "\n";
-      text += key + "\t" + encode(c) + "\n";
-      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) < 0) {
-        // Not kept: the next process measures again.
-      }
+  LockedLines busy(path + ".busy");
+  if (const auto value = busy.value(key); !again && value && fresh(*value)) {
+    LevelChoice b;
+    if (decode(value->substr(value->find('\t') + 1), b)) {
+      b.how = "cached";
+      b.busy = true;
+      return b;
     }
   }
-  ::flock(fd, LOCK_UN);
-  ::close(fd);
+  c = measured(shapes, dtype, quantization);
+  // Rewritten whole (a few lines): a later measurement replaces an earlier one; busy ones older than a minute go.
+  if (!c.busy) trusted.put(key, encode(c), [](const std::string&) { return false; });
+  else if (busy.open()) busy.put(key, std::to_string(seconds_now()) + "\t" + encode(c), [](const std::string& v) { return !fresh(v); });
   return c;
 }
 
@@ -264,7 +325,6 @@ struct Chosen {
   LevelChoice choice;
   std::chrono::steady_clock::time_point at;
 };
-constexpr auto kBusyChoiceKept = std::chrono::seconds(60);
 std::mutex chosen_mutex;
 std::map<std::string, Chosen> chosen;
 

@@ -15,9 +15,10 @@
 //     a quarter: more could not change the choice);
 //   - a measurement during which other processes took CPU time the engine's
 //     threads needed (/proc/stat, steal included) is marked busy: used for
-//     now, not kept in the file (the process's other engines of the same key
-//     take it for a minute, each saying busy, rather than each measuring on
-//     a machine just as busy);
+//     now, not kept in the file but beside it (<file>.busy) for a minute, in
+//     which the next engines of the same key, in any process, take it, each
+//     saying busy, rather than each measuring on a machine just as busy
+//     (engine processes started together; a test suite's many);
 //   - the engine measures again after start (remeasure_level, when it is
 //     idle: server/engine-process/host.ts) and switches if the fastest level
 //     has changed.

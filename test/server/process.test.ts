@@ -35,8 +35,8 @@ test.each([
 });
 
 test('the server forks its engines before it loads the HTTP app: main imports neither koa, ajv nor the routes', () => {
-  // What dist/server/main.js loads before its first line runs (serve() runs only as the entry point): a heavy module
-  // here delays every engine's start by its load (bench/README.md, "Where a start's time goes").
+  // What dist/server/main.js imports, required alone (serve() runs only when it is the entry point): all of it loads
+  // before the fork, so a heavy module here delays every engine's start (bench/README.md, "Where a start's time goes").
   const loaded: string[] = JSON.parse(
     execFileSync(process.execPath, ['-e', `require(${JSON.stringify(path.join(root, 'dist', 'server', 'main.js'))}); console.log(JSON.stringify(Object.keys(require.cache)))`], { encoding: 'utf8' }),
   );

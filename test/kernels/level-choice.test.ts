@@ -6,7 +6,7 @@
  * (TQ_LEVEL_CACHE here) that the next engine reads; /health and the start-up line say the level, the rates and how
  * it was chosen (/health the rounds too). A measurement taken while other processes load the CPUs is marked busy and not kept
  * in the file: kept beside it for a minute, the next engines of the same key, in any process, take it rather than measure.
- * A level made slow on purpose (TQ_LEVEL_HANDICAP, a test instrument: it times those levels as ten times slower) is
+ * A level made slow on purpose (TQ_LEVEL_HANDICAP, a test instrument: it times those levels as a hundred times slower) is
  * not chosen, on any CPU with two levels or more, and the level taken answers with the same bits as any other. An
  * engine that started on a slow level (the others made slow at its start) moves to a fast one when measured again,
  * with the same bits; and the server's engine measures again by itself once it is idle after start.
@@ -162,7 +162,7 @@ function openThenRemeasure(handicap: string): Promise<{ before: [string, string]
 });
 
 (multi ? test : test.skip)('a level that leads decisively ends the measurement after three rounds of the seven', async () => {
-  // The highest level against the others made ten times slower: far ahead on every CPU, busy or not.
+  // The highest level against the others made a hundred times slower: far ahead on every CPU, busy or not.
   const [top, ...others] = runnableIsaLevels();
   const { before, rounds } = await openThenRemeasure(others.join(','));
   expect(before).toEqual([top, 'measured']);

@@ -129,6 +129,7 @@ async function main() {
   }
   const code = await exited;
   report(perFile, perFileKind, fileWalls(windows), tracked, JEST, (Date.now() - started) / 1000);
+  fs.rmSync(path.dirname(windows), { recursive: true, force: true });
   process.exitCode = code ?? 1;
 }
 

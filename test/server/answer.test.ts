@@ -78,7 +78,8 @@ test('decide answers a request file like the server, without a server', async ()
     state,
     questions: { paid: { type: 'noul', instructions: 'Was it paid twice?' }, mood: { type: 'score', criteria: ['calm', 'annoyed', 'angry'] } },
   };
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tq-decide-')), 'request.json');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-decide-'));
+  const file = path.join(dir, 'request.json');
   fs.writeFileSync(file, JSON.stringify(body));
   const { stdout: out } = await runDecide([file, '--base', 'tiny-qwen3', '--dtype', 'fp32', '--temperature-choice', '0.7', '--temperature-score', '1.3']);
   const served = await server.post('/v1/systemone', body);
@@ -98,4 +99,5 @@ test('decide answers a request file like the server, without a server', async ()
   expect(refused.stderr).toMatch(/--port is a server flag decide cannot honour: decide listens nowhere/);
   const names = flagDefs.map((d) => d.name);
   for (const name of Object.keys(FLAGS_DECIDE_REFUSES)) expect(names).toContain(name);
+  fs.rmSync(dir, { recursive: true, force: true });
 });

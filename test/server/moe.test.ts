@@ -21,7 +21,10 @@ const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-hf-'));
 beforeAll(async () => {
   server = await startServer(['--base', 'qwen3-30b-a3b', '--models-dir', empty, '--dtype', 'fp32'], { HF_HUB_CACHE: empty });
 });
-afterAll(() => server.stop());
+afterAll(async () => {
+  await server.stop();
+  fs.rmSync(empty, { recursive: true, force: true });
+});
 
 test.each([
   ['qwen3-30b-a3b', 'Qwen/Qwen3-30B-A3B', 'tiny-qwen3-moe'],

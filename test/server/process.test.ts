@@ -111,6 +111,7 @@ test('the default base with no checkpoint available serves its random-weight tes
     expect((await server.get('/v1/models')).body.data[0].id).toBe('tqserve-qwen3-0.6b');
   } finally {
     await server.stop();
+    fs.rmSync(empty, { recursive: true, force: true });
   }
 });
 
@@ -132,6 +133,7 @@ test('a named base found in the Hugging Face cache layout is served from there',
     expect(h.body.systemone.temperatures).toEqual({ noul: 1, choice: 1.2, score: 1.2 });
   } finally {
     await server.stop();
+    fs.rmSync(hub, { recursive: true, force: true });
   }
 });
 

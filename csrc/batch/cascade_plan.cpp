@@ -103,16 +103,18 @@ KeyRange visible_keys(const CascadeTier& tier, int32_t seq, int32_t row) {
 }
 
 CascadePlan plan_cascade(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
-                         std::optional<int64_t> window) {
+                         std::optional<int64_t> window, bool questions_apart) {
   const auto keys = segment_keys(key_positions, key_segments);
   const auto runs = query_runs(queries);
-  CascadeTier own{"own", true, window ? static_cast<int32_t>(*window - 1) : -1};
+  const int32_t own_window = window ? static_cast<int32_t>(*window - 1) : -1;
+  CascadeTier own{"own", true, own_window}, own_questions{"own-questions", true, own_window};
   CascadeTier state{"state", false, -1};
   std::map<int32_t, CascadeTier> windowed;  // the state tier cut by window, per window_left
   std::map<int64_t, std::vector<int32_t>> state_rows;  // per state: rows that see all its keys
   for (const auto& run : runs) {
-    add_own(run, keys, own);
-    if (run.segment == run.root) continue;
+    const bool states_run = run.segment == run.root;
+    add_own(run, keys, questions_apart && !states_run ? own_questions : own);
+    if (states_run) continue;
     const auto& root = keys.at(run.root);
     const int64_t n = root.end - root.begin;  // the state's keys, positions 0 .. n - 1
     // Row i (position p0 + i) sees state keys from p0 + i - W + 1 on.
@@ -147,7 +149,8 @@ CascadePlan plan_cascade(const QueryLayout& queries, const at::Tensor& key_posit
   }
 
   CascadePlan plan;
-  for (auto* tier : {&own, &state})
+  plan.questions_apart = questions_apart;
+  for (auto* tier : {&own, &own_questions, &state})
     if (tier->total_q() > 0) plan.tiers.push_back(std::move(*tier));
   for (auto& [wl, tier] : windowed) plan.tiers.push_back(std::move(tier));
   plan_merge(plan, queries.positions.size(0));

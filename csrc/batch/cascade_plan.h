@@ -8,7 +8,11 @@
 //   own    every run of a segment's queries over its lineage below the state:
 //          a state's new tokens over the state (cached prefix + new), a shared
 //          segment's over itself, a question's over its shared segment (if any)
-//          and itself; causal.
+//          and itself; causal. Planned with the questions apart, the runs of
+//          shared segments and questions (few rows each, beside a state's run of
+//          hundreds) form a tier of their own, "own-questions", after "own":
+//          each gets the kernel its rows suit (split-key attention reads them
+//          in place), and a row's merge takes its tiers in the same order.
 //   state  question and shared-segment rows over their state's keys; no mask
 //          (every state key comes before them). All such rows of one state form
 //          one sequence per chunk of the state's keys (at most kStateChunks
@@ -39,7 +43,7 @@ namespace tq {
 constexpr int32_t kStateChunks = 4, kStateChunkKeys = 256;
 
 struct CascadeTier {
-  std::string name;          // "own" or "state" (for reports)
+  std::string name;          // "own", "own-questions" or "state"
   bool causal = false;
   int32_t window_left = -1;  // -1: no window
   std::vector<int32_t> cu_q{0}, cu_k{0};  // [sequences + 1] offsets into q_rows, k_rows
@@ -68,12 +72,14 @@ struct CascadePlan {
   std::vector<int32_t> merge_tier, merge_row;
   int32_t max_entries = 0;           // the most entries of one row
   int32_t merge_capacity = 0;        // entries the merge's arrays hold (fixed form: batch/fixed_cascade.h); 0: as many as there are
+  bool questions_apart = false;      // planned with the questions' own runs in a tier of their own
 };
 
 // keys: [Tk] positions and segments of the step's keys (batch/step_plan.h: each segment's keys
 // contiguous, by position); queries: the rows attending (the step's, or its output rows).
+// questions_apart: the runs of shared segments and questions in a tier of their own (above).
 CascadePlan plan_cascade(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
-                         std::optional<int64_t> window);
+                         std::optional<int64_t> window, bool questions_apart = false);
 
 // Fills the plan's merge from its tiers, for `queries` step rows: each tier row that sees a key
 // is an entry of its query row.

@@ -1,6 +1,7 @@
 #include "batch/fixed_cascade.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "batch/step_buckets.h"
 
@@ -31,20 +32,45 @@ void pad_tier(CascadeTier& tier, int32_t rows, int32_t keys, int32_t sequences, 
 
 int32_t power_of_two(int32_t n, int32_t floor) { return static_cast<int32_t>(power_of_two_at_least(n, floor)); }
 
-int32_t state_sequences(const FixedCapacity& c, int32_t keys) { return c.runs + keys / kStateChunkKeys + kStateChunks + 1; }
+// A capacity where a tier may be absent: none for none.
+int32_t capacity_of(int32_t n, int32_t floor) { return n == 0 ? 0 : power_of_two(n, floor); }
+
+// Every state with rows in the state tier has a run of its own in an own tier (its questions' at least).
+int32_t state_sequences(const FixedCapacity& c, int32_t keys) { return c.runs + c.question_runs + keys / kStateChunkKeys + kStateChunks + 1; }
+
+const CascadeTier* named(const CascadePlan& plan, const char* name) {
+  for (const auto& tier : plan.tiers)
+    if (tier.name == name) return &tier;
+  return nullptr;
+}
+
+// A tier the step lacks, as the fixed form holds it: no rows, keys or sequences, its launch skipped.
+CascadeTier absent(const char* name, bool causal, int32_t window_left) { return CascadeTier{name, causal, window_left}; }
 
 }  // namespace
 
 std::optional<FixedCapacity> fixed_capacity(const CascadePlan& plan, int32_t tokens, int32_t keys) {
-  const auto& tiers = plan.tiers;
-  if (tiers.empty() || tiers.size() > 2 || tiers[0].name != "own" || tiers[0].total_q() != tokens) return std::nullopt;
-  if (tiers.size() == 2 && (tiers[1].name != "state" || tiers[1].window_left >= 0)) return std::nullopt;
-  const CascadeTier* state = tiers.size() == 2 ? &tiers[1] : nullptr;
+  const CascadeTier *own = named(plan, "own"), *questions = named(plan, "own-questions"), *state = named(plan, "state");
+  const size_t expected = (own != nullptr) + (questions != nullptr) + (state != nullptr);
+  if (plan.tiers.size() != expected || (state && state->window_left >= 0)) return std::nullopt;
+  const int32_t own_rows = own ? own->total_q() : 0, question_rows = questions ? questions->total_q() : 0;
+  if (own_rows + question_rows != tokens || (!plan.questions_apart && !own)) return std::nullopt;
   FixedCapacity c;
-  c.runs = std::min(power_of_two(tiers[0].sequences(), 4), tokens);
+  if (plan.questions_apart) {
+    c.own_rows = std::min(capacity_of(own_rows, 8), tokens);
+    c.runs = own ? std::min(power_of_two(own->sequences(), 4), tokens) : 0;
+    c.own_keys = own ? power_of_two(own->total_k(), 64) : 0;
+    c.question_rows = std::min(capacity_of(question_rows, 8), tokens);
+    c.question_runs = questions ? std::min(power_of_two(questions->sequences(), 4), tokens) : 0;
+    c.question_longest = questions ? std::min(power_of_two(questions->max_q, 8), c.question_rows) : 0;
+    c.question_keys = questions ? power_of_two(questions->total_k(), 64) : 0;
+  } else {
+    c.own_rows = tokens;
+    c.runs = std::min(power_of_two(own->sequences(), 4), tokens);
+    c.own_keys = power_of_two(own->total_k(), 64);
+  }
   c.state_rows = std::min(power_of_two(state ? state->total_q() : 0, 8), kStateChunks * tokens);
-  c.own_keys = power_of_two(tiers[0].total_k(), 64);
-  if (c.own_keys > kMaxFixedOwnKeys) return std::nullopt;
+  if (c.own_keys > kMaxFixedOwnKeys || c.question_keys > kMaxFixedOwnKeys) return std::nullopt;
   // Beyond what the header's bounds allow: not expected, but never a shape of another step's.
   if (state && (state->total_k() > keys || state->total_q() > c.state_rows || state->sequences() > state_sequences(c, keys) - kStateChunks - 1))
     return std::nullopt;
@@ -54,10 +80,19 @@ std::optional<FixedCapacity> fixed_capacity(const CascadePlan& plan, int32_t tok
 bool fix_cascade_shape(CascadePlan& plan, int32_t tokens, int32_t keys) {
   const auto c = fixed_capacity(plan, tokens, keys);
   if (!c) return false;
-  auto& tiers = plan.tiers;
-  if (tiers.size() == 1) tiers.push_back(CascadeTier{"state", false, -1});
-  pad_tier(tiers[0], tokens, c->own_keys, c->runs + 1, tokens);
-  pad_tier(tiers[1], c->state_rows, keys, state_sequences(*c, keys), std::min(tokens, c->state_rows));
+  const CascadeTier *own = named(plan, "own"), *questions = named(plan, "own-questions"), *state = named(plan, "state");
+  const int32_t own_window = (own ? own : questions)->window_left;
+  std::vector<CascadeTier> tiers;
+  tiers.push_back(own ? *own : absent("own", true, own_window));
+  if (plan.questions_apart) tiers.push_back(questions ? *questions : absent("own-questions", true, own_window));
+  tiers.push_back(state ? *state : absent("state", false, -1));
+  // Sequences: the runs, then the spare rows' (own: every row, else one of its longest; questions: at most one per
+  // longest run's rows), then the spare keys'.
+  if (c->own_rows > 0) pad_tier(tiers[0], c->own_rows, c->own_keys, c->runs + (plan.questions_apart ? 2 : 1), c->own_rows);
+  if (c->question_rows > 0)
+    pad_tier(tiers[1], c->question_rows, c->question_keys, c->question_runs + c->question_rows / c->question_longest + 1, c->question_longest);
+  pad_tier(tiers.back(), c->state_rows, keys, state_sequences(*c, keys), std::min(tokens, c->state_rows));
+  plan.tiers = std::move(tiers);
   plan_merge(plan, tokens);
   plan.merge_capacity = tokens + c->state_rows;
   return true;

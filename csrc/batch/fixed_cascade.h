@@ -30,6 +30,13 @@
 //   max_q/k    own: `tokens` and its keys; state: the lesser of `tokens` and
 //              its rows (no state sequence has more), and its keys;
 //   merge      tokens + state rows entries, the step's first.
+// Planned with the questions apart (cascade_plan.h), the fixed form has three
+// tiers, own, own-questions and state: each own tier's rows, runs and keys are
+// capacities of their own (powers of two, 0 where the step has none, so that a
+// warm question's step launches nothing for the states' runs it lacks), and the
+// questions' tier holds its longest run's rows as one more (split-key attention
+// launches a block per sequence, key head and 8 rows-and-heads of the longest).
+// The state tier's sequences count the runs of both.
 // A plan with a window that cuts a state (one tier per window) has no fixed
 // form: its step runs without a graph.
 #pragma once
@@ -46,6 +53,8 @@ constexpr int32_t kMaxFixedOwnKeys = 32768;
 // What a fixed form holds besides its bucket (see above); part of its launch shape.
 struct FixedCapacity {
   int32_t runs = 0, state_rows = 0, own_keys = 0;
+  // With the questions apart: the own tier's rows (else every row), and the own-questions tier's.
+  int32_t own_rows = 0, question_runs = 0, question_rows = 0, question_longest = 0, question_keys = 0;
 };
 
 // The capacities of `plan` (over `tokens` query rows and `keys` keys) in the fixed form; none where it has no fixed

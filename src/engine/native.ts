@@ -65,10 +65,11 @@ export interface NativeLoadOptions {
    */
   attention?: 'direct' | 'kernels' | 'cascade';
   /**
-   * What computes the cascade's state tier (each row over all its state's keys): 'varlen', the kernel of the other
-   * tiers, the keys and values gathered first (FlashAttention-2 or the memory-efficient kernel on CUDA, the plain
-   * reference on the CPU); or 'split-key', our kernel that reads them in place in the KV cache (on the CPU its host
-   * twin: the same arithmetic). With the cascade only. Absent: 'varlen'.
+   * What computes a question's attention in the cascade (its rows over its state's keys, and over its shared segment
+   * and itself): 'varlen', the kernel of the states' own runs, the keys and values gathered first (FlashAttention-2 or
+   * the memory-efficient kernel on CUDA, the plain reference on the CPU); or 'split-key', our kernel that reads them in
+   * place in the KV cache, the questions' own runs planned in a tier of their own (on the CPU its host twin: the same
+   * arithmetic). With the cascade only. Absent: 'varlen'.
    */
   stateAttention?: 'varlen' | 'split-key';
   /**

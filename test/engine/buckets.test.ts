@@ -24,7 +24,7 @@ const variants: Variant[] = [
   ['bf16', { dtype: 'bf16' }],
   ['fp32 cascade', { dtype: 'fp32', attention: 'cascade' }],
   ['bf16 cascade', { dtype: 'bf16', attention: 'cascade' }],
-  ['bf16 cascade, the state tier on split-key', { dtype: 'bf16', attention: 'cascade', stateAttention: 'split-key' }],
+  ['bf16 cascade, split-key (the state tier, the questions\' own)', { dtype: 'bf16', attention: 'cascade', stateAttention: 'split-key' }],
   ['fp32 fused cascade (the GPU forward)', { dtype: 'fp32', attention: 'cascade', kernels: 'fused' }],
 ];
 

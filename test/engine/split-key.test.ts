@@ -1,7 +1,8 @@
 /**
- * The cascade's state tier on split-key attention (`stateAttention: 'split-key'`, csrc/kernels/math/split_key_math.h):
- * on CUDA our kernel reads the state's keys and values in place in the KV cache; on the CPU its host twin does, with
- * the same arithmetic. Here, through the real engine: against float64 (fp32), beside the varlen form (bf16), the
+ * A question's attention on split-key attention (`stateAttention: 'split-key'`, csrc/kernels/math/split_key_math.h): its
+ * rows over its state's keys (the state tier) and over its shared segment and itself (the questions' own runs, planned
+ * in a tier of their own, causal): on CUDA our kernel reads the keys and values in place in the KV cache; on the CPU
+ * its host twin does, with the same arithmetic. Here, through the real engine: against float64 (fp32), beside the varlen form (bf16), the
  * same bits for a question asked cold, from the prefix cache, beside another state and in steps of 7 tokens, for a
  * family without windows (Qwen3) and one with a sliding window and soft-capped scores (Gemma 3); and refused where no
  * cascade runs. (In the fixed form of CUDA graphs: buckets.test.ts; the tiers on random plans: gpu-forward.test.ts.)

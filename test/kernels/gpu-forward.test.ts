@@ -16,9 +16,10 @@
  * the host, the same bits as the engine's CPU kernels for residual add + RMSNorm, q/k norm + RoPE and SiLU/GELU-tanh
  * gating, fp32 and bf16.
  *
- * With --state-attention split-key, the state tiers on split-key attention (csrc/kernels/math/split_key_math.h), run on
- * the host by its twin of the CUDA kernel: reading the keys and values in place in a paged store, against float64
- * attention, and in the fixed form the plain plan's bits.
+ * With --state-attention split-key, the questions' own runs planned in a tier of their own, and every tier but the states'
+ * own runs on split-key attention (csrc/kernels/math/split_key_math.h: the state tiers unmasked, the questions' own
+ * causal, in a window where the model has one), run on the host by its twin of the CUDA kernel: reading the keys and
+ * values in place in a paged store, against float64 attention, and in the fixed form the plain plan's bits.
  *
  * The CUDA kernels themselves (the merge, the row kernels, split-key attention) are compiled for sm_90 by cuda.test.ts.
  */
@@ -48,6 +49,8 @@ test('cascade: every step of 440 random segment trees sees what the visibility r
   expect(p.windowedTiers).toBeGreaterThan(0);
   expect(p.chunkedTiers).toBeGreaterThan(20);
   expect(p.maxTiers).toBeGreaterThan(2);
+  // Planned with the questions' own runs apart (as split-key attention runs them) too: the same checks held there.
+  expect(p.questionTiers).toBeGreaterThan(500);
 });
 
 test("cascade, fixed form: a bucket's steps see what the rule sees, launch alike, and give the plain plan's bits", () => {
@@ -77,16 +80,19 @@ test('cascade: the merged reference equals float64 attention, and the ATen form 
   expect(cascade.plans.worstAten).toBeLessThanOrEqual(1e-5);
 });
 
-// The state tier on split-key attention (csrc/kernels/math/split_key_math.h: the CUDA kernel's arithmetic, run here by
-// its host twin), its keys and values read in place in a paged store through the tiers' slots.
-test('cascade with split-key state tiers: float64 attention within 1e-5 (fp32) and a bf16 rounding (bf16); the fixed form gives the plain plan\'s bits', () => {
+// Split-key attention (csrc/kernels/math/split_key_math.h: the CUDA kernel's arithmetic, run here by its host twin) on
+// every tier but the states' own runs, with the questions' own runs planned apart, its keys and values read in place in
+// a paged store through the tiers' slots.
+test('cascade on split-key attention, questions apart: float64 attention within 1e-5 (fp32) and a bf16 rounding (bf16); the fixed form gives the plain plan\'s bits', () => {
   expect(cascade.plans.worstSplitKey).toBeLessThanOrEqual(1e-5);
   // The kernel's grid gives each (row, head) of every such tier (the fixed form's too) to one warp.
   expect(cascade.plans.splitKeyCoverageErrors).toBe(0);
   // Outputs of a few units rounded to bf16 in each tier (a half unit in the last place at 4 is 7.8e-3), then merged.
   expect(cascade.plans.worstSplitKeyBf16).toBeLessThanOrEqual(1.6e-2);
-  expect(cascade.fixed.compared).toBeGreaterThan(200);
+  expect(cascade.fixed.splitKeyCompared).toBeGreaterThan(200);
   expect(cascade.fixed.splitKeyBitsDiffer).toBe(0);
+  // Among the fixed forms, steps of questions alone (a warm question's): the states' own tier held empty, launching nothing.
+  expect(cascade.fixed.withoutOwnTier).toBeGreaterThan(0);
 });
 
 test("split-key attention's exp, log and tanh (the kernel's and its host twin's alike) within 1e-7 of double precision", () => {
@@ -100,8 +106,9 @@ test("split-key attention's exp, log and tanh (the kernel's and its host twin's 
   expect(m.wideCompared).toBeGreaterThan(80);
   expect(m.wideDiffer).toBe(0);
   // The kernel against its host twin: on a GPU (the window), bit for bit; here the comparison runs with the CPU standing in.
-  expect(cascade.splitKeyDevice).toMatchObject({ device: 'cpu', compared: 16, differ: 0 });
-  // The kernel's grid gives each (tier row, head) to one warp, on tiers of 1 to 24 rows a sequence and 1 to 8 heads a key head.
+  expect(cascade.splitKeyDevice).toMatchObject({ device: 'cpu', compared: 48, differ: 0 });
+  // The kernel's grid gives each (tier row, head) to one warp, on tiers of 1 to 24 rows a sequence and 1 to 8 heads a key head,
+  // unmasked, causal and windowed.
   expect(cascade.splitKeyDevice.coverageErrors).toBe(0);
 });
 

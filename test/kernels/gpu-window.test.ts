@@ -59,7 +59,7 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(JSON.parse(files['preflight.json']).versions.torch).toMatch(/^1\./);
   const selfcheck = JSON.parse(files['selfcheck.json']);
   expect(Object.keys(selfcheck)).toEqual(['tiny-qwen3 fp32']);
-  // And again with the state tier on split-key attention (on the GPU, its kernel against its host twin too).
+  // And again with split-key attention (the state tier and the questions' own; on the GPU, its kernel against its host twin too).
   const splitKeyCheck = JSON.parse(files['selfcheck-split-key.json']);
   expect(Object.keys(splitKeyCheck)).toEqual(['tiny-qwen3 fp32']);
   expect(files['selfcheck-split-key.md']).toContain('--state-attention split-key');
@@ -69,7 +69,7 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   }
   expect(Object.values<any>(splitKeyCheck)[0].candidate.stateAttention).toBe('split-key');
   // The kernel against its host twin (cascade_check split-key-device), the CPU standing in for the GPU here.
-  expect(steps[6].summary).toContain('split-key kernel on cpu against its host twin: 0 of 16 differ');
+  expect(steps[6].summary).toContain('split-key kernel on cpu against its host twin: 0 of 48 differ');
   const bench = JSON.parse(files['bench.json']).benchmark;
   for (const p of ['tqserve', 'tqserve_fast', 'torch_graphs']) expect(bench[p].cold_prefill_ms).toBeGreaterThan(0);
   // The fast path's 1,000-token prefills replay a CUDA graph's shape once it is captured (on the CPU: run from the shape's

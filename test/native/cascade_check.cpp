@@ -15,10 +15,13 @@
 // (batch/fixed_cascade.h): there too the rule's visibility, and the launch
 // shape (every array's length, every host scalar) a function of the bucket and
 // the fixed form's capacities alone; the reference over it gives the bits of
-// the plain plan. The state tiers on split-key attention (its host twin of the
-// CUDA kernel), reading a paged store through the tiers' slots: against
-// float64 in fp32 and bf16, and the fixed form's bits equal to the plain plan's;
-// its own exp, log and tanh against double precision. The CPU kernels' attention (kernels/cpu/attention/attention.h) runs the
+// the plain plan. Planned with the questions' own runs apart (as split-key
+// attention runs them), the same visibility, plain and fixed. Every tier but the
+// states' own runs on split-key attention (its host twin of the CUDA kernel:
+// the state tiers, the questions' own under their causal and windowed masks),
+// reading a paged store through the tiers' slots: against float64 in fp32 and
+// bf16, and the fixed form's bits equal to the plain plan's; its own exp, log
+// and tanh against double precision. The CPU kernels' attention (kernels/cpu/attention/attention.h) runs the
 // same steps, invariant at every kernel level this CPU has and on oneDNN, against its
 // plain reference (attention_reference.h), and that against float64 attention.
 // Prints one JSON line per part; `cascade_check split-key-device` runs that part alone.
@@ -141,9 +144,10 @@ int64_t split_key_coverage_errors(const CascadeTier& tier, int heads, int kv_hea
 }
 int64_t plan_coverage_errors = 0;  // over the random plans' split-key tiers
 
-// The cascade as the engine runs it with --state-attention split-key: the unmasked tiers on split-key attention, the
-// others on the reference, every tier's keys and values read in a paged store (each key at a random slot of twice as
-// many, as the KV cache's blocks lie), through the tiers' key rows made slots (cascade_layer_kernels.cpp).
+// The cascade as the engine runs it with --state-attention split-key (planned with the questions apart): the tiers
+// split-key attention takes on it, the states' own runs on the reference, every tier's keys and values read in a paged
+// store (each key at a random slot of twice as many, as the KV cache's blocks lie), through the tiers' key rows made
+// slots (cascade_layer_kernels.cpp).
 at::Tensor run_split_key_cascade(const CascadePlan& plan, double softcap, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   const int64_t keys = k.size(0);
   const auto slots = at::randperm(2 * keys + 1, at::kLong).slice(0, 0, keys);
@@ -162,16 +166,21 @@ at::Tensor run_split_key_cascade(const CascadePlan& plan, double softcap, const 
   auto merge = prepare_merge(plan, at::kCPU);
   pack_into_one(step_arrays(tiers, merge), at::kCPU);
   std::vector<PartialResult> parts;
-  for (size_t i = 0; i < tiers.size(); ++i) parts.push_back(attend_tier(*kernels[i], q, k_store, v_store, tiers[i]));
+  // A tier the fixed form holds empty (the states' own runs in a warm question's step) is not launched
+  // (cascade_layer_kernels.cpp).
+  for (size_t i = 0; i < tiers.size(); ++i)
+    parts.push_back(plan.tiers[i].total_q() == 0 ? PartialResult{at::empty({0, q.size(1), q.size(2)}, q.options()), at::empty({q.size(1), 0})}
+                                                 : attend_tier(*kernels[i], q, k_store, v_store, tiers[i]));
   return merge_attention(merge, parts, at::kFloat);
 }
 
 struct Totals {
-  int64_t trees = 0, steps = 0, layouts = 0, mismatched = 0, empty_tiers = 0, keyless_entries = 0, windowed_tiers = 0, chunked_tiers = 0;
+  int64_t trees = 0, steps = 0, layouts = 0, mismatched = 0, empty_tiers = 0, keyless_entries = 0, windowed_tiers = 0, chunked_tiers = 0,
+          question_tiers = 0;
   int64_t max_tiers = 0, compared = 0;
   double worst_reference = 0, worst_aten = 0;
   double worst_plain = 0;                // the plain reference against float64
-  double worst_split_key = 0, worst_split_key_bf16 = 0;  // the cascade with split-key's state tiers against float64
+  double worst_split_key = 0, worst_split_key_bf16 = 0;  // the cascade on split-key attention (questions apart) against float64
   std::map<std::string, double> worst_cpu;  // each CPU implementation against the plain reference
 };
 
@@ -192,16 +201,14 @@ void check_cpu_attention(const QueryLayout& q, const StepBatch& b, std::optional
 #endif
 }
 
-void check_layout(const QueryLayout& q, const StepBatch& b, std::optional<int64_t> window, bool numeric, double softcap, Totals& t) {
-  const auto plan = plan_cascade(q, b.key_positions, b.key_segments, window);
-  const int64_t tq = q.positions.size(0), tk = b.key_positions.size(0);
-  auto rule = visibility_mask(q.positions, q.segments, q.parents, q.roots, b.key_positions, b.key_segments, window);
-  ++t.layouts;
-  if (!cascade_visibility(plan, tq, tk).equal(rule.to(at::kInt))) ++t.mismatched;
+// The plan's visibility against the rule, its tiers and its merge entries, counted into `t`.
+void check_plan(const CascadePlan& plan, const at::Tensor& rule, Totals& t) {
+  if (!cascade_visibility(plan, rule.size(0), rule.size(1)).equal(rule.to(at::kInt))) ++t.mismatched;
   t.max_tiers = std::max<int64_t>(t.max_tiers, static_cast<int64_t>(plan.tiers.size()));
   for (const auto& tier : plan.tiers) {
     if (tier.total_q() == 0) ++t.empty_tiers;
     if (tier.name == "state" && tier.window_left >= 0) ++t.windowed_tiers;
+    if (tier.name == "own-questions") ++t.question_tiers;
     // A state read in chunks: consecutive sequences of the same rows.
     for (int32_t s = 1; s < tier.sequences(); ++s)
       if (tier.name == "state" && tier.cu_q[s] > tier.cu_q[s - 1] && tier.cu_q[s + 1] > tier.cu_q[s] &&
@@ -216,6 +223,17 @@ void check_layout(const QueryLayout& q, const StepBatch& b, std::optional<int64_
     while (tier.cu_q[s + 1] <= plan.merge_row[e]) ++s;
     if (visible_keys(tier, s, plan.merge_row[e] - tier.cu_q[s]).count() == 0) ++t.keyless_entries;
   }
+}
+
+void check_layout(const QueryLayout& q, const StepBatch& b, std::optional<int64_t> window, bool numeric, double softcap, Totals& t) {
+  // As the varlen kernels run it, and with the questions' own runs apart, as split-key attention runs it.
+  const auto plan = plan_cascade(q, b.key_positions, b.key_segments, window);
+  const auto apart = plan_cascade(q, b.key_positions, b.key_segments, window, /*questions_apart=*/true);
+  const int64_t tq = q.positions.size(0), tk = b.key_positions.size(0);
+  auto rule = visibility_mask(q.positions, q.segments, q.parents, q.roots, b.key_positions, b.key_segments, window);
+  ++t.layouts;
+  check_plan(plan, rule, t);
+  check_plan(apart, rule, t);
   if (!numeric) return;
   const int64_t heads = 4, kv_heads = 2, dim = 8;
   auto qv = at::randn({tq, heads, dim}), kv = at::randn({tk, kv_heads, dim}), vv = at::randn({tk, kv_heads, dim});
@@ -227,12 +245,12 @@ void check_layout(const QueryLayout& q, const StepBatch& b, std::optional<int64_
   auto aten = run_cascade(plan, *aten_partial_attention(softcap), qv, kv, vv);
   t.worst_reference = std::max(t.worst_reference, (reference.to(at::kDouble) - expected).abs().max().item<double>());
   t.worst_aten = std::max(t.worst_aten, (aten - reference).abs().max().item<double>());
-  const auto split = run_split_key_cascade(plan, softcap, qv, kv, vv);
+  const auto split = run_split_key_cascade(apart, softcap, qv, kv, vv);
   t.worst_split_key = std::max(t.worst_split_key, (split.to(at::kDouble) - expected).abs().max().item<double>());
   // bf16 (the stores and q as the engine gives them; the tiers' outputs rounded to bf16), against float64 attention
   // over the same rounded inputs.
   const auto q16 = qv.to(at::kBFloat16), k16 = kv.to(at::kBFloat16), v16 = vv.to(at::kBFloat16);
-  const auto split16 = run_split_key_cascade(plan, softcap, q16, k16, v16);
+  const auto split16 = run_split_key_cascade(apart, softcap, q16, k16, v16);
   t.worst_split_key_bf16 = std::max(t.worst_split_key_bf16, (split16.to(at::kDouble) - dense_attention(q16, k16, v16, rule, softcap)).abs().max().item<double>());
   ++t.compared;
 }
@@ -241,7 +259,7 @@ QueryLayout layout_of(const StepBatch& b) { return {b.positions, b.segments, b.p
 
 struct FixedTotals {
   int64_t fixed = 0, refused = 0, refused_unwindowed = 0, mismatched = 0, keyless_entries = 0, shapes = 0, shape_differences = 0,
-          compared = 0, bits_differ = 0, split_key_bits_differ = 0;
+          compared = 0, bits_differ = 0, split_key_compared = 0, split_key_bits_differ = 0, without_own_tier = 0;
   int64_t padding_rows = 0, padding_rows_seeing_more = 0;  // a padding row sees at most as many keys as there are padding rows
   int64_t largest_bucket = 0;
   std::map<std::vector<int64_t>, std::vector<int64_t>> shape_of;  // (bucket, capacities, window) -> launch shape
@@ -256,14 +274,15 @@ std::vector<int64_t> launch_shape(const CascadePlan& plan) {
   return shape;
 }
 
-// The step padded to its bucket and planned in the fixed form.
-void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, FixedTotals& t) {
+// The step padded to its bucket and planned in the fixed form; with the questions' own runs apart, as split-key
+// attention runs it, or not.
+void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, bool questions_apart, FixedTotals& t) {
   const auto bucket = bucket_for(b.token_ids.size(0), b.key_slots.size(0));
   if (!bucket) return;
   const int64_t real_tokens = b.token_ids.size(0);
   pad_step(b, *bucket, /*scratch_slot=*/1 << 20);
   const auto q = layout_of(b);
-  const auto plain = plan_cascade(q, b.key_positions, b.key_segments, window);
+  const auto plain = plan_cascade(q, b.key_positions, b.key_segments, window, questions_apart);
   auto plan = plain;
   const auto tokens = static_cast<int32_t>(bucket->tokens), keys = static_cast<int32_t>(bucket->keys);
   const auto capacity = fixed_capacity(plan, tokens, keys);
@@ -288,7 +307,9 @@ void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, Fixed
     if (visible_keys(tier, s, plan.merge_row[e] - tier.cu_q[s]).count() == 0) ++t.keyless_entries;
   }
   // A model has one window: it is part of the key here, where trees draw theirs.
-  const std::vector<int64_t> key{tokens, keys, capacity->runs, capacity->state_rows, capacity->own_keys, window.value_or(-1)};
+  const std::vector<int64_t> key{tokens, keys, capacity->runs, capacity->state_rows, capacity->own_keys, capacity->own_rows, capacity->question_runs,
+                                 capacity->question_rows, capacity->question_longest, capacity->question_keys, questions_apart, window.value_or(-1)};
+  if (questions_apart && capacity->own_rows == 0) ++t.without_own_tier;
   t.largest_bucket = std::max<int64_t>(t.largest_bucket, tokens);
   const auto [known, inserted] = t.shape_of.try_emplace(key, launch_shape(plan));
   if (inserted) ++t.shapes;
@@ -301,6 +322,8 @@ void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, Fixed
   if (!run_cascade(plan, *impl, qv, kv, vv).equal(run_cascade(plain, *impl, qv, kv, vv))) ++t.bits_differ;
   const double softcap = 0;
   const auto q16 = qv.to(at::kBFloat16), k16 = kv.to(at::kBFloat16), v16 = vv.to(at::kBFloat16);
+  if (!questions_apart) return;
+  ++t.split_key_compared;
   if (!run_split_key_cascade(plan, softcap, q16, k16, v16).equal(run_split_key_cascade(plain, softcap, q16, k16, v16))) ++t.split_key_bits_differ;
 }
 
@@ -427,44 +450,48 @@ void check_split_key_math() {
 }
 
 // Split-key attention's CUDA kernel against its host twin, bit for bit (outputs and log-sum-exps), where this is a CUDA
-// build on a machine with a GPU (the window runs it): one state tier of sequences with 0 to 1,000 keys (a tile's
-// edges among them) and 1 to 24 rows, its keys at random slots of a store, at the head dims and group sizes of the
-// families, bf16 and fp32, with and without soft-capping. Elsewhere the same comparison runs with the CPU as the
-// "device" (the check itself exercised; it says which device ran). And on the host, that the kernel's grid
-// (split_key::block_item) gives every (tier row, head) to one warp.
+// build on a machine with a GPU (the window runs it): tiers of sequences with 0 to 1,000 keys (a tile's edges among
+// them) and 1 to 24 rows, unmasked (a state tier), causal (the questions' own) and causal in a window that cuts
+// them, their keys at random slots of a store, at the head dims and group sizes of the families, bf16 and fp32, with
+// and without soft-capping. Elsewhere the same comparison runs with the CPU as the "device" (the check itself
+// exercised; it says which device ran). And on the host, that the kernel's grid (split_key::block_item) gives every
+// (tier row, head) to one warp.
 void check_split_key_device() {
   const at::Device target = at::hasCUDA() ? at::Device(at::kCUDA) : at::Device(at::kCPU);
   int64_t compared = 0, differ = 0, coverage_errors = 0;
   const std::vector<int32_t> key_counts{0, 1, 31, 32, 33, 64, 257, 1000};
+  const std::vector<std::pair<bool, int32_t>> masks{{false, -1}, {true, -1}, {true, 40}};  // (causal, window_left)
   for (const auto& [heads, kv_heads, dim] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{16, 8, 128}, {8, 2, 64}, {4, 1, 256}, {6, 3, 80}})
     for (const auto dtype : {at::kBFloat16, at::kFloat})
-      for (const double softcap : {0.0, 30.0}) {
-        CascadeTier tier{"state", false, -1};
-        int32_t keys = 0;
-        for (const int32_t n : key_counts) {
-          const auto rows = static_cast<int32_t>(uniform(1, 24));
-          for (int32_t r = 0; r < rows; ++r) tier.q_rows.push_back(static_cast<int32_t>(uniform(0, 99)));
-          for (int32_t j = 0; j < n; ++j) tier.k_rows.push_back(keys + j);
-          keys += n;
-          tier.cu_q.push_back(static_cast<int32_t>(tier.q_rows.size()));
-          tier.cu_k.push_back(keys);
-          tier.max_q = std::max(tier.max_q, rows);
-          tier.max_k = std::max(tier.max_k, n);
+      for (const double softcap : {0.0, 30.0})
+        for (const auto& [causal, window_left] : masks) {
+          CascadeTier tier{causal ? "own-questions" : "state", causal, window_left};
+          int32_t keys = 0;
+          for (const int32_t n : key_counts) {
+            // A causal sequence's rows are its last keys' (at most as many as its keys, but for the fixed form's spare rows, without keys).
+            const auto rows = static_cast<int32_t>(uniform(1, causal && n > 0 ? std::min(24, n) : 24));
+            for (int32_t r = 0; r < rows; ++r) tier.q_rows.push_back(static_cast<int32_t>(uniform(0, 99)));
+            for (int32_t j = 0; j < n; ++j) tier.k_rows.push_back(keys + j);
+            keys += n;
+            tier.cu_q.push_back(static_cast<int32_t>(tier.q_rows.size()));
+            tier.cu_k.push_back(keys);
+            tier.max_q = std::max(tier.max_q, rows);
+            tier.max_k = std::max(tier.max_k, n);
+          }
+          const auto q = at::randn({100, heads, dim}).to(dtype);
+          const auto slots = at::randperm(2 * keys, at::kLong).slice(0, 0, keys);
+          auto k_store = at::randn({2 * keys, kv_heads, dim}).to(dtype), v_store = at::randn({2 * keys, kv_heads, dim}).to(dtype);
+          const auto impl = split_key_partial_attention(softcap);
+          auto host = impl->prepare(tier);
+          host.k_rows = slots.index_select(0, host.k_rows);
+          auto device = host;
+          for (auto* t : {&device.q_rows, &device.k_rows, &device.cu_q, &device.cu_k, &device.row_seq, &device.row_in_seq}) *t = t->to(target);
+          coverage_errors += split_key_coverage_errors(tier, static_cast<int>(heads), static_cast<int>(kv_heads));
+          const auto on_host = (*impl)(q, k_store, v_store, host);
+          const auto on_device = (*impl)(q.to(target), k_store.to(target), v_store.to(target), device);
+          ++compared;
+          if (!on_device.out.cpu().equal(on_host.out) || !on_device.lse.cpu().equal(on_host.lse)) ++differ;
         }
-        const auto q = at::randn({100, heads, dim}).to(dtype);
-        const auto slots = at::randperm(2 * keys, at::kLong).slice(0, 0, keys);
-        auto k_store = at::randn({2 * keys, kv_heads, dim}).to(dtype), v_store = at::randn({2 * keys, kv_heads, dim}).to(dtype);
-        const auto impl = split_key_partial_attention(softcap);
-        auto host = impl->prepare(tier);
-        host.k_rows = slots.index_select(0, host.k_rows);
-        auto device = host;
-        for (auto* t : {&device.q_rows, &device.k_rows, &device.cu_q, &device.cu_k, &device.row_seq, &device.row_in_seq}) *t = t->to(target);
-        coverage_errors += split_key_coverage_errors(tier, static_cast<int>(heads), static_cast<int>(kv_heads));
-        const auto on_host = (*impl)(q, k_store, v_store, host);
-        const auto on_device = (*impl)(q.to(target), k_store.to(target), v_store.to(target), device);
-        ++compared;
-        if (!on_device.out.cpu().equal(on_host.out) || !on_device.lse.cpu().equal(on_host.lse)) ++differ;
-      }
   std::printf("{\"part\":\"splitKeyDevice\",\"device\":\"%s\",\"compared\":%lld,\"differ\":%lld,\"coverageErrors\":%lld}\n",
               target.is_cuda() ? "cuda" : "cpu", (long long)compared, (long long)differ, (long long)coverage_errors);
 }
@@ -497,19 +524,19 @@ int main(int argc, char** argv) {
       const bool numeric = tree % 4 == 0;
       check_layout(layout_of(b), b, window, numeric, softcap, t);
       if (!b.output_rows.empty()) check_layout(output_layout(b), b, window, numeric, softcap, t);
-      check_fixed(b, window, numeric, f);
+      for (const bool apart : {false, true}) check_fixed(b, window, numeric, apart, f);
     }
   }
   std::printf("{\"part\":\"plans\",\"trees\":%lld,\"steps\":%lld,\"layouts\":%lld,\"mismatched\":%lld,\"emptyTiers\":%lld,\"keylessEntries\":%lld,"
-              "\"windowedTiers\":%lld,\"chunkedTiers\":%lld,\"maxTiers\":%lld,\"compared\":%lld,\"worstReference\":%.3e,\"worstAten\":%.3e,\"stackedMergeDiffers\":%lld,"
+              "\"windowedTiers\":%lld,\"chunkedTiers\":%lld,\"questionTiers\":%lld,\"maxTiers\":%lld,\"compared\":%lld,\"worstReference\":%.3e,\"worstAten\":%.3e,\"stackedMergeDiffers\":%lld,"
               "\"worstSplitKey\":%.3e,\"worstSplitKeyBf16\":%.3e,\"splitKeyCoverageErrors\":%lld}\n",
               (long long)t.trees, (long long)t.steps, (long long)t.layouts, (long long)t.mismatched, (long long)t.empty_tiers,
-              (long long)t.keyless_entries, (long long)t.windowed_tiers, (long long)t.chunked_tiers, (long long)t.max_tiers, (long long)t.compared, t.worst_reference, t.worst_aten,
+              (long long)t.keyless_entries, (long long)t.windowed_tiers, (long long)t.chunked_tiers, (long long)t.question_tiers, (long long)t.max_tiers, (long long)t.compared, t.worst_reference, t.worst_aten,
               (long long)stacked_merge_differs, t.worst_split_key, t.worst_split_key_bf16, (long long)plan_coverage_errors);
   std::printf("{\"part\":\"fixed\",\"fixed\":%lld,\"refused\":%lld,\"refusedUnwindowed\":%lld,\"mismatched\":%lld,\"keylessEntries\":%lld,"
-              "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld,\"splitKeyBitsDiffer\":%lld,\"paddingRows\":%lld,\"paddingRowsSeeingMore\":%lld,\"largestBucket\":%lld}\n",
+              "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld,\"splitKeyCompared\":%lld,\"splitKeyBitsDiffer\":%lld,\"withoutOwnTier\":%lld,\"paddingRows\":%lld,\"paddingRowsSeeingMore\":%lld,\"largestBucket\":%lld}\n",
               (long long)f.fixed, (long long)f.refused, (long long)f.refused_unwindowed, (long long)f.mismatched, (long long)f.keyless_entries,
-              (long long)f.shapes, (long long)f.shape_differences, (long long)f.compared, (long long)f.bits_differ, (long long)f.split_key_bits_differ,
+              (long long)f.shapes, (long long)f.shape_differences, (long long)f.compared, (long long)f.bits_differ, (long long)f.split_key_compared, (long long)f.split_key_bits_differ, (long long)f.without_own_tier,
               (long long)f.padding_rows, (long long)f.padding_rows_seeing_more, (long long)f.largest_bucket);
   std::printf("{\"part\":\"cpu\",\"compared\":%lld,\"worstPlain\":%.3e,\"worst\":{", (long long)t.compared, t.worst_plain);
   const char* comma = "";

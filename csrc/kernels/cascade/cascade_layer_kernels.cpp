@@ -35,12 +35,12 @@ bool bucket_shaped(int64_t queries, int64_t keys) {
   return bucket && bucket->tokens == queries && bucket->keys == keys;
 }
 
-// The implementations of a step's tiers: `varlen` for every tier, but where `unmasked` is set, that for the
-// tiers it takes (split_key_takes). Which a tier gets depends on its mask alone: a row's kernel, so its bits,
+// The implementations of a step's tiers: `varlen` for every tier, but where `split_key` is set, that for the
+// tiers it takes (split_key_takes). Which a tier gets depends on its kind alone: a row's kernel, so its bits,
 // never on the rest of the step.
 struct TierKernels {
-  std::unique_ptr<PartialAttention> varlen, unmasked;
-  const PartialAttention& of(const CascadeTier& tier) const { return unmasked && split_key_takes(tier) ? *unmasked : *varlen; }
+  std::unique_ptr<PartialAttention> varlen, split_key;
+  const PartialAttention& of(const CascadeTier& tier) const { return split_key && split_key_takes(tier) ? *split_key : *varlen; }
 };
 
 // A step's cascade: the plan, each tier's arrays and the merge's on the device (one copy), made once.
@@ -106,8 +106,12 @@ class CascadeAttention : public StepAttention {
   at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const {
     std::vector<PartialResult> parts;
     for (const auto& tier : tiers_) {
-      // What the tier's launch takes from the host, for the CUDA graph check on the CPU (runner/launch_record.h).
       const CascadeTier& l = *tier.tier;
+      if (l.total_q() == 0) {  // a tier the fixed form holds for a step without its rows: nothing launched, no entry reads it
+        parts.push_back({at::empty({0, q.size(1), q.size(2)}, q.options()), at::empty({q.size(1), 0}, q.options().dtype(at::kFloat))});
+        continue;
+      }
+      // What the tier's launch takes from the host, for the CUDA graph check on the CPU (runner/launch_record.h).
       const PartialAttention& kernel = kernels_.of(l);
       RECORD_FUNCTION(kernel.name(), std::vector<c10::IValue>({q, k, v, tier.cu_q, tier.cu_k, l.causal, int64_t{l.window_left},
                                                                int64_t{l.max_q}, int64_t{l.max_k}}));
@@ -147,9 +151,10 @@ class CascadeLayerKernels : public LayerKernels {
   const FusedRowOps* fused_rows() const override { return inner_->fused_rows(); }
   std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
                                                 std::optional<int64_t> window, int64_t /*heads*/, double logit_softcap) const override {
-    auto plan = plan_cascade(queries, key_positions, key_segments, window);
-    TierKernels kernels{partial_attention_for(device(), dtype_, logit_softcap),
-                        state_ == StateAttention::SplitKey ? split_key_partial_attention(logit_softcap) : nullptr};
+    // Split-key attention takes the questions' own runs: planned apart from the states' (cascade_plan.h).
+    const bool split_key = state_ == StateAttention::SplitKey;
+    auto plan = plan_cascade(queries, key_positions, key_segments, window, /*questions_apart=*/split_key);
+    TierKernels kernels{partial_attention_for(device(), dtype_, logit_softcap), split_key ? split_key_partial_attention(logit_softcap) : nullptr};
     const int64_t rows = queries.positions.size(0), keys = key_positions.size(0);
     // A bucket's step, in the fixed form where its implementations launch alike at any plan (split-key always does).
     const bool fixed = fixed_shapes_ && bucket_shaped(rows, keys) && kernels.varlen->replays(plan) &&

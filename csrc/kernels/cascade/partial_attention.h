@@ -8,8 +8,9 @@
 //              sequence (soft-capping: what Gemma 3 takes on CUDA);
 //   flash      CUDA: FlashAttention-2 (bf16, fp16) or the memory-efficient
 //              kernel (fp32), both compiled into a CUDA libtorch 2.x;
-//   split-key  an unmasked tier (the state tier) read in place, our own kernel
-//              on CUDA and its host twin on the CPU (bf16, fp32).
+//   split-key  a tier of few rows a sequence (the state tier, the questions'
+//              own) read in place, our own kernel on CUDA and its host twin on
+//              the CPU (bf16, fp32).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -63,7 +64,9 @@ class PartialAttention {
 PartialResult attend_tier(const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
                            const DeviceTier& tier);
 
-// The tiers split-key attention takes: those without a mask (neither causal nor windowed), whose rows see all their sequence's keys.
+// The tiers split-key attention takes: every tier but the states' own runs ("own": a prefill's long causal runs; with the
+// questions planned apart, batch/cascade_plan.h, only those), by the tier's kind alone, so a row's kernel never depends
+// on what else its step holds.
 bool split_key_takes(const CascadeTier& tier);
 std::unique_ptr<PartialAttention> split_key_partial_attention(double softcap);
 

@@ -1,10 +1,12 @@
-// An unmasked tier (the state tier: each row sees all its sequence's keys) read
-// in place: the step's q through the tier's query rows, the keys and values
-// through its slots in the KV cache's store, no copy of either first. The
-// arithmetic is kernels/math/split_key_math.h's, for the CUDA kernel
+// A tier read in place (the state tier; the questions' own, planned apart:
+// batch/cascade_plan.h): the step's q through the tier's query rows, the keys
+// and values through its slots in the KV cache's store, no copy of either
+// first, under the tier's mask. The arithmetic is
+// kernels/math/split_key_math.h's, for the CUDA kernel
 // (kernels/cuda/split_key_attention.cu) and, on the CPU, its host twin: so the
-// CPU runs and checks every part but the launch. A causal or windowed tier
-// (the own tier, a sliding layer's state tiers) takes the other implementation.
+// CPU runs and checks every part but the launch. A state's own rows (a
+// prefill's hundreds, causal) take the other implementation: one warp per row
+// and head suits a few rows over many keys, not a long run over itself.
 #include <ATen/Parallel.h>
 
 #include <cmath>
@@ -63,6 +65,8 @@ class SplitKeyAttention : public PartialAttention {
     a.cu_k = dl.cu_k.data_ptr<int32_t>();
     a.sequences = dl.tier->sequences();
     a.max_rows = dl.tier->max_q;
+    a.causal = dl.tier->causal;
+    a.window_left = dl.tier->window_left;
     a.k_rows = dl.k_rows.data_ptr<int64_t>();
     a.k_store = k_store.data_ptr();
     a.v_store = v_store.data_ptr();
@@ -105,7 +109,7 @@ class SplitKeyAttention : public PartialAttention {
 
 }  // namespace
 
-bool split_key_takes(const CascadeTier& tier) { return !tier.causal && tier.window_left < 0; }
+bool split_key_takes(const CascadeTier& tier) { return tier.name != "own"; }
 
 std::unique_ptr<PartialAttention> split_key_partial_attention(double softcap) { return std::make_unique<SplitKeyAttention>(softcap); }
 

@@ -1,6 +1,8 @@
 // A block per (sequence, key head, group of kWarps items), an item being one of
 // the sequence's rows with one of the query heads that share the key head. The
-// block walks the sequence's keys a tile of 32 at a time: its threads copy the
+// block walks the keys its rows see a tile of 32 at a time (the sequence's
+// tiles, from its first key; a warp skips a tile its row sees none of, and
+// scores a key it does not see as -inf): its threads copy the
 // tile's keys and values from their slots in the cache's store into shared
 // memory (each read once for all the block's rows and heads, where a warp per
 // item read them each time: L2's bandwidth, not the arithmetic, bounded that;
@@ -101,20 +103,25 @@ __global__ void split_key_kernel(SplitKeyArgs a) {
     for (int d = lane; d < a.dim; d += kLanes) qf[d] = split_key::element(q, d);
   }
   const int first = a.cu_k[seq], n = a.cu_k[seq + 1] - first;
+  // The tiles the block reads: those holding a key one of its rows sees; each warp computes on those its row sees.
+  const split_key::KeyRange span = split_key::block_keys(a, seq, kv_head, blockIdx.z, kWarps);
+  const split_key::KeyRange seen = active ? split_key::row_keys(a, seq, row) : split_key::KeyRange{0, -1};
   // This lane's slice of the output: elements [lane * per_lane, (lane + 1) * per_lane) below dim.
   const int per_lane = (a.dim + kLanes - 1) / kLanes, mine = lane * per_lane;
   float acc[kPerLane] = {};
   float top = -INFINITY, sum = 0.0f;
   TileFetch<T, kPieces> tile;
-  if (n > 0) tile.fetch(a, a.k_rows + first, min(n, kLanes), kv_head);
-  for (int t = 0; t < n; t += kLanes) {
+  const int begin = split_key::tile_of(span.first);
+  if (span.last >= span.first) tile.fetch(a, a.k_rows + first + begin, min(n - begin, kLanes), kv_head);
+  for (int t = begin; t <= span.last; t += kLanes) {
     const int count = min(n - t, kLanes);
     __syncthreads();  // the tiles' last readers are done (and, the first time, every q row is in place)
     tile.put(a, kv_head, k_tile, v_tile);
     __syncthreads();
-    if (t + kLanes < n) tile.fetch(a, a.k_rows + first + t + kLanes, min(n - t - kLanes, kLanes), kv_head);  // the next, in flight
-    if (!active) continue;
-    const float s = lane < count ? split_key::wide_score(a, qf, k_tile + lane * stride) : -INFINITY;
+    if (t + kLanes <= span.last) tile.fetch(a, a.k_rows + first + t + kLanes, min(n - t - kLanes, kLanes), kv_head);  // the next, in flight
+    if (!active || t > seen.last || t + count <= seen.first) continue;  // the warp's row sees none of this tile
+    const bool sees = lane < count && t + lane >= seen.first && t + lane <= seen.last;
+    const float s = sees ? split_key::wide_score(a, qf, k_tile + lane * stride) : -INFINITY;
     float tile_top = s;
     for (int offset = kLanes / 2; offset > 0; offset /= 2) tile_top = fmaxf(tile_top, __shfl_xor_sync(0xffffffffu, tile_top, offset));
     const float next = fmaxf(top, tile_top), alpha = split_key::rescale(top, next);
@@ -132,10 +139,11 @@ __global__ void split_key_kernel(SplitKeyArgs a) {
   }
   if (!active) return;
   T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.heads + head) * a.dim;
+  const bool any = seen.last >= seen.first;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i)
-    if (i < per_lane && mine + i < a.dim) exact::store(n > 0 ? exact::div(acc[i], sum) : 0.0f, out + mine + i);
-  if (lane == 0) a.lse[static_cast<int64_t>(head) * a.rows + row] = n > 0 ? split_key::log_sum_exp(top, sum) : -INFINITY;
+    if (i < per_lane && mine + i < a.dim) exact::store(any ? exact::div(acc[i], sum) : 0.0f, out + mine + i);
+  if (lane == 0) a.lse[static_cast<int64_t>(head) * a.rows + row] = any ? split_key::log_sum_exp(top, sum) : -INFINITY;
 }
 
 template <typename T, int kPieces>

@@ -1,13 +1,17 @@
-// A cascade tier without a mask (the state tier: batch/cascade_plan.h) read in
-// place: each query row over its sequence's keys where they lie in the KV
-// cache's store, through the tier's key slots, with no copy of them first. One
+// A cascade tier (batch/cascade_plan.h: the state tier, the questions' own)
+// read in place: each query row over the keys of its sequence it sees, where
+// they lie in the KV cache's store, through the tier's key slots, with no copy
+// of them first. One
 // definition of the arithmetic for the CUDA kernel (kernels/cuda/split_key_attention.cu)
 // and its host twin (attend_row below), every operation rounded on its own, so
 // that the two give the same bits and the host's checks speak for the kernel.
 //
-// For one (row, head), over its n keys in tiles of kTileKeys, in order:
+// For one (row, head), over the keys [first, last] of its sequence it sees (all of them in an unmasked tier; in a
+// causal or windowed one, FlashAttention-2's bottom-right mask: cascade_plan.h's visible_keys), in the sequence's
+// tiles of kTileKeys from its first key, each tile that holds one of them in order:
 //   s_j    = scale * sum_d q_d k_jd            the sum by fused multiply-adds, d = 0, 1, ...
-//                                              (then soft-capped where the model caps scores)
+//                                              (then soft-capped where the model caps scores); a key the row
+//                                              does not see: s_j = -inf, so p_j = 0
 //   m'     = max(m, max_j s_j)                 the running maximum (exact)
 //   alpha  = exp(m - m')                       0 on the first tile
 //   p_j    = exp(s_j - m')
@@ -40,6 +44,8 @@ struct SplitKeyArgs {
   const int32_t* cu_q;            // [sequences + 1]: each sequence's rows (tier rows)
   const int32_t* cu_k;            // [sequences + 1]: each sequence's keys in k_rows
   int sequences, max_rows;        // the tier's sequences, and the most rows of one (the launch's grid)
+  bool causal;                    // the tier's mask, as cascade_plan.h's CascadeTier: row i of nq over nk keys is aligned
+  int window_left;                //   with key a = i + nk - nq, sees keys up to it if causal, from a - window_left if >= 0
   const int64_t* k_rows;          // the keys' slots in the store
   const void* k_store;            // [slots, kv_heads, dim] contiguous
   const void* v_store;
@@ -206,6 +212,22 @@ TQ_HOST_DEVICE inline float weight(float score, float top) { return exact::exp_n
 
 TQ_HOST_DEVICE inline float log_sum_exp(float top, float sum) { return exact::add(top, exact::log_positive(sum)); }
 
+// The keys [first, last] of its sequence that tier row `row` of sequence `seq` sees (cascade_plan.h's visible_keys);
+// first > last where it sees none.
+struct KeyRange {
+  int first, last;
+};
+TQ_HOST_DEVICE inline KeyRange row_keys(const SplitKeyArgs& a, int seq, int row) {
+  const int nq = a.cu_q[seq + 1] - a.cu_q[seq], nk = a.cu_k[seq + 1] - a.cu_k[seq];
+  const int aligned = row - a.cu_q[seq] + nk - nq;
+  const int last = a.causal ? (aligned < nk - 1 ? aligned : nk - 1) : nk - 1;
+  const int first = a.window_left < 0 ? 0 : (aligned - a.window_left > 0 ? aligned - a.window_left : 0);
+  return {first, last};
+}
+
+// The first key of the tile that holds key `key`: tiles start at the sequence's first key, whatever the row sees.
+TQ_HOST_DEVICE inline int tile_of(int key) { return key / kTileKeys * kTileKeys; }
+
 // The kernel's work: a block per (sequence, key head, group of `warps` items), an item being one of the sequence's
 // rows with one of the query heads that share the key head, a warp per item. What the block's warp `warp` takes
 // (inactive past the sequence's items); the host checks that the grid covers every (tier row, head) once.
@@ -222,6 +244,15 @@ TQ_HOST_DEVICE inline Item block_item(const SplitKeyArgs& a, int seq, int kv_hea
   return {first_row + item / group, kv_head * group + item % group, item < items};
 }
 
+// The keys the block's items see, together: from the first item's first to the last item's last (a row's range only
+// grows with the row, and a block's items are consecutive rows).
+TQ_HOST_DEVICE inline KeyRange block_keys(const SplitKeyArgs& a, int seq, int kv_head, int item_group, int warps) {
+  int last_warp = 0;
+  while (last_warp + 1 < warps && block_item(a, seq, kv_head, item_group, last_warp + 1, warps).active) ++last_warp;
+  return {row_keys(a, seq, block_item(a, seq, kv_head, item_group, 0, warps).row).first,
+          row_keys(a, seq, block_item(a, seq, kv_head, item_group, last_warp, warps).row).last};
+}
+
 // The host twin of the kernel: tier row `row` of sequence `seq`, head `head`, written to out and lse as the kernel
 // writes them.
 template <typename T>
@@ -230,12 +261,14 @@ inline void attend_row(const SplitKeyArgs& a, int seq, int row, int head) {
   float qf[kMaxDim], acc[kMaxDim] = {}, s[kTileKeys];
   for (int d = 0; d < a.dim; ++d) qf[d] = element(q, d);
   const int first = a.cu_k[seq], n = a.cu_k[seq + 1] - first, kv_head = head / (a.heads / a.kv_heads);
+  const KeyRange seen = row_keys(a, seq, row);
   float top = -INFINITY, sum = 0.0f;
-  for (int t = 0; t < n; t += kTileKeys) {
+  for (int t = tile_of(seen.first); t <= seen.last; t += kTileKeys) {
     const int count = n - t < kTileKeys ? n - t : kTileKeys;
     float tile_top = -INFINITY;
     for (int j = 0; j < count; ++j) {
-      s[j] = score(a, qf, store_row<T>(a, a.k_store, a.k_rows[first + t + j], kv_head));
+      const bool sees = t + j >= seen.first && t + j <= seen.last;
+      s[j] = sees ? score(a, qf, store_row<T>(a, a.k_store, a.k_rows[first + t + j], kv_head)) : -INFINITY;
       tile_top = fmaxf(tile_top, s[j]);
     }
     const float next = fmaxf(top, tile_top), alpha = rescale(top, next);
@@ -251,8 +284,9 @@ inline void attend_row(const SplitKeyArgs& a, int seq, int row, int head) {
     top = next;
   }
   T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.heads + head) * a.dim;
-  for (int d = 0; d < a.dim; ++d) exact::store(n > 0 ? exact::div(acc[d], sum) : 0.0f, out + d);
-  a.lse[static_cast<int64_t>(head) * a.rows + row] = n > 0 ? log_sum_exp(top, sum) : -INFINITY;
+  const bool any = seen.last >= seen.first;
+  for (int d = 0; d < a.dim; ++d) exact::store(any ? exact::div(acc[d], sum) : 0.0f, out + d);
+  a.lse[static_cast<int64_t>(head) * a.rows + row] = any ? log_sum_exp(top, sum) : -INFINITY;
 }
 
 }  // namespace tq::split_key

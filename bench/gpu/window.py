@@ -227,8 +227,9 @@ class Window:
         if status != 0 or not found:
             return "failed", "split-key kernel: " + tail(os.path.join(self.work, "split_key_kernel.log"))
         r = found[-1]
-        passed = r["differ"] == 0 and r["device"] == ("cuda" if self.cuda else "cpu")
-        return ("ok" if passed else "failed"), f"split-key kernel on {r['device']} against its host twin: {r['differ']} of {r['compared']} differ"
+        passed = r["differ"] == 0 and r["togetherDiffer"] == 0 and r["device"] == ("cuda" if self.cuda else "cpu")
+        return ("ok" if passed else "failed"), (f"split-key kernel on {r['device']} against its host twin: {r['differ']} of {r['compared']} differ, "
+                                                f"{r['togetherDiffer']} in the tiers' one launch")
 
     def selfcheck(self, names, log="selfcheck", stem="selfcheck", extra=()):
         names = [n for n in names if self.have(n)]

@@ -106,7 +106,8 @@ test("split-key attention's exp, log and tanh (the kernel's and its host twin's 
   expect(m.wideCompared).toBeGreaterThan(80);
   expect(m.wideDiffer).toBe(0);
   // The kernel against its host twin: on a GPU (the window), bit for bit; here the comparison runs with the CPU standing in.
-  expect(cascade.splitKeyDevice).toMatchObject({ device: 'cpu', compared: 48, differ: 0 });
+  // Each tier launched alone and a layer's tiers in one launch (on the CPU, each by the twin).
+  expect(cascade.splitKeyDevice).toMatchObject({ device: 'cpu', compared: 48, differ: 0, togetherDiffer: 0 });
   // The kernel's grid gives each (tier row, head) to one warp, on tiers of 1 to 24 rows a sequence and 1 to 8 heads a key head,
   // unmasked, causal and windowed.
   expect(cascade.splitKeyDevice.coverageErrors).toBe(0);

@@ -69,7 +69,7 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   }
   expect(Object.values<any>(splitKeyCheck)[0].candidate.stateAttention).toBe('split-key');
   // The kernel against its host twin (cascade_check split-key-device), the CPU standing in for the GPU here.
-  expect(steps[6].summary).toContain('split-key kernel on cpu against its host twin: 0 of 48 differ');
+  expect(steps[6].summary).toContain('split-key kernel on cpu against its host twin: 0 of 48 differ, 0 in the tiers\' one launch');
   const bench = JSON.parse(files['bench.json']).benchmark;
   for (const p of ['tqserve', 'tqserve_fast', 'torch_graphs']) expect(bench[p].cold_prefill_ms).toBeGreaterThan(0);
   // The fast path's 1,000-token prefills replay a CUDA graph's shape once it is captured (on the CPU: run from the shape's

@@ -452,21 +452,23 @@ void check_split_key_math() {
 // Split-key attention's CUDA kernel against its host twin, bit for bit (outputs and log-sum-exps), where this is a CUDA
 // build on a machine with a GPU (the window runs it): tiers of sequences with 0 to 1,000 keys (a tile's edges among
 // them) and 1 to 24 rows, unmasked (a state tier), causal (the questions' own) and causal in a window that cuts
-// them, their keys at random slots of a store, at the head dims and group sizes of the families, bf16 and fp32, with
+// them, each launched alone and the three in one launch, their keys at random slots of one store, at the head dims and group sizes of the families, bf16 and fp32, with
 // and without soft-capping. Elsewhere the same comparison runs with the CPU as the "device" (the check itself
 // exercised; it says which device ran). And on the host, that the kernel's grid (split_key::block_item) gives every
 // (tier row, head) to one warp.
 void check_split_key_device() {
   const at::Device target = at::hasCUDA() ? at::Device(at::kCUDA) : at::Device(at::kCPU);
-  int64_t compared = 0, differ = 0, coverage_errors = 0;
+  int64_t compared = 0, differ = 0, together_differ = 0, coverage_errors = 0;
   const std::vector<int32_t> key_counts{0, 1, 31, 32, 33, 64, 257, 1000};
   const std::vector<std::pair<bool, int32_t>> masks{{false, -1}, {true, -1}, {true, 40}};  // (causal, window_left)
   for (const auto& [heads, kv_heads, dim] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{16, 8, 128}, {8, 2, 64}, {4, 1, 256}, {6, 3, 80}})
     for (const auto dtype : {at::kBFloat16, at::kFloat})
-      for (const double softcap : {0.0, 30.0})
+      for (const double softcap : {0.0, 30.0}) {
+        // A tier of each mask, their keys in one store, as a layer's tiers are.
+        std::vector<CascadeTier> tiers;
+        int32_t keys = 0;
         for (const auto& [causal, window_left] : masks) {
-          CascadeTier tier{causal ? "own-questions" : "state", causal, window_left};
-          int32_t keys = 0;
+          CascadeTier& tier = tiers.emplace_back(CascadeTier{causal ? "own-questions" : "state", causal, window_left});
           for (const int32_t n : key_counts) {
             // A causal sequence's rows are its last keys' (at most as many as its keys, but for the fixed form's spare rows, without keys).
             const auto rows = static_cast<int32_t>(uniform(1, causal && n > 0 ? std::min(24, n) : 24));
@@ -474,26 +476,42 @@ void check_split_key_device() {
             for (int32_t j = 0; j < n; ++j) tier.k_rows.push_back(keys + j);
             keys += n;
             tier.cu_q.push_back(static_cast<int32_t>(tier.q_rows.size()));
-            tier.cu_k.push_back(keys);
+            tier.cu_k.push_back(tier.cu_k.back() + n);
             tier.max_q = std::max(tier.max_q, rows);
             tier.max_k = std::max(tier.max_k, n);
           }
-          const auto q = at::randn({100, heads, dim}).to(dtype);
-          const auto slots = at::randperm(2 * keys, at::kLong).slice(0, 0, keys);
-          auto k_store = at::randn({2 * keys, kv_heads, dim}).to(dtype), v_store = at::randn({2 * keys, kv_heads, dim}).to(dtype);
-          const auto impl = split_key_partial_attention(softcap);
-          auto host = impl->prepare(tier);
-          host.k_rows = slots.index_select(0, host.k_rows);
-          auto device = host;
-          for (auto* t : {&device.q_rows, &device.k_rows, &device.cu_q, &device.cu_k, &device.row_seq, &device.row_in_seq}) *t = t->to(target);
-          coverage_errors += split_key_coverage_errors(tier, static_cast<int>(heads), static_cast<int>(kv_heads));
-          const auto on_host = (*impl)(q, k_store, v_store, host);
-          const auto on_device = (*impl)(q.to(target), k_store.to(target), v_store.to(target), device);
-          ++compared;
-          if (!on_device.out.cpu().equal(on_host.out) || !on_device.lse.cpu().equal(on_host.lse)) ++differ;
         }
-  std::printf("{\"part\":\"splitKeyDevice\",\"device\":\"%s\",\"compared\":%lld,\"differ\":%lld,\"coverageErrors\":%lld}\n",
-              target.is_cuda() ? "cuda" : "cpu", (long long)compared, (long long)differ, (long long)coverage_errors);
+        const auto q = at::randn({100, heads, dim}).to(dtype);
+        const auto slots = at::randperm(2 * keys, at::kLong).slice(0, 0, keys);
+        auto k_store = at::randn({2 * keys, kv_heads, dim}).to(dtype), v_store = at::randn({2 * keys, kv_heads, dim}).to(dtype);
+        const auto impl = split_key_partial_attention(softcap);
+        std::vector<DeviceTier> host, device;
+        std::vector<const DeviceTier*> on_target;
+        for (const auto& tier : tiers) {
+          host.push_back(impl->prepare(tier));
+          host.back().k_rows = slots.index_select(0, host.back().k_rows);
+          coverage_errors += split_key_coverage_errors(tier, static_cast<int>(heads), static_cast<int>(kv_heads));
+        }
+        for (const auto& h : host) {
+          device.push_back(h);
+          for (auto* t : {&device.back().q_rows, &device.back().k_rows, &device.back().cu_q, &device.back().cu_k, &device.back().row_seq,
+                          &device.back().row_in_seq})
+            *t = t->to(target);
+        }
+        for (const auto& d : device) on_target.push_back(&d);
+        const auto qd = q.to(target), kd = k_store.to(target), vd = v_store.to(target);
+        // Each tier launched alone, and the three in one launch (the kernel's grid over the tiers' sequences in turn).
+        const auto together = impl->attend_together(qd, kd, vd, on_target);
+        const auto same = [](const PartialResult& a, const PartialResult& b) { return a.out.cpu().equal(b.out) && a.lse.cpu().equal(b.lse); };
+        for (size_t i = 0; i < tiers.size(); ++i) {
+          const auto on_host = (*impl)(q, k_store, v_store, host[i]);
+          ++compared;
+          if (!same((*impl)(qd, kd, vd, device[i]), on_host)) ++differ;
+          if (!same(together[i], on_host)) ++together_differ;
+        }
+      }
+  std::printf("{\"part\":\"splitKeyDevice\",\"device\":\"%s\",\"compared\":%lld,\"differ\":%lld,\"togetherDiffer\":%lld,\"coverageErrors\":%lld}\n",
+              target.is_cuda() ? "cuda" : "cpu", (long long)compared, (long long)differ, (long long)together_differ, (long long)coverage_errors);
 }
 
 int main(int argc, char** argv) {

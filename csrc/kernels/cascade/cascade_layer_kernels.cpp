@@ -104,18 +104,24 @@ class CascadeAttention : public StepAttention {
  private:
   // k, v: where the tiers' key rows point (the step's keys, or the store).
   at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const {
-    std::vector<PartialResult> parts;
-    for (const auto& tier : tiers_) {
-      const CascadeTier& l = *tier.tier;
-      if (l.total_q() == 0) {  // a tier the fixed form holds for a step without its rows: nothing launched, no entry reads it
-        parts.push_back({at::empty({0, q.size(1), q.size(2)}, q.options()), at::empty({q.size(1), 0}, q.options().dtype(at::kFloat))});
-        continue;
+    // A tier the fixed form holds for a step without its rows launches nothing; no merge entry reads it.
+    std::vector<PartialResult> parts(tiers_.size(), {at::empty({0, q.size(1), q.size(2)}, q.options()), at::empty({q.size(1), 0}, q.options().dtype(at::kFloat))});
+    // Each implementation's tiers together (split-key attention launches its as one kernel).
+    for (const PartialAttention* kernel : {kernels_.varlen.get(), kernels_.split_key.get()}) {
+      std::vector<size_t> taken;
+      std::vector<const DeviceTier*> tiers;
+      for (size_t i = 0; i < tiers_.size(); ++i) {
+        const CascadeTier& l = *tiers_[i].tier;
+        if (l.total_q() == 0 || &kernels_.of(l) != kernel) continue;
+        // What the tier's launch takes from the host, for the CUDA graph check on the CPU (runner/launch_record.h).
+        RECORD_FUNCTION(kernel->name(), std::vector<c10::IValue>({q, k, v, tiers_[i].cu_q, tiers_[i].cu_k, l.causal, int64_t{l.window_left},
+                                                                  int64_t{l.max_q}, int64_t{l.max_k}}));
+        taken.push_back(i);
+        tiers.push_back(&tiers_[i]);
       }
-      // What the tier's launch takes from the host, for the CUDA graph check on the CPU (runner/launch_record.h).
-      const PartialAttention& kernel = kernels_.of(l);
-      RECORD_FUNCTION(kernel.name(), std::vector<c10::IValue>({q, k, v, tier.cu_q, tier.cu_k, l.causal, int64_t{l.window_left},
-                                                               int64_t{l.max_q}, int64_t{l.max_k}}));
-      parts.push_back(attend_tier(kernel, q, k, v, tier));
+      if (tiers.empty()) continue;
+      auto results = kernel->attend_together(q, k, v, tiers);
+      for (size_t j = 0; j < taken.size(); ++j) parts[taken[j]] = std::move(results[j]);
     }
     return merge_attention(merge_, parts, q.scalar_type());
   }

@@ -15,6 +15,7 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <vector>
 
 #include "batch/cascade_plan.h"
 
@@ -53,6 +54,10 @@ class PartialAttention {
   // Whether operator() takes the step's q and the key and value sources whole, and reads the tier's rows in them
   // through its arrays (q_rows, k_rows), rather than the tier's rows taken out first (attend_tier).
   virtual bool reads_in_place() const { return false; }
+  // The step's tiers this implementation takes, computed in the order given: each by attend_tier here; split-key
+  // attention launches them as one kernel (a launch fewer a layer for each tier past the first).
+  virtual std::vector<PartialResult> attend_together(const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
+                                                     const std::vector<const DeviceTier*>& tiers) const;
   // Whether its launches for the plan's tiers, put in the fixed form (batch/fixed_cascade.h), are
   // the same for every plan of that form: what a CUDA graph needs. Not so where it pads each tier
   // to its longest sequence (the ATen form): the fixed form would pad every sequence to the bucket.

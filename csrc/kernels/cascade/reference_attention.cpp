@@ -115,6 +115,13 @@ PartialResult attend_tier(const PartialAttention& impl, const at::Tensor& q, con
   return impl(rows, k_source.index_select(0, tier.k_rows), v_source.index_select(0, tier.k_rows), tier);
 }
 
+std::vector<PartialResult> PartialAttention::attend_together(const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
+                                                             const std::vector<const DeviceTier*>& tiers) const {
+  std::vector<PartialResult> parts;
+  for (const DeviceTier* tier : tiers) parts.push_back(attend_tier(*this, q, k_source, v_source, *tier));
+  return parts;
+}
+
 std::unique_ptr<PartialAttention> reference_partial_attention(double softcap) { return std::make_unique<ReferencePartialAttention>(softcap); }
 
 }  // namespace tq

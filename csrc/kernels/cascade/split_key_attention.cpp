@@ -9,9 +9,11 @@
 // and head suits a few rows over many keys, not a long run over itself.
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/cascade/partial_attention.h"
 #include "kernels/math/split_key_math.h"
@@ -45,17 +47,43 @@ class SplitKeyAttention : public PartialAttention {
   // q: the step's, taken to the store's dtype (the CPU's kernels give fp32 rows beside a bf16 cache; the fused
   // ones, as on CUDA, rows in the cache's dtype already); k_store, v_store: where the tier's key rows point.
   PartialResult operator()(const at::Tensor& step_q, const at::Tensor& k_store, const at::Tensor& v_store, const DeviceTier& dl) const override {
+    return attend_together(step_q, k_store, v_store, {&dl})[0];
+  }
+
+  // The tiers in one launch on CUDA (up to split_key::kLaunchTiers a launch); on the CPU, each by its host twin.
+  std::vector<PartialResult> attend_together(const at::Tensor& step_q, const at::Tensor& k_store, const at::Tensor& v_store,
+                                             const std::vector<const DeviceTier*>& tiers) const override {
     const auto q = step_q.to(k_store.scalar_type());
     check_operands(q, k_store, v_store);
-    const int64_t rows = dl.tier->total_q(), heads = q.size(1), dim = q.size(2);
-    auto out = at::empty({rows, heads, dim}, q.options());
-    auto lse = at::empty({heads, rows}, q.options().dtype(at::kFloat));
+    std::vector<PartialResult> parts;
+    std::vector<split_key::SplitKeyArgs> args;
+    for (const DeviceTier* dl : tiers) {
+      const int64_t rows = dl->tier->total_q();
+      parts.push_back({at::empty({rows, q.size(1), q.size(2)}, q.options()), at::empty({q.size(1), rows}, q.options().dtype(at::kFloat))});
+      args.push_back(args_of(q, k_store, v_store, *dl, parts.back()));
+    }
+    if (q.is_cpu()) {
+      for (const auto& a : args) on_host(a);
+    } else {
+      for (size_t first = 0; first < args.size(); first += split_key::kLaunchTiers) {
+        split_key::SplitKeyLaunch launch{};
+        launch.tiers = static_cast<int>(std::min<size_t>(split_key::kLaunchTiers, args.size() - first));
+        for (int t = 0; t < launch.tiers; ++t) launch.tier[t] = args[first + t];
+        on_device(launch);
+      }
+    }
+    return parts;
+  }
+
+ private:
+  split_key::SplitKeyArgs args_of(const at::Tensor& q, const at::Tensor& k_store, const at::Tensor& v_store, const DeviceTier& dl,
+                                  const PartialResult& into) const {
     split_key::SplitKeyArgs a{};
-    a.rows = static_cast<int>(rows);
-    a.heads = static_cast<int>(heads);
+    a.rows = static_cast<int>(dl.tier->total_q());
+    a.heads = static_cast<int>(q.size(1));
     a.kv_heads = static_cast<int>(k_store.size(1));
-    a.dim = static_cast<int>(dim);
-    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+    a.dim = static_cast<int>(q.size(2));
+    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.dim)));
     a.softcap = softcap_;
     a.q = q.data_ptr();
     a.q_row_stride = q.stride(0);
@@ -71,14 +99,11 @@ class SplitKeyAttention : public PartialAttention {
     a.k_store = k_store.data_ptr();
     a.v_store = v_store.data_ptr();
     a.bf16 = q.scalar_type() == at::kBFloat16;
-    a.out = out.data_ptr();
-    a.lse = lse.data_ptr<float>();
-    if (q.is_cpu()) on_host(a);
-    else on_device(a);
-    return {out, lse};
+    a.out = into.out.data_ptr();
+    a.lse = into.lse.data_ptr<float>();
+    return a;
   }
 
- private:
   // The kernel's grid walked on the host (split_key::block_item): each block's items, the blocks spread over threads.
   static void on_host(const split_key::SplitKeyArgs& a) {
     const int warps = split_key::kBlockWarps, groups = split_key::item_groups(a, warps);
@@ -95,11 +120,11 @@ class SplitKeyAttention : public PartialAttention {
     });
   }
 
-  static void on_device(const split_key::SplitKeyArgs& a) {
+  static void on_device(const split_key::SplitKeyLaunch& launch) {
 #if TQ_CUDA
-    cuda::check_launch("split-key attention", [&] { return cuda::launch_split_key_attention(a, c10::cuda::getCurrentCUDAStream()); });
+    cuda::check_launch("split-key attention", [&] { return cuda::launch_split_key_attention(launch, c10::cuda::getCurrentCUDAStream()); });
 #else
-    (void)a;
+    (void)launch;
     throw std::invalid_argument("split-key attention off the CPU needs a CUDA build");
 #endif
   }

@@ -1,5 +1,7 @@
-// A block per (sequence, key head, group of kWarps items), an item being one of
-// the sequence's rows with one of the query heads that share the key head. The
+// One launch for a step's tiers of a layer (a warm question's own and its
+// state's), a block per (tier, sequence, key head, group of kWarps items), an
+// item being one of the sequence's rows with one of the query heads that share
+// the key head. The
 // block walks the keys its rows see a tile of 32 at a time (the sequence's
 // tiles, from its first key; a warp skips a tile its row sees none of, and
 // scores a key it does not see as -inf): its threads copy the
@@ -20,6 +22,7 @@ namespace tq::cuda {
 namespace {
 
 using split_key::SplitKeyArgs;
+using split_key::SplitKeyLaunch;
 
 constexpr int kLanes = 32;
 constexpr int kWarps = split_key::kBlockWarps;
@@ -88,9 +91,14 @@ struct TileFetch {
 };
 
 template <typename T, int kPieces>
-__global__ void split_key_kernel(SplitKeyArgs a) {
+__global__ void split_key_kernel(SplitKeyLaunch launch) {
   extern __shared__ __align__(16) unsigned char shared[];
-  const int seq = blockIdx.x, kv_head = blockIdx.y, lane = threadIdx.x % kLanes;
+  // The block's tier: the grid's x runs over the tiers' sequences in turn; its z over the most item groups of one.
+  int tier = 0, seq = blockIdx.x;
+  for (; tier + 1 < launch.tiers && seq >= launch.tier[tier].sequences; ++tier) seq -= launch.tier[tier].sequences;
+  const SplitKeyArgs a = launch.tier[tier];
+  const int kv_head = blockIdx.y, lane = threadIdx.x % kLanes;
+  if (static_cast<int>(blockIdx.z) >= split_key::item_groups(a, kWarps)) return;
   // The whole block leaves where its first warp has no item (no barrier is left waiting); else each warp its own.
   if (!split_key::block_item(a, seq, kv_head, blockIdx.z, 0, kWarps).active) return;
   const auto [row, head, active] = split_key::block_item(a, seq, kv_head, blockIdx.z, threadIdx.x / kLanes, kWarps);
@@ -147,36 +155,52 @@ __global__ void split_key_kernel(SplitKeyArgs a) {
 }
 
 template <typename T, int kPieces>
-cudaError_t launch_for(const SplitKeyArgs& a, cudaStream_t stream) {
+cudaError_t launch_for(const SplitKeyLaunch& launch, cudaStream_t stream) {
+  const SplitKeyArgs& a = launch.tier[0];
   const size_t bytes = shared_bytes<T>(a.dim);
   // Over 48 KB (fp32 at the largest head dims) a kernel must opt in; the attribute is the device's, so it is set each time.
   if (bytes > (48 << 10))
     if (const cudaError_t e = cudaFuncSetAttribute(split_key_kernel<T, kPieces>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
         e != cudaSuccess)
       return e;
-  const dim3 grid(static_cast<unsigned>(a.sequences), static_cast<unsigned>(a.kv_heads), static_cast<unsigned>(split_key::item_groups(a, kWarps)));
-  split_key_kernel<T, kPieces><<<grid, kWarps * kLanes, bytes, stream>>>(a);
+  unsigned sequences = 0, groups = 0;
+  for (int t = 0; t < launch.tiers; ++t) {
+    sequences += static_cast<unsigned>(launch.tier[t].sequences);
+    groups = max(groups, static_cast<unsigned>(split_key::item_groups(launch.tier[t], kWarps)));
+  }
+  const dim3 grid(sequences, static_cast<unsigned>(a.kv_heads), groups);
+  split_key_kernel<T, kPieces><<<grid, kWarps * kLanes, bytes, stream>>>(launch);
   return cudaGetLastError();
 }
 
 // A tile's 16-byte pieces a thread: 32 keys of dim / 8 pieces over the block's threads (fp32 tiles move element-wise).
 template <typename T>
-cudaError_t launch_by_dim(const SplitKeyArgs& a, cudaStream_t stream) {
+cudaError_t launch_by_dim(const SplitKeyLaunch& launch, cudaStream_t stream) {
   if constexpr (sizeof(T) != 2) {
-    return launch_for<T, 1>(a, stream);
+    return launch_for<T, 1>(launch, stream);
   } else {
-    const int pieces = (kLanes * a.dim / 8 + kWarps * kLanes - 1) / (kWarps * kLanes);
-    if (pieces <= 1) return launch_for<T, 1>(a, stream);
-    return pieces <= 2 ? launch_for<T, 2>(a, stream) : launch_for<T, split_key::kMaxDim / 64>(a, stream);
+    const int pieces = (kLanes * launch.tier[0].dim / 8 + kWarps * kLanes - 1) / (kWarps * kLanes);
+    if (pieces <= 1) return launch_for<T, 1>(launch, stream);
+    return pieces <= 2 ? launch_for<T, 2>(launch, stream) : launch_for<T, split_key::kMaxDim / 64>(launch, stream);
   }
 }
 
 }  // namespace
 
-cudaError_t launch_split_key_attention(const SplitKeyArgs& args, cudaStream_t stream) {
-  if (args.rows == 0 || args.sequences == 0 || args.max_rows == 0) return cudaSuccess;
-  if (args.dim > split_key::kMaxDim || args.kv_heads <= 0 || args.heads % args.kv_heads != 0) return cudaErrorInvalidValue;
-  return args.bf16 ? launch_by_dim<uint16_t>(args, stream) : launch_by_dim<float>(args, stream);
+cudaError_t launch_split_key_attention(const SplitKeyLaunch& launch, cudaStream_t stream) {
+  if (launch.tiers < 1 || launch.tiers > split_key::kLaunchTiers) return cudaErrorInvalidValue;
+  const SplitKeyArgs& first = launch.tier[0];
+  bool work = false;
+  for (int t = 0; t < launch.tiers; ++t) {
+    const SplitKeyArgs& a = launch.tier[t];
+    // One grid, one block shape: the tiers of one layer's step, alike in heads, dims and dtype.
+    if (a.dim > split_key::kMaxDim || a.kv_heads <= 0 || a.heads % a.kv_heads != 0 || a.dim != first.dim || a.heads != first.heads ||
+        a.kv_heads != first.kv_heads || a.bf16 != first.bf16)
+      return cudaErrorInvalidValue;
+    work = work || (a.rows > 0 && a.sequences > 0 && a.max_rows > 0);
+  }
+  if (!work) return cudaSuccess;
+  return first.bf16 ? launch_by_dim<uint16_t>(launch, stream) : launch_by_dim<float>(launch, stream);
 }
 
 }  // namespace tq::cuda

@@ -54,6 +54,14 @@ struct SplitKeyArgs {
   float* lse;                     // [heads, rows]
 };
 
+// One launch's tiers (a step's split-key tiers of a layer: a warm question's own and its state's, side by side in one
+// grid); more are launched in turns.
+constexpr int kLaunchTiers = 4;
+struct SplitKeyLaunch {
+  SplitKeyArgs tier[kLaunchTiers];
+  int tiers;
+};
+
 }  // namespace tq::split_key
 
 namespace tq::exact {

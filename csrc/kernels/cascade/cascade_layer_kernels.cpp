@@ -105,7 +105,8 @@ class CascadeAttention : public StepAttention {
   // k, v: where the tiers' key rows point (the step's keys, or the store).
   at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const {
     // A tier the fixed form holds for a step without its rows launches nothing; no merge entry reads it.
-    std::vector<PartialResult> parts(tiers_.size(), {at::empty({0, q.size(1), q.size(2)}, q.options()), at::empty({q.size(1), 0}, q.options().dtype(at::kFloat))});
+    const PartialResult none{at::empty({0, q.size(1), q.size(2)}, q.options()), at::empty({q.size(1), 0}, q.options().dtype(at::kFloat))};
+    std::vector<PartialResult> parts(tiers_.size(), none);
     // Each implementation's tiers together (split-key attention launches its as one kernel).
     for (const PartialAttention* kernel : {kernels_.varlen.get(), kernels_.split_key.get()}) {
       std::vector<size_t> taken;

@@ -266,7 +266,7 @@ ATEN_PATH = ["--kernels", "aten"]
 FAST_PATHS = {
     "tqserve_fused": ["--kernels", "fused", "--cuda-graphs", "off"],
     "tqserve_fast": ["--kernels", "fused", "--attention", "cascade", "--cuda-graphs", "on"],
-    # The fast path with its state tier on our split-key kernel, read in place (--state-attention; not yet a default).
+    # The fast path with a question's tiers (its state's, its own) on our split-key kernel, read in place (--state-attention; not yet a default).
     "tqserve_split_key": ["--kernels", "fused", "--attention", "cascade", "--cuda-graphs", "on", "--state-attention", "split-key"],
 }
 DEFAULT_PATH = "tqserve_fast"
@@ -290,7 +290,7 @@ def benchmark(args, done=lambda r: None):
         except Exception as e:
             r[key] = {"error": repr(e)}
         done(r)
-    # Split-key's state tier against the fast path's, workload by workload (above 1: split-key faster): which to default to.
+    # Split-key against the fast path's varlen tiers, workload by workload (above 1: split-key faster): which to default to.
     if all(k in r and "error" not in r[k] for k in ("tqserve_fast", "tqserve_split_key")):
         r["ratios_split_key_vs_fast"] = ratios(r["tqserve_split_key"], r["tqserve_fast"])
     # The ratios and goals are the default path's where it ran, else ATen's (r["ratios_path"] says which).
@@ -386,7 +386,7 @@ def profile_markdown(profiled):
 
 # ------------------------------------------------------------------------------- invariance at size
 def invariance_at_size(args):
-    """The default path's invariance at size and, under "split_key", the same with the state tier on split-key attention."""
+    """The default path's invariance at size and, under "split_key", the same with a question's tiers on split-key attention."""
     r = invariance_on_path(args, FAST_PATHS[DEFAULT_PATH])
     try:
         r["split_key"] = invariance_on_path(args, FAST_PATHS["tqserve_split_key"])

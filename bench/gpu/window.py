@@ -15,7 +15,7 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
   1 build      tq_cli, and the server's addon where the bundle came along (one CMake build)
   2 models     bench-qwen3, tiny-qwen3, tiny-llama (make_models.py, one process each)
   3 profile    the benchmark's four workloads on the default path under the profiler (tq_cli answer --profile),
-               and on CUDA two with the state tier on split-key attention; each call's kernels ranked (kernel_profile.py):
+               and on CUDA two on split-key attention (a question's tiers); each call's kernels ranked (kernel_profile.py):
                the top 15 printed, all in profile.md
   4 bench      the benchmark alone (the fast path, with and without split-key, and ATen's against plain PyTorch
                with CUDA graphs and transformers)
@@ -212,7 +212,7 @@ class Window:
         return os.path.exists(os.path.join(self.args.models, name, "config.json"))
 
     def selfchecks(self, names):
-        """The fused forward as it runs by default, then with its state tier on split-key attention (tiny-qwen3; in bf16
+        """The fused forward as it runs by default, then with a question's tiers on split-key attention (tiny-qwen3; in bf16
         alone on the GPU, the fast path's dtype: the kernel's fp32 form is compared with its host twin just before)."""
         split_key = ["--state-attention", "split-key"] + (["--dtypes", "bf16"] if self.cuda and not self.args.short else [])
         checks = [self.selfcheck(names), self.split_key_kernel(),

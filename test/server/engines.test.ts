@@ -2,9 +2,13 @@
  * Several engine processes behind one address (--engines 2, on the CPU): the same bits as one engine; a state's
  * second ask served from the cache of the engine that computed it (affinity from the request, or X-State-Key);
  * one engine's death costs only its requests in flight (503 with Retry-After, none reset) while the other
- * answers, and the engine is restarted.
+ * answers, and the engine is restarted. And a message sent to an engine process that has just died fails its call
+ * with the death, never the server.
  */
+import * as fs from 'fs';
+import { EngineClient } from '../../src/server/engine-process/client';
 import { expectSameAnswers, rawRequest, RunningServer, startServer } from '../helpers/server';
+import { tinyModel } from '../helpers/models';
 
 jest.setTimeout(180_000);
 
@@ -117,4 +121,21 @@ test("a killed engine's requests in flight get 503 with Retry-After, the other e
   } finally {
     await server.stop();
   }
+});
+
+// The race that once reset every connection of the test above (CI, 2026-11-29): a message to an engine process that has
+// died, sent before its exit reached the server (the IPC channel still `connected`), failed with EPIPE as an 'error'
+// event no one heard, and the server ended. Made certain here: the process is dead (a zombie, its pipe closed) before
+// this process's event loop can see its exit.
+test('a message to an engine process that has died, before its exit is seen, fails the call with the death, not the process', async () => {
+  const deaths: string[] = [];
+  const client = await EngineClient.start(
+    { load: { path: tinyModel('tiny-qwen3'), dtype: 'fp32', threads: 1 }, batchTokens: 0, busyPollMs: 0, callsInFlight: 1 },
+    (reason) => deaths.push(reason),
+  );
+  const pid = client.pid;
+  process.kill(pid, 'SIGKILL');
+  while (!/^\d+ \(.*\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'))); // in this turn of the event loop
+  await expect(client.metricsReport()).rejects.toThrow('the engine process exited (signal SIGKILL)');
+  expect(deaths).toEqual(['the engine process exited (signal SIGKILL)']);
 });

@@ -75,6 +75,12 @@ export class EngineClient implements EngineLike {
         { busyPollMs: args.busyPollMs, busy: () => (client?.pending.size ?? 0) > 0 },
       );
       child.on('message', (wire: ChannelWire<HostMessage>) => channel.receive(wire));
+      // A message sent after the process died and before its exit reached this one (`connected` still true) fails
+      // with EPIPE as an 'error' event, which unheard would end the server: its exit, just behind, answers the calls
+      // (the message's among them). Before it loaded, an error is its start's failure.
+      child.on('error', (e) => {
+        if (!client) reject(e);
+      });
       child.on('exit', (code, signal) => {
         const reason = `the engine process exited (${signal ? `signal ${signal}` : `code ${code}`})`;
         if (!client) return reject(new Error(reason));

@@ -104,9 +104,7 @@ class CascadeAttention : public StepAttention {
  private:
   // k, v: where the tiers' key rows point (the step's keys, or the store).
   at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const {
-    // A tier the fixed form holds for a step without its rows launches nothing; no merge entry reads it.
-    const PartialResult none{at::empty({0, q.size(1), q.size(2)}, q.options()), at::empty({q.size(1), 0}, q.options().dtype(at::kFloat))};
-    std::vector<PartialResult> parts(tiers_.size(), none);
+    std::vector<PartialResult> parts(tiers_.size());
     // Each implementation's tiers together (split-key attention launches its as one kernel).
     for (const PartialAttention* kernel : {kernels_.varlen.get(), kernels_.split_key.get()}) {
       std::vector<size_t> taken;
@@ -124,6 +122,9 @@ class CascadeAttention : public StepAttention {
       auto results = kernel->attend_together(q, k, v, tiers);
       for (size_t j = 0; j < taken.size(); ++j) parts[taken[j]] = std::move(results[j]);
     }
+    // A tier the fixed form holds for a step without its rows launches nothing; no merge entry reads it.
+    for (size_t i = 0; i < tiers_.size(); ++i)
+      if (tiers_[i].tier->total_q() == 0) parts[i] = {at::empty({0, q.size(1), q.size(2)}, q.options()), at::empty({q.size(1), 0}, q.options().dtype(at::kFloat))};
     return merge_attention(merge_, parts, q.scalar_type());
   }
 

@@ -187,6 +187,8 @@ def ours(args, folder, state, questions, labels, many, runs, extra=()):
         "warm_cached_tokens": warm["calls"][0][0]["cachedTokens"],
         # Steps of the last repetition that replayed a CUDA graph (a prefill's bucket among them since 4,096-token buckets).
         "graph_replays": {k: c["calls"][0][0]["graphReplays"] for k, c in (("cold_prefill", cold), ("state_16_questions", sixteen), ("warm_question", warm))},
+        # The host's work before the call's steps ran (planMs, the last repetition): a lone call's first step waits for it.
+        "plan_ms": {k: c["calls"][0][0].get("planMs") for k, c in (("cold_prefill", cold), ("state_16_questions", sixteen), ("warm_question", warm))},
         "memory_bytes": max(cold["gpuUsedBytes"], sixteen["gpuUsedBytes"]),
         "label_logits_cold": cold["calls"][0][0]["answers"][0]["labelLogits"],
         "info": cold["info"],
@@ -496,6 +498,8 @@ def benchmark_markdown(bm, states):
                   "".join(f"; {p} {bm[p]['memory_bytes'] / 2**30:.2f} GiB" for p in peers) + ".",
                   f"Readout share of engine time (state + 16 questions): {100 * t['readout_share']:.2f}%.",
                   "Steps that replayed a CUDA graph in the last repetition: " + ", ".join(f"{k} {v}" for k, v in t["graph_replays"].items()) + ".",
+                  "The host's planning of each call before its steps ran (planMs, the last repetition): " +
+                  ", ".join(f"{k} {v:.3f} ms" for k, v in t.get("plan_ms", {}).items() if v is not None) + ".",
                   "tqserve throughput by step size: " + ", ".join(f"{k}: {v['tokens_per_s']:,.0f} tok/s" for k, v in t["throughput"].items())]
     if "max_abs_probability_diff_vs_torch_graphs" in bm:
         lines += ["", f"Label probabilities of the cold prefill, tqserve vs torch graphs: max abs diff {bm['max_abs_probability_diff_vs_torch_graphs']:.1e}."]

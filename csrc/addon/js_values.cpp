@@ -213,6 +213,7 @@ Napi::Value to_js(Napi::Env env, const AnswerResult& r) {
   timing.Set("stateMs", r.state_ms);
   timing.Set("questionsMs", r.questions_ms);
   timing.Set("readoutMs", r.readout_ms);
+  timing.Set("planMs", r.plan_ms);
   out.Set("timing", timing);
   out.Set("stateTokens", static_cast<double>(r.state_tokens));
   out.Set("questionTokens", static_cast<double>(r.question_tokens));

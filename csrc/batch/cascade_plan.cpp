@@ -23,11 +23,14 @@ SegmentKeyMap segment_keys(const at::Tensor& key_positions, const at::Tensor& ke
   const int64_t* s = seg.data_ptr<int64_t>();
   const int64_t n = pos.size(0);
   SegmentKeyMap out;
+  SegmentKeys* k = nullptr;  // the segment of the key before: looked up again only where the segment changes
   for (int64_t j = 0; j < n; ++j) {
-    auto& k = out[s[j]];
-    if (k.begin < 0) k = {static_cast<int32_t>(j), static_cast<int32_t>(j), p[j]};
-    if (k.end != j || p[j] != k.position + (j - k.begin)) throw std::logic_error("plan_cascade: a segment's keys are not one run by position");
-    k.end = static_cast<int32_t>(j + 1);
+    if (j == 0 || s[j] != s[j - 1]) {
+      k = &out[s[j]];
+      if (k->begin < 0) *k = {static_cast<int32_t>(j), static_cast<int32_t>(j), p[j]};
+    }
+    if (k->end != j || p[j] != k->position + (j - k->begin)) throw std::logic_error("plan_cascade: a segment's keys are not one run by position");
+    k->end = static_cast<int32_t>(j + 1);
   }
   return out;
 }

@@ -149,6 +149,10 @@ struct PackedTokens {
 struct ForwardInfo {
   double state_ms = 0;
   double questions_ms = 0;
+  // The host's planning of the steps, apart from their forward passes: the prefix looked up, the steps planned and
+  // padded, their attention planned and their arrays moved to the device (a CUDA graph's buffers refilled). On
+  // CUDA a lone call's first step waits for it; with calls in flight it overlaps the call before.
+  double plan_ms = 0;
   int64_t computed_tokens = 0;  // tokens the forward pass computed (the whole call)
   int64_t padding_tokens = 0;   // padding tokens it also computed, in bucketed steps (batch/step_buckets.h)
   int64_t graph_replays = 0;    // steps that replayed a CUDA graph an earlier step captured (runner/step_graphs.h)

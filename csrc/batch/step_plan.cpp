@@ -9,6 +9,15 @@ at::Tensor long_tensor(const std::vector<int64_t>& v) {
   return at::tensor(at::ArrayRef<int64_t>(v), at::TensorOptions().dtype(at::kLong));
 }
 
+// values[i] for each i of `index`, as a tensor: gathered on the host in one pass (a step is planned before every
+// launch, a warm question's too; each tensor op costs the host microseconds).
+at::Tensor gathered(const std::vector<int64_t>& values, const std::vector<int64_t>& index) {
+  auto out = at::empty({static_cast<int64_t>(index.size())}, at::TensorOptions().dtype(at::kLong));
+  int64_t* to = out.data_ptr<int64_t>();
+  for (size_t i = 0; i < index.size(); ++i) to[i] = values[index[i]];
+  return out;
+}
+
 // The step's M-RoPE positions and image embeddings (a multimodal call).
 void add_images(const PackedTokens& packed, const at::Tensor& image_embeds, const std::vector<int64_t>& queries, const at::Tensor& q_index,
                 StepBatch& batch) {
@@ -34,9 +43,8 @@ std::vector<Step> plan_steps(const PackedTokens& packed, const std::vector<int64
   const int64_t n = static_cast<int64_t>(packed.ids.size());
   const auto seg_start = packed.segment_offsets();
   const auto segments = packed.segments();
-  auto all_ids = long_tensor(packed.ids), all_pos = long_tensor(packed.positions()), all_seg = long_tensor(segments),
-       all_parent = long_tensor(packed.parents()), all_root = long_tensor(packed.roots()), all_slots = long_tensor(slots);
-  const auto all_long_rope = packed.any_long_rope() ? long_tensor(packed.long_rope()) : at::Tensor();
+  const auto positions = packed.positions(), parents = packed.parents(), roots = packed.roots();
+  const auto long_rope = packed.any_long_rope() ? packed.long_rope() : std::vector<int64_t>();
   std::vector<int64_t> out_of_row(n, -1);
   for (size_t r = 0; r < packed.output_rows.size(); ++r) out_of_row[packed.output_rows[r]] = static_cast<int64_t>(r);
 
@@ -66,14 +74,13 @@ std::vector<Step> plan_steps(const PackedTokens& packed, const std::vector<int64
         local_rows.push_back(static_cast<int64_t>(qi));
         step.output_index.push_back(out_of_row[queries[qi]]);
       }
-    auto q_index = long_tensor(queries), key_index = long_tensor(keys);
-    step.batch = StepBatch{all_ids.index_select(0, q_index),    all_pos.index_select(0, q_index),  all_seg.index_select(0, q_index),
-                           all_parent.index_select(0, q_index), all_root.index_select(0, q_index), all_slots.index_select(0, q_index),
+    step.batch = StepBatch{gathered(packed.ids, queries), gathered(positions, queries), gathered(segments, queries),
+                           gathered(parents, queries),    gathered(roots, queries),     gathered(slots, queries),
                            key_end,
-                           all_slots.index_select(0, key_index), all_pos.index_select(0, key_index), all_seg.index_select(0, key_index),
+                           gathered(slots, keys),         gathered(positions, keys),    gathered(segments, keys),
                            local_rows};
-    if (packed.multimodal) add_images(packed, image_embeds, queries, q_index, step.batch);
-    if (all_long_rope.defined()) step.batch.long_rope = all_long_rope.index_select(0, q_index);
+    if (packed.multimodal) add_images(packed, image_embeds, queries, long_tensor(queries), step.batch);
+    if (!long_rope.empty()) step.batch.long_rope = gathered(long_rope, queries);
     steps.push_back(std::move(step));
   }
   return steps;

@@ -258,6 +258,7 @@ json result_json(const tq::AnswerResult& r) {
           {"stateMs", r.state_ms},
           {"questionsMs", r.questions_ms},
           {"readoutMs", r.readout_ms},
+          {"planMs", r.plan_ms},
           {"cachedTokens", r.cached_tokens},
           {"computedTokens", r.computed_tokens}, {"paddingTokens", r.padding_tokens}, {"graphReplays", r.graph_replays}};
 }

@@ -22,9 +22,12 @@ std::unique_ptr<LaunchedBatch> Engine::launch_batch(std::vector<AnswerRequest> r
   // A call with images is multimodal throughout (batch/packed_tokens.h): its states are expanded around their images.
   b.multimodal = std::any_of(b.requests.begin(), b.requests.end(), [](const AnswerRequest& r) { return !r.images.empty(); });
   if (b.multimodal) require_vision("the request");
+  const auto packing = std::chrono::steady_clock::now();
   b.prompts = checked_prompts(b.requests, b.multimodal);
   b.packed = pack(b.requests, b.prompts, b.multimodal);
+  const double pack_ms = ms_since(packing);
   b.forward = model_->final_hidden(b.packed.tokens);  // on CUDA, queued: the device may still run its steps
+  b.forward.info.plan_ms += pack_ms;
   const auto t0 = std::chrono::steady_clock::now();
   // Every question's labels in one readout (on CUDA, one launch), in output-row order.
   std::vector<ReadoutQuestion> questions;
@@ -47,6 +50,7 @@ std::vector<AnswerResult> Engine::finish_batch(LaunchedBatch& b) {
     res.state_ms = info.state_ms;
     res.questions_ms = info.questions_ms;
     res.readout_ms = readout_ms;
+    res.plan_ms = info.plan_ms;
     res.computed_tokens = info.computed_tokens;
     res.padding_tokens = info.padding_tokens;
     res.graph_replays = info.graph_replays;

@@ -18,6 +18,11 @@ void upload_together(const std::vector<at::Tensor*>& tensors, at::Device device)
 // in one buffer on `device`, each tensor replaced by its view. Returns the buffer.
 at::Tensor pack_into_one(const std::vector<at::Tensor*>& tensors, at::Device device);
 
+// Host tensors copied into `buffer`, which pack_into_one made from tensors of the same sizes and types in the
+// same order, in one copy that does not block (a CUDA graph's buffers refilled for a later step). Throws
+// std::logic_error where the tensors would not fill the buffer exactly as its own did.
+void copy_into_packed(const std::vector<const at::Tensor*>& tensors, const at::Tensor& buffer);
+
 // An index list as an int64 tensor on `device`, copied there without blocking.
 at::Tensor index_on(at::Device device, const std::vector<int64_t>& index);
 

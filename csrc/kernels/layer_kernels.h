@@ -47,10 +47,15 @@ class StepAttention {
   virtual at::Tensor over_store(const at::Tensor& q, const at::Tensor& k_store, const at::Tensor& v_store, const at::Tensor& key_slots) const {
     return (*this)(q, k_store.index_select(0, key_slots), v_store.index_select(0, key_slots));
   }
+  // The arrays its launches read that it leaves on the host when planned, in a fixed order: the step moves them to
+  // the device with its own in one copy (runner/step_inputs.h), before the plan runs. Empty where the plan has
+  // placed its arrays itself.
+  virtual std::vector<at::Tensor*> arrays() { return {}; }
   // For CUDA graphs (runner/step_graphs.h). The host values its launches take (sizes, flags, the
   // lengths of the arrays they read): two plans with equal ones launch alike, so a graph captured
-  // with one replays the other once refill_from has copied it into the first's arrays. Empty where
-  // the plan is not in such a fixed shape (batch/fixed_cascade.h): its step runs without a graph.
+  // with one replays the other once the other's arrays are copied into the first's (in the step's one
+  // copy) and refill_from has taken what else it holds on the host. Empty where the plan is not in
+  // such a fixed shape (batch/fixed_cascade.h): its step runs without a graph.
   virtual std::vector<int64_t> launch_shape() const { return {}; }
   virtual void refill_from(const StepAttention& /*other*/) { throw std::logic_error("refill_from: a plan without a fixed shape"); }
 };

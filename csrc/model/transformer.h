@@ -46,6 +46,8 @@ struct StepInputs {
   // The launch shapes of its plans and the sizes of its tensors: equal for two steps that launch
   // alike. Empty where a plan has none (the step runs without a graph).
   std::vector<int64_t> launch_shape;
+  // Once placed on the device (runner/step_inputs.h): the buffer its arrays and its plans' are views of.
+  at::Tensor placed;
 };
 
 struct CheckpointWeights;  // transformer_weights.cpp: where the constructor takes weights from

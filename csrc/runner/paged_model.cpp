@@ -93,14 +93,25 @@ bool PagedModel::remeasure_level() {
 
 at::Tensor PagedModel::step_forward(const StepBatch& step, ForwardInfo& info) {
   TQ_PROFILE_SCOPE("tq::step_forward");
+  const auto planning = std::chrono::steady_clock::now();
   // A traced forward computes the output rows alone in its last layer, as the path it is compared with does.
   auto inputs = prepare_step(*transformer_, step, !tracing_);
-  if (inputs.launch_shape.empty()) return transformer_->run(inputs, *cache_);
+  if (inputs.launch_shape.empty()) {
+    place_step(inputs, options_.kernels.device);
+    info.plan_ms += ms_since(planning);
+    return transformer_->run(inputs, *cache_);
+  }
   // A step of a fixed launch shape (a graph's) computes every row: the output rows are taken from them.
   const auto rows = index_on(options_.kernels.device, step.output_rows);
-  if (!graphs_) return transformer_->run(inputs, *cache_).index_select(0, rows);
+  if (!graphs_) {
+    place_step(inputs, options_.kernels.device);
+    info.plan_ms += ms_since(planning);
+    return transformer_->run(inputs, *cache_).index_select(0, rows);
+  }
+  auto& graph = graphs_->prepare(std::move(inputs));
+  info.plan_ms += ms_since(planning);
   bool replayed = false;
-  auto hidden = graphs_->run(std::move(inputs), replayed).index_select(0, rows);
+  auto hidden = graphs_->launch(graph, replayed).index_select(0, rows);
   info.graph_replays += replayed;
   return hidden;
 }
@@ -140,11 +151,13 @@ std::vector<std::unique_ptr<Sequence>> PagedModel::allocate(const PackedTokens& 
 
 ForwardResult PagedModel::final_hidden(const PackedTokens& packed) {
   TQ_PROFILE_SCOPE("tq::final_hidden");
+  const auto planning = std::chrono::steady_clock::now();
   const bool caching = options_.prefix_cache && packed.use_prefix_cache;
   const auto offsets = packed.segment_offsets();
   const auto seqs = allocate(packed, offsets, caching);
   const auto slots = slots_to_compute(packed, offsets, seqs);
   ForwardResult result;
+  result.info.plan_ms = ms_since(planning);
   result.info.computed_tokens = static_cast<int64_t>(slots.compute.size());
   run_steps(packed, slots, result);
   // Registered as soon as the steps are queued: a later call's steps, queued behind these, read the blocks after they are written.
@@ -178,7 +191,11 @@ void PagedModel::run_steps(const PackedTokens& packed, const Slots& slots, Forwa
   result.hidden = at::empty({static_cast<int64_t>(packed.output_rows.size()), hidden_size()}, at::TensorOptions().dtype(at::kFloat).device(device));
   std::vector<double> state_shares;
   auto timer = std::make_shared<StepTimer>(device);
-  for (const auto& step : plan_steps(packed, slots.slots, compute, options_.max_step_tokens, image_embeds)) {
+  auto planning = std::chrono::steady_clock::now();
+  const auto steps = plan_steps(packed, slots.slots, compute, options_.max_step_tokens, image_embeds);
+  info.plan_ms += ms_since(planning);
+  for (const auto& step : steps) {
+    planning = std::chrono::steady_clock::now();
     state_shares.push_back(static_cast<double>(step.state_queries) / static_cast<double>(step.batch.token_ids.size(0)));
     StepBatch batch = step.batch;
     if (options_.kernels.fixed_shapes)
@@ -186,6 +203,7 @@ void PagedModel::run_steps(const PackedTokens& packed, const Slots& slots, Forwa
         info.padding_tokens += bucket->tokens - batch.token_ids.size(0);
         pad_step(batch, *bucket, cache_->scratch_slot());
       }
+    info.plan_ms += ms_since(planning);
     auto hidden = step_forward(batch, info);
     if (!step.output_index.empty()) result.hidden.index_copy_(0, index_on(device, step.output_index), hidden);
     timer->step_launched();

@@ -1,15 +1,30 @@
 #include "runner/step_inputs.h"
 
+#include <stdexcept>
 #include <utility>
 
 #include "kernels/host_upload.h"
 
 namespace tq {
+namespace {
+
+// The step's arrays its launches read, in a fixed order: its own, then each plan's (StepAttention::arrays).
+std::vector<at::Tensor*> step_arrays(StepInputs& in) {
+  std::vector<at::Tensor*> arrays;
+  for (auto* t : {&in.token_ids, &in.positions, &in.slots, &in.key_slots, &in.rope_positions, &in.long_rope, &in.image_rows, &in.output_rows})
+    if (t->defined()) arrays.push_back(t);
+  for (auto* plans : {&in.attend, &in.attend_output})
+    for (auto& plan : *plans)
+      if (plan)
+        for (at::Tensor* t : plan->arrays()) arrays.push_back(t);
+  return arrays;
+}
+
+}  // namespace
 
 StepInputs prepare_step(const Transformer& transformer, const StepBatch& step, bool fixed_shape) {
   const auto& c = transformer.config();
   const auto& kernels = transformer.kernels();
-  const auto device = kernels.device();
   StepInputs in;
   in.token_ids = step.token_ids;
   in.positions = step.positions;
@@ -18,12 +33,7 @@ StepInputs prepare_step(const Transformer& transformer, const StepBatch& step, b
   in.rope_positions = step.rope_positions;
   in.long_rope = step.long_rope;
   in.image_rows = step.image_rows;
-  // The host's arrays in one copy that does not wait for the device (the step before may still be running).
-  std::vector<at::Tensor*> arrays;
-  for (auto* t : {&in.token_ids, &in.positions, &in.slots, &in.key_slots, &in.rope_positions, &in.long_rope, &in.image_rows})
-    if (t->defined()) arrays.push_back(t);
-  upload_together(arrays, device);
-  in.image_embeds = step.image_embeds.defined() ? step.image_embeds.to(device) : step.image_embeds;  // made on the device
+  in.image_embeds = step.image_embeds.defined() ? step.image_embeds.to(kernels.device()) : step.image_embeds;  // made on the device
   // One plan per attention rule the layers use: with and without the window (Gemma 3 has both).
   auto plan = [&](const QueryLayout& q, bool sliding) {
     return kernels.plan_attention(q, step.key_positions, step.key_segments, sliding ? c.sliding_window : std::nullopt, c.num_heads);
@@ -46,11 +56,11 @@ StepInputs prepare_step(const Transformer& transformer, const StepBatch& step, b
   }
   in.launch_shape.clear();
   // Past the last layer's K/V only the output rows matter: the rest of that layer runs for them alone.
-  auto rows = at::tensor(at::ArrayRef<int64_t>(step.output_rows), at::TensorOptions().dtype(at::kLong));
-  in.output_rows = index_on(device, step.output_rows);
+  in.output_rows = at::tensor(at::ArrayRef<int64_t>(step.output_rows), at::TensorOptions().dtype(at::kLong));
   if (step.output_rows.empty()) return in;
   std::vector<int64_t> key_end;
   for (auto r : step.output_rows) key_end.push_back(step.key_end[r]);
+  const auto& rows = in.output_rows;
   const QueryLayout out_queries{step.positions.index_select(0, rows), step.segments.index_select(0, rows), step.parents.index_select(0, rows),
                                 step.roots.index_select(0, rows), key_end, step.key_slots};
   const bool sliding = c.layers.back().sliding;
@@ -58,11 +68,19 @@ StepInputs prepare_step(const Transformer& transformer, const StepBatch& step, b
   return in;
 }
 
-void refill_step(StepInputs& into, const StepInputs& from) {
+void place_step(StepInputs& in, at::Device device) {
+  if (in.placed.defined()) throw std::logic_error("place_step: a step placed already");
+  in.placed = pack_into_one(step_arrays(in), device);
+}
+
+void refill_step(StepInputs& into, StepInputs& from) {
   if (into.launch_shape.empty() || into.launch_shape != from.launch_shape) throw std::logic_error("refill: steps of another launch shape");
-  for (auto [a, b] : {std::pair{&into.token_ids, &from.token_ids}, {&into.positions, &from.positions}, {&into.slots, &from.slots},
-                      {&into.key_slots, &from.key_slots}, {&into.rope_positions, &from.rope_positions}, {&into.long_rope, &from.long_rope}})
-    if (a->defined()) a->copy_(*b);
+  if (!into.placed.defined() || from.placed.defined()) throw std::logic_error("refill: from a step on the host into a placed one");
+  const auto to = step_arrays(into), arrays = step_arrays(from);
+  bool alike = to.size() == arrays.size();
+  for (size_t i = 0; alike && i < to.size(); ++i) alike = to[i]->sizes() == arrays[i]->sizes() && to[i]->scalar_type() == arrays[i]->scalar_type();
+  if (!alike) throw std::logic_error("refill: a step whose arrays differ in number, size or type from the graph's");
+  copy_into_packed({arrays.begin(), arrays.end()}, into.placed);
   for (int sliding = 0; sliding < 2; ++sliding)
     if (into.attend[sliding]) into.attend[sliding]->refill_from(*from.attend[sliding]);
 }

@@ -232,7 +232,8 @@ export interface NativeAnswer {
 
 export interface NativeAnswerResult {
   answers: NativeAnswer[];
-  timing: { stateMs: number; questionsMs: number; readoutMs: number };
+  /** planMs: the host's work before the call's steps ran (checked, packed, planned, arrays moved to the device). */
+  timing: { stateMs: number; questionsMs: number; readoutMs: number; planMs: number };
   stateTokens: number;
   questionTokens: number;
   /** State tokens that came from the prefix cache (not computed). */

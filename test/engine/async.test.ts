@@ -20,6 +20,9 @@ test('a long forward pass does not block the event loop', async () => {
     const elapsed = Date.now() - t0;
     clearInterval(timer);
     expect(result.timing.stateMs).toBeGreaterThan(50);
+    // The host's planning before the steps ran is measured apart (ForwardInfo::plan_ms): a part of the call, not all of it.
+    expect(result.timing.planMs).toBeGreaterThan(0);
+    expect(result.timing.planMs).toBeLessThan(result.timing.stateMs);
     // A blocked loop would tick ~0 times; a free one about elapsed / 5.
     expect(ticks).toBeGreaterThan(elapsed / 5 / 4);
   } finally {

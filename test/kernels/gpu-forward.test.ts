@@ -129,8 +129,8 @@ test('cascade: a merge row with no entries merges to 0 without reading a tier', 
   expect(cascade.emptyRow).toEqual({ part: 'emptyRow', zero: true, other: true });
 });
 
-test("a step's arrays go to the device as views of one buffer (step_upload.h): every dtype, empty ones too, aligned and equal", () => {
-  expect(cascade.upload).toEqual({ part: 'upload', arrays: 6, equal: true, oneBuffer: true, aligned: true });
+test("a step's arrays go to the device as views of one buffer (step_upload.h): every dtype, empty ones too, aligned and equal; a later step's are copied into it in one copy (a graph's refill), and arrays of other sizes are refused", () => {
+  expect(cascade.upload).toEqual({ part: 'upload', arrays: 6, equal: true, oneBuffer: true, aligned: true, refilled: true, otherSizesRefused: true });
 });
 
 test('row kernels: every fused kernel row is the bits of the CPU kernels, fp32 and bf16; q/k/v read in bf16 as read widened, four at a time too', () => {

@@ -116,7 +116,7 @@ at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, co
   std::vector<DeviceTier> tiers;
   for (const auto& tier : plan.tiers) tiers.push_back(impl.prepare(tier));
   auto merge = prepare_merge(plan, at::kCPU);
-  // As a CUDA step has them: views of one buffer (step_upload.h; on the CPU the step keeps its own tensors).
+  // As a step has them on every device: views of one buffer (runner/step_inputs.h).
   pack_into_one(step_arrays(tiers, merge), at::kCPU);
   std::vector<PartialResult> parts;
   for (const auto& tier : tiers) parts.push_back(attend_tier(impl, q, k, v, tier));
@@ -376,7 +376,8 @@ void check_empty_row() {
 }
 
 // Arrays of every dtype and shape a step has (empty ones too) packed into one buffer (step_upload.h): each a view of
-// it at an aligned offset, equal to what it was.
+// it at an aligned offset, equal to what it was. Then a later step's arrays of the same sizes copied into that buffer
+// (a CUDA graph's refill, kernels/host_upload.h): the views then equal them; arrays of other sizes are refused.
 void check_upload() {
   std::vector<at::Tensor> arrays{at::arange(5, at::kLong), at::arange(3, at::kInt), at::rand({2, 3, 4}).gt(0.5), at::empty({0}, at::kLong),
                                  at::arange(7, at::kInt).neg(), at::arange(11, at::kLong).mul(1 << 20)};
@@ -393,8 +394,24 @@ void check_upload() {
     one = one && arrays[i].storage().data() == buffer.storage().data();
     aligned = aligned && (static_cast<const char*>(arrays[i].data_ptr()) - static_cast<const char*>(buffer.data_ptr())) % 8 == 0;
   }
-  std::printf("{\"part\":\"upload\",\"arrays\":%zu,\"equal\":%s,\"oneBuffer\":%s,\"aligned\":%s}\n", arrays.size(), equal ? "true" : "false",
-              one ? "true" : "false", aligned ? "true" : "false");
+  std::vector<at::Tensor> later;
+  std::vector<const at::Tensor*> later_pointers;
+  for (const auto& a : before) later.push_back(a.scalar_type() == at::kBool ? a.logical_not() : a.add(3));
+  for (const auto& a : later) later_pointers.push_back(&a);
+  copy_into_packed(later_pointers, buffer);
+  bool refilled = true;
+  for (size_t i = 0; i < arrays.size(); ++i) refilled = refilled && arrays[i].equal(later[i]);
+  const at::Tensor longer = at::arange(6, at::kLong);
+  later_pointers[0] = &longer;  // 48 bytes where the buffer holds 40: every later offset would move
+  bool refused = false;
+  try {
+    copy_into_packed(later_pointers, buffer);
+  } catch (const std::logic_error&) {
+    refused = true;
+  }
+  std::printf("{\"part\":\"upload\",\"arrays\":%zu,\"equal\":%s,\"oneBuffer\":%s,\"aligned\":%s,\"refilled\":%s,\"otherSizesRefused\":%s}\n",
+              arrays.size(), equal ? "true" : "false", one ? "true" : "false", aligned ? "true" : "false", refilled ? "true" : "false",
+              refused ? "true" : "false");
 }
 
 }  // namespace

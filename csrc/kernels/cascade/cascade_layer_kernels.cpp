@@ -43,22 +43,28 @@ struct TierKernels {
   const PartialAttention& of(const CascadeTier& tier) const { return split_key && split_key_takes(tier) ? *split_key : *varlen; }
 };
 
-// A step's cascade: the plan, each tier's arrays and the merge's on the device (one copy), made once.
-// Planned with the keys' slots (QueryLayout::key_slots), each tier's keys are read in the KV
-// cache's store: the tiers' key rows are made slots on the host, with the rest of the arrays.
+// A step's cascade: the plan, each tier's arrays and the merge's, made once on the host; the step moves them to
+// the device with its own (arrays()). Planned with the keys' slots (QueryLayout::key_slots), each tier's keys are
+// read in the KV cache's store: the tiers' key rows are made slots on the host, with the rest of the arrays.
 class CascadeAttention : public StepAttention {
  public:
   CascadeAttention(CascadePlan plan, TierKernels kernels, at::Device device, bool fixed, const at::Tensor& key_slots)
       : plan_(std::move(plan)), kernels_(std::move(kernels)), merge_(prepare_merge(plan_, device)), fixed_(fixed), in_store_(key_slots.defined()) {
+    TORCH_CHECK(!in_store_ || key_slots.is_cpu(), "a cascade is planned on the host: its key slots too");
+    const auto slots = in_store_ ? key_slots.contiguous() : key_slots;
     for (const auto& tier : plan_.tiers) {
       tiers_.push_back(kernels_.of(tier).prepare(tier));
-      if (in_store_) tiers_.back().k_rows = key_slots.index_select(0, tiers_.back().k_rows);
+      if (in_store_) {  // each key row made its slot, in place
+        int64_t* row = tiers_.back().k_rows.data_ptr<int64_t>();
+        for (int64_t i = 0, n = tiers_.back().k_rows.numel(); i < n; ++i) row[i] = slots.data_ptr<int64_t>()[row[i]];
+      }
       // In the fixed form only rows from the step's first are read in place (the own tier's, every step): the launch
       // shape holds q_first, so a graph's launches never depend on where a tier's rows lie.
       if (fixed_ && tiers_.back().q_first != 0) tiers_.back().q_first = -1;
     }
-    upload_together(step_arrays(tiers_, merge_), device);
   }
+
+  std::vector<at::Tensor*> arrays() override { return step_arrays(tiers_, merge_); }
 
   at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const override {
     if (in_store_) throw std::logic_error("a cascade planned over the KV cache's slots reads the store (over_store), not a step's keys");
@@ -80,30 +86,22 @@ class CascadeAttention : public StepAttention {
     return shape;
   }
 
+  // The host's part: the arrays (arrays()) come with the step's one copy.
   void refill_from(const StepAttention& other) override {
     const auto& from = dynamic_cast<const CascadeAttention&>(other);
     if (from.launch_shape() != launch_shape() || launch_shape().empty() || from.in_store_ != in_store_)
       throw std::logic_error("refill_from: another launch shape");
     // Assigned element by element: tiers_ keep pointing at plan_'s tiers.
     plan_ = from.plan_;
-    for (size_t i = 0; i < tiers_.size(); ++i) {
-      DeviceTier& to = tiers_[i];
-      const DeviceTier& source = from.tiers_[i];
-      for (auto [a, b] : {std::pair{&to.q_rows, &source.q_rows}, {&to.k_rows, &source.k_rows}, {&to.cu_q, &source.cu_q},
-                          {&to.cu_k, &source.cu_k}, {&to.row_seq, &source.row_seq}, {&to.row_in_seq, &source.row_in_seq}})
-        a->copy_(*b);
-    }
     merge_.begin = from.merge_.begin;
     merge_.entry = from.merge_.entry;
-    if (merge_.begin_on_device.defined()) {
-      merge_.begin_on_device.copy_(from.merge_.begin_on_device);
-      merge_.entry_on_device.copy_(from.merge_.entry_on_device);
-    }
   }
 
  private:
   // k, v: where the tiers' key rows point (the step's keys, or the store).
   at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const {
+    if (!tiers_.empty() && tiers_[0].cu_q.device() != q.device())
+      throw std::logic_error("a cascade's arrays are still on the host: the step moves them (StepAttention::arrays)");
     std::vector<PartialResult> parts(tiers_.size());
     // Each implementation's tiers together (split-key attention launches its as one kernel).
     for (const PartialAttention* kernel : {kernels_.varlen.get(), kernels_.split_key.get()}) {

@@ -5,6 +5,7 @@
 // the log-sum-exp m + log(sum_j exp(s_j - m)).
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -88,14 +89,19 @@ int64_t first_of_run(const std::vector<int32_t>& rows) {
 }  // namespace
 
 DeviceTier PartialAttention::prepare(const CascadeTier& tier) const {
-  auto i64 = [&](const std::vector<int32_t>& v) { return at::tensor(at::ArrayRef<int32_t>(v), at::kInt).to(at::kLong); };
-  auto i32 = [&](const std::vector<int32_t>& v) { return at::tensor(at::ArrayRef<int32_t>(v), at::kInt); };
-  std::vector<int32_t> seq, place;
-  for (int32_t s = 0; s < tier.sequences(); ++s)
-    for (int32_t r = tier.cu_q[s]; r < tier.cu_q[s + 1]; ++r) {
-      seq.push_back(s);
-      place.push_back(r - tier.cu_q[s]);
-    }
+  // Written in place: a step's tiers are prepared before every launch, a warm question's too, and a tensor op
+  // costs the host microseconds.
+  const auto tensor = [](size_t n, at::ScalarType type) { return at::empty({static_cast<int64_t>(n)}, at::TensorOptions().dtype(type)); };
+  const auto i64 = [&](const std::vector<int32_t>& v) {
+    auto t = tensor(v.size(), at::kLong);
+    std::copy(v.begin(), v.end(), t.data_ptr<int64_t>());
+    return t;
+  };
+  const auto i32 = [&](const std::vector<int32_t>& v) {
+    auto t = tensor(v.size(), at::kInt);
+    std::copy(v.begin(), v.end(), t.data_ptr<int32_t>());
+    return t;
+  };
   DeviceTier dl;
   dl.tier = &tier;
   dl.q_rows = i64(tier.q_rows);
@@ -103,8 +109,14 @@ DeviceTier PartialAttention::prepare(const CascadeTier& tier) const {
   dl.k_rows = i64(tier.k_rows);
   dl.cu_q = i32(tier.cu_q);
   dl.cu_k = i32(tier.cu_k);
-  dl.row_seq = i64(seq);
-  dl.row_in_seq = i64(place);
+  dl.row_seq = tensor(tier.q_rows.size(), at::kLong);
+  dl.row_in_seq = tensor(tier.q_rows.size(), at::kLong);
+  int64_t *seq = dl.row_seq.data_ptr<int64_t>(), *place = dl.row_in_seq.data_ptr<int64_t>();
+  for (int32_t s = 0; s < tier.sequences(); ++s)
+    for (int32_t r = tier.cu_q[s]; r < tier.cu_q[s + 1]; ++r) {
+      seq[r] = s;
+      place[r] = r - tier.cu_q[s];
+    }
   return dl;
 }
 

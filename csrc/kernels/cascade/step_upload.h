@@ -1,8 +1,8 @@
 // A step's cascade arrays (every tier's index arrays and the merge's) are
 // made on the host, once per step, and read at every layer. Moved one by one
-// they were ~8 synchronous host-to-device copies a step; they go in one
-// (kernels/host_upload.h), as views of one device buffer that later steps of a
-// CUDA graph refill in place.
+// they were ~8 synchronous host-to-device copies a step; the step moves them
+// with its own in one (runner/step_inputs.h), as views of one device buffer
+// that a CUDA graph's later steps refill in one copy.
 #pragma once
 #include <ATen/ATen.h>
 

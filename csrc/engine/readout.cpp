@@ -51,12 +51,11 @@ void queue_readout_cuda(const at::Tensor& hidden, const at::Tensor& lm_head, con
   offsets.data_ptr<int32_t>()[questions.size()] = static_cast<int32_t>(offsets_of.back());
   const auto device = hidden.device();
   upload_together({&ids, &offsets, &temperatures}, device);  // without waiting for the forward pass queued before
-  out.logits = at::empty({offsets_of.back()}, hidden.options());
-  out.log_probs = at::empty({offsets_of.back()}, hidden.options());
+  out.values = at::empty({2, offsets_of.back()}, hidden.options());
   auto h = hidden.contiguous();
   cuda::LabelReadoutArgs args{h.data_ptr<float>(), lm_head.data_ptr(), lm_head.scalar_type() == at::kBFloat16, h.size(1),
                               static_cast<int>(questions.size()), ids.data_ptr<int64_t>(), offsets.data_ptr<int32_t>(),
-                              temperatures.data_ptr<float>(), softcap, out.logits.data_ptr<float>(), out.log_probs.data_ptr<float>()};
+                              temperatures.data_ptr<float>(), softcap, out.values[0].data_ptr<float>(), out.values[1].data_ptr<float>()};
   const auto stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
   const auto error = cuda::launch_error("label readout kernel", [&] { return cuda::launch_label_readout(args, stream); });
   if (!error.empty()) throw EngineError(code::kInternal, error);
@@ -66,11 +65,13 @@ void queue_readout_cuda(const at::Tensor& hidden, const at::Tensor& lm_head, con
 }  // namespace
 
 LabelReadout QueuedReadout::wait() {
-  if (logits.defined()) {
-    const auto host_logits = logits.cpu(), host_log_probs = log_probs.cpu();
-    labels.logits.assign(host_logits.data_ptr<float>(), host_logits.data_ptr<float>() + host_logits.numel());
-    labels.log_probs.assign(host_log_probs.data_ptr<float>(), host_log_probs.data_ptr<float>() + host_log_probs.numel());
-    logits = log_probs = at::Tensor();
+  if (values.defined()) {
+    const auto host = values.cpu();
+    const float* v = host.data_ptr<float>();
+    const int64_t n = host.size(1);
+    labels.logits.assign(v, v + n);
+    labels.log_probs.assign(v + n, v + 2 * n);
+    values = at::Tensor();
   }
   return labels;
 }

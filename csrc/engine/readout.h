@@ -24,8 +24,8 @@ struct LabelReadout {
 // A readout queued: on CUDA its kernel launched, its results on the device until wait() copies them back
 // (waiting for the device); on the CPU, computed already.
 struct QueuedReadout {
-  LabelReadout labels;           // the CPU's result, and the offsets everywhere
-  at::Tensor logits, log_probs;  // CUDA's, on the device
+  LabelReadout labels;  // the CPU's result, and the offsets everywhere
+  at::Tensor values;    // CUDA's, on the device: [2, labels] fp32, the logits then the log-probabilities (one copy back)
   LabelReadout wait();
 };
 

@@ -8,7 +8,10 @@ Per call (the user scope "tq_cli call N" that tq_cli puts around each):
 - GPU busy time (the union of its kernels' and copies' intervals) against the call's wall time;
 - the GPU's idle gaps: before its first kernel (the host's preparation), between kernels (launches the GPU waited
   for), after its last (the readout's return to the host);
-- GPU time inside CUDA graphs (kernels launched by cudaGraphLaunch) and outside them.
+- GPU time inside CUDA graphs (kernels launched by cudaGraphLaunch) and outside them;
+- what the profiler itself took on the host inside the call (its "overhead" events: the first CUDA activity's
+  buffer request took 1.9 ms of a warm call's 2.2 ms before its first kernel in the second window), and the host's
+  time in cudaGraphLaunch (which the profiler inflates too, tracing every node): read the gaps net of them.
 A trace with no GPU activity (the CPU, or a libtorch without Kineto) ranks the CPU ops by self time instead.
 (Not named profile.py: for this folder's scripts it would shadow the standard library's profile, which cProfile imports.)
 """
@@ -82,8 +85,9 @@ def inside(window, ts):
     return window[0] <= ts <= window[1]
 
 
-def gpu_summary(window, gpu, launches, layers, top):
-    """One call's GPU figures. gpu: its kernels, copies and fills; launches: correlation id -> the runtime call."""
+def gpu_summary(window, gpu, launches, layers, top, overhead=()):
+    """One call's GPU figures. gpu: its kernels, copies and fills; launches: correlation id -> the runtime call;
+    overhead: the profiler's own events inside the call."""
     intervals = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in gpu]
     busy = union_length(intervals)
     wall = window[1] - window[0]
@@ -114,6 +118,9 @@ def gpu_summary(window, gpu, launches, layers, top):
         "gaps_between": {"count": len(gaps), "total_us": sum(gaps), "largest_us": max(gaps, default=0.0)},
         "in_graphs_us": in_graphs, "outside_graphs_us": total - in_graphs,
         "launch_calls": sum(1 for launch in launches.values() if inside(window, float(launch["ts"]))),
+        "profiler_overhead_us": sum(float(e["dur"]) for e in overhead),
+        "graph_launch_host_us": sum(float(launch["dur"]) for launch in launches.values()
+                                    if launch.get("name") == "cudaGraphLaunch" and inside(window, float(launch["ts"]))),
         "top": kernels[:top],
     }
 
@@ -158,7 +165,8 @@ def summarize(trace, layers=None, top=15):
             def belongs(e):
                 launch = launches.get(e.get("args", {}).get("correlation"))
                 return inside(window, float(launch["ts"]) if launch else float(e["ts"]))
-            out["calls"][number] = gpu_summary(window, [e for e in gpu if belongs(e)], launches, layers, top)
+            overhead = [e for e in events if category(e) == "overhead" and inside(window, float(e["ts"]))]
+            out["calls"][number] = gpu_summary(window, [e for e in gpu if belongs(e)], launches, layers, top, overhead)
         else:
             out["calls"][number] = cpu_summary(window, [e for e in ops if inside(window, float(e["ts"]))], top)
     return out
@@ -174,7 +182,8 @@ def markdown(summary, title="profile"):
                       f"{c['kernels_launched']} kernels and copies ({c['distinct_kernels']} distinct) from {c['launch_calls']} launch calls; "
                       f"GPU idle before the first {ms(c['idle_before_first_us'])}, between ({g['count']} gaps over {GAP_US:.0f} µs) "
                       f"{ms(g['total_us'])} (largest {ms(g['largest_us'])}), after the last {ms(c['idle_after_last_us'])}; "
-                      f"in CUDA graphs {ms(c['in_graphs_us'])}, outside {ms(c['outside_graphs_us'])}", "",
+                      f"in CUDA graphs {ms(c['in_graphs_us'])}, outside {ms(c['outside_graphs_us'])}; the profiler's own "
+                      f"{ms(c['profiler_overhead_us'])}, the host in cudaGraphLaunch {ms(c['graph_launch_host_us'])}", "",
                       "| kernel | GPU time | share | count" + (" | per layer" if summary["layers"] else "") + " |",
                       "|---|---|---|---" + ("|---" if summary["layers"] else "") + "|"]
             for k in c["top"]:

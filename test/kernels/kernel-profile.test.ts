@@ -23,6 +23,7 @@ const trace = {
     X('cuda_runtime', 'cudaLaunchKernel', 8, 2, { correlation: 2 }),
     X('kernel', 'void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int)', 30, 5, { correlation: 2 }),
     X('cuda_runtime', 'cudaMemcpyAsync', 9, 1, { correlation: 3 }),
+    X('overhead', 'Activity Buffer Request', 11, 4),
     X('gpu_memcpy', 'Memcpy HtoD (Pinned -> Device)', 35, 5, { correlation: 3 }),
     X('cuda_runtime', 'cudaGraphLaunch', 40, 3, { correlation: 4 }),
     X('kernel', 'void tq::cuda::(anonymous namespace)::qk_norm_rope_kernel(tq::rows::QkNormRopeArgs)', 60, 10, { correlation: 4 }),
@@ -30,11 +31,12 @@ const trace = {
     // Call 1, 200-250 µs: one kernel.
     X('user_annotation', 'tq_cli call 1', 200, 50),
     X('cuda_runtime', 'cudaLaunchKernel', 205, 2, { correlation: 5 }),
+    X('overhead', 'Activity Buffer Request', 220, 6),
     X('kernel', 'nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT', 210, 30, { correlation: 5 }),
   ],
 };
 
-test('kernel_profile.py ranks each call\'s kernels, and measures busy time, gaps and graph time from Kineto\'s events', () => {
+test('kernel_profile.py ranks each call\'s kernels, and measures busy time, gaps, graph time and the profiler\'s own from Kineto\'s events', () => {
   const file = path.join(scratch, 'trace.json');
   const summaryFile = path.join(scratch, 'summary.json');
   fs.writeFileSync(file, JSON.stringify(trace));
@@ -56,8 +58,12 @@ test('kernel_profile.py ranks each call\'s kernels, and measures busy time, gaps
   expect(c0.in_graphs_us).toBe(20);
   expect(c0.outside_graphs_us).toBe(30);
   expect(c0.launch_calls).toBe(4);
+  // The profiler's own time on the host and the graph launch's, each call's alone.
+  expect([c0.profiler_overhead_us, c0.graph_launch_host_us]).toEqual([4, 3]);
+  expect([s.calls['1'].profiler_overhead_us, s.calls['1'].graph_launch_host_us]).toEqual([6, 0]);
   expect(s.calls['1'].top).toEqual([expect.objectContaining({ name: 'nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT', us: 30, count: 1 })]);
   expect(printed).toMatch(/call 0: wall 0\.100 ms, GPU busy 0\.050 ms \(50%\)/);
+  expect(printed).toContain("the profiler's own 0.004 ms, the host in cudaGraphLaunch 0.003 ms");
   expect(printed).toContain('| `tq::cuda::(anonymous namespace)::qk_norm_rope_kernel` | 30.0 µs | 60.0% | 2 | 1.00 |');
 });
 

@@ -55,8 +55,12 @@ class CascadeAttention : public StepAttention {
     for (const auto& tier : plan_.tiers) {
       tiers_.push_back(kernels_.of(tier).prepare(tier));
       if (in_store_) {  // each key row made its slot, in place
+        const int64_t* slot = slots.data_ptr<int64_t>();
         int64_t* row = tiers_.back().k_rows.data_ptr<int64_t>();
-        for (int64_t i = 0, n = tiers_.back().k_rows.numel(); i < n; ++i) row[i] = slots.data_ptr<int64_t>()[row[i]];
+        for (int64_t i = 0, n = tiers_.back().k_rows.numel(); i < n; ++i) {
+          if (row[i] < 0 || row[i] >= slots.numel()) throw std::logic_error("a cascade tier's key row outside the step's keys");
+          row[i] = slot[row[i]];
+        }
       }
       // In the fixed form only rows from the step's first are read in place (the own tier's, every step): the launch
       // shape holds q_first, so a graph's launches never depend on where a tier's rows lie.

@@ -44,6 +44,9 @@ test('cascade: every step of 440 random segment trees sees what the visibility r
   expect(p.emptyTiers).toBe(0);
   // The merge reads each tier's result where it lies: the same bits as from the tiers stacked into one first.
   expect(p.stackedMergeDiffers).toBe(0);
+  // Written into the own tier's result where it holds every row (a row of one tier left where it lies): the same bits.
+  expect(p.inPlaceMerges).toBeGreaterThan(500);
+  expect(p.inPlaceMergeDiffers).toBe(0);
   expect(p.keylessEntries).toBe(0);
   // The window cut the state tier in some of them, some read a long state in chunks, and some rows were in several tiers.
   expect(p.windowedTiers).toBeGreaterThan(0);

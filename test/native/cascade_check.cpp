@@ -111,6 +111,9 @@ at::Tensor dense_attention(const at::Tensor& q, const at::Tensor& k, const at::T
 // Merges whose tiers, read each where it lies, gave other bits than the same tiers stacked into one result first
 // (the merge's fallback where a step has more tiers than its kernel's arguments hold).
 int64_t stacked_merge_differs = 0;
+// Merges written into the first tier's result, where it holds every row from the step's first (merge_attention's
+// first_holds_every_row), and the merges asked to whose bits differed from the merge into a new array.
+int64_t in_place_merges = 0, in_place_merge_differs = 0;
 
 at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   std::vector<DeviceTier> tiers;
@@ -122,6 +125,14 @@ at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, co
   for (const auto& tier : tiers) parts.push_back(attend_tier(impl, q, k, v, tier));
   auto merged = merge_attention(merge, parts, at::kFloat);
   if (!merge_attention(merge, {stacked_tiers(parts)}, at::kFloat).equal(merged)) ++stacked_merge_differs;
+  if (tiers[0].q_first == 0 && plan.tiers[0].total_q() == q.size(0)) {
+    auto own = parts;
+    own[0].out = parts[0].out.clone();
+    const auto in_place = merge_attention(merge, own, at::kFloat, /*first_holds_every_row=*/true);
+    // Written into the first tier's result (a step of more tiers than the merge's sources has them stacked first).
+    in_place_merges += in_place.data_ptr() == own[0].out.data_ptr();
+    if (!in_place.equal(merged)) ++in_place_merge_differs;
+  }
   return merged;
 }
 
@@ -564,10 +575,10 @@ int main(int argc, char** argv) {
   }
   std::printf("{\"part\":\"plans\",\"trees\":%lld,\"steps\":%lld,\"layouts\":%lld,\"mismatched\":%lld,\"emptyTiers\":%lld,\"keylessEntries\":%lld,"
               "\"windowedTiers\":%lld,\"chunkedTiers\":%lld,\"questionTiers\":%lld,\"maxTiers\":%lld,\"compared\":%lld,\"worstReference\":%.3e,\"worstAten\":%.3e,\"stackedMergeDiffers\":%lld,"
-              "\"worstSplitKey\":%.3e,\"worstSplitKeyBf16\":%.3e,\"splitKeyCoverageErrors\":%lld}\n",
+              "\"inPlaceMerges\":%lld,\"inPlaceMergeDiffers\":%lld,\"worstSplitKey\":%.3e,\"worstSplitKeyBf16\":%.3e,\"splitKeyCoverageErrors\":%lld}\n",
               (long long)t.trees, (long long)t.steps, (long long)t.layouts, (long long)t.mismatched, (long long)t.empty_tiers,
               (long long)t.keyless_entries, (long long)t.windowed_tiers, (long long)t.chunked_tiers, (long long)t.question_tiers, (long long)t.max_tiers, (long long)t.compared, t.worst_reference, t.worst_aten,
-              (long long)stacked_merge_differs, t.worst_split_key, t.worst_split_key_bf16, (long long)plan_coverage_errors);
+              (long long)stacked_merge_differs, (long long)in_place_merges, (long long)in_place_merge_differs, t.worst_split_key, t.worst_split_key_bf16, (long long)plan_coverage_errors);
   std::printf("{\"part\":\"fixed\",\"fixed\":%lld,\"refused\":%lld,\"refusedUnwindowed\":%lld,\"mismatched\":%lld,\"keylessEntries\":%lld,"
               "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld,\"splitKeyCompared\":%lld,\"splitKeyBitsDiffer\":%lld,\"withoutOwnTier\":%lld,\"paddingRows\":%lld,\"paddingRowsSeeingMore\":%lld,\"largestBucket\":%lld}\n",
               (long long)f.fixed, (long long)f.refused, (long long)f.refused_unwindowed, (long long)f.mismatched, (long long)f.keyless_entries,

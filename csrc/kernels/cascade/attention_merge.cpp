@@ -39,7 +39,15 @@ Sources sources_of(const std::vector<PartialResult>& parts, bool keep_bf16) {
   return s;
 }
 
-at::Tensor merge_on_cpu(const DeviceMerge& m, const Sources& s, at::ScalarType out_dtype) {
+// Whether the merge can write into the first source (merge_attention's first_holds_every_row): its rows the output's, in
+// the output's dtype, read where its tier's kernel wrote it.
+bool in_place_first(const Sources& s, const std::vector<PartialResult>& parts, int64_t rows, at::ScalarType out_dtype) {
+  const at::Tensor& first = s.partial[0];
+  return s.partial.size() == parts.size() && first.size(0) == rows && first.scalar_type() == out_dtype &&
+         first.data_ptr() == parts[0].out.data_ptr();
+}
+
+at::Tensor merge_on_cpu(const DeviceMerge& m, const Sources& s, at::ScalarType out_dtype, bool in_place) {
   const int64_t rows = static_cast<int64_t>(m.begin.size()) - 1, heads = s.partial[0].size(1), dim = s.partial[0].size(2);
   const int sources = static_cast<int>(s.partial.size());
   std::vector<const float*> p, l;
@@ -47,7 +55,7 @@ at::Tensor merge_on_cpu(const DeviceMerge& m, const Sources& s, at::ScalarType o
     p.push_back(s.partial[i].data_ptr<float>());
     l.push_back(s.lse[i].data_ptr<float>());
   }
-  auto out = at::empty({rows, heads, dim}, at::kFloat);
+  auto out = in_place ? s.partial[0] : at::empty({rows, heads, dim}, at::kFloat);
   float* o = out.data_ptr<float>();
   at::parallel_for(0, rows * heads, 16, [&](int64_t begin, int64_t end) {
     float lses[merge::kMaxEntries], weight[merge::kMaxEntries];
@@ -56,6 +64,7 @@ at::Tensor merge_on_cpu(const DeviceMerge& m, const Sources& s, at::ScalarType o
     for (int64_t item = begin; item < end; ++item) {
       const int64_t row = item / heads, head = item % heads;
       const int first = m.begin[row], n = m.begin[row + 1] - first;
+      if (in_place && n == 1 && m.entry[first] == row) continue;  // its value is the merged one, where it lies
       for (int e = 0; e < n; ++e) {
         const int r = m.entry[first + e], src = merge::source_of(s.start.data(), sources, r), local = r - s.start[src];
         lses[e] = l[src][head * (s.start[src + 1] - s.start[src]) + local];
@@ -72,10 +81,10 @@ at::Tensor merge_on_cpu(const DeviceMerge& m, const Sources& s, at::ScalarType o
 }
 
 #if TQ_CUDA
-at::Tensor merge_on_cuda(const DeviceMerge& m, const Sources& s, at::ScalarType out_dtype) {
+at::Tensor merge_on_cuda(const DeviceMerge& m, const Sources& s, at::ScalarType out_dtype, bool in_place) {
   const int64_t rows = static_cast<int64_t>(m.begin.size()) - 1;
   const auto& first = s.partial[0];
-  auto out = at::empty({rows, first.size(1), first.size(2)}, first.options().dtype(out_dtype));
+  auto out = in_place ? first : at::empty({rows, first.size(1), first.size(2)}, first.options().dtype(out_dtype));
   cuda::AttentionMergeArgs args{};
   args.rows = static_cast<int>(rows);
   args.heads = static_cast<int>(first.size(1));
@@ -91,6 +100,7 @@ at::Tensor merge_on_cuda(const DeviceMerge& m, const Sources& s, at::ScalarType 
   args.partial_bf16 = first.scalar_type() == at::kBFloat16;
   args.out_bf16 = out_dtype == at::kBFloat16;
   args.out = out.data_ptr();
+  args.in_place_first = in_place;
   const auto stream = c10::cuda::getCurrentCUDAStream(first.device().index()).stream();
   cuda::check_launch("attention merge kernel", [&] { return cuda::launch_attention_merge(args, stream); });
   return out;
@@ -125,11 +135,16 @@ PartialResult stacked_tiers(const std::vector<PartialResult>& parts) {
   return {at::cat(outs), at::cat(lses, 1)};
 }
 
-at::Tensor merge_attention(const DeviceMerge& merge, const std::vector<PartialResult>& parts, at::ScalarType out_dtype) {
+at::Tensor merge_attention(const DeviceMerge& merge, const std::vector<PartialResult>& parts, at::ScalarType out_dtype, bool first_holds_every_row) {
+  const int64_t rows = static_cast<int64_t>(merge.begin.size()) - 1;
 #if TQ_CUDA
-  if (!parts.empty() && parts[0].out.is_cuda()) return merge_on_cuda(merge, sources_of(parts, /*keep_bf16=*/true), out_dtype);
+  if (!parts.empty() && parts[0].out.is_cuda()) {
+    const auto s = sources_of(parts, /*keep_bf16=*/true);
+    return merge_on_cuda(merge, s, out_dtype, first_holds_every_row && in_place_first(s, parts, rows, out_dtype));
+  }
 #endif
-  return merge_on_cpu(merge, sources_of(parts, /*keep_bf16=*/false), out_dtype);
+  const auto s = sources_of(parts, /*keep_bf16=*/false);
+  return merge_on_cpu(merge, s, out_dtype, first_holds_every_row && in_place_first(s, parts, rows, out_dtype));
 }
 
 }  // namespace tq

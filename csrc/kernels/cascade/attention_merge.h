@@ -23,6 +23,11 @@ DeviceMerge prepare_merge(const CascadePlan& plan, at::Device device);
 PartialResult stacked_tiers(const std::vector<PartialResult>& parts);
 
 // parts: each tier's result, in the plan's order. Returns [rows, heads, dim] in out_dtype.
-at::Tensor merge_attention(const DeviceMerge& merge, const std::vector<PartialResult>& parts, at::ScalarType out_dtype);
+// first_holds_every_row: parts[0]'s rows are the output's, in order (its tier holds every row of the step, from the
+// first: the own tier of a step whose runs are all its rows). Where its result is in out_dtype, the merge then writes
+// into it and leaves the rows it alone holds as they are: a row of one entry merges to that entry's bits
+// (attention_merge_math.h), so only the rows in several tiers are read and written (a prefill's are its few questions').
+at::Tensor merge_attention(const DeviceMerge& merge, const std::vector<PartialResult>& parts, at::ScalarType out_dtype,
+                           bool first_holds_every_row = false);
 
 }  // namespace tq

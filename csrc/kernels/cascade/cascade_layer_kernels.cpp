@@ -127,7 +127,10 @@ class CascadeAttention : public StepAttention {
     // A tier the fixed form holds for a step without its rows launches nothing; no merge entry reads it.
     for (size_t i = 0; i < tiers_.size(); ++i)
       if (tiers_[i].tier->total_q() == 0) parts[i] = {at::empty({0, q.size(1), q.size(2)}, q.options()), at::empty({q.size(1), 0}, q.options().dtype(at::kFloat))};
-    return merge_attention(merge_, parts, q.scalar_type());
+    // The first tier holding every row from the step's first (the own tier, but where the questions' runs are
+    // planned apart): the merge writes into its result.
+    const bool first_holds_every_row = !tiers_.empty() && tiers_[0].q_first == 0 && tiers_[0].tier->total_q() == q.size(0);
+    return merge_attention(merge_, parts, q.scalar_type(), first_holds_every_row);
   }
 
   CascadePlan plan_;  // tiers_ point into it

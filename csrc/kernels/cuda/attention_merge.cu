@@ -2,6 +2,8 @@
 // its entries' log-sum-exps (at most kMaxEntries, in registers), then merges
 // the elements lane, lane + 32, ... Same functions, same order as the CPU merge,
 // each entry read in its tier's own result (no copy of them into one array first).
+// In place over the first source (in_place_first), a lane reads each element it
+// writes before writing it, and a warp reads no other row of that source than its own.
 #include "kernels/math/attention_merge_math.h"
 #include "kernels/cuda/attention_merge.h"
 
@@ -18,6 +20,7 @@ __global__ void attention_merge_kernel(AttentionMergeArgs a) {
   const int lane = threadIdx.x % kLanes;
   const int row = static_cast<int>(item / a.heads), head = static_cast<int>(item % a.heads);
   const int first = a.merge_begin[row], n = a.merge_begin[row + 1] - first;
+  if (a.in_place_first && n == 1 && a.merge_entry[first] == row) return;  // its value is the merged one, where it lies
   float lse[merge::kMaxEntries], weight[merge::kMaxEntries];
   const In* base[merge::kMaxEntries];
   for (int e = 0; e < n; ++e) {

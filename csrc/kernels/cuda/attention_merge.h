@@ -22,6 +22,8 @@ struct AttentionMergeArgs {
   int start[merge::kMaxSources + 1];        // each source's first row in the count; start[sources]: the total
   bool partial_bf16, out_bf16;
   void* out;                   // [rows, heads, dim], fp32 or bf16 (out_bf16)
+  // out is partial[0], whose rows are the output's in order: a row whose one entry is its own row there is left as it is.
+  bool in_place_first;
 };
 
 cudaError_t launch_attention_merge(const AttentionMergeArgs& args, cudaStream_t stream);

@@ -161,26 +161,31 @@ CascadePlan plan_cascade(const QueryLayout& queries, const at::Tensor& key_posit
 }
 
 void plan_merge(CascadePlan& plan, int64_t tq) {
-  plan.merge_begin.clear();
-  plan.merge_tier.clear();
-  plan.merge_row.clear();
-  plan.max_entries = 0;
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> entries(static_cast<size_t>(tq));
-  for (int32_t l = 0; l < static_cast<int32_t>(plan.tiers.size()); ++l) {
-    const auto& tier = plan.tiers[l];
-    for (int32_t s = 0; s < tier.sequences(); ++s)
-      for (int32_t r = tier.cu_q[s]; r < tier.cu_q[s + 1]; ++r)
-        if (visible_keys(tier, s, r - tier.cu_q[s]).count() > 0) entries[tier.q_rows[r]].push_back({l, r});
-  }
-  plan.merge_begin.push_back(0);
-  for (const auto& e : entries) {
-    for (const auto& [l, r] : e) {
-      plan.merge_tier.push_back(l);
-      plan.merge_row.push_back(r);
+  // Two passes over the tiers' rows, in tier order: each query row's entries counted, then placed (a row's entries
+  // in tier order, as the merge takes them), with no list per row: a step is planned before every launch.
+  const auto each_entry = [&](auto&& visit) {
+    for (int32_t l = 0; l < static_cast<int32_t>(plan.tiers.size()); ++l) {
+      const auto& tier = plan.tiers[l];
+      for (int32_t s = 0; s < tier.sequences(); ++s)
+        for (int32_t r = tier.cu_q[s]; r < tier.cu_q[s + 1]; ++r)
+          if (visible_keys(tier, s, r - tier.cu_q[s]).count() > 0) visit(l, r, tier.q_rows[r]);
     }
-    plan.merge_begin.push_back(static_cast<int32_t>(plan.merge_tier.size()));
-    plan.max_entries = std::max(plan.max_entries, static_cast<int32_t>(e.size()));
+  };
+  plan.merge_begin.assign(static_cast<size_t>(tq) + 1, 0);
+  each_entry([&](int32_t, int32_t, int32_t row) { ++plan.merge_begin[static_cast<size_t>(row) + 1]; });
+  plan.max_entries = 0;
+  for (size_t row = 1; row < plan.merge_begin.size(); ++row) {
+    plan.max_entries = std::max(plan.max_entries, plan.merge_begin[row]);
+    plan.merge_begin[row] += plan.merge_begin[row - 1];
   }
+  plan.merge_tier.resize(static_cast<size_t>(plan.merge_begin.back()));
+  plan.merge_row.resize(plan.merge_tier.size());
+  std::vector<int32_t> next(plan.merge_begin.begin(), plan.merge_begin.end() - 1);
+  each_entry([&](int32_t l, int32_t r, int32_t row) {
+    const int32_t at = next[static_cast<size_t>(row)]++;
+    plan.merge_tier[static_cast<size_t>(at)] = l;
+    plan.merge_row[static_cast<size_t>(at)] = r;
+  });
 }
 
 at::Tensor cascade_visibility(const CascadePlan& plan, int64_t queries, int64_t keys) {

@@ -39,6 +39,11 @@ export interface EngineReply {
     hopMs?: number;
     /** Decoding and resizing the call's images (the image engine's process), before it queued. */
     decodeMs?: number;
+    /**
+     * The engine's host work before the call's steps ran (inside engineMs): the requests checked and packed, the prefix
+     * looked up, the steps and their attention planned, their arrays moved to the device. On a GPU a lone call waits for it.
+     */
+    planMs?: number;
     /** A state-boundary registration was queued or running when the request arrived. */
     waitedBehindRegistration: boolean;
     /** Requests merged into the forward pass that answered this one (1: alone). */

@@ -72,7 +72,7 @@ export interface PipelineResult {
   overlapped: boolean;
   /** Which of several serving engines answered (absent: the only one). */
   engine?: number;
-  stages: { prepare: number; warm: number; questions: number; readout: number; engine: number; wait: number; hop: number };
+  stages: { prepare: number; warm: number; questions: number; readout: number; engine: number; wait: number; hop: number; plan: number };
 }
 
 /** Options by key: a Map, or a parsed object whose own keys (`__proto__` included) are the keys. */
@@ -193,7 +193,7 @@ function summary(results: QuestionResult[], rendered: RenderedRequest, questions
     batchSize: t.batchSize ?? 1,
     overlapped: t.overlapped ?? false,
     ...(reply.engine !== undefined ? { engine: reply.engine } : {}),
-    stages: { prepare: prepare + (t.decodeMs ?? 0), warm: t.stateMs, questions: t.questionsMs, readout: t.readoutMs, engine: t.engineMs, wait: t.waitMs, hop: t.hopMs ?? 0 },
+    stages: { prepare: prepare + (t.decodeMs ?? 0), warm: t.stateMs, questions: t.questionsMs, readout: t.readoutMs, engine: t.engineMs, wait: t.waitMs, hop: t.hopMs ?? 0, plan: t.planMs ?? 0 },
   };
 }
 

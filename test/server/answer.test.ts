@@ -36,6 +36,9 @@ test('/v1/answer answers each kind with options, probabilities, the raw readout 
   expect([noul.temperature, choice.temperature, score.temperature]).toEqual([1, 0.7, 1.3]);
   expect(r.body.timing).toMatchObject({ waited_ms: expect.any(Number), waited_behind_registration: false, engine_ms: expect.any(Number) });
   expect(r.body.timing.hop_ms).toBeGreaterThan(0); // the call and its reply crossed between two processes
+  // The engine's host planning, measured apart: a part of the engine call.
+  expect(r.body.timing.plan_ms).toBeGreaterThan(0);
+  expect(r.body.timing.plan_ms).toBeLessThan(r.body.timing.engine_ms);
   // Alone, it waited behind no other call (its hand-over inside the engine process, longer on a busy machine, is the hop's).
   expect(r.body.timing.waited_ms).toBe(0);
 });

@@ -62,7 +62,7 @@ test('Server-Timing carries the stages of x-service-stages; both routes set them
     const stages = r.headers.get('x-service-stages')!.split(';').map((p) => p.split('='));
     const timing = r.headers.get('server-timing')!.split(', ').map((p) => p.split(';dur='));
     expect(timing).toEqual(stages);
-    expect(stages.map(([k]) => k)).toEqual(['prepare', 'warm', 'questions', 'readout', 'engine', 'wait', 'hop']);
+    expect(stages.map(([k]) => k)).toEqual(['prepare', 'warm', 'questions', 'readout', 'engine', 'wait', 'hop', 'plan']);
   }
 });
 

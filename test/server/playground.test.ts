@@ -126,7 +126,7 @@ describe('the text engine', () => {
 
     // Timings: the stages of x-service-stages, then the page's round trip.
     const stages = await page.$$eval('#timings th', (ths) => ths.map((t) => t.textContent));
-    expect(stages).toEqual(['prepare', 'warm', 'questions', 'readout', 'engine', 'wait', 'hop', 'round trip (page)']);
+    expect(stages).toEqual(['prepare', 'warm', 'questions', 'readout', 'engine', 'wait', 'hop', 'plan', 'round trip (page)']);
     expect(await page.textContent('#usage')).toBe(`${direct.body.usage.input_tokens} input tokens, 4 output tokens`);
     expect(await page.textContent('#served-route')).toBe(`text route of ${direct.body.model}`);
     const raw = JSON.parse((await page.textContent('#raw'))!);

@@ -120,7 +120,7 @@ test('headers: server time, route and stages; wait is 0 on an idle server', asyn
   expect(Number(r.headers.get('x-service-server-ms'))).toBeGreaterThan(0);
   expect(r.headers.get('x-service-route')).toBe('text');
   const stages = Object.fromEntries(r.headers.get('x-service-stages')!.split(';').map((kv) => kv.split('=')));
-  expect(Object.keys(stages)).toEqual(['prepare', 'warm', 'questions', 'readout', 'engine', 'wait', 'hop']);
+  expect(Object.keys(stages)).toEqual(['prepare', 'warm', 'questions', 'readout', 'engine', 'wait', 'hop', 'plan']);
   Object.values(stages).forEach((v) => expect(Number(v)).toBeGreaterThanOrEqual(0));
   expect(Number(stages.wait)).toBe(0);
   expect(Number(stages.engine) + Number(stages.wait) + Number(stages.hop)).toBeLessThanOrEqual(Number(r.headers.get('x-service-server-ms')) + 1);

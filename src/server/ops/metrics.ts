@@ -40,7 +40,7 @@ export class Metrics {
   private readonly duration = new Histogram({ name: 'tqserve_http_request_duration_seconds', help: 'Time from receiving a request to its response, by matched route.', labelNames: ['route'], buckets: SECONDS, registers: [this.registry] });
   private readonly stages = new Histogram({
     name: 'tqserve_engine_stage_duration_seconds',
-    help: 'Where answered requests spent their time (x-service-stages): prepare, warm, questions, readout, engine, wait, hop.',
+    help: 'Where answered requests spent their time (x-service-stages): prepare, warm, questions, readout, engine, wait, hop, plan.',
     labelNames: ['service_route', 'stage'],
     buckets: SECONDS,
     registers: [this.registry],

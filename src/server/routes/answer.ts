@@ -63,6 +63,7 @@ export function answerRoute(router: Router, service: Service) {
             engine_ms: r.stages.engine,
             waited_ms: r.stages.wait,
             hop_ms: r.stages.hop,
+            plan_ms: r.stages.plan,
             waited_behind_registration: r.waitedBehindRegistration,
             cached_tokens: r.cachedTokens,
             computed_tokens: r.computedTokens,

@@ -78,18 +78,20 @@ const metric = async (name) => {
 let next = 0;  // the next state no request has used
 const fresh = () => workload.states[next++ % workload.states.length];
 await ask(fresh());  // first-call allocations
-const cold = [], coldEngine = [];
+const cold = [], coldEngine = [], coldPlan = [];
 for (let i = 0; i < runs; i++) {
   const r = await ask(fresh());
   cold.push(r.ms);
   coldEngine.push(r.stages.engine);
+  coldPlan.push(r.stages.plan);
 }
 const warmState = workload.states[1];
-const warm = [], warmEngine = [];
+const warm = [], warmEngine = [], warmPlan = [];
 for (let i = 0; i < runs; i++) {
   const r = await ask(warmState);
   warm.push(r.ms);
   warmEngine.push(r.stages.engine);
+  warmPlan.push(r.stages.plan);
 }
 
 // The load: the warm pool asked once first, with their token ids (as every state below, for tq_cli).
@@ -118,8 +120,9 @@ const health = await (await fetch(`${url}/health`)).json();
 const result = {
   device: arg('device'),
   readyMs,
-  cold: { ...summary(cold), engineP50: quantile(coldEngine, 0.5) },
-  warm: { ...summary(warm), engineP50: quantile(warmEngine, 0.5) },
+  // engineP50: the engine call; planP50: of it, the engine's host planning before its steps ran (x-service-stages plan).
+  cold: { ...summary(cold), engineP50: quantile(coldEngine, 0.5), planP50: quantile(coldPlan, 0.5) },
+  warm: { ...summary(warm), engineP50: quantile(warmEngine, 0.5), planP50: quantile(warmPlan, 0.5) },
   load: { clients, seconds: elapsed, requests: latencies.length, requestsPerSecond: latencies.length / elapsed, promptTokensPerSecond: promptTokens / elapsed, meanMergedBatch: merged, ...summary(latencies) },
   health: { device: health.base?.device, memory: health.base?.memory ?? health.memory },
   // The forward the server ran (by default the device's: on CUDA the fused kernels, the cascade and CUDA graphs).
@@ -134,11 +137,11 @@ function write() {
     `ready after ${(readyMs / 1000).toFixed(1)} s (from the first look at its log); kernels ${result.forward.kernels}, ` +
       `attention ${result.forward.attention}, CUDA graphs ${result.forward.cudaGraphs ? 'on' : 'off'}`,
     '',
-    '| scenario | p50 (ms) | p99 (ms) | engine p50 (ms) |',
-    '|---|---|---|---|',
-    `| one question, new ~1,000-token state (${runs} runs) | ${f(result.cold.p50)} | ${f(result.cold.p99)} | ${f(result.cold.engineP50)} |`,
-    `| the same state again, warm (${runs} runs) | ${f(result.warm.p50)} | ${f(result.warm.p99)} | ${f(result.warm.engineP50)} |`,
-    `| ${clients} clients x ${f(result.load.seconds)} s, half warm | ${f(result.load.p50)} | ${f(result.load.p99)} | |`,
+    '| scenario | p50 (ms) | p99 (ms) | engine p50 (ms) | of it, the host planning, p50 (ms) |',
+    '|---|---|---|---|---|',
+    `| one question, new ~1,000-token state (${runs} runs) | ${f(result.cold.p50)} | ${f(result.cold.p99)} | ${f(result.cold.engineP50)} | ${f(result.cold.planP50)} |`,
+    `| the same state again, warm (${runs} runs) | ${f(result.warm.p50)} | ${f(result.warm.p99)} | ${f(result.warm.engineP50)} | ${f(result.warm.planP50)} |`,
+    `| ${clients} clients x ${f(result.load.seconds)} s, half warm | ${f(result.load.p50)} | ${f(result.load.p99)} | | |`,
     '',
     `Load: ${f(result.load.requestsPerSecond)} requests/s, ${Math.round(result.load.promptTokensPerSecond)} prompt tokens/s (mean merged batch ${f(merged)})` +
       (result.engineAlone

@@ -97,6 +97,11 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(invariance.split_key.max_abs_logit_diff).toEqual({ batch_of_8: 0, from_cache: 0, step_256: 0 });
   const serve = JSON.parse(files['serve.json']);
   expect(serve.load.requests).toBeGreaterThan(0);
+  // The engine's host planning, from each answer's x-service-stages: a part of the engine call.
+  for (const s of [serve.cold, serve.warm]) {
+    expect(s.planP50).toBeGreaterThanOrEqual(0);
+    expect(s.planP50).toBeLessThanOrEqual(s.engineP50);
+  }
   expect(serve.engineAlone.promptTokensPerSecond).toBeGreaterThan(0);
   // And the engine's ceiling: the same calls with the next launched while one runs (tq_cli --in-flight 2).
   expect(serve.engineInFlight.inFlight).toBe(2);

@@ -21,14 +21,19 @@ std::vector<int64_t> packed_offsets(const std::vector<const at::Tensor*>& tensor
   return offsets;
 }
 
-// The tensors' bytes at their offsets, in host memory (pinned where it is copied to a GPU: the copy then does not
-// block, and the caching host allocator keeps the buffer until the copy is done).
-at::Tensor staged(const std::vector<const at::Tensor*>& tensors, const std::vector<int64_t>& offsets, bool pinned) {
-  auto host = at::empty({offsets.back()}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
+// The tensors' bytes written at their offsets from `to`, in host memory.
+void write_packed(const std::vector<const at::Tensor*>& tensors, const std::vector<int64_t>& offsets, uint8_t* to) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto t = tensors[i]->contiguous();
-    if (t.nbytes() > 0) std::memcpy(host.data_ptr<uint8_t>() + offsets[i], t.data_ptr(), t.nbytes());
+    if (t.nbytes() > 0) std::memcpy(to + offsets[i], t.data_ptr(), t.nbytes());
   }
+}
+
+// The tensors packed into a new host buffer (pinned where it is copied to a GPU: the copy then does not block, and
+// the caching host allocator keeps the buffer until the copy is done).
+at::Tensor staged(const std::vector<const at::Tensor*>& tensors, const std::vector<int64_t>& offsets, bool pinned) {
+  auto host = at::empty({offsets.back()}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
+  write_packed(tensors, offsets, host.data_ptr<uint8_t>());
   return host;
 }
 
@@ -50,13 +55,7 @@ void copy_into_packed(const std::vector<const at::Tensor*>& tensors, const at::T
   const auto offsets = packed_offsets(tensors);
   if (offsets.back() != buffer.numel())
     throw std::logic_error("copy_into_packed: " + std::to_string(offsets.back()) + " bytes of arrays for a buffer of " + std::to_string(buffer.numel()));
-  if (buffer.is_cpu()) {
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const auto t = tensors[i]->contiguous();
-      if (t.nbytes() > 0) std::memcpy(buffer.data_ptr<uint8_t>() + offsets[i], t.data_ptr(), t.nbytes());
-    }
-    return;
-  }
+  if (buffer.is_cpu()) return write_packed(tensors, offsets, buffer.data_ptr<uint8_t>());
   buffer.copy_(staged(tensors, offsets, buffer.is_cuda()), /*non_blocking=*/true);
 }
 

@@ -96,22 +96,17 @@ at::Tensor PagedModel::step_forward(const StepBatch& step, ForwardInfo& info) {
   const auto planning = std::chrono::steady_clock::now();
   // A traced forward computes the output rows alone in its last layer, as the path it is compared with does.
   auto inputs = prepare_step(*transformer_, step, !tracing_);
-  if (inputs.launch_shape.empty()) {
-    place_step(inputs, options_.kernels.device);
-    info.plan_ms += ms_since(planning);
-    return transformer_->run(inputs, *cache_);
-  }
+  const bool graph = graphs_ && !inputs.launch_shape.empty();
+  if (!graph) place_step(inputs, options_.kernels.device);  // a graph's step goes into its graph's buffers
+  info.plan_ms += ms_since(planning);
+  if (inputs.launch_shape.empty()) return transformer_->run(inputs, *cache_);
   // A step of a fixed launch shape (a graph's) computes every row: the output rows are taken from them.
   const auto rows = index_on(options_.kernels.device, step.output_rows);
-  if (!graphs_) {
-    place_step(inputs, options_.kernels.device);
-    info.plan_ms += ms_since(planning);
-    return transformer_->run(inputs, *cache_).index_select(0, rows);
-  }
-  auto& graph = graphs_->prepare(std::move(inputs));
-  info.plan_ms += ms_since(planning);
+  if (!graph) return transformer_->run(inputs, *cache_).index_select(0, rows);
   bool replayed = false;
-  auto hidden = graphs_->launch(graph, replayed).index_select(0, rows);
+  double graph_host_ms = 0;
+  auto hidden = graphs_->run(std::move(inputs), replayed, graph_host_ms).index_select(0, rows);
+  info.plan_ms += graph_host_ms;
   info.graph_replays += replayed;
   return hidden;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "common/clock.h"
 #include "runner/launch_record.h"
 #include "runner/step_inputs.h"
 #if TQ_CUDA
@@ -19,7 +20,6 @@ struct StepGraphs::Graph {
   StepInputs inputs;  // the persistent buffers the graph reads
   at::Tensor out;     // what it writes
   std::vector<std::string> launches;  // the CPU's record of the first step
-  bool captured = false;              // launched once (on the CPU: its launches recorded)
   uint64_t last_used = 0;
 #if TQ_CUDA
   std::unique_ptr<at::cuda::CUDAGraph> graph;
@@ -42,36 +42,29 @@ auto shared_pool() {
 StepGraphs::StepGraphs(const Transformer& model, KvCache& cache) : model_(model), cache_(cache) {}
 StepGraphs::~StepGraphs() = default;
 
-StepGraphs::Graph& StepGraphs::prepare(StepInputs inputs) {
-  if (inputs.launch_shape.empty()) throw std::logic_error("StepGraphs::prepare: a step without a launch shape");
+at::Tensor StepGraphs::run(StepInputs inputs, bool& replayed, double& host_ms) {
+  if (inputs.launch_shape.empty()) throw std::logic_error("StepGraphs::run: a step without a launch shape");
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto found = graphs_.find(inputs.launch_shape);
+  replayed = found != graphs_.end();
   ++steps_;
-  if (const auto found = graphs_.find(inputs.launch_shape); found != graphs_.end() && found->second->captured) {
+  if (replayed) {
     found->second->last_used = steps_;
     refill_step(found->second->inputs, inputs);
-    return *found->second;
+    host_ms = ms_since(t0);
+    return replay(*found->second);
   }
-  graphs_.erase(inputs.launch_shape);  // one prepared but never launched
   if (graphs_.size() >= kMaxGraphs) drop_least_recent();
   auto g = std::make_unique<Graph>();
   g->last_used = steps_;
   g->inputs = std::move(inputs);
   place_step(g->inputs, model_.kernels().device());
+  host_ms = ms_since(t0);
+  // Kept only once captured: a step that fails leaves no half-made graph behind.
+  auto out = capture(*g);
   const auto shape = g->inputs.launch_shape;
-  return *graphs_.emplace(shape, std::move(g)).first->second;
-}
-
-at::Tensor StepGraphs::launch(Graph& g, bool& replayed) {
-  replayed = g.captured;
-  if (replayed) return replay(g);
-  try {
-    auto out = capture(g);
-    g.captured = true;
-    return out;
-  } catch (...) {
-    // Kept only once captured: a step that fails leaves no half-made graph behind.
-    graphs_.erase(g.inputs.launch_shape);
-    throw;
-  }
+  graphs_.emplace(shape, std::move(g));
+  return out;
 }
 
 at::Tensor StepGraphs::capture(Graph& g) {

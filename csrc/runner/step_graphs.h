@@ -40,16 +40,15 @@ class StepGraphs {
 
   StepGraphs(const Transformer& model, KvCache& cache);
   ~StepGraphs();
-  struct Graph;
-  // The graph of the launch shape of the step `inputs` holds, with the step's inputs in its buffers: a kept graph's
-  // refilled (refill_step), or a new one's, captured at its launch. The host's part of a step: the engine times it
-  // apart (ForwardInfo::plan_ms). Valid until the next prepare.
-  Graph& prepare(StepInputs inputs);
-  // The final hidden states of every row of the prepared step, [T, hidden] fp32; `replayed`: whether it replayed a
-  // graph an earlier step captured. The tensor is the shape's: read it before the next step of that shape.
-  at::Tensor launch(Graph& g, bool& replayed);
+  // The final hidden states of every row of the step `inputs` holds (which has a launch shape),
+  // [T, hidden] fp32; `replayed`: whether it replayed a graph an earlier step captured. The tensor
+  // is the shape's: read it before the next step of that shape. `host_ms`: its host work before the
+  // launches (a kept graph's buffers refilled, or a new step's arrays placed), which the engine counts
+  // as planning (ForwardInfo::plan_ms).
+  at::Tensor run(StepInputs inputs, bool& replayed, double& host_ms);
 
  private:
+  struct Graph;
   // A shape's first step, computed and captured (on the CPU: computed, its launches recorded).
   at::Tensor capture(Graph& g);
   // A later step, its inputs already in g's buffers.

@@ -86,4 +86,10 @@ std::vector<Step> plan_steps(const PackedTokens& packed, const std::vector<int64
   return steps;
 }
 
+std::vector<int32_t> key_rows_of(const StepBatch& step) {
+  std::vector<int32_t> rows(static_cast<size_t>(step.key_slots.size(0)), -1);
+  for (size_t r = 0; r < step.key_end.size(); ++r) rows[static_cast<size_t>(step.key_end[r] - 1)] = static_cast<int32_t>(r);
+  return rows;
+}
+
 }  // namespace tq

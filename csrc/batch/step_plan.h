@@ -40,4 +40,8 @@ struct Step {
 std::vector<Step> plan_steps(const PackedTokens& packed, const std::vector<int64_t>& slots, const std::vector<int64_t>& compute,
                              int64_t max_step_tokens, const at::Tensor& image_embeds = {});
 
+// Each of a step's keys' step row: the new token whose own key it is, -1 for a key the cache holds already
+// (QueryLayout::key_rows).
+std::vector<int32_t> key_rows_of(const StepBatch& step);
+
 }  // namespace tq

@@ -20,6 +20,10 @@ struct QueryLayout {
   // [Tk] int64 on the host: where each key lies in the KV cache's store. Undefined where the keys are not
   // the cache's (a vision tower's); a plan made with them may read the store in place (StepAttention::over_store).
   at::Tensor key_slots;
+  // [Tk] on the host, where known: the step row whose own key each key is (the step's row, which the layer computes the
+  // key for; an output layout's rows are some of them), -1 for a key the cache holds already. A plan may read such keys
+  // where the layer wrote them (StepKeys, kernels/layer_kernels.h).
+  std::vector<int32_t> key_rows;
 };
 
 // [Tq, Tk] bool: true where query i may attend to key j.

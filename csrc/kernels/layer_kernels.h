@@ -34,6 +34,13 @@ class Linear {
   virtual at::ScalarType natural_dtype() const { return at::kFloat; }
 };
 
+// The step's own keys and values where the layer wrote them beside the KV cache's store (FusedRowOps::qk_norm_rope_store):
+// [rows, kv_heads, dim] each in the compute dtype, row i the key and value of the step's query row i; rows past the
+// step's are never read. Undefined where the layer wrote the store alone.
+struct StepKeys {
+  at::Tensor k, v;
+};
+
 // One step's attention, planned once from the step's layout and run at every layer.
 class StepAttention {
  public:
@@ -44,9 +51,14 @@ class StepAttention {
   // step's keys at key_slots (the plan's QueryLayout::key_slots, on the device). This gathers the step's copy;
   // the cascade gathers each tier's keys from the store itself, with no step copy between (a copy of every
   // key a layer reads: on a GPU the most frequent kernel, docs/gpu.md).
-  virtual at::Tensor over_store(const at::Tensor& q, const at::Tensor& k_store, const at::Tensor& v_store, const at::Tensor& key_slots) const {
+  // `written`: the step's own keys as the layer wrote them, where step_key_rows() asked for them.
+  virtual at::Tensor over_store(const at::Tensor& q, const at::Tensor& k_store, const at::Tensor& v_store, const at::Tensor& key_slots,
+                                const StepKeys& /*written*/ = {}) const {
     return (*this)(q, k_store.index_select(0, key_slots), v_store.index_select(0, key_slots));
   }
+  // The rows of StepKeys this plan reads (the cascade's tiers whose keys are the step's own: read there, not gathered
+  // from the store); 0 where it reads none, and the layer need not write them.
+  virtual int64_t step_key_rows() const { return 0; }
   // The arrays its launches read that it leaves on the host when planned, in a fixed order: the step moves them to
   // the device with its own in one copy (runner/step_inputs.h), before the plan runs. Empty where the plan has
   // placed its arrays itself.
@@ -74,11 +86,12 @@ class FusedRowOps {
   // qkv: [T, (heads + 2 kv_heads) dim] fp32 or bf16 (read widened to fp32). Per head, q and k RMSNormed by q_norm and k_norm
   // ([dim] fp32; undefined: none), turned by RoPE at rows `rope_rows` of cos and sin (undefined:
   // none); k and v stored at `slots` of key_cache and value_cache ([slots, kv_heads, dim] in
-  // out_dtype). Returns q [T, heads, dim] in out_dtype.
+  // out_dtype), and where `step` holds arrays, into its rows 0..T-1 too (the same values). Returns q [T, heads, dim] in
+  // out_dtype.
   virtual at::Tensor qk_norm_rope_store(const at::Tensor& qkv, int64_t heads, int64_t kv_heads, const at::Tensor& q_norm,
                                         const at::Tensor& k_norm, double eps, const at::Tensor& cos, const at::Tensor& sin,
                                         const at::Tensor& rope_rows, at::Tensor& key_cache, at::Tensor& value_cache, const at::Tensor& slots,
-                                        at::ScalarType out_dtype) const = 0;
+                                        at::ScalarType out_dtype, StepKeys& step) const = 0;
 };
 
 class LayerKernels {

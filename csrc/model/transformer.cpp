@@ -1,5 +1,6 @@
 #include "model/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -82,14 +83,15 @@ at::Tensor Transformer::rope_if_rotary(const Layer& l, const at::Tensor& y, cons
 }
 
 Transformer::Queries Transformer::project(const Layer& l, int64_t li, const at::Tensor& qkv, const RopeRows& rope, const at::Tensor& slots,
-                                          KvCache& cache) const {
+                                          KvCache& cache, StepKeys& step) const {
   const auto& c = config_;
   if (fuses_qk(l)) {
     const bool norms = c.qk_norm == QkNorm::PerHead;
     const at::Tensor none;
     return {{}, kernels_->fused_rows()->qk_norm_rope_store(qkv, c.num_heads, c.num_kv_heads, norms ? l.q_norm : none, norms ? l.k_norm : none,
                                                            c.rms_norm_eps, l.kind.rotary ? rope.cos : none, l.kind.rotary ? rope.sin : none,
-                                                           l.kind.rotary ? rope.index : none, cache.key_layer(li), cache.value_layer(li), slots, dtype_)};
+                                                           l.kind.rotary ? rope.index : none, cache.key_layer(li), cache.value_layer(li), slots, dtype_,
+                                                           step)};
   }
   const int64_t t = qkv.size(0), q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
   auto q = qkv.slice(1, 0, q_dim), k = qkv.slice(1, q_dim, q_dim + kv_dim);
@@ -114,6 +116,20 @@ at::Tensor Transformer::query_rows(const Layer& l, const Queries& q, const RopeR
   return rope_if_rotary(l, q.raw.index_select(0, rows), {rope.cos, rope.sin, rope.index.index_select(0, rows)});
 }
 
+StepKeys Transformer::step_keys(const StepInputs& in, int64_t tokens) const {
+  int64_t rows = 0;
+  for (const auto* plans : {&in.attend, &in.attend_output})
+    for (const auto& plan : *plans)
+      if (plan) rows = std::max(rows, plan->step_key_rows());
+  // Written by the fused rows only; a layer they do not take (fuses_qk) writes the store alone, and its plans then read
+  // nothing here: asked for where every layer's keys come through them.
+  const bool written = kernels_->fused_rows() && std::all_of(layers_.begin(), layers_.end(), [&](const Layer& l) { return fuses_qk(l); });
+  if (rows == 0 || !written) return {};
+  const auto options = at::TensorOptions().dtype(dtype_).device(kernels_->device());
+  const auto shape = std::vector<int64_t>{std::max(rows, tokens), config_.num_kv_heads, config_.head_dim};
+  return {at::empty(shape, options), at::empty(shape, options)};
+}
+
 at::Tensor Transformer::run(const StepInputs& in, KvCache& cache) const {
   const auto& c = config_;
   const int64_t n_layers = static_cast<int64_t>(layers_.size());
@@ -127,12 +143,14 @@ at::Tensor Transformer::run(const StepInputs& in, KvCache& cache) const {
   const auto local_rope = local_rope_.cos.defined() ? rope_rows(in, local_rope_) : rope;
   // Each sublayer's input is made where the residual add before it ends (fused there, where the kernels can).
   auto h = input(x, layers_[0].attn_in_norm);
+  // Each layer writes them before its attention reads them, so one pair serves every layer.
+  auto step_keys = this->step_keys(in, in.token_ids.size(0));
   for (int64_t li = 0; li < n_layers; ++li) {
     TQ_PROFILE_SCOPE("tq::layer");
     const Layer& l = layers_[li];
     const auto& layer_rope = l.kind.local_rope ? local_rope : rope;
     // The fused rows read q, k and v as the GEMM rounded them (no fp32 copy); the other paths take them in fp32.
-    const auto q = project(l, li, (*l.qkv)(h, fuses_qk(l) ? l.qkv->natural_dtype() : at::kFloat), layer_rope, in.slots, cache);
+    const auto q = project(l, li, (*l.qkv)(h, fuses_qk(l) ? l.qkv->natural_dtype() : at::kFloat), layer_rope, in.slots, cache, step_keys);
     record(li, "input", h);
     // The keys and values stay where they lie in the cache: the attention reads the step's there (over_store).
     const auto &k_store = cache.key_layer(li), &v_store = cache.value_layer(li);
@@ -144,13 +162,13 @@ at::Tensor Transformer::run(const StepInputs& in, KvCache& cache) const {
     if (li < n_layers - 1 || !in.output_rows.defined()) {
       const auto q_in = query_rows(l, q, layer_rope, {});
       record(li, "query", q_in);
-      attn = in.attend[l.kind.sliding]->over_store(q_in, k_store, v_store, in.key_slots);
+      attn = in.attend[l.kind.sliding]->over_store(q_in, k_store, v_store, in.key_slots, step_keys);
     } else {
       if (in.output_rows.size(0) == 0) return at::empty({0, c.hidden_size}, x.options());
       x = x.index_select(0, in.output_rows);
       const auto out_q = query_rows(l, q, layer_rope, in.output_rows);
       record(li, "query", out_q);
-      attn = in.attend_output[l.kind.sliding]->over_store(out_q, k_store, v_store, in.key_slots);
+      attn = in.attend_output[l.kind.sliding]->over_store(out_q, k_store, v_store, in.key_slots, step_keys);
     }
     record(li, "attention", attn);
     const auto h2 = add_then_input(*l.o, attn.view({x.size(0), q_dim}), l.attn_out_norm, x, l.ffn_in_norm);

@@ -114,11 +114,16 @@ class Transformer {
   at::Tensor rope_if_rotary(const Layer& l, const at::Tensor& y, const RopeRows& rope) const;
   // A layer's queries, from its qkv projection [T, (heads + 2 kv_heads) head_dim] (fp32; the GEMM's own bf16 where the
   // fused rows read it), its keys and values written into the cache at `slots` on the way: q/k norms and RoPE, one fused
-  // launch where the kernels can (then `turned`), else the separate ops (then `raw`, not yet turned).
+  // launch where the kernels can (then `turned`, and the keys and values into `step` too where it holds arrays), else the
+  // separate ops (then `raw`, not yet turned).
   struct Queries {
     at::Tensor raw, turned;
   };
-  Queries project(const Layer& l, int64_t li, const at::Tensor& qkv, const RopeRows& rope, const at::Tensor& slots, KvCache& cache) const;
+  Queries project(const Layer& l, int64_t li, const at::Tensor& qkv, const RopeRows& rope, const at::Tensor& slots, KvCache& cache,
+                  StepKeys& step) const;
+  // The arrays the step's plans read its own keys and values in (StepAttention::step_key_rows), made once for its
+  // layers; none where no plan reads them or the layers cannot write them (no fused rows).
+  StepKeys step_keys(const StepInputs& in, int64_t tokens) const;
   // The queries' rows `rows` (all where undefined), turned.
   at::Tensor query_rows(const Layer& l, const Queries& q, const RopeRows& rope, const at::Tensor& rows) const;
 

@@ -38,7 +38,7 @@ StepInputs prepare_step(const Transformer& transformer, const StepBatch& step, b
   auto plan = [&](const QueryLayout& q, bool sliding) {
     return kernels.plan_attention(q, step.key_positions, step.key_segments, sliding ? c.sliding_window : std::nullopt, c.num_heads);
   };
-  const QueryLayout queries{step.positions, step.segments, step.parents, step.roots, step.key_end, step.key_slots};
+  const QueryLayout queries{step.positions, step.segments, step.parents, step.roots, step.key_end, step.key_slots, key_rows_of(step)};
   // A step whose plans launch alike whatever its layout: a graph's (image rows vary in number; a mixture of
   // experts routes on the host, its rows per expert varying too).
   bool fixed = fixed_shape && !step.image_rows.defined() && !c.moe;
@@ -62,7 +62,7 @@ StepInputs prepare_step(const Transformer& transformer, const StepBatch& step, b
   for (auto r : step.output_rows) key_end.push_back(step.key_end[r]);
   const auto& rows = in.output_rows;
   const QueryLayout out_queries{step.positions.index_select(0, rows), step.segments.index_select(0, rows), step.parents.index_select(0, rows),
-                                step.roots.index_select(0, rows), key_end, step.key_slots};
+                                step.roots.index_select(0, rows), key_end, step.key_slots, queries.key_rows};
   const bool sliding = c.layers.back().sliding;
   in.attend_output[sliding] = plan(out_queries, sliding);
   return in;

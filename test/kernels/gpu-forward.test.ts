@@ -56,6 +56,15 @@ test('cascade: every step of 440 random segment trees sees what the visibility r
   expect(p.questionTiers).toBeGreaterThan(500);
 });
 
+test("cascade: a tier whose keys are the step's own rows reads them where the layer wrote them (StepKeys), not gathered from the store: the same bits", () => {
+  const k = cascade.stepKeys;
+  // Cold prefills' and questions' own tiers among the random steps; in the fixed form only from the step's first row.
+  expect(k.tiers).toBeGreaterThan(300);
+  expect(k.fixedTiers).toBeGreaterThan(50);
+  // The other rows of the arrays hold NaN: a key read from a wrong row would show.
+  expect(k.differ).toBe(0);
+});
+
 test("cascade, fixed form: a bucket's steps see what the rule sees, launch alike, and give the plain plan's bits", () => {
   const f = cascade.fixed;
   expect(f.fixed).toBeGreaterThan(900);
@@ -138,7 +147,7 @@ test("a step's arrays go to the device as views of one buffer (step_upload.h): e
 
 test('row kernels: every fused kernel row is the bits of the CPU kernels, fp32 and bf16; q/k/v read in bf16 as read widened, four at a time too', () => {
   expect(rows.map((r) => `${r.kernel}/${r.dtype}`).sort()).toEqual(
-    ['add_rms_norm', 'qk_norm_rope', 'qk_norm_rope_bf16_qkv', 'silu_mul', 'gelu_tanh_mul'].flatMap((k) => [`${k}/bf16`, `${k}/fp32`]).concat('bf16_quads/bf16').sort(),
+    ['add_rms_norm', 'qk_norm_rope', 'qk_norm_rope_bf16_qkv', 'qk_norm_rope_step_keys', 'silu_mul', 'gelu_tanh_mul'].flatMap((k) => [`${k}/bf16`, `${k}/fp32`]).concat('bf16_quads/bf16').sort(),
   );
   for (const r of rows) {
     expect(r.compared).toBeGreaterThan(1000);

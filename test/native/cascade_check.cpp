@@ -115,7 +115,38 @@ int64_t stacked_merge_differs = 0;
 // first_holds_every_row), and the merges asked to whose bits differed from the merge into a new array.
 int64_t in_place_merges = 0, in_place_merge_differs = 0;
 
-at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+// Tiers whose keys are the step's own rows (step_keys_first) read where the layer writes them (StepKeys); of them,
+// those the fixed form keeps so (from the step's first row); and those whose bits differed from the same keys gathered.
+int64_t step_key_tiers = 0, fixed_step_key_tiers = 0, step_key_differs = 0;
+
+// The tiers of `gathered` whose keys are the step's own (key_rows: the layout's), run again on keys read from StepKeys as
+// the layer writes them: row r's own key at row r, every other row NaN, so that a key read from the wrong row shows.
+void check_step_keys(std::vector<DeviceTier> tiers, const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const std::vector<int32_t>& key_rows, const std::vector<PartialResult>& gathered, bool fixed) {
+  int64_t rows = 0;
+  for (const auto r : key_rows) rows = std::max<int64_t>(rows, r + 1);
+  for (auto& tier : tiers) {
+    tier.k_first = step_keys_first(*tier.tier, key_rows);
+    if (tier.k_first >= 0) rows = std::max<int64_t>(rows, tier.k_first + tier.tier->total_k());
+  }
+  StepKeys step{at::full({rows, k.size(1), k.size(2)}, NAN, k.options()), at::full({rows, v.size(1), v.size(2)}, NAN, v.options())};
+  for (size_t j = 0; j < key_rows.size(); ++j)
+    if (key_rows[j] >= 0) {
+      step.k[key_rows[j]].copy_(k[static_cast<int64_t>(j)]);
+      step.v[key_rows[j]].copy_(v[static_cast<int64_t>(j)]);
+    }
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    if (tiers[i].k_first < 0 || tiers[i].tier->total_q() == 0) continue;
+    ++step_key_tiers;
+    fixed_step_key_tiers += fixed && tiers[i].k_first == 0;
+    const auto part = attend_tier(impl, q, k, v, tiers[i], step);
+    if (!part.out.equal(gathered[i].out) || !part.lse.equal(gathered[i].lse)) ++step_key_differs;
+  }
+}
+
+// key_rows: the layout's (QueryLayout::key_rows), where the tiers reading the step's own keys are checked too.
+at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                       const std::vector<int32_t>& key_rows = {}, bool fixed = false) {
   std::vector<DeviceTier> tiers;
   for (const auto& tier : plan.tiers) tiers.push_back(impl.prepare(tier));
   auto merge = prepare_merge(plan, at::kCPU);
@@ -123,6 +154,7 @@ at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, co
   pack_into_one(step_arrays(tiers, merge), at::kCPU);
   std::vector<PartialResult> parts;
   for (const auto& tier : tiers) parts.push_back(attend_tier(impl, q, k, v, tier));
+  if (!key_rows.empty()) check_step_keys(tiers, impl, q, k, v, key_rows, parts, fixed);
   auto merged = merge_attention(merge, parts, at::kFloat);
   if (!merge_attention(merge, {stacked_tiers(parts)}, at::kFloat).equal(merged)) ++stacked_merge_differs;
   if (tiers[0].q_first == 0 && plan.tiers[0].total_q() == q.size(0)) {
@@ -252,7 +284,7 @@ void check_layout(const QueryLayout& q, const StepBatch& b, std::optional<int64_
   const auto plain = reference_attention(qv, kv, vv, rule, softcap);
   t.worst_plain = std::max(t.worst_plain, (plain.to(at::kDouble) - expected).abs().max().item<double>());
   check_cpu_attention(q, b, window, softcap, qv, kv, vv, plain, t);
-  auto reference = run_cascade(plan, *reference_partial_attention(softcap), qv, kv, vv);
+  auto reference = run_cascade(plan, *reference_partial_attention(softcap), qv, kv, vv, q.key_rows);
   auto aten = run_cascade(plan, *aten_partial_attention(softcap), qv, kv, vv);
   t.worst_reference = std::max(t.worst_reference, (reference.to(at::kDouble) - expected).abs().max().item<double>());
   t.worst_aten = std::max(t.worst_aten, (aten - reference).abs().max().item<double>());
@@ -266,7 +298,7 @@ void check_layout(const QueryLayout& q, const StepBatch& b, std::optional<int64_
   ++t.compared;
 }
 
-QueryLayout layout_of(const StepBatch& b) { return {b.positions, b.segments, b.parents, b.roots, b.key_end, b.key_slots}; }
+QueryLayout layout_of(const StepBatch& b) { return {b.positions, b.segments, b.parents, b.roots, b.key_end, b.key_slots, key_rows_of(b)}; }
 
 struct FixedTotals {
   int64_t fixed = 0, refused = 0, refused_unwindowed = 0, mismatched = 0, keyless_entries = 0, shapes = 0, shape_differences = 0,
@@ -330,7 +362,7 @@ void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, bool 
   auto qv = at::randn({tokens, heads, dim}), kv = at::randn({keys, kv_heads, dim}), vv = at::randn({keys, kv_heads, dim});
   const auto impl = reference_partial_attention(0);
   ++t.compared;
-  if (!run_cascade(plan, *impl, qv, kv, vv).equal(run_cascade(plain, *impl, qv, kv, vv))) ++t.bits_differ;
+  if (!run_cascade(plan, *impl, qv, kv, vv, q.key_rows, /*fixed=*/true).equal(run_cascade(plain, *impl, qv, kv, vv))) ++t.bits_differ;
   const double softcap = 0;
   const auto q16 = qv.to(at::kBFloat16), k16 = kv.to(at::kBFloat16), v16 = vv.to(at::kBFloat16);
   if (!questions_apart) return;
@@ -344,7 +376,7 @@ QueryLayout output_layout(const StepBatch& b) {
   std::vector<int64_t> key_end;
   for (auto r : b.output_rows) key_end.push_back(b.key_end[r]);
   return {b.positions.index_select(0, rows), b.segments.index_select(0, rows), b.parents.index_select(0, rows), b.roots.index_select(0, rows), key_end,
-          b.key_slots};
+          b.key_slots, key_rows_of(b)};
 }
 
 // A causal tier whose first row sees no key (3 rows over 2 keys), and a tier that gives that
@@ -584,6 +616,8 @@ int main(int argc, char** argv) {
               (long long)f.fixed, (long long)f.refused, (long long)f.refused_unwindowed, (long long)f.mismatched, (long long)f.keyless_entries,
               (long long)f.shapes, (long long)f.shape_differences, (long long)f.compared, (long long)f.bits_differ, (long long)f.split_key_compared, (long long)f.split_key_bits_differ, (long long)f.without_own_tier,
               (long long)f.padding_rows, (long long)f.padding_rows_seeing_more, (long long)f.largest_bucket);
+  std::printf("{\"part\":\"stepKeys\",\"tiers\":%lld,\"fixedTiers\":%lld,\"differ\":%lld}\n", (long long)step_key_tiers,
+              (long long)fixed_step_key_tiers, (long long)step_key_differs);
   std::printf("{\"part\":\"cpu\",\"compared\":%lld,\"worstPlain\":%.3e,\"worst\":{", (long long)t.compared, t.worst_plain);
   const char* comma = "";
   for (const auto& [name, worst] : t.worst_cpu) {

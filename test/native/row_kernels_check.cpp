@@ -105,17 +105,27 @@ void check_qk_bf16_input(at::ScalarType out_dtype) {
   auto angles = at::arange(40, at::kFloat).unsqueeze(1) * at::rand({d});
   const auto cos = angles.cos().contiguous(), sin = angles.sin().contiguous();
   const auto positions = at::randint(0, 40, {tokens}, at::kLong), where = at::randperm(slots, at::kLong).slice(0, 0, tokens).contiguous();
+  at::Tensor step_k, step_v, stored_k, stored_v;  // the last run's step keys, and its store's rows at the tokens' slots
   auto run = [&](const at::Tensor& qkv) {
     auto q = at::zeros({tokens, heads, d}, out_dtype), k = at::zeros({slots, kv_heads, d}, out_dtype), v = at::zeros({slots, kv_heads, d}, out_dtype);
+    step_k = at::zeros({tokens, kv_heads, d}, out_dtype);
+    step_v = at::zeros_like(step_k);
     rows::QkNormRopeArgs a{tokens, heads, kv_heads, d, qkv.data_ptr(), qkv.scalar_type() == at::kBFloat16, qkv.stride(0), qn.data_ptr<float>(),
                            kn.data_ptr<float>(), 1e-6f, cos.data_ptr<float>(), sin.data_ptr<float>(), positions.data_ptr<int64_t>(), q.data_ptr(),
-                           k.data_ptr(), v.data_ptr(), where.data_ptr<int64_t>(), out_dtype == at::kBFloat16};
+                           k.data_ptr(), v.data_ptr(), where.data_ptr<int64_t>(), step_k.data_ptr(), step_v.data_ptr(), out_dtype == at::kBFloat16};
     rows::qk_norm_rope_host(a);
+    stored_k = k.index_select(0, where);
+    stored_v = v.index_select(0, where);
     return at::cat({q.view({-1}), k.view({-1}), v.view({-1})});
   };
   const auto a = run(qkv16), b = run(qkv32);
   const int64_t written = a.ne(0).sum().item<int64_t>();  // q, and k and v at the tokens' slots: nothing left unwritten there
   report("qk_norm_rope_bf16_qkv", out_dtype, a.numel(), differing(a, b) + (written < tokens * (heads + 2 * kv_heads) * d ? a.numel() : 0));
+  // The step's keys and values (StepKeys, which the cascade reads in place of the store's copy): each token's row the
+  // bits of its slot's, every element written.
+  const auto step = at::cat({step_k.view({-1}), step_v.view({-1})}), store = at::cat({stored_k.view({-1}), stored_v.view({-1})});
+  const int64_t step_written = step.ne(0).sum().item<int64_t>();
+  report("qk_norm_rope_step_keys", out_dtype, step.numel(), differing(step, store) + (step_written < step.numel() ? step.numel() : 0));
 }
 
 void check_gated(at::ScalarType dtype, bool gelu) {

@@ -2,6 +2,7 @@
 
 #include <ATen/record_function.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -45,15 +46,20 @@ struct TierKernels {
 
 // A step's cascade: the plan, each tier's arrays and the merge's, made once on the host; the step moves them to
 // the device with its own (arrays()). Planned with the keys' slots (QueryLayout::key_slots), each tier's keys are
-// read in the KV cache's store: the tiers' key rows are made slots on the host, with the rest of the arrays.
+// read in the KV cache's store: the tiers' key rows are made slots on the host, with the rest of the arrays. A tier
+// whose keys are the step's own rows in one run (a prefill's state, the rows of each question's own tier) reads them
+// where the layer wrote them beside the store (StepKeys), where a kernel that gathers would copy them out of it.
 class CascadeAttention : public StepAttention {
  public:
-  CascadeAttention(CascadePlan plan, TierKernels kernels, at::Device device, bool fixed, const at::Tensor& key_slots)
-      : plan_(std::move(plan)), kernels_(std::move(kernels)), merge_(prepare_merge(plan_, device)), fixed_(fixed), in_store_(key_slots.defined()) {
+  CascadeAttention(CascadePlan plan, TierKernels kernels, at::Device device, bool fixed, const QueryLayout& queries)
+      : plan_(std::move(plan)), kernels_(std::move(kernels)), merge_(prepare_merge(plan_, device)), fixed_(fixed),
+        in_store_(queries.key_slots.defined()) {
+    const auto& key_slots = queries.key_slots;
     TORCH_CHECK(!in_store_ || key_slots.is_cpu(), "a cascade is planned on the host: its key slots too");
     const auto slots = in_store_ ? key_slots.contiguous() : key_slots;
     for (const auto& tier : plan_.tiers) {
       tiers_.push_back(kernels_.of(tier).prepare(tier));
+      if (in_store_ && !kernels_.of(tier).reads_in_place()) tiers_.back().k_first = step_keys_first(tier, queries.key_rows);
       if (in_store_) {  // each key row made its slot, in place
         const int64_t* slot = slots.data_ptr<int64_t>();
         int64_t* row = tiers_.back().k_rows.data_ptr<int64_t>();
@@ -65,7 +71,15 @@ class CascadeAttention : public StepAttention {
       // In the fixed form only rows from the step's first are read in place (the own tier's, every step): the launch
       // shape holds q_first, so a graph's launches never depend on where a tier's rows lie.
       if (fixed_ && tiers_.back().q_first != 0) tiers_.back().q_first = -1;
+      if (fixed_ && tiers_.back().k_first != 0) tiers_.back().k_first = -1;  // likewise the keys' view
     }
+  }
+
+  int64_t step_key_rows() const override {
+    int64_t rows = 0;
+    for (const auto& tier : tiers_)
+      if (tier.k_first >= 0) rows = std::max<int64_t>(rows, tier.k_first + tier.tier->total_k());
+    return rows;
   }
 
   std::vector<at::Tensor*> arrays() override { return step_arrays(tiers_, merge_); }
@@ -76,8 +90,9 @@ class CascadeAttention : public StepAttention {
   }
 
   // key_slots: the ones planned with, on the device; the tiers' own copies are read.
-  at::Tensor over_store(const at::Tensor& q, const at::Tensor& k_store, const at::Tensor& v_store, const at::Tensor& key_slots) const override {
-    return in_store_ ? attend(q, k_store, v_store) : StepAttention::over_store(q, k_store, v_store, key_slots);
+  at::Tensor over_store(const at::Tensor& q, const at::Tensor& k_store, const at::Tensor& v_store, const at::Tensor& key_slots,
+                        const StepKeys& written) const override {
+    return in_store_ ? attend(q, k_store, v_store, written) : StepAttention::over_store(q, k_store, v_store, key_slots);
   }
 
   std::vector<int64_t> launch_shape() const override {
@@ -85,7 +100,8 @@ class CascadeAttention : public StepAttention {
     std::vector<int64_t> shape{static_cast<int64_t>(merge_.begin.size()), static_cast<int64_t>(merge_.entry.size())};
     for (size_t i = 0; i < tiers_.size(); ++i) {
       const CascadeTier& l = plan_.tiers[i];
-      shape.insert(shape.end(), {l.causal, l.window_left, l.sequences(), l.total_q(), l.total_k(), l.max_q, l.max_k, tiers_[i].q_first});
+      shape.insert(shape.end(), {l.causal, l.window_left, l.sequences(), l.total_q(), l.total_k(), l.max_q, l.max_k, tiers_[i].q_first,
+                                 tiers_[i].k_first});
     }
     return shape;
   }
@@ -102,8 +118,8 @@ class CascadeAttention : public StepAttention {
   }
 
  private:
-  // k, v: where the tiers' key rows point (the step's keys, or the store).
-  at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const {
+  // k, v: where the tiers' key rows point (the step's keys, or the store); step: the step's own keys, where written.
+  at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepKeys& step = {}) const {
     if (!tiers_.empty() && tiers_[0].cu_q.device() != q.device())
       throw std::logic_error("a cascade's arrays are still on the host: the step moves them (StepAttention::arrays)");
     std::vector<PartialResult> parts(tiers_.size());
@@ -116,12 +132,12 @@ class CascadeAttention : public StepAttention {
         if (l.total_q() == 0 || &kernels_.of(l) != kernel) continue;
         // What the tier's launch takes from the host, for the CUDA graph check on the CPU (runner/launch_record.h).
         RECORD_FUNCTION(kernel->name(), std::vector<c10::IValue>({q, k, v, tiers_[i].cu_q, tiers_[i].cu_k, l.causal, int64_t{l.window_left},
-                                                                  int64_t{l.max_q}, int64_t{l.max_k}}));
+                                                                  int64_t{l.max_q}, int64_t{l.max_k}, tiers_[i].k_first}));
         taken.push_back(i);
         tiers.push_back(&tiers_[i]);
       }
       if (tiers.empty()) continue;
-      auto results = kernel->attend_together(q, k, v, tiers);
+      auto results = kernel->attend_together(q, k, v, tiers, step);
       for (size_t j = 0; j < taken.size(); ++j) parts[taken[j]] = std::move(results[j]);
     }
     // A tier the fixed form holds for a step without its rows launches nothing; no merge entry reads it.
@@ -172,7 +188,7 @@ class CascadeLayerKernels : public LayerKernels {
     // A bucket's step, in the fixed form where its implementations launch alike at any plan (split-key always does).
     const bool fixed = fixed_shapes_ && bucket_shaped(rows, keys) && kernels.varlen->replays(plan) &&
                        fix_cascade_shape(plan, static_cast<int32_t>(rows), static_cast<int32_t>(keys));
-    return std::make_unique<CascadeAttention>(std::move(plan), std::move(kernels), device(), fixed, queries.key_slots);
+    return std::make_unique<CascadeAttention>(std::move(plan), std::move(kernels), device(), fixed, queries);
   }
   // Not causal: the tiers' bottom-right causal masks cannot say it (a vision tower's attention).
   std::unique_ptr<StepAttention> plan_segment_attention(const at::Tensor& segments, int64_t heads) const override {

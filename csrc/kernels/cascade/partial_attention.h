@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "batch/cascade_plan.h"
+#include "kernels/layer_kernels.h"
 
 namespace tq {
 
@@ -30,6 +31,9 @@ struct DeviceTier {
   // gathered; -1 otherwise (in the fixed form, unless they start at the step's first: cascade_layer_kernels.cpp).
   int64_t q_first = -1;
   at::Tensor k_rows;  // int64: the tier's keys where the cascade gathers them: the step's keys, or the KV cache's slots
+  // Where those keys are the step's own rows k_first, k_first + 1, ... (step_keys_first), they are read where the layer
+  // wrote them (StepKeys, a view), not gathered; -1 otherwise (in the fixed form, unless they start at the step's first).
+  int64_t k_first = -1;
   at::Tensor cu_q, cu_k;      // int32 [sequences + 1]
   at::Tensor row_seq, row_in_seq;  // int64 [total_q]: each tier row's sequence and place in it
   // aten: the tier padded to [sequences, max_q] rows and [sequences, max_k] keys (-1: padding),
@@ -56,8 +60,9 @@ class PartialAttention {
   virtual bool reads_in_place() const { return false; }
   // The step's tiers this implementation takes, computed in the order given: each by attend_tier here; split-key
   // attention launches them as one kernel (a launch fewer a layer for each tier past the first).
+  // `step`: the step's own keys, where the layer wrote them (tiers with k_first read them there).
   virtual std::vector<PartialResult> attend_together(const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
-                                                     const std::vector<const DeviceTier*>& tiers) const;
+                                                     const std::vector<const DeviceTier*>& tiers, const StepKeys& step = {}) const;
   // Whether its launches for the plan's tiers, put in the fixed form (batch/fixed_cascade.h), are
   // the same for every plan of that form: what a CUDA graph needs. Not so where it pads each tier
   // to its longest sequence (the ATen form): the fixed form would pad every sequence to the bucket.
@@ -65,9 +70,15 @@ class PartialAttention {
 };
 
 // A tier computed by `impl`: its rows taken from the step's q (in place where they are one run), its keys and
-// values gathered from where its k_rows point (the step's keys, or the KV cache's store).
+// values gathered from where its k_rows point (the step's keys, or the KV cache's store), or, where they are the
+// step's own (k_first) and `step` holds them, read there in place.
 PartialResult attend_tier(const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
-                           const DeviceTier& tier);
+                           const DeviceTier& tier, const StepKeys& step = {});
+
+// The first step row of the run the tier's keys are, where in every sequence with rows each key j is the own key of
+// step row first + j (key_rows: QueryLayout's, each key's step row); -1 otherwise. A sequence without rows (the fixed
+// form's spare keys) is never read: its keys may be anything.
+int64_t step_keys_first(const CascadeTier& tier, const std::vector<int32_t>& key_rows);
 
 // The tiers split-key attention takes: every tier but the states' own runs ("own": a prefill's long causal runs; with the
 // questions planned apart, batch/cascade_plan.h, only those), by the tier's kind alone, so a row's kernel never depends

@@ -120,17 +120,35 @@ DeviceTier PartialAttention::prepare(const CascadeTier& tier) const {
   return dl;
 }
 
+int64_t step_keys_first(const CascadeTier& tier, const std::vector<int32_t>& key_rows) {
+  if (key_rows.empty()) return -1;
+  int64_t first = -1;
+  for (int32_t s = 0; s < tier.sequences(); ++s) {
+    if (tier.cu_q[s + 1] == tier.cu_q[s]) continue;
+    for (int32_t j = tier.cu_k[s]; j < tier.cu_k[s + 1]; ++j) {
+      const int32_t row = key_rows[static_cast<size_t>(tier.k_rows[j])];
+      if (first < 0) first = row - j;
+      if (row < 0 || first < 0 || row != first + j) return -1;
+    }
+  }
+  return first;
+}
+
 PartialResult attend_tier(const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
-                           const DeviceTier& tier) {
+                           const DeviceTier& tier, const StepKeys& step) {
   if (impl.reads_in_place()) return impl(q, k_source, v_source, tier);
   const auto rows = tier.q_first >= 0 ? q.narrow(0, tier.q_first, tier.tier->total_q()) : q.index_select(0, tier.q_rows);
+  if (tier.k_first >= 0 && step.k.defined()) {
+    const int64_t keys = tier.tier->total_k();
+    return impl(rows, step.k.narrow(0, tier.k_first, keys), step.v.narrow(0, tier.k_first, keys), tier);
+  }
   return impl(rows, k_source.index_select(0, tier.k_rows), v_source.index_select(0, tier.k_rows), tier);
 }
 
 std::vector<PartialResult> PartialAttention::attend_together(const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
-                                                             const std::vector<const DeviceTier*>& tiers) const {
+                                                             const std::vector<const DeviceTier*>& tiers, const StepKeys& step) const {
   std::vector<PartialResult> parts;
-  for (const DeviceTier* tier : tiers) parts.push_back(attend_tier(*this, q, k_source, v_source, *tier));
+  for (const DeviceTier* tier : tiers) parts.push_back(attend_tier(*this, q, k_source, v_source, *tier, step));
   return parts;
 }
 

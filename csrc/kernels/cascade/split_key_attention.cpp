@@ -51,8 +51,9 @@ class SplitKeyAttention : public PartialAttention {
   }
 
   // The tiers in one launch on CUDA (up to split_key::kLaunchTiers a launch); on the CPU, each by its host twin.
+  // Every key read where it lies in the store: the step's own keys too (`step` unused).
   std::vector<PartialResult> attend_together(const at::Tensor& step_q, const at::Tensor& k_store, const at::Tensor& v_store,
-                                             const std::vector<const DeviceTier*>& tiers) const override {
+                                             const std::vector<const DeviceTier*>& tiers, const StepKeys& /*step*/ = {}) const override {
     const auto q = step_q.to(k_store.scalar_type());
     check_operands(q, k_store, v_store);
     std::vector<PartialResult> parts;

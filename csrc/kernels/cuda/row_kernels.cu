@@ -85,13 +85,21 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
   const int64_t in_row = static_cast<int64_t>(t) * a.token_stride + static_cast<int64_t>(h) * d;
   // k and v heads: their row in the cache, at the token's slot.
   const int64_t slot_row = h < a.heads ? 0 : (a.slots[t] * a.kv_heads + (h - a.heads) % a.kv_heads) * d;
+  // And in the step's keys (where asked), the same values at the token's row.
+  const int64_t step_row = h < a.heads ? 0 : (static_cast<int64_t>(t) * a.kv_heads + (h - a.heads) % a.kv_heads) * d;
   if (h >= a.heads + a.kv_heads) {  // v: into its cache slot as it is
     if constexpr (kQuad) {  // widened and narrowed as the strided form does (a NaN's payload too)
       float quad[4];
       rows::widen_quad(read_quad(a.qkv, in_row, lane), quad);
-      write_quad(a.v_cache, slot_row, lane, rows::narrow_quad(quad));
+      const auto narrowed = rows::narrow_quad(quad);
+      write_quad(a.v_cache, slot_row, lane, narrowed);
+      if (a.v_step) write_quad(a.v_step, step_row, lane, narrowed);
     } else {
-      for (int j = lane; j < d; j += kWarp) put(a.v_cache, slot_row + j, load(a.qkv, in_row + j, a.qkv_bf16), a.out_bf16);
+      for (int j = lane; j < d; j += kWarp) {
+        const float value = load(a.qkv, in_row + j, a.qkv_bf16);
+        put(a.v_cache, slot_row + j, value, a.out_bf16);
+        if (a.v_step) put(a.v_step, step_row + j, value, a.out_bf16);
+      }
     }
     return;
   }
@@ -118,12 +126,19 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
   const int64_t out_row = is_q ? (static_cast<int64_t>(t) * a.heads + h) * d : slot_row;
   const float* c = a.rope_rows ? a.cos + a.rope_rows[t] * d : nullptr;
   const float* s = a.rope_rows ? a.sin + a.rope_rows[t] * d : nullptr;
+  void* step = is_q ? nullptr : a.k_step;
   if constexpr (kQuad) {
     float quad[4];
     for (int i = 0; i < 4; ++i) quad[i] = c ? rows::rope_out(row, c, s, d, 4 * lane + i) : row[4 * lane + i];
-    write_quad(out, out_row, lane, rows::narrow_quad(quad));
+    const auto narrowed = rows::narrow_quad(quad);
+    write_quad(out, out_row, lane, narrowed);
+    if (step) write_quad(step, step_row, lane, narrowed);
   } else {
-    for (int j = lane; j < d; j += kWarp) put(out, out_row + j, c ? rows::rope_out(row, c, s, d, j) : row[j], a.out_bf16);
+    for (int j = lane; j < d; j += kWarp) {
+      const float value = c ? rows::rope_out(row, c, s, d, j) : row[j];
+      put(out, out_row + j, value, a.out_bf16);
+      if (step) put(step, step_row + j, value, a.out_bf16);
+    }
   }
 }
 
@@ -131,7 +146,7 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
 bool takes_quads(const QkNormRopeArgs& a) {
   const auto aligned = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % sizeof(uint2) == 0; };
   return a.qkv_bf16 && a.out_bf16 && a.head_dim == kQuadHeadDim && a.token_stride % 4 == 0 && aligned(a.qkv) && aligned(a.q_out) &&
-         aligned(a.k_cache) && aligned(a.v_cache);
+         aligned(a.k_cache) && aligned(a.v_cache) && aligned(a.k_step) && aligned(a.v_step);
 }
 
 // Block r: row r, its threads along the row (no 64-bit division per element). kQuad: bf16 rows whose width and

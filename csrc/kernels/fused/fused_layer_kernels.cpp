@@ -51,7 +51,9 @@ class FusedLayerKernels : public LayerKernels, public FusedRowOps {
                   at::ScalarType out_dtype) const override {
     const auto heads = x.to(at::kFloat).contiguous();  // [T, heads, dim]
     at::Tensor none;
-    return qk_norm_rope_store(heads.view({heads.size(0), -1}), heads.size(1), 0, none, none, 0, cos, sin, positions, none, none, none, out_dtype);
+    StepKeys no_keys;
+    return qk_norm_rope_store(heads.view({heads.size(0), -1}), heads.size(1), 0, none, none, 0, cos, sin, positions, none, none, none, out_dtype,
+                              no_keys);
   }
   at::Tensor gated_mul(at::Tensor& gate, const at::Tensor& up, GateActivation act) const override {
     return gated_mul_halves(at::cat({gate.view({-1, gate.size(-1)}), up.view({-1, up.size(-1)})}, 1), act).view(gate.sizes());
@@ -87,10 +89,15 @@ class FusedLayerKernels : public LayerKernels, public FusedRowOps {
 
   at::Tensor qk_norm_rope_store(const at::Tensor& qkv, int64_t heads, int64_t kv_heads, const at::Tensor& q_norm, const at::Tensor& k_norm,
                                 double eps, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& rope_rows, at::Tensor& key_cache,
-                                at::Tensor& value_cache, const at::Tensor& slots, at::ScalarType out_dtype) const override {
+                                at::Tensor& value_cache, const at::Tensor& slots, at::ScalarType out_dtype, StepKeys& step) const override {
     TORCH_CHECK((qkv.scalar_type() == at::kFloat || is_bf16(qkv)) && qkv.stride(1) == 1, "qk_norm_rope_store: fp32 or bf16 qkv rows");
     const int64_t dim = qkv.size(1) / (heads + 2 * kv_heads), tokens = qkv.size(0);
     if (kv_heads > 0) TORCH_CHECK(key_cache.scalar_type() == out_dtype && value_cache.scalar_type() == out_dtype, "the KV cache in the compute dtype");
+    const bool to_step = kv_heads > 0 && step.k.defined();
+    for (const auto* t : {&step.k, &step.v})
+      TORCH_CHECK(!to_step || (t->is_contiguous() && t->scalar_type() == out_dtype && t->dim() == 3 && t->size(0) >= tokens && t->size(1) == kv_heads &&
+                               t->size(2) == dim),
+                  "qk_norm_rope_store: the step's keys [at least its rows, kv_heads, dim] in the compute dtype");
     auto q = at::empty({tokens, heads, dim}, qkv.options().dtype(out_dtype));
     const auto qn = q_norm.defined() ? q_norm.contiguous() : q_norm, kn = k_norm.defined() ? k_norm.contiguous() : k_norm;
     const auto c = cos.defined() ? cos.contiguous() : cos, s = sin.defined() ? sin.contiguous() : sin;
@@ -99,7 +106,8 @@ class FusedLayerKernels : public LayerKernels, public FusedRowOps {
                               qkv.data_ptr(), is_bf16(qkv), qkv.stride(0), floats_or_null(qn), floats_or_null(kn), static_cast<float>(eps),
                               floats_or_null(c), floats_or_null(s), r.defined() ? r.data_ptr<int64_t>() : nullptr, q.data_ptr(),
                               kv_heads > 0 ? key_cache.data_ptr() : nullptr, kv_heads > 0 ? value_cache.data_ptr() : nullptr,
-                              sl.defined() ? sl.data_ptr<int64_t>() : nullptr, out_dtype == at::kBFloat16};
+                              sl.defined() ? sl.data_ptr<int64_t>() : nullptr, to_step ? step.k.data_ptr() : nullptr,
+                              to_step ? step.v.data_ptr() : nullptr, out_dtype == at::kBFloat16};
     TQ_ROWS(qk_norm_rope, args, qkv.device());
     return q;
   }

@@ -40,8 +40,11 @@ void qk_norm_rope_host(const QkNormRopeArgs& a) {
       for (int j = 0; j < d; ++j) in[j] = load(a.qkv, t * a.token_stride + static_cast<int64_t>(h) * d + j, a.qkv_bf16);
       const float* x = in.data();
       const int64_t slot_row = h < a.heads ? 0 : (a.slots[t] * a.kv_heads + (h - a.heads) % a.kv_heads) * d;
+      const int64_t step_row = h < a.heads ? 0 : (t * a.kv_heads + (h - a.heads) % a.kv_heads) * d;
       if (h >= a.heads + a.kv_heads) {
         for (int j = 0; j < d; ++j) put(a.v_cache, slot_row + j, x[j], a.out_bf16);
+        if (a.v_step)
+          for (int j = 0; j < d; ++j) put(a.v_step, step_row + j, x[j], a.out_bf16);
         continue;
       }
       const bool is_q = h < a.heads;
@@ -56,7 +59,11 @@ void qk_norm_rope_host(const QkNormRopeArgs& a) {
       const int64_t out_row = is_q ? (t * a.heads + h) * d : slot_row;
       const float* c = a.rope_rows ? a.cos + a.rope_rows[t] * d : nullptr;
       const float* s = a.rope_rows ? a.sin + a.rope_rows[t] * d : nullptr;
-      for (int j = 0; j < d; ++j) put(out, out_row + j, c ? rope_out(row.data(), c, s, d, j) : row[j], a.out_bf16);
+      for (int j = 0; j < d; ++j) {
+        const float value = c ? rope_out(row.data(), c, s, d, j) : row[j];
+        put(out, out_row + j, value, a.out_bf16);
+        if (!is_q && a.k_step) put(a.k_step, step_row + j, value, a.out_bf16);
+      }
     }
   });
 }

@@ -33,7 +33,9 @@ struct QkNormRopeArgs {
   void* k_cache;     // [slots, kv_heads, head_dim]
   void* v_cache;     // [slots, kv_heads, head_dim]
   const int64_t* slots;  // [tokens]
-  bool out_bf16;     // q_out and the caches: bf16 (else fp32)
+  void* k_step;      // [at least tokens, kv_heads, head_dim]: the same keys at each token's row, or null
+  void* v_step;      // likewise the values (StepKeys, kernels/layer_kernels.h)
+  bool out_bf16;     // q_out, the caches and the step's keys: bf16 (else fp32)
 };
 struct GatedMulArgs {
   int rows, n;

@@ -68,6 +68,10 @@ std::vector<int32_t> BlockPool::allocate(int64_t n) {
     info_[b].refs = 1;
     out.push_back(b);
   }
+  // In ascending order: the blocks a segment takes at once then lie in runs of slots (all of them, from a fresh pool),
+  // which attention reads in place rather than gathered (kernels/cascade/partial_attention.h, store_runs). A cached
+  // prefix's blocks are evicted tail first: they would come back in descending order.
+  std::sort(out.begin(), out.end());
   return out;
 }
 

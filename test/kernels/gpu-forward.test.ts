@@ -65,6 +65,14 @@ test("cascade: a tier whose keys are the step's own rows reads them where the la
   expect(k.differ).toBe(0);
 });
 
+test("cascade: a tier whose sequences' keys are runs of the KV cache's slots reads them there, the store whole (FlashAttention-2's cu_seqlens_k and seqused_k), not gathered: the same bits", () => {
+  const r = cascade.storeRuns;
+  expect(r.tiers).toBeGreaterThan(1000);
+  expect(r.fixedTiers).toBeGreaterThan(500);
+  // Every other slot of the store holds NaN: a key read from a wrong slot would show.
+  expect(r.differ).toBe(0);
+});
+
 test("cascade, fixed form: a bucket's steps see what the rule sees, launch alike, and give the plain plan's bits", () => {
   const f = cascade.fixed;
   expect(f.fixed).toBeGreaterThan(900);

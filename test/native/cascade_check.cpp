@@ -144,7 +144,31 @@ void check_step_keys(std::vector<DeviceTier> tiers, const PartialAttention& impl
   }
 }
 
-// key_rows: the layout's (QueryLayout::key_rows), where the tiers reading the step's own keys are checked too.
+// Tiers whose sequences read their keys in runs of the store (store_runs); of them, in the fixed form; and those whose
+// bits then differed from the same keys gathered.
+int64_t store_run_tiers = 0, fixed_store_run_tiers = 0, store_run_differs = 0;
+
+// The tiers of `gathered` run again with the step's keys in a store in their order from slot 5 (each segment's keys one
+// run, as a state's blocks in order), every other slot NaN: those whose sequences' keys are runs there read them in
+// place (the whole store given, as FlashAttention-2 takes it).
+void check_store_runs(std::vector<DeviceTier> tiers, const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                      const std::vector<PartialResult>& gathered, bool fixed) {
+  const int64_t offset = 5, keys = k.size(0);
+  auto k_store = at::full({keys + 2 * offset, k.size(1), k.size(2)}, NAN, k.options()), v_store = at::full_like(k_store, NAN);
+  k_store.narrow(0, offset, keys).copy_(k);
+  v_store.narrow(0, offset, keys).copy_(v);
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    tiers[i].k_rows = tiers[i].k_rows + offset;
+    if (tiers[i].tier->total_q() == 0 || !store_runs(tiers[i])) continue;
+    ++store_run_tiers;
+    fixed_store_run_tiers += fixed;
+    const auto part = attend_tier(impl, q, k_store, v_store, tiers[i]);
+    if (!part.out.equal(gathered[i].out) || !part.lse.equal(gathered[i].lse)) ++store_run_differs;
+  }
+}
+
+// key_rows: the layout's (QueryLayout::key_rows), where the tiers reading the step's own keys, or runs of the store,
+// are checked too.
 at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                        const std::vector<int32_t>& key_rows = {}, bool fixed = false) {
   std::vector<DeviceTier> tiers;
@@ -154,7 +178,10 @@ at::Tensor run_cascade(const CascadePlan& plan, const PartialAttention& impl, co
   pack_into_one(step_arrays(tiers, merge), at::kCPU);
   std::vector<PartialResult> parts;
   for (const auto& tier : tiers) parts.push_back(attend_tier(impl, q, k, v, tier));
-  if (!key_rows.empty()) check_step_keys(tiers, impl, q, k, v, key_rows, parts, fixed);
+  if (!key_rows.empty()) {
+    check_step_keys(tiers, impl, q, k, v, key_rows, parts, fixed);
+    check_store_runs(tiers, impl, q, k, v, parts, fixed);
+  }
   auto merged = merge_attention(merge, parts, at::kFloat);
   if (!merge_attention(merge, {stacked_tiers(parts)}, at::kFloat).equal(merged)) ++stacked_merge_differs;
   if (tiers[0].q_first == 0 && plan.tiers[0].total_q() == q.size(0)) {
@@ -618,6 +645,8 @@ int main(int argc, char** argv) {
               (long long)f.padding_rows, (long long)f.padding_rows_seeing_more, (long long)f.largest_bucket);
   std::printf("{\"part\":\"stepKeys\",\"tiers\":%lld,\"fixedTiers\":%lld,\"differ\":%lld}\n", (long long)step_key_tiers,
               (long long)fixed_step_key_tiers, (long long)step_key_differs);
+  std::printf("{\"part\":\"storeRuns\",\"tiers\":%lld,\"fixedTiers\":%lld,\"differ\":%lld}\n", (long long)store_run_tiers,
+              (long long)fixed_store_run_tiers, (long long)store_run_differs);
   std::printf("{\"part\":\"cpu\",\"compared\":%lld,\"worstPlain\":%.3e,\"worst\":{", (long long)t.compared, t.worst_plain);
   const char* comma = "";
   for (const auto& [name, worst] : t.worst_cpu) {

@@ -46,9 +46,11 @@ struct TierKernels {
 
 // A step's cascade: the plan, each tier's arrays and the merge's, made once on the host; the step moves them to
 // the device with its own (arrays()). Planned with the keys' slots (QueryLayout::key_slots), each tier's keys are
-// read in the KV cache's store: the tiers' key rows are made slots on the host, with the rest of the arrays. A tier
-// whose keys are the step's own rows in one run (a prefill's state, the rows of each question's own tier) reads them
-// where the layer wrote them beside the store (StepKeys), where a kernel that gathers would copy them out of it.
+// read in the KV cache's store: the tiers' key rows are made slots on the host, with the rest of the arrays. Where a
+// kernel would gather a tier's keys out of the store (FlashAttention-2 reads one array of keys), it reads them where
+// the layer wrote them beside the store if they are the step's own rows in one run (a prefill's state, a question's
+// own rows: StepKeys), else each sequence's in place where they are one run of slots (a state's blocks in order:
+// store_runs).
 class CascadeAttention : public StepAttention {
  public:
   CascadeAttention(CascadePlan plan, TierKernels kernels, at::Device device, bool fixed, const QueryLayout& queries)
@@ -58,8 +60,8 @@ class CascadeAttention : public StepAttention {
     TORCH_CHECK(!in_store_ || key_slots.is_cpu(), "a cascade is planned on the host: its key slots too");
     const auto slots = in_store_ ? key_slots.contiguous() : key_slots;
     for (const auto& tier : plan_.tiers) {
-      tiers_.push_back(kernels_.of(tier).prepare(tier));
-      if (in_store_ && !kernels_.of(tier).reads_in_place()) tiers_.back().k_first = step_keys_first(tier, queries.key_rows);
+      const PartialAttention& kernel = kernels_.of(tier);
+      tiers_.push_back(kernel.prepare(tier));
       if (in_store_) {  // each key row made its slot, in place
         const int64_t* slot = slots.data_ptr<int64_t>();
         int64_t* row = tiers_.back().k_rows.data_ptr<int64_t>();
@@ -68,10 +70,17 @@ class CascadeAttention : public StepAttention {
           row[i] = slot[row[i]];
         }
       }
+      auto& dl = tiers_.back();
       // In the fixed form only rows from the step's first are read in place (the own tier's, every step): the launch
       // shape holds q_first, so a graph's launches never depend on where a tier's rows lie.
-      if (fixed_ && tiers_.back().q_first != 0) tiers_.back().q_first = -1;
-      if (fixed_ && tiers_.back().k_first != 0) tiers_.back().k_first = -1;  // likewise the keys' view
+      if (fixed_ && dl.q_first != 0) dl.q_first = -1;
+      // Where a kernel would gather the tier's keys: where the layer wrote them if they are the step's own (likewise
+      // from its first row in the fixed form), which holds whatever blocks they lie in; else in their runs of the store.
+      if (in_store_ && !kernel.reads_in_place()) {
+        dl.k_first = step_keys_first(tier, queries.key_rows);
+        if (fixed_ && dl.k_first != 0) dl.k_first = -1;
+        if (dl.k_first < 0 && kernel.reads_store_runs()) store_runs(dl);
+      }
     }
   }
 
@@ -101,7 +110,7 @@ class CascadeAttention : public StepAttention {
     for (size_t i = 0; i < tiers_.size(); ++i) {
       const CascadeTier& l = plan_.tiers[i];
       shape.insert(shape.end(), {l.causal, l.window_left, l.sequences(), l.total_q(), l.total_k(), l.max_q, l.max_k, tiers_[i].q_first,
-                                 tiers_[i].k_first});
+                                 tiers_[i].k_first, tiers_[i].k_start.defined()});
     }
     return shape;
   }
@@ -132,7 +141,7 @@ class CascadeAttention : public StepAttention {
         if (l.total_q() == 0 || &kernels_.of(l) != kernel) continue;
         // What the tier's launch takes from the host, for the CUDA graph check on the CPU (runner/launch_record.h).
         RECORD_FUNCTION(kernel->name(), std::vector<c10::IValue>({q, k, v, tiers_[i].cu_q, tiers_[i].cu_k, l.causal, int64_t{l.window_left},
-                                                                  int64_t{l.max_q}, int64_t{l.max_k}, tiers_[i].k_first}));
+                                                                  int64_t{l.max_q}, int64_t{l.max_k}, tiers_[i].k_first, tiers_[i].k_start.defined()}));
         taken.push_back(i);
         tiers.push_back(&tiers_[i]);
       }

@@ -7,7 +7,9 @@
 // soft-caps scores: a family that does takes aten_partial_attention.
 //
 // Facts of libtorch 2.11 this relies on (../shared/research/libtorch-2.11-gpu-facts.md):
-// FA2's varlen LSE is [heads, total_q]; its op takes at most these 13 arguments (no block table);
+// FA2's varlen LSE is [heads, total_q]; its op takes at most these 14 arguments (seqused_k the last: no block table),
+// and with seqused_k a sequence's keys are seqused_k[b] from cu_seqlens_k[b], which need not be cumulative
+// (flash-attention's block_info.h: the key offset is cu_seqlens_k[b], the key count seqused_k[b]);
 // max_seqlen_q is passed as at least 2, which keeps a one-row tier off the split-key path; the
 // memory-efficient kernel's LSE for a row without keys is 0, never read (the merge skips such rows).
 // Only a CUDA build compiles it (a CPU build's engine never asks for it: cascade_layer_kernels.cpp).
@@ -51,6 +53,9 @@ class FlashPartialAttention : public PartialAttention {
     return dtype_ != at::kFloat || std::none_of(plan.tiers.begin(), plan.tiers.end(), [](const auto& l) { return l.window_left >= 0; });
   }
 
+  // FlashAttention-2 reads a sequence's keys from its own offset (cu_seqlens_k) for its own count (seqused_k).
+  bool reads_store_runs() const override { return dtype_ != at::kFloat; }
+
   DeviceTier prepare(const CascadeTier& tier) const override {
     if (dtype_ == at::kFloat && tier.window_left >= 0) return windowed_fp32_->prepare(tier);
     return PartialAttention::prepare(tier);
@@ -61,9 +66,11 @@ class FlashPartialAttention : public PartialAttention {
     const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
     const int64_t max_q = std::max<int32_t>(2, tier.max_q), max_k = tier.max_k;
     if (dtype_ != at::kFloat) {
-      auto result = at::_flash_attention_forward(q, k, v, dl.cu_q, dl.cu_k, max_q, max_k, /*dropout_p=*/0.0, tier.causal,
+      // Keys in runs of the store (k_start): k and v are the store whole, each sequence's keys from its run's first slot.
+      const bool runs = dl.k_start.defined();
+      auto result = at::_flash_attention_forward(q, k, v, dl.cu_q, runs ? dl.k_start : dl.cu_k, max_q, max_k, /*dropout_p=*/0.0, tier.causal,
                                                  /*return_debug_mask=*/false, scale, tier.window_left >= 0 ? std::optional<int64_t>(tier.window_left) : std::nullopt,
-                                                 std::optional<int64_t>(-1));
+                                                 std::optional<int64_t>(-1), runs ? std::optional<at::Tensor>(dl.k_used) : std::nullopt);
       check_lse(std::get<1>(result), {q.size(1), q.size(0)}, "FlashAttention-2", false);  // [heads, total_q]
       return {std::get<0>(result), std::get<1>(result)};
     }

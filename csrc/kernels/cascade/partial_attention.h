@@ -34,6 +34,11 @@ struct DeviceTier {
   // Where those keys are the step's own rows k_first, k_first + 1, ... (step_keys_first), they are read where the layer
   // wrote them (StepKeys, a view), not gathered; -1 otherwise (in the fixed form, unless they start at the step's first).
   int64_t k_first = -1;
+  // Where each of its sequences with rows reads its keys as one ascending run of the KV cache's slots (a state's blocks
+  // in order: store_runs), the tier reads them there in place: k_start [sequences + 1] int32, each sequence's first slot
+  // (the last entry unused), and k_used [sequences] int32, its keys (FlashAttention-2's cu_seqlens_k and seqused_k).
+  // Undefined otherwise.
+  at::Tensor k_start, k_used;
   at::Tensor cu_q, cu_k;      // int32 [sequences + 1]
   at::Tensor row_seq, row_in_seq;  // int64 [total_q]: each tier row's sequence and place in it
   // aten: the tier padded to [sequences, max_q] rows and [sequences, max_k] keys (-1: padding),
@@ -58,6 +63,8 @@ class PartialAttention {
   // Whether operator() takes the step's q and the key and value sources whole, and reads the tier's rows in them
   // through its arrays (q_rows, k_rows), rather than the tier's rows taken out first (attend_tier).
   virtual bool reads_in_place() const { return false; }
+  // Whether operator() takes the store whole for a tier with k_start, reading each sequence's keys in its run.
+  virtual bool reads_store_runs() const { return false; }
   // The step's tiers this implementation takes, computed in the order given: each by attend_tier here; split-key
   // attention launches them as one kernel (a launch fewer a layer for each tier past the first).
   // `step`: the step's own keys, where the layer wrote them (tiers with k_first read them there).
@@ -74,6 +81,11 @@ class PartialAttention {
 // step's own (k_first) and `step` holds them, read there in place.
 PartialResult attend_tier(const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
                            const DeviceTier& tier, const StepKeys& step = {});
+
+// Fills tier.k_start and tier.k_used where every sequence of the tier with rows reads its keys (tier.k_rows, the KV
+// cache's slots) as one ascending run of slots; false, leaving them undefined, where one does not (a state whose
+// blocks lie apart, the padding's keys at the scratch slot). A sequence without rows reads none (0 keys from slot 0).
+bool store_runs(DeviceTier& tier);
 
 // The first step row of the run the tier's keys are, where in every sequence with rows each key j is the own key of
 // step row first + j (key_rows: QueryLayout's, each key's step row); -1 otherwise. A sequence without rows (the fixed

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/cascade/partial_attention.h"
@@ -19,9 +21,12 @@ class ReferencePartialAttention : public PartialAttention {
   explicit ReferencePartialAttention(double softcap) : softcap_(static_cast<float>(softcap)) {}
   const char* name() const override { return "reference"; }
 
+  bool reads_store_runs() const override { return true; }
+
   PartialResult operator()(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, const DeviceTier& dl) const override {
     const CascadeTier& tier = *dl.tier;
-    const auto q = q_in.to(at::kFloat).contiguous(), k = k_in.to(at::kFloat).contiguous(), v = v_in.to(at::kFloat).contiguous();
+    const auto q = q_in.to(at::kFloat).contiguous();
+    const auto k = in_order(k_in, dl).to(at::kFloat).contiguous(), v = in_order(v_in, dl).to(at::kFloat).contiguous();
     const int64_t heads = q.size(1), dim = q.size(2), kv_heads = k.size(1), group = heads / kv_heads, rows = tier.total_q();
     auto out = at::zeros({rows, heads, dim}, at::kFloat);
     auto lse = at::full({heads, rows}, -INFINITY, at::kFloat);
@@ -72,6 +77,22 @@ class ReferencePartialAttention : public PartialAttention {
   }
 
  private:
+  // The tier's keys in its order: as given, or, where it reads runs of the store (k_start), taken out of the store by
+  // the runs' arrays, as FlashAttention-2 reads them: a wrong run gives other keys here too.
+  static at::Tensor in_order(const at::Tensor& keys, const DeviceTier& dl) {
+    if (!dl.k_start.defined()) return keys;
+    const CascadeTier& tier = *dl.tier;
+    const int32_t *start = dl.k_start.data_ptr<int32_t>(), *used = dl.k_used.data_ptr<int32_t>();
+    auto index = at::zeros({tier.total_k()}, at::kLong);
+    int64_t* slot = index.data_ptr<int64_t>();
+    for (int32_t s = 0; s < tier.sequences(); ++s) {
+      if (tier.cu_q[s + 1] == tier.cu_q[s]) continue;  // never read
+      if (used[s] != tier.cu_k[s + 1] - tier.cu_k[s]) throw std::logic_error("a tier's run of the store holds other than its sequence's keys");
+      for (int32_t j = 0; j < used[s]; ++j) slot[tier.cu_k[s] + j] = start[s] + j;
+    }
+    return keys.index_select(0, index);
+  }
+
   float softcap_;
 };
 
@@ -120,6 +141,29 @@ DeviceTier PartialAttention::prepare(const CascadeTier& tier) const {
   return dl;
 }
 
+bool store_runs(DeviceTier& dl) {
+  const CascadeTier& tier = *dl.tier;
+  const auto slots = dl.k_rows.contiguous();
+  const int64_t* slot = slots.data_ptr<int64_t>();
+  std::vector<int32_t> start(static_cast<size_t>(tier.sequences()) + 1, 0), used(static_cast<size_t>(tier.sequences()), 0);
+  for (int32_t s = 0; s < tier.sequences(); ++s) {
+    if (tier.cu_q[s + 1] == tier.cu_q[s] || tier.cu_k[s + 1] == tier.cu_k[s]) continue;
+    const int64_t first = slot[tier.cu_k[s]];
+    for (int32_t j = tier.cu_k[s]; j < tier.cu_k[s + 1]; ++j)
+      if (slot[j] != first + (j - tier.cu_k[s]) || slot[j] > std::numeric_limits<int32_t>::max()) return false;
+    start[static_cast<size_t>(s)] = static_cast<int32_t>(first);
+    used[static_cast<size_t>(s)] = tier.cu_k[s + 1] - tier.cu_k[s];
+  }
+  const auto i32 = [](const std::vector<int32_t>& v) {
+    auto t = at::empty({static_cast<int64_t>(v.size())}, at::TensorOptions().dtype(at::kInt));
+    std::copy(v.begin(), v.end(), t.data_ptr<int32_t>());
+    return t;
+  };
+  dl.k_start = i32(start);
+  dl.k_used = i32(used);
+  return true;
+}
+
 int64_t step_keys_first(const CascadeTier& tier, const std::vector<int32_t>& key_rows) {
   if (key_rows.empty()) return -1;
   int64_t first = -1;
@@ -138,6 +182,7 @@ PartialResult attend_tier(const PartialAttention& impl, const at::Tensor& q, con
                            const DeviceTier& tier, const StepKeys& step) {
   if (impl.reads_in_place()) return impl(q, k_source, v_source, tier);
   const auto rows = tier.q_first >= 0 ? q.narrow(0, tier.q_first, tier.tier->total_q()) : q.index_select(0, tier.q_rows);
+  if (tier.k_start.defined()) return impl(rows, k_source, v_source, tier);  // the store whole: each sequence's run read there
   if (tier.k_first >= 0 && step.k.defined()) {
     const int64_t keys = tier.tier->total_k();
     return impl(rows, step.k.narrow(0, tier.k_first, keys), step.v.narrow(0, tier.k_first, keys), tier);

@@ -49,8 +49,8 @@ class StepAttention {
   virtual at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const = 0;
   // The same over keys and values where they lie in the KV cache: k_store, v_store [slots, kv_heads, dim], the
   // step's keys at key_slots (the plan's QueryLayout::key_slots, on the device). This gathers the step's copy;
-  // the cascade gathers each tier's keys from the store itself, with no step copy between (a copy of every
-  // key a layer reads: on a GPU the most frequent kernel, docs/gpu.md).
+  // the cascade reads each tier's keys from the store itself, in place where it can, with no step copy between (a
+  // copy of every key a layer reads: on a GPU the most frequent kernel, docs/gpu.md).
   // `written`: the step's own keys as the layer wrote them, where step_key_rows() asked for them.
   virtual at::Tensor over_store(const at::Tensor& q, const at::Tensor& k_store, const at::Tensor& v_store, const at::Tensor& key_slots,
                                 const StepKeys& /*written*/ = {}) const {

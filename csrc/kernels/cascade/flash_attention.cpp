@@ -9,7 +9,7 @@
 // Facts of libtorch 2.11 this relies on (../shared/research/libtorch-2.11-gpu-facts.md):
 // FA2's varlen LSE is [heads, total_q]; its op takes at most these 14 arguments (seqused_k the last: no block table),
 // and with seqused_k a sequence's keys are seqused_k[b] from cu_seqlens_k[b], which need not be cumulative
-// (flash-attention's block_info.h: the key offset is cu_seqlens_k[b], the key count seqused_k[b]);
+// (flash-attention's flash_attn/src/block_info.h: the key offset is cu_seqlens_k[b], the key count seqused_k[b]);
 // max_seqlen_q is passed as at least 2, which keeps a one-row tier off the split-key path; the
 // memory-efficient kernel's LSE for a row without keys is 0, never read (the merge skips such rows).
 // Only a CUDA build compiles it (a CPU build's engine never asks for it: cascade_layer_kernels.cpp).

@@ -3,11 +3,13 @@ written to OUT/preflight.json as it completes:
 
 - versions: Python, torch (and its CUDA, cuDNN), transformers, nvcc, CMake, ninja, the GPU and its driver;
 - FlashAttention-2 in this torch: available, and the schemas of `_flash_attention_forward` and
-  `_efficient_attention_forward` (kernels/cascade/flash_attention.cpp passes FA2 its first 13 arguments);
+  `_efficient_attention_forward` (kernels/cascade/flash_attention.cpp passes FA2 its first 14 arguments);
 - one varlen FA2 call (bf16, 16 query heads over 8 key heads, bottom-right causal, sequences with fewer queries
   than keys) and one memory-efficient call (fp32, repeated key heads): their LSE shapes asserted ([heads, total_q];
   [sequences, heads, rows rounded up to 32]), outputs and LSEs against a float64 reference; a sequence without keys
-  (what each kernel leaves in its LSE: the merge never reads it);
+  (what each kernel leaves in its LSE: the merge never reads it); and the same FA2 call with each sequence's keys read
+  in place in a larger store, from offsets out of order (`cu_seq_k` each sequence's first row, `seqused_k` its keys:
+  how the cascade reads runs of the KV cache's slots), which must give the gathered call's bits;
 - the headers and files the build needs.
 
     python3 bench/gpu/preflight.py --out OUT [--device cuda|cpu]
@@ -61,10 +63,10 @@ def schemas(torch):
         schema = getattr(torch.ops.aten, op).default._schema
         out[op] = {"schema": str(schema), "arguments": len(schema.arguments), "names": [a.name for a in schema.arguments]}
     names = out["_flash_attention_forward"]["names"]
-    # flash_attention.cpp passes q..window_size_right: the 13 first arguments must be these.
+    # flash_attention.cpp passes q..seqused_k: the 14 first arguments must be these.
     expected = ["query", "key", "value", "cum_seq_q", "cum_seq_k", "max_q", "max_k", "dropout_p", "is_causal", "return_debug_mask", "scale",
-                "window_size_left", "window_size_right"]
-    out["flash_first_13_as_expected"] = names[:13] == expected
+                "window_size_left", "window_size_right", "seqused_k"]
+    out["flash_first_14_as_expected"] = names[:14] == expected
     return out
 
 
@@ -111,8 +113,27 @@ def flash_call(torch):
     out, lse = torch.ops.aten._flash_attention_forward(q, k, v, cu_q, cu_k, 3, 5, 0.0, True, False, scale=1 / math.sqrt(128))[:2]
     r["keyless_lse"] = lse[0, 0].item() if lse.dim() == 2 else f"shape {list(lse.shape)}"
     r["keyless_out_max"] = out[:3].abs().max().item()
-    r["passed"] = r["lse_shape_ok"] and r["out_max_diff"] < 2e-2 and r.get("lse_max_diff", 1) < 2e-2
+    r["store_runs_same_bits"] = store_runs_same_bits(torch)
+    r["passed"] = r["lse_shape_ok"] and r["out_max_diff"] < 2e-2 and r.get("lse_max_diff", 1) < 2e-2 and r["store_runs_same_bits"]
     return r
+
+
+def store_runs_same_bits(torch):
+    """The keys of three sequences at rows 40, 3 and 20 of a store of 64 (the rest NaN), read in place through cu_seq_k
+    (each sequence's first row, out of order) and seqused_k, against the same keys gathered into one array."""
+    seq_q, seq_k = [5, 1, 7], [9, 4, 7]
+    q, k, v, cu_q, cu_k = attention_case(torch, torch.bfloat16, 16, 8, seq_q, seq_k)
+    starts = [40, 3, 20]
+    rows = torch.cat([torch.arange(s, s + n) for s, n in zip(starts, seq_k)]).cuda()
+    k_store = torch.full((64, *k.shape[1:]), float("nan"), dtype=k.dtype, device="cuda").index_copy_(0, rows, k)
+    v_store = torch.full((64, *v.shape[1:]), float("nan"), dtype=v.dtype, device="cuda").index_copy_(0, rows, v)
+    run = lambda k_, v_, cu_k_, used: torch.ops.aten._flash_attention_forward(  # noqa: E731
+        q, k_, v_, cu_q, cu_k_, max(2, max(seq_q)), max(seq_k), 0.0, True, False, scale=1 / math.sqrt(128), window_size_left=None,
+        window_size_right=-1, seqused_k=used)[:2]
+    gathered = run(k, v, cu_k, None)
+    in_place = run(k_store, v_store, torch.tensor([*starts, 0], dtype=torch.int32, device="cuda"),
+                   torch.tensor(seq_k, dtype=torch.int32, device="cuda"))
+    return all(torch.equal(a, b) for a, b in zip(gathered, in_place))
 
 
 def efficient_call(torch):
@@ -191,8 +212,9 @@ def main():
         elif "error" in r:
             parts.append(f"{name}: ERROR {r['error'][:200]}")
         else:
+            runs = "" if "store_runs_same_bits" not in r else f", store runs {'the same bits' if r['store_runs_same_bits'] else 'DIFFER'}"
             parts.append(f"{name}: lse {r['lse_shape']} {'as expected' if r['lse_shape_ok'] else 'NOT AS EXPECTED'}, out max diff {r['out_max_diff']:.1e}"
-                         f"{'' if r['passed'] else ' FAILED'}")
+                         f"{runs}{'' if r['passed'] else ' FAILED'}")
     parts.append("headers: " + ("all found" if not missing else "missing " + ", ".join(missing)))
     results["summary"] = "; ".join(parts)
     save()

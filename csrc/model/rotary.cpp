@@ -1,6 +1,7 @@
 #include "model/rotary.h"
 
 #include <cmath>
+#include <vector>
 
 #include "common/fixed_math.h"
 
@@ -50,20 +51,32 @@ at::Tensor inverse_frequencies(const RopeConfig& r, int64_t rotary_dim, bool lon
 }
 
 RotaryTables rotary_tables(const RopeConfig& r, int64_t rotary_dim, int64_t max_positions, at::Device device) {
-  const auto positions = at::arange(max_positions, at::kDouble);
-  auto angles = at::outer(positions, inverse_frequencies(r, rotary_dim));
   const bool longrope = r.scaling == RopeConfig::Scaling::LongRope;
-  if (longrope) angles = at::cat({angles, at::outer(positions, inverse_frequencies(r, rotary_dim, true))});
+  std::vector<at::Tensor> frequencies{inverse_frequencies(r, rotary_dim).contiguous()};
+  if (longrope) frequencies.push_back(inverse_frequencies(r, rotary_dim, true).contiguous());
+  const int64_t half = rotary_dim / 2;
+  auto cos = at::empty({max_positions * static_cast<int64_t>(frequencies.size()), rotary_dim}, at::kFloat), sin = at::empty_like(cos);
+  float *c = cos.data_ptr<float>(), *s = sin.data_ptr<float>();
+  // Written in one pass, each row as it is computed (an engine's open makes tens of thousands of rows: float64 tables,
+  // then scaled, rounded and both halves joined by tensor ops, took several times the sines' own time). Each value
+  // as those ops gave it: the angle a float64 product, its cosine and sine fixed_math's, times longrope's attention
+  // factor (1 otherwise) in float64, rounded to fp32; both halves of a row share their frequencies (rotate-half).
+  for (size_t part = 0; part < frequencies.size(); ++part) {
+    const double* inverse = frequencies[part].data_ptr<double>();
+    for (int64_t p = 0; p < max_positions; ++p) {
+      float* cos_row = c + (static_cast<int64_t>(part) * max_positions + p) * rotary_dim;
+      float* sin_row = s + (cos_row - c);
+      for (int64_t i = 0; i < half; ++i) {
+        double sine, cosine;
+        fixed_math::sin_cos(static_cast<double>(p) * inverse[i], sine, cosine);
+        cos_row[i] = cos_row[i + half] = static_cast<float>(cosine * r.attention_factor);
+        sin_row[i] = sin_row[i + half] = static_cast<float>(sine * r.attention_factor);
+      }
+    }
+  }
   RotaryTables t;
-  // longrope scales cos and sin by its attention factor (1 otherwise). Both halves of a row share their
-  // frequencies (the rotate-half layout): each value is computed once, then the half repeated.
-  const auto [cos, sin] = cos_sin(angles);
-  const auto both_halves = [&](const at::Tensor& half) {
-    const auto scaled = (half * r.attention_factor).to(at::kFloat);
-    return at::cat({scaled, scaled}, -1).to(device);
-  };
-  t.cos = both_halves(cos);
-  t.sin = both_halves(sin);
+  t.cos = cos.to(device);
+  t.sin = sin.to(device);
   t.long_offset = longrope ? max_positions : 0;
   return t;
 }

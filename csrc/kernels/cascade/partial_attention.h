@@ -77,8 +77,9 @@ class PartialAttention {
 };
 
 // A tier computed by `impl`: its rows taken from the step's q (in place where they are one run), its keys and
-// values gathered from where its k_rows point (the step's keys, or the KV cache's store), or, where they are the
-// step's own (k_first) and `step` holds them, read there in place.
+// values gathered from where its k_rows point (the step's keys, or the KV cache's store), or read in place: in their
+// runs of the store (k_start: the store given whole), or, where they are the step's own (k_first) and `step` holds
+// them, there.
 PartialResult attend_tier(const PartialAttention& impl, const at::Tensor& q, const at::Tensor& k_source, const at::Tensor& v_source,
                            const DeviceTier& tier, const StepKeys& step = {});
 

@@ -107,22 +107,21 @@ int64_t first_of_run(const std::vector<int32_t>& rows) {
   return rows.empty() ? -1 : rows[0];
 }
 
+// A tier's arrays, written in place: a step's tiers are prepared before every launch, a warm question's too, and a
+// tensor op costs the host microseconds.
+at::Tensor tensor(size_t n, at::ScalarType type) { return at::empty({static_cast<int64_t>(n)}, at::TensorOptions().dtype(type)); }
+template <typename T>
+at::Tensor copied(const std::vector<int32_t>& v, at::ScalarType type) {
+  auto t = tensor(v.size(), type);
+  std::copy(v.begin(), v.end(), t.data_ptr<T>());
+  return t;
+}
+at::Tensor i64(const std::vector<int32_t>& v) { return copied<int64_t>(v, at::kLong); }
+at::Tensor i32(const std::vector<int32_t>& v) { return copied<int32_t>(v, at::kInt); }
+
 }  // namespace
 
 DeviceTier PartialAttention::prepare(const CascadeTier& tier) const {
-  // Written in place: a step's tiers are prepared before every launch, a warm question's too, and a tensor op
-  // costs the host microseconds.
-  const auto tensor = [](size_t n, at::ScalarType type) { return at::empty({static_cast<int64_t>(n)}, at::TensorOptions().dtype(type)); };
-  const auto i64 = [&](const std::vector<int32_t>& v) {
-    auto t = tensor(v.size(), at::kLong);
-    std::copy(v.begin(), v.end(), t.data_ptr<int64_t>());
-    return t;
-  };
-  const auto i32 = [&](const std::vector<int32_t>& v) {
-    auto t = tensor(v.size(), at::kInt);
-    std::copy(v.begin(), v.end(), t.data_ptr<int32_t>());
-    return t;
-  };
   DeviceTier dl;
   dl.tier = &tier;
   dl.q_rows = i64(tier.q_rows);
@@ -154,11 +153,6 @@ bool store_runs(DeviceTier& dl) {
     start[static_cast<size_t>(s)] = static_cast<int32_t>(first);
     used[static_cast<size_t>(s)] = tier.cu_k[s + 1] - tier.cu_k[s];
   }
-  const auto i32 = [](const std::vector<int32_t>& v) {
-    auto t = at::empty({static_cast<int64_t>(v.size())}, at::TensorOptions().dtype(at::kInt));
-    std::copy(v.begin(), v.end(), t.data_ptr<int32_t>());
-    return t;
-  };
   dl.k_start = i32(start);
   dl.k_used = i32(used);
   return true;

@@ -9,6 +9,11 @@ times, on bench-qwen3's attention shape (16 heads, 8 key heads, dim 128, bf16), 
   cudnn      cuDNN's attention through SDPA (dense: the tier's sequences padded to one length, key heads repeated);
   matmul     plain batched matmuls and a softmax (what a split-key kernel's arithmetic costs at most in bytes).
 and says whether a row keeps its bits when its tier runs with other sequences beside it (flash, cudnn).
+Then a state's own causal tier cut along its keys (CHUNKED): FA2 walks a sequence's keys in one block per 128 rows and
+head, so a cold 1,000-token state is 128 blocks of up to 16 key steps each on 132 SMs. Cut into chunks of a fixed
+number of keys from the state's first, each chunk's rows over it causally (the diagonal, read in place) and over each
+earlier chunk with no mask (the prefix: its rows gathered, the keys read in place through cu_seq_k and seqused_k), then
+merged: more blocks, each walking fewer keys. What that costs before it is built into plan_cascade.
 Prints one JSON object; no build needed.
 
     python3 bench/gpu/attention_probe.py [--out FILE]
@@ -32,6 +37,14 @@ TIERS = {
     "warm question's own: 24 over 24 causal": (1, 24, 24, True),
     "16 questions over their state: 4 chunks of 384 over 256": (4, 384, 256, False),
     "32 states, 1001 over 1001 causal": (32, 1001, 1001, True),
+}
+
+
+# name: (sequences, keys a sequence, keys a chunk): a state's own tier cut along its keys (above).
+CHUNKED = {
+    "cold state, 1000 causal, key chunks of 256": (1, 1000, 256),
+    "cold state, 1000 causal, key chunks of 128": (1, 1000, 128),
+    "32 states, 1001 causal, key chunks of 256": (32, 1001, 256),
 }
 
 
@@ -77,6 +90,45 @@ def matmul(q, k, v, seqs, rows, keys, causal):
         scores = scores.masked_fill(torch.ones(rows, keys, device="cuda", dtype=torch.bool).triu(keys - rows + 1), float("-inf"))
     lse = scores.logsumexp(-1, keepdim=True)
     return torch.matmul((scores - lse).exp().to(vd.dtype), vd), lse
+
+
+def chunk_plan(seqs, n, chunk):
+    """The own tier of `seqs` sequences of n rows over their n keys, cut into chunks of `chunk` keys from each
+    sequence's first: the diagonal (chunk c's rows over chunk c, causal; its sequences tile the rows and keys in order,
+    so one cu array serves both) and the prefix (chunk c's rows over each earlier chunk, no mask: the rows gathered,
+    each sequence's keys at their chunk's first row, seqused_k its length)."""
+    cu_diag, pre_rows, pre_first, pre_used, cu_pre = [0], [], [], [], [0]
+    for s in range(seqs):
+        for c0 in range(0, n, chunk):
+            c1 = min(n, c0 + chunk)
+            cu_diag.append(s * n + c1)
+            for p0 in range(0, c0, chunk):
+                pre_rows.extend(range(s * n + c0, s * n + c1))
+                pre_first.append(s * n + p0)
+                pre_used.append(chunk)
+                cu_pre.append(len(pre_rows))
+    i32 = lambda a: torch.tensor(a, device="cuda", dtype=torch.int32)  # noqa: E731
+    return {"cu_diag": i32(cu_diag), "rows": torch.tensor(pre_rows, device="cuda", dtype=torch.long), "cu_pre": i32(cu_pre),
+            "first": i32(pre_first + [0]), "used": i32(pre_used), "max_diag": min(n, chunk), "max_pre": min(n, chunk)}
+
+
+def chunked_flash(q, k, v, plan, merged=True):
+    """The diagonal and the prefix through FA2, then (merged) each row's partials combined by their log-sum-exps in
+    torch ops (ours is one kernel: attention_merge.cu); without the merge, what FA2 and the gather alone cost."""
+    o_d, lse_d = torch.ops.aten._flash_attention_forward(q, k, v, plan["cu_diag"], plan["cu_diag"], max(2, plan["max_diag"]),
+                                                         plan["max_diag"], 0.0, True, False, scale=SCALE)[:2]
+    if plan["rows"].numel() == 0:
+        return o_d
+    o_p, lse_p = torch.ops.aten._flash_attention_forward(q.index_select(0, plan["rows"]), k, v, plan["cu_pre"], plan["first"],
+                                                         max(2, plan["max_pre"]), plan["max_pre"], 0.0, False, False, scale=SCALE,
+                                                         window_size_left=None, window_size_right=-1, seqused_k=plan["used"])[:2]
+    if not merged:
+        return o_d
+    rows = plan["rows"]
+    top = lse_d.clone().index_reduce_(1, rows, lse_p, "amax")  # [heads, rows]
+    w_d, w_p = (lse_d - top).exp(), (lse_p - top[:, rows]).exp()
+    num = (o_d.float() * w_d.t()[..., None]).index_add_(0, rows, o_p.float() * w_p.t()[..., None])
+    return (num / w_d.index_add(1, rows, w_p).t()[..., None]).to(o_d.dtype)
 
 
 def per_layer_us(fn):
@@ -139,6 +191,21 @@ def main():
             except Exception as e:
                 entry[f"{kernel}_beside_others_max_diff"] = f"error: {repr(e)[:200]}"
         result["tiers"][name] = entry
+        print(name, json.dumps(entry), flush=True)
+    result["chunked"] = {}
+    for name, (seqs, n, chunk) in CHUNKED.items():
+        q, k, v, cu, _ = tensors(seqs, n, n)
+        plan = chunk_plan(seqs, n, chunk)
+        entry = {"sequences": seqs, "keys": n, "chunk": chunk, "prefix_rows": plan["rows"].numel()}
+        try:
+            entry["whole_flash_us"] = per_layer_us(lambda: flash(q, k, v, cu, cu, n, n, True))
+            entry["chunked_flash_us"] = per_layer_us(lambda: chunked_flash(q, k, v, plan, merged=False))
+            entry["chunked_with_torch_merge_us"] = per_layer_us(lambda: chunked_flash(q, k, v, plan))
+            # The same attention, another order of its sums: within bf16's rounding of the whole, not its bits.
+            entry["chunked_vs_whole_max_diff"] = float((chunked_flash(q, k, v, plan).float() - flash(q, k, v, cu, cu, n, n, True)[0].float()).abs().max())
+        except Exception as e:
+            entry["error"] = repr(e)[:300]
+        result["chunked"][name] = entry
         print(name, json.dumps(entry), flush=True)
     if args.out:
         with open(args.out, "w") as f:

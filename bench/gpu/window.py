@@ -281,9 +281,13 @@ class Window:
         tiers = json.loads(read(out) or "{}").get("tiers", {})
         if not tiers:
             return "; attention kernels: no results (attention_probe.log)"
-        us = lambda e, k: e[f"{k}_us"] if isinstance(e[f"{k}_us"], (int, float)) else "-"  # noqa: E731
+        us = lambda e, k: e.get(f"{k}_us") if isinstance(e.get(f"{k}_us"), (int, float)) else "-"  # noqa: E731
+        chunked = json.loads(read(out) or "{}").get("chunked", {})
         return "; attention kernels, µs a layer flash/efficient/cudnn/matmul: " + ", ".join(
-            f"{name.split(':')[0]} {us(e, 'flash')}/{us(e, 'efficient')}/{us(e, 'cudnn')}/{us(e, 'matmul')}" for name, e in tiers.items())
+            f"{name.split(':')[0]} {us(e, 'flash')}/{us(e, 'efficient')}/{us(e, 'cudnn')}/{us(e, 'matmul')}" for name, e in tiers.items()) + \
+            ("; own tier in key chunks, µs a layer whole/chunked/with torch's merge: " + ", ".join(
+                f"{name} {us(e, 'whole_flash')}/{us(e, 'chunked_flash')}/{us(e, 'chunked_with_torch_merge')}" for name, e in chunked.items())
+             if chunked else "")
 
     def invariance(self):
         model = self.bench_model()

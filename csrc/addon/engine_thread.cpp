@@ -2,6 +2,8 @@
 
 #include <c10/core/InferenceMode.h>
 
+#include <utility>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -76,17 +78,18 @@ bool EngineThread::take(Job& job, bool wait) {
 
 void EngineThread::run() {
   c10::InferenceMode inference;  // no autograd bookkeeping for anything the engine computes
-  std::optional<LaunchedCall> unfinished;  // the last call launched, not yet finished
+  // The last call launched, not yet finished; none (default-made) at first and once finished. Not a std::optional: GCC
+  // 12 takes the std::functions inside one as maybe uninitialized where it is assigned or emplaced (-Wextra).
+  LaunchedCall unfinished;
   const auto finish_unfinished = [&] {
-    if (unfinished) unfinished->finish();
-    unfinished.reset();
+    if (unfinished.pending()) std::exchange(unfinished, {}).finish();
   };
   for (;;) {
-    if (unfinished) spin_while_device_runs(*unfinished);
+    if (unfinished.pending()) spin_while_device_runs(unfinished);
     else spin_for_next();
     Job job;
-    if (!take(job, /*wait=*/!unfinished)) {
-      if (!unfinished) return;  // stopping, with nothing left
+    if (!take(job, /*wait=*/!unfinished.pending())) {
+      if (!unfinished.pending()) return;  // stopping, with nothing left
       finish_unfinished();      // the device is done with it, and nothing came to launch behind it
       continue;
     }
@@ -95,7 +98,7 @@ void EngineThread::run() {
       job.run();
       continue;
     }
-    const bool overlapping = unfinished.has_value();
+    const bool overlapping = unfinished.pending();
     auto launched = job.launch(overlapping);
     if (overlapping) overlapped_.fetch_add(1, std::memory_order_relaxed);
     finish_unfinished();

@@ -26,7 +26,6 @@
 #include <deque>
 #include <functional>
 #include <mutex>
-#include <optional>
 #include <thread>
 
 namespace tq {
@@ -36,6 +35,7 @@ namespace tq {
 struct LaunchedCall {
   std::function<bool()> device_done;
   std::function<void()> finish;
+  bool pending() const { return static_cast<bool>(finish); }  // false for a default-made call: none
 };
 
 class EngineThread {

@@ -47,8 +47,8 @@ struct CascadeTier {
   bool causal = false;
   int32_t window_left = -1;  // -1: no window
   std::vector<int32_t> cu_q{0}, cu_k{0};  // [sequences + 1] offsets into q_rows, k_rows
-  std::vector<int32_t> q_rows;            // [total_q] the step query row of each tier row
-  std::vector<int32_t> k_rows;            // [total_k] the step key of each tier key
+  std::vector<int32_t> q_rows{};          // [total_q] the step query row of each tier row
+  std::vector<int32_t> k_rows{};          // [total_k] the step key of each tier key
   int32_t max_q = 0, max_k = 0;           // the longest sequence's rows and keys
 
   int32_t sequences() const { return static_cast<int32_t>(cu_q.size()) - 1; }

@@ -167,7 +167,7 @@ struct ForwardResult {
   ForwardInfo info;
   // Set while the steps may still be running (CUDA's work is queued, and the caller may queue more behind
   // it): waits for them and fills info's state_ms and questions_ms. wait_for_steps() calls it once.
-  std::function<void(ForwardInfo&)> read_step_times;
+  std::function<void(ForwardInfo&)> read_step_times{};
   void wait_for_steps() {
     if (!read_step_times) return;
     read_step_times(info);

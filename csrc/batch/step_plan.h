@@ -22,9 +22,9 @@ struct StepBatch {
   std::vector<int64_t> output_rows;                   // indices into the new tokens, ascending
   // A multimodal call's (batch/packed_tokens.h): [T, 3] int64 M-RoPE positions (undefined:
   // `positions` drive RoPE), and the new tokens whose embeddings are image rows ([I] int64) with those rows ([I, hidden] fp32).
-  at::Tensor rope_positions, image_rows, image_embeds;
+  at::Tensor rope_positions{}, image_rows{}, image_embeds{};
   // [T] int64, 1 for the tokens of sequences that take longrope's long factors; undefined when none does.
-  at::Tensor long_rope;
+  at::Tensor long_rope{};
 };
 
 struct Step {

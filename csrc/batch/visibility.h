@@ -23,7 +23,7 @@ struct QueryLayout {
   // [Tk] on the host, where known: the step row whose own key each key is (the step's row, which the layer computes the
   // key for; an output layout's rows are some of them), -1 for a key the cache holds already. A plan may read such keys
   // where the layer wrote them (StepKeys, kernels/layer_kernels.h).
-  std::vector<int32_t> key_rows;
+  std::vector<int32_t> key_rows{};
 };
 
 // [Tq, Tk] bool: true where query i may attend to key j.

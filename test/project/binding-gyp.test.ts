@@ -34,6 +34,9 @@ test('node-gyp builds the addons from binding.gyp, and the engine answers like t
   const dir = started ?? startGypBuild();
   try {
     const built = await finishedGypBuild(dir);
+    // node-gyp compiles with -Wall -Wextra, and the set-up shows what the compilers say: nothing a newcomer must learn to ignore.
+    const said = fs.readFileSync(path.join(dir, 'compile.log'), 'utf8');
+    expect(said.split('\n').filter((line) => /\bwarning:/.test(line))).toEqual([]);
     // Loaded first in a child: an unresolved symbol ends the loading process, which must not be jest's.
     execFileSync(process.execPath, ['-e', `require(${JSON.stringify(built)})`], { stdio: 'pipe' });
     const addon = require(built) as { NativeEngine: new () => NativeEngine };

@@ -145,7 +145,7 @@ inline void panel_block(void* c, const char* panel, int64_t steps, int64_t step_
 
 #if defined(__x86_64__)
 #include <cpuid.h>
-#include <immintrin.h>
+#include "common/x86_intrinsics.h"
 #include <sys/syscall.h>
 #include <unistd.h>
 

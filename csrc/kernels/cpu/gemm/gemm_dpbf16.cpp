@@ -18,7 +18,7 @@
 #include "kernels/cpu/gemm/gemm_kernels.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "common/x86_intrinsics.h"
 
 namespace tq::gemm {
 namespace {

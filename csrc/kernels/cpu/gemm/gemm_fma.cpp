@@ -19,7 +19,7 @@
 #include <type_traits>
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "common/x86_intrinsics.h"
 #endif
 
 // Vector types are passed by value between inlined helpers only (see flatten below).

@@ -31,7 +31,7 @@ struct GemmOperands {
   const float* bias;   // [panels * width] zero-padded, or null
   int64_t m, k, n, lda, ldc;
   bool accumulate;     // onto out (fp32 only)
-  bool out_bf16;       // each output rounded to bf16 (to nearest even, as at::BFloat16) when complete
+  bool out_bf16 = false;  // each output rounded to bf16 (to nearest even, as at::BFloat16) when complete
 };
 
 using PanelsFn = void (*)(const GemmOperands&, int64_t p_begin, int64_t p_end);

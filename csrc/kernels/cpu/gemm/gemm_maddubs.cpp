@@ -24,7 +24,7 @@
 #include "kernels/cpu/gemm/int8_gemm.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "common/x86_intrinsics.h"
 
 #include <algorithm>
 #include <cstring>

@@ -46,7 +46,7 @@ inline void exp_block(const float* x, float* out, int n) {
 }  // namespace tq
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "common/x86_intrinsics.h"
 
 #include <cstdlib>
 

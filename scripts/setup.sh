@@ -26,6 +26,8 @@ torch2_pch=$!
 # --omit=optional: node-llama-cpp (the benchmark peer) lists every platform's prebuilt binary as
 # optional, CUDA and Vulkan builds included; the CPU one is a direct devDependency. sharp does the
 # same: its linux-x64 binaries (@img/sharp-linux-x64, @img/sharp-libvips-linux-x64) are direct dependencies.
+# node-llama-cpp's postinstall (it loads that CPU binary once, to see that it runs here) is approved in package.json's
+# allowScripts: npm 11 lists a dependency's unreviewed install script after every install, and npm 12 skips it.
 npm ci --omit=optional --no-audit --no-fund
 
 # The alternative build (binding.gyp, node-gyp) once, here: test/project/binding-gyp.test.ts checks it while the

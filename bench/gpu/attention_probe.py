@@ -14,18 +14,23 @@ head, so a cold 1,000-token state is 128 blocks of up to 16 key steps each on 13
 number of keys from the state's first, each chunk's rows over it causally (the diagonal, read in place) and over each
 earlier chunk with no mask (the prefix: its rows gathered, the keys read in place through cu_seq_k and seqused_k), then
 merged: more blocks, each walking fewer keys. What that costs before it is built into plan_cascade.
-Prints one JSON object; no build needed.
+Prints one JSON object; no build needed. `--cpu-check` instead checks the chunked form's plan and merge on the CPU,
+with a float64 stand-in for FA2 (the varlen forward as the engine calls it), against the tier whole: what CI runs
+(test/kernels/attention-probe.test.ts), so that a window's figures for it are the figures of the same attention.
 
     python3 bench/gpu/attention_probe.py [--out FILE]
+    python3 bench/gpu/attention_probe.py --cpu-check
 """
 import argparse
 import json
+import sys
 import time
 
 import torch
 
 HEADS, KV_HEADS, DIM, LAYERS = 16, 8, 128, 28
 SCALE = DIM ** -0.5
+DEVICE = "cuda"  # "cpu" for --cpu-check
 
 # name: (sequences, rows a sequence, keys a sequence, causal): the benchmark's tiers (cascade_plan.cpp's chunks).
 TIERS = {
@@ -49,16 +54,40 @@ CHUNKED = {
 
 
 def tensors(seqs, rows, keys, seed=0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    q = torch.randn(seqs * rows, HEADS, DIM, device="cuda", dtype=torch.bfloat16, generator=g)
-    k = torch.randn(seqs * keys, KV_HEADS, DIM, device="cuda", dtype=torch.bfloat16, generator=g)
-    v = torch.randn(seqs * keys, KV_HEADS, DIM, device="cuda", dtype=torch.bfloat16, generator=g)
-    cu = lambda n: torch.arange(0, (seqs + 1) * n, n, device="cuda", dtype=torch.int32)  # noqa: E731
+    dtype = torch.bfloat16 if DEVICE == "cuda" else torch.float32
+    g = torch.Generator(device=DEVICE).manual_seed(seed)
+    q = torch.randn(seqs * rows, HEADS, DIM, device=DEVICE, dtype=dtype, generator=g)
+    k = torch.randn(seqs * keys, KV_HEADS, DIM, device=DEVICE, dtype=dtype, generator=g)
+    v = torch.randn(seqs * keys, KV_HEADS, DIM, device=DEVICE, dtype=dtype, generator=g)
+    cu = lambda n: torch.arange(0, (seqs + 1) * n, n, device=DEVICE, dtype=torch.int32)  # noqa: E731
     return q, k, v, cu(rows), cu(keys)
 
 
+def fa2(q, k, v, cu_q, cu_k, max_q, max_k, dropout, causal, debug_mask, scale, window_size_left=None, window_size_right=None,
+        seqused_k=None):
+    """FlashAttention-2's varlen forward, (out, lse [heads, rows]); on the CPU check, its float64 stand-in: each sequence's
+    rows from cu_q over seqused_k keys from cu_k (else to the next offset), causal bottom-right, key heads shared."""
+    if DEVICE == "cuda":
+        return torch.ops.aten._flash_attention_forward(q, k, v, cu_q, cu_k, max_q, max_k, dropout, causal, debug_mask, scale=scale,
+                                                       window_size_left=window_size_left, window_size_right=window_size_right,
+                                                       seqused_k=seqused_k)[:2]
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    lse = torch.full((q.shape[1], q.shape[0]), float("-inf"), dtype=torch.float64)
+    group = q.shape[1] // k.shape[1]
+    for s in range(len(cu_q) - 1):
+        q0, q1, k0 = int(cu_q[s]), int(cu_q[s + 1]), int(cu_k[s])
+        nk = int(seqused_k[s]) if seqused_k is not None else int(cu_k[s + 1]) - k0
+        keys, values = (x[k0:k0 + nk].double().repeat_interleave(group, 1) for x in (k, v))
+        scores = torch.einsum("qhd,khd->hqk", q[q0:q1].double(), keys) * scale
+        if causal:
+            scores = scores.masked_fill(torch.ones(q1 - q0, nk, dtype=torch.bool).triu(nk - (q1 - q0) + 1), float("-inf"))
+        lse[:, q0:q1] = scores.logsumexp(-1)
+        out[q0:q1] = torch.einsum("hqk,khd->qhd", (scores - lse[:, q0:q1, None]).exp(), values)
+    return out.to(q.dtype), lse.float()
+
+
 def flash(q, k, v, cu_q, cu_k, rows, keys, causal):
-    return torch.ops.aten._flash_attention_forward(q, k, v, cu_q, cu_k, max(2, rows), keys, 0.0, causal, False, scale=SCALE)[:2]
+    return fa2(q, k, v, cu_q, cu_k, max(2, rows), keys, 0.0, causal, False, scale=SCALE)
 
 
 def efficient(q, k, v, cu_q, cu_k, rows, keys, causal):
@@ -107,21 +136,19 @@ def chunk_plan(seqs, n, chunk):
                 pre_first.append(s * n + p0)
                 pre_used.append(chunk)
                 cu_pre.append(len(pre_rows))
-    i32 = lambda a: torch.tensor(a, device="cuda", dtype=torch.int32)  # noqa: E731
-    return {"cu_diag": i32(cu_diag), "rows": torch.tensor(pre_rows, device="cuda", dtype=torch.long), "cu_pre": i32(cu_pre),
+    i32 = lambda a: torch.tensor(a, device=DEVICE, dtype=torch.int32)  # noqa: E731
+    return {"cu_diag": i32(cu_diag), "rows": torch.tensor(pre_rows, device=DEVICE, dtype=torch.long), "cu_pre": i32(cu_pre),
             "first": i32(pre_first + [0]), "used": i32(pre_used), "max_diag": min(n, chunk), "max_pre": min(n, chunk)}
 
 
 def chunked_flash(q, k, v, plan, merged=True):
     """The diagonal and the prefix through FA2, then (merged) each row's partials combined by their log-sum-exps in
     torch ops (ours is one kernel: attention_merge.cu); without the merge, what FA2 and the gather alone cost."""
-    o_d, lse_d = torch.ops.aten._flash_attention_forward(q, k, v, plan["cu_diag"], plan["cu_diag"], max(2, plan["max_diag"]),
-                                                         plan["max_diag"], 0.0, True, False, scale=SCALE)[:2]
+    o_d, lse_d = fa2(q, k, v, plan["cu_diag"], plan["cu_diag"], max(2, plan["max_diag"]), plan["max_diag"], 0.0, True, False, scale=SCALE)
     if plan["rows"].numel() == 0:
         return o_d
-    o_p, lse_p = torch.ops.aten._flash_attention_forward(q.index_select(0, plan["rows"]), k, v, plan["cu_pre"], plan["first"],
-                                                         max(2, plan["max_pre"]), plan["max_pre"], 0.0, False, False, scale=SCALE,
-                                                         window_size_left=None, window_size_right=-1, seqused_k=plan["used"])[:2]
+    o_p, lse_p = fa2(q.index_select(0, plan["rows"]), k, v, plan["cu_pre"], plan["first"], max(2, plan["max_pre"]), plan["max_pre"], 0.0,
+                     False, False, scale=SCALE, window_size_left=None, window_size_right=-1, seqused_k=plan["used"])
     if not merged:
         return o_d
     rows = plan["rows"]
@@ -165,10 +192,31 @@ def rows_keep_bits(kernel, seqs, rows, keys, causal):
     return float((alone.float() - beside.float()).abs().max())
 
 
+def cpu_check():
+    """The chunked form against the tier whole, on the CPU (fp32 inputs, FA2's float64 stand-in): sequences alone and
+    side by side, chunks that divide the keys and chunks that do not, a state shorter than one chunk. Exits 1 on a
+    difference past float32's rounding."""
+    global DEVICE
+    DEVICE = "cpu"
+    torch.manual_seed(0)
+    cases = []
+    for seqs, n, chunk in [(1, 1000, 256), (1, 300, 128), (3, 257, 128), (2, 100, 256)]:
+        q, k, v, cu, _ = tensors(seqs, n, n)
+        plan = chunk_plan(seqs, n, chunk)
+        whole = flash(q, k, v, cu, cu, n, n, True)[0]
+        diff = float((chunked_flash(q, k, v, plan).double() - whole.double()).abs().max())
+        cases.append({"sequences": seqs, "keys": n, "chunk": chunk, "prefix_rows": plan["rows"].numel(), "max_diff": diff, "ok": diff < 1e-5})
+    print(json.dumps({"cases": cases, "ok": all(c["ok"] for c in cases)}))
+    sys.exit(0 if all(c["ok"] for c in cases) else 1)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out")
+    parser.add_argument("--cpu-check", action="store_true", help="check the chunked form on the CPU (no GPU needed), then exit")
     args = parser.parse_args()
+    if args.cpu_check:
+        cpu_check()
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "layers_in_graph": LAYERS, "tiers": {}}
     for name, (seqs, rows, keys, causal) in TIERS.items():
         q, k, v, cu_q, cu_k = tensors(seqs, rows, keys)

@@ -339,6 +339,8 @@ class Window:
                             for key, peer in (("ratios_torch_graphs", "torch graphs"), ("ratios", "transformers")) if key in bm)
         if "ratios_split_key_vs_fast" in bm:
             ratios += " | split-key against fast: " + "; ".join(f"{k} {v:.2f}x" for k, v in bm["ratios_split_key_vs_fast"].items())
+        if "invariance_cost" in bm:
+            ratios += " | invariance costs (fast over fast without it): " + "; ".join(f"{k} {v:.2f}x" for k, v in bm["invariance_cost"].items())
         summary = f"{model}: " + ((f"{bm.get('ratios_path', 'tqserve')} " + ratios if ratios else "") or
                                   ", ".join(f"{p} cold {bm[p]['cold_prefill_ms']:.1f} ms" for p in bm if isinstance(bm[p], dict) and "cold_prefill_ms" in bm[p])
                                   or str(bm.get("error", "no results"))[:300])

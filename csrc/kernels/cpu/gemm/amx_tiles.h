@@ -145,9 +145,10 @@ inline void panel_block(void* c, const char* panel, int64_t steps, int64_t step_
 
 #if defined(__x86_64__)
 #include <cpuid.h>
-#include "common/x86_intrinsics.h"
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "common/x86_intrinsics.h"
 
 namespace tq::amx {
 

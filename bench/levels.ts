@@ -1,7 +1,7 @@
 /**
  * Each kernel level's speed, this build against another (not a test): `npm run bench:levels`, with
  * BASE_CLI the tq_cli of the build to compare with (e.g. one built from the commit before a change to
- * the arithmetic: docs/arithmetic.md, "What it costs"). On bench-llama, a prefill of
+ * the arithmetic: docs/arithmetic.md, "How each level pays for it"). On bench-llama, a prefill of
  * BENCH_STATE_TOKENS (default 250) tokens to one question's label logits, no prefix cache, at every
  * level this CPU runs, in fp32, bf16 and bf16 with int8 weights, each forced with --isa. The two
  * builds and the levels take turns within each of BENCH_ROUNDS rounds (default 3), so that a busy

@@ -1,9 +1,10 @@
 /**
  * The documents stay true to the tree: every relative link in README.md, docs/, bench/README.md and bench/history/
- * resolves (the file, and the heading its #anchor names), every start-up flag has its row in
- * docs/running.md's flag table, and every file of src/ and csrc/ is named in the map,
- * docs/architecture.md.
+ * resolves (the file, and the heading its #anchor names), every section a file cites by name (`docs/build.md, "A lean
+ * libtorch_cpu"`) is there, every start-up flag has its row in docs/running.md's flag table, and every file of src/
+ * and csrc/ is named in the map, docs/architecture.md.
  */
+import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { flagDefs } from '../../src/config/flags';
@@ -77,4 +78,44 @@ test('the map check finds a file the map does not name, and not one it names as 
     'src/tasks/import.ts',
     'csrc/kernels/cpu/attention/attention_plan.cpp',
   ]);
+});
+
+/** The tree's sources and documents, tracked or new (not bench/history/ nor the GPU's results: records, left as written). */
+const citing = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: root, encoding: 'utf8' })
+  .trim()
+  .split('\n')
+  .filter((f) => /\.(ts|js|mjs|cpp|h|cu|py|sh|md)$|^CMakeLists\.txt$|\.gyp$/.test(f) && !/^bench\/(history|gpu\/results)\//.test(f))
+  .filter((f) => fs.existsSync(path.join(root, f)));
+
+/**
+ * The sections `text` (the file at `file`) cites by name that `read(doc)` has neither as a heading nor as a bold label
+ * (`**Where a start's CPU goes**`): `doc.md, "Name"`, with the citation's line breaks and comment marks taken out.
+ */
+function missingSections(file: string, text: string, read: (doc: string) => string | undefined): string[] {
+  const joined = text.replace(/\n[ \t]*(\*|\/\/|#)?[ \t]*/g, ' ');
+  const missing: string[] = [];
+  for (const [, cited, quoted] of joined.matchAll(/([\w./-]+\.md)`?\)?,\s+"([^"]+)"/g)) {
+    const doc = [path.join(path.dirname(file), cited), cited].map((d) => path.normalize(d)).find((d) => read(d) !== undefined);
+    if (!doc) continue;  // another project's document, or a path the link check reports
+    const name = quoted.replace(/[.,;:]$/, '');
+    const markdown = read(doc)!;
+    const headings = (prose(markdown).match(/^#{1,6} .*$/gm) ?? []).map((h) => h.replace(/^#+ /, '').replace(/`/g, ''));
+    const labels = [...markdown.matchAll(/\*\*([^*]+)\*\*/g)].map((m) => m[1]);
+    if (![...headings, ...labels].some((title) => title.startsWith(name))) missing.push(`${file}: ${doc}, "${name}"`);
+  }
+  return missing;
+}
+
+const readDocument = (doc: string) => (doc.endsWith('.md') && fs.existsSync(path.join(root, doc)) ? fs.readFileSync(path.join(root, doc), 'utf8') : undefined);
+
+test('every section a source or document cites by name is a heading or a bold label of that document', () => {
+  expect(citing.length).toBeGreaterThan(300);
+  expect(citing.flatMap((f) => missingSections(f, fs.readFileSync(path.join(root, f), 'utf8'), readDocument))).toEqual([]);
+});
+
+test('the section check finds a name the document lacks, across a comment\'s line break, and passes headings and labels', () => {
+  const doc = '# Title\n\n## The builds: `npm run x`\n\n**Where a start goes** (today): ...\n';
+  const read = (d: string) => (d === 'docs/x.md' ? doc : undefined);
+  const source = ' * as measured (docs/x.md, "Where a start\n * goes"); docs/x.md, "The builds"; docs/x.md, "Gone"; other/y.md, "Else"';
+  expect(missingSections('src/a.ts', source, read)).toEqual(['src/a.ts: docs/x.md, "Gone"']);
 });

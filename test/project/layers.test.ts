@@ -182,7 +182,7 @@ test('the check sees an include up a layer, across to a peer, and into a kernel 
 });
 
 /**
- * kernels/cpu/ is in rooms (docs/architecture.md, "Kernels"): attention/, gemm/ (int8 and AMX among
+ * kernels/cpu/ is in rooms (docs/architecture.md, "Layout"): attention/, gemm/ (int8 and AMX among
  * them) and rows/ (the row-wise kernels); at its root only the entry points the stack is built from,
  * the level they run at, and the bf16 rounding every room shares. The host/device arithmetic headers
  * live in kernels/math/.

@@ -34,6 +34,8 @@ std::unique_ptr<LaunchedBatch> Engine::launch_batch(std::vector<AnswerRequest> r
   for (const auto& req : b.requests)
     for (const auto& q : req.questions) questions.push_back({q.label_ids, q.temperature});
   b.readout = queue_readout(b.forward.hidden, model_->lm_head(), questions, model_->final_logit_softcap());
+  if (std::any_of(b.requests.begin(), b.requests.end(), [](const AnswerRequest& r) { return r.want_hidden; }))
+    b.hidden_host = queue_copy_to_host(b.forward.hidden);
   b.done = std::make_unique<DeviceMark>(device_);
   b.readout_queue_ms = ms_since(t0);
   return launched;
@@ -41,6 +43,7 @@ std::unique_ptr<LaunchedBatch> Engine::launch_batch(std::vector<AnswerRequest> r
 
 std::vector<AnswerResult> Engine::finish_batch(LaunchedBatch& b) {
   b.forward.wait_for_steps();
+  b.done->wait();  // this call's readout and copies back, not the next call's work queued since
   const auto& info = b.forward.info;
   const auto t0 = std::chrono::steady_clock::now();
   auto results = answers_of(b, b.readout.wait());
@@ -104,8 +107,7 @@ PackedRequests Engine::pack(const std::vector<AnswerRequest>& reqs, const std::v
 std::vector<AnswerResult> Engine::answers_of(const LaunchedBatch& b, const LabelReadout& labels) const {
   const auto& reqs = b.requests;
   const auto& info = b.forward.info;
-  const bool any_hidden = std::any_of(reqs.begin(), reqs.end(), [](const AnswerRequest& r) { return r.want_hidden; });
-  const auto hidden_cpu = any_hidden ? b.forward.hidden.cpu().contiguous() : at::Tensor();
+  const auto hidden_cpu = b.hidden_host.defined() ? b.hidden_host.contiguous() : at::Tensor();
   std::vector<AnswerResult> results(reqs.size());
   std::vector<char> ticket_given(info.boundary_tickets.size(), 0);
   int64_t row = 0;

@@ -21,8 +21,9 @@ struct LaunchedBatch {
   PackedRequests packed;  // its image embeddings read `requests`: a batch is not moved once packed
   ForwardResult forward;
   QueuedReadout readout;
+  at::Tensor hidden_host;  // the final hidden rows on the host, copied at launch where a request asked for them
   double readout_queue_ms = 0;  // the host's time queuing the readout
-  std::unique_ptr<DeviceMark> done;  // marked after the readout
+  std::unique_ptr<DeviceMark> done;  // marked after the readout and the copies back
 
   bool device_done() const { return done->reached(); }
 };

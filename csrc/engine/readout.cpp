@@ -51,27 +51,30 @@ void queue_readout_cuda(const at::Tensor& hidden, const at::Tensor& lm_head, con
   offsets.data_ptr<int32_t>()[questions.size()] = static_cast<int32_t>(offsets_of.back());
   const auto device = hidden.device();
   upload_together({&ids, &offsets, &temperatures}, device);  // without waiting for the forward pass queued before
-  out.values = at::empty({2, offsets_of.back()}, hidden.options());
+  const auto values = at::empty({2, offsets_of.back()}, hidden.options());
   auto h = hidden.contiguous();
   cuda::LabelReadoutArgs args{h.data_ptr<float>(), lm_head.data_ptr(), lm_head.scalar_type() == at::kBFloat16, h.size(1),
                               static_cast<int>(questions.size()), ids.data_ptr<int64_t>(), offsets.data_ptr<int32_t>(),
-                              temperatures.data_ptr<float>(), softcap, out.values[0].data_ptr<float>(), out.values[1].data_ptr<float>()};
+                              temperatures.data_ptr<float>(), softcap, values[0].data_ptr<float>(), values[1].data_ptr<float>()};
   const auto stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
   const auto error = cuda::launch_error("label readout kernel", [&] { return cuda::launch_label_readout(args, stream); });
   if (!error.empty()) throw EngineError(code::kInternal, error);
+  // Copied back now, behind the kernel: the engine may queue the next call's forward pass before it takes these.
+  out.host_values = queue_copy_to_host(values);
+  out.copied = std::make_unique<DeviceMark>(device);
 }
 #endif
 
 }  // namespace
 
 LabelReadout QueuedReadout::wait() {
-  if (values.defined()) {
-    const auto host = values.cpu();
-    const float* v = host.data_ptr<float>();
-    const int64_t n = host.size(1);
+  if (host_values.defined()) {
+    copied->wait();
+    const float* v = host_values.data_ptr<float>();
+    const int64_t n = host_values.size(1);
     labels.logits.assign(v, v + n);
     labels.log_probs.assign(v + n, v + 2 * n);
-    values = at::Tensor();
+    host_values = at::Tensor();
   }
   return labels;
 }

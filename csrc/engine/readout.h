@@ -7,7 +7,10 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <memory>
 #include <vector>
+
+#include "runner/device.h"
 
 namespace tq {
 
@@ -21,11 +24,12 @@ struct LabelReadout {
   std::vector<int64_t> offsets;          // [questions + 1]
 };
 
-// A readout queued: on CUDA its kernel launched, its results on the device until wait() copies them back
-// (waiting for the device); on the CPU, computed already.
+// A readout queued: on CUDA its kernel launched and its results' copy back queued behind it, both done once `copied`
+// is reached (wait() waits for that, not for work queued after it); on the CPU, computed already.
 struct QueuedReadout {
   LabelReadout labels;  // the CPU's result, and the offsets everywhere
-  at::Tensor values;    // CUDA's, on the device: [2, labels] fp32, the logits then the log-probabilities (one copy back)
+  at::Tensor host_values;  // CUDA's, in pinned memory: [2, labels] fp32, the logits then the log-probabilities (one copy back)
+  std::unique_ptr<DeviceMark> copied;
   LabelReadout wait();
 };
 

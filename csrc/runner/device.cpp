@@ -118,6 +118,19 @@ DeviceMark::~DeviceMark() {
 #endif
 }
 
+void DeviceMark::wait() const {
+#if TQ_CUDA
+  if (event_) C10_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
+#endif
+}
+
+at::Tensor queue_copy_to_host(const at::Tensor& t) {
+  if (t.is_cpu()) return t;
+  auto host = at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(true));
+  host.copy_(t, /*non_blocking=*/true);
+  return host;
+}
+
 bool DeviceMark::reached() const {
 #if TQ_CUDA
   if (event_) {

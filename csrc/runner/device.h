@@ -46,7 +46,8 @@ class StepTimer {
 };
 
 // A point in the device's queue of work, marked when made: reached once everything queued before it is done
-// (at once on the CPU, whose work is done when the call that queued it returns). Polled, it never waits.
+// (at once on the CPU, whose work is done when the call that queued it returns). Polled, it never waits; wait()
+// waits for this point only, not for what was queued after it (the next call's work, with calls in flight).
 class DeviceMark {
  public:
   explicit DeviceMark(const at::Device& device);
@@ -54,10 +55,16 @@ class DeviceMark {
   DeviceMark(const DeviceMark&) = delete;
   DeviceMark& operator=(const DeviceMark&) = delete;
   bool reached() const;
+  void wait() const;
 
  private:
   void* event_ = nullptr;  // CUDA's (cudaEvent_t)
 };
+
+// `t` copied into pinned host memory by a copy queued on the current stream, without waiting for it (the CPU's
+// tensor as it is). Read it once a DeviceMark made after this call is reached. A blocking copy (`.cpu()`) made
+// later would wait for everything queued by then: with calls in flight, the next call's forward pass too.
+at::Tensor queue_copy_to_host(const at::Tensor& t);
 
 // The device memory free now, after handing back what torch's caching allocator holds unused
 // (a CUDA device; 0 on the CPU).

@@ -39,6 +39,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   check_engine_options(options);
   info_.context_limit = options.context_limit;
   device_ = parse_device(options.device);
+  use_device(device_);  // this thread runs the engine's every call (the addon's engine thread; tq_cli's one)
   options_ = resolve_forward_defaults(options, device_);
   const bool aten = uses_aten_kernels(options_, device_);
   if (is_directory(options.path)) open_checkpoint(aten);

@@ -31,6 +31,14 @@ at::Device parse_device(const std::string& name) {
   throw EngineError(code::kBadRequest, "device must be cpu or cuda (or cuda:N), got " + name);
 }
 
+void use_device(const at::Device& device) {
+#if TQ_CUDA
+  if (device.is_cuda()) c10::cuda::set_device(device.index());
+#else
+  (void)device;
+#endif
+}
+
 DeviceInfo describe_device(const at::Device& device) {
   DeviceInfo d;
   d.torch_version = TORCH_VERSION;

@@ -23,6 +23,11 @@ struct DeviceInfo {
 // "cpu", "cuda" or "cuda:N". Throws BAD_REQUEST for anything else, and when this
 // build or machine has no CUDA.
 at::Device parse_device(const std::string& name);
+// Makes `device` the calling thread's current CUDA device (nothing on the CPU). CUDA keeps one per thread, and it is
+// device 0 until set: our kernels go into the engine's device's stream, and a launch into a stream of another device
+// than the current one fails; the graphs' capture and replay and the device-wide waits also act on the current one.
+// An engine's thread calls it as it opens, so `--device cuda:1` runs on device 1 throughout.
+void use_device(const at::Device& device);
 DeviceInfo describe_device(const at::Device& device);
 void synchronize(const at::Device& device);
 // Times a call's steps without waiting between them. On CUDA by events on the current stream, read once the last

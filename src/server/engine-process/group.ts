@@ -19,6 +19,7 @@ import { EngineCall, EngineDeadError, EngineLike, EngineReply } from '../../answ
 import { NativeEngineInfo } from '../../engine/native';
 import { affinityPoint, AffinityRing, withSpill } from './affinity';
 import { EngineClient } from './client';
+import { deviceShares, sizedAs } from './device-shares';
 import { CacheReport, HostArgs } from './protocol';
 
 /** The wait before an engine's restart, by its restarts so far, while it dies within STABLE_MS of its start; none after a stable run. */
@@ -52,10 +53,28 @@ export class EngineGroup implements EngineLike {
     this.ring = new AffinityRing(members.length);
   }
 
-  /** Starts one engine process per entry of `args` and waits until every one has loaded. */
+  /**
+   * Starts one engine process per entry of `args` and waits until every one has loaded: together, save engines that
+   * share a CUDA device's memory, which start after their device's first and take its budget (device-shares.ts).
+   */
   static async start(args: HostArgs[], devices: string[], events: GroupEvents): Promise<EngineGroup> {
     let group: EngineGroup | undefined;
-    const started = args.map((a, i) => EngineClient.start(a, (reason) => group?.memberDied(i, reason)));
+    const launch = (i: number, a: HostArgs) => EngineClient.start(a, (reason) => group?.memberDied(i, reason));
+    const kept = [...args];  // what each restarts with
+    const started: Promise<EngineClient>[] = [];
+    deviceShares(args).forEach((s, i) => {
+      const first = s.follows;
+      if (first === undefined) {
+        kept[i] = s.args;
+        started[i] = launch(i, s.args);
+        return;
+      }
+      started[i] = started[first].then((client) => {
+        kept[first] = sizedAs(args[first], client.info);
+        kept[i] = sizedAs(s.args, client.info);
+        return launch(i, kept[i]);
+      });
+    });
     started.forEach((p) => p.catch(() => undefined));
     let clients: EngineClient[];
     try {
@@ -65,7 +84,7 @@ export class EngineGroup implements EngineLike {
       throw e;
     }
     const now = Date.now();
-    group = new EngineGroup(clients.map((client, index) => ({ index, device: devices[index], client, outstanding: 0, restarts: 0, startedAt: now })), args, events);
+    group = new EngineGroup(clients.map((client, index) => ({ index, device: devices[index], client, outstanding: 0, restarts: 0, startedAt: now })), kept, events);
     // One that died while the others still loaded.
     for (const c of clients) if (!c.up) group.memberDied(clients.indexOf(c), c.deathReason!);
     return group;

@@ -22,8 +22,11 @@ at::Device parse_device(const std::string& name) {
     throw EngineError(code::kBadRequest, "device " + name + ": this engine was built without CUDA (docs/gpu.md)");
 #else
     if (!at::hasCUDA() || c10::cuda::device_count() == 0) throw EngineError(code::kBadRequest, "device " + name + ": no CUDA device is visible");
-    const int64_t index = name == "cuda" ? 0 : std::stoll(name.substr(5));
-    if (index < 0 || index >= c10::cuda::device_count())
+    const auto digits = name == "cuda" ? std::string("0") : name.substr(5);
+    if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos)
+      throw EngineError(code::kBadRequest, "device must be cpu or cuda (or cuda:N), got " + name);
+    const int64_t index = std::stoll(digits);
+    if (index >= c10::cuda::device_count())
       throw EngineError(code::kBadRequest, "device " + name + ": there are " + std::to_string(c10::cuda::device_count()) + " CUDA devices");
     return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
 #endif

@@ -22,6 +22,13 @@ test('k engines on one CUDA device: the first takes utilization / k and starts a
   expect(deviceShares([engine('cuda'), engine('cuda')]).map((s) => [s.follows, s.args.load.gpuMemoryUtilization])).toEqual([[undefined, 0.45], [0, 0.9]]);
 });
 
+test('the head and image engines beside the serving one on its GPU count among its k and follow it; on a device of their own, the first of them leads', () => {
+  const beside = deviceShares([engine('cuda:0'), { load: engine('cuda:0').load }, { load: engine('cuda:0').load }]);
+  expect(beside.map((s) => [s.follows, s.args.load.gpuMemoryUtilization])).toEqual([[undefined, 0.3], [0, 0.9], [0, 0.9]]);
+  const apart = deviceShares([engine('cuda:0'), { load: engine('cuda:1').load }, { load: engine('cuda:1').load }]);
+  expect(apart.map((s) => [s.follows, s.args.load.gpuMemoryUtilization])).toEqual([[undefined, 0.9], [undefined, 0.45], [1, 0.9]]);
+});
+
 test('engines sized otherwise start together, as given: on the CPU, with --cache-mib, or by the context', () => {
   for (const args of [[engine('cpu'), engine('cpu')], [engine('cuda', { cacheMiB: 4096 }), engine('cuda', { cacheMiB: 4096 })], [engine('cuda', { gpuMemoryUtilization: 0 }), engine('cuda', { gpuMemoryUtilization: 0 })]]) {
     const plan = deviceShares(args);

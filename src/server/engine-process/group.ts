@@ -19,7 +19,7 @@ import { EngineCall, EngineDeadError, EngineLike, EngineReply } from '../../answ
 import { NativeEngineInfo } from '../../engine/native';
 import { affinityPoint, AffinityRing, withSpill } from './affinity';
 import { EngineClient } from './client';
-import { deviceShares, sizedAs } from './device-shares';
+import { EngineStart, sizedAs } from './device-shares';
 import { CacheReport, HostArgs } from './protocol';
 
 /** The wait before an engine's restart, by its restarts so far, while it dies within STABLE_MS of its start; none after a stable run. */
@@ -54,23 +54,22 @@ export class EngineGroup implements EngineLike {
   }
 
   /**
-   * Starts one engine process per entry of `args` and waits until every one has loaded: together, save engines that
-   * share a CUDA device's memory, which start after their device's first and take its budget (device-shares.ts).
+   * Starts one engine process per entry of `starts` and waits until every one has loaded: together, save one that
+   * follows another (by index here: its device's first, whose budget it takes once that one has started; device-shares.ts).
    */
-  static async start(args: HostArgs[], devices: string[], events: GroupEvents): Promise<EngineGroup> {
+  static async start(starts: EngineStart<HostArgs>[], devices: string[], events: GroupEvents): Promise<EngineGroup> {
     let group: EngineGroup | undefined;
     const launch = (i: number, a: HostArgs) => EngineClient.start(a, (reason) => group?.memberDied(i, reason));
-    const kept = [...args];  // what each restarts with
+    const kept = starts.map((s) => s.args);  // what each restarts with
     const started: Promise<EngineClient>[] = [];
-    deviceShares(args).forEach((s, i) => {
+    starts.forEach((s, i) => {
       const first = s.follows;
       if (first === undefined) {
-        kept[i] = s.args;
         started[i] = launch(i, s.args);
         return;
       }
       started[i] = started[first].then((client) => {
-        kept[first] = sizedAs(args[first], client.info);
+        kept[first] = sizedAs(starts[first].args, client.info);  // a restart of the first finds the others' memory taken
         kept[i] = sizedAs(s.args, client.info);
         return launch(i, kept[i]);
       });

@@ -1,10 +1,11 @@
 /**
- * Engines that share one CUDA device (`--engines 2 --device cuda`; the head or image engine beside the serving one) and
- * size their KV caches by its memory (`--gpu-memory-utilization`, no `--cache-mib`). Each engine takes its share of the memory free when it measures, so
- * engines started together would each take 0.9 of the same free memory, and the second allocation would fail. So on
- * such a device the first engine starts alone, taking `utilization / k` of what its weights leave free (k engines on
- * the device), and the others, then that first engine's restarts too, take the same budget by size (`cacheMiB`): every
- * engine on the device the same cache, together the share one engine would take, whatever order they measure in.
+ * Engines that share one CUDA device (`--engines 2 --device cuda`; the head or image engine beside the serving one)
+ * and size their KV caches by its memory (`--gpu-memory-utilization`, no `--cache-mib`). Each engine takes its share
+ * of the memory free when it measures, so engines started together would each take 0.9 of the same free memory, and
+ * the second allocation would fail. So on such a device the first engine starts alone, taking `utilization / k` of
+ * what its weights leave free (k engines on the device), and the others, then that first engine's restarts too, take
+ * the same budget by size (`cacheMiB`): every engine on the device the same cache, together the share one engine
+ * would take, whatever order they measure in.
  */
 import { NativeEngineInfo, NativeLoadOptions } from '../../engine/native';
 

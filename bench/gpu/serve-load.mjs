@@ -151,7 +151,9 @@ function write() {
         : '; the engine-alone replay has not run (yet).') +
       (result.engineInFlight
         ? ` With two calls in flight (each launched while the device runs the one before) tq_cli gives ` +
-          `${Math.round(result.engineInFlight.promptTokensPerSecond)} prompt tokens/s: the server delivers ${(100 * result.load.shareOfInFlight).toFixed(0)}% of that ceiling.`
+          `${Math.round(result.engineInFlight.promptTokensPerSecond)} prompt tokens/s, ${f(result.engineInFlight.promptTokensPerSecond / result.engineAlone.promptTokensPerSecond)}x ` +
+          `one at a time (a call's p50 ${f(result.engineInFlight.callP50)} ms against ${f(result.engineAlone.callP50)} ms): ` +
+          `the server delivers ${(100 * result.load.shareOfInFlight).toFixed(0)}% of that ceiling.`
         : ''),
     '',
   ];
@@ -184,8 +186,9 @@ function replay(inFlight) {
     '--in-flight', String(inFlight), ...memory], { encoding: 'utf8', maxBuffer: 1 << 30 }));
   const engineMs = cli.repeatMs[0];
   const cachedTokens = cli.calls.flat().reduce((n, r) => n + (r.cachedTokens ?? 0), 0);
+  // A call's wall: from its launch until its answers are on the host (with two in flight, finished after the next's launch).
   return { inFlight, requests: loadStates.length, calls: calls.length, seconds: engineMs / 1000, promptTokensPerSecond: engineTokens / (engineMs / 1000),
-    cachedShare: cachedTokens / engineTokens };
+    cachedShare: cachedTokens / engineTokens, callP50: quantile(cli.wallMs[0], 0.5) };
 }
 result.engineAlone = replay(1);
 result.load.shareOfEngineAlone = result.load.promptTokensPerSecond / result.engineAlone.promptTokensPerSecond;

@@ -365,7 +365,9 @@ class Window:
         return ok(status), (f"cold p50 {result['cold']['p50']:.1f} ms, warm p50 {result['warm']['p50']:.1f} ms, {load['requestsPerSecond']:.1f} req/s "
                             f"under {load['clients']} clients" + (f", {100 * load['shareOfEngineAlone']:.0f}% of the engine alone"
                                                                    if "shareOfEngineAlone" in load else "")
-                            + (f", {100 * load['shareOfInFlight']:.0f}% of it with two calls in flight" if "shareOfInFlight" in load else ""))
+                            + (f", {100 * load['shareOfInFlight']:.0f}% of it with two calls in flight" if "shareOfInFlight" in load else "")
+                            + (f" ({result['engineInFlight']['promptTokensPerSecond'] / result['engineAlone']['promptTokensPerSecond']:.2f}x one at a time)"
+                               if "engineInFlight" in result and "engineAlone" in result else ""))
 
     def rest(self):
         wanted = lambda names: [n for n in names if not self.args.families or n in self.args.families]  # noqa: E731

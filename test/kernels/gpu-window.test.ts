@@ -106,8 +106,10 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   // And the engine's ceiling: the same calls with the next launched while one runs (tq_cli --in-flight 2).
   expect(serve.engineInFlight.inFlight).toBe(2);
   expect(serve.engineInFlight.promptTokensPerSecond).toBeGreaterThan(0);
+  expect(serve.engineInFlight.callP50).toBeGreaterThan(0);
+  expect(serve.engineAlone.callP50).toBeGreaterThan(0);
   expect(files['serve.md']).toMatch(/With two calls in flight .* the server delivers \d+% of that ceiling/);
-  expect(steps[7].summary).toMatch(/% of it with two calls in flight$/);
+  expect(steps[7].summary).toMatch(/% of it with two calls in flight \(\d+\.\d\dx one at a time\)$/);
   expect(files['server.log']).toContain('listening at');
   const parity = JSON.parse(files['parity.json']).parity;
   expect(parity['tiny-qwen3'].fp32.passed).toBe(true);

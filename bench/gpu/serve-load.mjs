@@ -12,7 +12,8 @@
 //          merged on average, with the server's KV cache budget (--gpu-memory-utilization, passed on: with
 //          tq_cli's own, sized by the context, the warm states were evicted and computed again), one call at a
 //          time and then with two in flight (tq_cli --in-flight 2: the engine's ceiling, each call launched while
-//          the device runs the one before); serve.json and serve.md written again after each.
+//          the device runs the one before); serve.json and serve.md written again after each. TQ_LOAD_REPLAY=0 leaves
+//          the replay out (a second arm of the same server's load: the window's serve-engines step).
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -29,6 +30,7 @@ const seconds = Number(process.env.TQ_LOAD_SECONDS ?? 20);
 const readyS = Number(process.env.TQ_LOAD_READY_S ?? 120);
 const serverPid = Number(arg('server-pid', 0));
 const runs = Number(process.env.TQ_LOAD_RUNS ?? 20);
+const replayed = process.env.TQ_LOAD_REPLAY !== '0';
 
 const quantile = (xs, q) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
 const summary = (xs) => ({ n: xs.length, p50: quantile(xs, 0.5), p99: quantile(xs, 0.99) });
@@ -124,7 +126,8 @@ const result = {
   cold: { ...summary(cold), engineP50: quantile(coldEngine, 0.5), planP50: quantile(coldPlan, 0.5) },
   warm: { ...summary(warm), engineP50: quantile(warmEngine, 0.5), planP50: quantile(warmPlan, 0.5) },
   load: { clients, seconds: elapsed, requests: latencies.length, requestsPerSecond: latencies.length / elapsed, promptTokensPerSecond: promptTokens / elapsed, meanMergedBatch: merged, ...summary(latencies) },
-  health: { device: health.base?.device, memory: health.base?.memory ?? health.memory },
+  // Each engine's KV cache budget and what sized it (engines sharing the GPU: the first's share, the others its size).
+  health: { device: health.base?.device, memory: health.base?.memory ?? health.memory, engines: health.engines?.processes?.map((p) => p.cache_budget) ?? [] },
   // The forward the server ran (by default the device's: on CUDA the fused kernels, the cascade and CUDA graphs).
   forward: { kernels: health.kernels, attention: health.attention, cudaGraphs: health.cuda_graphs },
 };
@@ -161,6 +164,11 @@ function write() {
   return md;
 }
 write();  // before the replay: a kill there keeps the server's figures
+if (!replayed) {
+  if (serverPid) process.kill(serverPid, 'SIGTERM');
+  console.log(write().join('\n'));
+  process.exit(0);
+}
 
 // Every state's token ids, then the server stopped: the replay's tq_cli gets the memory it held.
 for (const state of new Set(loadStates)) if (!tokens.has(state)) tokens.set(state, (await ask(state, true)).readout);

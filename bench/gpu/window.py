@@ -25,6 +25,7 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
                with split-key (its kernel on the GPU against its host twin on the CPU too)
   7 serve      the server with the same build and model (serve.sh)
   8 rest       the other families' models and self-checks, the transformers cross-check, parity, fp8
+  9 serve-engines  the serve step's load with two engine processes on the one device (--engines 2), as time allows
 
 Without a GPU (--device cpu, or auto on a machine without one) every step runs on the CPU with the tiny
 models (--models: the test suite's), the benchmark on tiny-qwen3 and short; steps that need transformers
@@ -346,17 +347,24 @@ class Window:
                                   or str(bm.get("error", "no results"))[:300])
         return ok(status), summary + ("" if peer == [] else " (transformers peer skipped: " + ("no CUDA" if not self.cuda else "no transformers") + ")")
 
-    def serve(self):
+    def serve_env(self):
+        """serve.sh's environment here, or (None, why the server cannot run)."""
         local = not self.bundle and shutil.which("node") and os.path.exists(os.path.join(ROOT, "dist", "tqserve.js"))
         if not self.bundle and not local:
-            return "skipped", "no bench/gpu/bundle (bash bench/gpu/bundle.sh on a machine with Node, then carry it) and no node here"
+            return None, "no bench/gpu/bundle (bash bench/gpu/bundle.sh on a machine with Node, then carry it) and no node here"
         model = os.path.join(self.args.models, "bench-qwen3" if self.cuda else "tiny-qwen3")
         if not os.path.exists(os.path.join(model, "config.json")):
-            return "skipped", f"no {model}"
+            return None, f"no {model}"
         env = {"TQ_BUILD": self.args.build, "TQ_MODEL": model, "TQ_DEVICE": self.args.device}
         if not self.cuda:  # the CPU form: a short load on the tiny model (serve-load.mjs's settings in the environment win)
             short = dict(TQ_LOAD_SECONDS="1" if self.args.short else "2", TQ_LOAD_CLIENTS="4", TQ_LOAD_RUNS="2", TQ_LOAD_STATES="12")
             env.update({k: v for k, v in short.items() if k not in os.environ})
+        return env, ""
+
+    def serve(self):
+        env, why = self.serve_env()
+        if env is None:
+            return "skipped", why
         status, _ = self.run("serve", ["bash", os.path.join(HERE, "serve.sh"), self.work], 180, env=env)
         result = json.loads(read(os.path.join(self.work, "serve.json")) or "{}")
         if not result:
@@ -368,6 +376,29 @@ class Window:
                             + (f", {100 * load['shareOfInFlight']:.0f}% of it with two calls in flight" if "shareOfInFlight" in load else "")
                             + (f" ({result['engineInFlight']['promptTokensPerSecond'] / result['engineAlone']['promptTokensPerSecond']:.2f}x one at a time)"
                                if "engineInFlight" in result and "engineAlone" in result else ""))
+
+    def serve_engines(self):
+        """The serve step's load with two engine processes on the one device (`--engines 2`): they share its memory
+        (src/server/engine-process/device-shares.ts: the first takes half the share, the other its size) and overlap each
+        other's host work. Requests/s against the serve step's one engine; no engine-alone replay (the serve step's)."""
+        env, why = self.serve_env()
+        if env is None:
+            return "skipped", why
+        out = os.path.join(self.work, "serve-engines")
+        env.update(TQ_SERVE_ARGS="--engines 2", TQ_LOAD_REPLAY="0")
+        status, _ = self.run("serve-engines", ["bash", os.path.join(HERE, "serve.sh"), out], 150, env=env)
+        # Its files beside the others, as two-engines-*: the serve step's names are taken, and WORK holds files only.
+        for name in os.listdir(out) if os.path.isdir(out) else []:
+            os.replace(os.path.join(out, name), os.path.join(self.work, f"two-engines-{name}"))
+        shutil.rmtree(out, ignore_errors=True)
+        two = json.loads(read(os.path.join(self.work, "two-engines-serve.json")) or "{}")
+        if not two:
+            return ok(status), "no serve.json; " + tail(os.path.join(self.work, "serve-engines.log"))
+        one = json.loads(read(os.path.join(self.work, "serve.json")) or "{}")
+        rate = two["load"]["requestsPerSecond"]
+        against = f", {rate / one['load']['requestsPerSecond']:.2f}x one engine's" if one.get("load") else ""
+        caches = ", ".join(f"{e['bytes'] / 2 ** 30:.2f} GiB ({e['from']})" for e in two["health"]["engines"])
+        return ok(status), f"two engines: {rate:.1f} req/s under {two['load']['clients']} clients{against}; their caches {caches}"
 
     def rest(self):
         wanted = lambda names: [n for n in names if not self.args.families or n in self.args.families]  # noqa: E731
@@ -503,7 +534,7 @@ def main():
     parser.add_argument("--build", default=os.path.join(ROOT, "build"), help="the CMake build folder (reused where configured)")
     parser.add_argument("--models", help="where the models are and are written (default: BUILD/models; on the CPU the test models)")
     parser.add_argument("--work", help="where the results are written before they are packed (default: BUILD/window)")
-    parser.add_argument("--steps", default="preflight,build,models,profile,bench,invariance,selfcheck,serve,rest")
+    parser.add_argument("--steps", default="preflight,build,models,profile,bench,invariance,selfcheck,serve,rest,serve-engines")
     parser.add_argument("--families", help="the tiny families the rest step takes (default: all)")
     parser.add_argument("--short", action="store_true", help="the CPU form at its shortest (the suite's test): the self-check and parity "
                         "on tiny-qwen3 in fp32 alone, one run of each benchmark figure on the ATen and fast paths, a one-second load")
@@ -534,7 +565,8 @@ def main():
     signal.signal(signal.SIGINT, on_signal)
     steps = {"preflight": window.preflight, "build": window.build, "models": window.models,
              "profile": window.profile, "bench": window.bench, "invariance": window.invariance,
-             "selfcheck": lambda: window.selfchecks(["tiny-qwen3"] if args.short else ["tiny-qwen3", "tiny-llama"]), "serve": window.serve, "rest": window.rest}
+             "selfcheck": lambda: window.selfchecks(["tiny-qwen3"] if args.short else ["tiny-qwen3", "tiny-llama"]), "serve": window.serve, "rest": window.rest,
+             "serve-engines": window.serve_engines}
     wanted = args.steps.split(",")
     for name in wanted:
         if name not in steps:

@@ -46,7 +46,7 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   const files = unpack(run.out, path.join(scratch, 'whole', 'unpacked'))!;
   const steps = JSON.parse(files['window.json']).steps;
   expect(steps.map((s: any) => `${s.step} ${s.status}`)).toEqual(['preflight ok', 'build ok', 'models ok', 'profile ok', 'bench ok', 'invariance ok',
-    'selfcheck ok', 'serve ok', 'rest ok']);
+    'selfcheck ok', 'serve ok', 'rest ok', 'serve-engines ok']);
   // Printed as they finished, one line a step.
   for (const [i, s] of steps.entries()) expect(run.log()).toContain(`[${i}] ${s.step}: ${s.status}`);
   // What needs CUDA or transformers is reported as skipped, not run and not failed.
@@ -110,6 +110,11 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(serve.engineAlone.callP50).toBeGreaterThan(0);
   expect(files['serve.md']).toMatch(/With two calls in flight .* the server delivers \d+% of that ceiling/);
   expect(steps[7].summary).toMatch(/% of it with two calls in flight \(\d+\.\d\dx one at a time\)$/);
+  // Two engines on the one device, the same load: on the CPU each sizes its cache by the context.
+  expect(steps[9].summary).toMatch(/^two engines: [\d.]+ req\/s under 4 clients, [\d.]+x one engine's; their caches [\d.]+ GiB \(context\), [\d.]+ GiB \(context\)$/);
+  const twoEngines = JSON.parse(files['two-engines-serve.json']);
+  expect(twoEngines.engineAlone).toBeUndefined();
+  expect(twoEngines.health.engines).toHaveLength(2);
   expect(files['server.log']).toContain('listening at');
   const parity = JSON.parse(files['parity.json']).parity;
   expect(parity['tiny-qwen3'].fp32.passed).toBe(true);

@@ -67,6 +67,8 @@ describe('two engines against one', () => {
     const health = (await two.get('/health')).body;
     expect(health.engines.count).toBe(2);
     expect(health.engines.processes.map((p: any) => [p.index, p.up, p.restarts])).toEqual([[0, true, 0], [1, true, 0]]);
+    // On the CPU each sizes its cache by the context (engines sharing a GPU's memory: test/server/device-shares.test.ts).
+    expect(health.engines.processes.map((p: any) => p.cache_budget)).toEqual([0, 1].map(() => ({ bytes: health.cache.budget_bytes, from: 'context' })));
   });
 
   test('X-State-Key keeps different states on one engine, as the client names them', async () => {

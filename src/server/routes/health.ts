@@ -181,7 +181,10 @@ function requestLimits({ corsOrigin, inflight }: Service) {
   };
 }
 
-/** Each serving engine process (--engines): where it runs, whether it answers, its restarts, its queue and its own cache. */
+/**
+ * Each serving engine process (--engines): where it runs, whether it answers, its restarts, its queue and its own cache
+ * (its budget too: engines sharing one GPU size theirs from the first's, engine-process/device-shares.ts).
+ */
 function servingEngines({ engine: group }: Service, reports: (CacheReport | undefined)[]) {
   return {
     count: group.members.length,
@@ -193,6 +196,7 @@ function servingEngines({ engine: group }: Service, reports: (CacheReport | unde
       up: m.client.up,
       restarts: m.restarts,
       calls_outstanding: m.outstanding,
+      cache_budget: { bytes: m.client.info.cacheBytes, from: m.client.info.cacheSizedBy ?? null },
       ...(reports[i] ? { cache_tokens: { hit: reports[i]!.stats.hitTokens, miss: reports[i]!.stats.missTokens }, rss_bytes: reports[i]!.memory.rssBytes } : {}),
     })),
   };

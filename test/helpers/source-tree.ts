@@ -1,8 +1,18 @@
 /** The engine's C++ sources and the project headers they include, read as text (test/project/'s checks of the tree). */
+import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 
-export const csrc = path.resolve(__dirname, '..', '..', 'csrc');
+const root = path.resolve(__dirname, '..', '..');
+export const csrc = path.join(root, 'csrc');
+
+/** The tree's files, relative to its root: tracked, and new ones not ignored. */
+export function treeFiles(): string[] {
+  return execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: root, encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .filter((f) => fs.existsSync(path.join(root, f)));
+}
 
 /** Every file under `dir` whose name matches `name`, recursively. */
 export function filesUnder(dir: string, name: RegExp): string[] {

@@ -3,16 +3,12 @@
  * its old name in comments, which then send a reader nowhere), and no comment of src/ or csrc/ names an issue
  * (what an issue asked for is history, which belongs in commits and bench/history/).
  */
-import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
+import { treeFiles } from '../helpers/source-tree';
 
 const root = path.resolve(__dirname, '..', '..');
-/** The tree's files: tracked, and new ones not ignored. */
-const files = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: root, encoding: 'utf8' })
-  .trim()
-  .split('\n')
-  .filter((f) => fs.existsSync(path.join(root, f)));
+const files = treeFiles();
 const folders = new Set(files.flatMap((f) => f.split('/').slice(0, -1)));
 const sources = files.filter((f) => /^(src|csrc|test|bench|scripts)\/.*\.(ts|cpp|h|cu|py|sh|mjs|js)$/.test(f));
 

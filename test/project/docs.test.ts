@@ -4,10 +4,10 @@
  * libtorch_cpu"`) is there, every start-up flag has its row in docs/running.md's flag table, and every file of src/
  * and csrc/ is named in the map, docs/architecture.md.
  */
-import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { flagDefs } from '../../src/config/flags';
+import { treeFiles } from '../helpers/source-tree';
 
 const root = path.resolve(__dirname, '..', '..');
 const documents = ['README.md', 'bench/README.md', ...fs.readdirSync(path.join(root, 'bench/history')).map((f) => `bench/history/${f}`), ...fs.readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
@@ -81,11 +81,7 @@ test('the map check finds a file the map does not name, and not one it names as 
 });
 
 /** The tree's sources and documents, tracked or new (not bench/history/ nor the GPU's results: records, left as written). */
-const citing = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: root, encoding: 'utf8' })
-  .trim()
-  .split('\n')
-  .filter((f) => /\.(ts|js|mjs|cpp|h|cu|py|sh|md)$|^CMakeLists\.txt$|\.gyp$/.test(f) && !/^bench\/(history|gpu\/results)\//.test(f))
-  .filter((f) => fs.existsSync(path.join(root, f)));
+const citing = treeFiles().filter((f) => /\.(ts|js|mjs|cpp|h|cu|py|sh|md)$|^CMakeLists\.txt$|\.gyp$/.test(f) && !/^bench\/(history|gpu\/results)\//.test(f));
 
 /**
  * The sections `text` (the file at `file`) cites by name that `read(doc)` has neither as a heading nor as a bold label

@@ -31,3 +31,15 @@ export function runsBf16Amx(): boolean {
 export function runsInt8Vnni(): boolean {
   return has('avx512f', 'avx512bw', 'avx512vl', 'avx512_vnni');
 }
+
+/**
+ * The int8 GEMM's kernel at a level on this CPU, what /health's quantized_kernels names (csrc/kernels/cpu/cpu_layer_kernels.cpp's
+ * int8_kernel): AMX tiles or AVX-512 VNNI at avx512 and above, vpmaddubsw at avx2, else the generic loop.
+ */
+export function int8KernelAt(level: IsaLevel): string {
+  const atLeast = (floor: IsaLevel) => isaLevels.indexOf(level) <= isaLevels.indexOf(floor);
+  if (atLeast('avx512') && runsInt8Amx()) return 'amx-int8';
+  if (atLeast('avx512') && runsInt8Vnni()) return 'avx512-vnni';
+  if (atLeast('avx2') && has('avx2', 'fma')) return 'avx2';
+  return 'generic';
+}

@@ -7,7 +7,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { codeWords, keywordExamples, keywordQuestion, keywordState, priorExamples, priorQuestion, unexplainedParts } from '../helpers/tasks';
-import { runnableIsaLevels, runsInt8Vnni } from '../helpers/cpu';
+import { int8KernelAt } from '../helpers/cpu';
 import { detailText, runDecide, RunningServer, startServer } from '../helpers/server';
 
 jest.setTimeout(300_000);
@@ -292,7 +292,8 @@ describe('management and persistence', () => {
     const int8 = await startServer(['--tasks-file', copy, '--quantization', 'int8']);
     try {
       const health = (await int8.get('/health')).body;
-      expect(health).toMatchObject({ quantization: 'int8', quantized_kernels: runsInt8Vnni() ? 'avx512-vnni' : runnableIsaLevels().includes('avx2') ? 'avx2' : 'generic' });
+      // The kernel of the level the engine measured fastest (on a machine busy with the other tests, not always the highest).
+      expect(health).toMatchObject({ quantization: 'int8', quantized_kernels: int8KernelAt(health.kernels) });
       expect(health.linear_weight_bytes).toBeGreaterThan(0);
       expect((await int8.get('/metrics')).body).toMatch(/tqserve_engine_info\{engine="text",dtype="fp32",kernels="[^"]+",quantization="int8"\} 1/);
       const list = (await int8.get('/v1/tasks')).body;

@@ -12,7 +12,8 @@ namespace tq {
 // engine's open (bench/README.md, "Where a start's CPU goes"). ATen's
 // once-per-thread set-up runs first, so that it
 // cannot reset the count at the thread's first parallel operator. Where ATen
-// runs on another parallel backend, at::set_num_threads does it.
+// runs on another parallel backend, or this build does not compile with
+// OpenMP (a CUDA build), at::set_num_threads does it.
 void set_intra_op_threads(int threads);
 
 }  // namespace tq

@@ -101,19 +101,27 @@ if (!torch2Wheel) console.warn('No PyTorch 2.x wheel (TQ_TORCH2_WHEEL, /opt/whee
 const sourcesNaming = (...words: string[]) =>
   execFileSync('grep', ['-rl', '--include=*.cpp', ...words.flatMap((w) => ['-e', w]), csrc], { encoding: 'utf8' }).trim().split('\n');
 const torch2Sources = sourcesNaming('TORCH_VERSION_MAJOR');
-const cudaBuildSources = [...new Set([...sourcesNaming('TQ_CUDA', 'TQ_ONEDNN'), ...torch2Sources])];
+// A CUDA build links neither OpenMP nor oneDNN of its own (CMakeLists.txt): a call to either that its sources keep
+// compiles, and fails only at the GPU machine's link (`omp_set_num_threads`, bench/gpu/results/h200-2026-11-30-build-failed).
+// Their units are compiled to objects here, and the objects' undefined symbols read.
+const linkSources = sourcesNaming('omp.h', 'omp_', '_OPENMP', 'dnnl');
+const cudaBuildSources = [...new Set([...sourcesNaming('TQ_CUDA', 'TQ_ONEDNN'), ...torch2Sources, ...linkSources])];
 // What a CUDA build compiles them in: each folder's sources as one translation unit (CMakeLists.txt's tq_compile_units),
 // written by the same script from their folders; a source it compiles alone is compiled alone here too.
 const folders = [...new Set(cudaBuildSources.map((f) => path.dirname(f)))];
 const { units } = writeCompileUnits(folders, path.join(scratch, 'units'));
 const compiledIn = (source: string) => units.find((unit) => unitMembers(unit).includes(path.relative(root, source))) ?? source;
 const cudaBuildUnits = [...new Set(cudaBuildSources.map(compiledIn))];
+const linkUnits = [...new Set(linkSources.map(compiledIn))];
+const objectOf = (unit: string) => path.join(scratch, `${path.basename(unit)}.${cudaBuildUnits.indexOf(unit)}.o`);
 let cudaBuildFlags: string[] = [];
 const cudaBuildCheck = (async () => {
   // The headers unpacked and ATen's precompiled (scripts/torch2-pch.js): the set-up's while current, else made here.
   const headers = torch2Pch.fresh() ?? (await torch2Pch.make(path.join(scratch, 'torch2-pch'), run));
   cudaBuildFlags = headers.flags;
-  await Promise.all(cudaBuildUnits.map((file) => run('g++', ['-include', headers.pch, '-Winvalid-pch', '-fsyntax-only', ...headers.flags, file])));
+  // -O0: the undefined symbols are the calls the source makes; code generation is the cost over a syntax check.
+  const output = (unit: string) => (linkUnits.includes(unit) ? ['-c', '-O0', '-o', objectOf(unit)] : ['-fsyntax-only']);
+  await Promise.all(cudaBuildUnits.map((file) => run('g++', ['-include', headers.pch, '-Winvalid-pch', ...output(file), ...headers.flags, file])));
 })();
 cudaBuildCheck.catch(() => undefined);
 
@@ -125,6 +133,19 @@ test(`the sources with CUDA or oneDNN branches compile as a CUDA build (TQ_CUDA=
   expect(cudaBuildUnits.flatMap((u) => (units.includes(u) ? unitMembers(u) : [path.relative(root, u)]))).toEqual(
     expect.arrayContaining(cudaBuildSources.map((f) => path.relative(root, f))));
   await cudaBuildCheck;
+}, 300_000);
+
+test('a CUDA build calls no OpenMP or oneDNN: its objects leave no symbol of either undefined (the build links neither)', async () => {
+  expect(linkSources.map((f) => path.relative(csrc, f))).toEqual(expect.arrayContaining(['engine/intra_op_threads.cpp', 'kernels/cpu/gemm/onednn.cpp']));
+  await cudaBuildCheck;
+  const undefinedIn = (unit: string) => execFileSync('nm', ['-u', '-C', objectOf(unit)], { encoding: 'utf8' }).split('\n');
+  const foreign = linkUnits.flatMap((unit) => undefinedIn(unit).filter((symbol) => /\b(omp_|GOMP_|kmp_|dnnl)/.test(symbol)).map((s) => `${path.basename(unit)}: ${s.trim()}`));
+  expect(foreign).toEqual([]);
+  // The check can fail: an OpenMP call compiled with the CUDA build's flags leaves its symbol undefined.
+  const probe = path.join(scratch, 'omp_probe.cpp');
+  fs.writeFileSync(probe, '#include <omp.h>\nvoid set(int n) { omp_set_num_threads(n); }\n');
+  execFileSync('g++', ['-c', '-O0', ...cudaBuildFlags, probe, '-o', `${probe}.o`]);
+  expect(execFileSync('nm', ['-u', `${probe}.o`], { encoding: 'utf8' })).toMatch(/omp_set_num_threads/);
 }, 300_000);
 
 (torch2Wheel ? test : test.skip)(`the TORCH_VERSION_MAJOR >= 2 branches are among what compiled (${torch2Wheel ? path.basename(torch2Wheel) : 'no PyTorch 2.x wheel here: NOT compiled'})`, async () => {

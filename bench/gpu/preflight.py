@@ -181,6 +181,19 @@ def headers(torch):
     return found
 
 
+def cublaslt_header(torch):
+    """Where cuBLASLt's header is, if anywhere: the engine's GEMMs could choose cuBLASLt's algorithm themselves (the
+    batch-invariant GEMM on few rows: docs/gpu.md) only where a CUDA build can include it. Not needed by today's build."""
+    nvcc = shutil.which("nvcc")
+    places = [os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "include")] if nvcc else []
+    places += ["/usr/local/cuda/include", "/usr/include"]
+    if torch is not None:
+        nvidia = os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "nvidia")
+        if os.path.isdir(nvidia):
+            places += [os.path.join(nvidia, d, "include") for d in sorted(os.listdir(nvidia))]
+    return [p for p in places if os.path.exists(os.path.join(p, "cublasLt.h"))]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -193,7 +206,7 @@ def main():
     except ImportError:
         torch = None
     cuda = torch is not None and args.device != "cpu" and torch.cuda.is_available()
-    checks = [("versions", lambda: versions(torch)), ("headers", lambda: headers(torch))]
+    checks = [("versions", lambda: versions(torch)), ("headers", lambda: headers(torch)), ("cublaslt_header", lambda: cublaslt_header(torch))]
     if cuda:
         checks += [("schemas", lambda: schemas(torch)), ("flash", lambda: flash_call(torch)), ("efficient", lambda: efficient_call(torch))]
     for name, check in checks:
@@ -216,6 +229,8 @@ def main():
             parts.append(f"{name}: lse {r['lse_shape']} {'as expected' if r['lse_shape_ok'] else 'NOT AS EXPECTED'}, out max diff {r['out_max_diff']:.1e}"
                          f"{runs}{'' if r['passed'] else ' FAILED'}")
     parts.append("headers: " + ("all found" if not missing else "missing " + ", ".join(missing)))
+    found = results.get("cublaslt_header")
+    parts.append("cublasLt.h: " + (", ".join(found) if isinstance(found, list) and found else "not found" if isinstance(found, list) else "error"))
     results["summary"] = "; ".join(parts)
     save()
     print(results["summary"])

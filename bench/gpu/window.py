@@ -16,7 +16,8 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
   2 models     bench-qwen3, tiny-qwen3, tiny-llama (make_models.py, one process each)
   3 profile    the benchmark's four workloads on the default path under the profiler (tq_cli answer --profile),
                and on CUDA two on split-key attention (a question's tiers); each call's kernels ranked (kernel_profile.py):
-               the top 15 printed, all in profile.md
+               the top 15 printed, all in profile.md; then on CUDA the forms a layer's GEMM can take on few rows with
+               split-K off, timed and their bits checked (gemm_probe.py)
   4 bench      the benchmark alone (the fast path, with and without split-key, and ATen's against plain PyTorch
                with CUDA graphs and transformers)
   5 invariance bf16 label logits of a 1,000-token state on bench-qwen3: alone, in a batch of 8, cached, another step
@@ -270,25 +271,26 @@ class Window:
             busy = f"GPU busy {100 * call['gpu_busy_share']:.0f}% of {call['wall_us'] / 1000:.2f} ms" if p["device"] == "cuda" \
                 else f"{call['wall_us'] / 1000:.2f} ms"
             parts.append(f"{name}: {busy}, top {top['name'][:60]} {100 * top['share']:.0f}%")
-        return status, f"{model}: " + ("; ".join(parts) or "no results") + self.attention_kernels()
+        return status, f"{model}: " + ("; ".join(parts) or "no results") + self.gemm_forms()
 
-    def attention_kernels(self):
-        """On CUDA, what each attention kernel torch carries costs on the benchmark's cascade tiers (attention_probe.py):
-        the first kernel of every profile, measured against the ones that could replace it."""
+    def gemm_forms(self):
+        """On CUDA, the forms a layer's GEMM can take on few rows with split-K off (gemm_probe.py): the warm question's
+        first kernel (a 64x256-tile GEMM for `down`, h200-2026-11-30-profile.md) against the forms that could replace it,
+        each with its bits against a cold state's."""
         if not self.cuda:
             return ""
-        out = os.path.join(self.work, "attention_probe.json")
-        self.script("attention_probe", "attention_probe.py", ["--out", out], 90)
-        tiers = json.loads(read(out) or "{}").get("tiers", {})
-        if not tiers:
-            return "; attention kernels: no results (attention_probe.log)"
-        us = lambda e, k: e.get(f"{k}_us") if isinstance(e.get(f"{k}_us"), (int, float)) else "-"  # noqa: E731
-        chunked = json.loads(read(out) or "{}").get("chunked", {})
-        return "; attention kernels, µs a layer flash/efficient/cudnn/matmul: " + ", ".join(
-            f"{name.split(':')[0]} {us(e, 'flash')}/{us(e, 'efficient')}/{us(e, 'cudnn')}/{us(e, 'matmul')}" for name, e in tiers.items()) + \
-            ("; own tier in key chunks, µs a layer whole/chunked/with torch's merge: " + ", ".join(
-                f"{name} {us(e, 'whole_flash')}/{us(e, 'chunked_flash')}/{us(e, 'chunked_with_torch_merge')}" for name, e in chunked.items())
-             if chunked else "")
+        out = os.path.join(self.work, "gemm_probe.json")
+        self.script("gemm_probe", "gemm_probe.py", ["--out", out], 60)
+        shapes = json.loads(read(out) or "{}").get("shapes", {})
+        if not shapes:
+            return "; GEMM forms: no results (gemm_probe.log)"
+
+        def fastest(forms):
+            same = [(e["us"], f) for f, e in forms.items() if "us" in e and e["same_bits_as_cold"] and f != "linear_split_k_allowed"]
+            return f"{min(same)[1]} {min(same)[0]}" if same else "none with the same bits"
+        return "; GEMM forms at 32 rows, µs linear / split-K allowed / fastest with a cold row's bits: " + ", ".join(
+            f"{name} {rows['32']['linear'].get('us', '-')}/{rows['32']['linear_split_k_allowed'].get('us', '-')}/{fastest(rows['32'])}"
+            for name, rows in shapes.items() if "32" in rows)
 
     def invariance(self):
         model = self.bench_model()

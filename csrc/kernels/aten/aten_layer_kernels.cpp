@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "batch/visibility.h"
+#include "kernels/aten/few_rows_gemm.h"
 #include "kernels/aten/fp8_linear.h"
 
 namespace tq {
@@ -14,21 +16,25 @@ namespace {
 
 class AtenLinear : public Linear {
  public:
-  AtenLinear(const at::Tensor& weight, const at::Tensor& bias, at::Device device)
-      : weight_(weight.to(device).contiguous()), bias_(bias.defined() ? bias.to(device, at::kFloat) : at::Tensor()) {}
+  // few_rows: where set, x w^T on few rows in the form it chose (few_rows_gemm.h); else at::linear.
+  AtenLinear(const at::Tensor& weight, const at::Tensor& bias, at::Device device, std::shared_ptr<FewRowsGemm> few_rows)
+      : weight_(weight.to(device).contiguous()), bias_(bias.defined() ? bias.to(device, at::kFloat) : at::Tensor()), few_rows_(std::move(few_rows)) {}
   at::Tensor operator()(const at::Tensor& x, at::ScalarType out_dtype) const override {
-    auto y = at::linear(x.to(weight_.scalar_type()), weight_);
+    auto y = product(x);
     if (bias_.defined()) y = y.to(at::kFloat).add_(bias_);
     return y.to(out_dtype);
   }
-  void add_into(const at::Tensor& x, at::Tensor& residual) const override {
-    residual.add_(at::linear(x.to(weight_.scalar_type()), weight_).to(at::kFloat));
-  }
+  void add_into(const at::Tensor& x, at::Tensor& residual) const override { residual.add_(product(x).to(at::kFloat)); }
   at::ScalarType natural_dtype() const override { return bias_.defined() ? at::kFloat : weight_.scalar_type(); }
 
  private:
+  at::Tensor product(const at::Tensor& x) const {
+    const auto in = x.to(weight_.scalar_type());
+    return few_rows_ && in.dim() == 2 ? (*few_rows_)(in.contiguous(), weight_) : at::linear(in, weight_);
+  }
   int64_t bytes() const override { return weight_.nbytes() + (bias_.defined() ? bias_.nbytes() : 0); }
   at::Tensor weight_, bias_;
+  std::shared_ptr<FewRowsGemm> few_rows_;
 };
 
 // q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim]; visible: [Tq, Tk] bool. Returns [Tq, heads, dim].
@@ -80,15 +86,16 @@ class MaskedAttention : public StepAttention {
 
 class AtenLayerKernels : public LayerKernels {
  public:
-  AtenLayerKernels(at::Device device, Quantization quantization) : device_(device), quantization_(quantization) {}
+  AtenLayerKernels(at::Device device, Quantization quantization, std::shared_ptr<FewRowsGemm> few_rows)
+      : device_(device), quantization_(quantization), few_rows_(std::move(few_rows)) {}
   std::string name() const override { return "aten"; }
   at::Device device() const override { return device_; }
   std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const override {
     if (quantization_ == Quantization::Fp8) return fp8_linear(weight, bias, device_);
-    return std::make_unique<AtenLinear>(weight, bias, device_);
+    return std::make_unique<AtenLinear>(weight, bias, device_, few_rows_for(weight));
   }
   std::unique_ptr<Linear> unquantized_linear(const at::Tensor& weight) const override {
-    return std::make_unique<AtenLinear>(weight, at::Tensor(), device_);
+    return std::make_unique<AtenLinear>(weight, at::Tensor(), device_, few_rows_for(weight));
   }
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, at::ScalarType out_dtype) const override {
     auto xf = x.to(at::kFloat);
@@ -135,8 +142,14 @@ class AtenLayerKernels : public LayerKernels {
   }
 
  private:
+  // The switch that keeps reductions whole covers bf16 and fp16 GEMMs: theirs are the few-row forms' to choose.
+  std::shared_ptr<FewRowsGemm> few_rows_for(const at::Tensor& weight) const {
+    const auto dtype = weight.scalar_type();
+    return dtype == at::kBFloat16 || dtype == at::kHalf ? few_rows_ : nullptr;
+  }
   at::Device device_;
   Quantization quantization_;
+  std::shared_ptr<FewRowsGemm> few_rows_;  // batch-invariant on CUDA only
 };
 
 // cuBLAS splits a GEMM's reduction along K when its rows are few, so a row's bits depend on how many rows
@@ -162,7 +175,8 @@ void keep_gemm_reductions_whole(const at::Device& device) {
 
 std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device, Quantization quantization, bool batch_invariant) {
   if (batch_invariant) keep_gemm_reductions_whole(device);
-  return std::make_unique<AtenLayerKernels>(device, quantization);
+  auto timer = batch_invariant && device.is_cuda() ? cuda_gemm_timer() : nullptr;
+  return std::make_unique<AtenLayerKernels>(device, quantization, timer ? std::make_shared<FewRowsGemm>(std::move(timer)) : nullptr);
 }
 
 }  // namespace tq

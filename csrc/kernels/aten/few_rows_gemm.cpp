@@ -1,0 +1,172 @@
+#include "kernels/aten/few_rows_gemm.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#if TQ_CUDA
+#include <ATen/cuda/Sleep.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace tq {
+namespace {
+
+constexpr int64_t kColumnChunks = 8;
+
+// Calls in one row bucket share a choice: 1, 2, 4, 8, ... up to kFewRows. One row is a bucket of its own: cuBLAS
+// runs it as a matrix-vector product, whose bits differed from a cold state's with split-K off where 2-128 rows kept
+// them (bench/gpu/results/h200-2026-11-30-window, gemm_rows.json, `down`).
+int64_t row_bucket(int64_t rows) {
+  int64_t bucket = 1;
+  while (bucket < rows) bucket *= 2;
+  return bucket;
+}
+
+at::Tensor padded(const at::Tensor& x, const at::Tensor& w, int64_t rows) {
+  auto buffer = at::empty({rows, x.size(1)}, x.options());
+  buffer.narrow(0, 0, x.size(0)).copy_(x);
+  return at::linear(buffer, w).narrow(0, 0, x.size(0));
+}
+
+at::Tensor column_chunks(const at::Tensor& x, const at::Tensor& w) {
+  const int64_t m = x.size(0), k = x.size(1), n = w.size(0), c = kColumnChunks;
+  auto out = at::empty({m, n}, x.options());
+  // Batch b: x times chunk b of w's rows, into columns [b n/c, (b+1) n/c) of out (a strided view: no copy after).
+  auto out_chunks = out.view({m, c, n / c}).transpose(0, 1);
+  at::bmm_out(out_chunks, x.unsqueeze(0).expand({c, m, k}), w.view({c, n / c, k}).transpose(1, 2));
+  return out;
+}
+
+// A CUDA graph's capture records launches and runs nothing: no time to measure, and no synchronizing allowed.
+bool capturing(const at::Tensor& x) {
+#if TQ_CUDA
+  return x.is_cuda() && c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
+#else
+  (void)x;
+  return false;
+#endif
+}
+
+// Bit for bit, a signed zero's sign and a NaN's payload too (at::equal compares values).
+bool same_bits(const at::Tensor& a, const at::Tensor& b) {
+  const auto as_bits = [](const at::Tensor& t) {
+    const auto c = t.contiguous();
+    return c.view(c.element_size() == 2 ? at::kShort : c.element_size() == 4 ? at::kInt : at::kLong);
+  };
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() && at::equal(as_bits(a), as_bits(b));
+}
+
+}  // namespace
+
+const char* gemm_form_name(GemmForm form) {
+  switch (form) {
+    case GemmForm::Linear: return "linear";
+    case GemmForm::Pad128: return "pad128";
+    case GemmForm::Pad256: return "pad256";
+    case GemmForm::BiasNegZero: return "bias_neg0";
+    case GemmForm::Swapped: return "swapped";
+    case GemmForm::Columns8: return "cols8";
+  }
+  return "?";
+}
+
+bool gemm_form_applies(GemmForm form, int64_t rows, int64_t out_features) {
+  switch (form) {
+    case GemmForm::Pad128: return rows < 128;
+    case GemmForm::Pad256: return rows < 256;
+    case GemmForm::Columns8: return out_features % kColumnChunks == 0;
+    default: return true;
+  }
+}
+
+at::Tensor gemm_in_form(GemmForm form, const at::Tensor& x, const at::Tensor& w, const at::Tensor& neg_zero) {
+  switch (form) {
+    case GemmForm::Linear: return at::linear(x, w);
+    case GemmForm::Pad128: return padded(x, w, 128);
+    case GemmForm::Pad256: return padded(x, w, 256);
+    case GemmForm::BiasNegZero: return at::addmm(neg_zero, x, w.t());
+    case GemmForm::Swapped: return at::mm(w, x.t()).t().contiguous();
+    case GemmForm::Columns8: return column_chunks(x, w);
+  }
+  throw std::logic_error("gemm_in_form: no such form");
+}
+
+GemmForm fastest_keeping_bits(const std::vector<GemmFormTrial>& trials) {
+  const GemmFormTrial* best = nullptr;
+  for (const auto& t : trials)
+    if (t.same_bits && (!best || t.us < best->us)) best = &t;
+  return best ? best->form : GemmForm::Linear;
+}
+
+at::Tensor FewRowsGemm::operator()(const at::Tensor& x, const at::Tensor& w) {
+  if (x.size(0) > kFewRows || x.size(0) == 0) return at::linear(x, w);
+  const Key key{w.size(0), w.size(1), static_cast<int>(w.scalar_type()), row_bucket(x.size(0))};
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = chosen_.find(key);
+  if (found == chosen_.end()) {
+    if (!time_us_ || capturing(x)) return at::linear(x, w);
+    found = chosen_.emplace(key, measure(x, w, neg_zero(w))).first;
+  }
+  const auto form = gemm_form_applies(found->second.form, x.size(0), w.size(0)) ? found->second.form : GemmForm::Linear;
+  return gemm_in_form(form, x, w, form == GemmForm::BiasNegZero ? neg_zero(w) : at::Tensor());
+}
+
+FewRowsGemm::Choice FewRowsGemm::measure(const at::Tensor& x, const at::Tensor& w, const at::Tensor& neg_zero) const {
+  // The cold state's GEMM: x's rows first among kColdRows (the rest zeros), as plain at::linear computes them.
+  auto cold_rows = at::zeros({kColdRows, x.size(1)}, x.options());
+  cold_rows.narrow(0, 0, x.size(0)).copy_(x);
+  const auto cold = at::linear(cold_rows, w).narrow(0, 0, x.size(0));
+  Choice choice;
+  for (const auto form : kGemmForms) {
+    if (!gemm_form_applies(form, x.size(0), w.size(0))) continue;
+    try {
+      const bool same = same_bits(gemm_in_form(form, x, w, neg_zero), cold);
+      choice.trials.push_back({form, time_us_(form, x, w, neg_zero), same});
+    } catch (const std::exception&) {
+      // A form this torch refuses for these tensors is no candidate; the call goes on with the others.
+    }
+  }
+  choice.form = fastest_keeping_bits(choice.trials);
+  return choice;
+}
+
+const at::Tensor& FewRowsGemm::neg_zero(const at::Tensor& w) {
+  const std::tuple<int64_t, int, std::string> key{w.size(0), static_cast<int>(w.scalar_type()), w.device().str()};
+  auto& bias = neg_zeros_[key];
+  if (!bias.defined()) bias = at::full({w.size(0)}, -0.0, w.options());
+  return bias;
+}
+
+#if TQ_CUDA
+FewRowsGemm::Timer cuda_gemm_timer(int reps, int rounds) {
+  return [reps, rounds](GemmForm form, const at::Tensor& x, const at::Tensor& w, const at::Tensor& neg_zero) {
+    const auto stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
+    cudaEvent_t start, end;
+    cudaEventCreate(&start);
+    cudaEventCreate(&end);
+    gemm_in_form(form, x, w, neg_zero);  // a first call: handles, workspaces, lazily loaded kernels
+    std::vector<double> us;
+    for (int r = 0; r < rounds; ++r) {
+      // The GPU sleeps while the host queues the calls, then runs them back to back: their time, not the launches'.
+      at::cuda::sleep(int64_t{1} << 20);
+      cudaEventRecord(start, stream);
+      for (int i = 0; i < reps; ++i) gemm_in_form(form, x, w, neg_zero);
+      cudaEventRecord(end, stream);
+      cudaEventSynchronize(end);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, end);
+      us.push_back(1000.0 * ms / reps);
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(end);
+    std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+    return us[us.size() / 2];
+  };
+}
+#else
+FewRowsGemm::Timer cuda_gemm_timer(int, int) { return nullptr; }
+#endif
+
+}  // namespace tq

@@ -70,7 +70,7 @@ const ask = async (state, debug = false) => {
   });
   const body = await res.json();
   if (res.status !== 200) throw new Error(`${res.status}: ${JSON.stringify(body)}`);
-  return { ms: performance.now() - t0, stages: stages(res.headers.get('x-service-stages')), readout: body.readout?.q };
+  return { ms: performance.now() - t0, serverMs: Number(res.headers.get('x-service-server-ms')), stages: stages(res.headers.get('x-service-stages')), readout: body.readout?.q };
 };
 const metric = async (name) => {
   const text = await (await fetch(`${url}/metrics`)).text();
@@ -80,21 +80,21 @@ const metric = async (name) => {
 let next = 0;  // the next state no request has used
 const fresh = () => workload.states[next++ % workload.states.length];
 await ask(fresh());  // first-call allocations
-const cold = [], coldEngine = [], coldPlan = [];
-for (let i = 0; i < runs; i++) {
-  const r = await ask(fresh());
-  cold.push(r.ms);
-  coldEngine.push(r.stages.engine);
-  coldPlan.push(r.stages.plan);
-}
+// Where a request's time went, stage by stage (x-service-stages): each stage's p50, the server's whole
+// (x-service-server-ms), its own part (that less the engine and the wait, as npm run bench:frontend has it) and
+// the client's time outside the server (the HTTP exchange and the JSON on the client's side).
+const byStage = (responses) => {
+  const keys = [...new Set(responses.flatMap((r) => Object.keys(r.stages)))];
+  const p50 = (f) => quantile(responses.map(f), 0.5);
+  return { server: p50((r) => r.serverMs), own: p50((r) => r.serverMs - (r.stages.engine ?? 0) - (r.stages.wait ?? 0)),
+    outside: p50((r) => r.ms - r.serverMs), ...Object.fromEntries(keys.map((k) => [k, p50((r) => r.stages[k] ?? 0)])) };
+};
+const coldResponses = [];
+for (let i = 0; i < runs; i++) coldResponses.push(await ask(fresh()));
 const warmState = workload.states[1];
-const warm = [], warmEngine = [], warmPlan = [];
-for (let i = 0; i < runs; i++) {
-  const r = await ask(warmState);
-  warm.push(r.ms);
-  warmEngine.push(r.stages.engine);
-  warmPlan.push(r.stages.plan);
-}
+const warmResponses = [];
+for (let i = 0; i < runs; i++) warmResponses.push(await ask(warmState));
+const cold = coldResponses.map((r) => r.ms), warm = warmResponses.map((r) => r.ms);
 
 // The load: the warm pool asked once first, with their token ids (as every state below, for tq_cli).
 const pool = Array.from({ length: 8 }, () => fresh());
@@ -123,8 +123,8 @@ const result = {
   device: arg('device'),
   readyMs,
   // engineP50: the engine call; planP50: of it, the engine's host planning before its steps ran (x-service-stages plan).
-  cold: { ...summary(cold), engineP50: quantile(coldEngine, 0.5), planP50: quantile(coldPlan, 0.5) },
-  warm: { ...summary(warm), engineP50: quantile(warmEngine, 0.5), planP50: quantile(warmPlan, 0.5) },
+  cold: { ...summary(cold), engineP50: quantile(coldResponses.map((r) => r.stages.engine), 0.5), planP50: quantile(coldResponses.map((r) => r.stages.plan), 0.5), stagesP50: byStage(coldResponses) },
+  warm: { ...summary(warm), engineP50: quantile(warmResponses.map((r) => r.stages.engine), 0.5), planP50: quantile(warmResponses.map((r) => r.stages.plan), 0.5), stagesP50: byStage(warmResponses) },
   load: { clients, seconds: elapsed, requests: latencies.length, requestsPerSecond: latencies.length / elapsed, promptTokensPerSecond: promptTokens / elapsed, meanMergedBatch: merged, ...summary(latencies) },
   // Each engine's KV cache budget and what sized it (engines sharing the GPU: the first's share, the others its size).
   health: { device: health.base?.device, memory: health.base?.memory ?? health.memory, engines: health.engines?.processes?.map((p) => p.cache_budget) ?? [] },
@@ -145,6 +145,9 @@ function write() {
     `| one question, new ~1,000-token state (${runs} runs) | ${f(result.cold.p50)} | ${f(result.cold.p99)} | ${f(result.cold.engineP50)} | ${f(result.cold.planP50)} |`,
     `| the same state again, warm (${runs} runs) | ${f(result.warm.p50)} | ${f(result.warm.p99)} | ${f(result.warm.engineP50)} | ${f(result.warm.planP50)} |`,
     `| ${clients} clients x ${f(result.load.seconds)} s, half warm | ${f(result.load.p50)} | ${f(result.load.p99)} | | |`,
+    '',
+    'Where one request\'s time went, p50 of each in ms (x-service-stages; own: the server less the engine and the wait; outside: the client\'s time less the server\'s):',
+    ...['cold', 'warm'].map((k) => `- ${k}: ` + Object.entries(result[k].stagesP50).map(([stage, ms]) => `${stage} ${ms.toFixed(2)}`).join(', ')),
     '',
     `Load: ${f(result.load.requestsPerSecond)} requests/s, ${Math.round(result.load.promptTokensPerSecond)} prompt tokens/s (mean merged batch ${f(merged)})` +
       (result.engineAlone

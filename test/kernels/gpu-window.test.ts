@@ -101,7 +101,13 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   for (const s of [serve.cold, serve.warm]) {
     expect(s.planP50).toBeGreaterThanOrEqual(0);
     expect(s.planP50).toBeLessThanOrEqual(s.engineP50);
+    // And where the rest went, stage by stage: the server's whole holds the engine and its own part.
+    expect(s.stagesP50.engine).toBe(s.engineP50);
+    expect(s.stagesP50.server).toBeGreaterThanOrEqual(s.stagesP50.own);
+    expect(s.stagesP50.own).toBeGreaterThan(0);
+    expect(s.stagesP50.hop).toBeGreaterThanOrEqual(0);
   }
+  expect(files['serve.md']).toMatch(/- warm: server \d+\.\d\d, own \d+\.\d\d, outside -?\d+\.\d\d, .*engine \d+\.\d\d/);
   expect(serve.engineAlone.promptTokensPerSecond).toBeGreaterThan(0);
   // And the engine's ceiling: the same calls with the next launched while one runs (tq_cli --in-flight 2).
   expect(serve.engineInFlight.inFlight).toBe(2);

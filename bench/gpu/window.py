@@ -25,7 +25,7 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
   6 selfcheck  qwen3 and llama, fp32 and bf16: fused against ATen layer by layer, graphs on against off; qwen3 again
                with split-key (its kernel on the GPU against its host twin on the CPU too)
   7 serve      the server with the same build and model (serve.sh)
-  8 rest       the other families' models and self-checks, the transformers cross-check, parity, fp8
+  8 rest       the other families' models and self-checks, the transformers cross-check, fp8, parity
   9 serve-engines  the serve step's load with two engine processes on the one device (--engines 2), as time allows
 
 Without a GPU (--device cpu, or auto on a machine without one) every step runs on the CPU with the tiny
@@ -415,18 +415,19 @@ class Window:
             parts.append((ok(status), "families " + summarize(self.work, "families.json", "families")))
         else:
             parts.append(("skipped", "families: no transformers"))
-        # Parity (the default forward against float64, and bf16 bits across batch compositions) before fp8, an option; the
-        # mixtures of experts first (the dense families' parity ran in every window before; the step may not finish).
-        moe_first = sorted(families, key=lambda n: "moe" not in n and "mixtral" not in n)
-        status, _ = self.script("parity", "check.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
-                                                        self.args.device, "--parts", "parity", "--only", ",".join(moe_first), "--stem", "parity",
-                                                        *self.short_dtypes()], 200)
-        parts.append((ok(status), "parity " + summarize(self.work, "parity.json", "parity")))
+        # fp8 first: it has never run on a GPU (it got no time in the window of 2026-11-30), while parity (the default forward
+        # against float64, bf16 bits across batch compositions) ran there for the three mixtures of experts and tiny-llama,
+        # and for the dense families in every window before. Parity then takes what time is left, the experts first.
         if self.cuda:
             status, _ = self.script("fp8", "fp8.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work], 150)
             parts.append((ok(status), "fp8 " + summarize(self.work, "fp8.json", "fidelity")))
         else:
             parts.append(("skipped", "fp8: needs CUDA"))
+        moe_first = sorted(families, key=lambda n: "moe" not in n and "mixtral" not in n)
+        status, _ = self.script("parity", "check.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
+                                                        self.args.device, "--parts", "parity", "--only", ",".join(moe_first), "--stem", "parity",
+                                                        *self.short_dtypes()], 200)
+        parts.append((ok(status), "parity " + summarize(self.work, "parity.json", "parity")))
         status = "failed" if any(s.startswith("failed") for s, _ in parts) else "ok"
         return status, " | ".join(["; ".join(done) or "no other models", *(f"{s}: {m}" for s, m in parts)])
 

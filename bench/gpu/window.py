@@ -17,7 +17,8 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
   3 profile    the benchmark's four workloads on the default path under the profiler (tq_cli answer --profile),
                and on CUDA two on split-key attention (a question's tiers); each call's kernels ranked (kernel_profile.py):
                the top 15 printed, all in profile.md; then on CUDA the forms a layer's GEMM can take on few rows with
-               split-K off, timed and their bits checked (gemm_probe.py)
+               split-K off, timed and their bits checked (gemm_probe.py), and Nsight Compute's counters for the
+               throughput call's first layer (kernel_counters.py)
   4 bench      the benchmark alone (the fast path, with and without split-key, and ATen's against plain PyTorch
                with CUDA graphs and transformers)
   5 invariance bf16 label logits of a 1,000-token state on bench-qwen3: alone, in a batch of 8, cached, another step
@@ -271,7 +272,7 @@ class Window:
             busy = f"GPU busy {100 * call['gpu_busy_share']:.0f}% of {call['wall_us'] / 1000:.2f} ms" if p["device"] == "cuda" \
                 else f"{call['wall_us'] / 1000:.2f} ms"
             parts.append(f"{name}: {busy}, top {top['name'][:60]} {100 * top['share']:.0f}%")
-        return status, f"{model}: " + ("; ".join(parts) or "no results") + self.gemm_forms()
+        return status, f"{model}: " + ("; ".join(parts) or "no results") + self.gemm_forms() + self.kernel_counters(model)
 
     def gemm_forms(self):
         """On CUDA, the forms a layer's GEMM can take on few rows with split-K off (gemm_probe.py): the warm question's
@@ -291,6 +292,22 @@ class Window:
         return "; GEMM forms at 32 rows, µs linear / split-K allowed / fastest with a cold row's bits: " + ", ".join(
             f"{name} {rows['32']['linear'].get('us', '-')}/{rows['32']['linear_split_k_allowed'].get('us', '-')}/{fastest(rows['32'])}"
             for name, rows in shapes.items() if "32" in rows)
+
+    def kernel_counters(self, model):
+        """On CUDA, Nsight Compute's counters for the throughput call's first layer (kernel_counters.py): which limit each
+        of our kernels meets (memory, arithmetic, latency), where the profile says only how long it took."""
+        if not self.cuda:
+            return ""
+        self.script("kernel_counters", "kernel_counters.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work,
+                                                               "--bench-model", model], 45)
+        found = json.loads(read(os.path.join(self.work, "kernel_counters.json")) or "{}")
+        ours = [e for e in found.get("launches", []) if "tq::cuda" in e["kernel"]]
+        if not ours:
+            return "; kernel counters: " + (str(found.get("error"))[:200] if found else "none (kernel_counters.log)")
+        name = lambda e: e["kernel"].split("(")[0].split("::")[-1]  # noqa: E731
+        pct = lambda v: "-" if v is None else f"{v:.0f}%"  # noqa: E731
+        return "; our kernels at 32 x 1,001 (ncu: µs, memory, warps active): " + ", ".join(
+            f"{name(e)} {e.get('us') or 0:.0f} µs {pct(e.get('memory_pct'))} {pct(e.get('occupancy_pct'))}" for e in ours)
 
     def invariance(self):
         model = self.bench_model()

@@ -1,0 +1,41 @@
+/**
+ * bench/gpu/kernel_counters.py reads Nsight Compute's CSV (one row per kernel launch and metric, ncu's own lines
+ * between them, durations in the unit ncu chose, thousands separated by commas) into one entry per launch, in launch
+ * order: what the window's profile step reports of our kernels' limits. The GPU run is the window's.
+ */
+import { execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+const root = path.resolve(__dirname, '..', '..');
+
+const header = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"';
+const row = (id: number, kernel: string, metric: string, unit: string, value: string) =>
+  `"${id}","4242","tq_cli","127.0.0.1","${kernel}","1","7","(128, 1, 1)","(16384, 1, 1)","0","9.0","Command line profiler metrics","${metric}","${unit}","${value}"`;
+const norm = 'tq::cuda::(anonymous namespace)::add_rms_norm_kernel(tq::rows::AddRmsNormArgs)';
+const gemm = 'nvjet_sm90_tst_256x160_64x4_1x2_h_bz_coopA_TNT';
+
+test('kernel_counters.py reads ncu\'s CSV into one entry per launch, in launch order, durations in µs', () => {
+  const csv = [
+    '==PROF== Connected to process 4242 (/work/build/tq_cli)',
+    header,
+    row(1, gemm, 'gpu__time_duration.sum', 'msecond', '1.25'),
+    row(1, gemm, 'sm__throughput.avg.pct_of_peak_sustained_elapsed', '%', '71.3'),
+    row(0, norm, 'gpu__time_duration.sum', 'usecond', '69.12'),
+    '==PROF== Profiling "add_rms_norm_kernel" - 1: 0%....50%....100% - 9 passes',
+    row(0, norm, 'gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed', '%', '58.4'),
+    row(0, norm, 'launch__grid_size', '', '16,384'),
+    row(0, norm, 'launch__registers_per_thread', 'register/thread', '32'),
+    row(0, norm, 'smsp__not_asked_for', '', '1'),
+    row(1, gemm, 'gpu__time_duration.sum', 'nsecond', '1,250,000'),
+  ].join('\n');
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tq-ncu-')), 'counters.csv');
+  fs.writeFileSync(file, csv);
+  const launches = JSON.parse(execFileSync('python3', [path.join(root, 'bench', 'gpu', 'kernel_counters.py'), '--parse', file], { encoding: 'utf8' }));
+  fs.rmSync(path.dirname(file), { recursive: true, force: true });
+  expect(launches).toEqual([
+    { kernel: norm, us: 69.12, memory_pct: 58.4, blocks: 16384, registers: 32 },
+    { kernel: gemm, us: 1250, sm_pct: 71.3 },
+  ]);
+});

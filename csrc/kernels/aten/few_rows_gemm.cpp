@@ -25,6 +25,7 @@ int64_t row_bucket(int64_t rows) {
 }
 
 at::Tensor padded(const at::Tensor& x, const at::Tensor& w, int64_t rows) {
+  if (x.size(0) == rows) return at::linear(x, w);
   auto buffer = at::empty({rows, x.size(1)}, x.options());
   buffer.narrow(0, 0, x.size(0)).copy_(x);
   return at::linear(buffer, w).narrow(0, 0, x.size(0));
@@ -74,8 +75,9 @@ const char* gemm_form_name(GemmForm form) {
 
 bool gemm_form_applies(GemmForm form, int64_t rows, int64_t out_features) {
   switch (form) {
-    case GemmForm::Pad128: return rows < 128;
-    case GemmForm::Pad256: return rows < 256;
+    // At most the pad: so a pad chosen in a row bucket applies to every row count of it (a bucket ends at a power of two).
+    case GemmForm::Pad128: return rows <= 128;
+    case GemmForm::Pad256: return rows <= 256;
     case GemmForm::Columns8: return out_features % kColumnChunks == 0;
     default: return true;
   }

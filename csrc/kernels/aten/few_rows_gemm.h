@@ -38,7 +38,7 @@ constexpr std::array<GemmForm, 6> kGemmForms = {GemmForm::Linear, GemmForm::Pad1
                                                 GemmForm::BiasNegZero, GemmForm::Swapped, GemmForm::Columns8};
 const char* gemm_form_name(GemmForm form);
 
-// Whether `form` applies to x's rows on w (a pad above the rows, columns that divide by 8).
+// Whether `form` applies to x's rows on w (a pad at or above the rows, columns that divide by 8).
 bool gemm_form_applies(GemmForm form, int64_t rows, int64_t out_features);
 
 // y = x w^T in `form`; neg_zero: [out] of -0.0 in w's dtype (BiasNegZero's bias).

@@ -1,5 +1,6 @@
 // add_rms_norm: one block per row (a token's hidden state), the row held in shared
-// memory from its one read to its last use: the first 16 threads sum their lanes'
+// memory from its one read to its last use, the norm's weights read beside it in
+// the same pass (not a round trip after the scale): the first 16 threads sum their lanes'
 // squares there (the CPU kernels' 16 lanes, each a sum in element order: that order
 // is what keeps the bits, so it is not a tree), thread 0 turns the lane sums into
 // the row's scale, and every thread writes its strided share of the outputs. Why
@@ -39,13 +40,17 @@ __device__ float load_read_only(const void* p, int64_t i, bool bf16) {
 }
 
 __global__ void add_rms_norm_kernel(AddRmsNormArgs a) {
-  extern __shared__ float row[];  // [n]: the residual after the add
+  extern __shared__ float row[];  // [n]: the residual after the add; then [n] the norm's weights
+  float* weights = row + a.n;
   __shared__ float lane_sums[rows::kNormLanes];
   __shared__ float scale;
   const int64_t r = blockIdx.x;
   float* residual = a.residual + r * a.n;
-  for (int j = threadIdx.x; j < a.n; j += blockDim.x)
+  // The weights are read with the row, in the same round trip to memory, not after the row's scale is known.
+  for (int j = threadIdx.x; j < a.n; j += blockDim.x) {
+    weights[j] = __ldg(a.weight + j);
     row[j] = a.addend ? exact::add(residual[j], load_read_only(a.addend, r * a.addend_stride + j, a.addend_bf16)) : residual[j];
+  }
   __syncthreads();
   if (a.addend)
     for (int j = threadIdx.x; j < a.n; j += blockDim.x) residual[j] = row[j];
@@ -53,7 +58,7 @@ __global__ void add_rms_norm_kernel(AddRmsNormArgs a) {
   __syncthreads();
   if (threadIdx.x == 0) scale = rows::norm_scale(lane_sums, row, a.n, a.eps);
   __syncthreads();
-  for (int j = threadIdx.x; j < a.n; j += blockDim.x) put(a.out, r * a.n + j, rows::norm_out(row[j], scale, __ldg(a.weight + j)), a.out_bf16);
+  for (int j = threadIdx.x; j < a.n; j += blockDim.x) put(a.out, r * a.n + j, rows::norm_out(row[j], scale, weights[j]), a.out_bf16);
 }
 
 // Warp w of block b: item b * kHeadsPerBlock + w, the (token, head) pair; heads [0, heads) are q's, then kv_heads of k,
@@ -72,6 +77,54 @@ __device__ Bf16Quad read_quad(const void* base, int64_t element, int lane) {
 }
 __device__ void write_quad(void* base, int64_t element, int lane, Bf16Quad q) {
   reinterpret_cast<uint2*>(static_cast<uint16_t*>(base) + element)[lane] = make_uint2(q.lo, q.hi);
+}
+
+// Four neighbouring fp32 values of an array no thread writes, in one 16-byte access (p 16-byte aligned: takes_quads).
+__device__ void load_four(const float* p, float* to) {
+  const float4 v = __ldg(reinterpret_cast<const float4*>(p));
+  to[0] = v.x, to[1] = v.y, to[2] = v.z, to[3] = v.w;
+}
+
+// A q or k head of 128 bf16 values, lane l taking elements 4l..4l+3: its norm (where `norm`), RoPE (where the token has
+// a table row) and stores. Every global load the head needs is issued first, together: its values, the norm's
+// weights and the RoPE table's entries for the lane's four elements (their addresses depend on the token alone), so a
+// warp waits out the table row's index and then its entries, where the strided form waited out each load in turn
+// (docs/gpu.md, "The row kernels' loads"). Each value is the same function of the same inputs as in the strided form
+// (row_kernels_math.h), so the same bits.
+__device__ void quad_norm_rope(const QkNormRopeArgs& a, int t, int64_t in_row, const float* norm, float* inputs, float* normed,
+                               void* out, int64_t out_row, void* step, int64_t step_row, int lane) {
+  const int d = a.head_dim, half = d / 2, first = 4 * lane;
+  const Bf16Quad raw = read_quad(a.qkv, in_row, lane);
+  float weights[4], cos_at[4], sin_at[4];
+  if (norm) load_four(norm + first, weights);
+  if (a.rope_rows) {
+    const int64_t table_row = a.rope_rows[t] * d;
+    load_four(a.cos + table_row + first, cos_at);
+    load_four(a.sin + table_row + first, sin_at);
+  }
+  float mine[4];
+  rows::widen_quad(raw, mine);
+  for (int i = 0; i < 4; ++i) inputs[first + i] = mine[i];
+  __syncwarp();
+  const float* row = inputs;
+  if (norm) {
+    // Lanes 0-15 sum their squares in element order; every lane takes the sixteen sums and forms the same scale.
+    const float lane_sum = lane < rows::kNormLanes ? rows::norm_lane_sum(inputs, d, lane) : 0.0f;
+    float lane_sums[rows::kNormLanes];
+    for (int l = 0; l < rows::kNormLanes; ++l) lane_sums[l] = __shfl_sync(0xffffffffu, lane_sum, l);
+    const float scale = rows::norm_scale(lane_sums, inputs, d, a.eps);
+    for (int i = 0; i < 4; ++i) normed[first + i] = mine[i] = rows::norm_out(mine[i], scale, weights[i]);
+    __syncwarp();
+    row = normed;
+  }
+  float quad[4];
+  for (int i = 0; i < 4; ++i) {
+    const int j = first + i;
+    quad[i] = a.rope_rows ? rows::rope_value(mine[i], row[j < half ? j + half : j - half], cos_at[i], sin_at[i], j < half) : mine[i];
+  }
+  const auto narrowed = rows::narrow_quad(quad);
+  write_quad(out, out_row, lane, narrowed);
+  if (step) write_quad(step, step_row, lane, narrowed);
 }
 
 template <bool kQuad>
@@ -107,7 +160,9 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
   const float* norm = is_q ? a.q_norm : a.k_norm;
   const float* row = inputs[warp];
   if constexpr (kQuad) {
-    rows::widen_quad(read_quad(a.qkv, in_row, lane), inputs[warp] + 4 * lane);
+    quad_norm_rope(a, t, in_row, norm, inputs[warp], normed_rows[warp], is_q ? a.q_out : a.k_cache,
+                   is_q ? (static_cast<int64_t>(t) * a.heads + h) * d : slot_row, is_q ? nullptr : a.k_step, step_row, lane);
+    return;
   } else {
     for (int j = lane; j < d; j += kWarp) inputs[warp][j] = load(a.qkv, in_row + j, a.qkv_bf16);
   }
@@ -127,26 +182,22 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
   const float* c = a.rope_rows ? a.cos + a.rope_rows[t] * d : nullptr;
   const float* s = a.rope_rows ? a.sin + a.rope_rows[t] * d : nullptr;
   void* step = is_q ? nullptr : a.k_step;
-  if constexpr (kQuad) {
-    float quad[4];
-    for (int i = 0; i < 4; ++i) quad[i] = c ? rows::rope_out(row, c, s, d, 4 * lane + i) : row[4 * lane + i];
-    const auto narrowed = rows::narrow_quad(quad);
-    write_quad(out, out_row, lane, narrowed);
-    if (step) write_quad(step, step_row, lane, narrowed);
-  } else {
-    for (int j = lane; j < d; j += kWarp) {
-      const float value = c ? rows::rope_out(row, c, s, d, j) : row[j];
-      put(out, out_row + j, value, a.out_bf16);
-      if (step) put(step, step_row + j, value, a.out_bf16);
-    }
+  for (int j = lane; j < d; j += kWarp) {
+    const float value = c ? rows::rope_out(row, c, s, d, j) : row[j];
+    put(out, out_row + j, value, a.out_bf16);
+    if (step) put(step, step_row + j, value, a.out_bf16);
   }
 }
 
-// Whether every access of the kQuad form is an aligned 8-byte one.
+// Whether every access of the kQuad form is an aligned one: 8 bytes of bf16, 16 of fp32 (the norm's weights, the RoPE
+// tables, whose rows of 128 values keep a 16-byte aligned table's alignment).
 bool takes_quads(const QkNormRopeArgs& a) {
-  const auto aligned = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % sizeof(uint2) == 0; };
-  return a.qkv_bf16 && a.out_bf16 && a.head_dim == kQuadHeadDim && a.token_stride % 4 == 0 && aligned(a.qkv) && aligned(a.q_out) &&
-         aligned(a.k_cache) && aligned(a.v_cache) && aligned(a.k_step) && aligned(a.v_step);
+  const auto aligned = [](const void* p, size_t bytes) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0; };
+  const auto aligned8 = [&](const void* p) { return aligned(p, sizeof(uint2)); };
+  const auto aligned16 = [&](const void* p) { return aligned(p, sizeof(float4)); };
+  return a.qkv_bf16 && a.out_bf16 && a.head_dim == kQuadHeadDim && a.token_stride % 4 == 0 && aligned8(a.qkv) && aligned8(a.q_out) &&
+         aligned8(a.k_cache) && aligned8(a.v_cache) && aligned8(a.k_step) && aligned8(a.v_step) && aligned16(a.q_norm) &&
+         aligned16(a.k_norm) && aligned16(a.cos) && aligned16(a.sin);
 }
 
 // Block r: row r, its threads along the row (no 64-bit division per element). kQuad: bf16 rows whose width and
@@ -174,13 +225,13 @@ __global__ void gated_mul_kernel(GatedMulArgs a) {
 
 cudaError_t launch_add_rms_norm(const AddRmsNormArgs& args, cudaStream_t stream) {
   if (args.rows == 0) return cudaSuccess;
-  const size_t row_bytes = static_cast<size_t>(args.n) * sizeof(float);
-  // A row over 48 KB (a hidden size over 12,288) needs the kernel to opt in to more shared memory.
-  if (row_bytes > kDefaultSharedBytes) {
-    const cudaError_t e = cudaFuncSetAttribute(add_rms_norm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(row_bytes));
+  const size_t shared_bytes = 2 * static_cast<size_t>(args.n) * sizeof(float);  // the row and the weights
+  // Over 48 KB (a hidden size over 6,144) the kernel must opt in to more shared memory.
+  if (shared_bytes > kDefaultSharedBytes) {
+    const cudaError_t e = cudaFuncSetAttribute(add_rms_norm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
     if (e != cudaSuccess) return e;
   }
-  add_rms_norm_kernel<<<args.rows, kThreads, row_bytes, stream>>>(args);
+  add_rms_norm_kernel<<<args.rows, kThreads, shared_bytes, stream>>>(args);
   return cudaGetLastError();
 }
 

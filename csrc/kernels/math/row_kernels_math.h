@@ -63,11 +63,16 @@ TQ_HOST_DEVICE inline float norm_scale(const float* lane_sums, const float* x, i
 
 TQ_HOST_DEVICE inline float norm_out(float x, float scale, float w) { return exact::mul(exact::mul(x, scale), w); }
 
+// Element j of rotate-half RoPE from its values: x[j], its partner x[j + n/2] (first half) or x[j - n/2], cos[j], sin[j].
+TQ_HOST_DEVICE inline float rope_value(float x, float partner, float cos, float sin, bool first_half) {
+  if (first_half) return exact::add(exact::mul(x, cos), -exact::mul(partner, sin));
+  return exact::add(exact::mul(x, cos), exact::mul(partner, sin));
+}
+
 // Element j of rotate-half RoPE of a head of n values.
 TQ_HOST_DEVICE inline float rope_out(const float* x, const float* cos, const float* sin, int n, int j) {
   const int half = n / 2;
-  if (j < half) return exact::add(exact::mul(x[j], cos[j]), -exact::mul(x[j + half], sin[j]));
-  return exact::add(exact::mul(x[j], cos[j]), exact::mul(x[j - half], sin[j]));
+  return rope_value(x[j], j < half ? x[j + half] : x[j - half], cos[j], sin[j], j < half);
 }
 
 // vec_exp.h's exp: 2^k e^r, |r| <= ln2 / 2, a degree-6 polynomial.

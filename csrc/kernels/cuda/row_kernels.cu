@@ -71,8 +71,10 @@ constexpr int kWarp = 32, kHeadsPerBlock = 8;
 constexpr int kQuadHeadDim = 4 * kWarp;
 using rows::Bf16Quad;
 static_assert(sizeof(Bf16Quad) == sizeof(uint2) && alignof(Bf16Quad) <= alignof(uint2), "a quad is one 8-byte access");
+// Through the read-only cache: every array a kernel here reads in quads (qkv, gate and up) is one no thread of it
+// writes, so the compiler may issue a loop's next loads ahead of this iteration's stores.
 __device__ Bf16Quad read_quad(const void* base, int64_t element, int lane) {
-  const uint2 bits = reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(base) + element)[lane];
+  const uint2 bits = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(base) + element) + lane);
   return {bits.x, bits.y};
 }
 __device__ void write_quad(void* base, int64_t element, int lane, Bf16Quad q) {
@@ -202,16 +204,30 @@ bool takes_quads(const QkNormRopeArgs& a) {
 
 // Block r: row r, its threads along the row (no 64-bit division per element). kQuad: bf16 rows whose width and
 // offsets are multiples of 4, each thread taking four neighbours in one 8-byte access of each array.
+constexpr int kQuadsAhead = 4;  // a thread's quads in flight at once (a row of 4,096 values: all of them)
 template <bool kQuad>
 __global__ void gated_mul_kernel(GatedMulArgs a) {
   const int64_t in_row = static_cast<int64_t>(blockIdx.x) * a.stride, out_row = static_cast<int64_t>(blockIdx.x) * a.n;
   if constexpr (kQuad) {
-    for (int q = threadIdx.x; q < a.n / 4; q += blockDim.x) {
-      float g[4], u[4], out[4];
-      rows::widen_quad(read_quad(a.gate, in_row, q), g);
-      rows::widen_quad(read_quad(a.up, in_row, q), u);
-      for (int i = 0; i < 4; ++i) out[i] = rows::gated(g[i], u[i], a.gelu_tanh);
-      write_quad(a.out, out_row, q, rows::narrow_quad(out));
+    // kQuadsAhead quads of gate and up loaded before any is computed on: one round trip to memory for them all.
+    const int quads = a.n / 4;
+    for (int base = threadIdx.x; base < quads; base += kQuadsAhead * blockDim.x) {
+      Bf16Quad gate[kQuadsAhead], up[kQuadsAhead];
+#pragma unroll
+      for (int k = 0; k < kQuadsAhead; ++k) {
+        const int q = base + k * blockDim.x;
+        if (q < quads) gate[k] = read_quad(a.gate, in_row, q), up[k] = read_quad(a.up, in_row, q);
+      }
+#pragma unroll
+      for (int k = 0; k < kQuadsAhead; ++k) {
+        const int q = base + k * blockDim.x;
+        if (q >= quads) break;
+        float g[4], u[4], out[4];
+        rows::widen_quad(gate[k], g);
+        rows::widen_quad(up[k], u);
+        for (int i = 0; i < 4; ++i) out[i] = rows::gated(g[i], u[i], a.gelu_tanh);
+        write_quad(a.out, out_row, q, rows::narrow_quad(out));
+      }
     }
   } else {
     for (int j = threadIdx.x; j < a.n; j += blockDim.x) {

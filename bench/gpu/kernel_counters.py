@@ -1,15 +1,17 @@
-"""Why each kernel of a layer takes its time: Nsight Compute's counters for the first layer of the throughput call.
+"""Why each kernel of a layer takes its time: Nsight Compute's counters for the first layer of two calls.
 
 The profile ranks kernels by time; it cannot say whether a kernel is bound by memory, by its arithmetic, or by
 latency (too few warps, too little in flight). At 32 states x 1,001 tokens our row kernels take a third of the GPU's
 time (qk_norm_rope 17%, add_rms_norm 9%, gated_mul 6%: bench/gpu/results/h200-2026-11-30-profile.md), where moving
-their bytes once would take less. So this runs that call under `ncu`, our kernels and the GEMMs and attention beside
-them (the first KERNELS launches that match), with the counters that say which limit each meets: its duration, its
-memory and SM throughput as a share of the device's peak, DRAM's, the warps it keeps active, its registers and grid.
-Writes OUT/kernel_counters.{json,md} and ncu's CSV as it came (kernel_counters.csv); no build of its own.
+their bytes once would take less. So this runs that call, and a cold 1,000-token prefill before it, under `ncu`: our
+kernels and the GEMMs and attention beside them (the first KERNELS launches that match), with the counters that say
+which limit each meets: its duration, its memory and SM throughput as a share of the device's peak, DRAM's, the warps
+it keeps active, its registers and grid. Writes OUT/kernel_counters.{json,md} and ncu's CSV as it came
+(kernel_counters-CALL.csv); no build of its own.
 
     python3 bench/gpu/kernel_counters.py --cli build/tq_cli --models DIR --out OUT [--ncu ncu]
     python3 bench/gpu/kernel_counters.py --parse FILE.csv      (the table from a CSV ncu wrote; CI checks the parser)
+    python3 bench/gpu/kernel_counters.py --dry-run --models DIR --bench-model NAME   (the calls it would run; CI's too)
 """
 import argparse
 import csv
@@ -73,38 +75,27 @@ def markdown(launches):
     return "\n".join(lines) + "\n"
 
 
-def throughput_call(args):
-    """The profile's throughput call (check.py): its calls and tq_cli flags."""
+def calls(args):
+    """The profile's cold prefill (graphs off: ncu then sees each kernel launched) and throughput call (check.py): name ->
+    (tq_cli's calls, its flags). The cold call's attention took about twice in the engine what the attention probe
+    measured for the same tier (bench/gpu/results/h200-2026-11-30-profile.md): its launches' grids say why."""
     sys.path.insert(0, HERE)
     import check  # noqa: E402 (torch, which check imports, is the GPU machine's)
 
-    args.bench_model = args.bench_model or "bench-qwen3"
-    folder, _config, (_state, questions, labels, many) = check.bench_inputs(args, args.states)
-    calls = [[{"state": s, "questions": [{"tokens": questions[0][:1], "labelIds": labels}]} for s in many]]
-    flags = ["--model", folder, "--device", "cuda", "--dtype", "bf16", *check.FAST_PATHS[check.DEFAULT_PATH],
-             "--prefix-cache", "off", "--max-step-tokens", "16384"]
-    return calls, flags
+    folder, _config, (state, questions, labels, many) = check.bench_inputs(args, args.states)
+    q = lambda tokens: {"tokens": tokens, "labelIds": labels}  # noqa: E731
+    base = ["--model", folder, "--device", "cuda", "--dtype", "bf16", *check.FAST_PATHS[check.DEFAULT_PATH], "--prefix-cache", "off"]
+    return {
+        "cold-1000": ([[{"state": state[:-1], "questions": [q(state[-1:])]}]], [*base, "--cuda-graphs", "off"]),
+        f"throughput-{len(many)}x1001": ([[{"state": s, "questions": [q(questions[0][:1])]} for s in many]], [*base, "--max-step-tokens", "16384"]),
+    }
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cli")
-    parser.add_argument("--models")
-    parser.add_argument("--out")
-    parser.add_argument("--bench-model")
-    parser.add_argument("--states", type=int, default=32)
-    parser.add_argument("--ncu", default=shutil.which("ncu") or "/usr/local/cuda/bin/ncu")
-    parser.add_argument("--timeout", type=float, default=40, help="seconds ncu may take")
-    parser.add_argument("--parse", help="print the launches read from a CSV ncu wrote (JSON), and nothing else")
-    args = parser.parse_args()
-    if args.parse:
-        launches = parse(open(args.parse).read())
-        print(json.dumps(launches))
-        return
-    calls, flags = throughput_call(args)
+def counters(args, name, call, flags):
+    """One call under ncu: its first KERNELS matching launches, or the error."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump({"calls": calls}, f)
-    report = os.path.join(args.out, "kernel_counters.csv")  # ncu's output apart from tq_cli's (its JSON on stdout)
+        json.dump({"calls": call}, f)
+    report = os.path.join(args.out, f"kernel_counters-{name}.csv")  # ncu's output apart from tq_cli's (its JSON on stdout)
     command = [args.ncu, "--csv", "--log-file", report, "--target-processes", "all", "-k", MATCH, "-c", str(KERNELS),
                "--metrics", ",".join(METRICS), args.cli, "answer", "--calls", f.name, *flags]
     try:
@@ -115,14 +106,38 @@ def main():
     os.unlink(f.name)
     text = open(report).read() if os.path.exists(report) else ""
     launches = parse(text) if '"ID"' in text else []
-    result = {"command": " ".join(command[:command.index(args.cli)]), "returncode": returncode, "launches": launches,
-              "error": None if launches else (stderr.strip() or text.strip())[-1500:]}
-    with open(os.path.join(args.out, "kernel_counters.json"), "w") as out:
-        json.dump(result, out, indent=1)
-    with open(os.path.join(args.out, "kernel_counters.md"), "w") as out:
-        out.write("# Nsight Compute's counters, the throughput call's first launches (32 x 1,001, bf16, the fast path)\n\n")
-        out.write(markdown(launches) if launches else f"no counters: {result['error']}\n")
-    print(markdown(launches) if launches else f"no counters: {result['error']}", flush=True)
+    return {"command": " ".join(command[:command.index(args.cli)]), "returncode": returncode, "launches": launches,
+            "error": None if launches else (stderr.strip() or text.strip())[-1500:]}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cli")
+    parser.add_argument("--models")
+    parser.add_argument("--out")
+    parser.add_argument("--bench-model", default="bench-qwen3")
+    parser.add_argument("--states", type=int, default=32)
+    parser.add_argument("--ncu", default=shutil.which("ncu") or "/usr/local/cuda/bin/ncu")
+    parser.add_argument("--timeout", type=float, default=30, help="seconds ncu may take a call")
+    parser.add_argument("--parse", help="print the launches read from a CSV ncu wrote (JSON), and nothing else")
+    parser.add_argument("--dry-run", action="store_true", help="print each call's size and tq_cli flags (JSON) instead of running ncu")
+    args = parser.parse_args()
+    if args.parse:
+        print(json.dumps(parse(open(args.parse).read())))
+        return
+    if args.dry_run:
+        print(json.dumps({name: {"requests": len(call[0]), "tokens": sum(len(r["state"]) + len(r["questions"][0]["tokens"]) for r in call[0]),
+                                 "flags": flags} for name, (call, flags) in calls(args).items()}))
+        return
+    result, md = {}, ["# Nsight Compute's counters: each call's first launches (bench-qwen3, bf16, the fast path)", ""]
+    for name, (call, flags) in calls(args).items():
+        result[name] = counters(args, name, call, flags)
+        md += [f"## {name}", "", markdown(result[name]["launches"]) if result[name]["launches"] else f"no counters: {result[name]['error']}\n"]
+        with open(os.path.join(args.out, "kernel_counters.json"), "w") as out:  # after each call: a kill keeps what was measured
+            json.dump(result, out, indent=1)
+        with open(os.path.join(args.out, "kernel_counters.md"), "w") as out:
+            out.write("\n".join(md))
+        print("\n".join(md[-3:]), flush=True)
 
 
 if __name__ == "__main__":

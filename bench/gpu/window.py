@@ -18,7 +18,7 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
                and on CUDA two on split-key attention (a question's tiers); each call's kernels ranked (kernel_profile.py):
                the top 15 printed, all in profile.md; then on CUDA the forms a layer's GEMM can take on few rows with
                split-K off, timed and their bits checked (gemm_probe.py), and Nsight Compute's counters for the
-               throughput call's first layer (kernel_counters.py)
+               first layer of a cold prefill and of the throughput call (kernel_counters.py)
   4 bench      the benchmark alone (the fast path, with and without split-key, and ATen's against plain PyTorch
                with CUDA graphs and transformers)
   5 invariance bf16 label logits of a 1,000-token state on bench-qwen3: alone, in a batch of 8, cached, another step
@@ -294,20 +294,24 @@ class Window:
             for name, rows in shapes.items() if "32" in rows)
 
     def kernel_counters(self, model):
-        """On CUDA, Nsight Compute's counters for the throughput call's first layer (kernel_counters.py): which limit each
-        of our kernels meets (memory, arithmetic, latency), where the profile says only how long it took."""
+        """On CUDA, Nsight Compute's counters for the first layer of a cold prefill and of the throughput call
+        (kernel_counters.py): which limit each of our kernels meets (memory, arithmetic, latency), and the attention's
+        grid, where the profile says only how long each took."""
         if not self.cuda:
             return ""
         self.script("kernel_counters", "kernel_counters.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work,
-                                                               "--bench-model", model], 45)
+                                                               "--bench-model", model, "--timeout", "25"], 60)
         found = json.loads(read(os.path.join(self.work, "kernel_counters.json")) or "{}")
-        ours = [e for e in found.get("launches", []) if "tq::cuda" in e["kernel"]]
-        if not ours:
-            return "; kernel counters: " + (str(found.get("error"))[:200] if found else "none (kernel_counters.log)")
-        name = lambda e: e["kernel"].split("(")[0].split("::")[-1]  # noqa: E731
+        if not found:
+            return "; kernel counters: none (kernel_counters.log)"
+        name = lambda e: e["kernel"].split("(")[0].split("<")[0].split("::")[-1][:40]  # noqa: E731
         pct = lambda v: "-" if v is None else f"{v:.0f}%"  # noqa: E731
-        return "; our kernels at 32 x 1,001 (ncu: µs, memory, warps active): " + ", ".join(
-            f"{name(e)} {e.get('us') or 0:.0f} µs {pct(e.get('memory_pct'))} {pct(e.get('occupancy_pct'))}" for e in ours)
+        parts = []
+        for call, r in found.items():
+            launches = r.get("launches", [])
+            parts.append(f"{call} " + (", ".join(f"{name(e)} {e.get('us') or 0:.0f} µs {pct(e.get('memory_pct'))}" for e in launches[:12])
+                                       if launches else f"none ({str(r.get('error'))[:120]})"))
+        return "; ncu (first launches: µs, memory throughput of peak): " + "; ".join(parts)
 
     def invariance(self):
         model = self.bench_model()

@@ -7,6 +7,7 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { debianPython, pythonEnv } from '../helpers/models';
 
 const root = path.resolve(__dirname, '..', '..');
 
@@ -39,3 +40,16 @@ test('kernel_counters.py reads ncu\'s CSV into one entry per launch, in launch o
     { kernel: gemm, us: 1250, sm_pct: 71.3 },
   ]);
 });
+
+test('kernel_counters.py builds its two calls from the bench model as the profile does: a cold 1,000-token prefill without graphs, then the throughput call', () => {
+  const out = execFileSync(debianPython, [path.join(root, 'bench', 'gpu', 'kernel_counters.py'), '--dry-run', '--models', path.join(root, 'models'), '--bench-model', 'tiny-qwen3', '--states', '2'],
+    { encoding: 'utf8', env: pythonEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  const calls = JSON.parse(out);
+  expect(Object.keys(calls)).toEqual(['cold-1000', 'throughput-2x1001']);
+  expect(calls['cold-1000']).toMatchObject({ requests: 1, tokens: 1000 });
+  expect(calls['throughput-2x1001']).toMatchObject({ requests: 2, tokens: 2002 });
+  // tq_cli takes a flag's last value: the cold call runs without graphs, every kernel launched where ncu sees it.
+  const cold: string[] = calls['cold-1000'].flags;
+  expect(cold[cold.lastIndexOf('--cuda-graphs') + 1]).toBe('off');
+  for (const flags of Object.values(calls) as { flags: string[] }[]) expect(flags.flags).toEqual(expect.arrayContaining(['--device', 'cuda', '--prefix-cache', 'off']));
+}, 60_000);

@@ -12,6 +12,7 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kLanes = 32;
+constexpr int kHeld = 4;  // a lane's elements of a head loaded ahead: head dims up to 128
 
 template <typename In, typename Out>
 __global__ void attention_merge_kernel(AttentionMergeArgs a) {
@@ -28,8 +29,28 @@ __global__ void attention_merge_kernel(AttentionMergeArgs a) {
     lse[e] = a.lse[s][static_cast<int64_t>(head) * (a.start[s + 1] - a.start[s]) + local];
     base[e] = static_cast<const In*>(a.partial[s]) + (static_cast<int64_t>(local) * a.heads + head) * a.dim;
   }
+  // Heads of up to kHeld * 32 values: the lane's elements of every entry are loaded (widened exactly) before the
+  // weights are formed, in one round trip with the log-sum-exps, where the loop below waits out each element's loads
+  // after the last one's store (in place, the compiler cannot move them past it). In place, every element is read
+  // before any is written. Loops of fixed length, so the values stay in registers; merged() is merged_values() of the
+  // widened values, so the same bits.
+  const bool ahead = a.dim <= kHeld * kLanes;
+  float held[kHeld][merge::kMaxEntries];
+  if (ahead) {
+#pragma unroll
+    for (int k = 0; k < kHeld; ++k)
+#pragma unroll
+      for (int e = 0; e < merge::kMaxEntries; ++e)
+        if (e < n && lane + k * kLanes < a.dim) held[k][e] = exact::widen(base[e][lane + k * kLanes]);
+  }
   const float total = merge::weights(lse, n, weight);
   Out* out = static_cast<Out*>(a.out) + (static_cast<int64_t>(row) * a.heads + head) * a.dim;
+  if (ahead) {
+#pragma unroll
+    for (int k = 0; k < kHeld; ++k)
+      if (lane + k * kLanes < a.dim) exact::store(merge::merged_values(weight, held[k], n, total), out + lane + k * kLanes);
+    return;
+  }
   const In* value[merge::kMaxEntries];
   for (int d = lane; d < a.dim; d += kLanes) {
     for (int e = 0; e < n; ++e) value[e] = base[e] + d;

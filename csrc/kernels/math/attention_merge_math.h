@@ -40,15 +40,28 @@ TQ_HOST_DEVICE inline float weights(const float* lse, int n, float* weight) {
   return total;
 }
 
+// One element of the merged output from its entries' values, widened already: sum_e weight[e] * values[e] / total
+// over the first n of kMaxEntries. The loop has a fixed length, so that a kernel that holds the values keeps them in
+// registers (the CUDA merge loads a lane's elements ahead of its stores).
+TQ_HOST_DEVICE inline float merged_values(const float* weight, const float* values, int n, float total) {
+  if (n <= 0) return 0.0f;
+  if (n == 1) return values[0];
+  float acc = 0.0f;
+#ifdef __CUDACC__
+#pragma unroll
+#endif
+  for (int e = 0; e < kMaxEntries; ++e)
+    if (e < n) acc = exact::add(acc, exact::mul(weight[e], values[e]));
+  return exact::div(acc, total);
+}
+
 // One element of the merged output: sum_e weight[e] * value[e] / total, with value[e] the
 // element of entry e's output (fp32, or bf16 bits).
 template <typename T>
 TQ_HOST_DEVICE inline float merged(const float* weight, const T* const* value, int n, float total) {
-  if (n <= 0) return 0.0f;
-  if (n == 1) return exact::widen(*value[0]);
-  float acc = 0.0f;
-  for (int e = 0; e < n; ++e) acc = exact::add(acc, exact::mul(weight[e], exact::widen(*value[e])));
-  return exact::div(acc, total);
+  float values[kMaxEntries];
+  for (int e = 0; e < n && e < kMaxEntries; ++e) values[e] = exact::widen(*value[e]);
+  return merged_values(weight, values, n, total);
 }
 
 }  // namespace tq::merge

@@ -29,6 +29,7 @@ constexpr int kThreads = 128;     // add_rms_norm's block (a row)
 constexpr int kRowThreads = 256;  // gated_mul's block (a row of the MLP's width)
 constexpr int kMaxHeadDim = 256;
 constexpr int kDefaultSharedBytes = 48 << 10;  // a launch's dynamic shared memory without opting in
+constexpr int kMaxDevices = 64;                 // devices whose opt-in is remembered (others opt in at every launch)
 
 using rows::load;
 using rows::put;
@@ -242,10 +243,14 @@ __global__ void gated_mul_kernel(GatedMulArgs a) {
 cudaError_t launch_add_rms_norm(const AddRmsNormArgs& args, cudaStream_t stream) {
   if (args.rows == 0) return cudaSuccess;
   const size_t shared_bytes = 2 * static_cast<size_t>(args.n) * sizeof(float);  // the row and the weights
-  // Over 48 KB (a hidden size over 6,144) the kernel must opt in to more shared memory.
-  if (shared_bytes > kDefaultSharedBytes) {
+  // Over 48 KB (a hidden size over 6,144) the kernel must opt in to more shared memory: once a device for the largest
+  // asked there (the attribute is the function's on the current device), not at every launch.
+  static size_t opted_in[kMaxDevices] = {};
+  int device = 0;
+  if (shared_bytes > kDefaultSharedBytes && (cudaGetDevice(&device) != cudaSuccess || device >= kMaxDevices || shared_bytes > opted_in[device])) {
     const cudaError_t e = cudaFuncSetAttribute(add_rms_norm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
     if (e != cudaSuccess) return e;
+    if (device < kMaxDevices) opted_in[device] = shared_bytes;
   }
   add_rms_norm_kernel<<<args.rows, kThreads, shared_bytes, stream>>>(args);
   return cudaGetLastError();

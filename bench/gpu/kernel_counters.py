@@ -96,7 +96,8 @@ def counters(args, name, call, flags):
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump({"calls": call}, f)
     report = os.path.join(args.out, f"kernel_counters-{name}.csv")  # ncu's output apart from tq_cli's (its JSON on stdout)
-    command = [args.ncu, "--csv", "--log-file", report, "--target-processes", "all", "-k", MATCH, "-c", str(KERNELS),
+    # The regex sees the demangled name whole (namespaces and all): ncu's default base is the bare function name.
+    command = [args.ncu, "--csv", "--log-file", report, "--target-processes", "all", "--kernel-name-base", "demangled", "-k", MATCH, "-c", str(KERNELS),
                "--metrics", ",".join(METRICS), args.cli, "answer", "--calls", f.name, *flags]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)

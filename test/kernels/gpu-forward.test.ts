@@ -21,6 +21,10 @@
  * causal, in a window where the model has one), run on the host by its twin of the CUDA kernel: reading the keys and
  * values in place in a paged store, against float64 attention, and in the fixed form the plain plan's bits.
  *
+ * The CUDA row kernels' and merge's bodies themselves (csrc/kernels/cuda/row_kernels.cuh, attention_merge.cuh), with
+ * test/native/cuda_bodies_check.cpp: run on the host through csrc/kernels/cuda/host_emulation.h with the launches' shapes
+ * (lanes, shuffles and barriers emulated), the same bits as the host forms, in the quad and the strided forms.
+ *
  * The CUDA kernels themselves (the merge, the row kernels, split-key attention) are compiled for sm_90 by cuda.test.ts.
  */
 import * as fs from 'fs';
@@ -31,11 +35,24 @@ afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
 let cascade: Record<string, any>;
 let rows: any[];
+let bodies: { kernel: string; form: string; compared: number; differing: number }[];
 beforeAll(async () => {
-  const [c, r] = await Promise.all([runLinkedCheck('cascade_check', scratch), runLinkedCheck('row_kernels_check', scratch)]);
+  const [c, r, b] = await Promise.all([runLinkedCheck('cascade_check', scratch), runLinkedCheck('row_kernels_check', scratch), runLinkedCheck('cuda_bodies_check', scratch)]);
   cascade = Object.fromEntries(c.map((l) => [l.part, l]));
   rows = r;
+  bodies = b;
 }, 240_000);
+
+test("the CUDA row kernels' and merge's bodies, run on the host as their launches shape them, give the host forms' bits in every form", () => {
+  // Each kernel in each of its forms: the quad form where bf16 and the shapes allow it, else the strided one.
+  const forms = new Set(bodies.map((b) => `${b.kernel.split(' ')[0]} ${b.form}`));
+  expect([...forms].sort()).toEqual(['add_rms_norm rows', 'attention_merge held', 'gated_mul quads', 'gated_mul strided', 'qk_norm_rope quads', 'qk_norm_rope strided']);
+  expect(bodies.length).toBeGreaterThanOrEqual(23);
+  for (const b of bodies) {
+    expect(b.compared).toBeGreaterThan(100);
+    expect({ kernel: b.kernel, differing: b.differing }).toEqual({ kernel: b.kernel, differing: 0 });
+  }
+});
 
 test('cascade: every step of 440 random segment trees sees what the visibility rule sees, each key once, no tier empty', () => {
   const p = cascade.plans;

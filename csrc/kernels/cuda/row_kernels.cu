@@ -15,234 +15,16 @@
 // heads allow, qk_norm_rope and gated_mul move four values in one access. The arithmetic is
 // kernels/math/row_kernels_math.h, the CPU kernels' own.
 #include "kernels/cuda/row_kernels.h"
-#include "kernels/math/row_kernels_math.h"
+#include "kernels/cuda/row_kernels.cuh"
 
 namespace tq::cuda {
 
-using rows::AddRmsNormArgs;
-using rows::GatedMulArgs;
-using rows::QkNormRopeArgs;
-
-namespace {
-
-constexpr int kThreads = 128;     // add_rms_norm's block (a row)
-constexpr int kRowThreads = 256;  // gated_mul's block (a row of the MLP's width)
-constexpr int kMaxHeadDim = 256;
-constexpr int kDefaultSharedBytes = 48 << 10;  // a launch's dynamic shared memory without opting in
-constexpr int kMaxDevices = 64;                 // devices whose opt-in is remembered (others opt in at every launch)
-
-using rows::load;
-using rows::put;
-
-// load() through the read-only cache: for an array no thread of the kernel writes, so the compiler may issue the
-// loads of a loop ahead of its stores. The same values, so the same bits.
-__device__ float load_read_only(const void* p, int64_t i, bool bf16) {
-  return bf16 ? exact::widen(__ldg(static_cast<const uint16_t*>(p) + i)) : __ldg(static_cast<const float*>(p) + i);
-}
-
-__global__ void add_rms_norm_kernel(AddRmsNormArgs a) {
-  extern __shared__ float row[];  // [n]: the residual after the add; then [n] the norm's weights
-  float* weights = row + a.n;
-  __shared__ float lane_sums[rows::kNormLanes];
-  __shared__ float scale;
-  const int64_t r = blockIdx.x;
-  float* residual = a.residual + r * a.n;
-  // The weights are read with the row, in the same round trip to memory, not after the row's scale is known.
-  for (int j = threadIdx.x; j < a.n; j += blockDim.x) {
-    weights[j] = __ldg(a.weight + j);
-    row[j] = a.addend ? exact::add(residual[j], load_read_only(a.addend, r * a.addend_stride + j, a.addend_bf16)) : residual[j];
-  }
-  __syncthreads();
-  if (a.addend)
-    for (int j = threadIdx.x; j < a.n; j += blockDim.x) residual[j] = row[j];
-  if (threadIdx.x < rows::kNormLanes) lane_sums[threadIdx.x] = rows::norm_lane_sum(row, a.n, threadIdx.x);
-  __syncthreads();
-  if (threadIdx.x == 0) scale = rows::norm_scale(lane_sums, row, a.n, a.eps);
-  __syncthreads();
-  for (int j = threadIdx.x; j < a.n; j += blockDim.x) put(a.out, r * a.n + j, rows::norm_out(row[j], scale, weights[j]), a.out_bf16);
-}
-
-// Warp w of block b: item b * kHeadsPerBlock + w, the (token, head) pair; heads [0, heads) are q's, then kv_heads of k,
-// then kv_heads of v. A warp past the last item returns whole (no block barrier follows).
-constexpr int kWarp = 32, kHeadsPerBlock = 8;
-
-// kQuad: bf16 in and out and a head of 128 values, each lane moving its 4 neighbours in one 8-byte access where
-// the strided form took four of 2 bytes (the kernel is bound by its accesses; its share of a step: docs/gpu.md).
-// The same arithmetic on each value either way.
-constexpr int kQuadHeadDim = 4 * kWarp;
-using rows::Bf16Quad;
-static_assert(sizeof(Bf16Quad) == sizeof(uint2) && alignof(Bf16Quad) <= alignof(uint2), "a quad is one 8-byte access");
-// Through the read-only cache: every array a kernel here reads in quads (qkv, gate and up) is one no thread of it
-// writes, so the compiler may issue a loop's next loads ahead of this iteration's stores.
-__device__ Bf16Quad read_quad(const void* base, int64_t element, int lane) {
-  const uint2 bits = __ldg(reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(base) + element) + lane);
-  return {bits.x, bits.y};
-}
-__device__ void write_quad(void* base, int64_t element, int lane, Bf16Quad q) {
-  reinterpret_cast<uint2*>(static_cast<uint16_t*>(base) + element)[lane] = make_uint2(q.lo, q.hi);
-}
-
-// Four neighbouring fp32 values of an array no thread writes, in one 16-byte access (p 16-byte aligned: takes_quads).
-__device__ void load_four(const float* p, float* to) {
-  const float4 v = __ldg(reinterpret_cast<const float4*>(p));
-  to[0] = v.x, to[1] = v.y, to[2] = v.z, to[3] = v.w;
-}
-
-// A q or k head of 128 bf16 values, lane l taking elements 4l..4l+3: its norm (where `norm`), RoPE (where the token has
-// a table row) and stores. Every global load the head needs is issued first, together: its values, the norm's
-// weights and the RoPE table's entries for the lane's four elements (their addresses depend on the token alone), so a
-// warp waits out the table row's index and then its entries, where the strided form waited out each load in turn
-// (docs/gpu.md, "The row kernels' loads"). Each value is the same function of the same inputs as in the strided form
-// (row_kernels_math.h), so the same bits.
-__device__ void quad_norm_rope(const QkNormRopeArgs& a, int t, int64_t in_row, const float* norm, float* inputs, float* normed,
-                               void* out, int64_t out_row, void* step, int64_t step_row, int lane) {
-  const int d = a.head_dim, half = d / 2, first = 4 * lane;
-  const Bf16Quad raw = read_quad(a.qkv, in_row, lane);
-  float weights[4], cos_at[4], sin_at[4];
-  if (norm) load_four(norm + first, weights);
-  if (a.rope_rows) {
-    const int64_t table_row = a.rope_rows[t] * d;
-    load_four(a.cos + table_row + first, cos_at);
-    load_four(a.sin + table_row + first, sin_at);
-  }
-  float mine[4];
-  rows::widen_quad(raw, mine);
-  for (int i = 0; i < 4; ++i) inputs[first + i] = mine[i];
-  __syncwarp();
-  const float* row = inputs;
-  if (norm) {
-    // Lanes 0-15 sum their squares in element order; every lane takes the sixteen sums and forms the same scale.
-    const float lane_sum = lane < rows::kNormLanes ? rows::norm_lane_sum(inputs, d, lane) : 0.0f;
-    float lane_sums[rows::kNormLanes];
-    for (int l = 0; l < rows::kNormLanes; ++l) lane_sums[l] = __shfl_sync(0xffffffffu, lane_sum, l);
-    const float scale = rows::norm_scale(lane_sums, inputs, d, a.eps);
-    for (int i = 0; i < 4; ++i) normed[first + i] = mine[i] = rows::norm_out(mine[i], scale, weights[i]);
-    __syncwarp();
-    row = normed;
-  }
-  float quad[4];
-  for (int i = 0; i < 4; ++i) {
-    const int j = first + i;
-    quad[i] = a.rope_rows ? rows::rope_value(mine[i], row[j < half ? j + half : j - half], cos_at[i], sin_at[i], j < half) : mine[i];
-  }
-  const auto narrowed = rows::narrow_quad(quad);
-  write_quad(out, out_row, lane, narrowed);
-  if (step) write_quad(step, step_row, lane, narrowed);
-}
-
-template <bool kQuad>
-__global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
-  __shared__ float inputs[kHeadsPerBlock][kMaxHeadDim], normed_rows[kHeadsPerBlock][kMaxHeadDim];
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int per_token = a.heads + 2 * a.kv_heads, d = a.head_dim;
-  const int item = blockIdx.x * kHeadsPerBlock + warp;
-  if (item >= a.tokens * per_token) return;
-  const int t = item / per_token, h = item % per_token;
-  const int64_t in_row = static_cast<int64_t>(t) * a.token_stride + static_cast<int64_t>(h) * d;
-  // k and v heads: their row in the cache, at the token's slot.
-  const int64_t slot_row = h < a.heads ? 0 : (a.slots[t] * a.kv_heads + (h - a.heads) % a.kv_heads) * d;
-  // And in the step's keys (where asked), the same values at the token's row.
-  const int64_t step_row = h < a.heads ? 0 : (static_cast<int64_t>(t) * a.kv_heads + (h - a.heads) % a.kv_heads) * d;
-  if (h >= a.heads + a.kv_heads) {  // v: into its cache slot as it is
-    if constexpr (kQuad) {  // widened and narrowed as the strided form does (a NaN's payload too)
-      float quad[4];
-      rows::widen_quad(read_quad(a.qkv, in_row, lane), quad);
-      const auto narrowed = rows::narrow_quad(quad);
-      write_quad(a.v_cache, slot_row, lane, narrowed);
-      if (a.v_step) write_quad(a.v_step, step_row, lane, narrowed);
-    } else {
-      for (int j = lane; j < d; j += kWarp) {
-        const float value = load(a.qkv, in_row + j, a.qkv_bf16);
-        put(a.v_cache, slot_row + j, value, a.out_bf16);
-        if (a.v_step) put(a.v_step, step_row + j, value, a.out_bf16);
-      }
-    }
-    return;
-  }
-  const bool is_q = h < a.heads;
-  const float* norm = is_q ? a.q_norm : a.k_norm;
-  const float* row = inputs[warp];
-  if constexpr (kQuad) {
-    quad_norm_rope(a, t, in_row, norm, inputs[warp], normed_rows[warp], is_q ? a.q_out : a.k_cache,
-                   is_q ? (static_cast<int64_t>(t) * a.heads + h) * d : slot_row, is_q ? nullptr : a.k_step, step_row, lane);
-    return;
-  } else {
-    for (int j = lane; j < d; j += kWarp) inputs[warp][j] = load(a.qkv, in_row + j, a.qkv_bf16);
-  }
-  __syncwarp();
-  if (norm) {
-    // Lanes 0-15 sum their squares in element order; every lane takes the sixteen sums and forms the same scale.
-    const float mine = lane < rows::kNormLanes ? rows::norm_lane_sum(row, d, lane) : 0.0f;
-    float lane_sums[rows::kNormLanes];
-    for (int l = 0; l < rows::kNormLanes; ++l) lane_sums[l] = __shfl_sync(0xffffffffu, mine, l);
-    const float scale = rows::norm_scale(lane_sums, row, d, a.eps);
-    for (int j = lane; j < d; j += kWarp) normed_rows[warp][j] = rows::norm_out(row[j], scale, norm[j]);
-    __syncwarp();
-    row = normed_rows[warp];
-  }
-  void* out = is_q ? a.q_out : a.k_cache;
-  const int64_t out_row = is_q ? (static_cast<int64_t>(t) * a.heads + h) * d : slot_row;
-  const float* c = a.rope_rows ? a.cos + a.rope_rows[t] * d : nullptr;
-  const float* s = a.rope_rows ? a.sin + a.rope_rows[t] * d : nullptr;
-  void* step = is_q ? nullptr : a.k_step;
-  for (int j = lane; j < d; j += kWarp) {
-    const float value = c ? rows::rope_out(row, c, s, d, j) : row[j];
-    put(out, out_row + j, value, a.out_bf16);
-    if (step) put(step, step_row + j, value, a.out_bf16);
-  }
-}
-
-// Whether every access of the kQuad form is an aligned one: 8 bytes of bf16, 16 of fp32 (the norm's weights, the RoPE
-// tables, whose rows of 128 values keep a 16-byte aligned table's alignment).
-bool takes_quads(const QkNormRopeArgs& a) {
-  const auto aligned = [](const void* p, size_t bytes) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0; };
-  const auto aligned8 = [&](const void* p) { return aligned(p, sizeof(uint2)); };
-  const auto aligned16 = [&](const void* p) { return aligned(p, sizeof(float4)); };
-  return a.qkv_bf16 && a.out_bf16 && a.head_dim == kQuadHeadDim && a.token_stride % 4 == 0 && aligned8(a.qkv) && aligned8(a.q_out) &&
-         aligned8(a.k_cache) && aligned8(a.v_cache) && aligned8(a.k_step) && aligned8(a.v_step) && aligned16(a.q_norm) &&
-         aligned16(a.k_norm) && aligned16(a.cos) && aligned16(a.sin);
-}
-
-// Block r: row r, its threads along the row (no 64-bit division per element). kQuad: bf16 rows whose width and
-// offsets are multiples of 4, each thread taking four neighbours in one 8-byte access of each array.
-constexpr int kQuadsAhead = 4;  // a thread's quads in flight at once (a row of 4,096 values: all of them)
-template <bool kQuad>
-__global__ void gated_mul_kernel(GatedMulArgs a) {
-  const int64_t in_row = static_cast<int64_t>(blockIdx.x) * a.stride, out_row = static_cast<int64_t>(blockIdx.x) * a.n;
-  if constexpr (kQuad) {
-    // kQuadsAhead quads of gate and up loaded before any is computed on: one round trip to memory for them all.
-    const int quads = a.n / 4;
-    for (int base = threadIdx.x; base < quads; base += kQuadsAhead * blockDim.x) {
-      Bf16Quad gate[kQuadsAhead], up[kQuadsAhead];
-#pragma unroll
-      for (int k = 0; k < kQuadsAhead; ++k) {
-        const int q = base + k * blockDim.x;
-        if (q < quads) gate[k] = read_quad(a.gate, in_row, q), up[k] = read_quad(a.up, in_row, q);
-      }
-#pragma unroll
-      for (int k = 0; k < kQuadsAhead; ++k) {
-        const int q = base + k * blockDim.x;
-        if (q >= quads) break;
-        float g[4], u[4], out[4];
-        rows::widen_quad(gate[k], g);
-        rows::widen_quad(up[k], u);
-        for (int i = 0; i < 4; ++i) out[i] = rows::gated(g[i], u[i], a.gelu_tanh);
-        write_quad(a.out, out_row, q, rows::narrow_quad(out));
-      }
-    }
-  } else {
-    for (int j = threadIdx.x; j < a.n; j += blockDim.x) {
-      const float g = load_read_only(a.gate, in_row + j, a.in_bf16), u = load_read_only(a.up, in_row + j, a.in_bf16);
-      put(a.out, out_row + j, rows::gated(g, u, a.gelu_tanh), a.in_bf16);
-    }
-  }
-}
-
-}  // namespace
+constexpr int kMaxDevices = 64;  // devices whose shared-memory opt-in is remembered (others opt in at every launch)
 
 cudaError_t launch_add_rms_norm(const AddRmsNormArgs& args, cudaStream_t stream) {
   if (args.rows == 0) return cudaSuccess;
-  const size_t shared_bytes = 2 * static_cast<size_t>(args.n) * sizeof(float);  // the row and the weights
+  const Launch launch = add_rms_norm_launch(args);
+  const size_t shared_bytes = launch.shared_bytes;
   // Over 48 KB (a hidden size over 6,144) the kernel must opt in to more shared memory: once a device for the largest
   // asked there (the attribute is the function's on the current device), not at every launch.
   static size_t opted_in[kMaxDevices] = {};
@@ -252,27 +34,24 @@ cudaError_t launch_add_rms_norm(const AddRmsNormArgs& args, cudaStream_t stream)
     if (e != cudaSuccess) return e;
     if (device < kMaxDevices) opted_in[device] = shared_bytes;
   }
-  add_rms_norm_kernel<<<args.rows, kThreads, shared_bytes, stream>>>(args);
+  add_rms_norm_kernel<<<launch.grid, launch.block, shared_bytes, stream>>>(args);
   return cudaGetLastError();
 }
 
 cudaError_t launch_qk_norm_rope(const QkNormRopeArgs& args, cudaStream_t stream) {
   if (args.tokens == 0) return cudaSuccess;
   if (args.head_dim > kMaxHeadDim) return cudaErrorInvalidValue;
-  const int items = args.tokens * (args.heads + 2 * args.kv_heads);
-  const dim3 grid((items + kHeadsPerBlock - 1) / kHeadsPerBlock), block(kHeadsPerBlock * kWarp);
-  if (takes_quads(args)) qk_norm_rope_kernel<true><<<grid, block, 0, stream>>>(args);
-  else qk_norm_rope_kernel<false><<<grid, block, 0, stream>>>(args);
+  const Launch launch = qk_norm_rope_launch(args);
+  if (launch.quads) qk_norm_rope_kernel<true><<<launch.grid, launch.block, 0, stream>>>(args);
+  else qk_norm_rope_kernel<false><<<launch.grid, launch.block, 0, stream>>>(args);
   return cudaGetLastError();
 }
 
 cudaError_t launch_gated_mul(const GatedMulArgs& args, cudaStream_t stream) {
   if (args.rows == 0 || args.n == 0) return cudaSuccess;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % sizeof(uint2) == 0; };
-  if (args.in_bf16 && args.n % 4 == 0 && args.stride % 4 == 0 && aligned(args.gate) && aligned(args.up) && aligned(args.out))
-    gated_mul_kernel<true><<<args.rows, kRowThreads, 0, stream>>>(args);
-  else
-    gated_mul_kernel<false><<<args.rows, kRowThreads, 0, stream>>>(args);
+  const Launch launch = gated_mul_launch(args);
+  if (launch.quads) gated_mul_kernel<true><<<launch.grid, launch.block, 0, stream>>>(args);
+  else gated_mul_kernel<false><<<launch.grid, launch.block, 0, stream>>>(args);
   return cudaGetLastError();
 }
 

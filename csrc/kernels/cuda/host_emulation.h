@@ -1,0 +1,139 @@
+// The CUDA built-ins the row and merge kernels' bodies use (row_kernels.cuh, attention_merge.cuh), for a host
+// compiler: so that the CPU checks run those bodies themselves, launch geometry, lanes, shuffles and barriers
+// included, and compare their bits with the host forms (test/native/row_kernels_check.cpp). Under nvcc this header
+// only names the dynamic shared memory. On the host, run_grid() runs a launch one block at a time, each of its threads
+// a host thread: __syncthreads() waits for the block's threads, __syncwarp() for the warp's, and __shfl_sync() passes
+// a value through the warp's slots between two such waits. __shared__ variables are a block's because one block runs
+// at a time. It emulates what these kernels use, not CUDA: a warp's lanes must all reach each __syncwarp() and
+// __shfl_sync() (these kernels' warps do: a warp leaves whole), and the block's threads each __syncthreads().
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+namespace tq::cuda {
+// The launch's dynamic shared memory, as T.
+template <typename T>
+__device__ T* dynamic_shared() {
+  extern __shared__ __align__(16) unsigned char tq_dynamic_shared[];
+  return reinterpret_cast<T*>(tq_dynamic_shared);
+}
+}  // namespace tq::cuda
+#else
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __shared__ static
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct uint2 {
+  unsigned x, y;
+};
+struct float4 {
+  float x, y, z, w;
+};
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
+
+inline thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+namespace tq::emulation {
+
+// Threads wait here until `count` have come; then all go on, and it is ready for the next round.
+class Barrier {
+ public:
+  explicit Barrier(int count) : count_(count) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto round = round_;
+    if (++arrived_ == count_) {
+      arrived_ = 0;
+      ++round_;
+      all_.notify_all();
+    } else {
+      all_.wait(lock, [&] { return round_ != round; });
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable all_;
+  int count_, arrived_ = 0;
+  uint64_t round_ = 0;
+};
+
+struct Warp {
+  Barrier barrier{32};
+  float slots[32] = {};
+};
+struct ThreadContext {
+  Barrier* block = nullptr;
+  Warp* warp = nullptr;
+  unsigned char* shared = nullptr;
+};
+inline thread_local ThreadContext context;
+
+}  // namespace tq::emulation
+
+inline void __syncthreads() { tq::emulation::context.block->wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { tq::emulation::context.warp->barrier.wait(); }
+inline float __shfl_sync(unsigned, float value, int lane) {
+  auto& warp = *tq::emulation::context.warp;
+  warp.slots[threadIdx.x % 32] = value;
+  warp.barrier.wait();
+  const float got = warp.slots[lane];
+  warp.barrier.wait();  // every lane has read before the slots are written again
+  return got;
+}
+template <typename T>
+T __ldg(const T* p) {
+  return *p;
+}
+
+namespace tq::cuda {
+template <typename T>
+T* dynamic_shared() {
+  return reinterpret_cast<T*>(emulation::context.shared);
+}
+}  // namespace tq::cuda
+
+namespace tq::emulation {
+
+// kernel(args) over grid x block, as a launch with `shared_bytes` of dynamic shared memory would run it. Blocks
+// one after another (their __shared__ variables are then theirs), each block's threads at once.
+template <typename Args>
+void run_grid(void (*kernel)(Args), const Args& args, dim3 grid, dim3 block, size_t shared_bytes) {
+  const unsigned threads = block.x * block.y * block.z;
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        Barrier block_barrier(static_cast<int>(threads));
+        std::vector<std::unique_ptr<Warp>> warps;
+        for (unsigned w = 0; w < (threads + 31) / 32; ++w) warps.push_back(std::make_unique<Warp>());
+        std::vector<unsigned char> shared(shared_bytes + 16);
+        unsigned char* aligned = shared.data() + (16 - reinterpret_cast<uintptr_t>(shared.data()) % 16) % 16;
+        std::vector<std::thread> running;
+        for (unsigned t = 0; t < threads; ++t)
+          running.emplace_back([&, t] {
+            threadIdx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
+            blockIdx = dim3(bx, by, bz);
+            blockDim = block;
+            gridDim = grid;
+            context = {&block_barrier, warps[t / 32].get(), aligned};
+            kernel(args);
+          });
+        for (auto& th : running) th.join();
+      }
+}
+
+}  // namespace tq::emulation
+#endif

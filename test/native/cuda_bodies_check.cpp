@@ -1,0 +1,226 @@
+// The CUDA row and merge kernels' bodies themselves (kernels/cuda/row_kernels.cuh, attention_merge.cuh), run on the
+// host through kernels/cuda/host_emulation.h with the launch shapes the launches take (their grids, blocks, shared
+// memory and quad or strided form), lanes, shuffles and barriers included, against the host forms the CPU runs
+// (kernels/fused/row_kernels_host.h; the merge's loop as kernels/cascade/attention_merge.cpp runs it). What the
+// host forms' own checks (row_kernels_check.cpp) cannot see, a kernel's indexing, is checked here without a GPU.
+// Prints one JSON line a case: elements compared, elements whose bits differ, and the form the launch took.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/host_emulation.h"
+#include "kernels/cuda/attention_merge.cuh"
+#include "kernels/cuda/row_kernels.cuh"
+#include "kernels/fused/row_kernels_host.h"
+
+using namespace tq;
+
+namespace {
+
+std::mt19937 rng(7);
+
+std::vector<float> randoms(size_t n, float scale = 1.0f, float offset = 0.0f) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = offset + scale * normal(rng);
+  return v;
+}
+
+std::vector<uint16_t> bf16s(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = exact::narrow_bf16(v[i]);
+  return out;
+}
+
+template <typename T>
+int64_t differing(const std::vector<T>& a, const std::vector<T>& b) {
+  int64_t n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
+  return n;
+}
+
+void report(const std::string& kernel, const std::string& form, int64_t compared, int64_t differ) {
+  std::printf("{\"kernel\":\"%s\",\"form\":\"%s\",\"compared\":%lld,\"differing\":%lld}\n", kernel.c_str(), form.c_str(), (long long)compared,
+              (long long)differ);
+}
+
+template <typename Args>
+void run(void (*kernel)(Args), const Args& args, const cuda::Launch& launch) {
+  emulation::run_grid(kernel, args, launch.grid, launch.block, launch.shared_bytes);
+}
+
+// The kernel's body in the form its launch takes (the quad or the strided instance), or the host form; whether quads.
+template <typename Args>
+bool run_as_launched(bool kernel, void (*quads)(Args), void (*strided)(Args), void (*host)(const Args&), const Args& args, const cuda::Launch& launch) {
+  if (!kernel) host(args);
+  else run(launch.quads ? quads : strided, args, launch);
+  return launch.quads;
+}
+
+void add_rms_norm(int n, bool addend_bf16, bool out_bf16) {
+  const int rows_n = 5;
+  const auto residual = randoms(size_t(rows_n) * n, 3.0f), addend32 = randoms(size_t(rows_n) * n), weight = randoms(n, 1.0f, 1.0f);
+  const auto addend16 = bf16s(addend32);
+  const void* addend = addend_bf16 ? static_cast<const void*>(addend16.data()) : addend32.data();
+  auto run_one = [&](bool kernel, std::vector<float>& res, std::vector<float>& out32, std::vector<uint16_t>& out16) {
+    res = residual;
+    out32.assign(residual.size(), 0.0f);
+    out16.assign(residual.size(), 0);
+    rows::AddRmsNormArgs a{rows_n, n, res.data(), addend, addend_bf16, n, weight.data(), 1e-6f, out_bf16 ? static_cast<void*>(out16.data()) : out32.data(), out_bf16};
+    if (kernel) run(cuda::add_rms_norm_kernel, a, cuda::add_rms_norm_launch(a));
+    else rows::add_rms_norm_host(a);
+  };
+  std::vector<float> kr, ko32, hr, ho32;
+  std::vector<uint16_t> ko16, ho16;
+  run_one(true, kr, ko32, ko16);
+  run_one(false, hr, ho32, ho16);
+  report("add_rms_norm n=" + std::to_string(n) + (addend_bf16 ? " bf16 addend" : "") + (out_bf16 ? " bf16 out" : ""), "rows",
+         int64_t(kr.size()) * 2, differing(kr, hr) + (out_bf16 ? differing(ko16, ho16) : differing(ko32, ho32)));
+}
+
+// q, k and v heads of `tokens` tokens through the norm (where `norms`) and RoPE (where `rope`), into q's output, the
+// cache's slots and the step's keys; bf16 with head dim 128 takes the quad form, fp32 the strided one.
+void qk_norm_rope(bool bf16, int dim, bool norms, bool rope) {
+  const int tokens = 5, heads = 4, kv_heads = 2, slots_n = 11, table_rows = 16, width = (heads + 2 * kv_heads) * dim;
+  const auto qkv32 = randoms(size_t(tokens) * width, 2.0f), q_norm = randoms(dim, 0.5f, 1.0f), k_norm = randoms(dim, 0.5f, 1.0f);
+  const auto cos = randoms(size_t(table_rows) * dim), sin = randoms(size_t(table_rows) * dim);
+  const auto qkv16 = bf16s(qkv32);
+  const std::vector<int64_t> rope_rows = {3, 0, 15, 7, 7}, slots = {10, 2, 5, 0, 8};
+  const size_t elem = bf16 ? 2 : 4;
+  struct Out {
+    std::vector<unsigned char> q, k_cache, v_cache, k_step, v_step;
+  };
+  auto run_one = [&](bool kernel, bool& quads) {
+    Out o{std::vector<unsigned char>(size_t(tokens) * heads * dim * elem), std::vector<unsigned char>(size_t(slots_n) * kv_heads * dim * elem),
+          std::vector<unsigned char>(size_t(slots_n) * kv_heads * dim * elem), std::vector<unsigned char>(size_t(tokens) * kv_heads * dim * elem),
+          std::vector<unsigned char>(size_t(tokens) * kv_heads * dim * elem)};
+    rows::QkNormRopeArgs a{tokens, heads, kv_heads, dim, bf16 ? static_cast<const void*>(qkv16.data()) : qkv32.data(), bf16, width,
+                           norms ? q_norm.data() : nullptr, norms ? k_norm.data() : nullptr, 1e-6f, cos.data(), sin.data(),
+                           rope ? rope_rows.data() : nullptr, o.q.data(), o.k_cache.data(), o.v_cache.data(), slots.data(), o.k_step.data(),
+                           o.v_step.data(), bf16};
+    quads = run_as_launched(kernel, cuda::qk_norm_rope_kernel<true>, cuda::qk_norm_rope_kernel<false>, rows::qk_norm_rope_host, a,
+                            cuda::qk_norm_rope_launch(a));
+    return o;
+  };
+  bool quads = false, unused = false;
+  const Out k = run_one(true, quads), h = run_one(false, unused);
+  const int64_t differ = differing(k.q, h.q) + differing(k.k_cache, h.k_cache) + differing(k.v_cache, h.v_cache) + differing(k.k_step, h.k_step) +
+                         differing(k.v_step, h.v_step);
+  report(std::string("qk_norm_rope ") + (bf16 ? "bf16" : "fp32") + " dim=" + std::to_string(dim) + (norms ? " norms" : "") + (rope ? " rope" : ""),
+         quads ? "quads" : "strided", int64_t(k.q.size() + k.k_cache.size() + k.v_cache.size() + k.k_step.size() + k.v_step.size()) / int64_t(elem), differ);
+}
+
+void gated_mul(bool bf16, int n, bool gelu) {
+  const int rows_n = 3;
+  const auto gate_up32 = randoms(size_t(rows_n) * 2 * n, 2.0f);
+  const auto gate_up16 = bf16s(gate_up32);
+  const size_t elem = bf16 ? 2 : 4;
+  auto run_one = [&](bool kernel, bool& quads) {
+    std::vector<unsigned char> out(size_t(rows_n) * n * elem);
+    const char* base = bf16 ? reinterpret_cast<const char*>(gate_up16.data()) : reinterpret_cast<const char*>(gate_up32.data());
+    rows::GatedMulArgs a{rows_n, n, base, base + n * elem, 2 * n, bf16, gelu, out.data()};
+    quads = run_as_launched(kernel, cuda::gated_mul_kernel<true>, cuda::gated_mul_kernel<false>, rows::gated_mul_host, a, cuda::gated_mul_launch(a));
+    return out;
+  };
+  bool quads = false, unused = false;
+  const auto k = run_one(true, quads), h = run_one(false, unused);
+  report(std::string("gated_mul ") + (bf16 ? "bf16" : "fp32") + " n=" + std::to_string(n) + (gelu ? " gelu" : " silu"), quads ? "quads" : "strided",
+         int64_t(k.size() / elem), differing(k, h));
+}
+
+// Rows whose entries lie in two sources (tiers), merged into a new array or in place over the first source; each
+// expected element as the CPU's merge loop forms it (merge::weights, then merge::merged over the entries' elements).
+void attention_merge(bool bf16, bool in_place) {
+  const int heads = 3, dim = 128, rows_n = 6;
+  const int first_rows = rows_n, second_rows = 4;  // source 0: a row each (row r's entry r); source 1: rows 6..9 in the count
+  const std::vector<int32_t> begin = {0, 2, 3, 5, 6, 8, 9};
+  const std::vector<int32_t> entry = {0, 6, 1, 2, 7, 3, 4, 8, 5};  // row 1, 3, 5 alone: row 1 and 5 their own row
+  const size_t elem = bf16 ? 2 : 4;
+  const auto p0 = randoms(size_t(first_rows) * heads * dim), p1 = randoms(size_t(second_rows) * heads * dim);
+  const auto l0 = randoms(size_t(heads) * first_rows, 2.0f), l1 = randoms(size_t(heads) * second_rows, 2.0f);
+  auto bytes = [&](const std::vector<float>& v) {
+    std::vector<unsigned char> out(v.size() * elem);
+    if (bf16) {
+      const auto b = bf16s(v);
+      std::memcpy(out.data(), b.data(), out.size());
+    } else {
+      std::memcpy(out.data(), v.data(), out.size());
+    }
+    return out;
+  };
+  auto value = [&](const std::vector<unsigned char>& src, size_t i) {
+    if (bf16) {
+      uint16_t b;
+      std::memcpy(&b, src.data() + i * 2, 2);
+      return exact::widen(b);
+    }
+    float f;
+    std::memcpy(&f, src.data() + i * 4, 4);
+    return f;
+  };
+  const auto s0 = bytes(p0), s1 = bytes(p1);
+  // The kernel.
+  std::vector<unsigned char> k_first = s0, k_out(size_t(rows_n) * heads * dim * elem);
+  cuda::AttentionMergeArgs a{};
+  a.rows = rows_n, a.heads = heads, a.dim = dim, a.merge_begin = begin.data(), a.merge_entry = entry.data(), a.sources = 2;
+  a.partial[0] = k_first.data(), a.partial[1] = s1.data(), a.lse[0] = l0.data(), a.lse[1] = l1.data();
+  a.start[0] = 0, a.start[1] = first_rows, a.start[2] = first_rows + second_rows;
+  a.partial_bf16 = bf16, a.out_bf16 = bf16, a.in_place_first = in_place, a.out = in_place ? static_cast<void*>(k_first.data()) : k_out.data();
+  const auto grid = cuda::attention_merge_grid(a), block = cuda::attention_merge_block();
+  if (bf16) emulation::run_grid(cuda::attention_merge_kernel<uint16_t, uint16_t>, a, grid, block, 0);
+  else emulation::run_grid(cuda::attention_merge_kernel<float, float>, a, grid, block, 0);
+  const auto& got = in_place ? k_first : k_out;
+  // The CPU's loop.
+  std::vector<unsigned char> want(got.size());
+  const std::vector<unsigned char>* sources[2] = {&s0, &s1};
+  const std::vector<float>* lses[2] = {&l0, &l1};
+  for (int row = 0; row < rows_n; ++row)
+    for (int h = 0; h < heads; ++h) {
+      const int first = begin[row], n = begin[row + 1] - first;
+      float lse[merge::kMaxEntries], weight[merge::kMaxEntries];
+      int src[merge::kMaxEntries], local[merge::kMaxEntries];
+      for (int e = 0; e < n; ++e) {
+        src[e] = merge::source_of(a.start, 2, entry[first + e]);
+        local[e] = entry[first + e] - a.start[src[e]];
+        lse[e] = (*lses[src[e]])[size_t(h) * (a.start[src[e] + 1] - a.start[src[e]]) + local[e]];
+      }
+      const float total = merge::weights(lse, n, weight);
+      for (int d = 0; d < dim; ++d) {
+        float values[merge::kMaxEntries];
+        for (int e = 0; e < n; ++e) values[e] = value(*sources[src[e]], (size_t(local[e]) * heads + h) * dim + d);
+        const float merged = merge::merged_values(weight, values, n, total);
+        const size_t at = (size_t(row) * heads + h) * dim + d;
+        if (bf16) {
+          const uint16_t b = exact::narrow_bf16(merged);
+          std::memcpy(want.data() + at * 2, &b, 2);
+        } else {
+          std::memcpy(want.data() + at * 4, &merged, 4);
+        }
+      }
+    }
+  report(std::string("attention_merge ") + (bf16 ? "bf16" : "fp32") + (in_place ? " in place" : ""), "held", int64_t(got.size() / elem), differing(got, want));
+}
+
+}  // namespace
+
+int main() {
+  for (int n : {37, 1024})
+    for (bool addend_bf16 : {false, true})
+      for (bool out_bf16 : {false, true}) add_rms_norm(n, addend_bf16, out_bf16);
+  qk_norm_rope(true, 128, true, true);
+  qk_norm_rope(true, 128, false, true);
+  qk_norm_rope(true, 128, true, false);
+  qk_norm_rope(false, 64, true, true);
+  qk_norm_rope(true, 64, true, true);
+  for (bool gelu : {false, true}) {
+    gated_mul(true, 3072, gelu);
+    gated_mul(true, 40, gelu);
+    gated_mul(false, 37, gelu);
+  }
+  for (bool bf16 : {false, true})
+    for (bool in_place : {false, true}) attention_merge(bf16, in_place);
+  return 0;
+}

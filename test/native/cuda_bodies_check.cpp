@@ -1,8 +1,9 @@
-// The CUDA row and merge kernels' bodies themselves (kernels/cuda/row_kernels.cuh, attention_merge.cuh), run on the
-// host through kernels/cuda/host_emulation.h with the launch shapes the launches take (their grids, blocks, shared
-// memory and quad or strided form), lanes, shuffles and barriers included, against the host forms the CPU runs
-// (kernels/fused/row_kernels_host.h; the merge's loop as kernels/cascade/attention_merge.cpp runs it). What the
-// host forms' own checks (row_kernels_check.cpp) cannot see, a kernel's indexing, is checked here without a GPU.
+// The CUDA row, merge and readout kernels' bodies themselves (kernels/cuda/row_kernels.cuh, attention_merge.cuh,
+// label_readout.cuh), run on the host through kernels/cuda/host_emulation.h with the launch shapes the launches take
+// (their grids, blocks, shared memory and quad or strided form), lanes, shuffles and barriers included, against the
+// host forms the CPU runs (kernels/fused/row_kernels_host.h; the merge's loop as kernels/cascade/attention_merge.cpp
+// runs it; the readout's functions as engine/readout.cpp runs them). What the host forms' own checks
+// (row_kernels_check.cpp, readout_twin.cpp) cannot see, a kernel's indexing, is checked here without a GPU.
 // Prints one JSON line a case: elements compared, elements whose bits differ, and the form the launch took.
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "kernels/cuda/host_emulation.h"
 #include "kernels/cuda/attention_merge.cuh"
+#include "kernels/cuda/label_readout.cuh"
 #include "kernels/cuda/row_kernels.cuh"
 #include "kernels/fused/row_kernels_host.h"
 
@@ -204,6 +206,38 @@ void attention_merge(bool bf16, bool in_place) {
   report(std::string("attention_merge ") + (bf16 ? "bf16" : "fp32") + (in_place ? " in place" : ""), "held", int64_t(got.size() / elem), differing(got, want));
 }
 
+// Questions of 1, 5 and 12 labels over a hidden size with a tail past the lanes' blocks; each expected logit as the
+// CPU readout forms it (label_readout_math.h: the lanes' partials combined in the warp's tree, soft-capped), then
+// the question's log-probabilities.
+void label_readout(bool bf16, float softcap) {
+  const int hidden_size = 100, vocab = 40;
+  const std::vector<int32_t> offsets = {0, 1, 6, 18};
+  const int questions = 3, labels = offsets.back();
+  std::vector<int64_t> label_ids(labels);
+  for (int i = 0; i < labels; ++i) label_ids[i] = (i * 7 + 3) % vocab;
+  const auto hidden = randoms(size_t(questions) * hidden_size), head32 = randoms(size_t(vocab) * hidden_size, 0.3f);
+  const auto head16 = bf16s(head32);
+  const std::vector<float> temperatures = {1.0f, 0.7f, 2.5f};
+  std::vector<float> logits(labels), log_probs(labels);
+  cuda::LabelReadoutArgs a{hidden.data(), bf16 ? static_cast<const void*>(head16.data()) : head32.data(), bf16, hidden_size, questions,
+                           label_ids.data(), offsets.data(), temperatures.data(), softcap, logits.data(), log_probs.data()};
+  if (bf16) emulation::run_grid(cuda::label_readout_kernel<uint16_t>, a, cuda::label_readout_grid(a), cuda::label_readout_block(), 0);
+  else emulation::run_grid(cuda::label_readout_kernel<float>, a, cuda::label_readout_grid(a), cuda::label_readout_block(), 0);
+  std::vector<float> want_logits(labels), want_log_probs(labels);
+  for (int q = 0; q < questions; ++q) {
+    for (int i = offsets[q]; i < offsets[q + 1]; ++i) {
+      float partial[readout::kLanes];
+      for (int l = 0; l < readout::kLanes; ++l)
+        partial[l] = bf16 ? readout::lane_partial(head16.data() + label_ids[i] * hidden_size, hidden.data() + size_t(q) * hidden_size, hidden_size, l)
+                          : readout::lane_partial(head32.data() + label_ids[i] * hidden_size, hidden.data() + size_t(q) * hidden_size, hidden_size, l);
+      want_logits[i] = readout::soft_cap(readout::combine_lanes(partial), softcap);
+    }
+    readout::log_probs(want_logits.data() + offsets[q], offsets[q + 1] - offsets[q], temperatures[q], want_log_probs.data() + offsets[q]);
+  }
+  report(std::string("label_readout ") + (bf16 ? "bf16" : "fp32") + (softcap > 0 ? " soft-capped" : ""), "block a question", 2 * labels,
+         differing(logits, want_logits) + differing(log_probs, want_log_probs));
+}
+
 }  // namespace
 
 int main() {
@@ -222,5 +256,7 @@ int main() {
   }
   for (bool bf16 : {false, true})
     for (bool in_place : {false, true}) attention_merge(bf16, in_place);
+  for (bool bf16 : {false, true})
+    for (float softcap : {0.0f, 30.0f}) label_readout(bf16, softcap);
   return 0;
 }

@@ -1,10 +1,12 @@
 // The CUDA row, merge and readout kernels' bodies themselves (kernels/cuda/row_kernels.cuh, attention_merge.cuh,
 // label_readout.cuh), run on the host through kernels/cuda/host_emulation.h with the launch shapes the launches take
 // (their grids, blocks, shared memory and quad or strided form), lanes, shuffles and barriers included, against the
-// host forms the CPU runs (kernels/fused/row_kernels_host.h; the merge's loop as kernels/cascade/attention_merge.cpp
-// runs it; the readout's functions as engine/readout.cpp runs them). What the host forms' own checks
+// host forms the CPU runs (kernels/fused/row_kernels_host.h; the CPU's merge, merge_attention; the readout's functions
+// as engine/readout.cpp runs them). What the host forms' own checks
 // (row_kernels_check.cpp, readout_twin.cpp) cannot see, a kernel's indexing, is checked here without a GPU.
 // Prints one JSON line a case: elements compared, elements whose bits differ, and the form the launch took.
+#include <ATen/ATen.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cascade/attention_merge.h"
 #include "kernels/cuda/host_emulation.h"
 #include "kernels/cuda/attention_merge.cuh"
 #include "kernels/cuda/label_readout.cuh"
@@ -133,77 +136,29 @@ void gated_mul(bool bf16, int n, bool gelu) {
          int64_t(k.size() / elem), differing(k, h));
 }
 
-// Rows whose entries lie in two sources (tiers), merged into a new array or in place over the first source; each
-// expected element as the CPU's merge loop forms it (merge::weights, then merge::merged over the entries' elements).
+// Rows whose entries lie in two sources (tiers), merged into a new array or in place over the first source, against
+// the CPU's merge (merge_attention) of the same tiers' results.
 void attention_merge(bool bf16, bool in_place) {
-  const int heads = 3, dim = 128, rows_n = 6;
-  const int first_rows = rows_n, second_rows = 4;  // source 0: a row each (row r's entry r); source 1: rows 6..9 in the count
-  const std::vector<int32_t> begin = {0, 2, 3, 5, 6, 8, 9};
-  const std::vector<int32_t> entry = {0, 6, 1, 2, 7, 3, 4, 8, 5};  // row 1, 3, 5 alone: row 1 and 5 their own row
-  const size_t elem = bf16 ? 2 : 4;
-  const auto p0 = randoms(size_t(first_rows) * heads * dim), p1 = randoms(size_t(second_rows) * heads * dim);
-  const auto l0 = randoms(size_t(heads) * first_rows, 2.0f), l1 = randoms(size_t(heads) * second_rows, 2.0f);
-  auto bytes = [&](const std::vector<float>& v) {
-    std::vector<unsigned char> out(v.size() * elem);
-    if (bf16) {
-      const auto b = bf16s(v);
-      std::memcpy(out.data(), b.data(), out.size());
-    } else {
-      std::memcpy(out.data(), v.data(), out.size());
-    }
-    return out;
-  };
-  auto value = [&](const std::vector<unsigned char>& src, size_t i) {
-    if (bf16) {
-      uint16_t b;
-      std::memcpy(&b, src.data() + i * 2, 2);
-      return exact::widen(b);
-    }
-    float f;
-    std::memcpy(&f, src.data() + i * 4, 4);
-    return f;
-  };
-  const auto s0 = bytes(p0), s1 = bytes(p1);
-  // The kernel.
-  std::vector<unsigned char> k_first = s0, k_out(size_t(rows_n) * heads * dim * elem);
+  const int heads = 3, dim = 128, rows_n = 6, second_rows = 4;  // source 0: a row each (row r's entry r); source 1: rows 6..9
+  const DeviceMerge m{{0, 2, 3, 5, 6, 8, 9}, {0, 6, 1, 2, 7, 3, 4, 8, 5}, {}, {}};  // rows 1, 3 and 5 in their own tier alone
+  const auto dtype = bf16 ? at::kBFloat16 : at::kFloat;
+  const std::vector<PartialResult> parts = {{at::randn({rows_n, heads, dim}).to(dtype), at::randn({heads, rows_n}) * 2},
+                                            {at::randn({second_rows, heads, dim}).to(dtype), at::randn({heads, second_rows}) * 2}};
+  // The kernel, over copies (in place it writes into the first).
+  auto first = parts[0].out.clone(), second = parts[1].out.clone(), out = at::empty_like(first);
   cuda::AttentionMergeArgs a{};
-  a.rows = rows_n, a.heads = heads, a.dim = dim, a.merge_begin = begin.data(), a.merge_entry = entry.data(), a.sources = 2;
-  a.partial[0] = k_first.data(), a.partial[1] = s1.data(), a.lse[0] = l0.data(), a.lse[1] = l1.data();
-  a.start[0] = 0, a.start[1] = first_rows, a.start[2] = first_rows + second_rows;
-  a.partial_bf16 = bf16, a.out_bf16 = bf16, a.in_place_first = in_place, a.out = in_place ? static_cast<void*>(k_first.data()) : k_out.data();
+  a.rows = rows_n, a.heads = heads, a.dim = dim, a.merge_begin = m.begin.data(), a.merge_entry = m.entry.data(), a.sources = 2;
+  a.partial[0] = first.data_ptr(), a.partial[1] = second.data_ptr(), a.lse[0] = parts[0].lse.data_ptr<float>(), a.lse[1] = parts[1].lse.data_ptr<float>();
+  a.start[0] = 0, a.start[1] = rows_n, a.start[2] = rows_n + second_rows;
+  a.partial_bf16 = bf16, a.out_bf16 = bf16, a.in_place_first = in_place, a.out = in_place ? first.data_ptr() : out.data_ptr();
   const auto grid = cuda::attention_merge_grid(a), block = cuda::attention_merge_block();
   if (bf16) emulation::run_grid(cuda::attention_merge_kernel<uint16_t, uint16_t>, a, grid, block, 0);
   else emulation::run_grid(cuda::attention_merge_kernel<float, float>, a, grid, block, 0);
-  const auto& got = in_place ? k_first : k_out;
-  // The CPU's loop.
-  std::vector<unsigned char> want(got.size());
-  const std::vector<unsigned char>* sources[2] = {&s0, &s1};
-  const std::vector<float>* lses[2] = {&l0, &l1};
-  for (int row = 0; row < rows_n; ++row)
-    for (int h = 0; h < heads; ++h) {
-      const int first = begin[row], n = begin[row + 1] - first;
-      float lse[merge::kMaxEntries], weight[merge::kMaxEntries];
-      int src[merge::kMaxEntries], local[merge::kMaxEntries];
-      for (int e = 0; e < n; ++e) {
-        src[e] = merge::source_of(a.start, 2, entry[first + e]);
-        local[e] = entry[first + e] - a.start[src[e]];
-        lse[e] = (*lses[src[e]])[size_t(h) * (a.start[src[e] + 1] - a.start[src[e]]) + local[e]];
-      }
-      const float total = merge::weights(lse, n, weight);
-      for (int d = 0; d < dim; ++d) {
-        float values[merge::kMaxEntries];
-        for (int e = 0; e < n; ++e) values[e] = value(*sources[src[e]], (size_t(local[e]) * heads + h) * dim + d);
-        const float merged = merge::merged_values(weight, values, n, total);
-        const size_t at = (size_t(row) * heads + h) * dim + d;
-        if (bf16) {
-          const uint16_t b = exact::narrow_bf16(merged);
-          std::memcpy(want.data() + at * 2, &b, 2);
-        } else {
-          std::memcpy(want.data() + at * 4, &merged, 4);
-        }
-      }
-    }
-  report(std::string("attention_merge ") + (bf16 ? "bf16" : "fp32") + (in_place ? " in place" : ""), "held", int64_t(got.size() / elem), differing(got, want));
+  const auto got = in_place ? first : out;
+  const auto want = merge_attention(m, parts, dtype);
+  const auto bits = [&](const at::Tensor& t) { return t.contiguous().view(bf16 ? at::kShort : at::kInt); };
+  report(std::string("attention_merge ") + (bf16 ? "bf16" : "fp32") + (in_place ? " in place" : ""), "held", got.numel(),
+         bits(got).ne(bits(want)).sum().item<int64_t>());
 }
 
 // Questions of 1, 5 and 12 labels over a hidden size with a tail past the lanes' blocks; each expected logit as the

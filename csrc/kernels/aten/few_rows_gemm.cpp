@@ -135,8 +135,7 @@ FewRowsGemm::Choice FewRowsGemm::measure(const at::Tensor& x, const at::Tensor& 
 }
 
 const at::Tensor& FewRowsGemm::neg_zero(const at::Tensor& w) {
-  const std::tuple<int64_t, int, std::string> key{w.size(0), static_cast<int>(w.scalar_type()), w.device().str()};
-  auto& bias = neg_zeros_[key];
+  auto& bias = neg_zeros_[{w.size(0), static_cast<int>(w.scalar_type())}];
   if (!bias.defined()) bias = at::full({w.size(0)}, -0.0, w.options());
   return bias;
 }

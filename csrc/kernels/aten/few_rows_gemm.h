@@ -20,8 +20,8 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace tq {
@@ -77,7 +77,7 @@ class FewRowsGemm {
   Timer time_us_;
   std::mutex mutex_;  // the maps below: a model's linears share them
   std::map<Key, Choice> chosen_;
-  std::map<std::tuple<int64_t, int, std::string>, at::Tensor> neg_zeros_;  // by out, dtype, device
+  std::map<std::pair<int64_t, int>, at::Tensor> neg_zeros_;  // by out, dtype (a model's linears share one device)
 };
 
 // The CUDA engine's timer: `reps` calls queued behind a sleeping kernel (so the GPU runs them back to back, not at the

@@ -26,15 +26,15 @@ const kernels = fs.readdirSync(path.join(csrc, 'kernels', 'cuda')).filter((f) =>
 /** Runs commands as many at a time as there are cores: every compile of this file is queued as it loads, so they share the cores. */
 const waiting: (() => void)[] = [];
 let running = 0;
-function run(file: string, args: string[]): Promise<void> {
+function run(file: string, args: string[]): Promise<string> {
   const start = () =>
-    new Promise<void>((resolve, reject) => {
+    new Promise<string>((resolve, reject) => {
       running++;
       execFile(file, args, (error, _stdout, stderr) => {
         running--;
         waiting.shift()?.();
         if (error) reject(new Error(`${args[args.length - 1]}:\n${stderr}`));
-        else resolve();
+        else resolve(stderr);
       });
     });
   const queued = running < os.cpus().length ? start() : new Promise<void>((go) => waiting.push(go)).then(start);
@@ -42,15 +42,28 @@ function run(file: string, args: string[]): Promise<void> {
   return queued;
 }
 
-/** A kernel's nvcc compile, queued now; a missing nvcc is the test's failure, not the file's. */
-function nvccBuild(file: string): Promise<void> {
+/** A kernel's nvcc compile, queued now, to ptxas's report of each kernel's resources; a missing nvcc is the test's failure, not the file's. */
+function nvccBuild(file: string): Promise<string> {
   let compiler: string;
   try {
     compiler = nvcc();
   } catch (error) {
     return Promise.reject(error);
   }
-  return run(compiler, ['-std=c++17', '-O3', '-arch=sm_90', '-Werror', 'all-warnings', `-I${csrc}`, '-c', path.join(csrc, 'kernels', 'cuda', file), '-o', path.join(scratch, `${file}.o`)]);
+  return run(compiler, ['-std=c++17', '-O3', '-arch=sm_90', '-Werror', 'all-warnings', '--resource-usage', `-I${csrc}`, '-c', path.join(csrc, 'kernels', 'cuda', file), '-o', path.join(scratch, `${file}.o`)]);
+}
+
+/** ptxas's report: each kernel's stack frame in bytes, by its mangled name. */
+function stackFrames(report: string): Map<string, number> {
+  const frames = new Map<string, number>();
+  let kernel = '';
+  for (const line of report.split('\n')) {
+    const named = /Function properties for (\S+)/.exec(line);
+    if (named) kernel = named[1];
+    const frame = /(\d+) bytes stack frame/.exec(line);
+    if (frame && kernel) frames.set(kernel, Number(frame[1]));
+  }
+  return frames;
 }
 
 // Queued as the file loads, ahead of the CUDA build's check below (its units' compiles): each kernel's test then waits
@@ -65,6 +78,16 @@ test('there are CUDA kernels to compile', () => {
 test.each(kernels)('%s compiles for sm_90 with nvcc, without torch', async (file) => {
   await nvccBuilds.get(file);
   expect(fs.statSync(path.join(scratch, `${file}.o`)).size).toBeGreaterThan(0);
+}, 120_000);
+
+// A kernel whose per-row arrays (a merge's entries, a tile's fetch) are indexed by a loop of run-time length keeps them
+// on the stack, in local memory: each access a trip through L1, and a loop's loads no longer issued together. The
+// latency-bound kernels (a few rows a launch, on a warm question) are written with loops of fixed length so that this
+// never happens (docs/gpu.md, "The row kernels' loads"). fp8_gemm's tile spills a few registers and is not one of them.
+test.each(kernels.filter((file) => file !== 'fp8_gemm.cu'))('%s: every kernel holds its arrays in registers (no stack frame)', async (file) => {
+  const frames = stackFrames(await nvccBuilds.get(file)!);
+  expect(frames.size).toBeGreaterThan(0);
+  expect([...frames].filter(([, bytes]) => bytes > 0)).toEqual([]);
 }, 120_000);
 
 test('the readout arithmetic is the same bits at -O0 and at -O3 with FMA allowed (no contraction)', () => {
@@ -117,7 +140,7 @@ const objectOf = (unit: string) => path.join(scratch, `${path.basename(unit)}.${
 let cudaBuildFlags: string[] = [];
 const cudaBuildCheck = (async () => {
   // The headers unpacked and ATen's precompiled (scripts/torch2-pch.js): the set-up's while current, else made here.
-  const headers = torch2Pch.fresh() ?? (await torch2Pch.make(path.join(scratch, 'torch2-pch'), run));
+  const headers = torch2Pch.fresh() ?? (await torch2Pch.make(path.join(scratch, 'torch2-pch'), (file, args) => run(file, args).then(() => undefined)));
   cudaBuildFlags = headers.flags;
   // -O0: the undefined symbols are the calls the source makes; code generation is the cost over a syntax check.
   const output = (unit: string) => (linkUnits.includes(unit) ? ['-c', '-O0', '-o', objectOf(unit)] : ['-fsyntax-only']);

@@ -65,11 +65,12 @@ bool run_as_launched(bool kernel, void (*quads)(Args), void (*strided)(Args), vo
   return launch.quads;
 }
 
-void add_rms_norm(int n, bool addend_bf16, bool out_bf16) {
+// with_addend false: the residual alone normed (a forward's first norm), left as it is.
+void add_rms_norm(int n, bool addend_bf16, bool out_bf16, bool with_addend = true) {
   const int rows_n = 5;
   const auto residual = randoms(size_t(rows_n) * n, 3.0f), addend32 = randoms(size_t(rows_n) * n), weight = randoms(n, 1.0f, 1.0f);
   const auto addend16 = bf16s(addend32);
-  const void* addend = addend_bf16 ? static_cast<const void*>(addend16.data()) : addend32.data();
+  const void* addend = !with_addend ? nullptr : addend_bf16 ? static_cast<const void*>(addend16.data()) : addend32.data();
   auto run_one = [&](bool kernel, std::vector<float>& res, std::vector<float>& out32, std::vector<uint16_t>& out16) {
     res = residual;
     out32.assign(residual.size(), 0.0f);
@@ -82,14 +83,16 @@ void add_rms_norm(int n, bool addend_bf16, bool out_bf16) {
   std::vector<uint16_t> ko16, ho16;
   run_one(true, kr, ko32, ko16);
   run_one(false, hr, ho32, ho16);
-  report("add_rms_norm n=" + std::to_string(n) + (addend_bf16 ? " bf16 addend" : "") + (out_bf16 ? " bf16 out" : ""), "rows",
+  report("add_rms_norm n=" + std::to_string(n) + (!with_addend ? " no addend" : addend_bf16 ? " bf16 addend" : "") + (out_bf16 ? " bf16 out" : ""), "rows",
          int64_t(kr.size()) * 2, differing(kr, hr) + (out_bf16 ? differing(ko16, ho16) : differing(ko32, ho32)));
 }
 
 // q, k and v heads of `tokens` tokens through the norm (where `norms`) and RoPE (where `rope`), into q's output, the
 // cache's slots and the step's keys; bf16 with head dim 128 takes the quad form, fp32 the strided one.
-void qk_norm_rope(bool bf16, int dim, bool norms, bool rope) {
-  const int tokens = 5, heads = 4, kv_heads = 2, slots_n = 11, table_rows = 16, width = (heads + 2 * kv_heads) * dim;
+// heads, kv_heads: 4 and 2 (a warp a head in the quad form's block per token), or 28 and 4 (36 heads: the quad form's
+// warps take 4 heads at once, then the last 4 in a second pass).
+void qk_norm_rope(bool bf16, int dim, bool norms, bool rope, int heads = 4, int kv_heads = 2) {
+  const int tokens = 5, slots_n = 11, table_rows = 16, width = (heads + 2 * kv_heads) * dim;
   const auto qkv32 = randoms(size_t(tokens) * width, 2.0f), q_norm = randoms(dim, 0.5f, 1.0f), k_norm = randoms(dim, 0.5f, 1.0f);
   const auto cos = randoms(size_t(table_rows) * dim), sin = randoms(size_t(table_rows) * dim);
   const auto qkv16 = bf16s(qkv32);
@@ -114,7 +117,8 @@ void qk_norm_rope(bool bf16, int dim, bool norms, bool rope) {
   const Out k = run_one(true, quads), h = run_one(false, unused);
   const int64_t differ = differing(k.q, h.q) + differing(k.k_cache, h.k_cache) + differing(k.v_cache, h.v_cache) + differing(k.k_step, h.k_step) +
                          differing(k.v_step, h.v_step);
-  report(std::string("qk_norm_rope ") + (bf16 ? "bf16" : "fp32") + " dim=" + std::to_string(dim) + (norms ? " norms" : "") + (rope ? " rope" : ""),
+  report(std::string("qk_norm_rope ") + (bf16 ? "bf16" : "fp32") + " dim=" + std::to_string(dim) + " heads=" + std::to_string(heads) + "+2x" +
+             std::to_string(kv_heads) + (norms ? " norms" : "") + (rope ? " rope" : ""),
          quads ? "quads" : "strided", int64_t(k.q.size() + k.k_cache.size() + k.v_cache.size() + k.k_step.size() + k.v_step.size()) / int64_t(elem), differ);
 }
 
@@ -196,12 +200,15 @@ void label_readout(bool bf16, float softcap) {
 }  // namespace
 
 int main() {
-  for (int n : {37, 1024})
+  // 2,500: a thread's elements in three passes of kRowAhead, the last one short.
+  for (int n : {37, 1024, 2500})
     for (bool addend_bf16 : {false, true})
       for (bool out_bf16 : {false, true}) add_rms_norm(n, addend_bf16, out_bf16);
+  add_rms_norm(2500, false, true, /*with_addend=*/false);
   qk_norm_rope(true, 128, true, true);
   qk_norm_rope(true, 128, false, true);
   qk_norm_rope(true, 128, true, false);
+  qk_norm_rope(true, 128, true, true, 28, 4);
   qk_norm_rope(false, 64, true, true);
   qk_norm_rope(true, 64, true, true);
   for (bool gelu : {false, true}) {

@@ -58,7 +58,7 @@ at::Tensor merge_on_cpu(const DeviceMerge& m, const Sources& s, at::ScalarType o
   auto out = in_place ? s.partial[0] : at::empty({rows, heads, dim}, at::kFloat);
   float* o = out.data_ptr<float>();
   at::parallel_for(0, rows * heads, 16, [&](int64_t begin, int64_t end) {
-    float lses[merge::kMaxEntries], weight[merge::kMaxEntries];
+    float lses[merge::kMaxEntries] = {}, weight[merge::kMaxEntries] = {};
     const float* base[merge::kMaxEntries];
     const float* value[merge::kMaxEntries];
     for (int64_t item = begin; item < end; ++item) {

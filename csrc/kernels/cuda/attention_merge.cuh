@@ -22,10 +22,19 @@ __global__ void attention_merge_kernel(AttentionMergeArgs a) {
   const int row = static_cast<int>(item / a.heads), head = static_cast<int>(item % a.heads);
   const int first = a.merge_begin[row], n = a.merge_begin[row + 1] - first;
   if (a.in_place_first && n == 1 && a.merge_entry[first] == row) return;  // its value is the merged one, where it lies
+  // Loops of fixed length over the entries (guarded by n), here and below: the arrays stay in registers (a loop of n
+  // puts them on the stack), and a loop's loads are issued together, the entries' rows first, then every log-sum-exp
+  // and value, where a loop of n waited out each entry's row, then its log-sum-exp, in turn.
   float lse[merge::kMaxEntries], weight[merge::kMaxEntries];
   const In* base[merge::kMaxEntries];
-  for (int e = 0; e < n; ++e) {
-    const int r = a.merge_entry[first + e], s = merge::source_of(a.start, a.sources, r), local = r - a.start[s];
+  int entry[merge::kMaxEntries];
+#pragma unroll
+  for (int e = 0; e < merge::kMaxEntries; ++e)
+    if (e < n) entry[e] = a.merge_entry[first + e];
+#pragma unroll
+  for (int e = 0; e < merge::kMaxEntries; ++e) {
+    if (e >= n) break;
+    const int r = entry[e], s = merge::source_of(a.start, a.sources, r), local = r - a.start[s];
     lse[e] = a.lse[s][static_cast<int64_t>(head) * (a.start[s + 1] - a.start[s]) + local];
     base[e] = static_cast<const In*>(a.partial[s]) + (static_cast<int64_t>(local) * a.heads + head) * a.dim;
   }
@@ -53,7 +62,9 @@ __global__ void attention_merge_kernel(AttentionMergeArgs a) {
   }
   const In* value[merge::kMaxEntries];
   for (int d = lane; d < a.dim; d += kLanes) {
-    for (int e = 0; e < n; ++e) value[e] = base[e] + d;
+#pragma unroll
+    for (int e = 0; e < merge::kMaxEntries; ++e)
+      if (e < n) value[e] = base[e] + d;
     exact::store(merge::merged(weight, value, n, total), out + d);
   }
 }

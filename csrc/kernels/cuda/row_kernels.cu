@@ -4,13 +4,15 @@
 // squares there (the CPU kernels' 16 lanes, each a sum in element order: that order
 // is what keeps the bits, so it is not a tree), thread 0 turns the lane sums into
 // the row's scale, and every thread writes its strided share of the outputs. Why
-// shared memory: a row is a few KB, so the kernel's time is latency, and a loop that
-// loads from and stores to global memory waits out each load in turn (the compiler
-// cannot know a store does not feed the next load); loops that load global memory
-// into shared memory, or read-only global memory (__ldg) into a global store, issue
-// their loads together. qk_norm_rope: one warp per head (a head is at most 256
-// values, too little for a block and its barriers): the same lane sums by lanes
-// 0-15, each lane taking the sixteen by shuffle and forming the scale alike.
+// shared memory: a row is a few KB, so the kernel's time is latency. A loop whose
+// iterations each load and then put what they loaded waits out one round trip to
+// memory per iteration (nvcc does not unroll it, so no load is issued ahead): a
+// thread loads its kRowAhead elements into registers in a loop of fixed length
+// first, then puts them. qk_norm_rope: a warp per head (a head is at most 256
+// values, too little for a block and its barriers), the same lane sums by lanes
+// 0-15, each lane taking the sixteen by shuffle and forming the scale alike; in
+// its quad form (bf16, heads of 128) a block per token, whose warps take its heads
+// four at a time with their loads issued together (row_kernels.cuh says why).
 // gated_mul: one block per row, its threads along the row. Where bf16 rows and
 // heads allow, qk_norm_rope and gated_mul move four values in one access. The arithmetic is
 // kernels/math/row_kernels_math.h, the CPU kernels' own.

@@ -19,6 +19,7 @@ using rows::QkNormRopeArgs;
 namespace {
 
 constexpr int kThreads = 128;     // add_rms_norm's block (a row)
+constexpr int kRowAhead = 8;      // add_rms_norm's elements a thread loads at once (a row of 1,024: all of them)
 constexpr int kRowThreads = 256;  // gated_mul's block (a row of the MLP's width)
 constexpr int kMaxHeadDim = 256;
 constexpr int kDefaultSharedBytes = 48 << 10;  // a launch's dynamic shared memory without opting in
@@ -39,10 +40,26 @@ __global__ void add_rms_norm_kernel(AddRmsNormArgs a) {
   __shared__ float scale;
   const int64_t r = blockIdx.x;
   float* residual = a.residual + r * a.n;
-  // The weights are read with the row, in the same round trip to memory, not after the row's scale is known.
-  for (int j = threadIdx.x; j < a.n; j += blockDim.x) {
-    weights[j] = __ldg(a.weight + j);
-    row[j] = a.addend ? exact::add(residual[j], load_read_only(a.addend, r * a.addend_stride + j, a.addend_bf16)) : residual[j];
+  // The weights are read with the row, in the same round trip to memory, not after the row's scale is known; and a
+  // thread's kRowAhead elements of each are loaded before any is put, in loops of fixed length: a loop that puts each
+  // element as it comes waits out one round trip per element (the compiler issues no load of the next iteration ahead).
+  for (int base = threadIdx.x; base < a.n; base += kRowAhead * blockDim.x) {
+    float res[kRowAhead], add[kRowAhead], w[kRowAhead];
+#pragma unroll
+    for (int k = 0; k < kRowAhead; ++k) {
+      const int j = base + k * blockDim.x;
+      if (j >= a.n) break;
+      w[k] = __ldg(a.weight + j);
+      res[k] = residual[j];
+      if (a.addend) add[k] = load_read_only(a.addend, r * a.addend_stride + j, a.addend_bf16);
+    }
+#pragma unroll
+    for (int k = 0; k < kRowAhead; ++k) {
+      const int j = base + k * blockDim.x;
+      if (j >= a.n) break;
+      weights[j] = w[k];
+      row[j] = a.addend ? exact::add(res[k], add[k]) : res[k];
+    }
   }
   __syncthreads();
   if (a.addend)
@@ -80,34 +97,58 @@ __device__ void load_four(const float* p, float* to) {
   to[0] = v.x, to[1] = v.y, to[2] = v.z, to[3] = v.w;
 }
 
-// A q or k head of 128 bf16 values, lane l taking elements 4l..4l+3: its norm (where `norm`), RoPE (where the token has
-// a table row) and stores. Every global load the head needs is issued first, together: its values, the norm's
-// weights and the RoPE table's entries for the lane's four elements (their addresses depend on the token alone), so a
-// warp waits out the table row's index and then its entries, where the strided form waited out each load in turn
-// (docs/gpu.md, "The row kernels' loads"). Each value is the same function of the same inputs as in the strided form
-// (row_kernels_math.h), so the same bits.
-__device__ void quad_norm_rope(const QkNormRopeArgs& a, int t, int64_t in_row, const float* norm, float* inputs, float* normed,
-                               void* out, int64_t out_row, void* step, int64_t step_row, int lane) {
+// The quad form: a block per token, its warps taking the token's heads in turn (warp w: heads w, w + 8, ...), lane l
+// elements 4l..4l+3 of a head of 128. Every global load a block needs is issued before any value is used: the
+// token's RoPE table row index and cache slot, then each warp's heads' values (kHeadsAhead of them at once), the
+// norms' weights, and the table row's entries, which are the same for every head of the token and so read once. A
+// block then waits out two round trips to memory for a whole token, where a warp per head waited out two for one
+// head, and a launch is tokens blocks, not tokens x heads / 8 (the kernel was bound by its blocks' latency:
+// docs/gpu.md, "The row kernels' loads"). The heads' values go to shared memory as they arrive and are computed on
+// from there one head at a time (held in registers, four heads' norms unrolled took 168 registers a thread). Each
+// value is the same function of the same inputs as in the strided form (row_kernels_math.h), so the same bits.
+constexpr int kHeadsAhead = 4;  // a warp's heads loaded at once (a token of 32 heads: all of them)
+
+// The RoPE table's entries for the lane's four elements: the token's, the same for each of its heads.
+struct TokenTable {
+  float cos_at[4] = {}, sin_at[4] = {};
+};
+
+// Head h of token t: q heads [0, heads), then kv_heads of k, then of v. Where it goes: q's output, or the cache's
+// slot (`slot`, the token's: read once for its heads) and (where asked) the step's keys at the token's row.
+struct HeadPlace {
+  bool is_v, is_q;
+  int64_t in_row, out_row, step_row;
+};
+__device__ HeadPlace head_place(const QkNormRopeArgs& a, int t, int h, int64_t slot) {
+  const int d = a.head_dim;
+  const bool is_q = h < a.heads, is_v = h >= a.heads + a.kv_heads;
+  const int kv = is_q ? 0 : (h - a.heads) % a.kv_heads;
+  const int64_t in_row = static_cast<int64_t>(t) * a.token_stride + static_cast<int64_t>(h) * d;
+  const int64_t out_row = is_q ? (static_cast<int64_t>(t) * a.heads + h) * d : (slot * a.kv_heads + kv) * d;
+  return {is_v, is_q, in_row, out_row, is_q ? 0 : (static_cast<int64_t>(t) * a.kv_heads + kv) * d};
+}
+
+// A head's norm scale, the same in every lane of the warp: lanes 0-15 sum their squares in element order, and every
+// lane takes the sixteen sums and forms the scale alike.
+__device__ float warp_norm_scale(const float* row, int d, float eps, int lane) {
+  const float mine = lane < rows::kNormLanes ? rows::norm_lane_sum(row, d, lane) : 0.0f;
+  float lane_sums[rows::kNormLanes];
+  for (int l = 0; l < rows::kNormLanes; ++l) lane_sums[l] = __shfl_sync(0xffffffffu, mine, l);
+  return rows::norm_scale(lane_sums, row, d, eps);
+}
+
+// A q or k head's norm (where `norm`, by the lane's four `weights`) and RoPE (where the token has a table row), from
+// its values in `inputs` (the whole head, widened), through `normed` (the warp's row: the norm's lane sums and RoPE's
+// partners read the whole head): its lane's narrowed quad.
+__device__ Bf16Quad quad_norm_rope(const QkNormRopeArgs& a, const float* inputs, bool norm, const float (&weights)[4], const TokenTable& table,
+                                   float* normed, int lane) {
   const int d = a.head_dim, half = d / 2, first = 4 * lane;
-  const Bf16Quad raw = read_quad(a.qkv, in_row, lane);
-  float weights[4], cos_at[4], sin_at[4];
-  if (norm) load_four(norm + first, weights);
-  if (a.rope_rows) {
-    const int64_t table_row = a.rope_rows[t] * d;
-    load_four(a.cos + table_row + first, cos_at);
-    load_four(a.sin + table_row + first, sin_at);
-  }
   float mine[4];
-  rows::widen_quad(raw, mine);
-  for (int i = 0; i < 4; ++i) inputs[first + i] = mine[i];
-  __syncwarp();
+  for (int i = 0; i < 4; ++i) mine[i] = inputs[first + i];
   const float* row = inputs;
   if (norm) {
-    // Lanes 0-15 sum their squares in element order; every lane takes the sixteen sums and forms the same scale.
-    const float lane_sum = lane < rows::kNormLanes ? rows::norm_lane_sum(inputs, d, lane) : 0.0f;
-    float lane_sums[rows::kNormLanes];
-    for (int l = 0; l < rows::kNormLanes; ++l) lane_sums[l] = __shfl_sync(0xffffffffu, lane_sum, l);
-    const float scale = rows::norm_scale(lane_sums, inputs, d, a.eps);
+    const float scale = warp_norm_scale(inputs, d, a.eps, lane);
+    __syncwarp();  // the warp's last head has been read out of `normed`
     for (int i = 0; i < 4; ++i) normed[first + i] = mine[i] = rows::norm_out(mine[i], scale, weights[i]);
     __syncwarp();
     row = normed;
@@ -115,72 +156,107 @@ __device__ void quad_norm_rope(const QkNormRopeArgs& a, int t, int64_t in_row, c
   float quad[4];
   for (int i = 0; i < 4; ++i) {
     const int j = first + i;
-    quad[i] = a.rope_rows ? rows::rope_value(mine[i], row[j < half ? j + half : j - half], cos_at[i], sin_at[i], j < half) : mine[i];
+    quad[i] = a.rope_rows ? rows::rope_value(mine[i], row[j < half ? j + half : j - half], table.cos_at[i], table.sin_at[i], j < half) : mine[i];
   }
-  const auto narrowed = rows::narrow_quad(quad);
-  write_quad(out, out_row, lane, narrowed);
-  if (step) write_quad(step, step_row, lane, narrowed);
+  return rows::narrow_quad(quad);
+}
+
+// The warp's heads from `base` (base, base + kHeadsPerBlock, ...: kHeadsAhead of them): their quads loaded together,
+// then widened into their rows of `heads_in` ([kHeadsAhead][kQuadHeadDim]) as they arrive.
+__device__ void load_heads(const QkNormRopeArgs& a, int t, int base, int per_token, int lane, float* heads_in) {
+  Bf16Quad raw[kHeadsAhead];
+#pragma unroll
+  for (int k = 0; k < kHeadsAhead; ++k) {
+    const int h = base + k * kHeadsPerBlock;
+    if (h < per_token) raw[k] = read_quad(a.qkv, static_cast<int64_t>(t) * a.token_stride + static_cast<int64_t>(h) * a.head_dim, lane);
+  }
+  __syncwarp();  // the rows' last heads have been read
+#pragma unroll
+  for (int k = 0; k < kHeadsAhead; ++k)
+    if (base + k * kHeadsPerBlock < per_token) rows::widen_quad(raw[k], heads_in + k * kQuadHeadDim + 4 * lane);
+  __syncwarp();
+}
+
+// heads_in: the warp's [kHeadsAhead][kQuadHeadDim] rows; normed: its [kQuadHeadDim] row.
+__device__ void qk_norm_rope_token(const QkNormRopeArgs& a, float* heads_in, float* normed) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, first = 4 * lane;
+  const int t = blockIdx.x, per_token = a.heads + 2 * a.kv_heads;
+  // Issued in this order, so that no load waits behind one whose address is not known yet: the table row's index and
+  // the token's slot, the norms' weights; then the table row's entries (their address waits for the index) and the
+  // warp's first heads.
+  const int64_t table_row = a.rope_rows ? a.rope_rows[t] * a.head_dim : 0;
+  const int64_t slot = a.kv_heads > 0 ? a.slots[t] : 0;
+  float q_weights[4] = {}, k_weights[4] = {};
+  if (a.q_norm) load_four(a.q_norm + first, q_weights);
+  if (a.k_norm) load_four(a.k_norm + first, k_weights);
+  TokenTable table;
+  if (a.rope_rows) {
+    load_four(a.cos + table_row + first, table.cos_at);
+    load_four(a.sin + table_row + first, table.sin_at);
+  }
+  for (int base = warp; base < per_token; base += kHeadsPerBlock * kHeadsAhead) {
+    load_heads(a, t, base, per_token, lane, heads_in);
+#pragma unroll 1
+    for (int k = 0; k < kHeadsAhead; ++k) {
+      const int h = base + k * kHeadsPerBlock;
+      if (h >= per_token) break;
+      const HeadPlace place = head_place(a, t, h, slot);
+      const float* in = heads_in + k * kQuadHeadDim;
+      if (place.is_v) {  // v: into its cache slot as it is, widened and narrowed as the strided form does (a NaN's payload too)
+        const auto narrowed = rows::narrow_quad(in + first);
+        write_quad(a.v_cache, place.out_row, lane, narrowed);
+        if (a.v_step) write_quad(a.v_step, place.step_row, lane, narrowed);
+        continue;
+      }
+      float weights[4];
+      for (int i = 0; i < 4; ++i) weights[i] = place.is_q ? q_weights[i] : k_weights[i];
+      const auto narrowed = quad_norm_rope(a, in, place.is_q ? a.q_norm != nullptr : a.k_norm != nullptr, weights, table, normed, lane);
+      write_quad(place.is_q ? a.q_out : a.k_cache, place.out_row, lane, narrowed);
+      if (!place.is_q && a.k_step) write_quad(a.k_step, place.step_row, lane, narrowed);
+    }
+  }
 }
 
 template <bool kQuad>
 __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
-  __shared__ float inputs[kHeadsPerBlock][kMaxHeadDim], normed_rows[kHeadsPerBlock][kMaxHeadDim];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if constexpr (kQuad) {
+    __shared__ float heads_in[kHeadsPerBlock][kHeadsAhead * kQuadHeadDim], normed[kHeadsPerBlock][kQuadHeadDim];
+    qk_norm_rope_token(a, heads_in[warp], normed[warp]);
+    return;
+  }
+  __shared__ float inputs[kHeadsPerBlock][kMaxHeadDim], normed_rows[kHeadsPerBlock][kMaxHeadDim];
   const int per_token = a.heads + 2 * a.kv_heads, d = a.head_dim;
   const int item = blockIdx.x * kHeadsPerBlock + warp;
   if (item >= a.tokens * per_token) return;
   const int t = item / per_token, h = item % per_token;
-  const int64_t in_row = static_cast<int64_t>(t) * a.token_stride + static_cast<int64_t>(h) * d;
-  // k and v heads: their row in the cache, at the token's slot.
-  const int64_t slot_row = h < a.heads ? 0 : (a.slots[t] * a.kv_heads + (h - a.heads) % a.kv_heads) * d;
-  // And in the step's keys (where asked), the same values at the token's row.
-  const int64_t step_row = h < a.heads ? 0 : (static_cast<int64_t>(t) * a.kv_heads + (h - a.heads) % a.kv_heads) * d;
-  if (h >= a.heads + a.kv_heads) {  // v: into its cache slot as it is
-    if constexpr (kQuad) {  // widened and narrowed as the strided form does (a NaN's payload too)
-      float quad[4];
-      rows::widen_quad(read_quad(a.qkv, in_row, lane), quad);
-      const auto narrowed = rows::narrow_quad(quad);
-      write_quad(a.v_cache, slot_row, lane, narrowed);
-      if (a.v_step) write_quad(a.v_step, step_row, lane, narrowed);
-    } else {
-      for (int j = lane; j < d; j += kWarp) {
-        const float value = load(a.qkv, in_row + j, a.qkv_bf16);
-        put(a.v_cache, slot_row + j, value, a.out_bf16);
-        if (a.v_step) put(a.v_step, step_row + j, value, a.out_bf16);
-      }
+  const HeadPlace place = head_place(a, t, h, h < a.heads ? 0 : a.slots[t]);
+  if (place.is_v) {  // v: into its cache slot as it is
+    for (int j = lane; j < d; j += kWarp) {
+      const float value = load(a.qkv, place.in_row + j, a.qkv_bf16);
+      put(a.v_cache, place.out_row + j, value, a.out_bf16);
+      if (a.v_step) put(a.v_step, place.step_row + j, value, a.out_bf16);
     }
     return;
   }
-  const bool is_q = h < a.heads;
-  const float* norm = is_q ? a.q_norm : a.k_norm;
+  const float* norm = place.is_q ? a.q_norm : a.k_norm;
   const float* row = inputs[warp];
-  if constexpr (kQuad) {
-    quad_norm_rope(a, t, in_row, norm, inputs[warp], normed_rows[warp], is_q ? a.q_out : a.k_cache,
-                   is_q ? (static_cast<int64_t>(t) * a.heads + h) * d : slot_row, is_q ? nullptr : a.k_step, step_row, lane);
-    return;
-  } else {
-    for (int j = lane; j < d; j += kWarp) inputs[warp][j] = load(a.qkv, in_row + j, a.qkv_bf16);
-  }
+  for (int j = lane; j < d; j += kWarp) inputs[warp][j] = load(a.qkv, place.in_row + j, a.qkv_bf16);
   __syncwarp();
   if (norm) {
-    // Lanes 0-15 sum their squares in element order; every lane takes the sixteen sums and forms the same scale.
-    const float mine = lane < rows::kNormLanes ? rows::norm_lane_sum(row, d, lane) : 0.0f;
-    float lane_sums[rows::kNormLanes];
-    for (int l = 0; l < rows::kNormLanes; ++l) lane_sums[l] = __shfl_sync(0xffffffffu, mine, l);
-    const float scale = rows::norm_scale(lane_sums, row, d, a.eps);
+    const float scale = warp_norm_scale(row, d, a.eps, lane);
     for (int j = lane; j < d; j += kWarp) normed_rows[warp][j] = rows::norm_out(row[j], scale, norm[j]);
     __syncwarp();
     row = normed_rows[warp];
   }
-  void* out = is_q ? a.q_out : a.k_cache;
-  const int64_t out_row = is_q ? (static_cast<int64_t>(t) * a.heads + h) * d : slot_row;
+  void* out = place.is_q ? a.q_out : a.k_cache;
   const float* c = a.rope_rows ? a.cos + a.rope_rows[t] * d : nullptr;
   const float* s = a.rope_rows ? a.sin + a.rope_rows[t] * d : nullptr;
-  void* step = is_q ? nullptr : a.k_step;
+  void* step = place.is_q ? nullptr : a.k_step;
   for (int j = lane; j < d; j += kWarp) {
     const float value = c ? rows::rope_out(row, c, s, d, j) : row[j];
-    put(out, out_row + j, value, a.out_bf16);
-    if (step) put(step, step_row + j, value, a.out_bf16);
+    put(out, place.out_row + j, value, a.out_bf16);
+    if (step) put(step, place.step_row + j, value, a.out_bf16);
   }
 }
 
@@ -242,9 +318,11 @@ Launch add_rms_norm_launch(const AddRmsNormArgs& a) {
   return {dim3(static_cast<unsigned>(a.rows)), dim3(kThreads), 2 * static_cast<size_t>(a.n) * sizeof(float), false};  // the row and the weights
 }
 
+// The quad form a block per token; the strided one a warp per (token, head).
 Launch qk_norm_rope_launch(const QkNormRopeArgs& a) {
+  if (takes_quads(a)) return {dim3(static_cast<unsigned>(a.tokens)), dim3(kHeadsPerBlock * kWarp), 0, true};
   const int items = a.tokens * (a.heads + 2 * a.kv_heads);
-  return {dim3(static_cast<unsigned>((items + kHeadsPerBlock - 1) / kHeadsPerBlock)), dim3(kHeadsPerBlock * kWarp), 0, takes_quads(a)};
+  return {dim3(static_cast<unsigned>((items + kHeadsPerBlock - 1) / kHeadsPerBlock)), dim3(kHeadsPerBlock * kWarp), 0, false};
 }
 
 Launch gated_mul_launch(const GatedMulArgs& a) {

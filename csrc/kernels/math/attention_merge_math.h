@@ -27,16 +27,25 @@ TQ_HOST_DEVICE inline int source_of(const int* start, int sources, int r) {
   return t;
 }
 
-// weight[e] = exp(lse[e] - max lse) for n entries; returns their sum.
+// weight[e] = exp(lse[e] - max lse) for n (at most kMaxEntries) entries; returns their sum. Loops of fixed length, as
+// merged_values's: a kernel's lse and weight arrays stay in registers.
 TQ_HOST_DEVICE inline float weights(const float* lse, int n, float* weight) {
   if (n <= 0) return 0.0f;
   float top = lse[0];
-  for (int e = 1; e < n; ++e) top = fmaxf(top, lse[e]);
+#ifdef __CUDACC__
+#pragma unroll
+#endif
+  for (int e = 1; e < kMaxEntries; ++e)
+    if (e < n) top = fmaxf(top, lse[e]);
   float total = 0.0f;
-  for (int e = 0; e < n; ++e) {
-    weight[e] = expf(exact::add(lse[e], -top));
-    total = exact::add(total, weight[e]);
-  }
+#ifdef __CUDACC__
+#pragma unroll
+#endif
+  for (int e = 0; e < kMaxEntries; ++e)
+    if (e < n) {
+      weight[e] = expf(exact::add(lse[e], -top));
+      total = exact::add(total, weight[e]);
+    }
   return total;
 }
 
@@ -59,8 +68,12 @@ TQ_HOST_DEVICE inline float merged_values(const float* weight, const float* valu
 // element of entry e's output (fp32, or bf16 bits).
 template <typename T>
 TQ_HOST_DEVICE inline float merged(const float* weight, const T* const* value, int n, float total) {
-  float values[kMaxEntries];
-  for (int e = 0; e < n && e < kMaxEntries; ++e) values[e] = exact::widen(*value[e]);
+  float values[kMaxEntries] = {};
+#ifdef __CUDACC__
+#pragma unroll
+#endif
+  for (int e = 0; e < kMaxEntries; ++e)
+    if (e < n) values[e] = exact::widen(*value[e]);
   return merged_values(weight, values, n, total);
 }
 

@@ -189,6 +189,10 @@ def ours(args, folder, state, questions, labels, many, runs, extra=()):
         "graph_replays": {k: c["calls"][0][0]["graphReplays"] for k, c in (("cold_prefill", cold), ("state_16_questions", sixteen), ("warm_question", warm))},
         # The host's work before the call's steps ran (planMs, the last repetition): a lone call's first step waits for it.
         "plan_ms": {k: c["calls"][0][0].get("planMs") for k, c in (("cold_prefill", cold), ("state_16_questions", sixteen), ("warm_question", warm))},
+        # The host's time in cudaGraphLaunch (graphLaunchMs, the last repetition): the graph's first kernel waits for it.
+        # The window of 2026-11-30's profile saw 0.62 ms of it in a warm call, with the GPU idle meanwhile (profiler on).
+        "graph_launch_ms": {k: c["calls"][0][0].get("graphLaunchMs") for k, c in (("cold_prefill", cold), ("state_16_questions", sixteen),
+                                                                                  ("warm_question", warm))},
         "memory_bytes": max(cold["gpuUsedBytes"], sixteen["gpuUsedBytes"]),
         "label_logits_cold": cold["calls"][0][0]["answers"][0]["labelLogits"],
         "info": cold["info"],
@@ -523,6 +527,8 @@ def benchmark_markdown(bm, states):
                   "Steps that replayed a CUDA graph in the last repetition: " + ", ".join(f"{k} {v}" for k, v in t["graph_replays"].items()) + ".",
                   "The host's planning of each call before its steps ran (planMs, the last repetition): " +
                   ", ".join(f"{k} {v:.3f} ms" for k, v in t.get("plan_ms", {}).items() if v is not None) + ".",
+                  "The host's CUDA graph launches in each call (graphLaunchMs, the last repetition; the device idle meanwhile): " +
+                  ", ".join(f"{k} {v:.3f} ms" for k, v in t.get("graph_launch_ms", {}).items() if v is not None) + ".",
                   "tqserve throughput by step size: " + ", ".join(f"{k}: {v['tokens_per_s']:,.0f} tok/s" for k, v in t["throughput"].items())]
     if "max_abs_probability_diff_vs_torch_graphs" in bm:
         lines += ["", f"Label probabilities of the cold prefill, tqserve vs torch graphs: max abs diff {bm['max_abs_probability_diff_vs_torch_graphs']:.1e}."]

@@ -259,6 +259,7 @@ json result_json(const tq::AnswerResult& r) {
           {"questionsMs", r.questions_ms},
           {"readoutMs", r.readout_ms},
           {"planMs", r.plan_ms},
+          {"graphLaunchMs", r.graph_launch_ms},
           {"cachedTokens", r.cached_tokens},
           {"computedTokens", r.computed_tokens}, {"paddingTokens", r.padding_tokens}, {"graphReplays", r.graph_replays}};
 }

@@ -62,6 +62,7 @@ struct AnswerResult {
   std::vector<QuestionAnswer> answers;
   double state_ms = 0, questions_ms = 0, readout_ms = 0;  // of the whole call (a batch shares them)
   double plan_ms = 0;  // the host's work before its steps run: the requests checked and packed, then ForwardInfo::plan_ms
+  double graph_launch_ms = 0;  // ForwardInfo::graph_launch_ms
   int64_t state_tokens = 0, question_tokens = 0;
   int64_t cached_tokens = 0;     // state tokens that came from the prefix cache
   int64_t computed_tokens = 0;   // tokens the whole call computed (a batch shares it)

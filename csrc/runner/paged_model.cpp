@@ -104,9 +104,10 @@ at::Tensor PagedModel::step_forward(const StepBatch& step, ForwardInfo& info) {
   const auto rows = index_on(options_.kernels.device, step.output_rows);
   if (!graph) return transformer_->run(inputs, *cache_).index_select(0, rows);
   bool replayed = false;
-  double graph_host_ms = 0;
-  auto hidden = graphs_->run(std::move(inputs), replayed, graph_host_ms).index_select(0, rows);
+  double graph_host_ms = 0, launch_ms = 0;
+  auto hidden = graphs_->run(std::move(inputs), replayed, graph_host_ms, launch_ms).index_select(0, rows);
   info.plan_ms += graph_host_ms;
+  info.graph_launch_ms += launch_ms;
   info.graph_replays += replayed;
   return hidden;
 }

@@ -42,7 +42,7 @@ auto shared_pool() {
 StepGraphs::StepGraphs(const Transformer& model, KvCache& cache) : model_(model), cache_(cache) {}
 StepGraphs::~StepGraphs() = default;
 
-at::Tensor StepGraphs::run(StepInputs inputs, bool& replayed, double& host_ms) {
+at::Tensor StepGraphs::run(StepInputs inputs, bool& replayed, double& host_ms, double& launch_ms) {
   if (inputs.launch_shape.empty()) throw std::logic_error("StepGraphs::run: a step without a launch shape");
   const auto t0 = std::chrono::steady_clock::now();
   const auto found = graphs_.find(inputs.launch_shape);
@@ -52,7 +52,7 @@ at::Tensor StepGraphs::run(StepInputs inputs, bool& replayed, double& host_ms) {
     found->second->last_used = steps_;
     refill_step(found->second->inputs, inputs);
     host_ms = ms_since(t0);
-    return replay(*found->second);
+    return replay(*found->second, launch_ms);
   }
   if (graphs_.size() >= kMaxGraphs) drop_least_recent();
   auto g = std::make_unique<Graph>();
@@ -61,13 +61,13 @@ at::Tensor StepGraphs::run(StepInputs inputs, bool& replayed, double& host_ms) {
   place_step(g->inputs, model_.kernels().device());
   host_ms = ms_since(t0);
   // Kept only once captured: a step that fails leaves no half-made graph behind.
-  auto out = capture(*g);
+  auto out = capture(*g, launch_ms);
   const auto shape = g->inputs.launch_shape;
   graphs_.emplace(shape, std::move(g));
   return out;
 }
 
-at::Tensor StepGraphs::capture(Graph& g) {
+at::Tensor StepGraphs::capture(Graph& g, double& launch_ms) {
 #if TQ_CUDA
   if (g.inputs.token_ids.is_cuda()) {
     const auto device = g.inputs.token_ids.device();
@@ -97,7 +97,9 @@ at::Tensor StepGraphs::capture(Graph& g) {
       g.graph->capture_end();
     }
     c10::cuda::device_synchronize();
+    const auto launching = std::chrono::steady_clock::now();
     g.graph->replay();  // the capture computed nothing: this step is computed now
+    launch_ms = ms_since(launching);
     return g.out;
   }
 #endif
@@ -116,13 +118,16 @@ void StepGraphs::drop_least_recent() {
   graphs_.erase(oldest);
 }
 
-at::Tensor StepGraphs::replay(Graph& g) {
+at::Tensor StepGraphs::replay(Graph& g, double& launch_ms) {
 #if TQ_CUDA
   if (g.graph) {
+    const auto launching = std::chrono::steady_clock::now();
     g.graph->replay();
+    launch_ms = ms_since(launching);
     return g.out;
   }
 #endif
+  launch_ms = 0;
   // The CPU: the step eagerly, from the graph's buffers, its launches checked against the capture's.
   LaunchRecord record;
   g.out = model_.run(g.inputs, cache_);

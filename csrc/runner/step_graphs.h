@@ -44,15 +44,16 @@ class StepGraphs {
   // [T, hidden] fp32; `replayed`: whether it replayed a graph an earlier step captured. The tensor
   // is the shape's: read it before the next step of that shape. `host_ms`: its host work before the
   // launches (a kept graph's buffers refilled, or a new step's arrays placed), which the engine counts
-  // as planning (ForwardInfo::plan_ms).
-  at::Tensor run(StepInputs inputs, bool& replayed, double& host_ms);
+  // as planning (ForwardInfo::plan_ms). `launch_ms`: the host's time in launching its graph (cudaGraphLaunch; 0 on
+  // the CPU, whose replay runs the step eagerly): the device waits for a launch before the graph's first kernel.
+  at::Tensor run(StepInputs inputs, bool& replayed, double& host_ms, double& launch_ms);
 
  private:
   struct Graph;
   // A shape's first step, computed and captured (on the CPU: computed, its launches recorded).
-  at::Tensor capture(Graph& g);
-  // A later step, its inputs already in g's buffers.
-  at::Tensor replay(Graph& g);
+  at::Tensor capture(Graph& g, double& launch_ms);
+  // A later step, its inputs already in g's buffers; launch_ms as run()'s.
+  at::Tensor replay(Graph& g, double& launch_ms);
   // Drops the graph used least recently, once no step still runs on it.
   void drop_least_recent();
   const Transformer& model_;

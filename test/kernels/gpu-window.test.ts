@@ -80,6 +80,9 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   // The host's planning of each workload's call, as the engine measured it.
   for (const workload of ['cold_prefill', 'state_16_questions', 'warm_question']) expect(bench.tqserve_fast.plan_ms[workload]).toBeGreaterThan(0);
   expect(files['bench.md']).toMatch(/The host's planning of each call before its steps ran \(planMs, the last repetition\): cold_prefill \d+\.\d{3} ms/);
+  // And its time in CUDA graph launches: none on the CPU, whose graphs' steps run eagerly from their buffers.
+  expect(bench.tqserve_fast.graph_launch_ms).toEqual({ cold_prefill: 0, state_16_questions: 0, warm_question: 0 });
+  expect(files['bench.md']).toMatch(/The host's CUDA graph launches in each call \(graphLaunchMs, the last repetition; the device idle meanwhile\): cold_prefill 0\.000 ms/);
   // The plain PyTorch peer computes the same model: its label probabilities are tqserve's, to bf16's rounding.
   expect(bench.max_abs_probability_diff_vs_torch_graphs).toBeLessThan(0.05);
   expect(Object.keys(bench.ratios_torch_graphs).sort()).toEqual(['cold_prefill', 'state_16_questions', 'throughput', 'warm_question']);

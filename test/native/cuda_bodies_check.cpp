@@ -200,11 +200,12 @@ void label_readout(bool bf16, float softcap) {
 }  // namespace
 
 int main() {
-  // 2,500: a thread's elements in three passes of kRowAhead, the last one short.
-  for (int n : {37, 1024, 2500})
+  // 2,500: a block of 320 threads, some of whose last elements lie past the row; 9,000: 1,024 threads, a thread's
+  // elements in two passes of kRowAhead, the second short.
+  for (int n : {37, 1024, 2500, 9000})
     for (bool addend_bf16 : {false, true})
       for (bool out_bf16 : {false, true}) add_rms_norm(n, addend_bf16, out_bf16);
-  add_rms_norm(2500, false, true, /*with_addend=*/false);
+  add_rms_norm(9000, false, true, /*with_addend=*/false);
   qk_norm_rope(true, 128, true, true);
   qk_norm_rope(true, 128, false, true);
   qk_norm_rope(true, 128, true, false);

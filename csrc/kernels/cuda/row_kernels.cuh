@@ -3,6 +3,7 @@
 // host_emulation.h and compare their bits with the host forms (test/native/row_kernels_check.cpp). One translation
 // unit of a program includes this (its functions are that unit's own).
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -18,8 +19,9 @@ using rows::QkNormRopeArgs;
 
 namespace {
 
-constexpr int kThreads = 128;     // add_rms_norm's block (a row)
-constexpr int kRowAhead = 8;      // add_rms_norm's elements a thread loads at once (a row of 1,024: all of them)
+// add_rms_norm's block (a row): enough threads that each loads kRowAhead elements once (a row of 1,024: 128 threads;
+// of 8,192: 1,024), so that a row is one round trip to memory up to 8,192 values.
+constexpr int kRowAhead = 8, kMinRowThreads = 128, kMaxRowThreads = 1024;
 constexpr int kRowThreads = 256;  // gated_mul's block (a row of the MLP's width)
 constexpr int kMaxHeadDim = 256;
 constexpr int kDefaultSharedBytes = 48 << 10;  // a launch's dynamic shared memory without opting in
@@ -315,7 +317,8 @@ struct Launch {
 };
 
 Launch add_rms_norm_launch(const AddRmsNormArgs& a) {
-  return {dim3(static_cast<unsigned>(a.rows)), dim3(kThreads), 2 * static_cast<size_t>(a.n) * sizeof(float), false};  // the row and the weights
+  const int per_pass = (a.n + kRowAhead - 1) / kRowAhead, threads = std::min(kMaxRowThreads, std::max(kMinRowThreads, (per_pass + kWarp - 1) / kWarp * kWarp));
+  return {dim3(static_cast<unsigned>(a.rows)), dim3(threads), 2 * static_cast<size_t>(a.n) * sizeof(float), false};  // the row and the weights
 }
 
 // The quad form a block per token; the strided one a warp per (token, head).

@@ -277,10 +277,16 @@ FAST_PATHS = {
     # The fast path without batch invariance: cuBLAS free to split a GEMM along K where its rows are few (on CUDA the one
     # thing --batch-invariant changes: aten_layer_kernels.cpp). Issue 64 allows invariance 5% over it.
     "tqserve_fast_not_invariant": ["--kernels", "fused", "--attention", "cascade", "--cuda-graphs", "on", "--batch-invariant", "off"],
+    # The fast path with each step's CUDA graph cut between layers into up to 8 (the first of one layer, each next twice
+    # the one before: 5 for 28 layers), so that the device runs one while the host launches the next: the window of
+    # 2026-11-30's profile saw a warm call's one graph take 0.62 ms to launch with the device idle (not yet a default).
+    "tqserve_fast_graph_chunks": ["--kernels", "fused", "--attention", "cascade", "--cuda-graphs", "on", "--cuda-graph-chunks", "8"],
 }
 DEFAULT_PATH = "tqserve_fast"
 BENCHED_PATHS = ["tqserve_fast", "tqserve_split_key"]  # the benchmark's by default (fused without graphs: --paths)
-BENCHED_PATHS_CUDA = [*BENCHED_PATHS, "tqserve_fast_not_invariant"]  # on the CPU it would run the fast path's kernels again
+# On CUDA: not split-key, whose kernel has not changed since the window of 2026-11-30 measured it at 0.24x-0.92x of the
+# fast path (its profiles and invariance still run); the two below would run the fast path's kernels again on the CPU.
+BENCHED_PATHS_CUDA = ["tqserve_fast", "tqserve_fast_not_invariant", "tqserve_fast_graph_chunks"]
 PEERS = ["torch_graphs", "transformers"]  # the benchmark's peers, the one to beat first
 
 
@@ -303,6 +309,11 @@ def benchmark(args, done=lambda r: None):
     # Split-key against the fast path's varlen tiers, workload by workload (above 1: split-key faster): which to default to.
     if all(k in r and "error" not in r[k] for k in ("tqserve_fast", "tqserve_split_key")):
         r["ratios_split_key_vs_fast"] = ratios(r["tqserve_split_key"], r["tqserve_fast"])
+    # Graphs cut against one a step, likewise (above 1: cut faster): which to default to.
+    if all(k in r and "error" not in r[k] for k in ("tqserve_fast", "tqserve_fast_graph_chunks")):
+        r["ratios_graph_chunks_vs_fast"] = ratios(r["tqserve_fast_graph_chunks"], r["tqserve_fast"])
+        # The same kernels, so the same bits: a cut that handed the next graph a tensor the pool had reused would differ.
+        r["graph_chunks_same_bits"] = r["tqserve_fast_graph_chunks"]["label_logits_cold"] == r["tqserve_fast"]["label_logits_cold"]
     # What invariance costs, workload by workload: the fast path's time over the same without it (1.05: the goal's 5%).
     if all(k in r and "error" not in r[k] for k in ("tqserve_fast", "tqserve_fast_not_invariant")):
         r["invariance_cost"] = ratios(r["tqserve_fast_not_invariant"], r["tqserve_fast"])
@@ -502,17 +513,21 @@ def benchmark_markdown(bm, states):
         lines += [f"bf16 matmul rate measured: {bm['matmul_tflops']:.0f} TFLOP/s", ""]
     lines += ["aten: `--kernels aten`; fused: `--kernels fused --cuda-graphs off`; fast: `--kernels fused --attention cascade "
               "--cuda-graphs on` (CUDA's default); fast, split-key: the same with `--state-attention split-key`; fast, not invariant: the "
-              "same with `--batch-invariant off` (cuBLAS may split K); torch graphs: the layer ops in plain PyTorch, bf16, one CUDA graph a workload "
+              "same with `--batch-invariant off` (cuBLAS may split K); fast, graphs cut: the same with `--cuda-graph-chunks 8`; torch graphs: the layer ops in plain PyTorch, bf16, one CUDA graph a workload "
               "(torch_peer.py); transformers: bf16, SDPA, KV reuse. (ratios): each peer's time over the path's, in the order "
               + " / ".join(p for p in PEERS if p in bm) + ".", "",
               "| workload | " + " | ".join({"tqserve": "tqserve aten", "tqserve_fused": "tqserve fused", "tqserve_fast": "tqserve fast",
                                             "tqserve_split_key": "tqserve fast, split-key", "tqserve_fast_not_invariant": "tqserve fast, not invariant",
-                                            "torch_graphs": "torch graphs"}.get(p, p) for p in paths) + " |",
+                                            "tqserve_fast_graph_chunks": "tqserve fast, graphs cut", "torch_graphs": "torch graphs"}.get(p, p) for p in paths) + " |",
               "|---|" + "---|" * len(paths),
               row("1,000-token cold prefill to label logits", "cold_prefill_ms"),
               row("1,000-token state + 16 questions", "state_16_questions_ms"),
               row("one warm question", "warm_question_ms"),
               f"| throughput, {states} states x 1,001 tokens | " + " | ".join(throughput(p) for p in paths) + " |"]
+    if "ratios_graph_chunks_vs_fast" in bm:
+        lines += ["", "A step's CUDA graph cut between layers against one graph a step (the fast path's time over the cut one's; above 1: "
+                  "cutting is faster): " + ", ".join(f"{k} {v:.3f}x" for k, v in bm["ratios_graph_chunks_vs_fast"].items()) + "; the cold "
+                  "prefill's label logits " + ("bit-identical" if bm.get("graph_chunks_same_bits") else "NOT bit-identical") + " to one graph's."]
     if "invariance_cost" in bm:
         lines += ["", "What batch invariance costs, the fast path's time over the same without it (issue 64: at most 1.05): " +
                   ", ".join(f"{k} {v:.3f}x" for k, v in bm["invariance_cost"].items()) + "."]

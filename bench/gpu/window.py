@@ -20,8 +20,8 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
                the top 15 printed, all in profile.md; then on CUDA the forms a layer's GEMM can take on few rows with
                split-K off, timed and their bits checked (gemm_probe.py), and Nsight Compute's counters for the
                first layer of a cold prefill and of the throughput call (kernel_counters.py)
-  4 bench      the benchmark alone (the fast path, with and without split-key, and ATen's against plain PyTorch
-               with CUDA graphs and transformers)
+  4 bench      the benchmark alone (the fast path; on CUDA also without invariance and with its graphs cut between
+               layers, on the CPU with split-key; and ATen's) against plain PyTorch with CUDA graphs and transformers
   5 invariance bf16 label logits of a 1,000-token state on bench-qwen3: alone, in a batch of 8, cached, another step
                size, bit for bit; on the fast path, and with split-key
   6 selfcheck  qwen3 and llama, fp32 and bf16: fused against ATen layer by layer, graphs on against off; qwen3 again
@@ -364,6 +364,8 @@ class Window:
                             for key, peer in (("ratios_torch_graphs", "torch graphs"), ("ratios", "transformers")) if key in bm)
         if "ratios_split_key_vs_fast" in bm:
             ratios += " | split-key against fast: " + "; ".join(f"{k} {v:.2f}x" for k, v in bm["ratios_split_key_vs_fast"].items())
+        if "ratios_graph_chunks_vs_fast" in bm:
+            ratios += " | graphs cut against fast: " + "; ".join(f"{k} {v:.2f}x" for k, v in bm["ratios_graph_chunks_vs_fast"].items())
         if "invariance_cost" in bm:
             ratios += " | invariance costs (fast over fast without it): " + "; ".join(f"{k} {v:.2f}x" for k, v in bm["invariance_cost"].items())
         summary = f"{model}: " + ((f"{bm.get('ratios_path', 'tqserve')} " + ratios if ratios else "") or

@@ -156,6 +156,7 @@ struct ForwardInfo {
   // The host's time in launching the steps' CUDA graphs (runner/step_graphs.h), apart from plan_ms: a graph's first
   // kernel waits for its launch. 0 without graphs.
   double graph_launch_ms = 0;
+  int64_t graph_launches = 0;  // the CUDA graphs its steps launched (on the CPU, those a GPU would launch)
   int64_t computed_tokens = 0;  // tokens the forward pass computed (the whole call)
   int64_t padding_tokens = 0;   // padding tokens it also computed, in bucketed steps (batch/step_buckets.h)
   int64_t graph_replays = 0;    // steps that replayed a CUDA graph an earlier step captured (runner/step_graphs.h)

@@ -260,6 +260,7 @@ json result_json(const tq::AnswerResult& r) {
           {"readoutMs", r.readout_ms},
           {"planMs", r.plan_ms},
           {"graphLaunchMs", r.graph_launch_ms},
+          {"graphLaunches", r.graph_launches},
           {"cachedTokens", r.cached_tokens},
           {"computedTokens", r.computed_tokens}, {"paddingTokens", r.padding_tokens}, {"graphReplays", r.graph_replays}};
 }

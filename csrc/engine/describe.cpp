@@ -17,6 +17,7 @@ void Engine::describe_checkpoint(const PagedModel& paged, const PagedModelOption
   info_.attention = choice_name(o.kernels.cascade_attention ? AttentionForm::Cascade : AttentionForm::Direct);
   if (o.kernels.cascade_attention) info_.state_attention = choice_name(o.kernels.state_attention);
   info_.cuda_graphs = options_.cuda_graphs.value_or(false);
+  info_.cuda_graph_chunks = options_.cuda_graph_chunks;
   // Only the engine's own CPU kernels promise it; cuBLAS and SDPA choose their reductions by shape.
   info_.batch_invariant = options_.batch_invariant && !o.kernels.aten;
   info_.stored_dtype = paged.stored_dtype();

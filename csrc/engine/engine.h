@@ -63,6 +63,7 @@ struct AnswerResult {
   double state_ms = 0, questions_ms = 0, readout_ms = 0;  // of the whole call (a batch shares them)
   double plan_ms = 0;  // the host's work before its steps run: the requests checked and packed, then ForwardInfo::plan_ms
   double graph_launch_ms = 0;  // ForwardInfo::graph_launch_ms
+  int64_t graph_launches = 0;  // ForwardInfo::graph_launches
   int64_t state_tokens = 0, question_tokens = 0;
   int64_t cached_tokens = 0;     // state tokens that came from the prefix cache
   int64_t computed_tokens = 0;   // tokens the whole call computed (a batch shares it)
@@ -89,6 +90,7 @@ struct EngineInfo {
   std::string attention = "direct";  // EngineOptions::attention, as it runs
   std::string state_attention;       // EngineOptions::state_attention with the cascade; "" without it
   bool cuda_graphs = false;           // EngineOptions::cuda_graphs
+  int64_t cuda_graph_chunks = 1;      // EngineOptions::cuda_graph_chunks
   std::string quantization = "none";  // of the linear layers' weights (kernels/quantization.h)
   std::string arithmetic = "portable";  // EngineOptions::arithmetic
   std::string quantized_kernels;      // int8: "avx512-vnni", "avx2" or "generic"

@@ -55,6 +55,7 @@ std::vector<AnswerResult> Engine::finish_batch(LaunchedBatch& b) {
     res.readout_ms = readout_ms;
     res.plan_ms = info.plan_ms;
     res.graph_launch_ms = info.graph_launch_ms;
+    res.graph_launches = info.graph_launches;
     res.computed_tokens = info.computed_tokens;
     res.padding_tokens = info.padding_tokens;
     res.graph_replays = info.graph_replays;

@@ -47,6 +47,7 @@ nlohmann::ordered_json engine_info_json(const EngineInfo& i) {
   r["attention"] = i.attention;
   if (!i.state_attention.empty()) r["stateAttention"] = i.state_attention;
   r["cudaGraphs"] = i.cuda_graphs;
+  r["cudaGraphChunks"] = i.cuda_graph_chunks;
   r["quantization"] = i.quantization;
   r["arithmetic"] = i.arithmetic;
   if (!i.quantized_kernels.empty()) r["quantizedKernels"] = i.quantized_kernels;

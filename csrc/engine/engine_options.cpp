@@ -1,6 +1,7 @@
 #include "engine/engine_options.h"
 
 #include "runner/paged_model.h"
+#include "runner/step_graphs.h"
 
 namespace tq {
 
@@ -26,6 +27,8 @@ bool uses_aten_kernels(const EngineOptions& options, const at::Device& device) {
 void check_engine_options(const EngineOptions& options) {
   if (options.block_size <= 0 || options.max_step_tokens <= 0 || options.context_limit <= 0)
     throw EngineError(code::kBadRequest, "blockSize, maxStepTokens and contextLimit must be positive");
+  if (options.cuda_graph_chunks < 1 || options.cuda_graph_chunks > StepGraphs::kMaxChunks)
+    throw EngineError(code::kBadRequest, "cudaGraphChunks must be 1 to " + std::to_string(StepGraphs::kMaxChunks));
 }
 
 void check_torchscript_options(const EngineOptions& options, const at::Device& device, bool aten) {
@@ -110,6 +113,10 @@ PagedModelOptions paged_options(const EngineOptions& options, at::ScalarType dty
   o.kernels.cascade_attention = fused || options.attention == AttentionForm::Cascade;
   o.kernels.state_attention = options.state_attention;
   o.kernels.fixed_shapes = options.cuda_graphs.value_or(false);
+  // A step runs through graphs only where it has a fixed launch shape: padded, with the cascade planned in its fixed form.
+  if (options.cuda_graph_chunks > 1 && !(o.kernels.fixed_shapes && o.kernels.cascade_attention))
+    throw EngineError(code::kBadRequest, "cudaGraphChunks above 1 cuts a step's CUDA graphs: it needs cudaGraphs on and the cascade attention");
+  o.graph_chunks = options.cuda_graph_chunks;
   o.block_size = options.block_size;
   o.cache_tokens = options.cache_tokens;
   o.cache_mib = options.cache_mib;

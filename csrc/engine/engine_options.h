@@ -91,6 +91,10 @@ struct EngineOptions {
   // the padded steps run eagerly, to check that padding changes no answer. Unset: on with the fused
   // forward on CUDA (the GPU's default), off elsewhere.
   std::optional<bool> cuda_graphs;
+  // The CUDA graphs a fixed-shape step is cut into, between layers, at most (runner/step_graphs.h): the first small, so
+  // that the device starts on it while the host launches the rest. 1: one graph a step. Above 1 with CUDA graphs and
+  // the cascade only (on the CPU: the cuts recorded and checked with the step's launches).
+  int64_t cuda_graph_chunks = 1;
   BoundaryRegistration register_boundary = BoundaryRegistration::After;
   Quantization quantization = Quantization::None;  // of the linear layers (kernels/quantization.h)
   Arithmetic arithmetic = Arithmetic::Portable;

@@ -20,6 +20,7 @@ void for_each_engine_option(EngineOptions& o, Visit&& visit) {
   visit("attention", o.attention);
   visit("stateAttention", o.state_attention);
   visit("cudaGraphs", o.cuda_graphs);
+  visit("cudaGraphChunks", o.cuda_graph_chunks);
   visit("threads", o.threads);
   visit("isa", o.isa);
   visit("batchInvariant", o.batch_invariant);

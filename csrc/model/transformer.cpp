@@ -130,7 +130,7 @@ StepKeys Transformer::step_keys(const StepInputs& in, int64_t tokens) const {
   return {at::empty(shape, options), at::empty(shape, options)};
 }
 
-at::Tensor Transformer::run(const StepInputs& in, KvCache& cache) const {
+at::Tensor Transformer::run(const StepInputs& in, KvCache& cache, const BetweenLayers& between) const {
   const auto& c = config_;
   const int64_t n_layers = static_cast<int64_t>(layers_.size());
   const int64_t q_dim = c.num_heads * c.head_dim;
@@ -146,6 +146,7 @@ at::Tensor Transformer::run(const StepInputs& in, KvCache& cache) const {
   // Each layer writes them before its attention reads them, so one pair serves every layer.
   auto step_keys = this->step_keys(in, in.token_ids.size(0));
   for (int64_t li = 0; li < n_layers; ++li) {
+    if (li > 0 && between) between(li);
     TQ_PROFILE_SCOPE("tq::layer");
     const Layer& l = layers_[li];
     const auto& layer_rope = l.kind.local_rope ? local_rope : rope;

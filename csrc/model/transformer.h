@@ -13,6 +13,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <vector>
 
 #include "batch/step_plan.h"
@@ -65,8 +66,10 @@ class Transformer {
   // A step's forward pass, its inputs prepared by the host (runner/step_inputs.h): it reads nothing
   // from the host. run writes the step's keys and values into the cache (on the kernels' device)
   // and returns the final (normed) hidden states of the rows inputs.output_rows names (all where
-  // undefined), [R, hidden] fp32 on that device.
-  at::Tensor run(const StepInputs& inputs, KvCache& cache) const;
+  // undefined), [R, hidden] fp32 on that device. `between` (where set) is called before each layer but the first with
+  // that layer's index: where a CUDA graph's capture is cut (runner/step_graphs.h).
+  using BetweenLayers = std::function<void(int64_t next_layer)>;
+  at::Tensor run(const StepInputs& inputs, KvCache& cache, const BetweenLayers& between = {}) const;
   // Records the intermediate tensors of the following forward passes into `trace` (null: stop).
   void trace_into(ForwardTrace* trace) { trace_ = trace; }
 

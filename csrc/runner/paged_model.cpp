@@ -47,7 +47,7 @@ PagedModel::PagedModel(const std::string& dir, const PagedModelOptions& options)
                                                      quantization_name(options.kernels.quantization));
   cache_ = std::make_unique<KvCache>(shape, identity);
   pending_ = std::make_unique<PendingBoundaries>(cache_->pool());
-  if (options.kernels.fixed_shapes) graphs_ = std::make_unique<StepGraphs>(*transformer_, *cache_);
+  if (options.kernels.fixed_shapes) graphs_ = std::make_unique<StepGraphs>(*transformer_, *cache_, options.graph_chunks);
 }
 
 void PagedModel::build_layers() {
@@ -103,12 +103,12 @@ at::Tensor PagedModel::step_forward(const StepBatch& step, ForwardInfo& info) {
   // A step of a fixed launch shape (a graph's) computes every row: the output rows are taken from them.
   const auto rows = index_on(options_.kernels.device, step.output_rows);
   if (!graph) return transformer_->run(inputs, *cache_).index_select(0, rows);
-  bool replayed = false;
-  double graph_host_ms = 0, launch_ms = 0;
-  auto hidden = graphs_->run(std::move(inputs), replayed, graph_host_ms, launch_ms).index_select(0, rows);
-  info.plan_ms += graph_host_ms;
-  info.graph_launch_ms += launch_ms;
-  info.graph_replays += replayed;
+  GraphStep ran;
+  auto hidden = graphs_->run(std::move(inputs), ran).index_select(0, rows);
+  info.plan_ms += ran.host_ms;
+  info.graph_launch_ms += ran.launch_ms;
+  info.graph_launches += ran.launches;
+  info.graph_replays += ran.replayed;
   return hidden;
 }
 

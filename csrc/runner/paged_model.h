@@ -30,6 +30,7 @@ struct PagedModelOptions {
   int64_t cache_mib = 0;     // KV budget in MiB; overrides cache_tokens when set
   int64_t max_step_tokens = 2048;
   int64_t context_limit = 32768;
+  int64_t graph_chunks = 1;  // the CUDA graphs a fixed-shape step is cut into, at most (runner/step_graphs.h)
   bool prefix_cache = true;
   BoundaryRegistration boundary = BoundaryRegistration::After;
   // On CUDA with neither cache_tokens nor cache_mib set: the KV cache takes this share of the device

@@ -79,6 +79,12 @@ export interface NativeLoadOptions {
    */
   cudaGraphs?: boolean;
   /**
+   * The CUDA graphs a fixed-shape step is cut into between layers, at most (1 to 8; csrc/runner/step_graphs.h): the first
+   * holds one layer and each next twice the one before, so the device starts on the first while the host launches the
+   * rest. Above 1 with cudaGraphs and the cascade only; on the CPU the cuts are checked with the step's launches. Absent: 1.
+   */
+  cudaGraphChunks?: number;
+  /**
    * The highest instruction set level the engine's own CPU kernels may use (csrc/kernels/cpu/isa.h):
    * 'avx512-bf16' (bf16 GEMMs on vdpbf16ps), 'avx512', 'avx2' or 'generic' ('portable', its older name, is still read). Absent: the best this CPU
    * has, capped by the environment variable TQ_KERNELS (same names) or TQ_PORTABLE_KERNELS=1. A level
@@ -180,6 +186,8 @@ export interface NativeEngineInfo {
   stateAttention?: 'varlen' | 'split-key';
   /** NativeLoadOptions.cudaGraphs. */
   cudaGraphs: boolean;
+  /** NativeLoadOptions.cudaGraphChunks. */
+  cudaGraphChunks: number;
   quantization: Quantization;
   /** NativeLoadOptions.arithmetic: which arithmetic answers. */
   arithmetic: 'portable' | 'native';

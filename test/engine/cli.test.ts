@@ -236,3 +236,30 @@ test('tq_cli selfcheck passes in the graphs\' step form (--cuda-graphs on --atte
   expect(out.firstBeyondBound).toBeNull();
   expect(out.labelLogitsMaxDiff).toBeLessThanOrEqual(1e-4);
 });
+
+// --cuda-graph-chunks: a graph step captured as several graphs, cut between layers (csrc/runner/step_graphs.h). On the
+// CPU each cut is recorded with the step's launches and checked at every replay; the answers are the bits of one
+// graph a step, and each step launches its graphs: the first of one layer, the next of twice that (tiny-qwen3's 2
+// layers: two graphs, whatever the most asked).
+test('tq_cli --cuda-graph-chunks cuts each graph step into its graphs: the same bits, each step its graphs; refused where no graph runs', async () => {
+  const state = Array.from({ length: 40 }, (_, i) => 100 + i);
+  const file = path.join(scratch, 'graph-chunks.json');
+  const call = (tokens: number[]) => [{ state, questions: [{ tokens, labelIds: [4, 5, 6] }] }];
+  fs.writeFileSync(file, JSON.stringify({ calls: [call([3]), call([6]), call([8])] }));
+  const graphs = ['answer', '--model', tinyModel('tiny-qwen3'), '--calls', file, '--threads', '1', '--dtype', 'bf16', '--cuda-graphs', 'on', '--attention', 'cascade'];
+  const [one, cut] = await Promise.all([runCli(graphs), runCli([...graphs, '--cuda-graph-chunks', '8'])]);
+  expect(cut.info.cudaGraphChunks).toBe(8);
+  const answers = (out: any) => out.calls.map((c: any[]) => c.map((r) => r.answers));
+  expect(answers(cut)).toEqual(answers(one));
+  // The warm calls replay the graphs the first captured; each step launches two graphs where it launched one.
+  expect(cut.calls[2][0].graphReplays).toBeGreaterThan(0);
+  for (const [c, calls] of one.calls.entries()) {
+    expect(calls[0].graphLaunches).toBeGreaterThan(0);
+    expect(cut.calls[c][0].graphLaunches).toBe(2 * calls[0].graphLaunches);
+  }
+  // No launch on the CPU: its graphs' steps run eagerly.
+  expect(cut.calls[2][0].graphLaunchMs).toBe(0);
+  await expect(runCli([...graphs, '--cuda-graph-chunks', '0'])).rejects.toThrow(/cudaGraphChunks must be 1 to 8/);
+  await expect(runCli([...graphs, '--cuda-graph-chunks', '9'])).rejects.toThrow(/cudaGraphChunks must be 1 to 8/);
+  await expect(runCli([...graphs.slice(0, -4), '--cuda-graph-chunks', '2'])).rejects.toThrow(/needs cudaGraphs on and the cascade attention/);
+});

@@ -36,6 +36,7 @@ function compute(e: NativeEngineInfo) {
     attention: e.attention,
     ...(e.stateAttention ? { state_attention: e.stateAttention } : {}),
     cuda_graphs: e.cudaGraphs,
+    cuda_graph_chunks: e.cudaGraphChunks,
     batch_invariant: e.batchInvariant,
     pad_unit: 1,
     pad_where: 'none',

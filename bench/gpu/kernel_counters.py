@@ -1,4 +1,4 @@
-"""Why each kernel of a layer takes its time: Nsight Compute's counters for the first layer of two calls.
+"""Why each kernel of a layer takes its time: Nsight Compute's counters for the first layer of two calls, and the split-key kernel's.
 
 The profile ranks kernels by time; it cannot say whether a kernel is bound by memory, by its arithmetic, or by
 latency (too few warps, too little in flight). At 32 states x 1,001 tokens our row kernels take a third of the GPU's
@@ -76,9 +76,13 @@ def markdown(launches):
 
 
 def calls(args):
-    """The profile's cold prefill (graphs off: ncu then sees each kernel launched) and throughput call (check.py): name ->
-    (tq_cli's calls, its flags). The cold call's attention took about twice in the engine what the attention probe
-    measured for the same tier (bench/gpu/results/h200-2026-11-30-profile.md): its launches' grids say why."""
+    """The profile's cold prefill (graphs off: ncu then sees each kernel launched) and throughput call (check.py), and
+    between them the split-key kernel on a 24-token question over its 1,000-token state: name -> (tq_cli's calls, its
+    flags, the kernels to profile, how many). The cold call's attention took about twice in the engine what the
+    attention probe measured for the same tier (bench/gpu/results/h200-2026-11-30-profile.md): its launches' grids say
+    why. The split-key kernel took 80 µs a layer on a warm question where its loads and arithmetic come to a few:
+    whether it waits on memory, on its own latency or on too few warps. A cold call's question runs the same tiers as a
+    warm one (its state's keys and its own), so its first two launches of the kernel are a warm question's."""
     sys.path.insert(0, HERE)
     import check  # noqa: E402 (torch, which check imports, is the GPU machine's)
 
@@ -86,18 +90,21 @@ def calls(args):
     q = lambda tokens: {"tokens": tokens, "labelIds": labels}  # noqa: E731
     base = ["--model", folder, "--device", "cuda", "--dtype", "bf16", *check.FAST_PATHS[check.DEFAULT_PATH], "--prefix-cache", "off"]
     return {
-        "cold-1000": ([[{"state": state[:-1], "questions": [q(state[-1:])]}]], [*base, "--cuda-graphs", "off"]),
-        f"throughput-{len(many)}x1001": ([[{"state": s, "questions": [q(questions[0][:1])]} for s in many]], [*base, "--max-step-tokens", "16384"]),
+        "cold-1000": ([[{"state": state[:-1], "questions": [q(state[-1:])]}]], [*base, "--cuda-graphs", "off"], MATCH, KERNELS),
+        "split-key-24-over-1000": ([[{"state": state, "questions": [q(questions[0])]}]], [*base, "--cuda-graphs", "off", "--state-attention", "split-key"],
+                                   "regex:split_key_kernel", 2),
+        f"throughput-{len(many)}x1001": ([[{"state": s, "questions": [q(questions[0][:1])]} for s in many]], [*base, "--max-step-tokens", "16384"],
+                                         MATCH, KERNELS),
     }
 
 
-def counters(args, name, call, flags):
-    """One call under ncu: its first KERNELS matching launches, or the error."""
+def counters(args, name, call, flags, match, count):
+    """One call under ncu: its first `count` launches whose names `match`, or the error."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump({"calls": call}, f)
     report = os.path.join(args.out, f"kernel_counters-{name}.csv")  # ncu's output apart from tq_cli's (its JSON on stdout)
     # The regex sees the demangled name whole (namespaces and all): ncu's default base is the bare function name.
-    command = [args.ncu, "--csv", "--log-file", report, "--target-processes", "all", "--kernel-name-base", "demangled", "-k", MATCH, "-c", str(KERNELS),
+    command = [args.ncu, "--csv", "--log-file", report, "--target-processes", "all", "--kernel-name-base", "demangled", "-k", match, "-c", str(count),
                "--metrics", ",".join(METRICS), args.cli, "answer", "--calls", f.name, *flags]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
@@ -128,11 +135,11 @@ def main():
         return
     if args.dry_run:
         print(json.dumps({name: {"requests": len(call[0]), "tokens": sum(len(r["state"]) + len(r["questions"][0]["tokens"]) for r in call[0]),
-                                 "flags": flags} for name, (call, flags) in calls(args).items()}))
+                                 "flags": flags, "kernels": match, "count": count} for name, (call, flags, match, count) in calls(args).items()}))
         return
     result, md = {}, ["# Nsight Compute's counters: each call's first launches (bench-qwen3, bf16, the fast path)", ""]
-    for name, (call, flags) in calls(args).items():
-        result[name] = counters(args, name, call, flags)
+    for name, (call, flags, match, count) in calls(args).items():
+        result[name] = counters(args, name, call, flags, match, count)
         md += [f"## {name}", "", markdown(result[name]["launches"]) if result[name]["launches"] else f"no counters: {result[name]['error']}\n"]
         with open(os.path.join(args.out, "kernel_counters.json"), "w") as out:  # after each call: a kill keeps what was measured
             json.dump(result, out, indent=1)

@@ -194,6 +194,24 @@ def cublaslt_header(torch):
     return [p for p in places if os.path.exists(os.path.join(p, "cublasLt.h"))]
 
 
+def attention_impls(torch):
+    """The attention kernels beyond libtorch's own FlashAttention-2 that this machine could give the engine: the
+    flash implementations torch has registered (FA3 and FA4 come as separate packages, for Hopper and later), and
+    whether FlashAttention's own packages import. Where one is at hand, a state's own tier could run on it (the cold
+    prefill's attention is the first kernel of its profile)."""
+    found = {"torch_flash_impls": None, "packages": {}}
+    attention = getattr(getattr(torch, "nn", None), "attention", None) if torch is not None else None
+    if attention is not None and hasattr(attention, "list_flash_attention_impls"):
+        found["torch_flash_impls"] = list(attention.list_flash_attention_impls())
+    for package in ("flash_attn_interface", "flash_attn", "flash_attn_3"):
+        try:
+            __import__(package)
+            found["packages"][package] = True
+        except Exception:
+            found["packages"][package] = False
+    return found
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -206,7 +224,8 @@ def main():
     except ImportError:
         torch = None
     cuda = torch is not None and args.device != "cpu" and torch.cuda.is_available()
-    checks = [("versions", lambda: versions(torch)), ("headers", lambda: headers(torch)), ("cublaslt_header", lambda: cublaslt_header(torch))]
+    checks = [("versions", lambda: versions(torch)), ("headers", lambda: headers(torch)), ("cublaslt_header", lambda: cublaslt_header(torch)),
+              ("attention_impls", lambda: attention_impls(torch))]
     if cuda:
         checks += [("schemas", lambda: schemas(torch)), ("flash", lambda: flash_call(torch)), ("efficient", lambda: efficient_call(torch))]
     for name, check in checks:
@@ -231,6 +250,10 @@ def main():
     parts.append("headers: " + ("all found" if not missing else "missing " + ", ".join(missing)))
     found = results.get("cublaslt_header")
     parts.append("cublasLt.h: " + (", ".join(found) if isinstance(found, list) and found else "not found" if isinstance(found, list) else "error"))
+    impls = results.get("attention_impls", {})
+    if "error" not in impls:
+        there = [p for p, ok in impls.get("packages", {}).items() if ok]
+        parts.append(f"flash impls registered: {impls.get('torch_flash_impls')}; packages: {', '.join(there) or 'none'}")
     results["summary"] = "; ".join(parts)
     save()
     print(results["summary"])

@@ -19,7 +19,8 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
                (its cascade in the plan's shape, not the fixed form's); each call's kernels ranked (kernel_profile.py):
                the top 15 printed, all in profile.md; then on CUDA the forms a layer's GEMM can take on few rows with
                split-K off, timed and their bits checked (gemm_probe.py), and Nsight Compute's counters for the
-               first layer of a cold prefill and of the throughput call (kernel_counters.py)
+               first layer of a cold prefill and of the throughput call, and the split-key kernel's first two launches
+               (kernel_counters.py)
   4 bench      the benchmark alone (the fast path; on CUDA also without invariance and with its graphs cut between
                layers, on the CPU with split-key; and ATen's) against plain PyTorch with CUDA graphs and transformers
   5 invariance bf16 label logits of a 1,000-token state on bench-qwen3: alone, in a batch of 8, cached, another step
@@ -295,13 +296,13 @@ class Window:
             for name, rows in shapes.items() if "32" in rows)
 
     def kernel_counters(self, model):
-        """On CUDA, Nsight Compute's counters for the first layer of a cold prefill and of the throughput call
-        (kernel_counters.py): which limit each of our kernels meets (memory, arithmetic, latency), and the attention's
-        grid, where the profile says only how long each took."""
+        """On CUDA, Nsight Compute's counters for the first layer of a cold prefill and of the throughput call, and for the
+        split-key kernel on a question over its state (kernel_counters.py): which limit each of our kernels meets
+        (memory, arithmetic, latency), and the attention's grid, where the profile says only how long each took."""
         if not self.cuda:
             return ""
         self.script("kernel_counters", "kernel_counters.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work,
-                                                               "--bench-model", model, "--timeout", "25"], 60)
+                                                               "--bench-model", model, "--timeout", "25"], 85)
         found = json.loads(read(os.path.join(self.work, "kernel_counters.json")) or "{}")
         if not found:
             return "; kernel counters: none (kernel_counters.log)"

@@ -56,7 +56,10 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(rest).toMatch(/skipped: fp8: needs CUDA/);
   expect(fs.readFileSync(path.join(run.out, 'summary.md'), 'utf8')).toBe(files['window.md']);
 
-  expect(JSON.parse(files['preflight.json']).versions.torch).toMatch(/^1\./);
+  const preflight = JSON.parse(files['preflight.json']);
+  expect(preflight.versions.torch).toMatch(/^1\./);
+  // Which attention kernels beyond libtorch's FlashAttention-2 the machine has: none here (torch 1.13 registers none).
+  expect(preflight.attention_impls).toEqual({ torch_flash_impls: null, packages: { flash_attn_interface: false, flash_attn: false, flash_attn_3: false } });
   const selfcheck = JSON.parse(files['selfcheck.json']);
   expect(Object.keys(selfcheck)).toEqual(['tiny-qwen3 fp32']);
   // And again with split-key attention (the state tier and the questions' own; on the GPU, its kernel against its host twin too).
@@ -150,7 +153,10 @@ test('a run killed mid-way (its whole process group, SIGKILL) leaves a whole tar
   const steps = JSON.parse(files['window.json']).steps;
   expect(steps.map((s: any) => `${s.step} ${s.status}`)).toEqual(['preflight ok']);
   // The finished step's own results, whole; nothing of the benchmark it was killed in.
-  expect(JSON.parse(files['preflight.json']).versions.torch).toMatch(/^1\./);
+  const preflight = JSON.parse(files['preflight.json']);
+  expect(preflight.versions.torch).toMatch(/^1\./);
+  // Which attention kernels beyond libtorch's FlashAttention-2 the machine has: none here (torch 1.13 registers none).
+  expect(preflight.attention_impls).toEqual({ torch_flash_impls: null, packages: { flash_attn_interface: false, flash_attn: false, flash_attn_3: false } });
   expect(files['bench.json']).toBeUndefined();
 }, 120_000);
 

@@ -41,12 +41,17 @@ test('kernel_counters.py reads ncu\'s CSV into one entry per launch, in launch o
   ]);
 });
 
-test('kernel_counters.py builds its two calls from the bench model as the profile does: a cold 1,000-token prefill without graphs, then the throughput call', () => {
+test('kernel_counters.py builds its calls from the bench model as the profile does: a cold 1,000-token prefill without graphs, the split-key kernel on a question over its state, the throughput call', () => {
   const out = execFileSync(debianPython, [path.join(root, 'bench', 'gpu', 'kernel_counters.py'), '--dry-run', '--models', path.join(root, 'models'), '--bench-model', 'tiny-qwen3', '--states', '2'],
     { encoding: 'utf8', env: pythonEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
   const calls = JSON.parse(out);
-  expect(Object.keys(calls)).toEqual(['cold-1000', 'throughput-2x1001']);
-  expect(calls['cold-1000']).toMatchObject({ requests: 1, tokens: 1000 });
+  expect(Object.keys(calls)).toEqual(['cold-1000', 'split-key-24-over-1000', 'throughput-2x1001']);
+  expect(calls['cold-1000']).toMatchObject({ requests: 1, tokens: 1000, count: 14 });
+  // The split-key kernel alone, its first two launches: the first layer's and the second's, a 24-token question's tiers.
+  expect(calls['split-key-24-over-1000']).toMatchObject({ requests: 1, tokens: 1024, kernels: 'regex:split_key_kernel', count: 2 });
+  const split: string[] = calls['split-key-24-over-1000'].flags;
+  expect(split[split.lastIndexOf('--state-attention') + 1]).toBe('split-key');
+  expect(split[split.lastIndexOf('--cuda-graphs') + 1]).toBe('off');
   expect(calls['throughput-2x1001']).toMatchObject({ requests: 2, tokens: 2002 });
   // tq_cli takes a flag's last value: the cold call runs without graphs, every kernel launched where ncu sees it.
   const cold: string[] = calls['cold-1000'].flags;

@@ -44,11 +44,11 @@ beforeAll(async () => {
   bodies = b;
 }, 240_000);
 
-test("the CUDA row kernels', merge's and readout's bodies, run on the host as their launches shape them, give the host forms' bits in every form", () => {
+test("the CUDA row kernels', merge's, readout's and split-key attention's bodies, run on the host as their launches shape them, give the host forms' bits in every form", () => {
   // Each kernel in each of its forms: the quad form where bf16 and the shapes allow it, else the strided one.
   const forms = new Set(bodies.map((b) => `${b.kernel.split(' ')[0]} ${b.form}`));
   expect([...forms].sort()).toEqual(['add_rms_norm rows', 'attention_merge held', 'gated_mul quads', 'gated_mul strided', 'label_readout block a question',
-    'qk_norm_rope quads', 'qk_norm_rope strided']);
+    'qk_norm_rope quads', 'qk_norm_rope strided', 'split_key tiers together']);
   expect(bodies.length).toBeGreaterThanOrEqual(27);
   for (const b of bodies) {
     expect(b.compared).toBeGreaterThanOrEqual(36);

@@ -1,10 +1,10 @@
-// The CUDA built-ins the row, merge and readout kernels' bodies use (row_kernels.cuh, attention_merge.cuh,
-// label_readout.cuh), for a host
+// The CUDA built-ins the row, merge, readout and split-key kernels' bodies use (row_kernels.cuh, attention_merge.cuh,
+// label_readout.cuh, split_key_attention.cuh), for a host
 // compiler: so that the CPU checks run those bodies themselves, launch geometry, lanes, shuffles and barriers
 // included, and compare their bits with the host forms (test/native/row_kernels_check.cpp). Under nvcc this header
 // only names the dynamic shared memory. On the host, run_grid() runs a launch one block at a time, each of its threads
 // a host thread: __syncthreads() waits for the block's threads, __syncwarp() for the warp's, and __shfl_sync() passes
-// (and __shfl_down_sync()) a value through the warp's slots between two such waits. __shared__ variables are a block's because one block runs
+// (and __shfl_down_sync(), __shfl_xor_sync()) a value through the warp's slots between two such waits. __shared__ variables are a block's because one block runs
 // at a time. It emulates what these kernels use, not CUDA: a warp's lanes must all reach each __syncwarp() and
 // __shfl_sync() (these kernels' warps do: a warp leaves whole), and the block's threads each __syncthreads().
 #pragma once
@@ -42,6 +42,9 @@ struct uint2 {
 };
 struct float4 {
   float x, y, z, w;
+};
+struct uint4 {
+  unsigned x, y, z, w;
 };
 inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
 
@@ -93,6 +96,16 @@ inline float __shfl_sync(unsigned, float value, int lane) {
   warp.barrier.wait();
   const float got = warp.slots[lane];
   warp.barrier.wait();  // every lane has read before the slots are written again
+  return got;
+}
+// Lane l gets lane l ^ mask's value.
+inline float __shfl_xor_sync(unsigned, float value, int mask) {
+  auto& warp = *tq::emulation::context.warp;
+  const unsigned lane = threadIdx.x % 32;
+  warp.slots[lane] = value;
+  warp.barrier.wait();
+  const float got = warp.slots[(lane ^ static_cast<unsigned>(mask)) % 32];
+  warp.barrier.wait();
   return got;
 }
 // Lane l gets lane l + offset's value; a lane with none past it, its own.

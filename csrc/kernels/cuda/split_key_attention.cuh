@@ -131,7 +131,11 @@ __global__ void split_key_kernel(SplitKeyLaunch launch) {
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) acc[i] = exact::mul(acc[i], alpha);  // all kPerLane: acc stays in registers
     float tile_sum = 0.0f;
-    for (int j = 0; j < count; ++j) {
+    // A loop of fixed length (the tile's keys, guarded by its count): its shuffles and value loads are issued ahead of
+    // the multiply-adds that wait for them, where a loop of run-time length waited out each key's in turn.
+#pragma unroll
+    for (int j = 0; j < kTileLanes; ++j) {
+      if (j >= count) break;
       const float pj = __shfl_sync(0xffffffffu, p, j);
       tile_sum = exact::add(tile_sum, pj);
       split_key::add_weighted<kPerLane>(acc, pj, v_tile + j * stride, mine, per_lane, a.dim);

@@ -172,7 +172,12 @@ TQ_HOST_DEVICE inline float wide_score(const SplitKeyArgs& a, const float* q, co
   if constexpr (sizeof(T) == 2) {
     if (a.dim % 8 == 0) {
       float acc = 0.0f;
-      for (int d = 0; d < a.dim; d += 8) {
+      // A loop of fixed length (guarded by dim): the kernel issues its loads from the tile ahead of the multiply-adds.
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+      for (int d = 0; d < kMaxDim; d += 8) {
+        if (d >= a.dim) break;
         uint32_t words[4];
         load_words(k + d, words);
         for (int i = 0; i < 4; ++i) {

@@ -101,8 +101,8 @@ __device__ void load_four(const float* p, float* to) {
 
 // The quad form: a block per token, its warps taking the token's heads in turn (warp w: heads w, w + 8, ...), lane l
 // elements 4l..4l+3 of a head of 128. Every global load a block needs is issued before any value is used: the
-// token's RoPE table row index and cache slot, then each warp's heads' values (kHeadsAhead of them at once), the
-// norms' weights, and the table row's entries, which are the same for every head of the token and so read once. A
+// token's RoPE table row index and cache slot, the norms' weights, each warp's heads' values (kHeadsAhead of them at
+// once), and the table row's entries, which are the same for every head of the token and so read once. A
 // block then waits out two round trips to memory for a whole token, where a warp per head waited out two for one
 // head, and a launch is tokens blocks, not tokens x heads / 8 (the kernel was bound by its blocks' latency:
 // docs/gpu.md, "The row kernels' loads"). The heads' values go to shared memory as they arrive and are computed on
@@ -163,15 +163,17 @@ __device__ Bf16Quad quad_norm_rope(const QkNormRopeArgs& a, const float* inputs,
   return rows::narrow_quad(quad);
 }
 
-// The warp's heads from `base` (base, base + kHeadsPerBlock, ...: kHeadsAhead of them): their quads loaded together,
-// then widened into their rows of `heads_in` ([kHeadsAhead][kQuadHeadDim]) as they arrive.
-__device__ void load_heads(const QkNormRopeArgs& a, int t, int base, int per_token, int lane, float* heads_in) {
-  Bf16Quad raw[kHeadsAhead];
+// The warp's heads from `base` (base, base + kHeadsPerBlock, ...: kHeadsAhead of them): their quads, loaded together.
+__device__ void fetch_heads(const QkNormRopeArgs& a, int t, int base, int per_token, int lane, Bf16Quad (&raw)[kHeadsAhead]) {
 #pragma unroll
   for (int k = 0; k < kHeadsAhead; ++k) {
     const int h = base + k * kHeadsPerBlock;
     if (h < per_token) raw[k] = read_quad(a.qkv, static_cast<int64_t>(t) * a.token_stride + static_cast<int64_t>(h) * a.head_dim, lane);
   }
+}
+
+// Those quads widened into their rows of `heads_in` ([kHeadsAhead][kQuadHeadDim]), for the whole warp to read.
+__device__ void put_heads(const Bf16Quad (&raw)[kHeadsAhead], int base, int per_token, int lane, float* heads_in) {
   __syncwarp();  // the rows' last heads have been read
 #pragma unroll
   for (int k = 0; k < kHeadsAhead; ++k)
@@ -183,21 +185,24 @@ __device__ void load_heads(const QkNormRopeArgs& a, int t, int base, int per_tok
 __device__ void qk_norm_rope_token(const QkNormRopeArgs& a, float* heads_in, float* normed) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, first = 4 * lane;
   const int t = blockIdx.x, per_token = a.heads + 2 * a.kv_heads;
-  // Issued in this order, so that no load waits behind one whose address is not known yet: the table row's index and
-  // the token's slot, the norms' weights; then the table row's entries (their address waits for the index) and the
-  // warp's first heads.
+  // Issued in this order, so that no load waits behind one whose address is not known yet (a warp issues in order):
+  // the table row's index and the token's slot, the norms' weights, the warp's first heads; then the table row's
+  // entries, whose address waits for the index while the rest are in flight.
   const int64_t table_row = a.rope_rows ? a.rope_rows[t] * a.head_dim : 0;
   const int64_t slot = a.kv_heads > 0 ? a.slots[t] : 0;
   float q_weights[4] = {}, k_weights[4] = {};
   if (a.q_norm) load_four(a.q_norm + first, q_weights);
   if (a.k_norm) load_four(a.k_norm + first, k_weights);
+  Bf16Quad raw[kHeadsAhead];
+  fetch_heads(a, t, warp, per_token, lane, raw);
   TokenTable table;
   if (a.rope_rows) {
     load_four(a.cos + table_row + first, table.cos_at);
     load_four(a.sin + table_row + first, table.sin_at);
   }
   for (int base = warp; base < per_token; base += kHeadsPerBlock * kHeadsAhead) {
-    load_heads(a, t, base, per_token, lane, heads_in);
+    if (base != warp) fetch_heads(a, t, base, per_token, lane, raw);  // a token of more than 32 heads: the next ones
+    put_heads(raw, base, per_token, lane, heads_in);
 #pragma unroll 1
     for (int k = 0; k < kHeadsAhead; ++k) {
       const int h = base + k * kHeadsPerBlock;

@@ -172,6 +172,13 @@ test("a step's arrays go to the device as views of one buffer (step_upload.h): e
   expect(cascade.upload).toEqual({ part: 'upload', arrays: 6, equal: true, oneBuffer: true, aligned: true, refilled: true, otherSizesRefused: true });
 });
 
+// --cuda-graph-chunks (csrc/runner/step_graphs.h): a graph step's graphs begin at layers 0, 1, 3, 7, ..., each twice the
+// one before, the last taking the rest; as many as asked where the layers allow (bench-qwen3's 28: five at most).
+test("a graph step is cut at layers 0, 1, 3, 7, 15, ...: each graph twice the last, as many as asked and the layers allow", () => {
+  expect(cascade.graphCuts.cuts).toEqual({ '1 of 28': [0], '3 of 28': [0, 1, 3], '5 of 28': [0, 1, 3, 7, 15], '8 of 28': [0, 1, 3, 7, 15],
+    '8 of 36': [0, 1, 3, 7, 15, 31], '8 of 3': [0, 1], '8 of 1': [0] });
+});
+
 test('row kernels: every fused kernel row is the bits of the CPU kernels, fp32 and bf16; q/k/v read in bf16 as read widened, four at a time too', () => {
   expect(rows.map((r) => `${r.kernel}/${r.dtype}`).sort()).toEqual(
     ['add_rms_norm', 'qk_norm_rope', 'qk_norm_rope_bf16_qkv', 'qk_norm_rope_step_keys', 'silu_mul', 'gelu_tanh_mul'].flatMap((k) => [`${k}/bf16`, `${k}/fp32`]).concat('bf16_quads/bf16').sort(),

@@ -49,6 +49,7 @@
 #include "kernels/cpu/attention/attention_reference.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/math/split_key_math.h"
+#include "runner/step_graphs.h"
 
 using namespace tq;
 
@@ -601,6 +602,21 @@ void check_split_key_device() {
               target.is_cuda() ? "cuda" : "cpu", (long long)compared, (long long)differ, (long long)together_differ, (long long)coverage_errors);
 }
 
+// Where a graph step is cut into graphs (runner/step_graphs.h, --cuda-graph-chunks): each graph's first layer, for the
+// layer counts of the families' depths and the graphs asked.
+void check_graph_cuts() {
+  std::printf("{\"part\":\"graphCuts\",\"cuts\":{");
+  const char* comma = "";
+  for (const auto& [layers, graphs] : std::vector<std::pair<int64_t, int64_t>>{{28, 1}, {28, 3}, {28, 5}, {28, 8}, {36, 8}, {3, 8}, {1, 8}}) {
+    std::printf("%s\"%lld of %lld\":[", comma, (long long)graphs, (long long)layers);
+    const auto first = graph_first_layers(layers, graphs);
+    for (size_t i = 0; i < first.size(); ++i) std::printf("%s%lld", i ? "," : "", (long long)first[i]);
+    std::printf("]");
+    comma = ",";
+  }
+  std::printf("}}\n");
+}
+
 int main(int argc, char** argv) {
   at::manual_seed(7);
   at::set_num_threads(1);
@@ -659,5 +675,6 @@ int main(int argc, char** argv) {
   check_keyless_row();
   check_empty_row();
   check_upload();
+  check_graph_cuts();
   return 0;
 }

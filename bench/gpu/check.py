@@ -389,7 +389,7 @@ def profiles(args, done=lambda: None):
         # The cold prefill as it runs without a graph: its cascade in the plan's own shape, not the fixed form's (whose own
         # tier holds spare, empty sequences). The window of 2026-11-30 timed that tier's FlashAttention-2 at 64.6 µs a
         # layer in the engine against 35.5 in the attention probe for the same rows and keys: this says whether the form is why.
-        cases["cold-1000-graphs-off"] = (cases["cold-1000"][0], [*graphs_off(fast), "--prefix-cache", "off"])
+        cases["cold-1000-graphs-off"] = (cases["cold-1000"][0], [*fast, "--prefix-cache", "off", "--cuda-graphs", "off"])  # tq_cli: a flag's last value
     out = {}
     for name, (calls, flags) in cases.items():
         trace = os.path.join(args.out, f"profile-{name}.trace.json")
@@ -403,11 +403,6 @@ def profiles(args, done=lambda: None):
             out[name] = {"error": repr(e)}
         done(out)
     return out
-
-
-def graphs_off(flags):
-    """A path's flags with CUDA graphs off."""
-    return [("off" if i > 0 and flags[i - 1] == "--cuda-graphs" else f) for i, f in enumerate(flags)]
 
 
 def profile_markdown(profiled):

@@ -90,33 +90,28 @@ inline thread_local ThreadContext context;
 
 inline void __syncthreads() { tq::emulation::context.block->wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { tq::emulation::context.warp->barrier.wait(); }
-inline float __shfl_sync(unsigned, float value, int lane) {
-  auto& warp = *tq::emulation::context.warp;
+namespace tq::emulation {
+// Every lane of the warp puts its value in its slot; each then takes lane `from`'s. The second wait: every lane has read
+// before the slots are written again.
+inline float exchange(float value, unsigned from) {
+  auto& warp = *context.warp;
   warp.slots[threadIdx.x % 32] = value;
   warp.barrier.wait();
-  const float got = warp.slots[lane];
-  warp.barrier.wait();  // every lane has read before the slots are written again
+  const float got = warp.slots[from % 32];
+  warp.barrier.wait();
   return got;
 }
+}  // namespace tq::emulation
+
+inline float __shfl_sync(unsigned, float value, int lane) { return tq::emulation::exchange(value, static_cast<unsigned>(lane)); }
 // Lane l gets lane l ^ mask's value.
 inline float __shfl_xor_sync(unsigned, float value, int mask) {
-  auto& warp = *tq::emulation::context.warp;
-  const unsigned lane = threadIdx.x % 32;
-  warp.slots[lane] = value;
-  warp.barrier.wait();
-  const float got = warp.slots[(lane ^ static_cast<unsigned>(mask)) % 32];
-  warp.barrier.wait();
-  return got;
+  return tq::emulation::exchange(value, (threadIdx.x % 32) ^ static_cast<unsigned>(mask));
 }
 // Lane l gets lane l + offset's value; a lane with none past it, its own.
 inline float __shfl_down_sync(unsigned, float value, unsigned offset) {
-  auto& warp = *tq::emulation::context.warp;
   const unsigned lane = threadIdx.x % 32;
-  warp.slots[lane] = value;
-  warp.barrier.wait();
-  const float got = lane + offset < 32 ? warp.slots[lane + offset] : value;
-  warp.barrier.wait();
-  return got;
+  return tq::emulation::exchange(value, lane + offset < 32 ? lane + offset : lane);
 }
 template <typename T>
 T __ldg(const T* p) {

@@ -8,7 +8,7 @@ every model and every benchmark path, so a kill keeps what finished:
 - invariance on the GPU: each question alone and cold against the same question inside a batch of
   several states, from the prefix cache, and at another block size and step size (measured bound);
 - benchmark, side by side with two peers on the same weights and token ids (plain PyTorch with CUDA graphs,
-  torch_peer.py; transformers): a 1,000-token cold prefill to label logits, a 1,000-token state + 16 questions,
+  torch_peer.py; transformers): a 1,000-token cold prefill to label logits (--state-tokens), a 1,000-token state + 16 questions,
   one warm question, throughput with many concurrent states (and its share of the GPU's measured bf16 matmul
   rate), GPU memory of each, and the readout's share of engine time;
 - profile: the benchmark's workloads on the default path under `tq_cli answer --profile`, ranked by kernel_profile.py;
@@ -153,21 +153,21 @@ def matmul_rate():
     return 2 * 8192**3 / (best / 1000) / 1e12
 
 
-def workloads(vocab, states):
+def workloads(vocab, states, state_tokens=STATE_TOKENS):
     rng = random.Random(11)
-    state = ids(rng, STATE_TOKENS, vocab)
+    state = ids(rng, state_tokens, vocab)
     questions = [ids(rng, QUESTION_TOKENS, vocab) for _ in range(QUESTIONS)]
     labels = ids(rng, LABELS, vocab)
-    many = [ids(rng, STATE_TOKENS, vocab) for _ in range(states)]
+    many = [ids(rng, state_tokens, vocab) for _ in range(states)]
     return state, questions, labels, many
 
 
-def bench_inputs(args, states):
+def bench_inputs(args, states, state_tokens=STATE_TOKENS):
     """The bench model's folder, its config and the benchmark's workloads over its vocabulary (`states` of them for
-    throughput): what the benchmark, the profile and the invariance check all start from."""
+    throughput, each of `state_tokens`): what the benchmark, the profile and the invariance check all start from."""
     folder = os.path.join(args.models, args.bench_model)
     config = json.load(open(os.path.join(folder, "config.json")))
-    return folder, config, workloads(config["vocab_size"], states)
+    return folder, config, workloads(config["vocab_size"], states, state_tokens)
 
 
 def ours(args, folder, state, questions, labels, many, runs, extra=()):
@@ -176,7 +176,7 @@ def ours(args, folder, state, questions, labels, many, runs, extra=()):
     q = lambda tokens: {"tokens": tokens, "labelIds": labels}  # noqa: E731
     median_wall = lambda r, skip=1: statistics.median([w[0] for w in r["wallMs"][skip:]])  # noqa: E731
     rep = ["--repeat", str(runs + 1)]
-    # A 1,000-token prefill: 999 state tokens and a 1-token question, read at its end.
+    # A 1,000-token prefill (by default): 999 state tokens and a 1-token question, read at its end.
     cold = cli(args, [[{"state": state[:-1], "questions": [q(state[-1:])]}]], base + ["--prefix-cache", "off"] + rep)
     sixteen = cli(args, [[{"state": state, "questions": [q(t) for t in questions]}]], base + ["--prefix-cache", "off"] + rep)
     warm = cli(args, [[{"state": state, "questions": [q(questions[0])]}]], base + rep)
@@ -203,7 +203,7 @@ def ours(args, folder, state, questions, labels, many, runs, extra=()):
     for step in args.step_sizes:
         call = [{"state": s, "questions": [q(questions[0][:1])]} for s in many]
         t = cli(args, [call], base + ["--prefix-cache", "off", "--max-step-tokens", str(step), "--repeat", "3"])
-        tokens = len(many) * (STATE_TOKENS + 1)
+        tokens = len(many) * (len(many[0]) + 1)
         r["throughput"][step] = {"tokens_per_s": tokens / (median_wall(t) / 1000), "memory_bytes": t["gpuUsedBytes"]}
     return r
 
@@ -292,7 +292,7 @@ PEERS = ["torch_graphs", "transformers"]  # the benchmark's peers, the one to be
 
 def benchmark(args, done=lambda r: None):
     """The benchmark on --bench-model; done(partial result) after each path, so a kill keeps the paths measured."""
-    folder, config, (state, questions, labels, many) = bench_inputs(args, args.states)
+    folder, config, (state, questions, labels, many) = bench_inputs(args, args.states, args.state_tokens)
     r = {"model": f"{args.bench_model}" + (" (Qwen3-0.6B shape, random weights, bf16)" if args.bench_model == "bench-qwen3" else "")}
     r["tqserve"] = ours(args, folder, state, questions, labels, many, args.runs, ATEN_PATH)
     done(r)
@@ -370,26 +370,27 @@ def profiles(args, done=lambda: None):
     """The benchmark's workloads on the default path, each recorded by `tq_cli answer --profile` (the last of three
     repetitions: the first fills the cache, the second may still capture a graph for the warm shape) and summarized by
     kernel_profile.py: OUT/profile-NAME.trace.json and the summaries."""
-    folder, config, (state, questions, labels, many) = bench_inputs(args, args.states)
+    folder, config, (state, questions, labels, many) = bench_inputs(args, args.states, args.state_tokens)
     q = lambda tokens: {"tokens": tokens, "labelIds": labels}  # noqa: E731
     base = ["--model", folder, "--device", args.device, "--dtype", "bf16", "--repeat", "3"]
     fast, split_key = FAST_PATHS[DEFAULT_PATH], FAST_PATHS["tqserve_split_key"]
     warm = [[{"state": state, "questions": [q(questions[0])]}]]
     sixteen = [[{"state": state, "questions": [q(t) for t in questions]}]]
+    n = len(state)  # the names say the state's size (1,000 but in the suite's short CPU form)
     cases = {
-        "cold-1000": ([[{"state": state[:-1], "questions": [q(state[-1:])]}]], [*fast, "--prefix-cache", "off"]),
-        "warm-24-over-1000": (warm, fast),
+        f"cold-{n}": ([[{"state": state[:-1], "questions": [q(state[-1:])]}]], [*fast, "--prefix-cache", "off"]),
+        f"warm-24-over-{n}": (warm, fast),
         "state-16-questions": (sixteen, [*fast, "--prefix-cache", "off"]),
-        f"throughput-{len(many)}x1001": ([[{"state": s, "questions": [q(questions[0][:1])]} for s in many]],
-                                         [*fast, "--prefix-cache", "off", "--max-step-tokens", str(max(args.step_sizes))]),
+        f"throughput-{len(many)}x{n + 1}": ([[{"state": s, "questions": [q(questions[0][:1])]} for s in many]],
+                                           [*fast, "--prefix-cache", "off", "--max-step-tokens", str(max(args.step_sizes))]),
     }
     if args.device.startswith("cuda"):  # the split-key kernel's (its host twin's profile would say nothing of it)
-        cases["warm-24-over-1000-split-key"] = (warm, split_key)  # where the state tier differs: a question over a cached state,
+        cases[f"warm-24-over-{n}-split-key"] = (warm, split_key)  # where the state tier differs: a question over a cached state,
         cases["state-16-questions-split-key"] = (sixteen, [*split_key, "--prefix-cache", "off"])  # and 16 over theirs
         # The cold prefill as it runs without a graph: its cascade in the plan's own shape, not the fixed form's (whose own
         # tier holds spare, empty sequences). The window of 2026-11-30 timed that tier's FlashAttention-2 at 64.6 µs a
         # layer in the engine against 35.5 in the attention probe for the same rows and keys: this says whether the form is why.
-        cases["cold-1000-graphs-off"] = (cases["cold-1000"][0], [*fast, "--prefix-cache", "off", "--cuda-graphs", "off"])  # tq_cli: a flag's last value
+        cases[f"cold-{n}-graphs-off"] = (cases[f"cold-{n}"][0], [*fast, "--prefix-cache", "off", "--cuda-graphs", "off"])  # tq_cli: a flag's last value
     out = {}
     for name, (calls, flags) in cases.items():
         trace = os.path.join(args.out, f"profile-{name}.trace.json")
@@ -426,10 +427,10 @@ def invariance_at_size(args):
 
 
 def invariance_on_path(args, path):
-    """bf16 label logits of a 1,000-token state's question, on the bench model and a path: alone and cold,
+    """bf16 label logits of a state's question (1,000 tokens by default), on the bench model and a path: alone and cold,
     in one call with 7 other states, from the prefix cache, and at another step size. Bit-identical or it fails:
     a kernel whose arithmetic depends on the batch (a split-K GEMM chosen by M, say) shows here."""
-    folder, _, (state, questions, labels, many) = bench_inputs(args, max(args.states, 7))
+    folder, _, (state, questions, labels, many) = bench_inputs(args, max(args.states, 7), args.state_tokens)
     request = {"state": state, "questions": [{"tokens": questions[0], "labelIds": labels}]}
     others = [{"state": s, "questions": [{"tokens": questions[1], "labelIds": labels}]} for s in many[:7]]
     base = ["--model", folder, "--device", args.device, "--dtype", "bf16", *path]
@@ -476,13 +477,13 @@ def markdown(results):
         lines += profile_markdown(results["profile"])
     bm = results.get("benchmark")
     if bm and "tqserve" in bm:
-        lines += benchmark_markdown(bm, results["states"])
+        lines += benchmark_markdown(bm, results["states"], results.get("state_tokens", STATE_TOKENS))
     if bm and "error" in bm:
         lines += ["", f"Benchmark error: {bm['error']}"]
     return "\n".join(lines) + "\n"
 
 
-def benchmark_markdown(bm, states):
+def benchmark_markdown(bm, states, state_tokens):
     """The benchmark's table: a column per path measured so far (ATen, fused, fast, transformers), ratios to transformers
     where it ran."""
     paths = [k for k in ["tqserve", *FAST_PATHS, "torch_graphs", "transformers"] if k in bm]
@@ -515,10 +516,10 @@ def benchmark_markdown(bm, states):
                                             "tqserve_split_key": "tqserve fast, split-key", "tqserve_fast_not_invariant": "tqserve fast, not invariant",
                                             "tqserve_fast_graph_chunks": "tqserve fast, graphs cut", "torch_graphs": "torch graphs"}.get(p, p) for p in paths) + " |",
               "|---|" + "---|" * len(paths),
-              row("1,000-token cold prefill to label logits", "cold_prefill_ms"),
-              row("1,000-token state + 16 questions", "state_16_questions_ms"),
+              row(f"{state_tokens:,}-token cold prefill to label logits", "cold_prefill_ms"),
+              row(f"{state_tokens:,}-token state + 16 questions", "state_16_questions_ms"),
               row("one warm question", "warm_question_ms"),
-              f"| throughput, {states} states x 1,001 tokens | " + " | ".join(throughput(p) for p in paths) + " |"]
+              f"| throughput, {states} states x {state_tokens + 1:,} tokens | " + " | ".join(throughput(p) for p in paths) + " |"]
     if "ratios_graph_chunks_vs_fast" in bm:
         lines += ["", "A step's CUDA graph cut between layers against one graph a step (the fast path's time over the cut one's; above 1: "
                   "cutting is faster): " + ", ".join(f"{k} {v:.3f}x" for k, v in bm["ratios_graph_chunks_vs_fast"].items()) + "; the cold "
@@ -573,6 +574,8 @@ def main():
                         "--bench-model), profile (the benchmark's workloads under --profile); the window runs them as separate steps")
     parser.add_argument("--top", type=int, default=15, help="profile: the kernels (or CPU ops) ranked per call")
     parser.add_argument("--bench-model", default="bench-qwen3")
+    parser.add_argument("--state-tokens", type=int, default=STATE_TOKENS, help="the benchmark's, the profile's and the invariance "
+                        "check's state length (the suite's short CPU form takes fewer)")
     parser.add_argument("--no-peer", action="store_true", help="the benchmark without transformers (where it or CUDA is absent)")
     parser.add_argument("--stem", default="results", help="OUT/STEM.json and OUT/STEM.md")
     parser.add_argument("--step-sizes", default="2048,8192,16384", type=lambda s: [int(x) for x in s.split(",")],
@@ -585,7 +588,7 @@ def main():
     if args.paths is None:
         args.paths = BENCHED_PATHS_CUDA if args.device.startswith("cuda") else BENCHED_PATHS
     torch.set_num_threads(4)
-    results = {"device": device_name(args), "states": args.states}
+    results = {"device": device_name(args), "states": args.states, "state_tokens": args.state_tokens}
     save = lambda: write_results(args.out, args.stem, results, markdown(results))  # noqa: E731
     parts = args.parts.split(",")
     if "parity" in parts:

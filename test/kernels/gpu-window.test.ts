@@ -92,11 +92,13 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   // The profile of each workload the benchmark measures: CPU ops ranked per call, printed in the window's output.
   const profile = JSON.parse(files['profile.json']).profile;
   // (With split-key's state tier too on CUDA: its kernel's profile, which its host twin's here would not be.)
-  expect(Object.keys(profile)).toEqual(['cold-1000', 'warm-24-over-1000', 'state-16-questions', 'throughput-2x1001']);
+  // (The short form's states are 300 tokens, not 1,000: the names say so.)
+  expect(Object.keys(profile)).toEqual(['cold-300', 'warm-24-over-300', 'state-16-questions', 'throughput-2x301']);
   for (const p of Object.values<any>(profile)) expect(p.calls['0'].top.length).toBeGreaterThan(0);
-  expect(run.log()).toContain('### warm-24-over-1000');
-  // bf16 bits at the benchmark's size: alone, in a batch of 8, cached, another step size.
+  expect(run.log()).toContain('### warm-24-over-300');
+  // bf16 bits at the benchmark's size (the short form's): alone, in a batch of 8, cached, another step size (256: the state in two).
   const invariance = JSON.parse(files['invariance.json']).invariance;
+  expect(invariance.state_tokens).toBe(300);
   expect(invariance.passed).toBe(true);
   expect(invariance.max_abs_logit_diff).toEqual({ batch_of_8: 0, from_cache: 0, step_256: 0 });
   expect(invariance.split_key.passed).toBe(true);

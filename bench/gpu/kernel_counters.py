@@ -6,7 +6,8 @@ time (qk_norm_rope 17%, add_rms_norm 9%, gated_mul 6%: bench/gpu/results/h200-20
 their bytes once would take less. So this runs that call, and a cold 1,000-token prefill before it, under `ncu`: our
 kernels and the GEMMs and attention beside them (the first KERNELS launches that match), with the counters that say
 which limit each meets: its duration, its memory and SM throughput as a share of the device's peak, DRAM's, the warps
-it keeps active, its registers and grid. Writes OUT/kernel_counters.{json,md} and ncu's CSV as it came
+it keeps active, its registers and grid; for the split-key kernel also why its warps wait (their stall reasons, how often
+a scheduler issues, what bounds its resident blocks). Writes OUT/kernel_counters.{json,md} and ncu's CSV as it came
 (kernel_counters-CALL.csv); no build of its own.
 
     python3 bench/gpu/kernel_counters.py --cli build/tq_cli --models DIR --out OUT [--ncu ncu]
@@ -37,6 +38,21 @@ METRICS = {
     "launch__grid_size": "blocks",
     "launch__block_size": "threads",
 }
+# Why a kernel waits, asked of the split-key kernel (80 µs a layer where its work comes to a few): what its warps stall
+# on (each reason's share of the active warps' cycles, under "stalls"), how often a scheduler issued, and what bounds
+# its resident warps. A name this ncu lacks fails the whole run, so that call is run again without them where it fails.
+STALL_REASONS = ["long_scoreboard", "short_scoreboard", "barrier", "wait", "mio_throttle", "math_pipe_throttle", "lg_throttle",
+                 "not_selected", "no_instruction", "dispatch_stall", "membar", "branch_resolving"]
+WHY_METRICS = {
+    **{f"smsp__warp_issue_stalled_{r}_per_warp_active.pct": f"stall:{r}" for r in STALL_REASONS},
+    "smsp__issue_active.avg.pct_of_peak_sustained_active": "issue_pct",
+    "sm__maximum_warps_per_active_cycle_pct": "theoretical_occupancy_pct",
+    "launch__occupancy_limit_registers": "blocks_by_registers",
+    "launch__occupancy_limit_shared_mem": "blocks_by_shared",
+    "launch__occupancy_limit_warps": "blocks_by_warps",
+    "smsp__inst_executed.sum": "instructions",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": "shared_load_conflicts",
+}
 
 
 def number(text):
@@ -55,14 +71,23 @@ def parse(text):
     launches = {}
     for row in rows:
         entry = launches.setdefault(row["ID"], {"kernel": row["Kernel Name"]})
-        key = METRICS.get(row["Metric Name"])
+        key = METRICS.get(row["Metric Name"]) or WHY_METRICS.get(row["Metric Name"])
         if key is None:
             continue
         value = number(row["Metric Value"])
+        if key.startswith("stall:"):
+            entry.setdefault("stalls", {})[key[len("stall:"):]] = value
+            continue
         # Durations come in the unit ncu picks (ns, us, ms): ours is µs.
         scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(row.get("Metric Unit", ""), 1.0)
         entry[key] = value * scale if key == "us" and value is not None else value
     return [launches[k] for k in sorted(launches, key=int)]
+
+
+def top_stalls(entry, n=3):
+    """The `n` reasons its warps stalled on most, largest first, as "reason pct%"."""
+    stalls = sorted(((v, r) for r, v in entry.get("stalls", {}).items() if v is not None), reverse=True)[:n]
+    return ", ".join(f"{r} {v:.0f}%" for v, r in stalls)
 
 
 def markdown(launches):
@@ -72,13 +97,21 @@ def markdown(launches):
         name = e["kernel"].split("(")[0][:70]
         lines.append(f"| {i} | `{name}` | {fmt(e.get('us'))} | {fmt(e.get('memory_pct'))} | {fmt(e.get('sm_pct'))} | {fmt(e.get('dram_pct'))} | "
                      f"{fmt(e.get('occupancy_pct'))} | {fmt(e.get('registers'), 0)} | {fmt(e.get('blocks'), 0)} x {fmt(e.get('threads'), 0)} |")
+    why = [(i, e) for i, e in enumerate(launches) if "stalls" in e]
+    if why:
+        lines += ["", "| # | stalled on (share of active warps' cycles) | issuing % | occupancy % in theory | blocks an SM by registers / shared / warps | "
+                  "instructions | shared-load bank conflicts |", "|---|---|---|---|---|---|---|"]
+        for i, e in why:
+            limits = " / ".join(fmt(e.get(k), 0) for k in ("blocks_by_registers", "blocks_by_shared", "blocks_by_warps"))
+            lines.append(f"| {i} | {top_stalls(e, 5)} | {fmt(e.get('issue_pct'))} | {fmt(e.get('theoretical_occupancy_pct'))} | {limits} | "
+                         f"{fmt(e.get('instructions'), 0)} | {fmt(e.get('shared_load_conflicts'), 0)} |")
     return "\n".join(lines) + "\n"
 
 
 def calls(args):
     """The profile's cold prefill (graphs off: ncu then sees each kernel launched) and throughput call (check.py), and
     between them the split-key kernel on a 24-token question over its 1,000-token state: name -> (tq_cli's calls, its
-    flags, the kernels to profile, how many). The cold call's attention took about twice in the engine what the
+    flags, the kernels to profile, how many, whether to ask why they wait too: WHY_METRICS). The cold call's attention took about twice in the engine what the
     attention probe measured for the same tier (bench/gpu/results/h200-2026-11-30-profile.md): its launches' grids say
     why. The split-key kernel took 80 µs a layer on a warm question where its loads and arithmetic come to a few:
     whether it waits on memory, on its own latency or on too few warps. A cold call's question runs the same tiers as a
@@ -90,22 +123,33 @@ def calls(args):
     q = lambda tokens: {"tokens": tokens, "labelIds": labels}  # noqa: E731
     base = ["--model", folder, "--device", "cuda", "--dtype", "bf16", *check.FAST_PATHS[check.DEFAULT_PATH], "--prefix-cache", "off"]
     return {
-        "cold-1000": ([[{"state": state[:-1], "questions": [q(state[-1:])]}]], [*base, "--cuda-graphs", "off"], MATCH, KERNELS),
+        "cold-1000": ([[{"state": state[:-1], "questions": [q(state[-1:])]}]], [*base, "--cuda-graphs", "off"], MATCH, KERNELS, False),
         "split-key-24-over-1000": ([[{"state": state, "questions": [q(questions[0])]}]], [*base, "--cuda-graphs", "off", "--state-attention", "split-key"],
-                                   "regex:split_key_kernel", 2),
+                                   "regex:split_key_kernel", 2, True),
         f"throughput-{len(many)}x1001": ([[{"state": s, "questions": [q(questions[0][:1])]} for s in many]], [*base, "--max-step-tokens", "16384"],
-                                         MATCH, KERNELS),
+                                         MATCH, KERNELS, False),
     }
 
 
-def counters(args, name, call, flags, match, count):
-    """One call under ncu: its first `count` launches whose names `match`, or the error."""
+def counters(args, name, call, flags, match, count, why=False):
+    """One call under ncu: its first `count` launches whose names `match`, or the error. With `why`, WHY_METRICS too; where
+    that run gives nothing (an ncu without one of them), the call again without them, saying so under "why_error"."""
+    if why:
+        asked = run_ncu(args, name, call, flags, match, count, {**METRICS, **WHY_METRICS})
+        if asked["launches"]:
+            return asked
+        return {**run_ncu(args, name, call, flags, match, count, METRICS), "why_error": asked["error"]}
+    return run_ncu(args, name, call, flags, match, count, METRICS)
+
+
+def run_ncu(args, name, call, flags, match, count, metrics):
+    """One call under ncu with these metrics."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump({"calls": call}, f)
     report = os.path.join(args.out, f"kernel_counters-{name}.csv")  # ncu's output apart from tq_cli's (its JSON on stdout)
     # The regex sees the demangled name whole (namespaces and all): ncu's default base is the bare function name.
     command = [args.ncu, "--csv", "--log-file", report, "--target-processes", "all", "--kernel-name-base", "demangled", "-k", match, "-c", str(count),
-               "--metrics", ",".join(METRICS), args.cli, "answer", "--calls", f.name, *flags]
+               "--metrics", ",".join(metrics), args.cli, "answer", "--calls", f.name, *flags]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
         returncode, stderr = done.returncode, done.stderr
@@ -135,12 +179,14 @@ def main():
         return
     if args.dry_run:
         print(json.dumps({name: {"requests": len(call[0]), "tokens": sum(len(r["state"]) + len(r["questions"][0]["tokens"]) for r in call[0]),
-                                 "flags": flags, "kernels": match, "count": count} for name, (call, flags, match, count) in calls(args).items()}))
+                                 "flags": flags, "kernels": match, "count": count, "why": why} for name, (call, flags, match, count, why) in calls(args).items()}))
         return
     result, md = {}, ["# Nsight Compute's counters: each call's first launches (bench-qwen3, bf16, the fast path)", ""]
-    for name, (call, flags, match, count) in calls(args).items():
-        result[name] = counters(args, name, call, flags, match, count)
+    for name, (call, flags, match, count, why) in calls(args).items():
+        result[name] = counters(args, name, call, flags, match, count, why)
         md += [f"## {name}", "", markdown(result[name]["launches"]) if result[name]["launches"] else f"no counters: {result[name]['error']}\n"]
+        if result[name].get("why_error"):
+            md += [f"(why it waits: not measured, ncu said: {result[name]['why_error'][-300:]})", ""]
         with open(os.path.join(args.out, "kernel_counters.json"), "w") as out:  # after each call: a kill keeps what was measured
             json.dump(result, out, indent=1)
         with open(os.path.join(args.out, "kernel_counters.md"), "w") as out:

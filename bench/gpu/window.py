@@ -54,6 +54,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 FIRST_MODELS = ["bench-qwen3", "tiny-qwen3", "tiny-llama"]
 sys.path.insert(0, HERE)
 from tiny import TINY, VISION  # noqa: E402
+import kernel_counters  # noqa: E402 (its table helpers; it imports torch only to build its calls)
 
 PACK_RESERVE_S = 10  # kept back from every step for the last pack
 MIN_STEP_S = 2  # a part given less is not started ("no time left")
@@ -312,7 +313,8 @@ class Window:
         parts = []
         for call, r in found.items():
             launches = r.get("launches", [])
-            parts.append(f"{call} " + (", ".join(f"{name(e)} {e.get('us') or 0:.0f} µs {pct(e.get('memory_pct'))}" for e in launches[:12])
+            stalled = lambda e: f" stalled on {kernel_counters.top_stalls(e, 2)}" if e.get("stalls") else ""  # noqa: E731
+            parts.append(f"{call} " + (", ".join(f"{name(e)} {e.get('us') or 0:.0f} µs {pct(e.get('memory_pct'))}{stalled(e)}" for e in launches[:12])
                                        if launches else f"none ({str(r.get('error'))[:120]})"))
         return "; ncu (first launches: µs, memory throughput of peak): " + "; ".join(parts)
 

@@ -41,6 +41,40 @@ test('kernel_counters.py reads ncu\'s CSV into one entry per launch, in launch o
   ]);
 });
 
+test("kernel_counters.py reads why a kernel waits (the split-key kernel's): its stall reasons, issue rate and occupancy's limits, the largest stalls named first", () => {
+  const split = 'void tq::cuda::(anonymous namespace)::split_key_kernel<unsigned short, 2>(tq::split_key::SplitKeyLaunch)';
+  const stall = (reason: string, pct: string) => row(0, split, `smsp__warp_issue_stalled_${reason}_per_warp_active.pct`, '%', pct);
+  const csv = [header, row(0, split, 'gpu__time_duration.sum', 'usecond', '40.5'), stall('long_scoreboard', '12.5'), stall('barrier', '61.0'),
+    stall('short_scoreboard', '20.25'), stall('wait', '3'), row(0, split, 'smsp__issue_active.avg.pct_of_peak_sustained_active', '%', '9.5'),
+    row(0, split, 'launch__occupancy_limit_registers', 'block', '2'), row(0, split, 'smsp__inst_executed.sum', 'inst', '1,234,567')].join('\n');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-ncu-'));
+  fs.writeFileSync(path.join(dir, 'why.csv'), csv);
+  const script = `import sys, json; sys.path.insert(0, ${JSON.stringify(path.join(root, 'bench', 'gpu'))}); import kernel_counters as k; ` +
+    `l = k.parse(open(${JSON.stringify(path.join(dir, 'why.csv'))}).read()); print(json.dumps({"launches": l, "top": k.top_stalls(l[0], 2), "md": k.markdown(l)}))`;
+  const out = JSON.parse(execFileSync('python3', ['-c', script], { encoding: 'utf8' }));
+  fs.rmSync(dir, { recursive: true, force: true });
+  expect(out.launches).toEqual([{ kernel: split, us: 40.5, stalls: { long_scoreboard: 12.5, barrier: 61, short_scoreboard: 20.25, wait: 3 }, issue_pct: 9.5,
+    blocks_by_registers: 2, instructions: 1234567 }]);
+  expect(out.top).toBe('barrier 61%, short_scoreboard 20%');
+  expect(out.md).toContain('| 0 | barrier 61%, short_scoreboard 20%, long_scoreboard 12%, wait 3% | 9.5 | - | 2 / - / - | 1234567 | - |');
+});
+
+test("where this ncu lacks a metric of why a kernel waits, kernel_counters.py measures that call again without them and says why", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-ncu-'));
+  // An ncu that refuses the stall metrics, as one without them would, and otherwise writes one launch's duration.
+  const ncu = path.join(dir, 'ncu');
+  fs.writeFileSync(ncu, ['#!/bin/bash', 'while [ $# -gt 0 ]; do case "$1" in --log-file) log=$2; shift;; --metrics) metrics=$2; shift;; esac; shift; done',
+    'case "$metrics" in *stalled*) echo "==ERROR== Failed to find metric smsp__warp_issue_stalled_barrier_per_warp_active.pct" >&2; exit 1;; esac',
+    `printf '%s\\n' '${header}' '${row(0, gemm, 'gpu__time_duration.sum', 'usecond', '7.5')}' > "$log"`].join('\n'), { mode: 0o755 });
+  const script = `import sys, json, types; sys.path.insert(0, ${JSON.stringify(path.join(root, 'bench', 'gpu'))}); import kernel_counters as k; ` +
+    `a = types.SimpleNamespace(ncu=${JSON.stringify(ncu)}, out=${JSON.stringify(dir)}, cli="tq_cli", timeout=10); ` +
+    `print(json.dumps(k.counters(a, "split", [[]], [], "regex:split_key_kernel", 2, True)))`;
+  const r = JSON.parse(execFileSync('python3', ['-c', script], { encoding: 'utf8' }));
+  fs.rmSync(dir, { recursive: true, force: true });
+  expect(r.launches).toEqual([{ kernel: gemm, us: 7.5 }]);
+  expect(r.why_error).toContain('Failed to find metric');
+});
+
 test('kernel_counters.py builds its calls from the bench model as the profile does: a cold 1,000-token prefill without graphs, the split-key kernel on a question over its state, the throughput call', () => {
   const out = execFileSync(debianPython, [path.join(root, 'bench', 'gpu', 'kernel_counters.py'), '--dry-run', '--models', path.join(root, 'models'), '--bench-model', 'tiny-qwen3', '--states', '2'],
     { encoding: 'utf8', env: pythonEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
@@ -48,7 +82,9 @@ test('kernel_counters.py builds its calls from the bench model as the profile do
   expect(Object.keys(calls)).toEqual(['cold-1000', 'split-key-24-over-1000', 'throughput-2x1001']);
   expect(calls['cold-1000']).toMatchObject({ requests: 1, tokens: 1000, count: 14 });
   // The split-key kernel alone, its first two launches: the first layer's and the second's, a 24-token question's tiers.
-  expect(calls['split-key-24-over-1000']).toMatchObject({ requests: 1, tokens: 1024, kernels: 'regex:split_key_kernel', count: 2 });
+  // And why it waits (its stall reasons: WHY_METRICS), that call alone.
+  expect(calls['split-key-24-over-1000']).toMatchObject({ requests: 1, tokens: 1024, kernels: 'regex:split_key_kernel', count: 2, why: true });
+  expect([calls['cold-1000'].why, calls['throughput-2x1001'].why]).toEqual([false, false]);
   const split: string[] = calls['split-key-24-over-1000'].flags;
   expect(split[split.lastIndexOf('--state-attention') + 1]).toBe('split-key');
   expect(split[split.lastIndexOf('--cuda-graphs') + 1]).toBe('off');

@@ -110,10 +110,11 @@ def markdown(launches):
 
 def calls(args):
     """The profile's cold prefill (graphs off: ncu then sees each kernel launched) and throughput call (check.py), and
-    between them the split-key kernel on a 24-token question over its 1,000-token state: name -> (tq_cli's calls, its
-    flags, the kernels to profile, how many, whether to ask why they wait too: WHY_METRICS). The cold call's attention took about twice in the engine what the
-    attention probe measured for the same tier (bench/gpu/results/h200-2026-11-30-profile.md): its launches' grids say
-    why. The split-key kernel took 80 µs a layer on a warm question where its loads and arithmetic come to a few:
+    between them the prefill's attention in its graph and the split-key kernel on a 24-token question over its
+    1,000-token state: name -> (tq_cli's calls, its flags, the kernels to profile, how many, whether to ask why they wait
+    too: WHY_METRICS). The cold call's attention took about twice in the engine what the attention probe measured for
+    the same tier (bench/gpu/results/h200-2026-11-30-profile.md): its launches' grids, in the graph's fixed form and
+    without it, say why. The split-key kernel took 80 µs a layer on a warm question where its loads and arithmetic come to a few:
     whether it waits on memory, on its own latency or on too few warps. A cold call's question runs the same tiers as a
     warm one (its state's keys and its own), so its first two launches of the kernel are a warm question's."""
     sys.path.insert(0, HERE)
@@ -122,8 +123,12 @@ def calls(args):
     folder, _config, (state, questions, labels, many) = check.bench_inputs(args, args.states)
     q = lambda tokens: {"tokens": tokens, "labelIds": labels}  # noqa: E731
     base = ["--model", folder, "--device", "cuda", "--dtype", "bf16", *check.FAST_PATHS[check.DEFAULT_PATH], "--prefix-cache", "off"]
+    cold = [[{"state": state[:-1], "questions": [q(state[-1:])]}]]
     return {
-        "cold-1000": ([[{"state": state[:-1], "questions": [q(state[-1:])]}]], [*base, "--cuda-graphs", "off"], MATCH, KERNELS, False),
+        "cold-1000": (cold, [*base, "--cuda-graphs", "off"], MATCH, KERNELS, False),
+        # The same prefill's attention in its graph (ncu profiles a graph's kernels one by one): the fixed form's grids,
+        # beside the plain plan's above, for FlashAttention-2's 64.6 against 35.5 µs a layer.
+        "cold-1000-graph-attention": (cold, base, "regex:flash_fwd", 2, False),
         "split-key-24-over-1000": ([[{"state": state, "questions": [q(questions[0])]}]], [*base, "--cuda-graphs", "off", "--state-attention", "split-key"],
                                    "regex:split_key_kernel", 2, True),
         f"throughput-{len(many)}x1001": ([[{"state": s, "questions": [q(questions[0][:1])]} for s in many]], [*base, "--max-step-tokens", "16384"],

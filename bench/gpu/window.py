@@ -304,7 +304,7 @@ class Window:
         if not self.cuda:
             return ""
         self.script("kernel_counters", "kernel_counters.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work,
-                                                               "--bench-model", model, "--timeout", "25"], 85)
+                                                               "--bench-model", model, "--timeout", "25"], 110)
         found = json.loads(read(os.path.join(self.work, "kernel_counters.json")) or "{}")
         if not found:
             return "; kernel counters: none (kernel_counters.log)"

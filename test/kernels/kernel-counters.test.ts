@@ -75,16 +75,20 @@ test("where this ncu lacks a metric of why a kernel waits, kernel_counters.py me
   expect(r.why_error).toContain('Failed to find metric');
 });
 
-test('kernel_counters.py builds its calls from the bench model as the profile does: a cold 1,000-token prefill without graphs, the split-key kernel on a question over its state, the throughput call', () => {
+test('kernel_counters.py builds its calls from the bench model as the profile does: a cold 1,000-token prefill without graphs, its attention in its graph, the split-key kernel on a question over its state, the throughput call', () => {
   const out = execFileSync(debianPython, [path.join(root, 'bench', 'gpu', 'kernel_counters.py'), '--dry-run', '--models', path.join(root, 'models'), '--bench-model', 'tiny-qwen3', '--states', '2'],
     { encoding: 'utf8', env: pythonEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
   const calls = JSON.parse(out);
-  expect(Object.keys(calls)).toEqual(['cold-1000', 'split-key-24-over-1000', 'throughput-2x1001']);
+  expect(Object.keys(calls)).toEqual(['cold-1000', 'cold-1000-graph-attention', 'split-key-24-over-1000', 'throughput-2x1001']);
   expect(calls['cold-1000']).toMatchObject({ requests: 1, tokens: 1000, count: 14 });
+  // The same prefill's attention in its CUDA graph (the fixed form), the first layer's two launches.
+  expect(calls['cold-1000-graph-attention']).toMatchObject({ requests: 1, tokens: 1000, kernels: 'regex:flash_fwd', count: 2 });
+  const graphed: string[] = calls['cold-1000-graph-attention'].flags;
+  expect(graphed[graphed.lastIndexOf('--cuda-graphs') + 1]).toBe('on');
   // The split-key kernel alone, its first two launches: the first layer's and the second's, a 24-token question's tiers.
   // And why it waits (its stall reasons: WHY_METRICS), that call alone.
   expect(calls['split-key-24-over-1000']).toMatchObject({ requests: 1, tokens: 1024, kernels: 'regex:split_key_kernel', count: 2, why: true });
-  expect([calls['cold-1000'].why, calls['throughput-2x1001'].why]).toEqual([false, false]);
+  expect([calls['cold-1000'].why, calls['cold-1000-graph-attention'].why, calls['throughput-2x1001'].why]).toEqual([false, false, false]);
   const split: string[] = calls['split-key-24-over-1000'].flags;
   expect(split[split.lastIndexOf('--state-attention') + 1]).toBe('split-key');
   expect(split[split.lastIndexOf('--cuda-graphs') + 1]).toBe('off');

@@ -114,9 +114,9 @@ def calls(args):
     1,000-token state: name -> (tq_cli's calls, its flags, the kernels to profile, how many, whether to ask why they wait
     too: WHY_METRICS). The cold call's attention took about twice in the engine what the attention probe measured for
     the same tier (bench/gpu/results/h200-2026-11-30-profile.md): its launches' grids, in the graph's fixed form and
-    without it, say why. The split-key kernel took 80 µs a layer on a warm question where its loads and arithmetic come to a few:
-    whether it waits on memory, on its own latency or on too few warps. A cold call's question runs the same tiers as a
-    warm one (its state's keys and its own), so its first two launches of the kernel are a warm question's."""
+    without it, say why. The split-key kernel took 80 µs a layer on a warm question where its loads and arithmetic come
+    to a few: whether it waits on memory, on its own latency or on too few warps. A cold call's question runs the same
+    tiers as a warm one (its state's keys and its own), so its first two launches of the kernel are a warm question's."""
     sys.path.insert(0, HERE)
     import check  # noqa: E402 (torch, which check imports, is the GPU machine's)
 

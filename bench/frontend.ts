@@ -4,7 +4,11 @@
  * about the same ~4,900-character state again (cached by the engine's prefix cache), and about a new
  * state each time. Prints the medians of the client's time, the server's (`x-service-server-ms`), the
  * server's own part (that less the engine and wait stages), the engine-process hop within it (the `hop`
- * stage), the server's code (own less hop) and the other stages (`x-service-stages`). Each arm is a server
+ * stage), the server's code (own less hop), the client's time outside the server (`outside`: its time less
+ * `x-service-server-ms`: the HTTP exchange, and whatever the server does after stamping it), its time less the engine's
+ * stages (`beyond`: all but the engine's variance, which hides small changes in the client's time) and the other stages
+ * (`x-service-stages`). FRONTEND_BASELINE (another checkout's dist/tqserve.js) runs beside this build, taking turns in
+ * both orders, FRONTEND_ROUNDS times (default 6; 1 without a baseline), and the medians of each build's rounds follow. Each arm is a server
  * with other flags: by default the channel to the engine process slept on between messages
  * (`--busy-poll-ms 0`, the CPU's default), and spun on (`--busy-poll-ms 20`, a GPU's default) with one
  * engine thread, so that the spinning has a core of its own on a small machine; BENCH_ARMS picks (`sleep`,
@@ -21,14 +25,17 @@ import { listeningUrl, runServerProcess } from '../test/helpers/server-process';
 import { dossier, median, quantile, topicQuestion } from './workload';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 200);
+const BASELINE = process.env.FRONTEND_BASELINE;
+const ROUNDS = Number(process.env.FRONTEND_ROUNDS ?? (BASELINE ? 6 : 1));
 const root = path.resolve(__dirname, '..');
+const BUILDS: Record<string, string> = { this: path.join(root, 'dist', 'tqserve.js'), ...(BASELINE ? { baseline: BASELINE } : {}) };
 
 type Row = Record<string, number>;
 
 const ARMS: Record<string, string[]> = { sleep: ['--busy-poll-ms', '0'], spin: ['--busy-poll-ms', '20', '--threads', '1'] };
 
-async function serverRows(flags: string[]): Promise<{ name: string; rows: Row[] }[]> {
-  const { child, output, exited } = runServerProcess(['--base', 'tiny-qwen3', '--port', '0', ...flags]);
+async function serverRows(flags: string[], command: string): Promise<{ name: string; rows: Row[] }[]> {
+  const { child, output, exited } = runServerProcess(['--base', 'tiny-qwen3', '--port', '0', ...flags], {}, command);
   const url = await listeningUrl(output, exited);
   while ((await fetch(url + '/ready')).status !== 200) await new Promise((r) => setTimeout(r, 50));
   const ask = async (state: string): Promise<Row> => {
@@ -39,7 +46,7 @@ async function serverRows(flags: string[]): Promise<{ name: string; rows: Row[] 
     const stages = Object.fromEntries(res.headers.get('x-service-stages')!.split(';').map((s) => s.split('=')).map(([k, v]) => [k, Number(v)]));
     const server = Number(res.headers.get('x-service-server-ms'));
     const own = server - stages.engine - stages.wait;
-    return { client, server, own, code: own - stages.hop, ...stages };
+    return { client, server, own, code: own - stages.hop, outside: client - server, beyond: client - stages.engine - stages.wait, ...stages };
   };
   for (let i = 0; i < 20; i++) await ask(dossier(1)); // warm-up: first-call allocations and JIT
   const scenarios: [string, (i: number) => string][] = [
@@ -120,19 +127,35 @@ async function hopFloor(link: Link, stateTokens: number, holdMs: number, gapMs: 
 
 async function main() {
   const arms = (process.env.BENCH_ARMS ?? 'sleep,spin').split(',');
-  const columns = ['client', 'server', 'own', 'hop', 'code', 'prepare', 'engine', 'wait'];
+  const columns = ['client', 'server', 'own', 'hop', 'code', 'outside', 'beyond', 'prepare', 'engine', 'wait'];
   console.log(`# tqserve front end: tiny-qwen3, one question, ${dossier(1).length}-character state, ${REQUESTS} requests one at a time (ms; median, p90)\n`);
-  console.log(`| server flags | request | ${columns.join(' | ')} |`);
-  console.log(`|---|---|${columns.map(() => '---').join('|')}|`);
+  console.log(`| build | server flags | request | ${columns.join(' | ')} |`);
+  console.log(`|---|---|---|${columns.map(() => '---').join('|')}|`);
   let cached: Row[] = [];
+  // Each build's cached-state medians, per arm, one a round: the builds compared where the rounds' noise allows.
+  const rounds: Record<string, Record<string, Row[]>> = {};
   for (const arm of arms) {
     if (!ARMS[arm]) throw new Error(`BENCH_ARMS: no arm ${arm} (${Object.keys(ARMS).join(', ')})`);
-    const results = await serverRows(ARMS[arm]);
-    for (const { name, rows } of results) {
-      const cell = (k: string) => `${median(rows.map((r) => r[k])).toFixed(2)}, ${quantile(rows.map((r) => r[k]), 0.9).toFixed(2)}`;
-      console.log(`| \`${ARMS[arm].join(' ')}\` | ${name} | ${columns.map(cell).join(' | ')} |`);
-    }
-    cached = results[0].rows;
+    rounds[arm] = Object.fromEntries(Object.keys(BUILDS).map((b) => [b, []]));
+    for (let round = 0; round < ROUNDS; round++)
+      // Taking turns in both orders (this first, then the baseline first): a machine that speeds up or slows down over
+      // the run favours neither.
+      for (const [build, command] of round % 2 ? Object.entries(BUILDS).reverse() : Object.entries(BUILDS)) {
+        const results = await serverRows(ARMS[arm], command);
+        for (const { name, rows } of results) {
+          const cell = (k: string) => `${median(rows.map((r) => r[k])).toFixed(2)}, ${quantile(rows.map((r) => r[k]), 0.9).toFixed(2)}`;
+          console.log(`| ${build} | \`${ARMS[arm].join(' ')}\` | ${name} | ${columns.map(cell).join(' | ')} |`);
+        }
+        rounds[arm][build].push(Object.fromEntries(columns.map((k) => [k, median(results[0].rows.map((r) => r[k]))])));
+        if (build === 'this') cached = results[0].rows;
+      }
+  }
+  if (ROUNDS > 1) {
+    console.log(`\nA cached state, each build's medians over its ${ROUNDS} rounds (each round's median in brackets), ms:\n`);
+    for (const [arm, builds] of Object.entries(rounds))
+      for (const [build, rows] of Object.entries(builds))
+        console.log(`- ${build}, \`${ARMS[arm].join(' ')}\`: ` + ['client', 'own', 'outside', 'beyond'].map((k) =>
+          `${k} ${median(rows.map((r) => r[k])).toFixed(2)} (${rows.map((r) => r[k].toFixed(2)).join(', ')})`).join('; '));
   }
   const engine = median(cached.map((r) => r.engine));
   const between = median(cached.map((r) => r.client)) - engine;

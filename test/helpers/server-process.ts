@@ -27,9 +27,9 @@ export function runDecide(args: string[]): Promise<{ code: number; stdout: strin
   });
 }
 
-/** Starts `tqserve serve` with `args`; listeningUrl waits until it listens. */
-export function runServerProcess(args: string[], env: Record<string, string> = {}): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, [tqserveCommand, 'serve', ...args], {
+/** Starts `tqserve serve` with `args` (another build's dist/tqserve.js where `command` names one); listeningUrl waits until it listens. */
+export function runServerProcess(args: string[], env: Record<string, string> = {}, command = tqserveCommand): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, [command, 'serve', ...args], {
     cwd: root,
     // Passed explicitly: jest's sandboxed process.env is not what child_process inherits.
     // The engines measure their level again 10 s after start (server/engine-process/host.ts): not in the tests'

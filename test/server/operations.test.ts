@@ -7,7 +7,7 @@
  */
 import { execFileSync } from 'child_process';
 import { priorExamples, priorQuestion } from '../helpers/tasks';
-import { rawRequest, runServerProcess, RunningServer, startServer } from '../helpers/server';
+import { rawRequest, runServerProcess, RunningServer, startServer, until } from '../helpers/server';
 
 jest.setTimeout(180_000);
 
@@ -100,7 +100,8 @@ describe('metrics and logs', () => {
     const secret = 'the-secret-word-ZEBRA-42';
     const r = await server.post('/v1/systemone', { state: `Note: ${secret}`, questions: { q: priorQuestion } }, { 'x-request-id': 'req-ops-test-1' });
     expect(r.status).toBe(200);
-    await new Promise((res) => setTimeout(res, 100));
+    // Written just after the response (ops/access-log.ts).
+    await until(async () => server.log().includes('"request_id":"req-ops-test-1"'), 'the request is logged');
     const lines = server.log().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
     const line = lines.find((l) => l.request_id === 'req-ops-test-1');
     expect(line).toMatchObject({ level: 'info', msg: 'request', method: 'POST', route: '/v1/systemone', status: 200, service_route: 'text', batch_size: 1, tasks: ['prior'] });
@@ -117,9 +118,8 @@ test('--log-bodies logs the body; --log-level debug adds the probes, which info 
   try {
     const body = { state: 'Note: logged-word-OKAPI', questions: { q: priorQuestion } };
     await Promise.all([bodies.post('/v1/systemone', body), bodies.get('/ready'), debug.get('/ready')]);
-    await new Promise((res) => setTimeout(res, 100));
-    expect(bodies.log()).toContain('logged-word-OKAPI');
     const probes = (s: RunningServer) => s.log().split('\n').filter((l) => l.includes('"path":"/ready"'));
+    await until(async () => bodies.log().includes('logged-word-OKAPI') && probes(debug).length > 0, 'both servers log their requests');
     expect(probes(bodies)).toHaveLength(0);
     expect(JSON.parse(probes(debug)[0])).toMatchObject({ level: 'debug', status: 200 });
   } finally {

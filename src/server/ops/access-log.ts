@@ -4,6 +4,10 @@
  * cached tokens, batch size and the tasks applied (`ctx.state.answered`, set by routes/respond.ts);
  * a short error code for an error status. Probes (/ready, /health, /metrics) are logged at debug.
  * The body (states and questions) only with --log-bodies.
+ *
+ * The line is written just after the response: Koa writes the response once the middleware chain has returned,
+ * and a write to the log is a system call that often wakes its reader (a pipe to journald, docker, a terminal).
+ * Written before it, it held every response back (bench/README.md, "Front end").
  */
 import { Context, Middleware } from 'koa';
 import { requestStart } from '../http/request-id';
@@ -52,8 +56,8 @@ export function accessLog(logger: Logger, logBodies: boolean): Middleware {
         ...(ctx.status >= 400 ? { error_code: ERROR_CODES[ctx.status] ?? `http_${ctx.status}` } : {}),
         ...(logBodies && ctx.request.body !== undefined ? { body: ctx.request.body } : {}),
       };
-      if (PROBES.has(ctx.path)) logger.debug(line, 'request');
-      else logger.info(line, 'request');
+      const probe = PROBES.has(ctx.path);
+      setImmediate(() => (probe ? logger.debug(line, 'request') : logger.info(line, 'request')));
     }
   };
 }

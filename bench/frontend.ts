@@ -8,8 +8,8 @@
  * `x-service-server-ms`: the HTTP exchange, and whatever the server does after stamping it), its time less the engine's
  * stages (`beyond`: all but the engine's variance, which hides small changes in the client's time) and the other stages
  * (`x-service-stages`). FRONTEND_BASELINE (another checkout's dist/tqserve.js) runs beside this build, taking turns in
- * both orders, FRONTEND_ROUNDS times (default 6; 1 without a baseline), and the medians of each build's rounds follow. Each arm is a server
- * with other flags: by default the channel to the engine process slept on between messages
+ * both orders, FRONTEND_ROUNDS times (default 6; 1 without a baseline), and the medians of each build's rounds follow.
+ * Each arm is a server with other flags: by default the channel to the engine process slept on between messages
  * (`--busy-poll-ms 0`, the CPU's default), and spun on (`--busy-poll-ms 20`, a GPU's default) with one
  * engine thread, so that the spinning has a core of its own on a small machine; BENCH_ARMS picks (`sleep`,
  * `spin`). Then the machine's floor for the hop: two bare Node processes passing a call of the same size

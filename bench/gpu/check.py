@@ -8,8 +8,8 @@ every model and every benchmark path, so a kill keeps what finished:
 - invariance on the GPU: each question alone and cold against the same question inside a batch of
   several states, from the prefix cache, and at another block size and step size (measured bound);
 - benchmark, side by side with two peers on the same weights and token ids (plain PyTorch with CUDA graphs,
-  torch_peer.py; transformers): a 1,000-token cold prefill to label logits (--state-tokens), a 1,000-token state + 16 questions,
-  one warm question, throughput with many concurrent states (and its share of the GPU's measured bf16 matmul
+  torch_peer.py; transformers): a 1,000-token cold prefill to label logits, a 1,000-token state + 16 questions (the
+  length: --state-tokens), one warm question, throughput with many concurrent states (and its share of the GPU's measured bf16 matmul
   rate), GPU memory of each, and the readout's share of engine time;
 - profile: the benchmark's workloads on the default path under `tq_cli answer --profile`, ranked by kernel_profile.py;
 - invariance: a 1,000-token state's question on the bench model, bf16, bit for bit alone, batched, cached and at

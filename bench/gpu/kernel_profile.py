@@ -11,13 +11,16 @@ Per call (the user scope "tq_cli call N" that tq_cli puts around each):
 - GPU time inside CUDA graphs (kernels launched by cudaGraphLaunch) and outside them;
 - what the profiler itself took on the host inside the call (its "overhead" events: the first CUDA activity's
   buffer request took 1.9 ms of a warm call's 2.2 ms before its first kernel in the second window), and the host's
-  time in cudaGraphLaunch (which the profiler inflates too, tracing every node): read the gaps net of them.
+  time in cudaGraphLaunch (which the profiler inflates too, tracing every node): read the gaps net of them;
+- the attention kernels' grids (FlashAttention-2 launches a block per 128 rows of a tier's longest sequence, sequence
+  and head, empty ones included: docs/gpu.md, "The fixed form's grids"), each grid's launches and their median time.
 A trace with no GPU activity (the CPU, or a libtorch without Kineto) ranks the CPU ops by self time instead.
 (Not named profile.py: for this folder's scripts it would shadow the standard library's profile, which cProfile imports.)
 """
 import argparse
 import json
 import re
+import statistics
 import sys
 from collections import defaultdict
 
@@ -25,6 +28,7 @@ CALL = re.compile(r"^tq_cli call (\d+)$")
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
 GAP_US = 5.0  # an idle gap between GPU activities counted as one (shorter ones are the launch's own latency)
+ATTENTION = re.compile(r"flash|split_key|fmha|attention", re.IGNORECASE)
 
 
 def short_name(name):
@@ -85,6 +89,17 @@ def inside(window, ts):
     return window[0] <= ts <= window[1]
 
 
+def attention_grids(gpu):
+    """The attention kernels' launches by kernel, grid and block: how many, and their median time."""
+    by_grid = defaultdict(list)
+    for e in gpu:
+        if category(e) == "kernel" and ATTENTION.search(e["name"]):
+            a = e.get("args", {})
+            by_grid[(short_name(e["name"]), tuple(a.get("grid", [])), tuple(a.get("block", [])))].append(float(e["dur"]))
+    return [{"name": name, "grid": list(grid), "block": list(block), "count": len(times), "median_us": round(statistics.median(times), 2)}
+            for (name, grid, block), times in sorted(by_grid.items(), key=lambda kv: -sum(kv[1]))]
+
+
 def gpu_summary(window, gpu, launches, layers, top, overhead=()):
     """One call's GPU figures. gpu: its kernels, copies and fills; launches: correlation id -> the runtime call;
     overhead: the profiler's own events inside the call."""
@@ -122,6 +137,7 @@ def gpu_summary(window, gpu, launches, layers, top, overhead=()):
         "graph_launch_host_us": sum(float(launch["dur"]) for launch in launches.values()
                                     if launch.get("name") == "cudaGraphLaunch" and inside(window, float(launch["ts"]))),
         "top": kernels[:top],
+        "attention_grids": attention_grids(gpu),
     }
 
 
@@ -189,6 +205,10 @@ def markdown(summary, title="profile"):
             for k in c["top"]:
                 lines.append(f"| `{k['name']}` | {k['us']:.1f} µs | {100 * k['share']:.1f}% | {k['count']}" +
                              (f" | {k['per_layer']:.2f}" if summary["layers"] else "") + " |")
+            if c["attention_grids"]:
+                lines += ["", "| attention kernel | grid | block | launches | median |", "|---|---|---|---|---|"]
+                lines += [f"| `{g['name']}` | {' x '.join(map(str, g['grid']))} | {' x '.join(map(str, g['block']))} | {g['count']} | "
+                          f"{g['median_us']:.1f} µs |" for g in c["attention_grids"]]
         else:
             lines += [f"call {number}: wall {ms(c['wall_us'])}, CPU ops' self time {ms(c['cpu_op_self_us'])}", "",
                       "| CPU op | self time | share | count |", "|---|---|---|---|"]

@@ -8,35 +8,31 @@
 //
 // The fixed form has two tiers, own and state, whatever the step holds. Its
 // capacities (FixedCapacity) are powers of two taken from the step, so that a
-// grid is sized by what the step holds, not by its bucket (FlashAttention-2
+// grid is sized by what the step holds, not by its bucket: FlashAttention-2
 // launches a block per sequence, head and 128 rows of the longest sequence,
-// empty ones included: at a prefill's bucket, a sequence per token would be
-// hundreds of thousands of idle blocks a layer):
-//   runs       the own tier's sequences (a run of a segment's rows each), from 4;
-//   state rows the state tier's rows, from 8, at most kStateChunks * tokens (a
-//              row per chunk of its state: cascade_plan.h);
-//   own keys   the own tier's keys, from 64 (a shared segment's keys appear
-//              once per question in it, so they can exceed the step's).
-// Then:
+// empty ones included. Sized by the bucket (a tier's longest its `tokens`, a
+// state tier's sequences a bound from the bucket's keys), most of a step's
+// blocks were empty, and its attention took longer than the same work
+// launched alone (docs/gpu.md, "The fixed form's grids"). Per tier:
 //   rows       own: `tokens` (every query row is in it once); state: its
-//              capacity, the spare ones in sequences without keys (of at most
-//              its longest's rows), so no merge entry reads them;
-//   keys       own: its capacity; state: the bucket's keys. Spare keys form one
-//              sequence without rows;
-//   sequences  own: runs + 1; state: runs + keys / kStateChunkKeys +
-//              kStateChunks + 1 (a state's chunks past its first take
-//              kStateChunkKeys keys each, and every state with rows here has
-//              a run of its own), the step's, then empty ones, then the spare;
-//   max_q/k    own: `tokens` and its keys; state: the lesser of `tokens` and
-//              its rows (no state sequence has more), and its keys;
+//              capacity, from 8, at most kStateChunks * tokens (a row per chunk
+//              of its state: cascade_plan.h), the spare ones in sequences
+//              without keys of at most its longest's rows, so no merge entry
+//              reads them;
+//   sequences  the step's (own: its runs, a run of a segment's rows each;
+//              state: its states' chunks), from 1, then empty ones, then the
+//              spare rows' (fewer than half the rows but at the floor of 8:
+//              a capacity is the power of two at or above what it holds), then
+//              one holding the spare keys;
+//   longest    the most rows of one sequence, from 8: max_q;
+//   keys       own: its capacity, from 64 (a shared segment's keys appear once
+//              per question in it, so they can exceed the step's); state: the
+//              bucket's. max_k is the tier's keys;
 //   merge      tokens + state rows entries, the step's first.
 // Planned with the questions apart (cascade_plan.h), the fixed form has three
-// tiers, own, own-questions and state: each own tier's rows, runs and keys are
-// capacities of their own (powers of two, 0 where the step has none, so that a
-// warm question's step launches nothing for the states' runs it lacks), and the
-// questions' tier holds its longest run's rows as one more (split-key attention
-// launches a block per sequence, key head and 8 rows-and-heads of the longest).
-// The state tier's sequences count the runs of both.
+// tiers, own, own-questions and state: each own tier's rows, runs, longest and
+// keys are capacities of their own (0 where the step has none, so that a warm
+// question's step launches nothing for the states' runs it lacks).
 // A plan with a window that cuts a state (one tier per window) has no fixed
 // form: its step runs without a graph.
 #pragma once
@@ -52,7 +48,8 @@ constexpr int32_t kMaxFixedOwnKeys = 32768;
 
 // What a fixed form holds besides its bucket (see above); part of its launch shape.
 struct FixedCapacity {
-  int32_t runs = 0, state_rows = 0, own_keys = 0;
+  int32_t runs = 0, own_longest = 0, own_keys = 0;
+  int32_t state_rows = 0, state_sequences = 0, state_longest = 0;
   // With the questions apart: the own tier's rows (else every row), and the own-questions tier's.
   int32_t own_rows = 0, question_runs = 0, question_rows = 0, question_longest = 0, question_keys = 0;
 };

@@ -8,7 +8,8 @@
  * engine's one rule element for element; no tier is empty; the merged reference equals float64 attention; the ATen
  * form equals the reference; and a row that sees no key in a tier is merged without its log-sum-exp being read.
  * Each step padded to its bucket and planned in the fixed form CUDA graphs replay (csrc/batch/fixed_cascade.h): the
- * same visibility, a launch shape that depends on the bucket and the fixed form's capacities alone, the same bits.
+ * same visibility, a launch shape that depends on the bucket and the fixed form's capacities alone, the same bits, and
+ * FlashAttention-2's grids sized by the step's rows rather than its bucket (the GPU benchmark's calls among them).
  * On the same steps, the CPU kernels' attention (csrc/kernels/cpu/attention/attention.h: invariant at every level, and oneDNN)
  * against its plain reference (attention_reference.h), and that against float64 attention.
  *
@@ -111,6 +112,22 @@ test("cascade, fixed form: a bucket's steps see what the rule sees, launch alike
   // nearly all: a warm question's padding cost a state's attention per layer on the GPU).
   expect(f.paddingRows).toBeGreaterThan(1000);
   expect(f.paddingRowsSeeingMore).toBe(0);
+});
+
+test("cascade, fixed form: FlashAttention-2's grids sized by the step's rows, not by its bucket", () => {
+  // A block per sequence, head and 128 rows of a tier's longest sequence (docs/gpu.md, "The fixed form's grids"). The
+  // GPU benchmark's calls: the 16 questions' own tier holds the state's run of 1,000 rows (8 blocks) and the questions'
+  // runs, within a power of two; their state tier 3 chunks of 384 rows; a warm question's and a cold prefill's state
+  // tiers their 3 chunks of a row or 24.
+  const g = cascade.benchGrids;
+  expect(g.sixteen.own).toMatchObject({ rowBlocks: 8, sequences: 33, stepSequences: 18 });
+  expect(g.sixteen.state).toMatchObject({ rowBlocks: 4, sequences: 7, stepSequences: 3 });
+  expect(g.warm.own).toMatchObject({ rowBlocks: 1, sequences: 3, stepSequences: 2 });
+  expect(g.warm.state).toMatchObject({ rowBlocks: 1, sequences: 7, stepSequences: 3 });
+  expect(g.cold.own).toMatchObject({ rowBlocks: 8, sequences: 5, stepSequences: 3 });
+  expect(g.cold.state).toMatchObject({ rowBlocks: 1, sequences: 6, stepSequences: 3 });
+  // Over the random steps' fixed forms: the blocks launched against those holding rows (sized by the bucket, five times).
+  expect(cascade.fixed.flashBlocks).toBeLessThan(2.5 * cascade.fixed.workingBlocks);
 });
 
 test('cascade: the merged reference equals float64 attention, and the ATen form the reference (fp32, 1e-5)', () => {

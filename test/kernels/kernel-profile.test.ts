@@ -33,6 +33,11 @@ const trace = {
     X('cuda_runtime', 'cudaLaunchKernel', 205, 2, { correlation: 5 }),
     X('overhead', 'Activity Buffer Request', 220, 6),
     X('kernel', 'nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT', 210, 30, { correlation: 5 }),
+    // Attention: two launches of one grid, one of another (a kernel's grid and block as Kineto records them).
+    X('cuda_runtime', 'cudaLaunchKernel', 206, 1, { correlation: 6 }),
+    X('kernel', 'void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>, false>(Flash_fwd_params)', 241, 4, { correlation: 6, grid: [8, 5, 16], block: [128, 1, 1] }),
+    X('kernel', 'void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>, false>(Flash_fwd_params)', 245, 2, { correlation: 6, grid: [8, 5, 16], block: [128, 1, 1] }),
+    X('kernel', 'void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>, false>(Flash_fwd_params)', 247, 1, { correlation: 6, grid: [1, 7, 16], block: [128, 1, 1] }),
   ],
 };
 
@@ -61,7 +66,14 @@ test('kernel_profile.py ranks each call\'s kernels, and measures busy time, gaps
   // The profiler's own time on the host and the graph launch's, each call's alone.
   expect([c0.profiler_overhead_us, c0.graph_launch_host_us]).toEqual([4, 3]);
   expect([s.calls['1'].profiler_overhead_us, s.calls['1'].graph_launch_host_us]).toEqual([6, 0]);
-  expect(s.calls['1'].top).toEqual([expect.objectContaining({ name: 'nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT', us: 30, count: 1 })]);
+  expect(s.calls['1'].top[0]).toEqual(expect.objectContaining({ name: 'nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT', us: 30, count: 1 }));
+  // The attention kernels' grids: each grid's launches and their median; none in a call without attention.
+  expect(c0.attention_grids).toEqual([]);
+  expect(s.calls['1'].attention_grids).toEqual([
+    { name: 'pytorch_flash::flash_fwd_kernel<…>', grid: [8, 5, 16], block: [128, 1, 1], count: 2, median_us: 3 },
+    { name: 'pytorch_flash::flash_fwd_kernel<…>', grid: [1, 7, 16], block: [128, 1, 1], count: 1, median_us: 1 },
+  ]);
+  expect(printed).toContain('| `pytorch_flash::flash_fwd_kernel<…>` | 8 x 5 x 16 | 128 x 1 x 1 | 2 | 3.0 µs |');
   expect(printed).toMatch(/call 0: wall 0\.100 ms, GPU busy 0\.050 ms \(50%\)/);
   expect(printed).toContain("the profiler's own 0.004 ms, the host in cudaGraphLaunch 0.003 ms");
   expect(printed).toContain('| `tq::cuda::(anonymous namespace)::qk_norm_rope_kernel` | 30.0 µs | 60.0% | 2 | 1.00 |');

@@ -333,8 +333,28 @@ struct FixedTotals {
           compared = 0, bits_differ = 0, split_key_compared = 0, split_key_bits_differ = 0, without_own_tier = 0;
   int64_t padding_rows = 0, padding_rows_seeing_more = 0;  // a padding row sees at most as many keys as there are padding rows
   int64_t largest_bucket = 0;
+  // FlashAttention-2's blocks a head: the fixed forms' grids, and the blocks that hold their steps' rows (the plain plans').
+  int64_t flash_blocks = 0, working_blocks = 0;
+  double worst_block_ratio = 0;
   std::map<std::vector<int64_t>, std::vector<int64_t>> shape_of;  // (bucket, capacities, window) -> launch shape
 };
+
+// FlashAttention-2's grid a head for a plan's tiers: a block per sequence and 128 rows of the longest (max_q, at least 2
+// as flash_attention.cpp passes it), empty sequences included.
+int64_t flash_blocks(const CascadePlan& plan) {
+  int64_t blocks = 0;
+  for (const auto& l : plan.tiers)
+    if (l.total_q() > 0) blocks += int64_t{l.sequences()} * ((std::max(2, l.max_q) + 127) / 128);
+  return blocks;
+}
+
+// The blocks of those that hold rows: each sequence's rows in blocks of 128.
+int64_t working_blocks(const CascadePlan& plan) {
+  int64_t blocks = 0;
+  for (const auto& l : plan.tiers)
+    for (int32_t s = 0; s < l.sequences(); ++s) blocks += (l.cu_q[s + 1] - l.cu_q[s] + 127) / 128;
+  return blocks;
+}
 
 // What a replay bakes in of a fixed plan: every array's length and every host scalar.
 std::vector<int64_t> launch_shape(const CascadePlan& plan) {
@@ -378,10 +398,14 @@ void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, bool 
     if (visible_keys(tier, s, plan.merge_row[e] - tier.cu_q[s]).count() == 0) ++t.keyless_entries;
   }
   // A model has one window: it is part of the key here, where trees draw theirs.
-  const std::vector<int64_t> key{tokens, keys, capacity->runs, capacity->state_rows, capacity->own_keys, capacity->own_rows, capacity->question_runs,
-                                 capacity->question_rows, capacity->question_longest, capacity->question_keys, questions_apart, window.value_or(-1)};
+  const std::vector<int64_t> key{tokens, keys, capacity->runs, capacity->own_longest, capacity->own_keys, capacity->state_rows, capacity->state_sequences,
+                                 capacity->state_longest, capacity->own_rows, capacity->question_runs, capacity->question_rows, capacity->question_longest,
+                                 capacity->question_keys, questions_apart, window.value_or(-1)};
   if (questions_apart && capacity->own_rows == 0) ++t.without_own_tier;
   t.largest_bucket = std::max<int64_t>(t.largest_bucket, tokens);
+  t.flash_blocks += flash_blocks(plan);
+  t.working_blocks += working_blocks(plain);
+  t.worst_block_ratio = std::max(t.worst_block_ratio, static_cast<double>(flash_blocks(plan)) / static_cast<double>(working_blocks(plain)));
   const auto [known, inserted] = t.shape_of.try_emplace(key, launch_shape(plan));
   if (inserted) ++t.shapes;
   else if (known->second != launch_shape(plan)) ++t.shape_differences;
@@ -396,6 +420,46 @@ void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, bool 
   if (!questions_apart) return;
   ++t.split_key_compared;
   if (!run_split_key_cascade(plan, softcap, q16, k16, v16).equal(run_split_key_cascade(plain, softcap, q16, k16, v16))) ++t.split_key_bits_differ;
+}
+
+// The GPU benchmark's calls (bench/gpu/check.py) as one step each, padded to its bucket and planned in the fixed form
+// CUDA graphs replay: a cold 1,000-token prefill (999 state tokens and a 1-token question), a 24-token question over
+// the 1,000 cached, and the 1,000 with 16 questions of 24. Each tier's grid a head for FlashAttention-2: its sequences
+// and its blocks of 128 rows of the longest; beside it, the plain plan's sequences and the blocks holding rows.
+void check_bench_grids() {
+  struct Call {
+    const char* name;
+    int64_t state, cached, questions, question_tokens;
+  };
+  std::printf("{\"part\":\"benchGrids\"");
+  for (const Call& c : {Call{"cold", 999, 0, 1, 1}, Call{"warm", 1000, 1000, 1, 24}, Call{"sixteen", 1000, 0, 16, 24}}) {
+    PackedTokens p;
+    const int64_t root = p.add_segment(tokens(c.state), -1);
+    for (int64_t q = 0; q < c.questions; ++q) {
+      const int64_t seg = p.add_segment(tokens(c.question_tokens), root);
+      p.output_rows.push_back(p.segment_offsets()[seg] + c.question_tokens - 1);
+    }
+    std::vector<int64_t> slots(p.ids.size()), compute;
+    for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int64_t>(i);
+    for (int64_t i = c.cached; i < static_cast<int64_t>(p.ids.size()); ++i) compute.push_back(i);
+    auto b = plan_steps(p, slots, compute, /*step_tokens=*/2048).at(0).batch;
+    pad_step(b, *bucket_for(b.token_ids.size(0), b.key_slots.size(0)), /*scratch_slot=*/1 << 20);
+    const auto plain = plan_cascade(layout_of(b), b.key_positions, b.key_segments, std::nullopt);
+    auto fixed = plain;
+    fix_cascade_shape(fixed, static_cast<int32_t>(b.token_ids.size(0)), static_cast<int32_t>(b.key_slots.size(0)));
+    std::printf(",\"%s\":{", c.name);
+    for (size_t i = 0; i < fixed.tiers.size(); ++i) {
+      const auto& l = fixed.tiers[i];
+      const auto& mine = *std::find_if(plain.tiers.begin(), plain.tiers.end(), [&](const auto& t) { return t.name == l.name; });
+      CascadePlan alone;
+      alone.tiers = {mine};
+      std::printf("%s\"%s\":{\"sequences\":%d,\"rowBlocks\":%d,\"blocks\":%lld,\"stepSequences\":%d,\"workingBlocks\":%lld}", i ? "," : "",
+                  l.name.c_str(), l.sequences(), (std::max(2, l.max_q) + 127) / 128, (long long)(int64_t{l.sequences()} * ((std::max(2, l.max_q) + 127) / 128)),
+                  mine.sequences(), (long long)working_blocks(alone));
+    }
+    std::printf("}");
+  }
+  std::printf("}\n");
 }
 
 // The step's output rows alone (the last layer's queries).
@@ -657,10 +721,12 @@ int main(int argc, char** argv) {
               (long long)t.keyless_entries, (long long)t.windowed_tiers, (long long)t.chunked_tiers, (long long)t.question_tiers, (long long)t.max_tiers, (long long)t.compared, t.worst_reference, t.worst_aten,
               (long long)stacked_merge_differs, (long long)in_place_merges, (long long)in_place_merge_differs, t.worst_split_key, t.worst_split_key_bf16, (long long)plan_coverage_errors);
   std::printf("{\"part\":\"fixed\",\"fixed\":%lld,\"refused\":%lld,\"refusedUnwindowed\":%lld,\"mismatched\":%lld,\"keylessEntries\":%lld,"
-              "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld,\"splitKeyCompared\":%lld,\"splitKeyBitsDiffer\":%lld,\"withoutOwnTier\":%lld,\"paddingRows\":%lld,\"paddingRowsSeeingMore\":%lld,\"largestBucket\":%lld}\n",
+              "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld,\"splitKeyCompared\":%lld,\"splitKeyBitsDiffer\":%lld,\"withoutOwnTier\":%lld,\"paddingRows\":%lld,\"paddingRowsSeeingMore\":%lld,\"largestBucket\":%lld,"
+              "\"flashBlocks\":%lld,\"workingBlocks\":%lld,\"worstBlockRatio\":%.2f}\n",
               (long long)f.fixed, (long long)f.refused, (long long)f.refused_unwindowed, (long long)f.mismatched, (long long)f.keyless_entries,
               (long long)f.shapes, (long long)f.shape_differences, (long long)f.compared, (long long)f.bits_differ, (long long)f.split_key_compared, (long long)f.split_key_bits_differ, (long long)f.without_own_tier,
-              (long long)f.padding_rows, (long long)f.padding_rows_seeing_more, (long long)f.largest_bucket);
+              (long long)f.padding_rows, (long long)f.padding_rows_seeing_more, (long long)f.largest_bucket, (long long)f.flash_blocks,
+              (long long)f.working_blocks, f.worst_block_ratio);
   std::printf("{\"part\":\"stepKeys\",\"tiers\":%lld,\"fixedTiers\":%lld,\"differ\":%lld}\n", (long long)step_key_tiers,
               (long long)fixed_step_key_tiers, (long long)step_key_differs);
   std::printf("{\"part\":\"storeRuns\",\"tiers\":%lld,\"fixedTiers\":%lld,\"differ\":%lld}\n", (long long)store_run_tiers,
@@ -674,6 +740,7 @@ int main(int argc, char** argv) {
   std::printf("}}\n");
   check_split_key_math();
   check_split_key_device();
+  check_bench_grids();
   check_keyless_row();
   check_empty_row();
   check_upload();

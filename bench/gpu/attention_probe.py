@@ -32,15 +32,18 @@ HEADS, KV_HEADS, DIM, LAYERS = 16, 8, 128, 28
 SCALE = DIM ** -0.5
 DEVICE = "cuda"  # "cpu" for --cpu-check
 
-# name: (sequences, rows a sequence, keys a sequence, causal): the benchmark's tiers (cascade_plan.cpp's chunks).
+# name: (sequences, rows a sequence, keys a sequence, causal): the benchmark's tiers (cascade_plan.cpp's chunks: 4 of
+# at least 256 keys until 2026-11-30, then 6 of at least 128, a 1,000-key state's 192 keys each but the last 40).
 TIERS = {
     "cold state, 1000 over 1000 causal": (1, 1000, 1000, True),
     "warm question over its state: 4 chunks of 24 over 256": (4, 24, 256, False),
+    "warm question over its state: 6 chunks of 24 over 192": (6, 24, 192, False),
     # The same keys cut finer: more blocks side by side, each walking fewer keys (a plan_cascade choice).
     "warm question over its state cut finer: 8 chunks of 24 over 128": (8, 24, 128, False),
     "warm question over its state cut finer: 16 chunks of 24 over 64": (16, 24, 64, False),
     "warm question's own: 24 over 24 causal": (1, 24, 24, True),
     "16 questions over their state: 4 chunks of 384 over 256": (4, 384, 256, False),
+    "16 questions over their state: 6 chunks of 384 over 192": (6, 384, 192, False),
     "32 states, 1001 over 1001 causal": (32, 1001, 1001, True),
 }
 

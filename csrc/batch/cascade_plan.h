@@ -40,7 +40,10 @@
 
 namespace tq {
 
-constexpr int32_t kStateChunks = 4, kStateChunkKeys = 256;
+// A state tier's chunks: FlashAttention-2 walks a sequence's keys in one block per 128 rows and head, so a question's
+// rows over a long state take about as long as its longest chunk (docs/gpu.md, "The fixed form's grids"). At most
+// kStateChunks, so that a row's merge entries (its own tier's, then its chunks') stay within the merge's 8.
+constexpr int32_t kStateChunks = 6, kStateChunkKeys = 128;
 
 struct CascadeTier {
   std::string name;          // "own", "own-questions" or "state"

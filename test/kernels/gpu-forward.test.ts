@@ -117,15 +117,15 @@ test("cascade, fixed form: a bucket's steps see what the rule sees, launch alike
 test("cascade, fixed form: FlashAttention-2's grids sized by the step's rows, not by its bucket", () => {
   // A block per sequence, head and 128 rows of a tier's longest sequence (docs/gpu.md, "The fixed form's grids"). The
   // GPU benchmark's calls: the 16 questions' own tier holds the state's run of 1,000 rows (8 blocks) and the questions'
-  // runs, within a power of two; their state tier 3 chunks of 384 rows; a warm question's and a cold prefill's state
-  // tiers their 3 chunks of a row or 24.
+  // runs, within a power of two; their state tier 6 chunks of the 1,000 keys (cascade_plan.h) of 384 rows each; a warm
+  // question's and a cold prefill's state tiers their 6 chunks of 24 rows or one.
   const g = cascade.benchGrids;
   expect(g.sixteen.own).toMatchObject({ rowBlocks: 8, sequences: 33, stepSequences: 18 });
-  expect(g.sixteen.state).toMatchObject({ rowBlocks: 4, sequences: 7, stepSequences: 3 });
+  expect(g.sixteen.state).toMatchObject({ rowBlocks: 4, sequences: 13, stepSequences: 6 });
   expect(g.warm.own).toMatchObject({ rowBlocks: 1, sequences: 3, stepSequences: 2 });
-  expect(g.warm.state).toMatchObject({ rowBlocks: 1, sequences: 7, stepSequences: 3 });
+  expect(g.warm.state).toMatchObject({ rowBlocks: 1, sequences: 12, stepSequences: 6 });
   expect(g.cold.own).toMatchObject({ rowBlocks: 8, sequences: 5, stepSequences: 3 });
-  expect(g.cold.state).toMatchObject({ rowBlocks: 1, sequences: 6, stepSequences: 3 });
+  expect(g.cold.state).toMatchObject({ rowBlocks: 1, sequences: 10, stepSequences: 6 });
   // Over the random steps' fixed forms: the blocks launched against those holding rows (sized by the bucket, five times).
   expect(cascade.fixed.flashBlocks).toBeLessThan(2.5 * cascade.fixed.workingBlocks);
 });

@@ -65,8 +65,8 @@ struct Tree {
   std::vector<int64_t> compute;
 };
 
-// 1-3 states, each short or long (with long_states: long enough for the state tier to read it in chunks,
-// cascade_plan.h's kStateChunkKeys), with a cached prefix of any length, 0-2 shared segments of
+// 1-3 states, each short or long (with long_states: long enough for the state tier to read it in several chunks,
+// cascade_plan.h's kStateChunkKeys, and for prefill-sized buckets), with a cached prefix of any length, 0-2 shared segments of
 // 1-3 questions and 0-3 questions of its own; each question read out at a random token.
 Tree random_tree(bool long_states = false) {
   Tree t;
@@ -74,7 +74,7 @@ Tree random_tree(bool long_states = false) {
   std::vector<std::pair<int64_t, int64_t>> roots;  // segment, cached tokens
   const int64_t states = uniform(1, 3);
   for (int64_t s = 0; s < states; ++s) {
-    const int64_t len = long_states ? uniform(2 * kStateChunkKeys, 5 * kStateChunkKeys) : uniform(0, 1) ? uniform(1, 40) : uniform(60, 120);
+    const int64_t len = long_states ? uniform(512, 1280) : uniform(0, 1) ? uniform(1, 40) : uniform(60, 120);
     const int64_t root = p.add_segment(tokens(len), -1);
     roots.push_back({root, uniform(0, 1) ? 0 : uniform(0, len - 1)});
     auto question = [&](int64_t parent) {

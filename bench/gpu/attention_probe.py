@@ -14,11 +14,16 @@ head, so a cold 1,000-token state is 128 blocks of up to 16 key steps each on 13
 number of keys from the state's first, each chunk's rows over it causally (the diagonal, read in place) and over each
 earlier chunk with no mask (the prefix: its rows gathered, the keys read in place through cu_seq_k and seqused_k), then
 merged: more blocks, each walking fewer keys. What that costs before it is built into plan_cascade.
+And the fixed form's grids (`grid_cases`): a tier's sequences launched alone and with the empty sequences and
+the longest (max_q) the fixed form launches them with: what an empty block costs (`--grids` times these alone: the
+window's profile step).
 Prints one JSON object; no build needed. `--cpu-check` instead checks the chunked form's plan and merge on the CPU,
-with a float64 stand-in for FA2 (the varlen forward as the engine calls it), against the tier whole: what CI runs
+with a float64 stand-in for FA2 (the varlen forward as the engine calls it), against the tier whole, and that the grid
+cases compute the same rows of their work whatever is launched beside it: what CI runs
 (test/kernels/attention-probe.test.ts), so that a window's figures for it are the figures of the same attention.
 
     python3 bench/gpu/attention_probe.py [--out FILE]
+    python3 bench/gpu/attention_probe.py --grids [--out FILE]
     python3 bench/gpu/attention_probe.py --cpu-check
 """
 import argparse
@@ -54,6 +59,66 @@ CHUNKED = {
     "cold state, 1000 causal, key chunks of 128": (1, 1000, 128),
     "32 states, 1001 causal, key chunks of 256": (32, 1001, 256),
 }
+
+
+def grid_cases(scale=1):
+    """The fixed form's grids (docs/gpu.md, "The fixed form's grids"): one tier's sequences as the benchmark's calls have
+    them, launched alone and with the padding the fixed form launched them with. FA2 launches a block per 128 rows of
+    the longest sequence (max_q), sequence and head, empty sequences included: do those cost, and how? Per group, cases
+    (name, runs [(rows, keys)], empty sequences after them, max_q, causal); the first run of each is the same work in
+    every case of its group. `scale` divides the sizes (the CPU check's)."""
+    n = lambda x: max(1, x // scale)  # noqa: E731
+    state = [(n(999), n(999))]
+    cold = state + [(1, 1), (n(24), n(24))]  # the state's run, its 1-token question's, the padding's (to 1,024 rows)
+    sixteen = [(n(1000), n(1000))] + [(n(24), n(24))] * 16 + [(n(152), n(152))]  # and the padding's to 1,536
+    chunks_before = [(n(24), n(384))] * 2 + [(n(24), n(232))]  # a question's rows over 1,000 keys in 3 chunks
+    chunks_now = [(n(24), n(192))] * 5 + [(n(24), n(40))]  # in 6
+    return {
+        "cold prefill's own tier": [
+            ("the state's run alone (8 x 1)", state, 0, n(999), True),
+            ("the step's three runs (8 x 3)", cold, 0, n(1024), True),
+            ("and an empty run and the spare keys' (8 x 5: the fixed form's)", cold, 2, n(1024), True),
+            ("the state's run and 4 empty (8 x 5)", state, 4, n(1024), True)],
+        "16 questions' own tier": [
+            ("the state's run alone (8 x 1)", [sixteen[0]], 0, n(1000), True),
+            ("the step's 18 runs (8 x 18)", sixteen, 0, n(1024), True),
+            ("and 15 empty (8 x 33: the fixed form's now)", sixteen, 15, n(1024), True),
+            ("the longest at 1,536 (12 x 33: the fixed form's before)", sixteen, 15, n(1536), True)],
+        "warm question's state tier, 3 chunks (before)": [
+            ("alone (1 x 3)", chunks_before, 0, n(24), False),
+            ("and 14 empty (1 x 17: the fixed form's before)", chunks_before, 14, n(24), False)],
+        "warm question's state tier, 6 chunks (now)": [
+            ("alone (1 x 6)", chunks_now, 0, n(24), False),
+            ("and 6 empty (1 x 12: the fixed form's now)", chunks_now, 6, n(24), False)],
+    }
+
+
+def grid_call(runs, empty, max_q, causal, seed=0):
+    """FA2 over `runs` and `empty` sequences without rows or keys after them, its grid sized by max_q; returns the call."""
+    dtype = torch.bfloat16 if DEVICE == "cuda" else torch.float32
+    rows, keys = [r for r, _ in runs] + [0] * empty, [k for _, k in runs] + [0] * empty
+    offsets = lambda counts: torch.tensor([0] + [sum(counts[:i + 1]) for i in range(len(counts))], device=DEVICE, dtype=torch.int32)  # noqa: E731
+    parts = []  # each run's q, k and v from a seed of its own: a run's values whatever runs come with it
+    for i, (r, n) in enumerate(runs):
+        g = torch.Generator(device=DEVICE).manual_seed(seed + i)
+        parts.append([torch.randn(m, h, DIM, device=DEVICE, dtype=dtype, generator=g) for m, h in ((r, HEADS), (n, KV_HEADS), (n, KV_HEADS))])
+    q, k, v = (torch.cat([p[j] for p in parts]) for j in range(3))
+    cu_q, cu_k = offsets(rows), offsets(keys)
+    return lambda: fa2(q, k, v, cu_q, cu_k, max(2, max_q), max(keys), 0.0, causal, False, scale=SCALE)
+
+
+def grids():
+    """Each grid case's time a layer (the window's profile step runs this alone)."""
+    out = {}
+    for group, cases in grid_cases().items():
+        out[group] = {}
+        for name, runs, empty, max_q, causal in cases:
+            try:
+                out[group][name] = per_layer_us(grid_call(runs, empty, max_q, causal))
+            except Exception as e:  # noqa: BLE001 (a shape this torch refuses: said, the others still timed)
+                out[group][name] = f"error: {repr(e)[:200]}"
+            print(group, name, out[group][name], flush=True)
+    return out
 
 
 def tensors(seqs, rows, keys, seed=0):
@@ -209,17 +274,33 @@ def cpu_check():
         whole = flash(q, k, v, cu, cu, n, n, True)[0]
         diff = float((chunked_flash(q, k, v, plan).double() - whole.double()).abs().max())
         cases.append({"sequences": seqs, "keys": n, "chunk": chunk, "prefix_rows": plan["rows"].numel(), "max_diff": diff, "ok": diff < 1e-5})
-    print(json.dumps({"cases": cases, "ok": all(c["ok"] for c in cases)}))
-    sys.exit(0 if all(c["ok"] for c in cases) else 1)
+    # The grid cases: each case's first run, the same work in every case of its group, gives the same rows whatever
+    # runs, empty sequences and max_q are launched beside it.
+    grid_diffs = {}
+    for group, group_cases in grid_cases(scale=8).items():
+        first_rows = group_cases[0][1][0][0]
+        alone = grid_call(*group_cases[0][1:])()[0][:first_rows].double()
+        grid_diffs[group] = max(float((grid_call(*c[1:])()[0][:first_rows].double() - alone).abs().max()) for c in group_cases)
+    grids_ok = all(d == 0.0 for d in grid_diffs.values())
+    ok = all(c["ok"] for c in cases) and grids_ok
+    print(json.dumps({"cases": cases, "grid_cases_first_run_max_diff": grid_diffs, "ok": ok}))
+    sys.exit(0 if ok else 1)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out")
-    parser.add_argument("--cpu-check", action="store_true", help="check the chunked form on the CPU (no GPU needed), then exit")
+    parser.add_argument("--cpu-check", action="store_true", help="check the chunked form and the grid cases on the CPU (no GPU needed), then exit")
+    parser.add_argument("--grids", action="store_true", help="time the grid cases alone (the window's profile step)")
     args = parser.parse_args()
     if args.cpu_check:
         cpu_check()
+    if args.grids:
+        result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "layers_in_graph": LAYERS, "grids": grids()}
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(result, f, indent=1)
+        return
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "layers_in_graph": LAYERS, "tiers": {}}
     for name, (seqs, rows, keys, causal) in TIERS.items():
         q, k, v, cu_q, cu_k = tensors(seqs, rows, keys)

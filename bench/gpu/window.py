@@ -18,7 +18,8 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
                and on CUDA two on split-key attention (a question's tiers) and the cold prefill without CUDA graphs
                (its cascade in the plan's shape, not the fixed form's); each call's kernels ranked (kernel_profile.py):
                the top 15 printed, all in profile.md; then on CUDA the forms a layer's GEMM can take on few rows with
-               split-K off, timed and their bits checked (gemm_probe.py), and Nsight Compute's counters for the
+               split-K off, timed and their bits checked (gemm_probe.py), FlashAttention-2 on a tier's work alone
+               and with the fixed form's empty sequences (attention_probe.py --grids), and Nsight Compute's counters for the
                first layer of a cold prefill and of the throughput call, and the split-key kernel's first two launches
                (kernel_counters.py)
   4 bench      the benchmark alone (the fast path; on CUDA also without invariance and with its graphs cut between
@@ -276,7 +277,7 @@ class Window:
             busy = f"GPU busy {100 * call['gpu_busy_share']:.0f}% of {call['wall_us'] / 1000:.2f} ms" if p["device"] == "cuda" \
                 else f"{call['wall_us'] / 1000:.2f} ms"
             parts.append(f"{name}: {busy}, top {top['name'][:60]} {100 * top['share']:.0f}%")
-        return status, f"{model}: " + ("; ".join(parts) or "no results") + self.gemm_forms() + self.kernel_counters(model)
+        return status, f"{model}: " + ("; ".join(parts) or "no results") + self.gemm_forms() + self.attention_grids() + self.kernel_counters(model)
 
     def gemm_forms(self):
         """On CUDA, the forms a layer's GEMM can take on few rows with split-K off (gemm_probe.py): the warm question's
@@ -296,6 +297,20 @@ class Window:
         return "; GEMM forms at 32 rows, µs linear / split-K allowed / fastest with a cold row's bits: " + ", ".join(
             f"{name} {rows['32']['linear'].get('us', '-')}/{rows['32']['linear_split_k_allowed'].get('us', '-')}/{fastest(rows['32'])}"
             for name, rows in shapes.items() if "32" in rows)
+
+    def attention_grids(self):
+        """On CUDA, FlashAttention-2 on a tier's work launched alone and with the empty sequences and longest sequence the
+        fixed form launched it with (attention_probe.py --grids): what its grid's empty blocks cost."""
+        if not self.cuda:
+            return ""
+        out = os.path.join(self.work, "attention_grids.json")
+        self.script("attention_grids", "attention_probe.py", ["--grids", "--out", out], 40)
+        groups = json.loads(read(out) or "{}").get("grids", {})
+        if not groups:
+            return "; FA2 grids: no results (attention_grids.log)"
+        us = lambda v: f"{v:.1f}" if isinstance(v, (int, float)) else "error"  # noqa: E731
+        return "; FA2 grids, µs a layer, the work alone / with the fixed form's padding: " + "; ".join(
+            f"{group} " + " / ".join(us(v) for v in cases.values()) for group, cases in groups.items())
 
     def kernel_counters(self, model):
         """On CUDA, Nsight Compute's counters for the first layer of a cold prefill and of the throughput call, and for the

@@ -186,6 +186,11 @@ void plan_merge(CascadePlan& plan, int64_t tq) {
     plan.merge_tier[static_cast<size_t>(at)] = l;
     plan.merge_row[static_cast<size_t>(at)] = r;
   });
+  plan.merge_written.clear();
+  for (int32_t row = 0; row + 1 < static_cast<int32_t>(plan.merge_begin.size()); ++row) {
+    const int32_t first = plan.merge_begin[row], n = plan.merge_begin[row + 1] - first;
+    if (n != 1 || plan.merge_tier[first] != 0 || plan.merge_row[first] != row) plan.merge_written.push_back(row);
+  }
 }
 
 at::Tensor cascade_visibility(const CascadePlan& plan, int64_t queries, int64_t keys) {

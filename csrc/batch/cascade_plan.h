@@ -75,6 +75,11 @@ struct CascadePlan {
   std::vector<int32_t> merge_tier, merge_row;
   int32_t max_entries = 0;           // the most entries of one row
   int32_t merge_capacity = 0;        // entries the merge's arrays hold (fixed form: batch/fixed_cascade.h); 0: as many as there are
+  // Where the first tier holds every row of the step in order, the merge writes into its result and leaves alone a
+  // row whose one entry is its own row there: these are the rows it writes (a prefill's questions, a state's shared
+  // segments), ascending, so that its launch is sized by them rather than by the step.
+  std::vector<int32_t> merge_written;
+  int32_t merge_written_capacity = 0;  // the list's length (fixed form; -1 past its rows); 0: as many as there are
   bool questions_apart = false;      // planned with the questions' own runs in a tier of their own
 };
 

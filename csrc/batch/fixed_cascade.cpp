@@ -79,6 +79,8 @@ std::optional<FixedCapacity> fixed_capacity(const CascadePlan& plan, int32_t tok
   c.state_rows = std::min(power_of_two(state ? state->total_q() : 0, kRowsFloor), kStateChunks * tokens);
   c.state_sequences = state ? power_of_two(state->sequences(), 1) : 0;
   c.state_longest = std::min(power_of_two(state ? state->max_q : 0, kRowsFloor), c.state_rows);
+  // The fixed form adds no entry (its spare rows see no keys), so it writes the plan's rows.
+  c.merge_written = std::min(power_of_two(static_cast<int32_t>(plan.merge_written.size()), kRowsFloor), tokens);
   if (c.own_keys > kMaxFixedOwnKeys || c.question_keys > kMaxFixedOwnKeys) return std::nullopt;
   // Beyond what the header's bounds allow: not expected, but never a shape of another step's.
   if (state && (state->total_k() > keys || state->total_q() > c.state_rows)) return std::nullopt;
@@ -108,6 +110,7 @@ bool fix_cascade_shape(CascadePlan& plan, int32_t tokens, int32_t keys) {
   plan.tiers = std::move(tiers);
   plan_merge(plan, tokens);
   plan.merge_capacity = tokens + c->state_rows;
+  plan.merge_written_capacity = c->merge_written;
   return true;
 }
 

@@ -28,7 +28,9 @@
 //   keys       own: its capacity, from 64 (a shared segment's keys appear once
 //              per question in it, so they can exceed the step's); state: the
 //              bucket's. max_k is the tier's keys;
-//   merge      tokens + state rows entries, the step's first.
+//   merge      tokens + state rows entries, the step's first; the rows it
+//              writes in place (cascade_plan.h) a capacity, from 8, at most
+//              `tokens`, -1 past the step's.
 // Planned with the questions apart (cascade_plan.h), the fixed form has three
 // tiers, own, own-questions and state: each own tier's rows, runs, longest and
 // keys are capacities of their own (0 where the step has none, so that a warm
@@ -50,6 +52,7 @@ constexpr int32_t kMaxFixedOwnKeys = 32768;
 struct FixedCapacity {
   int32_t runs = 0, own_longest = 0, own_keys = 0;
   int32_t state_rows = 0, state_sequences = 0, state_longest = 0;
+  int32_t merge_written = 0;  // the rows the merge writes in place
   // With the questions apart: the own tier's rows (else every row), and the own-questions tier's.
   int32_t own_rows = 0, question_runs = 0, question_rows = 0, question_longest = 0, question_keys = 0;
 };

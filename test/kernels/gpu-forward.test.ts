@@ -114,7 +114,7 @@ test("cascade, fixed form: a bucket's steps see what the rule sees, launch alike
   expect(f.paddingRowsSeeingMore).toBe(0);
 });
 
-test("cascade, fixed form: FlashAttention-2's grids sized by the step's rows, not by its bucket", () => {
+test("cascade, fixed form: FlashAttention-2's grids and the merge's sized by the step's rows, not by its bucket", () => {
   // A block per sequence, head and 128 rows of a tier's longest sequence (docs/gpu.md, "The fixed form's grids"). The
   // GPU benchmark's calls: the 16 questions' own tier holds the state's run of 1,000 rows (8 blocks) and the questions'
   // runs, within a power of two; their state tier 6 chunks of the 1,000 keys (cascade_plan.h) of 384 rows each; a warm
@@ -128,6 +128,11 @@ test("cascade, fixed form: FlashAttention-2's grids sized by the step's rows, no
   expect(g.cold.state).toMatchObject({ rowBlocks: 1, sequences: 10, stepSequences: 6 });
   // Over the random steps' fixed forms: the blocks launched against those holding rows (sized by the bucket, five times).
   expect(cascade.fixed.flashBlocks).toBeLessThan(2.5 * cascade.fixed.workingBlocks);
+  // The merge in place visits the rows it writes (a warp per row and head), within a capacity: a cold prefill's one
+  // question row of its 1,024, 16 questions' 384 of 1,536 (every row before).
+  expect(g.cold).toMatchObject({ tokens: 1024, mergeWritten: 1, mergeRows: 8 });
+  expect(g.sixteen).toMatchObject({ tokens: 1536, mergeWritten: 384, mergeRows: 512 });
+  expect(g.warm).toMatchObject({ tokens: 32, mergeWritten: 24, mergeRows: 32 });
 });
 
 test('cascade: the merged reference equals float64 attention, and the ATen form the reference (fp32, 1e-5)', () => {

@@ -400,7 +400,7 @@ void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, bool 
   // A model has one window: it is part of the key here, where trees draw theirs.
   const std::vector<int64_t> key{tokens, keys, capacity->runs, capacity->own_longest, capacity->own_keys, capacity->state_rows, capacity->state_sequences,
                                  capacity->state_longest, capacity->own_rows, capacity->question_runs, capacity->question_rows, capacity->question_longest,
-                                 capacity->question_keys, questions_apart, window.value_or(-1)};
+                                 capacity->question_keys, capacity->merge_written, questions_apart, window.value_or(-1)};
   if (questions_apart && capacity->own_rows == 0) ++t.without_own_tier;
   t.largest_bucket = std::max<int64_t>(t.largest_bucket, tokens);
   t.flash_blocks += flash_blocks(plan);
@@ -425,7 +425,8 @@ void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, bool 
 // The GPU benchmark's calls (bench/gpu/check.py) as one step each, padded to its bucket and planned in the fixed form
 // CUDA graphs replay: a cold 1,000-token prefill (999 state tokens and a 1-token question), a 24-token question over
 // the 1,000 cached, and the 1,000 with 16 questions of 24. Each tier's grid a head for FlashAttention-2: its sequences
-// and its blocks of 128 rows of the longest; beside it, the plain plan's sequences and the blocks holding rows.
+// and its blocks of 128 rows of the longest; beside it, the plain plan's sequences and the blocks holding rows. And the
+// merge's rows: those it writes, and those its launch visits.
 void check_bench_grids() {
   struct Call {
     const char* name;
@@ -447,7 +448,9 @@ void check_bench_grids() {
     const auto plain = plan_cascade(layout_of(b), b.key_positions, b.key_segments, std::nullopt);
     auto fixed = plain;
     fix_cascade_shape(fixed, static_cast<int32_t>(b.token_ids.size(0)), static_cast<int32_t>(b.key_slots.size(0)));
-    std::printf(",\"%s\":{", c.name);
+    // The merge in place: a warp per row it writes (listed, within a capacity) and head, where the step has tokens rows.
+    std::printf(",\"%s\":{\"tokens\":%lld,\"mergeWritten\":%d,\"mergeRows\":%d,", c.name, (long long)b.token_ids.size(0),
+                static_cast<int>(plain.merge_written.size()), fixed.merge_written_capacity);
     for (size_t i = 0; i < fixed.tiers.size(); ++i) {
       const auto& l = fixed.tiers[i];
       const auto& mine = *std::find_if(plain.tiers.begin(), plain.tiers.end(), [&](const auto& t) { return t.name == l.name; });

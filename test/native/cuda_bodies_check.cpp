@@ -143,9 +143,10 @@ void gated_mul(bool bf16, int n, bool gelu) {
          int64_t(k.size() / elem), differing(k, h));
 }
 
-// Rows whose entries lie in two sources (tiers), merged into a new array or in place over the first source, against
-// the CPU's merge (merge_attention) of the same tiers' results.
-void attention_merge(bool bf16, bool in_place) {
+// Rows whose entries lie in two sources (tiers), merged into a new array or in place over the first source (every row
+// visited, or the rows it writes listed: CascadePlan::merge_written, -1 past them), against the CPU's merge
+// (merge_attention) of the same tiers' results.
+void attention_merge(bool bf16, bool in_place, bool listed = false) {
   const int heads = 3, dim = 128, rows_n = 6, second_rows = 4;  // source 0: a row each (row r's entry r); source 1: rows 6..9
   const DeviceMerge m{{0, 2, 3, 5, 6, 8, 9}, {0, 6, 1, 2, 7, 3, 4, 8, 5}, {}, {}};  // rows 1, 3 and 5 in their own tier alone
   const auto dtype = bf16 ? at::kBFloat16 : at::kFloat;
@@ -158,13 +159,15 @@ void attention_merge(bool bf16, bool in_place) {
   a.partial[0] = first.data_ptr(), a.partial[1] = second.data_ptr(), a.lse[0] = parts[0].lse.data_ptr<float>(), a.lse[1] = parts[1].lse.data_ptr<float>();
   a.start[0] = 0, a.start[1] = rows_n, a.start[2] = rows_n + second_rows;
   a.partial_bf16 = bf16, a.out_bf16 = bf16, a.in_place_first = in_place, a.out = in_place ? first.data_ptr() : out.data_ptr();
+  const std::vector<int32_t> written{0, 2, 4, -1};  // the rows of two entries
+  if (listed) a.merge_written = written.data(), a.written = static_cast<int>(written.size());
   const auto grid = cuda::attention_merge_grid(a), block = cuda::attention_merge_block();
   if (bf16) emulation::run_grid(cuda::attention_merge_kernel<uint16_t, uint16_t>, a, grid, block, 0);
   else emulation::run_grid(cuda::attention_merge_kernel<float, float>, a, grid, block, 0);
   const auto got = in_place ? first : out;
   const auto want = merge_attention(m, parts, dtype);
   const auto bits = [&](const at::Tensor& t) { return t.contiguous().view(bf16 ? at::kShort : at::kInt); };
-  report(std::string("attention_merge ") + (bf16 ? "bf16" : "fp32") + (in_place ? " in place" : ""), "held", got.numel(),
+  report(std::string("attention_merge ") + (bf16 ? "bf16" : "fp32") + (in_place ? " in place" : "") + (listed ? ", rows listed" : ""), "held", got.numel(),
          bits(got).ne(bits(want)).sum().item<int64_t>());
 }
 
@@ -304,8 +307,10 @@ int main() {
     gated_mul(true, 40, gelu);
     gated_mul(false, 37, gelu);
   }
-  for (bool bf16 : {false, true})
+  for (bool bf16 : {false, true}) {
     for (bool in_place : {false, true}) attention_merge(bf16, in_place);
+    attention_merge(bf16, /*in_place=*/true, /*listed=*/true);
+  }
   for (bool bf16 : {false, true})
     for (float softcap : {0.0f, 30.0f}) label_readout(bf16, softcap);
   split_key_case<uint16_t>(128, 30.0f);

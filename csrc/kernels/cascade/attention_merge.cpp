@@ -57,12 +57,16 @@ at::Tensor merge_on_cpu(const DeviceMerge& m, const Sources& s, at::ScalarType o
   }
   auto out = in_place ? s.partial[0] : at::empty({rows, heads, dim}, at::kFloat);
   float* o = out.data_ptr<float>();
-  at::parallel_for(0, rows * heads, 16, [&](int64_t begin, int64_t end) {
+  // In place where the rows it writes are listed, those alone (as the kernel visits them).
+  const bool listed = in_place && m.lists_written;
+  const int64_t visited = listed ? static_cast<int64_t>(m.written.size()) : rows;
+  at::parallel_for(0, visited * heads, 16, [&](int64_t begin, int64_t end) {
     float lses[merge::kMaxEntries] = {}, weight[merge::kMaxEntries] = {};
     const float* base[merge::kMaxEntries];
     const float* value[merge::kMaxEntries];
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t row = item / heads, head = item % heads;
+    for (int64_t at_item = begin; at_item < end; ++at_item) {
+      const int64_t row = listed ? m.written[at_item / heads] : at_item / heads, head = at_item % heads, item = row * heads + head;
+      if (row < 0) continue;
       const int first = m.begin[row], n = m.begin[row + 1] - first;
       if (in_place && n == 1 && m.entry[first] == row) continue;  // its value is the merged one, where it lies
       for (int e = 0; e < n; ++e) {
@@ -85,12 +89,17 @@ at::Tensor merge_on_cuda(const DeviceMerge& m, const Sources& s, at::ScalarType 
   const int64_t rows = static_cast<int64_t>(m.begin.size()) - 1;
   const auto& first = s.partial[0];
   auto out = in_place ? first : at::empty({rows, first.size(1), first.size(2)}, first.options().dtype(out_dtype));
+  if (in_place && m.lists_written && m.written.empty()) return out;  // no row to write (an empty list has no pointer)
   cuda::AttentionMergeArgs args{};
   args.rows = static_cast<int>(rows);
   args.heads = static_cast<int>(first.size(1));
   args.dim = static_cast<int>(first.size(2));
   args.merge_begin = m.begin_on_device.data_ptr<int32_t>();
   args.merge_entry = m.entry_on_device.data_ptr<int32_t>();
+  if (in_place && m.lists_written) {
+    args.merge_written = m.written_on_device.data_ptr<int32_t>();
+    args.written = static_cast<int>(m.written.size());
+  }
   args.sources = static_cast<int>(s.partial.size());
   for (int i = 0; i < args.sources; ++i) {
     args.partial[i] = s.partial[i].data_ptr();
@@ -116,12 +125,16 @@ DeviceMerge prepare_merge(const CascadePlan& plan, at::Device device) {
   for (const auto& tier : plan.tiers) tier_start.push_back(tier_start.back() + tier.total_q());
   for (size_t e = 0; e < plan.merge_tier.size(); ++e) m.entry.push_back(tier_start[plan.merge_tier[e]] + plan.merge_row[e]);
   if (plan.merge_capacity > 0) m.entry.resize(static_cast<size_t>(plan.merge_capacity), 0);  // spare entries, never read
+  m.lists_written = true;
+  m.written = plan.merge_written;
+  if (plan.merge_written_capacity > 0) m.written.resize(static_cast<size_t>(plan.merge_written_capacity), -1);
   if (plan.max_entries > merge::kMaxEntries)
     throw std::invalid_argument("attention merge: a row in " + std::to_string(plan.max_entries) + " tiers (at most " +
                                 std::to_string(merge::kMaxEntries) + ")");
   if (device.is_cuda()) {
     m.begin_on_device = at::tensor(at::ArrayRef<int32_t>(m.begin), at::kInt);
     m.entry_on_device = at::tensor(at::ArrayRef<int32_t>(m.entry), at::kInt);
+    m.written_on_device = at::tensor(at::ArrayRef<int32_t>(m.written), at::kInt);
   }
   return m;
 }

@@ -16,6 +16,10 @@ struct DeviceMerge {
   std::vector<int32_t> begin, entry;  // host
   // int32, for the CUDA kernel only: made on the host, moved with the step's other arrays (step_upload.h).
   at::Tensor begin_on_device, entry_on_device;
+  // The rows a merge in place writes (CascadePlan::merge_written; -1: none), where the plan lists them.
+  bool lists_written = false;
+  std::vector<int32_t> written;
+  at::Tensor written_on_device;
 };
 DeviceMerge prepare_merge(const CascadePlan& plan, at::Device device);
 
@@ -26,7 +30,8 @@ PartialResult stacked_tiers(const std::vector<PartialResult>& parts);
 // first_holds_every_row: parts[0]'s rows are the output's, in order (its tier holds every row of the step, from the
 // first: the own tier of a step whose runs are all its rows). Where its result is in out_dtype, the merge then writes
 // into it and leaves the rows it alone holds as they are: a row of one entry merges to that entry's bits
-// (attention_merge_math.h), so only the rows in several tiers are read and written (a prefill's are its few questions').
+// (attention_merge_math.h), so only the rows in several tiers are read and written (a prefill's are its few questions'),
+// and where the merge lists them (lists_written), only those are visited.
 at::Tensor merge_attention(const DeviceMerge& merge, const std::vector<PartialResult>& parts, at::ScalarType out_dtype,
                            bool first_holds_every_row = false);
 

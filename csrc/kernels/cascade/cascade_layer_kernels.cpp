@@ -106,7 +106,8 @@ class CascadeAttention : public StepAttention {
 
   std::vector<int64_t> launch_shape() const override {
     if (!fixed_) return {};
-    std::vector<int64_t> shape{static_cast<int64_t>(merge_.begin.size()), static_cast<int64_t>(merge_.entry.size())};
+    std::vector<int64_t> shape{static_cast<int64_t>(merge_.begin.size()), static_cast<int64_t>(merge_.entry.size()),
+                               static_cast<int64_t>(merge_.written.size())};
     for (size_t i = 0; i < tiers_.size(); ++i) {
       const CascadeTier& l = plan_.tiers[i];
       shape.insert(shape.end(), {l.causal, l.window_left, l.sequences(), l.total_q(), l.total_k(), l.max_q, l.max_k, tiers_[i].q_first,
@@ -124,6 +125,7 @@ class CascadeAttention : public StepAttention {
     plan_ = from.plan_;
     merge_.begin = from.merge_.begin;
     merge_.entry = from.merge_.entry;
+    merge_.written = from.merge_.written;
   }
 
  private:

@@ -19,7 +19,7 @@ void launch_for(const AttentionMergeArgs& a, dim3 grid, dim3 block, cudaStream_t
 }  // namespace
 
 cudaError_t launch_attention_merge(const AttentionMergeArgs& args, cudaStream_t stream) {
-  if (static_cast<int64_t>(args.rows) * args.heads == 0) return cudaSuccess;
+  if (attention_merge_items(args) == 0) return cudaSuccess;
   const dim3 grid = attention_merge_grid(args), block = attention_merge_block();
   if (args.partial_bf16) launch_for<uint16_t>(args, grid, block, stream);
   else launch_for<float>(args, grid, block, stream);

@@ -17,9 +17,11 @@ constexpr int kHeld = 4;  // a lane's elements of a head loaded ahead: head dims
 template <typename In, typename Out>
 __global__ void attention_merge_kernel(AttentionMergeArgs a) {
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / kLanes;
-  if (item >= static_cast<int64_t>(a.rows) * a.heads) return;
+  const bool listed = a.merge_written != nullptr;  // in place, the rows to write listed: a warp per listed row and head
+  if (item >= static_cast<int64_t>(listed ? a.written : a.rows) * a.heads) return;
   const int lane = threadIdx.x % kLanes;
-  const int row = static_cast<int>(item / a.heads), head = static_cast<int>(item % a.heads);
+  const int row = listed ? a.merge_written[item / a.heads] : static_cast<int>(item / a.heads), head = static_cast<int>(item % a.heads);
+  if (row < 0) return;
   const int first = a.merge_begin[row], n = a.merge_begin[row + 1] - first;
   if (a.in_place_first && n == 1 && a.merge_entry[first] == row) return;  // its value is the merged one, where it lies
   // Loops of fixed length over the entries (guarded by n), here and below: the arrays stay in registers (a loop of n
@@ -69,9 +71,10 @@ __global__ void attention_merge_kernel(AttentionMergeArgs a) {
   }
 }
 
-// The launch's grid and blocks: a warp per (row, head).
+// The launch's grid and blocks: a warp per (row, head), of the listed rows where they are.
+int64_t attention_merge_items(const AttentionMergeArgs& a) { return static_cast<int64_t>(a.merge_written ? a.written : a.rows) * a.heads; }
 dim3 attention_merge_grid(const AttentionMergeArgs& a) {
-  const int64_t items = static_cast<int64_t>(a.rows) * a.heads;
+  const int64_t items = attention_merge_items(a);
   return dim3(static_cast<unsigned>((items + kWarps - 1) / kWarps));
 }
 dim3 attention_merge_block() { return dim3(kWarps * kLanes); }

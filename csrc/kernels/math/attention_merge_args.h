@@ -20,6 +20,9 @@ struct AttentionMergeArgs {
   void* out;                   // [rows, heads, dim], fp32 or bf16 (out_bf16)
   // out is partial[0], whose rows are the output's in order: a row whose one entry is its own row there is left as it is.
   bool in_place_first;
+  // In place, the rows to write where listed (nullptr: every row): `written` of them, -1 for none.
+  const int32_t* merge_written;
+  int written;
 };
 
 }  // namespace tq::cuda

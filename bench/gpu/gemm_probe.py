@@ -67,7 +67,8 @@ def column_chunks(c):
 
 
 FORMS = {"linear": linear, "pad128": padded(128), "pad256": padded(256), "bias_neg0": bias_neg0, "swapped": swapped,
-         "cols4": column_chunks(4), "cols8": column_chunks(8), "cols16": column_chunks(16)}
+         "cols4": column_chunks(4), "cols8": column_chunks(8), "cols16": column_chunks(16), "cols32": column_chunks(32),
+         "cols64": column_chunks(64)}
 
 
 def graph_us(fn, x, w, bias):

@@ -23,11 +23,11 @@ test('the engine\'s few-row GEMM: every form is the product, and the choice take
   expect(forms.max_diff).toBeLessThan(1e-12);
   expect(lines.find((l) => l.check === 'choice')).toEqual({ check: 'choice', fastest: true, skips_other_bits: true, linear_when_none: true });
   const measured = lines.filter((l) => l.check === 'measured');
-  expect(measured.map((m) => m.cheapest).sort()).toEqual(['bias_neg0', 'cols8', 'linear', 'pad128', 'pad256', 'swapped']);
+  expect(measured.map((m) => m.cheapest).sort()).toEqual(['bias_neg0', 'cols32', 'cols64', 'cols8', 'linear', 'pad128', 'pad256', 'swapped']);
   for (const m of measured) {
     // One shape and one row bucket under kFewRows (24, 32 and 17 rows), each form timed once; 300 rows left to at::linear;
     // one row, a bucket of its own.
-    expect(m).toMatchObject({ choices: 1, trials: 6, timings: 6, chose_right: true, same_as_cold: true, choices_with_one_row: 2 });
+    expect(m).toMatchObject({ choices: 1, trials: 8, timings: 8, chose_right: true, same_as_cold: true, choices_with_one_row: 2 });
   }
   // On this CPU every form kept the bits: the clock's cheapest was taken each time.
   expect(measured.filter((m) => m.cheapest_kept_bits).every((m) => m.chosen === m.cheapest)).toBe(true);
@@ -37,7 +37,7 @@ test("gemm_probe.py's forms are F.linear's product on every shape and row count"
   const out = execFileSync(debianPython, [path.join(root, 'bench', 'gpu', 'gemm_probe.py'), '--cpu-check'], { encoding: 'utf8', env: pythonEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
   const result = JSON.parse(out) as { cases: { shape: string; rows: number; form: string; size_ok: boolean; max_diff: number }[]; ok: boolean };
   const forms = new Set(result.cases.map((c) => c.form));
-  expect([...forms].sort()).toEqual(['bias_neg0', 'cols16', 'cols4', 'cols8', 'linear', 'pad128', 'pad256', 'swapped']);
+  expect([...forms].sort()).toEqual(['bias_neg0', 'cols16', 'cols32', 'cols4', 'cols64', 'cols8', 'linear', 'pad128', 'pad256', 'swapped']);
   expect(new Set(result.cases.map((c) => c.shape))).toEqual(new Set(['qkv', 'o', 'gate_up', 'down']));
   for (const c of result.cases) {
     expect(c.size_ok).toBe(true);

@@ -13,8 +13,6 @@
 namespace tq {
 namespace {
 
-constexpr int64_t kColumnChunks = 8;
-
 // Calls in one row bucket share a choice: 1, 2, 4, 8, ... up to kFewRows. One row is a bucket of its own: cuBLAS
 // runs it as a matrix-vector product, whose bits differed from a cold state's with split-K off where 2-128 rows kept
 // them (bench/gpu/results/h200-2026-11-30-window, gemm_rows.json, `down`).
@@ -31,8 +29,13 @@ at::Tensor padded(const at::Tensor& x, const at::Tensor& w, int64_t rows) {
   return at::linear(buffer, w).narrow(0, 0, x.size(0));
 }
 
-at::Tensor column_chunks(const at::Tensor& x, const at::Tensor& w) {
-  const int64_t m = x.size(0), k = x.size(1), n = w.size(0), c = kColumnChunks;
+// The batch of a Columns form: its GEMMs over the output's columns; 0 for another form.
+int64_t column_chunks_of(GemmForm form) {
+  return form == GemmForm::Columns8 ? 8 : form == GemmForm::Columns32 ? 32 : form == GemmForm::Columns64 ? 64 : 0;
+}
+
+at::Tensor column_chunks(const at::Tensor& x, const at::Tensor& w, int64_t c) {
+  const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
   auto out = at::empty({m, n}, x.options());
   // Batch b: x times chunk b of w's rows, into columns [b n/c, (b+1) n/c) of out (a strided view: no copy after).
   auto out_chunks = out.view({m, c, n / c}).transpose(0, 1);
@@ -69,6 +72,8 @@ const char* gemm_form_name(GemmForm form) {
     case GemmForm::BiasNegZero: return "bias_neg0";
     case GemmForm::Swapped: return "swapped";
     case GemmForm::Columns8: return "cols8";
+    case GemmForm::Columns32: return "cols32";
+    case GemmForm::Columns64: return "cols64";
   }
   return "?";
 }
@@ -78,7 +83,9 @@ bool gemm_form_applies(GemmForm form, int64_t rows, int64_t out_features) {
     // At most the pad: so a pad chosen in a row bucket applies to every row count of it (a bucket ends at a power of two).
     case GemmForm::Pad128: return rows <= 128;
     case GemmForm::Pad256: return rows <= 256;
-    case GemmForm::Columns8: return out_features % kColumnChunks == 0;
+    case GemmForm::Columns8:
+    case GemmForm::Columns32:
+    case GemmForm::Columns64: return out_features % column_chunks_of(form) == 0;
     default: return true;
   }
 }
@@ -90,7 +97,9 @@ at::Tensor gemm_in_form(GemmForm form, const at::Tensor& x, const at::Tensor& w,
     case GemmForm::Pad256: return padded(x, w, 256);
     case GemmForm::BiasNegZero: return at::addmm(neg_zero, x, w.t());
     case GemmForm::Swapped: return at::mm(w, x.t()).t().contiguous();
-    case GemmForm::Columns8: return column_chunks(x, w);
+    case GemmForm::Columns8:
+    case GemmForm::Columns32:
+    case GemmForm::Columns64: return column_chunks(x, w, column_chunks_of(form));
   }
   throw std::logic_error("gemm_in_form: no such form");
 }

@@ -33,12 +33,14 @@ enum class GemmForm {
   BiasNegZero,  // addmm with a -0.0 bias (y + -0.0 is y, a signed zero too): cuBLASLt's bias epilogue
   Swapped,      // (w x^T)^T: the transposed problem
   Columns8,     // a batch of 8 GEMMs over the output's columns, written in place
+  Columns32,    // of 32: more tiles over few rows, each reading fewer of the weights' rows
+  Columns64,    // of 64
 };
-constexpr std::array<GemmForm, 6> kGemmForms = {GemmForm::Linear, GemmForm::Pad128, GemmForm::Pad256,
-                                                GemmForm::BiasNegZero, GemmForm::Swapped, GemmForm::Columns8};
+constexpr std::array<GemmForm, 8> kGemmForms = {GemmForm::Linear,  GemmForm::Pad128,   GemmForm::Pad256,    GemmForm::BiasNegZero,
+                                                GemmForm::Swapped, GemmForm::Columns8, GemmForm::Columns32, GemmForm::Columns64};
 const char* gemm_form_name(GemmForm form);
 
-// Whether `form` applies to x's rows on w (a pad at or above the rows, columns that divide by 8).
+// Whether `form` applies to x's rows on w (a pad at or above the rows, columns that divide into its batch).
 bool gemm_form_applies(GemmForm form, int64_t rows, int64_t out_features);
 
 // y = x w^T in `form`; neg_zero: [out] of -0.0 in w's dtype (BiasNegZero's bias).

@@ -358,7 +358,8 @@ int64_t working_blocks(const CascadePlan& plan) {
 
 // What a replay bakes in of a fixed plan: every array's length and every host scalar.
 std::vector<int64_t> launch_shape(const CascadePlan& plan) {
-  std::vector<int64_t> shape{static_cast<int64_t>(plan.merge_begin.size()), plan.merge_capacity, static_cast<int64_t>(plan.tiers.size())};
+  std::vector<int64_t> shape{static_cast<int64_t>(plan.merge_begin.size()), plan.merge_capacity, plan.merge_written_capacity,
+                             static_cast<int64_t>(plan.tiers.size())};
   for (const auto& l : plan.tiers)
     shape.insert(shape.end(), {l.causal, l.window_left, static_cast<int64_t>(l.cu_q.size()), static_cast<int64_t>(l.cu_k.size()),
                                static_cast<int64_t>(l.q_rows.size()), static_cast<int64_t>(l.k_rows.size()), l.max_q, l.max_k});

@@ -14,13 +14,18 @@ constexpr int kWarps = 4;
 constexpr int kLanes = 32;
 constexpr int kHeld = 4;  // a lane's elements of a head loaded ahead: head dims up to 128
 
+// The launch's warps: one per (row, head), of the listed rows where they are (in place, the rows it writes).
+TQ_HOST_DEVICE inline int64_t attention_merge_items(const AttentionMergeArgs& a) {
+  return static_cast<int64_t>(a.merge_written ? a.written : a.rows) * a.heads;
+}
+
 template <typename In, typename Out>
 __global__ void attention_merge_kernel(AttentionMergeArgs a) {
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / kLanes;
-  const bool listed = a.merge_written != nullptr;  // in place, the rows to write listed: a warp per listed row and head
-  if (item >= static_cast<int64_t>(listed ? a.written : a.rows) * a.heads) return;
+  if (item >= attention_merge_items(a)) return;
   const int lane = threadIdx.x % kLanes;
-  const int row = listed ? a.merge_written[item / a.heads] : static_cast<int>(item / a.heads), head = static_cast<int>(item % a.heads);
+  const int slot = static_cast<int>(item / a.heads), head = static_cast<int>(item % a.heads);
+  const int row = a.merge_written ? a.merge_written[slot] : slot;
   if (row < 0) return;
   const int first = a.merge_begin[row], n = a.merge_begin[row + 1] - first;
   if (a.in_place_first && n == 1 && a.merge_entry[first] == row) return;  // its value is the merged one, where it lies
@@ -71,8 +76,7 @@ __global__ void attention_merge_kernel(AttentionMergeArgs a) {
   }
 }
 
-// The launch's grid and blocks: a warp per (row, head), of the listed rows where they are.
-int64_t attention_merge_items(const AttentionMergeArgs& a) { return static_cast<int64_t>(a.merge_written ? a.written : a.rows) * a.heads; }
+// The launch's grid and blocks: a warp per item.
 dim3 attention_merge_grid(const AttentionMergeArgs& a) {
   const int64_t items = attention_merge_items(a);
   return dim3(static_cast<unsigned>((items + kWarps - 1) / kWarps));

@@ -335,25 +335,26 @@ struct FixedTotals {
   int64_t largest_bucket = 0;
   // FlashAttention-2's blocks a head: the fixed forms' grids, and the blocks that hold their steps' rows (the plain plans').
   int64_t flash_blocks = 0, working_blocks = 0;
-  double worst_block_ratio = 0;
   std::map<std::vector<int64_t>, std::vector<int64_t>> shape_of;  // (bucket, capacities, window) -> launch shape
 };
 
-// FlashAttention-2's grid a head for a plan's tiers: a block per sequence and 128 rows of the longest (max_q, at least 2
-// as flash_attention.cpp passes it), empty sequences included.
-int64_t flash_blocks(const CascadePlan& plan) {
+// FlashAttention-2's grid a head for a tier: a block per sequence and 128 rows of the longest (max_q, at least 2 as
+// flash_attention.cpp passes it), empty sequences included; none for a tier without rows (not launched).
+int64_t row_blocks(const CascadeTier& l) { return (std::max(2, l.max_q) + 127) / 128; }
+int64_t flash_blocks(const CascadeTier& l) { return l.total_q() > 0 ? int64_t{l.sequences()} * row_blocks(l) : 0; }
+
+// The blocks of those that hold rows: each sequence's rows in blocks of 128.
+int64_t working_blocks(const CascadeTier& l) {
   int64_t blocks = 0;
-  for (const auto& l : plan.tiers)
-    if (l.total_q() > 0) blocks += int64_t{l.sequences()} * ((std::max(2, l.max_q) + 127) / 128);
+  for (int32_t s = 0; s < l.sequences(); ++s) blocks += (l.cu_q[s + 1] - l.cu_q[s] + 127) / 128;
   return blocks;
 }
 
-// The blocks of those that hold rows: each sequence's rows in blocks of 128.
-int64_t working_blocks(const CascadePlan& plan) {
-  int64_t blocks = 0;
-  for (const auto& l : plan.tiers)
-    for (int32_t s = 0; s < l.sequences(); ++s) blocks += (l.cu_q[s + 1] - l.cu_q[s] + 127) / 128;
-  return blocks;
+template <typename F>
+int64_t over_tiers(const CascadePlan& plan, F blocks) {
+  int64_t sum = 0;
+  for (const auto& l : plan.tiers) sum += blocks(l);
+  return sum;
 }
 
 // What a replay bakes in of a fixed plan: every array's length and every host scalar.
@@ -404,9 +405,8 @@ void check_fixed(StepBatch b, std::optional<int64_t> window, bool numeric, bool 
                                  capacity->question_keys, capacity->merge_written, questions_apart, window.value_or(-1)};
   if (questions_apart && capacity->own_rows == 0) ++t.without_own_tier;
   t.largest_bucket = std::max<int64_t>(t.largest_bucket, tokens);
-  t.flash_blocks += flash_blocks(plan);
-  t.working_blocks += working_blocks(plain);
-  t.worst_block_ratio = std::max(t.worst_block_ratio, static_cast<double>(flash_blocks(plan)) / static_cast<double>(working_blocks(plain)));
+  t.flash_blocks += over_tiers(plan, flash_blocks);
+  t.working_blocks += over_tiers(plain, working_blocks);
   const auto [known, inserted] = t.shape_of.try_emplace(key, launch_shape(plan));
   if (inserted) ++t.shapes;
   else if (known->second != launch_shape(plan)) ++t.shape_differences;
@@ -455,11 +455,8 @@ void check_bench_grids() {
     for (size_t i = 0; i < fixed.tiers.size(); ++i) {
       const auto& l = fixed.tiers[i];
       const auto& mine = *std::find_if(plain.tiers.begin(), plain.tiers.end(), [&](const auto& t) { return t.name == l.name; });
-      CascadePlan alone;
-      alone.tiers = {mine};
-      std::printf("%s\"%s\":{\"sequences\":%d,\"rowBlocks\":%d,\"blocks\":%lld,\"stepSequences\":%d,\"workingBlocks\":%lld}", i ? "," : "",
-                  l.name.c_str(), l.sequences(), (std::max(2, l.max_q) + 127) / 128, (long long)(int64_t{l.sequences()} * ((std::max(2, l.max_q) + 127) / 128)),
-                  mine.sequences(), (long long)working_blocks(alone));
+      std::printf("%s\"%s\":{\"sequences\":%d,\"rowBlocks\":%lld,\"blocks\":%lld,\"stepSequences\":%d,\"workingBlocks\":%lld}", i ? "," : "",
+                  l.name.c_str(), l.sequences(), (long long)row_blocks(l), (long long)flash_blocks(l), mine.sequences(), (long long)working_blocks(mine));
     }
     std::printf("}");
   }
@@ -726,11 +723,11 @@ int main(int argc, char** argv) {
               (long long)stacked_merge_differs, (long long)in_place_merges, (long long)in_place_merge_differs, t.worst_split_key, t.worst_split_key_bf16, (long long)plan_coverage_errors);
   std::printf("{\"part\":\"fixed\",\"fixed\":%lld,\"refused\":%lld,\"refusedUnwindowed\":%lld,\"mismatched\":%lld,\"keylessEntries\":%lld,"
               "\"shapes\":%lld,\"shapeDifferences\":%lld,\"compared\":%lld,\"bitsDiffer\":%lld,\"splitKeyCompared\":%lld,\"splitKeyBitsDiffer\":%lld,\"withoutOwnTier\":%lld,\"paddingRows\":%lld,\"paddingRowsSeeingMore\":%lld,\"largestBucket\":%lld,"
-              "\"flashBlocks\":%lld,\"workingBlocks\":%lld,\"worstBlockRatio\":%.2f}\n",
+              "\"flashBlocks\":%lld,\"workingBlocks\":%lld}\n",
               (long long)f.fixed, (long long)f.refused, (long long)f.refused_unwindowed, (long long)f.mismatched, (long long)f.keyless_entries,
               (long long)f.shapes, (long long)f.shape_differences, (long long)f.compared, (long long)f.bits_differ, (long long)f.split_key_compared, (long long)f.split_key_bits_differ, (long long)f.without_own_tier,
               (long long)f.padding_rows, (long long)f.padding_rows_seeing_more, (long long)f.largest_bucket, (long long)f.flash_blocks,
-              (long long)f.working_blocks, f.worst_block_ratio);
+              (long long)f.working_blocks);
   std::printf("{\"part\":\"stepKeys\",\"tiers\":%lld,\"fixedTiers\":%lld,\"differ\":%lld}\n", (long long)step_key_tiers,
               (long long)fixed_step_key_tiers, (long long)step_key_differs);
   std::printf("{\"part\":\"storeRuns\",\"tiers\":%lld,\"fixedTiers\":%lld,\"differ\":%lld}\n", (long long)store_run_tiers,

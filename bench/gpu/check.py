@@ -391,6 +391,10 @@ def profiles(args, done=lambda: None):
         # tier holds spare, empty sequences). The window of 2026-11-30 timed that tier's FlashAttention-2 at 64.6 µs a
         # layer in the engine against 35.5 in the attention probe for the same rows and keys: this says whether the form is why.
         cases[f"cold-{n}-graphs-off"] = (cases[f"cold-{n}"][0], [*fast, "--prefix-cache", "off", "--cuda-graphs", "off"])  # tq_cli: a flag's last value
+        # A question over a long document's state (16 times the state, its tokens again): the state tier's chunks are at
+        # most 6 (the merge's entries), so each walks about 2,700 keys here; what that costs says whether more are worth it.
+        long_state = (state * 16)[:16 * n]
+        cases[f"warm-24-over-{len(long_state)}"] = ([[{"state": long_state, "questions": [q(questions[0])]}]], fast)
     out = {}
     for name, (calls, flags) in cases.items():
         trace = os.path.join(args.out, f"profile-{name}.trace.json")

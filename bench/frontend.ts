@@ -7,7 +7,10 @@
  * stage), the server's code (own less hop), the client's time outside the server (`outside`: its time less
  * `x-service-server-ms`: the HTTP exchange, and whatever the server does after stamping it), its time less the engine's
  * stages (`beyond`: all but the engine's variance, which hides small changes in the client's time) and the other stages
- * (`x-service-stages`). FRONTEND_BASELINE (another checkout's dist/tqserve.js) runs beside this build, taking turns in
+ * (`x-service-stages`), and the server process's CPU time per request (`cpu`: all its threads, from /proc). Each server
+ * is measured just after its start (its first requests, while V8 still compiles the request path), then after
+ * BENCH_WARMUP more requests (default 3,000) in its steady state, as a server that has run a while is.
+ * FRONTEND_BASELINE (another checkout's dist/tqserve.js) runs beside this build, taking turns in
  * both orders, FRONTEND_ROUNDS times (default 6; 1 without a baseline), and the medians of each build's rounds follow.
  * Each arm is a server with other flags: by default the channel to the engine process slept on between messages
  * (`--busy-poll-ms 0`, the CPU's default), and spun on (`--busy-poll-ms 20`, a GPU's default) with one
@@ -17,7 +20,7 @@
  * as in the server (the engine computing, then the front end and the client).
  */
 import { spawn } from 'child_process';
-import { closeSync } from 'fs';
+import { closeSync, readFileSync } from 'fs';
 import * as path from 'path';
 import { hostAddon } from '../src/common/host-addon';
 import { ChannelEndpoint, ChannelWire, channelRings, RING_BYTES } from '../src/server/engine-process/channel';
@@ -25,6 +28,10 @@ import { listeningUrl, runServerProcess } from '../test/helpers/server-process';
 import { dossier, median, quantile, topicQuestion } from './workload';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 200);
+/** Requests between the just-started scenario and the steady ones: V8 compiles a request's path over the first thousands (bench/README.md, "Front end"). */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 3000);
+/** The first scenario's name: the cached state's, steady, is the one compared across builds and rounds. */
+const STEADY_CACHED = 'the same state again (cached)';
 const BASELINE = process.env.FRONTEND_BASELINE;
 const ROUNDS = Number(process.env.FRONTEND_ROUNDS ?? (BASELINE ? 6 : 1));
 const root = path.resolve(__dirname, '..');
@@ -48,19 +55,26 @@ async function serverRows(flags: string[], command: string): Promise<{ name: str
     const own = server - stages.engine - stages.wait;
     return { client, server, own, code: own - stages.hop, outside: client - server, beyond: client - stages.engine - stages.wait, ...stages };
   };
-  for (let i = 0; i < 20; i++) await ask(dossier(1)); // warm-up: first-call allocations and JIT
-  const scenarios: [string, (i: number) => string][] = [
-    ['the same state again (cached)', () => dossier(1)],
-    ['a new state each request', (i) => dossier(1000 + i)],
-  ];
-  const out = [];
-  for (const [name, state] of scenarios) {
+  const scenario = async (name: string, state: (i: number) => string) => {
     const rows: Row[] = [];
+    const cpu0 = processCpuMs(child.pid!);
     for (let i = 0; i < REQUESTS; i++) rows.push(await ask(state(i)));
-    out.push({ name, rows });
-  }
+    const cpu = (processCpuMs(child.pid!) - cpu0) / REQUESTS;
+    return { name, rows: rows.map((r) => ({ ...r, cpu })) };
+  };
+  for (let i = 0; i < 20; i++) await ask(dossier(1)); // first-call allocations
+  const out = [await scenario('the same state again, just started', () => dossier(1))];
+  for (let i = 0; i < WARMUP; i++) await ask(dossier(1));
+  out.push(await scenario(STEADY_CACHED, () => dossier(1)));
+  out.push(await scenario('a new state each request', (i) => dossier(1000 + i)));
   child.kill();
   return out;
+}
+
+/** A process's CPU time so far, all its threads, in ms (Linux's /proc; clock ticks of 10 ms: read over many requests). */
+function processCpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
 }
 
 /** The echo side of the floor: holds each call `hold` ms (idle, as the engine process's main thread is while its engine thread computes), then replies. */
@@ -128,9 +142,10 @@ async function hopFloor(link: Link, stateTokens: number, holdMs: number, gapMs: 
 async function main() {
   const arms = (process.env.BENCH_ARMS ?? 'sleep,spin').split(',');
   const columns = ['client', 'server', 'own', 'hop', 'code', 'outside', 'beyond', 'prepare', 'engine', 'wait'];
-  console.log(`# tqserve front end: tiny-qwen3, one question, ${dossier(1).length}-character state, ${REQUESTS} requests one at a time (ms; median, p90)\n`);
-  console.log(`| build | server flags | request | ${columns.join(' | ')} |`);
-  console.log(`|---|---|---|${columns.map(() => '---').join('|')}|`);
+  const cell = (rows: Row[], k: string) => `${median(rows.map((r) => r[k])).toFixed(2)}, ${quantile(rows.map((r) => r[k]), 0.9).toFixed(2)}`;
+  console.log(`# tqserve front end: tiny-qwen3, one question, ${dossier(1).length}-character state, ${REQUESTS} requests one at a time, the steady ones after ${WARMUP} more (ms; median, p90; cpu: the server process's CPU per request)\n`);
+  console.log(`| build | server flags | request | ${columns.join(' | ')} | cpu |`);
+  console.log(`|---|---|---|${columns.map(() => '---').join('|')}|---|`);
   let cached: Row[] = [];
   // Each build's cached-state medians, per arm, one a round: the builds compared where the rounds' noise allows.
   const rounds: Record<string, Record<string, Row[]>> = {};
@@ -142,19 +157,17 @@ async function main() {
       // the run favours neither.
       for (const [build, command] of round % 2 ? Object.entries(BUILDS).reverse() : Object.entries(BUILDS)) {
         const results = await serverRows(ARMS[arm], command);
-        for (const { name, rows } of results) {
-          const cell = (k: string) => `${median(rows.map((r) => r[k])).toFixed(2)}, ${quantile(rows.map((r) => r[k]), 0.9).toFixed(2)}`;
-          console.log(`| ${build} | \`${ARMS[arm].join(' ')}\` | ${name} | ${columns.map(cell).join(' | ')} |`);
-        }
-        rounds[arm][build].push(Object.fromEntries(columns.map((k) => [k, median(results[0].rows.map((r) => r[k]))])));
-        if (build === 'this') cached = results[0].rows;
+        for (const { name, rows } of results) console.log(`| ${build} | \`${ARMS[arm].join(' ')}\` | ${name} | ${columns.map((k) => cell(rows, k)).join(' | ')} | ${rows[0].cpu.toFixed(2)} |`);
+        const steady = results.find((r) => r.name === STEADY_CACHED)!.rows;
+        rounds[arm][build].push(Object.fromEntries([...columns, 'cpu'].map((k) => [k, median(steady.map((r) => r[k]))])));
+        if (build === 'this') cached = steady;
       }
   }
   if (ROUNDS > 1) {
-    console.log(`\nA cached state, each build's medians over its ${ROUNDS} rounds (each round's median in brackets), ms:\n`);
+    console.log(`\nA cached state (steady), each build's medians over its ${ROUNDS} rounds (each round's median in brackets), ms:\n`);
     for (const [arm, builds] of Object.entries(rounds))
       for (const [build, rows] of Object.entries(builds))
-        console.log(`- ${build}, \`${ARMS[arm].join(' ')}\`: ` + ['client', 'own', 'outside', 'beyond'].map((k) =>
+        console.log(`- ${build}, \`${ARMS[arm].join(' ')}\`: ` + ['client', 'own', 'outside', 'beyond', 'cpu'].map((k) =>
           `${k} ${median(rows.map((r) => r[k])).toFixed(2)} (${rows.map((r) => r[k].toFixed(2)).join(', ')})`).join('; '));
   }
   const engine = median(cached.map((r) => r.engine));

@@ -5,7 +5,10 @@
 //   warm:  the first state again (its prefix cached);
 //   load:  TQ_LOAD_CLIENTS (64) clients for TQ_LOAD_SECONDS (20 s), each request one question about a
 //          state from a pool: every other request a warm one (8 states asked before), the others new;
-//          requests/s, prompt tokens/s (the server's /metrics counter), latencies.
+//          requests/s, prompt tokens/s (the server's /metrics counter), latencies;
+//   warm, after the load: the warm state again, TQ_LOAD_STEADY_RUNS (200) requests one at a time, on a server
+//          that has answered thousands (V8 compiles a request's path over its first thousands: bench/README.md,
+//          "Front end"), with the client's time less the engine's call, against issue 65's 0.5 ms.
 // OUT/serve.json and serve.md are written there, and the server stopped (its GPU memory freed); then
 //   engine alone: the same kind of work through tq_cli (the engine's ceiling in the same run): the
 //          load phase's requests, by their token ids, in calls of as many requests as the server
@@ -31,6 +34,7 @@ const readyS = Number(process.env.TQ_LOAD_READY_S ?? 120);
 const serverPid = Number(arg('server-pid', 0));
 const runs = Number(process.env.TQ_LOAD_RUNS ?? 20);
 const replayed = process.env.TQ_LOAD_REPLAY !== '0';
+const steadyRuns = Number(process.env.TQ_LOAD_STEADY_RUNS ?? 200);
 
 const quantile = (xs, q) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
 const summary = (xs) => ({ n: xs.length, p50: quantile(xs, 0.5), p99: quantile(xs, 0.99) });
@@ -94,7 +98,6 @@ for (let i = 0; i < runs; i++) coldResponses.push(await ask(fresh()));
 const warmState = workload.states[1];
 const warmResponses = [];
 for (let i = 0; i < runs; i++) warmResponses.push(await ask(warmState));
-const cold = coldResponses.map((r) => r.ms), warm = warmResponses.map((r) => r.ms);
 
 // The load: the warm pool asked once first, with their token ids (as every state below, for tq_cli).
 const pool = Array.from({ length: 8 }, () => fresh());
@@ -117,14 +120,22 @@ await Promise.all(
 const elapsed = (performance.now() - t0) / 1000;
 const promptTokens = (await metric('tqserve_prompt_tokens_total')) - tokens0;
 const merged = ((await metric('tqserve_batch_size_sum')) - batch0[0]) / Math.max(1, (await metric('tqserve_batch_size_count')) - batch0[1]);
+// The warm state once more (its blocks cached again, had the load's new states evicted them), then measured.
+await ask(warmState);
+const steadyResponses = [];
+for (let i = 0; i < steadyRuns; i++) steadyResponses.push(await ask(warmState));
 const health = await (await fetch(`${url}/health`)).json();
 
+/** A scenario's latencies, its engine call's p50 and host planning's, where its time went, and the client's time less the engine's call (p50 of each request's). */
+const scenario = (responses) => ({ ...summary(responses.map((r) => r.ms)), engineP50: quantile(responses.map((r) => r.stages.engine), 0.5),
+  planP50: quantile(responses.map((r) => r.stages.plan), 0.5), stagesP50: byStage(responses), beyondEngineP50: quantile(responses.map((r) => r.ms - r.stages.engine), 0.5) });
 const result = {
   device: arg('device'),
   readyMs,
   // engineP50: the engine call; planP50: of it, the engine's host planning before its steps ran (x-service-stages plan).
-  cold: { ...summary(cold), engineP50: quantile(coldResponses.map((r) => r.stages.engine), 0.5), planP50: quantile(coldResponses.map((r) => r.stages.plan), 0.5), stagesP50: byStage(coldResponses) },
-  warm: { ...summary(warm), engineP50: quantile(warmResponses.map((r) => r.stages.engine), 0.5), planP50: quantile(warmResponses.map((r) => r.stages.plan), 0.5), stagesP50: byStage(warmResponses) },
+  cold: scenario(coldResponses),
+  warm: scenario(warmResponses),
+  warmAfterLoad: scenario(steadyResponses),
   load: { clients, seconds: elapsed, requests: latencies.length, requestsPerSecond: latencies.length / elapsed, promptTokensPerSecond: promptTokens / elapsed, meanMergedBatch: merged, ...summary(latencies) },
   // Each engine's KV cache budget and what sized it (engines sharing the GPU: the first's share, the others its size).
   health: { device: health.base?.device, memory: health.base?.memory ?? health.memory, engines: health.engines?.processes?.map((p) => p.cache_budget) ?? [] },
@@ -145,9 +156,13 @@ function write() {
     `| one question, new ~1,000-token state (${runs} runs) | ${f(result.cold.p50)} | ${f(result.cold.p99)} | ${f(result.cold.engineP50)} | ${f(result.cold.planP50)} |`,
     `| the same state again, warm (${runs} runs) | ${f(result.warm.p50)} | ${f(result.warm.p99)} | ${f(result.warm.engineP50)} | ${f(result.warm.planP50)} |`,
     `| ${clients} clients x ${f(result.load.seconds)} s, half warm | ${f(result.load.p50)} | ${f(result.load.p99)} | | |`,
+    `| the same state again, warm, after the load (${steadyRuns} runs) | ${f(result.warmAfterLoad.p50)} | ${f(result.warmAfterLoad.p99)} | ${f(result.warmAfterLoad.engineP50)} | ${f(result.warmAfterLoad.planP50)} |`,
     '',
     'Where one request\'s time went, p50 of each in ms (x-service-stages; own: the server less the engine and the wait; outside: the client\'s time less the server\'s):',
-    ...['cold', 'warm'].map((k) => `- ${k}: ` + Object.entries(result[k].stagesP50).map(([stage, ms]) => `${stage} ${ms.toFixed(2)}`).join(', ')),
+    ...['cold', 'warm', 'warmAfterLoad'].map((k) => `- ${k}: ` + Object.entries(result[k].stagesP50).map(([stage, ms]) => `${stage} ${ms.toFixed(2)}`).join(', ')),
+    '',
+    `A warm request over HTTP less its engine call, p50: ${result.warm.beyondEngineP50.toFixed(2)} ms just after the start, ` +
+      `${result.warmAfterLoad.beyondEngineP50.toFixed(2)} ms after the load (issue 65's goal: at most 0.5 ms).`,
     '',
     `Load: ${f(result.load.requestsPerSecond)} requests/s, ${Math.round(result.load.promptTokensPerSecond)} prompt tokens/s (mean merged batch ${f(merged)})` +
       (result.engineAlone

@@ -403,7 +403,7 @@ class Window:
             return None, f"no {model}"
         env = {"TQ_BUILD": self.args.build, "TQ_MODEL": model, "TQ_DEVICE": self.args.device}
         if not self.cuda:  # the CPU form: a short load on the tiny model (serve-load.mjs's settings in the environment win)
-            short = dict(TQ_LOAD_SECONDS="1" if self.args.short else "2", TQ_LOAD_CLIENTS="4", TQ_LOAD_RUNS="2", TQ_LOAD_STATES="12")
+            short = dict(TQ_LOAD_SECONDS="1" if self.args.short else "2", TQ_LOAD_CLIENTS="4", TQ_LOAD_RUNS="2", TQ_LOAD_STEADY_RUNS="4", TQ_LOAD_STATES="12")
             env.update({k: v for k, v in short.items() if k not in os.environ})
         return env, ""
 
@@ -416,7 +416,9 @@ class Window:
         if not result:
             return ok(status), "no serve.json; " + tail(os.path.join(self.work, "serve.log"))
         load = result["load"]
-        return ok(status), (f"cold p50 {result['cold']['p50']:.1f} ms, warm p50 {result['warm']['p50']:.1f} ms, {load['requestsPerSecond']:.1f} req/s "
+        steady = result.get("warmAfterLoad")
+        after = f" ({steady['p50']:.1f} after the load, {steady['beyondEngineP50']:.2f} beyond its engine call)" if steady else ""
+        return ok(status), (f"cold p50 {result['cold']['p50']:.1f} ms, warm p50 {result['warm']['p50']:.1f} ms{after}, {load['requestsPerSecond']:.1f} req/s "
                             f"under {load['clients']} clients" + (f", {100 * load['shareOfEngineAlone']:.0f}% of the engine alone"
                                                                    if "shareOfEngineAlone" in load else "")
                             + (f", {100 * load['shareOfInFlight']:.0f}% of it with two calls in flight" if "shareOfInFlight" in load else "")

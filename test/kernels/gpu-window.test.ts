@@ -106,7 +106,10 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   const serve = JSON.parse(files['serve.json']);
   expect(serve.load.requests).toBeGreaterThan(0);
   // The engine's host planning, from each answer's x-service-stages: a part of the engine call.
-  for (const s of [serve.cold, serve.warm]) {
+  // The warm state again after the load, on a server past its first thousands of requests, and the HTTP's part.
+  expect(serve.warmAfterLoad.n).toBe(4);
+  for (const s of [serve.cold, serve.warm, serve.warmAfterLoad]) {
+    expect(s.beyondEngineP50).toBeGreaterThan(0);
     expect(s.planP50).toBeGreaterThanOrEqual(0);
     expect(s.planP50).toBeLessThanOrEqual(s.engineP50);
     // And where the rest went, stage by stage: the server's whole holds the engine and its own part.
@@ -116,6 +119,7 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
     expect(s.stagesP50.hop).toBeGreaterThanOrEqual(0);
   }
   expect(files['serve.md']).toMatch(/- warm: server \d+\.\d\d, own \d+\.\d\d, outside -?\d+\.\d\d, .*engine \d+\.\d\d/);
+  expect(files['serve.md']).toMatch(/A warm request over HTTP less its engine call, p50: \d+\.\d\d ms just after the start, \d+\.\d\d ms after the load/);
   expect(serve.engineAlone.promptTokensPerSecond).toBeGreaterThan(0);
   // And the engine's ceiling: the same calls with the next launched while one runs (tq_cli --in-flight 2).
   expect(serve.engineInFlight.inFlight).toBe(2);
@@ -124,6 +128,7 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(serve.engineAlone.callP50).toBeGreaterThan(0);
   expect(files['serve.md']).toMatch(/With two calls in flight .* the server delivers \d+% of that ceiling/);
   expect(steps[7].summary).toMatch(/% of it with two calls in flight \(\d+\.\d\dx one at a time\)$/);
+  expect(steps[7].summary).toMatch(/warm p50 \d+\.\d ms \(\d+\.\d after the load, \d+\.\d\d beyond its engine call\)/);
   // Two engines on the one device, the same load: on the CPU each sizes its cache by the context.
   expect(steps[9].summary).toMatch(/^two engines: [\d.]+ req\/s under 4 clients, [\d.]+x one engine's; their caches [\d.]+ GiB \(context\), [\d.]+ GiB \(context\)$/);
   const twoEngines = JSON.parse(files['two-engines-serve.json']);

@@ -5,7 +5,9 @@
 //   warm:  the first state again (its prefix cached);
 //   load:  TQ_LOAD_CLIENTS (64) clients for TQ_LOAD_SECONDS (20 s), each request one question about a
 //          state from a pool: every other request a warm one (8 states asked before), the others new;
-//          requests/s, prompt tokens/s (the server's /metrics counter), latencies;
+//          requests/s, prompt tokens/s (the server's /metrics counter), latencies, and the server process's CPU
+//          (Linux's /proc: all its threads a request, and how busy its main thread was: near 100%, the front end
+//          bounds the load, not the engine);
 //   warm, after the load: the warm state again, TQ_LOAD_STEADY_RUNS (200) requests one at a time, on a server
 //          that has answered thousands (V8 compiles a request's path over its first thousands: bench/README.md,
 //          "Front end"), with the client's time less the engine's call, against issue 65's 0.5 ms.
@@ -39,6 +41,26 @@ const steadyRuns = Number(process.env.TQ_LOAD_STEADY_RUNS ?? 200);
 const quantile = (xs, q) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
 const summary = (xs) => ({ n: xs.length, p50: quantile(xs, 0.5), p99: quantile(xs, 0.99) });
 const stages = (header) => Object.fromEntries((header ?? '').split(';').filter(Boolean).map((s) => s.split('=')).map(([k, v]) => [k, Number(v)]));
+
+/** CPU seconds so far of a process (all its threads) and of its main thread, from /proc; undefined without it. */
+const clockTicks = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' })) || 100;
+  } catch {
+    return 100;
+  }
+})();
+const cpuSeconds = (pid) => {
+  const read = (file) => {
+    const fields = fs.readFileSync(file, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / clockTicks;  // utime + stime
+  };
+  try {
+    return { process: read(`/proc/${pid}/stat`), main: read(`/proc/${pid}/task/${pid}/stat`) };
+  } catch {
+    return undefined;
+  }
+};
 
 const alive = (pid) => {
   try {
@@ -107,6 +129,7 @@ const loadStates = [];
 const latencies = [];
 const tokens0 = await metric('tqserve_prompt_tokens_total');
 const batch0 = [await metric('tqserve_batch_size_sum'), await metric('tqserve_batch_size_count')];
+const cpu0 = serverPid ? cpuSeconds(serverPid) : undefined;
 const t0 = performance.now();
 await Promise.all(
   Array.from({ length: clients }, async (_, c) => {
@@ -118,6 +141,8 @@ await Promise.all(
   }),
 );
 const elapsed = (performance.now() - t0) / 1000;
+const cpu1 = cpu0 && cpuSeconds(serverPid);
+const serverCpu = cpu1 ? { serverCpuMsPerRequest: (1000 * (cpu1.process - cpu0.process)) / latencies.length, serverMainThreadBusy: (cpu1.main - cpu0.main) / elapsed } : {};
 const promptTokens = (await metric('tqserve_prompt_tokens_total')) - tokens0;
 const merged = ((await metric('tqserve_batch_size_sum')) - batch0[0]) / Math.max(1, (await metric('tqserve_batch_size_count')) - batch0[1]);
 // The warm state once more (its blocks cached again, had the load's new states evicted them), then measured.
@@ -136,7 +161,7 @@ const result = {
   cold: scenario(coldResponses),
   warm: scenario(warmResponses),
   warmAfterLoad: scenario(steadyResponses),
-  load: { clients, seconds: elapsed, requests: latencies.length, requestsPerSecond: latencies.length / elapsed, promptTokensPerSecond: promptTokens / elapsed, meanMergedBatch: merged, ...summary(latencies) },
+  load: { clients, seconds: elapsed, requests: latencies.length, requestsPerSecond: latencies.length / elapsed, promptTokensPerSecond: promptTokens / elapsed, meanMergedBatch: merged, ...summary(latencies), ...serverCpu },
   // Each engine's KV cache budget and what sized it (engines sharing the GPU: the first's share, the others its size).
   health: { device: health.base?.device, memory: health.base?.memory ?? health.memory, engines: health.engines?.processes?.map((p) => p.cache_budget) ?? [] },
   // The forward the server ran (by default the device's: on CUDA the fused kernels, the cascade and CUDA graphs).
@@ -165,6 +190,9 @@ function write() {
       `${result.warmAfterLoad.beyondEngineP50.toFixed(2)} ms after the load (issue 65's goal: at most 0.5 ms).`,
     '',
     `Load: ${f(result.load.requestsPerSecond)} requests/s, ${Math.round(result.load.promptTokensPerSecond)} prompt tokens/s (mean merged batch ${f(merged)})` +
+      (result.load.serverMainThreadBusy !== undefined
+        ? `; the server process's CPU ${result.load.serverCpuMsPerRequest.toFixed(2)} ms a request (all its threads), its main thread busy ${(100 * result.load.serverMainThreadBusy).toFixed(0)}% of the load`
+        : '') +
       (result.engineAlone
         ? `; the same requests through tq_cli alone: ${Math.round(result.engineAlone.promptTokensPerSecond)} prompt tokens/s ` +
           `(${(100 * result.engineAlone.cachedShare).toFixed(0)}% of them from its prefix cache); ` +

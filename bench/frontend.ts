@@ -19,7 +19,7 @@
  * and a reply, over the IPC pipe alone and over the channel, sleeping and spinning, each idle for as long
  * as in the server (the engine computing, then the front end and the client).
  */
-import { spawn } from 'child_process';
+import { execFileSync, spawn } from 'child_process';
 import { closeSync, readFileSync } from 'fs';
 import * as path from 'path';
 import { hostAddon } from '../src/common/host-addon';
@@ -30,7 +30,7 @@ import { dossier, median, quantile, topicQuestion } from './workload';
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 200);
 /** Requests between the just-started scenario and the steady ones: V8 compiles a request's path over the first thousands (bench/README.md, "Front end"). */
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3000);
-/** The first scenario's name: the cached state's, steady, is the one compared across builds and rounds. */
+/** The steady cached scenario's name: the one compared across builds and rounds. */
 const STEADY_CACHED = 'the same state again (cached)';
 const BASELINE = process.env.FRONTEND_BASELINE;
 const ROUNDS = Number(process.env.FRONTEND_ROUNDS ?? (BASELINE ? 6 : 1));
@@ -71,10 +71,13 @@ async function serverRows(flags: string[], command: string): Promise<{ name: str
   return out;
 }
 
-/** A process's CPU time so far, all its threads, in ms (Linux's /proc; clock ticks of 10 ms: read over many requests). */
+/** The kernel's clock ticks a second, in which /proc counts CPU time (10 ms each on most: read over many requests). */
+const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' })) || 100;
+
+/** A process's CPU time so far, all its threads, in ms (Linux's /proc: utime and stime). */
 function processCpuMs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
 }
 
 /** The echo side of the floor: holds each call `hold` ms (idle, as the engine process's main thread is while its engine thread computes), then replies. */

@@ -297,7 +297,25 @@ class Window:
             return f"{min(same)[1]} {min(same)[0]}" if same else "none with the same bits"
         return "; GEMM forms at 32 rows, µs linear / split-K allowed / fastest with a cold row's bits: " + ", ".join(
             f"{name} {rows['32']['linear'].get('us', '-')}/{rows['32']['linear_split_k_allowed'].get('us', '-')}/{fastest(rows['32'])}"
-            for name, rows in shapes.items() if "32" in rows)
+            for name, rows in shapes.items() if "32" in rows) + self.own_gemm()
+
+    def own_gemm(self):
+        """On CUDA, the few-row GEMM of our own (tq_cli gemm-rows: tensor cores down K in order, cp.async stages; a
+        process of its own, so that a fault costs this probe alone) against cuBLAS at 24 rows: its µs beside at::linear's,
+        and whether it gives a cold state's row the same bits (else its largest difference: a rounding's, or a wrong
+        fragment's). Into WORK/own_gemm.json."""
+        status, _ = self.run("own_gemm", [self.cli(), "gemm-rows", "--device", self.args.device], 30)
+        printed = [line for line in read(os.path.join(self.work, "own_gemm.log")).splitlines() if line.startswith("{")]
+        result = json.loads(printed[-1]) if printed else {}
+        if "trials" not in result:
+            return f"; own few-row GEMM: no results ({status}; own_gemm.log)"
+        with open(os.path.join(self.work, "own_gemm.json"), "w") as f:
+            json.dump(result, f, indent=1)
+        names = {(4096, 1024): "qkv", (1024, 2048): "o", (6144, 1024): "gate_up", (1024, 3072): "down"}
+        name = lambda t: names.get((t["out"], t["in"]), "{out}x{in}".format(**t))  # noqa: E731
+        bits = lambda t: "same bits" if t["ownSameBits"] else f"differs by {t['ownMaxAbsDiff']:.2g}"  # noqa: E731
+        return "; own few-row GEMM at 24 rows, µs own / linear: " + ", ".join(
+            f"{name(t)} {t['ownUs']:.1f} / {t['linearUs']:.1f} ({bits(t)})" for t in result["trials"] if t["rows"] == 24)
 
     def attention_grids(self):
         """On CUDA, FlashAttention-2 on a tier's work launched alone and with the empty sequences and longest sequence the

@@ -26,6 +26,10 @@
 //       "tq_cli call N" (cli/call_profile.h); bench/gpu/kernel_profile.py ranks its kernels (or CPU ops) per call.
 //   tq_cli gemm --m M --k K --n N [--dtype] [--batch-invariant on|off] [--isa ...] [--quantization none|int8] [--iterations N] [--threads N]
 //       Prints {"gflops", "ms", "isa"}: the fastest of the iterations, and the level the invariant (or int8) GEMM ran at.
+//   tq_cli gemm-rows [--device cuda] [--rows 8,24,32] [--shapes 4096x1024,1024x2048,6144x1024,1024x3072]
+//       The few-row GEMM of our own against cuBLAS, bf16, on each OUTxIN and row count (CUDA builds, CUDA devices):
+//       prints {"trials": [{"rows", "out", "in", "ownSameBits", "linearSameBits", "ownMaxAbsDiff", "ownUs", "linearUs"}]},
+//       the bits against the same rows of a cold state's 1,024-row GEMM (cli/gemm_rows_probe.h).
 //   tq_cli selfcheck --model DIR [--device] [--dtype] [--kernels fused] [--reference-kernels aten] [--reference-device D] [--bound B]
 //       Runs one request (a state, three questions, two sharing their first tokens) through two forward paths and
 //       compares their intermediate tensors layer by layer (model/transformer.h, ForwardTrace): prints each tensor's
@@ -50,6 +54,7 @@
 #include <type_traits>
 
 #include "cli/call_profile.h"
+#include "cli/gemm_rows_probe.h"
 #include "cli/microbench.h"
 #include "model/transformer.h"
 #include "common/clock.h"
@@ -110,11 +115,12 @@ std::set<std::string> flags_of(const std::string& command) {
   if (command == "selfcheck") return with_engine({"reference-kernels", "reference-device", "bound"});
   if (command == "readout") return with_engine({"labels", "iterations"});
   if (command == "gemm") return {"m", "k", "n", "dtype", "batch-invariant", "isa", "quantization", "arithmetic", "iterations", "threads"};
-  throw tq::EngineError(tq::code::kBadRequest, "unknown command " + command + " (answer, gemm, readout, selfcheck)");
+  if (command == "gemm-rows") return {"device", "rows", "shapes"};
+  throw tq::EngineError(tq::code::kBadRequest, "unknown command " + command + " (answer, gemm, gemm-rows, readout, selfcheck)");
 }
 
 Args parse(int argc, char** argv) {
-  if (argc < 2) throw tq::EngineError(tq::code::kBadRequest, "usage: tq_cli answer|gemm|readout|selfcheck --flag value ... (see csrc/cli/main.cpp)");
+  if (argc < 2) throw tq::EngineError(tq::code::kBadRequest, "usage: tq_cli answer|gemm|gemm-rows|readout|selfcheck --flag value ... (see csrc/cli/main.cpp)");
   Args a;
   a.command = argv[1];
   const auto known = flags_of(a.command);
@@ -407,6 +413,49 @@ json selfcheck(const Args& a) {
           {"firstBeyondBound", first}, {"labelLogitsMaxDiff", logits}, {"tensors", tensors}};
 }
 
+// The few-row GEMM of our own against cuBLAS on a cold state's rows (cli/gemm_rows_probe.h): --rows a list (8,24,32),
+// --shapes out x in pairs (bench-qwen3's q/k/v, o, gate and up, down by default).
+json gemm_rows(const Args& a) {
+  const auto list = [](const std::string& text) {
+    std::vector<std::string> items;
+    for (size_t at = 0; at <= text.size();) {
+      const size_t comma = std::min(text.find(',', at), text.size());
+      items.push_back(text.substr(at, comma - at));
+      at = comma + 1;
+    }
+    return items;
+  };
+  const auto positive = [](const std::string& text, const std::string& flag) {
+    size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size() || value <= 0) throw tq::EngineError(tq::code::kBadRequest, "gemm-rows --" + flag + ": " + text + " is not a positive integer");
+    return static_cast<int64_t>(value);
+  };
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (const auto& shape : list(a.get("shapes", "4096x1024,1024x2048,6144x1024,1024x3072"))) {
+    const size_t x = shape.find('x');
+    if (x == std::string::npos) throw tq::EngineError(tq::code::kBadRequest, "gemm-rows --shapes: " + shape + " is not OUTxIN");
+    shapes.emplace_back(positive(shape.substr(0, x), "shapes"), positive(shape.substr(x + 1), "shapes"));
+  }
+  std::vector<int64_t> row_counts;
+  for (const auto& rows : list(a.get("rows", "8,24,32"))) row_counts.push_back(positive(rows, "rows"));
+  const at::Device device(a.get("device", "cuda"));
+  json trials = json::array();
+  for (const auto& [out, in] : shapes) {
+    for (const int64_t rows : row_counts) {
+      const auto t = tq::probe_own_gemm(rows, out, in, device);
+      trials.push_back({{"rows", t.rows}, {"out", t.out}, {"in", t.in}, {"ownSameBits", t.own_same_bits}, {"linearSameBits", t.linear_same_bits},
+                        {"ownMaxAbsDiff", t.own_max_abs_diff}, {"ownUs", t.own_us}, {"linearUs", t.linear_us}});
+    }
+  }
+  return {{"trials", trials}};
+}
+
 json readout(const Args& a) {
   tq::Engine engine(engine_options(a));
   const auto r = tq::measure_readout(engine.model().lm_head(), a.number("labels", 8), static_cast<int>(a.number("iterations", 20)));
@@ -421,6 +470,7 @@ int main(int argc, char** argv) {
     json out;
     if (args.command == "answer") out = answer(args);
     else if (args.command == "gemm") out = gemm(args);
+    else if (args.command == "gemm-rows") out = gemm_rows(args);
     else if (args.command == "readout") out = readout(args);
     else out = selfcheck(args);  // parse() knows no other
     std::cout << out.dump() << std::endl;

@@ -99,6 +99,10 @@ test('tq_cli reports errors as JSON with exit status 2', async () => {
     // A choice is read through its table: a name of none of its values is refused, the choices listed.
     expect(runCli(['answer', '--model', tinyModel('tiny-qwen3'), '--calls', ok, '--kernels', 'fast'])).rejects.toThrow(/kernels must be engine, aten or fused, got fast/),
     expect(runCli(['gemm', '--dtype', 'fp16'])).rejects.toThrow(/gemm --dtype must be fp32 or bf16/),
+    // The few-row GEMM's probe: its lists read whole, and on a build without CUDA refused, not run on the CPU.
+    expect(runCli(['gemm-rows', '--rows', '8,x'])).rejects.toThrow(/gemm-rows --rows: x is not a positive integer/),
+    expect(runCli(['gemm-rows', '--shapes', '1024x3072,1024'])).rejects.toThrow(/gemm-rows --shapes: 1024 is not OUTxIN/),
+    expect(runCli(['gemm-rows', '--device', 'cpu'])).rejects.toThrow(/"BAD_REQUEST".*gemm-rows needs a CUDA build/),
   ]);
 });
 

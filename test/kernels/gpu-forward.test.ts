@@ -25,7 +25,9 @@
  * The CUDA row kernels', merge's and readout's bodies themselves (csrc/kernels/cuda/row_kernels.cuh, attention_merge.cuh,
  * label_readout.cuh), with
  * test/native/cuda_bodies_check.cpp: run on the host through csrc/kernels/cuda/host_emulation.h with the launches' shapes
- * (lanes, shuffles and barriers emulated), the same bits as the host forms, in the quad and the strided forms.
+ * (lanes, shuffles and barriers emulated), the same bits as the host forms, in the quad and the strided forms. And the
+ * few-row GEMM's (few_rows_mma.cuh: its cp.async pipeline and tensor-core fragments emulated), against the emulation's
+ * model of the tensor cores' sums: its indexing, not the hardware's rounding, which the window's probe checks.
  *
  * The CUDA kernels themselves (the merge, the row kernels, split-key attention) are compiled for sm_90 by cuda.test.ts.
  */
@@ -45,12 +47,12 @@ beforeAll(async () => {
   bodies = b;
 }, 240_000);
 
-test("the CUDA row kernels', merge's, readout's and split-key attention's bodies, run on the host as their launches shape them, give the host forms' bits in every form", () => {
+test("the CUDA row kernels', merge's, readout's, split-key attention's and few-row GEMM's bodies, run on the host as their launches shape them, give the host forms' bits in every form", () => {
   // Each kernel in each of its forms: the quad form where bf16 and the shapes allow it, else the strided one.
   const forms = new Set(bodies.map((b) => `${b.kernel.split(' ')[0]} ${b.form}`));
-  expect([...forms].sort()).toEqual(['add_rms_norm rows', 'attention_merge held', 'gated_mul quads', 'gated_mul strided', 'label_readout block a question',
-    'qk_norm_rope quads', 'qk_norm_rope strided', 'split_key tiers together']);
-  expect(bodies.length).toBeGreaterThanOrEqual(27);
+  expect([...forms].sort()).toEqual(['add_rms_norm rows', 'attention_merge held', 'few_rows_mma pipeline', 'gated_mul quads', 'gated_mul strided',
+    'label_readout block a question', 'qk_norm_rope quads', 'qk_norm_rope strided', 'split_key tiers together']);
+  expect(bodies.length).toBeGreaterThanOrEqual(32);
   for (const b of bodies) {
     expect(b.compared).toBeGreaterThanOrEqual(36);
     expect({ kernel: b.kernel, differing: b.differing }).toEqual({ kernel: b.kernel, differing: 0 });

@@ -152,6 +152,8 @@ class AtenLayerKernels : public LayerKernels {
   std::shared_ptr<FewRowsGemm> few_rows_;  // batch-invariant on CUDA only
 };
 
+}  // namespace
+
 // cuBLAS splits a GEMM's reduction along K when its rows are few, so a row's bits depend on how many rows
 // share its call: a cached question (its own few rows) answered otherwise than a cold one (the state's
 // thousand) on an H200 (bench/gpu/results/h200-2026-11-28-row-invariance). Kernels that do not split gave a
@@ -170,8 +172,6 @@ void keep_gemm_reductions_whole(const at::Device& device) {
   (void)device;
 #endif
 }
-
-}  // namespace
 
 std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device, Quantization quantization, bool batch_invariant) {
   if (batch_invariant) keep_gemm_reductions_whole(device);

@@ -23,4 +23,8 @@ namespace tq {
 // that keep a cold state's bits (few_rows_gemm.h).
 std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device, Quantization quantization = Quantization::None, bool batch_invariant = false);
 
+// cuBLAS's GEMMs on `device` (a CUDA one; nothing elsewhere) never split their reduction along K, for the process: what
+// the batch-invariant engine sets, so that a row's bits do not depend on the rows beside it.
+void keep_gemm_reductions_whole(const at::Device& device);
+
 }  // namespace tq

@@ -53,7 +53,8 @@ bool capturing(const at::Tensor& x) {
 #endif
 }
 
-// Bit for bit, a signed zero's sign and a NaN's payload too (at::equal compares values).
+}  // namespace
+
 bool same_bits(const at::Tensor& a, const at::Tensor& b) {
   const auto as_bits = [](const at::Tensor& t) {
     const auto c = t.contiguous();
@@ -61,8 +62,6 @@ bool same_bits(const at::Tensor& a, const at::Tensor& b) {
   };
   return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() && at::equal(as_bits(a), as_bits(b));
 }
-
-}  // namespace
 
 const char* gemm_form_name(GemmForm form) {
   switch (form) {
@@ -150,32 +149,37 @@ const at::Tensor& FewRowsGemm::neg_zero(const at::Tensor& w) {
 }
 
 #if TQ_CUDA
+double cuda_call_us(const std::function<void()>& call, at::Device device, int reps, int rounds) {
+  const auto stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
+  cudaEvent_t start, end;
+  cudaEventCreate(&start);
+  cudaEventCreate(&end);
+  call();  // a first call: handles, workspaces, lazily loaded kernels
+  std::vector<double> us;
+  for (int r = 0; r < rounds; ++r) {
+    // The GPU sleeps while the host queues the calls, then runs them back to back: their time, not the launches'.
+    at::cuda::sleep(int64_t{1} << 20);
+    cudaEventRecord(start, stream);
+    for (int i = 0; i < reps; ++i) call();
+    cudaEventRecord(end, stream);
+    cudaEventSynchronize(end);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, end);
+    us.push_back(1000.0 * ms / reps);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(end);
+  std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+  return us[us.size() / 2];
+}
+
 FewRowsGemm::Timer cuda_gemm_timer(int reps, int rounds) {
   return [reps, rounds](GemmForm form, const at::Tensor& x, const at::Tensor& w, const at::Tensor& neg_zero) {
-    const auto stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
-    cudaEvent_t start, end;
-    cudaEventCreate(&start);
-    cudaEventCreate(&end);
-    gemm_in_form(form, x, w, neg_zero);  // a first call: handles, workspaces, lazily loaded kernels
-    std::vector<double> us;
-    for (int r = 0; r < rounds; ++r) {
-      // The GPU sleeps while the host queues the calls, then runs them back to back: their time, not the launches'.
-      at::cuda::sleep(int64_t{1} << 20);
-      cudaEventRecord(start, stream);
-      for (int i = 0; i < reps; ++i) gemm_in_form(form, x, w, neg_zero);
-      cudaEventRecord(end, stream);
-      cudaEventSynchronize(end);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, start, end);
-      us.push_back(1000.0 * ms / reps);
-    }
-    cudaEventDestroy(start);
-    cudaEventDestroy(end);
-    std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
-    return us[us.size() / 2];
+    return cuda_call_us([&] { gemm_in_form(form, x, w, neg_zero); }, x.device(), reps, rounds);
   };
 }
 #else
+double cuda_call_us(const std::function<void()>&, at::Device, int, int) { throw std::logic_error("cuda_call_us: a build without CUDA"); }
 FewRowsGemm::Timer cuda_gemm_timer(int, int) { return nullptr; }
 #endif
 

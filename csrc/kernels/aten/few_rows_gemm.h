@@ -82,8 +82,14 @@ class FewRowsGemm {
   std::map<std::pair<int64_t, int>, at::Tensor> neg_zeros_;  // by out, dtype (a model's linears share one device)
 };
 
-// The CUDA engine's timer: `reps` calls queued behind a sleeping kernel (so the GPU runs them back to back, not at the
-// host's launch pace), timed by CUDA events; the median of `rounds`. Null where the build has no CUDA.
+// Bit for bit, a signed zero's sign and a NaN's payload too (at::equal compares values).
+bool same_bits(const at::Tensor& a, const at::Tensor& b);
+
+// A call's time on the GPU: `reps` calls queued behind a sleeping kernel (so the GPU runs them back to back, not at the
+// host's launch pace), timed by CUDA events on the current stream; the median of `rounds`, in µs. CUDA builds only.
+double cuda_call_us(const std::function<void()>& call, at::Device device, int reps = 8, int rounds = 3);
+
+// The CUDA engine's timer: cuda_call_us of a form's call. Null where the build has no CUDA.
 FewRowsGemm::Timer cuda_gemm_timer(int reps = 8, int rounds = 3);
 
 }  // namespace tq

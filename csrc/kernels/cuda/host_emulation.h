@@ -1,12 +1,14 @@
-// The CUDA built-ins the row, merge, readout and split-key kernels' bodies use (row_kernels.cuh, attention_merge.cuh,
-// label_readout.cuh, split_key_attention.cuh), for a host
+// The CUDA built-ins the row, merge, readout, split-key and few-row GEMM kernels' bodies use (row_kernels.cuh,
+// attention_merge.cuh, label_readout.cuh, split_key_attention.cuh, few_rows_mma.cuh), for a host
 // compiler: so that the CPU checks run those bodies themselves, launch geometry, lanes, shuffles and barriers
 // included, and compare their bits with the host forms (test/native/row_kernels_check.cpp). Under nvcc this header
 // only names the dynamic shared memory. On the host, run_grid() runs a launch one block at a time, each of its threads
 // a host thread: __syncthreads() waits for the block's threads, __syncwarp() for the warp's, and __shfl_sync() passes
 // (and __shfl_down_sync(), __shfl_xor_sync()) a value through the warp's slots between two such waits. __shared__ variables are a block's because one block runs
 // at a time. It emulates what these kernels use, not CUDA: a warp's lanes must all reach each __syncwarp() and
-// __shfl_sync() (these kernels' warps do: a warp leaves whole), and the block's threads each __syncthreads().
+// __shfl_sync() (these kernels' warps do: a warp leaves whole), and the block's threads each __syncthreads(). Two PTX
+// instructions too: cp.async (a copy done at once, so never seen out of order) and the tensor cores' mma.m16n8k16 (its
+// fragments exchanged like a shuffle's values, its sums by a model of ours, not the hardware's rounding).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -78,6 +80,7 @@ class Barrier {
 struct Warp {
   Barrier barrier{32};
   float slots[32] = {};
+  uint32_t fragments[32][6] = {};  // each lane's a and b registers of a tensor-core product (mma_16816)
 };
 struct ThreadContext {
   Barrier* block = nullptr;
@@ -117,6 +120,53 @@ template <typename T>
 T __ldg(const T* p) {
   return *p;
 }
+
+namespace tq::emulation {
+
+// cp.async: done at once here, so the copy has landed before any wait for it. `bytes` of the 16 read, the rest zeros.
+inline void copy_16_async(void* to, const void* from, int bytes) {
+  std::memset(to, 0, 16);
+  if (bytes > 0) std::memcpy(to, from, static_cast<size_t>(bytes));
+}
+
+// The tensor cores' sum of 16 products into an fp32 accumulator, as modelled here: the products (exact in double)
+// summed in double, added to the accumulator and rounded to fp32 once. A model, not the hardware's rounding, which only
+// a GPU shows: the CPU check holds a kernel's fragments and indexing to it, bit for bit.
+inline float mma_k16_model(float acc, const float* a_row, const float* b_col) {
+  double sum = 0.0;
+  for (int k = 0; k < 16; ++k) sum += static_cast<double>(a_row[k]) * static_cast<double>(b_col[k]);
+  return static_cast<float>(static_cast<double>(acc) + sum);
+}
+
+inline float bf16_half(uint32_t word, bool high) {
+  const uint32_t bits = high ? (word & 0xffff0000u) : (word << 16);
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// PTX's mma.m16n8k16.row.col with bf16 a and b, fp32 d: every lane of the warp passes its fragment registers (PTX's
+// layout: lane = 4 groupID + threadID_in_group; a's element (r, c) in register (r >= 8) + 2 (c >= 8) of lane
+// 4 (r % 8) + (c % 8) / 2, b's (k, n) in register k >= 8 of lane 4 n + (k % 8) / 2, the even index in the low half),
+// and takes its four of d: rows groupID and groupID + 8, columns 2 threadID_in_group and the next.
+inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  Warp& warp = *context.warp;
+  const unsigned lane = threadIdx.x % 32, group = lane / 4, quad = lane % 4;
+  for (int i = 0; i < 4; ++i) warp.fragments[lane][i] = a[i];
+  warp.fragments[lane][4] = b[0], warp.fragments[lane][5] = b[1];
+  warp.barrier.wait();
+  const auto a_at = [&](unsigned r, unsigned c) { return bf16_half(warp.fragments[4 * (r % 8) + (c % 8) / 2][(r >= 8) + 2 * (c >= 8)], c % 2 == 1); };
+  const auto b_at = [&](unsigned k, unsigned n) { return bf16_half(warp.fragments[4 * n + (k % 8) / 2][4 + (k >= 8)], k % 2 == 1); };
+  float rows[2][16], cols[2][16];
+  for (unsigned k = 0; k < 16; ++k) {
+    rows[0][k] = a_at(group, k), rows[1][k] = a_at(group + 8, k);
+    cols[0][k] = b_at(k, 2 * quad), cols[1][k] = b_at(k, 2 * quad + 1);
+  }
+  warp.barrier.wait();  // every lane has read the registers before they are written again
+  for (int i = 0; i < 4; ++i) d[i] = mma_k16_model(d[i], rows[i / 2], cols[i % 2]);
+}
+
+}  // namespace tq::emulation
 
 namespace tq::cuda {
 template <typename T>

@@ -1,0 +1,140 @@
+// The few-row GEMM's kernel body (few_rows_mma.cu launches it), apart from the launch so that a host compiler builds it
+// too: the CPU check runs this body through host_emulation.h (test/native/cuda_bodies_check.cpp), its indexing and
+// pipeline against a host reference of the emulation's arithmetic. One translation unit of a program includes this.
+//
+// A block computes 16 output columns for every row (at most 32), a warp one 16 x 8 tile of them with PTX's
+// mma.m16n8k16 (bf16 in, fp32 accumulating), down K in order: so each product of 16 lands in one accumulator in K's
+// order whatever the rows, as cuBLAS's kernels without split-K appear to sum (docs/gpu.md, "The GEMM on few rows").
+// Few rows are little arithmetic and many bytes: the block's x rows (zeros past the last) and w rows go through shared
+// memory in a pipeline of cp.async stages, kStages - 1 of them in flight while the warps compute on the one that
+// landed, where fragments loaded from global memory as they are needed left a warp waiting out each round trip.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cuda/host_emulation.h"
+#include "kernels/math/few_rows_mma_math.h"
+#include "kernels/math/host_device_math.h"
+
+namespace tq::cuda {
+namespace {
+
+using namespace few_rows_mma;
+
+// 16 bytes from global memory into shared memory, not through registers; of them `bytes` read (0: all zeros).
+__device__ inline void copy_16_async(void* shared_to, const void* from, int bytes) {
+#if defined(__CUDA_ARCH__)
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared_to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(bytes));
+#elif !defined(__CUDACC__)
+  emulation::copy_16_async(shared_to, from, bytes);
+#endif
+}
+
+// The copies issued since the last commit become a group.
+__device__ inline void commit_copies() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+// Until at most kPending of this thread's groups are unfinished.
+template <int kPending>
+__device__ inline void wait_copies() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+#endif
+}
+
+// d = a b + d, a warp's fragments of a 16 x 16 bf16 a (row-major), a 16 x 8 bf16 b (column-major) and a 16 x 8 fp32 d.
+__device__ inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif !defined(__CUDACC__)
+  emulation::mma_16816(d, a, b);
+#endif
+}
+
+// Two bf16 elements of shared memory (4-byte aligned) as one fragment register: the first in its low half.
+__device__ inline uint32_t pair(const uint16_t* p) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const uint32_t*>(p);
+#else
+  uint32_t word;
+  std::memcpy(&word, p, sizeof word);
+  return word;
+#endif
+}
+
+// Stage `s`'s copies into its slot: kMaxRows rows of x (zeros past the last row) and the block's kBlockCols rows of w,
+// kStageK elements each, in 16-byte pieces: 384 of them, three a thread.
+__device__ inline void fetch_stage(const Args& a, uint16_t* stages, int s, int first_col) {
+  uint16_t* xs = stages + (s % kStages) * kStageElements;
+  uint16_t* ws = xs + kMaxRows * kRowStride;
+  constexpr int kPiecesPerRow = kStageK / 8;
+  constexpr int kPieces = (kMaxRows + kBlockCols) * kPiecesPerRow;
+  static_assert(kPieces % (kWarps * 32) == 0, "every thread copies as many pieces");
+#pragma unroll
+  for (int i = 0; i < kPieces / (kWarps * 32); ++i) {
+    const int piece = static_cast<int>(threadIdx.x) + i * kWarps * 32, row = piece / kPiecesPerRow, at = piece % kPiecesPerRow * 8;
+    const int64_t k = static_cast<int64_t>(s) * kStageK + at;
+    if (row < kMaxRows) {
+      const bool real = row < a.rows;
+      copy_16_async(xs + row * kRowStride + at, a.x + (real ? row * static_cast<int64_t>(a.k) + k : 0), real ? 16 : 0);
+    } else {
+      const int col = first_col + row - kMaxRows;
+      copy_16_async(ws + (row - kMaxRows) * kRowStride + at, a.w + col * static_cast<int64_t>(a.k) + k, 16);
+    }
+  }
+}
+
+__global__ void few_rows_mma_kernel(Args a) {
+  uint16_t* stages = dynamic_shared<uint16_t>();
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int group = lane / 4, quad = lane % 4;  // PTX's groupID and threadID_in_group
+  const int row_tile = warp / 2, col_tile = warp % 2, first_col = static_cast<int>(blockIdx.x) * kBlockCols;
+  const int steps = a.k / kStageK;
+  const bool rows_here = row_tile * 16 < a.rows;  // the warp's tile holds a row (alike across its lanes)
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < steps) fetch_stage(a, stages, s, first_col);
+    commit_copies();  // a group a stage, empty ones too: the wait below counts them
+  }
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int s = 0; s < steps; ++s) {
+    wait_copies<kStages - 2>();  // this thread's copies of stage s have landed
+    __syncthreads();             // and every thread's; every warp is done with stage s - 1's slot, refilled next
+    if (s + kStages - 1 < steps) fetch_stage(a, stages, s + kStages - 1, first_col);
+    commit_copies();
+    if (!rows_here) continue;
+    const uint16_t* xs = stages + (s % kStages) * kStageElements + row_tile * 16 * kRowStride;
+    const uint16_t* ws = stages + (s % kStages) * kStageElements + (kMaxRows + col_tile * 8) * kRowStride;
+#pragma unroll
+    for (int kk = 0; kk < kStageK; kk += 16) {
+      const int at = kk + 2 * quad;
+      const uint32_t af[4] = {pair(xs + group * kRowStride + at), pair(xs + (group + 8) * kRowStride + at), pair(xs + group * kRowStride + at + 8),
+                              pair(xs + (group + 8) * kRowStride + at + 8)};
+      const uint32_t bf[2] = {pair(ws + group * kRowStride + at), pair(ws + group * kRowStride + at + 8)};
+      mma_16816(acc, af, bf);
+    }
+  }
+  if (!rows_here) return;
+  // The accumulators' places: rows group and group + 8 of the tile, columns 2 quad and 2 quad + 1 of its 8.
+  const int col = first_col + col_tile * 8 + 2 * quad;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = row_tile * 16 + group + 8 * half;
+    if (row >= a.rows) continue;
+    const uint32_t both = static_cast<uint32_t>(exact::narrow_bf16(acc[2 * half])) | static_cast<uint32_t>(exact::narrow_bf16(acc[2 * half + 1])) << 16;
+    uint16_t* to = a.y + row * static_cast<int64_t>(a.n) + col;
+#if defined(__CUDA_ARCH__)
+    *reinterpret_cast<uint32_t*>(to) = both;
+#else
+    std::memcpy(to, &both, sizeof both);
+#endif
+  }
+}
+
+}  // namespace
+}  // namespace tq::cuda

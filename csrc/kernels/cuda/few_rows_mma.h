@@ -1,0 +1,13 @@
+// y = x w^T on few rows by the tensor cores, K in order (kernels/math/few_rows_mma_math.h). Torch-free (raw pointers
+// and a stream) so that nvcc compiles it alone in CI.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "kernels/math/few_rows_mma_math.h"
+
+namespace tq::cuda {
+
+// cudaErrorInvalidValue where the arguments do not fit the kernel (few_rows_mma::fits, 16-byte aligned arrays).
+cudaError_t launch_few_rows_mma(const few_rows_mma::Args& args, cudaStream_t stream);
+
+}  // namespace tq::cuda

@@ -26,7 +26,7 @@
 //       "tq_cli call N" (cli/call_profile.h); bench/gpu/kernel_profile.py ranks its kernels (or CPU ops) per call.
 //   tq_cli gemm --m M --k K --n N [--dtype] [--batch-invariant on|off] [--isa ...] [--quantization none|int8] [--iterations N] [--threads N]
 //       Prints {"gflops", "ms", "isa"}: the fastest of the iterations, and the level the invariant (or int8) GEMM ran at.
-//   tq_cli gemm-rows [--device cuda] [--rows 8,24,32] [--shapes 4096x1024,1024x2048,6144x1024,1024x3072]
+//   tq_cli gemm-rows [--device cuda] [--rows 1,8,24,32] [--shapes 4096x1024,1024x2048,6144x1024,1024x3072]
 //       The few-row GEMM of our own against cuBLAS, bf16, on each OUTxIN and row count (CUDA builds, CUDA devices):
 //       prints {"trials": [{"rows", "out", "in", "ownSameBits", "linearSameBits", "ownMaxAbsDiff", "ownUs", "linearUs"}]},
 //       the bits against the same rows of a cold state's 1,024-row GEMM (cli/gemm_rows_probe.h).
@@ -413,8 +413,9 @@ json selfcheck(const Args& a) {
           {"firstBeyondBound", first}, {"labelLogitsMaxDiff", logits}, {"tensors", tensors}};
 }
 
-// The few-row GEMM of our own against cuBLAS on a cold state's rows (cli/gemm_rows_probe.h): --rows a list (8,24,32),
-// --shapes out x in pairs (bench-qwen3's q/k/v, o, gate and up, down by default).
+// The few-row GEMM of our own against cuBLAS on a cold state's rows (cli/gemm_rows_probe.h): --rows a list (1,8,24,32:
+// one row is cuBLAS's matrix-vector product, few_rows_gemm.cpp), --shapes out x in pairs (bench-qwen3's q/k/v, o, gate
+// and up, down by default).
 json gemm_rows(const Args& a) {
   const auto list = [](const std::string& text) {
     std::vector<std::string> items;
@@ -443,7 +444,7 @@ json gemm_rows(const Args& a) {
     shapes.emplace_back(positive(shape.substr(0, x), "shapes"), positive(shape.substr(x + 1), "shapes"));
   }
   std::vector<int64_t> row_counts;
-  for (const auto& rows : list(a.get("rows", "8,24,32"))) row_counts.push_back(positive(rows, "rows"));
+  for (const auto& rows : list(a.get("rows", "1,8,24,32"))) row_counts.push_back(positive(rows, "rows"));
   const at::Device device(a.get("device", "cuda"));
   json trials = json::array();
   for (const auto& [out, in] : shapes) {

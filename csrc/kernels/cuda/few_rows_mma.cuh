@@ -57,17 +57,6 @@ __device__ inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], const ui
 #endif
 }
 
-// Two bf16 elements of shared memory (4-byte aligned) as one fragment register: the first in its low half.
-__device__ inline uint32_t pair(const uint16_t* p) {
-#if defined(__CUDA_ARCH__)
-  return *reinterpret_cast<const uint32_t*>(p);
-#else
-  uint32_t word;
-  std::memcpy(&word, p, sizeof word);
-  return word;
-#endif
-}
-
 // Stage `s`'s copies into its slot: kMaxRows rows of x (zeros past the last row) and the block's kBlockCols rows of w,
 // kStageK elements each, in 16-byte pieces: 384 of them, three a thread.
 __device__ inline void fetch_stage(const Args& a, uint16_t* stages, int s, int first_col) {
@@ -112,10 +101,12 @@ __global__ void few_rows_mma_kernel(Args a) {
     const uint16_t* ws = stages + (s % kStages) * kStageElements + (kMaxRows + col_tile * 8) * kRowStride;
 #pragma unroll
     for (int kk = 0; kk < kStageK; kk += 16) {
-      const int at = kk + 2 * quad;
-      const uint32_t af[4] = {pair(xs + group * kRowStride + at), pair(xs + (group + 8) * kRowStride + at), pair(xs + group * kRowStride + at + 8),
-                              pair(xs + (group + 8) * kRowStride + at + 8)};
-      const uint32_t bf[2] = {pair(ws + group * kRowStride + at), pair(ws + group * kRowStride + at + 8)};
+      // PTX's fragments: a's rows group and group + 8, b's column group; K's pairs 2 quad and 2 quad + 8 of the 16.
+      const uint16_t* upper = xs + group * kRowStride + kk + 2 * quad;
+      const uint16_t* lower = upper + 8 * kRowStride;
+      const uint16_t* column = ws + group * kRowStride + kk + 2 * quad;
+      const uint32_t af[4] = {exact::load_word(upper), exact::load_word(lower), exact::load_word(upper + 8), exact::load_word(lower + 8)};
+      const uint32_t bf[2] = {exact::load_word(column), exact::load_word(column + 8)};
       mma_16816(acc, af, bf);
     }
   }

@@ -85,6 +85,17 @@ TQ_HOST_DEVICE inline uint16_t narrow_bf16(float x) {
   return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
+// Two bf16 elements (4-byte aligned) as one word, the first in its low half: one load on the device.
+TQ_HOST_DEVICE inline uint32_t load_word(const uint16_t* p) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const uint32_t*>(p);
+#else
+  uint32_t word;
+  std::memcpy(&word, p, sizeof word);
+  return word;
+#endif
+}
+
 // Stores an fp32 result as T: fp32 as it is, bf16 (uint16_t bits) rounded.
 TQ_HOST_DEVICE inline void store(float x, float* to) { *to = x; }
 TQ_HOST_DEVICE inline void store(float x, uint16_t* to) { *to = narrow_bf16(x); }

@@ -152,15 +152,6 @@ TQ_HOST_DEVICE inline void load_words(const uint16_t* p, uint32_t (&words)[4]) {
   std::memcpy(words, p, sizeof words);
 #endif
 }
-TQ_HOST_DEVICE inline uint32_t load_word(const uint16_t* p) {  // 2 bf16, 4-byte aligned
-#if defined(__CUDA_ARCH__)
-  return *reinterpret_cast<const uint32_t*>(p);
-#else
-  uint32_t word;
-  std::memcpy(&word, p, sizeof word);
-  return word;
-#endif
-}
 // A word's two bf16 elements: the first in its low half (little-endian), the second in its high half.
 TQ_HOST_DEVICE inline float low_half(uint32_t word) { return exact::from_bits(word << 16); }
 TQ_HOST_DEVICE inline float high_half(uint32_t word) { return exact::from_bits(word & 0xffff0000u); }
@@ -202,7 +193,7 @@ TQ_HOST_DEVICE inline void add_weighted(float* acc, float p, const T* v, int fir
 #endif
       for (int i = 0; i < kPerLane; i += 2) {
         if (i >= count) break;
-        const uint32_t word = load_word(v + first + i);
+        const uint32_t word = exact::load_word(v + first + i);
         acc[i] = exact::fma(p, low_half(word), acc[i]);
         acc[i + 1] = exact::fma(p, high_half(word), acc[i + 1]);
       }

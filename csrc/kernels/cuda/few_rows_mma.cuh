@@ -25,7 +25,8 @@ using namespace few_rows_mma;
 __device__ inline void copy_16_async(void* shared_to, const void* from, int bytes) {
 #if defined(__CUDA_ARCH__)
   const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared_to));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(bytes));
+  // "memory": the copy writes shared memory the compiler does not see written; no load of it may move across.
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(bytes) : "memory");
 #elif !defined(__CUDACC__)
   emulation::copy_16_async(shared_to, from, bytes);
 #endif
@@ -42,7 +43,7 @@ __device__ inline void commit_copies() {
 template <int kPending>
 __device__ inline void wait_copies() {
 #if defined(__CUDA_ARCH__)
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 #endif
 }
 

@@ -195,6 +195,9 @@ def ours(args, folder, state, questions, labels, many, runs, extra=()):
                                                                                   ("warm_question", warm))},
         "memory_bytes": max(cold["gpuUsedBytes"], sixteen["gpuUsedBytes"]),
         "label_logits_cold": cold["calls"][0][0]["answers"][0]["labelLogits"],
+        "label_logits_warm": warm["calls"][0][0]["answers"][0]["labelLogits"],
+        # What the few-row GEMM chose for the warm question's GEMMs (CUDA, batch-invariant): each shape's form and trials.
+        "gemm_forms_warm": warm.get("gemmForms", []),
         "info": cold["info"],
     }
     one = sixteen["calls"][0][0]
@@ -281,12 +284,16 @@ FAST_PATHS = {
     # the one before: 5 for 28 layers), so that the device runs one while the host launches the next: the window of
     # 2026-11-30's profile saw a warm call's one graph take 0.62 ms to launch with the device idle (not yet a default).
     "tqserve_fast_graph_chunks": ["--kernels", "fused", "--attention", "cascade", "--cuda-graphs", "on", "--cuda-graph-chunks", "8"],
+    # The fast path with our few-row GEMM among the forms a GEMM of 1 to 32 rows is measured in (--own-gemm; not yet a
+    # default): the window of 2026-11-30 saw `down` on a warm question's rows take half its GPU time on cuBLAS without split-K.
+    "tqserve_fast_own_gemm": ["--kernels", "fused", "--attention", "cascade", "--cuda-graphs", "on", "--own-gemm", "on"],
 }
 DEFAULT_PATH = "tqserve_fast"
 BENCHED_PATHS = ["tqserve_fast", "tqserve_split_key"]  # the benchmark's by default (fused without graphs: --paths)
 # On CUDA: not split-key, whose kernel has not changed since the window of 2026-11-30 measured it at 0.24x-0.92x of the
 # fast path (its profiles and invariance still run); the two below would run the fast path's kernels again on the CPU.
-BENCHED_PATHS_CUDA = ["tqserve_fast", "tqserve_fast_not_invariant", "tqserve_fast_graph_chunks"]
+BENCHED_PATHS_CUDA = ["tqserve_fast", "tqserve_fast_own_gemm", "tqserve_fast_not_invariant", "tqserve_fast_graph_chunks"]
+CUDA_ONLY_PATHS = ["tqserve_fast_own_gemm"]  # refused on the CPU (no GEMM form is chosen there)
 PEERS = ["torch_graphs", "transformers"]  # the benchmark's peers, the one to beat first
 
 
@@ -314,6 +321,11 @@ def benchmark(args, done=lambda r: None):
         r["ratios_graph_chunks_vs_fast"] = ratios(r["tqserve_fast_graph_chunks"], r["tqserve_fast"])
         # The same kernels, so the same bits: a cut that handed the next graph a tensor the pool had reused would differ.
         r["graph_chunks_same_bits"] = r["tqserve_fast_graph_chunks"]["label_logits_cold"] == r["tqserve_fast"]["label_logits_cold"]
+    # Our few-row GEMM among the forms against cuBLAS's alone (above 1: faster with it). Every form chosen keeps a cold
+    # state's bits, so the answers must not move: a warm question's label logits as a cold prefill's.
+    if all(k in r and "error" not in r[k] for k in ("tqserve_fast", "tqserve_fast_own_gemm")):
+        r["ratios_own_gemm_vs_fast"] = ratios(r["tqserve_fast_own_gemm"], r["tqserve_fast"])
+        r["own_gemm_same_bits"] = all(r["tqserve_fast_own_gemm"][k] == r["tqserve_fast"][k] for k in ("label_logits_cold", "label_logits_warm"))
     # What invariance costs, workload by workload: the fast path's time over the same without it (1.05: the goal's 5%).
     if all(k in r and "error" not in r[k] for k in ("tqserve_fast", "tqserve_fast_not_invariant")):
         r["invariance_cost"] = ratios(r["tqserve_fast_not_invariant"], r["tqserve_fast"])
@@ -385,6 +397,7 @@ def profiles(args, done=lambda: None):
                                            [*fast, "--prefix-cache", "off", "--max-step-tokens", str(max(args.step_sizes))]),
     }
     if args.device.startswith("cuda"):  # the split-key kernel's (its host twin's profile would say nothing of it)
+        cases[f"warm-24-over-{n}-own-gemm"] = (warm, FAST_PATHS["tqserve_fast_own_gemm"])  # our few-row GEMM where it was chosen
         cases[f"warm-24-over-{n}-split-key"] = (warm, split_key)  # where the state tier differs: a question over a cached state,
         cases["state-16-questions-split-key"] = (sixteen, [*split_key, "--prefix-cache", "off"])  # and 16 over theirs
         # The cold prefill as it runs without a graph: its cascade in the plan's own shape, not the fixed form's (whose own
@@ -420,13 +433,20 @@ def profile_markdown(profiled):
 
 
 # ------------------------------------------------------------------------------- invariance at size
+INVARIANCE_VARIANTS = {"own_gemm": "tqserve_fast_own_gemm", "split_key": "tqserve_split_key"}  # key in the result: path
+
+
 def invariance_at_size(args):
-    """The default path's invariance at size and, under "split_key", the same with a question's tiers on split-key attention."""
+    """The default path's invariance at size and, under each key of INVARIANCE_VARIANTS, the same on that path: our few-row
+    GEMM among the forms (CUDA only), a question's tiers on split-key attention."""
     r = invariance_on_path(args, FAST_PATHS[DEFAULT_PATH])
-    try:
-        r["split_key"] = invariance_on_path(args, FAST_PATHS["tqserve_split_key"])
-    except Exception as e:
-        r["split_key"] = {"error": repr(e)}
+    for key, path in INVARIANCE_VARIANTS.items():
+        if path in CUDA_ONLY_PATHS and not args.device.startswith("cuda"):
+            continue
+        try:
+            r[key] = invariance_on_path(args, FAST_PATHS[path])
+        except Exception as e:
+            r[key] = {"error": repr(e)}
     return r
 
 
@@ -474,8 +494,9 @@ def markdown(results):
     inv = results.get("invariance")
     if inv:
         lines += ["## bf16 invariance at size", "", invariance_line(inv, "the default path")]
-        if "split_key" in inv:
-            lines += [invariance_line(inv["split_key"], "`--state-attention split-key`")]
+        for key, flags in (("own_gemm", "`--own-gemm on`"), ("split_key", "`--state-attention split-key`")):
+            if key in inv:
+                lines += [invariance_line(inv[key], flags)]
         lines += [""]
     if results.get("profile"):
         lines += profile_markdown(results["profile"])
@@ -485,6 +506,14 @@ def markdown(results):
     if bm and "error" in bm:
         lines += ["", f"Benchmark error: {bm['error']}"]
     return "\n".join(lines) + "\n"
+
+
+def gemm_forms_line(forms):
+    """tq_cli's gemmForms in a line: each GEMM's shape, row bucket, form chosen and its µs against at::linear's."""
+    def one(f):
+        us = {t["form"]: t["us"] for t in f["trials"]}
+        return f"{f['out']}x{f['in']} at {f['rowBucket']} rows {f['form']} {us.get(f['form'], 0):.1f} µs (linear {us.get('linear', 0):.1f})"
+    return "; ".join(one(f) for f in forms) or "none"
 
 
 def benchmark_markdown(bm, states, state_tokens):
@@ -513,11 +542,11 @@ def benchmark_markdown(bm, states, state_tokens):
         lines += [f"bf16 matmul rate measured: {bm['matmul_tflops']:.0f} TFLOP/s", ""]
     lines += ["aten: `--kernels aten`; fused: `--kernels fused --cuda-graphs off`; fast: `--kernels fused --attention cascade "
               "--cuda-graphs on` (CUDA's default); fast, split-key: the same with `--state-attention split-key`; fast, not invariant: the "
-              "same with `--batch-invariant off` (cuBLAS may split K); fast, graphs cut: the same with `--cuda-graph-chunks 8`; torch graphs: the layer ops in plain PyTorch, bf16, one CUDA graph a workload "
+              "same with `--batch-invariant off` (cuBLAS may split K); fast, own GEMM: the same with `--own-gemm on`; fast, graphs cut: the same with `--cuda-graph-chunks 8`; torch graphs: the layer ops in plain PyTorch, bf16, one CUDA graph a workload "
               "(torch_peer.py); transformers: bf16, SDPA, KV reuse. (ratios): each peer's time over the path's, in the order "
               + " / ".join(p for p in PEERS if p in bm) + ".", "",
               "| workload | " + " | ".join({"tqserve": "tqserve aten", "tqserve_fused": "tqserve fused", "tqserve_fast": "tqserve fast",
-                                            "tqserve_split_key": "tqserve fast, split-key", "tqserve_fast_not_invariant": "tqserve fast, not invariant",
+                                            "tqserve_split_key": "tqserve fast, split-key", "tqserve_fast_not_invariant": "tqserve fast, not invariant", "tqserve_fast_own_gemm": "tqserve fast, own GEMM",
                                             "tqserve_fast_graph_chunks": "tqserve fast, graphs cut", "torch_graphs": "torch graphs"}.get(p, p) for p in paths) + " |",
               "|---|" + "---|" * len(paths),
               row(f"{state_tokens:,}-token cold prefill to label logits", "cold_prefill_ms"),
@@ -528,6 +557,11 @@ def benchmark_markdown(bm, states, state_tokens):
         lines += ["", "A step's CUDA graph cut between layers against one graph a step (the fast path's time over the cut one's; above 1: "
                   "cutting is faster): " + ", ".join(f"{k} {v:.3f}x" for k, v in bm["ratios_graph_chunks_vs_fast"].items()) + "; the cold "
                   "prefill's label logits " + ("bit-identical" if bm.get("graph_chunks_same_bits") else "NOT bit-identical") + " to one graph's."]
+    if "ratios_own_gemm_vs_fast" in bm:
+        lines += ["", "Our few-row GEMM among the forms against cuBLAS's alone (the fast path's time over `--own-gemm on`'s; above 1: faster "
+                  "with it): " + ", ".join(f"{k} {v:.3f}x" for k, v in bm["ratios_own_gemm_vs_fast"].items()) + "; label logits cold and warm " +
+                  ("bit-identical" if bm.get("own_gemm_same_bits") else "NOT bit-identical") + " to the fast path's. Forms chosen for the "
+                  "warm question: " + gemm_forms_line(bm["tqserve_fast_own_gemm"].get("gemm_forms_warm", [])) + "."]
     if "invariance_cost" in bm:
         lines += ["", "What batch invariance costs, the fast path's time over the same without it (issue 64: at most 1.05): " +
                   ", ".join(f"{k} {v:.3f}x" for k, v in bm["invariance_cost"].items()) + "."]

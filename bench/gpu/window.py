@@ -15,7 +15,7 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
   1 build      tq_cli, and the server's addon where the bundle came along (one CMake build)
   2 models     bench-qwen3, tiny-qwen3, tiny-llama (make_models.py, one process each)
   3 profile    the benchmark's four workloads on the default path under the profiler (tq_cli answer --profile),
-               and on CUDA a question over a 16,000-token state, two on split-key attention (a question's tiers) and
+               and on CUDA a question over a 16,000-token state, one with our few-row GEMM among the forms, two on split-key attention (a question's tiers) and
                the cold prefill without CUDA graphs
                (its cascade in the plan's shape, not the fixed form's); each call's kernels ranked (kernel_profile.py):
                the top 15 printed, all in profile.md; then on CUDA the forms a layer's GEMM can take on few rows with
@@ -23,10 +23,10 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
                and with the fixed form's empty sequences (attention_probe.py --grids), and Nsight Compute's counters for the
                first layer of a cold prefill and of the throughput call, and the split-key kernel's first two launches
                (kernel_counters.py)
-  4 bench      the benchmark alone (the fast path; on CUDA also without invariance and with its graphs cut between
-               layers, on the CPU with split-key; and ATen's) against plain PyTorch with CUDA graphs and transformers
+  4 bench      the benchmark alone (the fast path; on CUDA also with our few-row GEMM among the forms, without invariance
+               and with its graphs cut between layers, on the CPU with split-key; and ATen's) against plain PyTorch with CUDA graphs and transformers
   5 invariance bf16 label logits of a 1,000-token state on bench-qwen3: alone, in a batch of 8, cached, another step
-               size, bit for bit; on the fast path, and with split-key
+               size, bit for bit; on the fast path, with split-key, and on CUDA with our few-row GEMM among the forms
   6 selfcheck  qwen3 and llama, fp32 and bf16: fused against ATen layer by layer, graphs on against off; qwen3 again
                with split-key (its kernel on the GPU against its host twin on the CPU too)
   7 serve      the server with the same build and model (serve.sh)
@@ -360,12 +360,14 @@ class Window:
         if "error" in inv or not inv:
             return "failed", f"{model}: " + str(inv.get("error", "no results"))[:300]
         diffs = lambda r: ", ".join(f"{k} {v:.1e}" for k, v in r["max_abs_logit_diff"].items())  # noqa: E731
-        split = inv.get("split_key", {"error": "not run"})
-        split_passed = "error" not in split and split["passed"]
-        split_says = f"; split-key: {str(split['error'])[:200]}" if "error" in split else \
-            f"; split-key: {'bit-identical' if split_passed else 'NOT bit-identical'} ({diffs(split)})"
-        return (status if inv["passed"] and split_passed else "failed"), f"{model} bf16, {inv['state_tokens']} tokens: " + \
-            ("bit-identical" if inv["passed"] else "NOT bit-identical") + f" ({diffs(inv)})" + split_says + self.gemm_rows()
+        # Each variant's (check.py's INVARIANCE_VARIANTS): split-key everywhere, our few-row GEMM on CUDA.
+        variants = {"own-gemm": inv.get("own_gemm", {"error": "not run"})} if self.cuda else {}
+        variants["split-key"] = inv.get("split_key", {"error": "not run"})
+        passed = {name: "error" not in v and v["passed"] for name, v in variants.items()}
+        says = "".join(f"; {name}: {str(v['error'])[:200]}" if "error" in v else
+                       f"; {name}: {'bit-identical' if passed[name] else 'NOT bit-identical'} ({diffs(v)})" for name, v in variants.items())
+        return (status if inv["passed"] and all(passed.values()) else "failed"), f"{model} bf16, {inv['state_tokens']} tokens: " + \
+            ("bit-identical" if inv["passed"] else "NOT bit-identical") + f" ({diffs(inv)})" + says + self.gemm_rows()
 
     def gemm_rows(self):
         """On CUDA, where a bf16 GEMM row's bits change with the row count (row_invariance.py): as torch leaves cuBLAS,
@@ -402,6 +404,10 @@ class Window:
                             for key, peer in (("ratios_torch_graphs", "torch graphs"), ("ratios", "transformers")) if key in bm)
         if "ratios_split_key_vs_fast" in bm:
             ratios += " | split-key against fast: " + "; ".join(f"{k} {v:.2f}x" for k, v in bm["ratios_split_key_vs_fast"].items())
+        if "ratios_own_gemm_vs_fast" in bm:
+            chosen = {f"{f['out']}x{f['in']}": f["form"] for f in bm["tqserve_fast_own_gemm"].get("gemm_forms_warm", []) if f["rowBucket"] == 32}
+            ratios += " | own GEMM against fast: " + "; ".join(f"{k} {v:.2f}x" for k, v in bm["ratios_own_gemm_vs_fast"].items()) + \
+                (" (same bits" if bm.get("own_gemm_same_bits") else " (NOT the same bits") + f"; warm forms at 32 rows {chosen})"
         if "ratios_graph_chunks_vs_fast" in bm:
             ratios += " | graphs cut against fast: " + "; ".join(f"{k} {v:.2f}x" for k, v in bm["ratios_graph_chunks_vs_fast"].items())
         if "invariance_cost" in bm:

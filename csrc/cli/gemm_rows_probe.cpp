@@ -5,12 +5,7 @@
 #include "common/errors.h"
 #include "kernels/aten/aten_layer_kernels.h"
 #include "kernels/aten/few_rows_gemm.h"
-
-#if TQ_CUDA
-#include <c10/cuda/CUDAStream.h>
-
-#include "kernels/cuda/few_rows_mma.h"
-#endif
+#include "kernels/math/few_rows_mma_math.h"
 
 namespace tq {
 
@@ -28,20 +23,14 @@ OwnGemmTrial probe_own_gemm(int64_t rows, int64_t out, int64_t in, at::Device de
   auto cold_rows = at::zeros({kColdRows, in}, bf16);
   cold_rows.narrow(0, 0, rows).copy_(x);
   const auto cold = at::linear(cold_rows, w).narrow(0, 0, rows).contiguous();
-  auto y = at::empty({rows, out}, bf16);
-  const few_rows_mma::Args args{static_cast<const uint16_t*>(x.data_ptr()), static_cast<const uint16_t*>(w.data_ptr()),
-                                static_cast<uint16_t*>(y.data_ptr()), shape.rows, shape.k, shape.n};
-  const auto stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
-  const auto own = [&] {
-    if (const cudaError_t e = cuda::launch_few_rows_mma(args, stream); e != cudaSuccess)
-      throw EngineError(code::kInternal, std::string("the few-row GEMM's launch: ") + cudaGetErrorString(e));
-  };
-  own();
+  // The engine's form itself (few_rows_gemm.h): the launch, its checks and the copy of an unaligned x included.
+  const auto own = [&] { return gemm_in_form(GemmForm::OwnMma, x, w, at::Tensor()); };
+  const auto y = own();
   OwnGemmTrial t{rows, out, in};
   t.own_same_bits = same_bits(y, cold);
   t.own_max_abs_diff = (y.to(at::kFloat) - cold.to(at::kFloat)).abs().max().item<double>();
   t.linear_same_bits = same_bits(at::linear(x, w), cold);
-  t.own_us = cuda_call_us(own, device);
+  t.own_us = cuda_call_us([&] { own(); }, device);
   t.linear_us = cuda_call_us([&] { at::linear(x, w); }, device);
   return t;
 #else

@@ -1,5 +1,5 @@
-// The few-row GEMM of our own (kernels/cuda/few_rows_mma.h) on the GPU, before it may become one of the engine's forms
-// (kernels/aten/few_rows_gemm.h): whether it gives a row the bits cuBLAS gives the same row inside a cold state's
+// The few-row GEMM of our own (kernels/cuda/few_rows_mma.h) on the GPU, as the engine's form runs it where asked for
+// (GemmForm::OwnMma, kernels/aten/few_rows_gemm.h; the engine option ownGemm): whether it gives a row the bits cuBLAS gives the same row inside a cold state's
 // 1,024-row at::linear, and how fast it is beside at::linear on the same rows. `tq_cli gemm-rows`; the window's profile
 // step runs it in a process of its own, so that a fault costs the probe and not the engine (docs/gpu.md, "The GEMM on
 // few rows").

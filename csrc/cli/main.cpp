@@ -18,7 +18,8 @@
 //        <|image_pad|> per image in the state; sides multiples of 28, as the server's recipe sizes them)}.
 //       Prints {"info", "calls": [[{"labelLogits", "labelLogProbs", "hiddenSum", "hiddenAbsSum", ...}]],
 //       "wallMs": [per repeat, per call]} as JSON: the calls run in order, --repeat times over; "calls" are
-//       the last repetition's results.
+//       the last repetition's results. Where the few-row GEMM's forms are chosen (CUDA, batch-invariant), "gemmForms":
+//       [{"out", "in", "dtype", "rowBucket", "form", "trials": [{"form", "us", "sameBits"}]}], each shape's choice.
 //       --in-flight 2: each call launched before the one before it is finished, as the engine thread runs calls
 //       that queue (addon/engine_thread.h): the host's work for a call overlaps the device's for the one before.
 //       A call's wallMs is then from its launch to its finish; "repeatMs" is each repetition's whole wall time.
@@ -64,6 +65,7 @@
 #include "engine/intra_op_threads.h"
 #include "engine/launched_batch.h"
 #include "engine/named_fields.h"
+#include "kernels/aten/few_rows_gemm.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
 #include "kernels/cpu/gemm/invariant_gemm.h"
 
@@ -271,6 +273,20 @@ json result_json(const tq::AnswerResult& r) {
           {"computedTokens", r.computed_tokens}, {"paddingTokens", r.padding_tokens}, {"graphReplays", r.graph_replays}};
 }
 
+// What the few-row GEMM chose for each shape and row bucket, and each form's trial: what the window reads beside the
+// profile (which form runs `down` on a warm question, and what the others measured).
+json gemm_forms_json(const tq::FewRowsGemm& gemm) {
+  json out = json::array();
+  for (const auto& [key, choice] : gemm.choices()) {
+    const auto& [n, k, dtype, bucket] = key;
+    json trials = json::array();
+    for (const auto& t : choice.trials) trials.push_back({{"form", tq::gemm_form_name(t.form)}, {"us", t.us}, {"sameBits", t.same_bits}});
+    out.push_back({{"out", n}, {"in", k}, {"dtype", c10::toString(static_cast<at::ScalarType>(dtype))}, {"rowBucket", bucket},
+                   {"form", tq::gemm_form_name(choice.form)}, {"trials", trials}});
+  }
+  return out;
+}
+
 json answer(const Args& a) {
   std::ifstream in(a.get("calls"));
   if (!in) throw tq::EngineError(tq::code::kBadRequest, "--calls: cannot read " + a.get("calls"));
@@ -328,6 +344,7 @@ json answer(const Args& a) {
     if (profile) profile->stop();
   }
   out["cache"] = {{"hitTokens", engine.cache_stats().hit_tokens}, {"missTokens", engine.cache_stats().miss_tokens}};
+  if (const auto* gemm = engine.few_rows_gemm()) out["gemmForms"] = gemm_forms_json(*gemm);
   // GPU memory this process took (weights, KV cache, the allocator's pool; not the CUDA context), as
   // the driver counts it: the device's free memory at the start less at the end.
   out["gpuUsedBytes"] = free_at_start - tq::describe_device(device).free_bytes;

@@ -20,6 +20,7 @@ void Engine::describe_checkpoint(const PagedModel& paged, const PagedModelOption
   info_.cuda_graph_chunks = options_.cuda_graph_chunks;
   // Only the engine's own CPU kernels promise it; cuBLAS and SDPA choose their reductions by shape.
   info_.batch_invariant = options_.batch_invariant && !o.kernels.aten;
+  info_.own_gemm = o.kernels.own_gemm;
   info_.stored_dtype = paged.stored_dtype();
   info_.block_size = paged.cache().shape().block_size;
   info_.cache_blocks = paged.cache().shape().num_blocks;

@@ -95,6 +95,8 @@ CacheStats Engine::cache_stats() const {
   return paged_ ? paged_->cache().pool().stats() : CacheStats{};
 }
 
+const FewRowsGemm* Engine::few_rows_gemm() const { return paged_ ? paged_->kernels().few_rows_gemm() : nullptr; }
+
 at::Tensor Engine::logits_all(const std::vector<int64_t>& state, const std::vector<ImageInput>& images) {
   if (!images.empty()) require_vision("logitsAll");
   const auto prompt = images.empty() ? ImagePrompt{} : image_prompt(state, images);

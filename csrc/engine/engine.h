@@ -19,6 +19,7 @@
 namespace tq {
 
 struct ForwardTrace;  // model/transformer.h
+class FewRowsGemm;    // kernels/aten/few_rows_gemm.h
 class PagedModel;     // runner/paged_model.h
 struct PackedRequests;  // batch/pack_requests.h
 struct LabelReadout;    // engine/readout.h
@@ -104,6 +105,7 @@ struct EngineInfo {
   int threads = 0;
   bool prefix_cache = false;
   bool batch_invariant = false;
+  bool own_gemm = false;  // EngineOptions::own_gemm
   std::optional<VisionConfig> vision;  // a vision-language model's vision tower
   // A mixture of experts' router (ModelConfig::moe); and the parameters, in all and those a token computes with
   // (a MoE model's: its k experts'; a dense model's: all), embeddings included, as model cards count them.
@@ -144,6 +146,8 @@ class Engine {
   void remeasure_level();
   const EngineInfo& info() const { return info_; }
   const HiddenStateModel& model() const { return *model_; }
+  // The few-row GEMM's choices so far (kernels/aten/few_rows_gemm.h), where the layers run it; null elsewhere.
+  const FewRowsGemm* few_rows_gemm() const;
   // Records the next forward passes' intermediate tensors (an HF checkpoint's; tq_cli selfcheck).
   void trace_forward(ForwardTrace* trace);
 

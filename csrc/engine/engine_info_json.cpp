@@ -55,6 +55,7 @@ nlohmann::ordered_json engine_info_json(const EngineInfo& i) {
   r["linearBytes"] = i.linear_bytes;
   r["prefixCache"] = i.prefix_cache;
   r["batchInvariant"] = i.batch_invariant;
+  r["ownGemm"] = i.own_gemm;
   r["registerBoundary"] = i.register_boundary;
   r["device"] = device_json(i.device);
   if (i.parameters > 0) {

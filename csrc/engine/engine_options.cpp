@@ -81,6 +81,9 @@ void check_forward(const EngineOptions& options, const at::Device& device, bool 
     throw EngineError(code::kBadRequest, "int8 weights run on the engine's CPU kernels only; on CUDA, fp8 is the quantization to ask for");
   if (options.quantization == Quantization::Fp8 && !device.is_cuda())
     throw EngineError(code::kBadRequest, "fp8 weights run on CUDA only (the H100's fp8 tensor cores); on the CPU use int8");
+  if (options.own_gemm && !(device.is_cuda() && aten && options.batch_invariant && options.dtype == at::kBFloat16 && options.quantization == Quantization::None))
+    throw EngineError(code::kBadRequest, "ownGemm is a form of the batch-invariant CUDA engine's bf16 GEMMs on few rows: it needs a CUDA device, the "
+                                         "aten or fused kernels, batchInvariant on, dtype bf16 and quantization none");
 }
 
 }  // namespace
@@ -106,6 +109,7 @@ PagedModelOptions paged_options(const EngineOptions& options, at::ScalarType dty
   o.kernels.quantization = options.quantization;
   o.kernels.aten = aten;
   o.kernels.batch_invariant = options.batch_invariant;
+  o.kernels.own_gemm = options.own_gemm;
   o.kernels.isa = isa;
   o.kernels.native_arithmetic = check_arithmetic(options, dtype, aten);
   o.kernels.buffer_shift = options.buffer_shift;

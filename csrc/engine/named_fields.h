@@ -24,6 +24,7 @@ void for_each_engine_option(EngineOptions& o, Visit&& visit) {
   visit("threads", o.threads);
   visit("isa", o.isa);
   visit("batchInvariant", o.batch_invariant);
+  visit("ownGemm", o.own_gemm);
   visit("quantization", o.quantization);
   visit("arithmetic", o.arithmetic);
   visit("blockSize", o.block_size);

@@ -7,7 +7,7 @@
 namespace tq {
 
 std::unique_ptr<LayerKernels> make_layer_kernels(const KernelStackOptions& o) {
-  auto kernels = o.aten ? aten_layer_kernels(o.device, o.quantization, o.batch_invariant)
+  auto kernels = o.aten ? aten_layer_kernels(o.device, o.quantization, o.batch_invariant, o.own_gemm)
                         : shifted_layer_kernels(cpu_layer_kernels(o.batch_invariant, o.isa, o.dtype, o.quantization, o.native_arithmetic),
                                                 o.buffer_shift);
   if (o.fused_rows) kernels = fused_layer_kernels(std::move(kernels));

@@ -27,6 +27,7 @@ struct KernelStackOptions {
   Quantization quantization = Quantization::None;  // of the linear layers
   bool aten = false;             // ATen's ops rather than the engine's CPU kernels (any device)
   bool batch_invariant = true;   // the engine's CPU kernels: the invariant GEMM, or oneDNN's; ATen's on CUDA: cuBLAS without split-K
+  bool own_gemm = false;         // ... and on few rows our kernel among cuBLAS's forms (kernels/aten/few_rows_gemm.h)
   Isa isa = Isa::Generic;       // ... at this level
   bool native_arithmetic = false;  // ... bf16 linear layers on AMX tiles (docs/arithmetic.md)
   int64_t buffer_shift = 0;      // ... operands read this many bytes off alignment (a test instrument)

@@ -16,6 +16,8 @@
 
 namespace tq {
 
+class FewRowsGemm;  // kernels/aten/few_rows_gemm.h
+
 // The gated MLP's activation: silu (SwiGLU), or gelu_pytorch_tanh (Gemma).
 enum class GateActivation { Silu, GeluTanh };
 
@@ -137,6 +139,9 @@ class LayerKernels {
   }
   // The fused row ops, where these kernels have them (kernels/fused/); null elsewhere.
   virtual const FusedRowOps* fused_rows() const { return nullptr; }
+  // The few-row GEMM's forms and what they chose (kernels/aten/few_rows_gemm.h), where these kernels run it (ATen's,
+  // batch-invariant on CUDA); null elsewhere.
+  virtual const FewRowsGemm* few_rows_gemm() const { return nullptr; }
 };
 
 }  // namespace tq

@@ -48,6 +48,12 @@ export interface NativeLoadOptions {
    * logits are bit-identical alone, in any batch, cached or cold. false: oneDNN's kernels (faster on CPUs with bf16 instructions).
    */
   batchInvariant?: boolean;
+  /**
+   * On CUDA, batch-invariant, bf16: our own few-row GEMM (csrc/kernels/cuda/few_rows_mma.h) among the forms a GEMM of 1 to
+   * 32 rows is measured in, taken where it is the fastest that keeps a cold state's bits (csrc/kernels/aten/few_rows_gemm.h).
+   * Refused elsewhere. Default false, until a GPU has run it.
+   */
+  ownGemm?: boolean;
   /** Where weights, KV cache and forward pass live: 'cpu' (default), 'cuda' or 'cuda:N' (a CUDA build only). */
   device?: string;
   /**
@@ -200,6 +206,8 @@ export interface NativeEngineInfo {
   device: NativeDeviceInfo;
   prefixCache: boolean;
   batchInvariant: boolean;
+  /** NativeLoadOptions.ownGemm. */
+  ownGemm: boolean;
   registerBoundary: string;
   /** Present for a vision-language checkpoint. */
   vision?: NativeVisionInfo;

@@ -241,6 +241,21 @@ test('tq_cli selfcheck passes in the graphs\' step form (--cuda-graphs on --atte
   expect(out.labelLogitsMaxDiff).toBeLessThanOrEqual(1e-4);
 });
 
+// --own-gemm: our few-row GEMM among the forms the batch-invariant CUDA engine measures (csrc/kernels/aten/few_rows_gemm.h;
+// the choice itself: gemm-forms.test.ts). On the CPU no GEMM form is chosen, so the option is refused, not ignored, and
+// an answer's output names no choice.
+test('tq_cli --own-gemm is refused off the batch-invariant CUDA engine; off by default, and no GEMM forms chosen on the CPU', async () => {
+  const file = path.join(scratch, 'own-gemm.json');
+  fs.writeFileSync(file, JSON.stringify({ calls: [[{ state: [100, 101, 102], questions: [{ tokens: [3], labelIds: [4, 5] }] }]] }));
+  const answer = ['answer', '--model', tinyModel('tiny-qwen3'), '--calls', file, '--threads', '1', '--dtype', 'bf16'];
+  const out = await runCli([...answer, '--kernels', 'fused']);
+  expect(out.info.ownGemm).toBe(false);
+  expect(out.gemmForms).toBeUndefined();
+  for (const kernels of ['engine', 'fused'])
+    await expect(runCli([...answer, '--kernels', kernels, '--own-gemm', 'on'])).rejects.toThrow(/ownGemm is a form of the batch-invariant CUDA engine's bf16 GEMMs/);
+  await expect(runCli([...answer, '--own-gemm', 'maybe'])).rejects.toThrow(/own-gemm/);
+});
+
 // --cuda-graph-chunks: a graph step captured as several graphs, cut between layers (csrc/runner/step_graphs.h). On the
 // CPU each cut is recorded with the step's launches and checked at every replay; the answers are the bits of one
 // graph a step, and each step launches its graphs: the first of one layer, the next of twice that (tiny-qwen3's 2

@@ -4,7 +4,9 @@
  * (csrc/kernels/aten/few_rows_gemm.h), and which bench/gpu/gemm_probe.py times with torch alone. On the CPU: each form
  * is the product, in the engine (test/native/gemm_forms_check.cpp) and in the probe; and the engine's choice, with a
  * stand-in clock, takes the form the clock makes fastest, measures once per shape and row bucket, and answers with the
- * cold state's bits. The GPU's clock and cuBLAS's bits are the window's to measure (its profile and invariance steps).
+ * cold state's bits. Our own kernel's form (own_mma, the engine's ownGemm) applies to the shapes the kernel takes alone,
+ * and where its call fails (on the CPU: always, it is a CUDA kernel's) it is no candidate. The GPU's clock, cuBLAS's bits
+ * and our kernel's are the window's to measure (its profile and invariance steps, tq_cli gemm-rows).
  */
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
@@ -22,7 +24,8 @@ test('the engine\'s few-row GEMM: every form is the product, and the choice take
   expect(forms.cases).toBeGreaterThanOrEqual(30);
   expect(forms.max_diff).toBeLessThan(1e-12);
   expect(lines.find((l) => l.check === 'choice')).toEqual({ check: 'choice', fastest: true, skips_other_bits: true, linear_when_none: true });
-  const measured = lines.filter((l) => l.check === 'measured');
+  expect(lines.find((l) => l.check === 'own_applies')).toEqual({ check: 'own_applies', takes: true, refuses: true });
+  const measured = lines.filter((l) => l.check === 'measured' && !l.own_kernel);
   expect(measured.map((m) => m.cheapest).sort()).toEqual(['bias_neg0', 'cols32', 'cols64', 'cols8', 'linear', 'pad128', 'pad256', 'swapped']);
   for (const m of measured) {
     // One shape and one row bucket under kFewRows (24, 32 and 17 rows), each form timed once; 300 rows left to at::linear;
@@ -31,6 +34,11 @@ test('the engine\'s few-row GEMM: every form is the product, and the choice take
   }
   // On this CPU every form kept the bits: the clock's cheapest was taken each time.
   expect(measured.filter((m) => m.cheapest_kept_bits).every((m) => m.chosen === m.cheapest)).toBe(true);
+  // Our kernel asked for: its call fails on a CPU tensor, so it has no trial and cuBLAS's forms answer, with the cold bits.
+  expect(lines.find((l) => l.check === 'measured' && l.own_kernel)).toMatchObject({
+    cheapest: 'own_mma', choices: 1, trials: 8, timings: 8, cheapest_kept_bits: false, chose_right: true, same_as_cold: true,
+  });
+  expect(lines.find((l) => l.check === 'measured' && l.own_kernel).chosen).not.toBe('own_mma');
 }, 300_000);
 
 test("gemm_probe.py's forms are F.linear's product on every shape and row count", () => {

@@ -86,6 +86,9 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   // And its time in CUDA graph launches: none on the CPU, whose graphs' steps run eagerly from their buffers.
   expect(bench.tqserve_fast.graph_launch_ms).toEqual({ cold_prefill: 0, state_16_questions: 0, warm_question: 0 });
   expect(files['bench.md']).toMatch(/The host's CUDA graph launches in each call \(graphLaunchMs, the last repetition; the device idle meanwhile\): cold_prefill 0\.000 ms/);
+  // The warm question's label logits beside the cold prefill's, and the GEMM forms its engine chose: none on the CPU.
+  expect(bench.tqserve_fast.label_logits_warm.length).toBe(bench.tqserve_fast.label_logits_cold.length);
+  expect(bench.tqserve_fast.gemm_forms_warm).toEqual([]);
   // The plain PyTorch peer computes the same model: its label probabilities are tqserve's, to bf16's rounding.
   expect(bench.max_abs_probability_diff_vs_torch_graphs).toBeLessThan(0.05);
   expect(Object.keys(bench.ratios_torch_graphs).sort()).toEqual(['cold_prefill', 'state_16_questions', 'throughput', 'warm_question']);
@@ -102,6 +105,8 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(invariance.passed).toBe(true);
   expect(invariance.max_abs_logit_diff).toEqual({ batch_of_8: 0, from_cache: 0, step_256: 0 });
   expect(invariance.split_key.passed).toBe(true);
+  // Our few-row GEMM's variant is CUDA's alone (its option is refused on the CPU, where no GEMM form is chosen).
+  expect(invariance.own_gemm).toBeUndefined();
   expect(invariance.split_key.max_abs_logit_diff).toEqual({ batch_of_8: 0, from_cache: 0, step_256: 0 });
   const serve = JSON.parse(files['serve.json']);
   expect(serve.load.requests).toBeGreaterThan(0);

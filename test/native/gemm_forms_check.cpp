@@ -3,7 +3,9 @@
 //  - the choice takes the fastest trial that keeps the bits, at::linear where none does;
 //  - FewRowsGemm measures once per shape and row bucket, returns a result bit-identical to the cold state's GEMM
 //    (the same rows among kColdRows, plain at::linear), never takes a form that did not keep the bits, and leaves
-//    rows above kFewRows to at::linear.
+//    rows above kFewRows to at::linear;
+//  - our kernel's form (OwnMma) applies to the shapes it takes alone, is tried only where asked for, and, where its
+//    call fails (here: a CPU tensor, which it refuses), is no candidate: the choice goes on with cuBLAS's forms.
 // A stand-in clock (a cost per form) makes the choice's inputs known. Prints one JSON object a line.
 #include <ATen/ATen.h>
 
@@ -25,8 +27,8 @@ void forms_are_the_product() {
   for (const int64_t rows : {1, 7, 8, 31, 100, 128, 200, 256, 300}) {
     const auto x = at::randn({rows, 64}, at::kDouble);
     const auto want = at::linear(x, w);
-    for (const auto form : kGemmForms) {
-      if (!gemm_form_applies(form, rows, w.size(0))) continue;
+    for (const auto form : kCublasForms) {
+      if (!gemm_form_applies(form, x, w)) continue;
       const auto got = gemm_in_form(form, x, w, neg_zero);
       if (got.sizes() != want.sizes()) {
         std::printf("{\"check\":\"forms\",\"form\":\"%s\",\"rows\":%ld,\"error\":\"shape\"}\n", gemm_form_name(form), static_cast<long>(rows));
@@ -48,13 +50,29 @@ void choice_of_trials() {
               skips_other_bits ? "true" : "false", linear_when_none ? "true" : "false");
 }
 
-// The stand-in clock: `cheapest` costs 1 µs, every other form 10; and how many times each was timed.
-void measured_choice(GemmForm cheapest) {
+void own_form_applies() {
+  const auto bf16 = [](std::initializer_list<int64_t> sizes) { return at::zeros(sizes, at::kBFloat16); };
+  const auto w = bf16({32, 128});
+  const bool takes = gemm_form_applies(GemmForm::OwnMma, bf16({24, 128}), w) && gemm_form_applies(GemmForm::OwnMma, bf16({1, 128}), w) &&
+                     gemm_form_applies(GemmForm::OwnMma, bf16({32, 128}), w);
+  const bool refuses = !gemm_form_applies(GemmForm::OwnMma, bf16({33, 128}), w) &&             // rows past kMaxRows
+                       !gemm_form_applies(GemmForm::OwnMma, bf16({8, 96}), bf16({32, 96})) &&  // K not in whole stages
+                       !gemm_form_applies(GemmForm::OwnMma, bf16({8, 128}), bf16({24, 128})) &&  // columns not in whole blocks
+                       !gemm_form_applies(GemmForm::OwnMma, at::zeros({8, 128}), at::zeros({32, 128})) &&  // fp32
+                       !gemm_form_applies(GemmForm::OwnMma, bf16({128, 8}).t(), w);                    // x not contiguous
+  std::printf("{\"check\":\"own_applies\",\"takes\":%s,\"refuses\":%s}\n", takes ? "true" : "false", refuses ? "true" : "false");
+}
+
+// The stand-in clock: `cheapest` costs 1 µs, every other form 10; and how many times each was timed. own_kernel: OwnMma a
+// candidate too.
+void measured_choice(GemmForm cheapest, bool own_kernel = false) {
   std::map<GemmForm, int> timed;
-  FewRowsGemm gemm([&](GemmForm form, const at::Tensor&, const at::Tensor&, const at::Tensor&) {
-    ++timed[form];
-    return form == cheapest ? 1.0 : 10.0;
-  });
+  FewRowsGemm gemm(
+      [&](GemmForm form, const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+        ++timed[form];
+        return form == cheapest ? 1.0 : 10.0;
+      },
+      own_kernel);
   const auto w = at::randn({256, 128}).to(at::kBFloat16);
   bool same_as_cold = true;
   // 24 rows measure bucket 32; 32 and 17 rows reuse its choice; 300 are above kFewRows (at::linear, nothing measured).
@@ -75,9 +93,9 @@ void measured_choice(GemmForm cheapest) {
     if (t.form == cheapest) cheapest_kept_bits = t.same_bits;
   // The form chosen: the cheapest where its bits held, and never one whose bits did not.
   const bool chose_right = cheapest_kept_bits ? only.form == cheapest : only.form != cheapest;
-  std::printf("{\"check\":\"measured\",\"cheapest\":\"%s\",\"choices\":%zu,\"trials\":%zu,\"timings\":%d,\"cheapest_kept_bits\":%s,"
+  std::printf("{\"check\":\"measured\",\"own_kernel\":%s,\"cheapest\":\"%s\",\"choices\":%zu,\"trials\":%zu,\"timings\":%d,\"cheapest_kept_bits\":%s,"
               "\"chosen\":\"%s\",\"chose_right\":%s,\"same_as_cold\":%s,\"choices_with_one_row\":%zu}\n",
-              gemm_form_name(cheapest), choices_of_rows, only.trials.size(), timings, cheapest_kept_bits ? "true" : "false",
+              own_kernel ? "true" : "false", gemm_form_name(cheapest), choices_of_rows, only.trials.size(), timings, cheapest_kept_bits ? "true" : "false",
               gemm_form_name(only.form), chose_right ? "true" : "false", same_as_cold ? "true" : "false", choices.size());
 }
 
@@ -87,6 +105,9 @@ int main() {
   at::manual_seed(0);
   forms_are_the_product();
   choice_of_trials();
-  for (const auto form : kGemmForms) measured_choice(form);
+  own_form_applies();
+  for (const auto form : kCublasForms) measured_choice(form);
+  // Asked for, our kernel is tried; on the CPU its call fails, so it is neither timed nor chosen.
+  measured_choice(GemmForm::OwnMma, /*own_kernel=*/true);
   return 0;
 }

@@ -50,8 +50,9 @@ describe.each([
   });
 
   test('/health reports the memory the processes keep', async () => {
-    const { memory, batch_invariant } = (await server.get('/health')).body;
+    const { memory, batch_invariant, own_gemm } = (await server.get('/health')).body;
     expect(batch_invariant).toBe(true);
+    expect(own_gemm).toBe(false);  // --own-gemm's default; on the CPU it is refused (cli.test.ts)
     expect(memory.server_rss_bytes).toBeGreaterThan(0);
     expect(memory.engine_rss_bytes).toBeGreaterThan(0);
     expect(memory.kv_cache_bytes).toBeGreaterThan(0);

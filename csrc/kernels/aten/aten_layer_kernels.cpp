@@ -90,6 +90,7 @@ class AtenLayerKernels : public LayerKernels {
       : device_(device), quantization_(quantization), few_rows_(std::move(few_rows)) {}
   std::string name() const override { return "aten"; }
   at::Device device() const override { return device_; }
+  const FewRowsGemm* few_rows_gemm() const override { return few_rows_.get(); }
   std::unique_ptr<Linear> linear(const at::Tensor& weight, const at::Tensor& bias) const override {
     if (quantization_ == Quantization::Fp8) return fp8_linear(weight, bias, device_);
     return std::make_unique<AtenLinear>(weight, bias, device_, few_rows_for(weight));
@@ -173,10 +174,10 @@ void keep_gemm_reductions_whole(const at::Device& device) {
 #endif
 }
 
-std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device, Quantization quantization, bool batch_invariant) {
+std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device, Quantization quantization, bool batch_invariant, bool own_gemm) {
   if (batch_invariant) keep_gemm_reductions_whole(device);
   auto timer = batch_invariant && device.is_cuda() ? cuda_gemm_timer() : nullptr;
-  return std::make_unique<AtenLayerKernels>(device, quantization, timer ? std::make_shared<FewRowsGemm>(std::move(timer)) : nullptr);
+  return std::make_unique<AtenLayerKernels>(device, quantization, timer ? std::make_shared<FewRowsGemm>(std::move(timer), own_gemm) : nullptr);
 }
 
 }  // namespace tq

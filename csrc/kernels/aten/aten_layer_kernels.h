@@ -20,8 +20,9 @@ namespace tq {
 // quantization: none (weights in the compute dtype, cuBLAS) or fp8 (CUDA only: fp8_linear.h).
 // batch_invariant: on CUDA, cuBLAS never splits a bf16 or fp16 GEMM along K (a row's bits then do not depend
 // on the rows beside it); process-wide. And on few rows such a GEMM runs in the form measured fastest among those
-// that keep a cold state's bits (few_rows_gemm.h).
-std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device, Quantization quantization = Quantization::None, bool batch_invariant = false);
+// that keep a cold state's bits (few_rows_gemm.h); own_gemm: our kernel among those forms too.
+std::unique_ptr<LayerKernels> aten_layer_kernels(at::Device device, Quantization quantization = Quantization::None, bool batch_invariant = false,
+                                                 bool own_gemm = false);
 
 // cuBLAS's GEMMs on `device` (a CUDA one; nothing elsewhere) never split their reduction along K, for the process: what
 // the batch-invariant engine sets, so that a row's bits do not depend on the rows beside it.

@@ -8,7 +8,10 @@
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
+
+#include "kernels/cuda/few_rows_mma.h"
 #endif
+#include "kernels/math/few_rows_mma_math.h"
 
 namespace tq {
 namespace {
@@ -43,6 +46,31 @@ at::Tensor column_chunks(const at::Tensor& x, const at::Tensor& w, int64_t c) {
   return out;
 }
 
+few_rows_mma::Args own_mma_shape(const at::Tensor& x, const at::Tensor& w) {
+  return {nullptr, nullptr, nullptr, static_cast<int>(x.size(0)), static_cast<int>(x.size(1)), static_cast<int>(w.size(0))};
+}
+
+// Our kernel on x and w. Its launch refuses an array off 16 bytes: x is then copied (the copy's start is aligned).
+at::Tensor own_mma(const at::Tensor& x, const at::Tensor& w) {
+#if TQ_CUDA
+  if (!x.is_cuda()) throw std::invalid_argument("own_mma: a CUDA tensor's form");
+  const auto aligned = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  const auto rows = aligned(x) ? x : x.clone();
+  auto y = at::empty({x.size(0), w.size(0)}, x.options());
+  auto args = own_mma_shape(x, w);
+  args.x = static_cast<const uint16_t*>(rows.data_ptr());
+  args.w = static_cast<const uint16_t*>(w.data_ptr());
+  args.y = static_cast<uint16_t*>(y.data_ptr());
+  const auto stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
+  if (const cudaError_t e = cuda::launch_few_rows_mma(args, stream); e != cudaSuccess)
+    throw std::runtime_error(std::string("the few-row GEMM's launch: ") + cudaGetErrorString(e));
+  return y;
+#else
+  (void)x, (void)w;
+  throw std::invalid_argument("own_mma: a build without CUDA");
+#endif
+}
+
 // A CUDA graph's capture records launches and runs nothing: no time to measure, and no synchronizing allowed.
 bool capturing(const at::Tensor& x) {
 #if TQ_CUDA
@@ -73,11 +101,13 @@ const char* gemm_form_name(GemmForm form) {
     case GemmForm::Columns8: return "cols8";
     case GemmForm::Columns32: return "cols32";
     case GemmForm::Columns64: return "cols64";
+    case GemmForm::OwnMma: return "own_mma";
   }
   return "?";
 }
 
-bool gemm_form_applies(GemmForm form, int64_t rows, int64_t out_features) {
+bool gemm_form_applies(GemmForm form, const at::Tensor& x, const at::Tensor& w) {
+  const int64_t rows = x.size(0), out_features = w.size(0);
   switch (form) {
     // At most the pad: so a pad chosen in a row bucket applies to every row count of it (a bucket ends at a power of two).
     case GemmForm::Pad128: return rows <= 128;
@@ -85,6 +115,10 @@ bool gemm_form_applies(GemmForm form, int64_t rows, int64_t out_features) {
     case GemmForm::Columns8:
     case GemmForm::Columns32:
     case GemmForm::Columns64: return out_features % column_chunks_of(form) == 0;
+    // At most kMaxRows: so in a row bucket up to it, every row count.
+    case GemmForm::OwnMma:
+      return x.scalar_type() == at::kBFloat16 && w.scalar_type() == at::kBFloat16 && x.is_contiguous() && w.is_contiguous() &&
+             few_rows_mma::fits(own_mma_shape(x, w));
     default: return true;
   }
 }
@@ -99,6 +133,7 @@ at::Tensor gemm_in_form(GemmForm form, const at::Tensor& x, const at::Tensor& w,
     case GemmForm::Columns8:
     case GemmForm::Columns32:
     case GemmForm::Columns64: return column_chunks(x, w, column_chunks_of(form));
+    case GemmForm::OwnMma: return own_mma(x, w);
   }
   throw std::logic_error("gemm_in_form: no such form");
 }
@@ -110,6 +145,10 @@ GemmForm fastest_keeping_bits(const std::vector<GemmFormTrial>& trials) {
   return best ? best->form : GemmForm::Linear;
 }
 
+FewRowsGemm::FewRowsGemm(Timer time_us, bool own_kernel) : time_us_(std::move(time_us)), candidates_(kCublasForms.begin(), kCublasForms.end()) {
+  if (own_kernel) candidates_.push_back(GemmForm::OwnMma);
+}
+
 at::Tensor FewRowsGemm::operator()(const at::Tensor& x, const at::Tensor& w) {
   if (x.size(0) > kFewRows || x.size(0) == 0) return at::linear(x, w);
   const Key key{w.size(0), w.size(1), static_cast<int>(w.scalar_type()), row_bucket(x.size(0))};
@@ -119,7 +158,7 @@ at::Tensor FewRowsGemm::operator()(const at::Tensor& x, const at::Tensor& w) {
     if (!time_us_ || capturing(x)) return at::linear(x, w);
     found = chosen_.emplace(key, measure(x, w, neg_zero(w))).first;
   }
-  const auto form = gemm_form_applies(found->second.form, x.size(0), w.size(0)) ? found->second.form : GemmForm::Linear;
+  const auto form = gemm_form_applies(found->second.form, x, w) ? found->second.form : GemmForm::Linear;
   return gemm_in_form(form, x, w, form == GemmForm::BiasNegZero ? neg_zero(w) : at::Tensor());
 }
 
@@ -129,8 +168,8 @@ FewRowsGemm::Choice FewRowsGemm::measure(const at::Tensor& x, const at::Tensor& 
   cold_rows.narrow(0, 0, x.size(0)).copy_(x);
   const auto cold = at::linear(cold_rows, w).narrow(0, 0, x.size(0));
   Choice choice;
-  for (const auto form : kGemmForms) {
-    if (!gemm_form_applies(form, x.size(0), w.size(0))) continue;
+  for (const auto form : candidates_) {
+    if (!gemm_form_applies(form, x, w)) continue;
     try {
       const bool same = same_bits(gemm_in_form(form, x, w, neg_zero), cold);
       choice.trials.push_back({form, time_us_(form, x, w, neg_zero), same});

@@ -12,7 +12,8 @@
 // those whose rows are bit-identical to the same rows inside a cold state's
 // GEMM (kColdRows rows, plain at::linear), and takes the fastest of them; a
 // capture replays what was chosen. Where none keeps the bits, at::linear.
-// bench/gpu/gemm_probe.py times the same forms with torch alone.
+// bench/gpu/gemm_probe.py times the same forms with torch alone. Our own kernel (kernels/cuda/few_rows_mma.h) is one
+// more form, a candidate only where the engine asks for it (ownGemm) until a GPU has run it.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -35,13 +36,16 @@ enum class GemmForm {
   Columns8,     // a batch of 8 GEMMs over the output's columns, written in place
   Columns32,    // of 32: more tiles over few rows, each reading fewer of the weights' rows
   Columns64,    // of 64
+  OwnMma,       // our kernel: the tensor cores down K in order (kernels/cuda/few_rows_mma.h); bf16, CUDA builds
 };
-constexpr std::array<GemmForm, 8> kGemmForms = {GemmForm::Linear,  GemmForm::Pad128,   GemmForm::Pad256,    GemmForm::BiasNegZero,
-                                                GemmForm::Swapped, GemmForm::Columns8, GemmForm::Columns32, GemmForm::Columns64};
+// cuBLAS's forms: always candidates.
+constexpr std::array<GemmForm, 8> kCublasForms = {GemmForm::Linear,  GemmForm::Pad128,   GemmForm::Pad256,    GemmForm::BiasNegZero,
+                                                  GemmForm::Swapped, GemmForm::Columns8, GemmForm::Columns32, GemmForm::Columns64};
 const char* gemm_form_name(GemmForm form);
 
-// Whether `form` applies to x's rows on w (a pad at or above the rows, columns that divide into its batch).
-bool gemm_form_applies(GemmForm form, int64_t rows, int64_t out_features);
+// Whether `form` applies to x [rows, in] on w [out, in] (a pad at or above the rows, columns that divide into its
+// batch, a shape and dtype our kernel takes).
+bool gemm_form_applies(GemmForm form, const at::Tensor& x, const at::Tensor& w);
 
 // y = x w^T in `form`; neg_zero: [out] of -0.0 in w's dtype (BiasNegZero's bias).
 at::Tensor gemm_in_form(GemmForm form, const at::Tensor& x, const at::Tensor& w, const at::Tensor& neg_zero);
@@ -59,10 +63,11 @@ constexpr int64_t kColdRows = 1024;  // the cold state's GEMM a row's bits are c
 
 // The forms chosen, one per (out, in, dtype, row bucket), shared by a model's linears. time_us(form, x, w) measures a
 // call (the CUDA engine: on the GPU's clock, launches queued ahead); null on a device that cannot be timed now.
+// own_kernel: OwnMma among the candidates too.
 class FewRowsGemm {
  public:
   using Timer = std::function<double(GemmForm, const at::Tensor& x, const at::Tensor& w, const at::Tensor& neg_zero)>;
-  explicit FewRowsGemm(Timer time_us) : time_us_(std::move(time_us)) {}
+  explicit FewRowsGemm(Timer time_us, bool own_kernel = false);
   // y = x w^T. While a CUDA graph is captured nothing is measured: what was chosen is captured (Linear before a choice).
   at::Tensor operator()(const at::Tensor& x, const at::Tensor& w);
   // What was chosen, and the trials behind it, by key: for the check and the window's record.
@@ -77,6 +82,7 @@ class FewRowsGemm {
   Choice measure(const at::Tensor& x, const at::Tensor& w, const at::Tensor& neg_zero) const;
   const at::Tensor& neg_zero(const at::Tensor& w);
   Timer time_us_;
+  std::vector<GemmForm> candidates_;
   std::mutex mutex_;  // the maps below: a model's linears share them
   std::map<Key, Choice> chosen_;
   std::map<std::pair<int64_t, int>, at::Tensor> neg_zeros_;  // by out, dtype (a model's linears share one device)

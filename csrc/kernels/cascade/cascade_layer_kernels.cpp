@@ -189,6 +189,7 @@ class CascadeLayerKernels : public LayerKernels {
   }
   at::Tensor& quick_gelu_(at::Tensor& x) const override { return inner_->quick_gelu_(x); }
   const FusedRowOps* fused_rows() const override { return inner_->fused_rows(); }
+  const FewRowsGemm* few_rows_gemm() const override { return inner_->few_rows_gemm(); }
   std::unique_ptr<StepAttention> plan_attention(const QueryLayout& queries, const at::Tensor& key_positions, const at::Tensor& key_segments,
                                                 std::optional<int64_t> window, int64_t /*heads*/, double logit_softcap) const override {
     // Split-key attention takes the questions' own runs: planned apart from the states' (cascade_plan.h).

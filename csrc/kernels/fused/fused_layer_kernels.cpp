@@ -42,6 +42,7 @@ class FusedLayerKernels : public LayerKernels, public FusedRowOps {
     return gemms_->plan_attention(queries, key_positions, key_segments, window, heads, logit_softcap);
   }
   const FusedRowOps* fused_rows() const override { return this; }
+  const FewRowsGemm* few_rows_gemm() const override { return gemms_->few_rows_gemm(); }
 
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, at::ScalarType out_dtype) const override {
     auto rows = x.to(at::kFloat).contiguous();  // read, not written (no addend)

@@ -1,7 +1,8 @@
 // The GEMM of our own on few rows (kernels/cuda/few_rows_mma.cuh): y = x w^T, bf16 in and out, its products summed by
 // the tensor cores 16 of K at a time in K's order into one fp32 accumulator a element, whatever the rows (so a row's
 // bits cannot depend on the others). Its arguments and launch geometry, for the kernel, its launch and the CPU check.
-// Not yet an engine form: bench/gpu's window probes it first (tq_cli gemm-rows; docs/gpu.md, "The GEMM on few rows").
+// An engine form where asked for (GemmForm::OwnMma, the option ownGemm) until a GPU has run it: bench/gpu's window probes
+// it first (tq_cli gemm-rows; docs/gpu.md, "The GEMM on few rows").
 #pragma once
 #include <cstddef>
 #include <cstdint>

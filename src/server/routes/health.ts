@@ -38,6 +38,7 @@ function compute(e: NativeEngineInfo) {
     cuda_graphs: e.cudaGraphs,
     cuda_graph_chunks: e.cudaGraphChunks,
     batch_invariant: e.batchInvariant,
+    own_gemm: e.ownGemm,
     pad_unit: 1,
     pad_where: 'none',
     quantization: e.quantization,

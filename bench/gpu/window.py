@@ -301,9 +301,9 @@ class Window:
 
     def own_gemm(self):
         """On CUDA, the few-row GEMM of our own (tq_cli gemm-rows: tensor cores down K in order, cp.async stages; a
-        process of its own, so that a fault costs this probe alone) against cuBLAS at 24 rows: its µs beside at::linear's,
-        and whether it gives a cold state's row the same bits (else its largest difference: a rounding's, or a wrong
-        fragment's). Into WORK/own_gemm.json."""
+        process of its own, so that a fault costs this probe alone) against cuBLAS at 24 rows: its fastest tiling's µs
+        beside at::linear's, and whether it gives a cold state's row the same bits (else its largest difference: a
+        rounding's, or a wrong fragment's). All rows (1 to 128) into WORK/own_gemm.json."""
         status, _ = self.run("own_gemm", [self.cli(), "gemm-rows", "--device", self.args.device], 30)
         printed = [line for line in read(os.path.join(self.work, "own_gemm.log")).splitlines() if line.startswith("{")]
         result = json.loads(printed[-1]) if printed else {}
@@ -313,9 +313,14 @@ class Window:
             json.dump(result, f, indent=1)
         names = {(4096, 1024): "qkv", (1024, 2048): "o", (6144, 1024): "gate_up", (1024, 3072): "down"}
         name = lambda t: names.get((t["out"], t["in"]), "{out}x{in}".format(**t))  # noqa: E731
-        bits = lambda t: "same bits" if t["ownSameBits"] else f"differs by {t['ownMaxAbsDiff']:.2g}"  # noqa: E731
-        return "; own few-row GEMM at 24 rows, µs own / linear: " + ", ".join(
-            f"{name(t)} {t['ownUs']:.1f} / {t['linearUs']:.1f} ({bits(t)})" for t in result["trials"] if t["rows"] == 24)
+
+        def fastest(t):  # the fastest tiling's µs and name, and the bits of them all (each tiling sums alike)
+            best = min(t["own"], key=lambda o: o["us"])
+            worst = max(o["maxAbsDiff"] for o in t["own"])
+            bits = "same bits" if all(o["sameBits"] for o in t["own"]) else f"differs by up to {worst:.2g}"
+            return f"{best['us']:.1f} ({best['form']}) / {t['linearUs']:.1f} ({bits})"
+        return "; own few-row GEMM at 24 rows, µs fastest tiling / linear: " + ", ".join(
+            f"{name(t)} {fastest(t)}" for t in result["trials"] if t["rows"] == 24 and t["own"])
 
     def attention_grids(self):
         """On CUDA, FlashAttention-2 on a tier's work launched alone and with the empty sequences and longest sequence the

@@ -27,10 +27,10 @@
 //       "tq_cli call N" (cli/call_profile.h); bench/gpu/kernel_profile.py ranks its kernels (or CPU ops) per call.
 //   tq_cli gemm --m M --k K --n N [--dtype] [--batch-invariant on|off] [--isa ...] [--quantization none|int8] [--iterations N] [--threads N]
 //       Prints {"gflops", "ms", "isa"}: the fastest of the iterations, and the level the invariant (or int8) GEMM ran at.
-//   tq_cli gemm-rows [--device cuda] [--rows 1,8,24,32] [--shapes 4096x1024,1024x2048,6144x1024,1024x3072]
-//       The few-row GEMM of our own against cuBLAS, bf16, on each OUTxIN and row count (CUDA builds, CUDA devices):
-//       prints {"trials": [{"rows", "out", "in", "ownSameBits", "linearSameBits", "ownMaxAbsDiff", "ownUs", "linearUs"}]},
-//       the bits against the same rows of a cold state's 1,024-row GEMM (cli/gemm_rows_probe.h).
+//   tq_cli gemm-rows [--device cuda] [--rows 1,8,24,32,64,128] [--shapes 4096x1024,1024x2048,6144x1024,1024x3072]
+//       The few-row GEMM of our own, each tiling, against cuBLAS, bf16, on each OUTxIN and row count (CUDA builds, CUDA
+//       devices): prints {"trials": [{"rows", "out", "in", "linearSameBits", "linearUs", "own": [{"form", "sameBits",
+//       "maxAbsDiff", "us"}]}]}, the bits against the same rows of a cold state's 1,024-row GEMM (cli/gemm_rows_probe.h).
 //   tq_cli selfcheck --model DIR [--device] [--dtype] [--kernels fused] [--reference-kernels aten] [--reference-device D] [--bound B]
 //       Runs one request (a state, three questions, two sharing their first tokens) through two forward paths and
 //       compares their intermediate tensors layer by layer (model/transformer.h, ForwardTrace): prints each tensor's
@@ -430,7 +430,7 @@ json selfcheck(const Args& a) {
           {"firstBeyondBound", first}, {"labelLogitsMaxDiff", logits}, {"tensors", tensors}};
 }
 
-// The few-row GEMM of our own against cuBLAS on a cold state's rows (cli/gemm_rows_probe.h): --rows a list (1,8,24,32:
+// The few-row GEMM of our own against cuBLAS on a cold state's rows (cli/gemm_rows_probe.h): --rows a list (1,...,128:
 // one row is cuBLAS's matrix-vector product, few_rows_gemm.cpp), --shapes out x in pairs (bench-qwen3's q/k/v, o, gate
 // and up, down by default).
 json gemm_rows(const Args& a) {
@@ -461,14 +461,15 @@ json gemm_rows(const Args& a) {
     shapes.emplace_back(positive(shape.substr(0, x), "shapes"), positive(shape.substr(x + 1), "shapes"));
   }
   std::vector<int64_t> row_counts;
-  for (const auto& rows : list(a.get("rows", "1,8,24,32"))) row_counts.push_back(positive(rows, "rows"));
+  for (const auto& rows : list(a.get("rows", "1,8,24,32,64,128"))) row_counts.push_back(positive(rows, "rows"));
   const at::Device device(a.get("device", "cuda"));
   json trials = json::array();
   for (const auto& [out, in] : shapes) {
     for (const int64_t rows : row_counts) {
       const auto t = tq::probe_own_gemm(rows, out, in, device);
-      trials.push_back({{"rows", t.rows}, {"out", t.out}, {"in", t.in}, {"ownSameBits", t.own_same_bits}, {"linearSameBits", t.linear_same_bits},
-                        {"ownMaxAbsDiff", t.own_max_abs_diff}, {"ownUs", t.own_us}, {"linearUs", t.linear_us}});
+      json own = json::array();
+      for (const auto& o : t.own) own.push_back({{"form", o.form}, {"sameBits", o.same_bits}, {"maxAbsDiff", o.max_abs_diff}, {"us", o.us}});
+      trials.push_back({{"rows", t.rows}, {"out", t.out}, {"in", t.in}, {"linearSameBits", t.linear_same_bits}, {"linearUs", t.linear_us}, {"own", own}});
     }
   }
   return {{"trials", trials}};

@@ -4,8 +4,8 @@
  * (csrc/kernels/aten/few_rows_gemm.h), and which bench/gpu/gemm_probe.py times with torch alone. On the CPU: each form
  * is the product, in the engine (test/native/gemm_forms_check.cpp) and in the probe; and the engine's choice, with a
  * stand-in clock, takes the form the clock makes fastest, measures once per shape and row bucket, and answers with the
- * cold state's bits. Our own kernel's form (own_mma, the engine's ownGemm) applies to the shapes the kernel takes alone,
- * and where its call fails (on the CPU: always, it is a CUDA kernel's) it is no candidate. The GPU's clock, cuBLAS's bits
+ * cold state's bits. Our own kernel's forms (one a tiling, the engine's ownGemm) apply to the shapes each takes alone,
+ * and where their call fails (on the CPU: always, they are a CUDA kernel's) they are no candidates. The GPU's clock, cuBLAS's bits
  * and our kernel's are the window's to measure (its profile and invariance steps, tq_cli gemm-rows).
  */
 import { execFileSync } from 'child_process';
@@ -24,7 +24,7 @@ test('the engine\'s few-row GEMM: every form is the product, and the choice take
   expect(forms.cases).toBeGreaterThanOrEqual(30);
   expect(forms.max_diff).toBeLessThan(1e-12);
   expect(lines.find((l) => l.check === 'choice')).toEqual({ check: 'choice', fastest: true, skips_other_bits: true, linear_when_none: true });
-  expect(lines.find((l) => l.check === 'own_applies')).toEqual({ check: 'own_applies', takes: true, refuses: true });
+  expect(lines.find((l) => l.check === 'own_applies')).toEqual({ check: 'own_applies', forms: 4, takes: true, refuses: true, widths: true });
   const measured = lines.filter((l) => l.check === 'measured' && !l.own_kernel);
   expect(measured.map((m) => m.cheapest).sort()).toEqual(['bias_neg0', 'cols32', 'cols64', 'cols8', 'linear', 'pad128', 'pad256', 'swapped']);
   for (const m of measured) {
@@ -34,11 +34,13 @@ test('the engine\'s few-row GEMM: every form is the product, and the choice take
   }
   // On this CPU every form kept the bits: the clock's cheapest was taken each time.
   expect(measured.filter((m) => m.cheapest_kept_bits).every((m) => m.chosen === m.cheapest)).toBe(true);
-  // Our kernel asked for: its call fails on a CPU tensor, so it has no trial and cuBLAS's forms answer, with the cold bits.
-  expect(lines.find((l) => l.check === 'measured' && l.own_kernel)).toMatchObject({
-    cheapest: 'own_mma', choices: 1, trials: 8, timings: 8, cheapest_kept_bits: false, chose_right: true, same_as_cold: true,
-  });
-  expect(lines.find((l) => l.check === 'measured' && l.own_kernel).chosen).not.toBe('own_mma');
+  // Our kernel asked for: its calls fail on a CPU tensor, so its forms have no trial and cuBLAS's answer, with the cold bits.
+  const own = lines.filter((l) => l.check === 'measured' && l.own_kernel);
+  expect(own.map((m) => m.cheapest).sort()).toEqual(['own_16x16', 'own_16x8', 'own_32x16', 'own_32x8']);
+  for (const m of own) {
+    expect(m).toMatchObject({ choices: 1, trials: 8, timings: 8, cheapest_kept_bits: false, chose_right: true, same_as_cold: true });
+    expect(m.chosen).not.toMatch(/^own/);
+  }
 }, 300_000);
 
 test("gemm_probe.py's forms are F.linear's product on every shape and row count", () => {

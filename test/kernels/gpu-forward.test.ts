@@ -26,7 +26,7 @@
  * label_readout.cuh), with
  * test/native/cuda_bodies_check.cpp: run on the host through csrc/kernels/cuda/host_emulation.h with the launches' shapes
  * (lanes, shuffles and barriers emulated), the same bits as the host forms, in the quad and the strided forms. And the
- * few-row GEMM's (few_rows_mma.cuh: its cp.async pipeline and tensor-core fragments emulated), against the emulation's
+ * few-row GEMM's in each tiling (few_rows_mma.cuh: its cp.async pipeline and tensor-core fragments emulated), against the emulation's
  * model of the tensor cores' sums: its indexing, not the hardware's rounding, which the window's probe checks.
  *
  * The CUDA kernels themselves (the merge, the row kernels, split-key attention) are compiled for sm_90 by cuda.test.ts.
@@ -52,11 +52,15 @@ test("the CUDA row kernels', merge's, readout's, split-key attention's and few-r
   const forms = new Set(bodies.map((b) => `${b.kernel.split(' ')[0]} ${b.form}`));
   expect([...forms].sort()).toEqual(['add_rms_norm rows', 'attention_merge held', 'few_rows_mma pipeline', 'gated_mul quads', 'gated_mul strided',
     'label_readout block a question', 'qk_norm_rope quads', 'qk_norm_rope strided', 'split_key tiers together']);
-  expect(bodies.length).toBeGreaterThanOrEqual(32);
+  expect(bodies.length).toBeGreaterThanOrEqual(55);
   for (const b of bodies) {
     expect(b.compared).toBeGreaterThanOrEqual(36);
     expect({ kernel: b.kernel, differing: b.differing }).toEqual({ kernel: b.kernel, differing: 0 });
   }
+  // The few-row GEMM in each of its tilings (a block's rows x columns), each on seven shapes, rows over several blocks among them.
+  const tilings = bodies.filter((b) => b.kernel.startsWith('few_rows_mma')).map((b) => b.kernel.split(' ')[1]);
+  expect([...new Set(tilings)].sort()).toEqual(['16x16', '16x8', '32x16', '32x8']);
+  expect(tilings.length).toBe(28);
 });
 
 test('cascade: every step of 440 random segment trees sees what the visibility rule sees, each key once, no tier empty', () => {

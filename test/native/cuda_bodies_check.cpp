@@ -288,18 +288,19 @@ void split_key_case(int dim, float softcap) {
          "tiers together", compared, differ);
 }
 
-// The few-row GEMM's body: its cp.async pipeline (stages past its slots reused), its fragments and its stores, against
-// the same products summed by the emulation's model of the tensor cores (host_emulation.h, mma_k16_model), K 16 at a
-// time in order. x's rows are followed by NaNs (a row past the last read would turn up), y by a guard no store may touch.
-void few_rows_mma_case(int rows, int k, int n) {
+// The few-row GEMM's body in one tiling, launched as its launch does (with_tiling): its cp.async pipeline (stages past
+// its slots reused), its blocks over the rows and columns, its fragments and its stores, against the same products
+// summed by the emulation's model of the tensor cores (host_emulation.h, mma_k16_model), K 16 at a time in order. x's
+// rows are followed by NaNs (a row past the last read would turn up), y by a guard no store may touch.
+void few_rows_mma_case(int tiling, int rows, int k, int n) {
   const auto x = bf16s(randoms(size_t(rows) * k)), w = bf16s(randoms(size_t(n) * k, 0.05f));
   std::vector<uint16_t> x_guarded(x);
-  x_guarded.resize(x.size() + size_t(few_rows_mma::kMaxRows) * k, 0x7fc0);
+  x_guarded.resize(x.size() + size_t(32) * k, 0x7fc0);  // a block's rows are at most 32
   constexpr size_t kGuard = 64;
   std::vector<uint16_t> y(size_t(rows) * n + kGuard, 0xabcd);
   const few_rows_mma::Args a{x_guarded.data(), w.data(), y.data(), rows, k, n};
-  if (!few_rows_mma::fits(a)) throw std::logic_error("few_rows_mma_case: a shape the kernel does not take");
-  emulation::run_grid(cuda::few_rows_mma_kernel, a, dim3(n / few_rows_mma::kBlockCols), dim3(few_rows_mma::kWarps * 32), few_rows_mma::kSharedBytes);
+  if (!few_rows_mma::fits(a, few_rows_mma::kTilings[tiling])) throw std::logic_error("few_rows_mma_case: a shape the tiling does not take");
+  cuda::with_tiling(tiling, a, [&](auto kernel, dim3 grid, dim3 block, size_t shared) { emulation::run_grid(kernel, a, grid, block, shared); });
   std::vector<uint16_t> want(y.size(), 0xabcd);
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < n; ++c) {
@@ -310,20 +311,27 @@ void few_rows_mma_case(int rows, int k, int n) {
       }
       want[size_t(r) * n + c] = exact::narrow_bf16(acc);
     }
-  report("few_rows_mma rows=" + std::to_string(rows) + " k=" + std::to_string(k) + " n=" + std::to_string(n), "pipeline",
+  const auto t = few_rows_mma::kTilings[tiling];
+  report("few_rows_mma " + std::to_string(few_rows_mma::block_rows(t)) + "x" + std::to_string(few_rows_mma::block_cols(t)) + " rows=" + std::to_string(rows) +
+             " k=" + std::to_string(k) + " n=" + std::to_string(n),
+         "pipeline",
          static_cast<int64_t>(y.size()), differing(y, want));
 }
 
 }  // namespace
 
 int main() {
-  // One stage; two, under the pipeline's depth; seven and eight, past it (slots reused); a tile of rows partly used, and
-  // both tiles whole.
-  few_rows_mma_case(1, 64, 16);
-  few_rows_mma_case(7, 128, 32);
-  few_rows_mma_case(16, 448, 48);
-  few_rows_mma_case(24, 512, 32);
-  few_rows_mma_case(32, 384, 16);
+  // Each tiling: one stage; two, under the pipeline's depth; seven, eight and thirteen, past it (slots reused); a tile of
+  // rows partly used, both tiles whole, and rows over several blocks (40: a block partly used; 100).
+  for (int tiling = 0; tiling < few_rows_mma::kTilingCount; ++tiling) {
+    few_rows_mma_case(tiling, 1, 64, 16);
+    few_rows_mma_case(tiling, 7, 128, 32);
+    few_rows_mma_case(tiling, 16, 448, 48);
+    few_rows_mma_case(tiling, 24, 512, 32);
+    few_rows_mma_case(tiling, 32, 384, 16);
+    few_rows_mma_case(tiling, 40, 832, 16);
+    few_rows_mma_case(tiling, 100, 128, 32);
+  }
   for (int n : {37, 1024})
     for (bool addend_bf16 : {false, true})
       for (bool out_bf16 : {false, true}) add_rms_norm(n, addend_bf16, out_bf16);

@@ -4,8 +4,8 @@
 //  - FewRowsGemm measures once per shape and row bucket, returns a result bit-identical to the cold state's GEMM
 //    (the same rows among kColdRows, plain at::linear), never takes a form that did not keep the bits, and leaves
 //    rows above kFewRows to at::linear;
-//  - our kernel's form (OwnMma) applies to the shapes it takes alone, is tried only where asked for, and, where its
-//    call fails (here: a CPU tensor, which it refuses), is no candidate: the choice goes on with cuBLAS's forms.
+//  - our kernel's forms (one a tiling) apply to the shapes each takes alone, are tried only where asked for, and, where
+//    their call fails (here: a CPU tensor, which they refuse), are no candidates: the choice goes on with cuBLAS's forms.
 // A stand-in clock (a cost per form) makes the choice's inputs known. Prints one JSON object a line.
 #include <ATen/ATen.h>
 
@@ -50,21 +50,30 @@ void choice_of_trials() {
               skips_other_bits ? "true" : "false", linear_when_none ? "true" : "false");
 }
 
-void own_form_applies() {
+// Each of our kernel's forms (a tiling each) takes bf16 rows 1 to kFewRows, K in whole stages, columns in whole blocks
+// of its own width (16 or 8), contiguous; no other shape or dtype.
+void own_forms_apply() {
   const auto bf16 = [](std::initializer_list<int64_t> sizes) { return at::zeros(sizes, at::kBFloat16); };
   const auto w = bf16({32, 128});
-  const bool takes = gemm_form_applies(GemmForm::OwnMma, bf16({24, 128}), w) && gemm_form_applies(GemmForm::OwnMma, bf16({1, 128}), w) &&
-                     gemm_form_applies(GemmForm::OwnMma, bf16({32, 128}), w);
-  const bool refuses = !gemm_form_applies(GemmForm::OwnMma, bf16({33, 128}), w) &&             // rows past kMaxRows
-                       !gemm_form_applies(GemmForm::OwnMma, bf16({8, 96}), bf16({32, 96})) &&  // K not in whole stages
-                       !gemm_form_applies(GemmForm::OwnMma, bf16({8, 128}), bf16({24, 128})) &&  // columns not in whole blocks
-                       !gemm_form_applies(GemmForm::OwnMma, at::zeros({8, 128}), at::zeros({32, 128})) &&  // fp32
-                       !gemm_form_applies(GemmForm::OwnMma, bf16({128, 8}).t(), w);                    // x not contiguous
-  std::printf("{\"check\":\"own_applies\",\"takes\":%s,\"refuses\":%s}\n", takes ? "true" : "false", refuses ? "true" : "false");
+  bool takes = true, refuses = true, widths = true;
+  for (const auto form : kOwnForms) {
+    takes = takes && gemm_form_applies(form, bf16({24, 128}), w) && gemm_form_applies(form, bf16({1, 128}), w) &&
+            gemm_form_applies(form, bf16({kFewRows, 128}), w);
+    refuses = refuses && !gemm_form_applies(form, bf16({kFewRows + 1, 128}), w) &&   // rows past kFewRows
+              !gemm_form_applies(form, bf16({8, 96}), bf16({32, 96})) &&               // K not in whole stages
+              !gemm_form_applies(form, bf16({8, 128}), bf16({20, 128})) &&             // columns not in whole blocks of 8
+              !gemm_form_applies(form, at::zeros({8, 128}), at::zeros({32, 128})) &&   // fp32
+              !gemm_form_applies(form, bf16({128, 8}).t(), w);                          // x not contiguous
+    // 24 columns: whole blocks of 8 (the 16 x 8 and 32 x 8 tilings), not of 16.
+    const bool eight_wide = form == GemmForm::Own16x8 || form == GemmForm::Own32x8;
+    widths = widths && gemm_form_applies(form, bf16({8, 128}), bf16({24, 128})) == eight_wide;
+  }
+  std::printf("{\"check\":\"own_applies\",\"forms\":%zu,\"takes\":%s,\"refuses\":%s,\"widths\":%s}\n", kOwnForms.size(), takes ? "true" : "false",
+              refuses ? "true" : "false", widths ? "true" : "false");
 }
 
-// The stand-in clock: `cheapest` costs 1 µs, every other form 10; and how many times each was timed. own_kernel: OwnMma a
-// candidate too.
+// The stand-in clock: `cheapest` costs 1 µs, every other form 10; and how many times each was timed. own_kernel: our
+// kernel's forms candidates too.
 void measured_choice(GemmForm cheapest, bool own_kernel = false) {
   std::map<GemmForm, int> timed;
   FewRowsGemm gemm(
@@ -105,9 +114,9 @@ int main() {
   at::manual_seed(0);
   forms_are_the_product();
   choice_of_trials();
-  own_form_applies();
+  own_forms_apply();
   for (const auto form : kCublasForms) measured_choice(form);
   // Asked for, our kernel is tried; on the CPU its call fails, so it is neither timed nor chosen.
-  measured_choice(GemmForm::OwnMma, /*own_kernel=*/true);
+  for (const auto form : kOwnForms) measured_choice(form, /*own_kernel=*/true);
   return 0;
 }

@@ -46,28 +46,37 @@ at::Tensor column_chunks(const at::Tensor& x, const at::Tensor& w, int64_t c) {
   return out;
 }
 
-few_rows_mma::Args own_mma_shape(const at::Tensor& x, const at::Tensor& w) {
+static_assert(few_rows_mma::kMaxRows >= kFewRows, "our kernel takes every row count a few-row form is asked for");
+
+// Which of few_rows_mma::kTilings an Own form runs; -1 for another form.
+int own_tiling(GemmForm form) {
+  const auto at = std::find(kOwnForms.begin(), kOwnForms.end(), form);
+  return at == kOwnForms.end() ? -1 : static_cast<int>(at - kOwnForms.begin());
+}
+
+few_rows_mma::Args own_shape(const at::Tensor& x, const at::Tensor& w) {
   return {nullptr, nullptr, nullptr, static_cast<int>(x.size(0)), static_cast<int>(x.size(1)), static_cast<int>(w.size(0))};
 }
 
-// Our kernel on x and w. Its launch refuses an array off 16 bytes: x is then copied (the copy's start is aligned).
-at::Tensor own_mma(const at::Tensor& x, const at::Tensor& w) {
+// Our kernel on x and w in one tiling. Its launch refuses an array off 16 bytes: x is then copied (the copy's start is
+// aligned).
+at::Tensor own_product(const at::Tensor& x, const at::Tensor& w, int tiling) {
 #if TQ_CUDA
-  if (!x.is_cuda()) throw std::invalid_argument("own_mma: a CUDA tensor's form");
+  if (!x.is_cuda()) throw std::invalid_argument("our few-row GEMM: a CUDA tensor's form");
   const auto aligned = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
   const auto rows = aligned(x) ? x : x.clone();
   auto y = at::empty({x.size(0), w.size(0)}, x.options());
-  auto args = own_mma_shape(x, w);
+  auto args = own_shape(x, w);
   args.x = static_cast<const uint16_t*>(rows.data_ptr());
   args.w = static_cast<const uint16_t*>(w.data_ptr());
   args.y = static_cast<uint16_t*>(y.data_ptr());
   const auto stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
-  if (const cudaError_t e = cuda::launch_few_rows_mma(args, stream); e != cudaSuccess)
+  if (const cudaError_t e = cuda::launch_few_rows_mma(args, tiling, stream); e != cudaSuccess)
     throw std::runtime_error(std::string("the few-row GEMM's launch: ") + cudaGetErrorString(e));
   return y;
 #else
-  (void)x, (void)w;
-  throw std::invalid_argument("own_mma: a build without CUDA");
+  (void)x, (void)w, (void)tiling;
+  throw std::invalid_argument("our few-row GEMM: a build without CUDA");
 #endif
 }
 
@@ -101,7 +110,10 @@ const char* gemm_form_name(GemmForm form) {
     case GemmForm::Columns8: return "cols8";
     case GemmForm::Columns32: return "cols32";
     case GemmForm::Columns64: return "cols64";
-    case GemmForm::OwnMma: return "own_mma";
+    case GemmForm::Own32x16: return "own_32x16";
+    case GemmForm::Own16x16: return "own_16x16";
+    case GemmForm::Own16x8: return "own_16x8";
+    case GemmForm::Own32x8: return "own_32x8";
   }
   return "?";
 }
@@ -115,10 +127,13 @@ bool gemm_form_applies(GemmForm form, const at::Tensor& x, const at::Tensor& w) 
     case GemmForm::Columns8:
     case GemmForm::Columns32:
     case GemmForm::Columns64: return out_features % column_chunks_of(form) == 0;
-    // At most kMaxRows: so in a row bucket up to it, every row count.
-    case GemmForm::OwnMma:
+    // At most kMaxRows (kFewRows): so in a row bucket, every row count.
+    case GemmForm::Own32x16:
+    case GemmForm::Own16x16:
+    case GemmForm::Own16x8:
+    case GemmForm::Own32x8:
       return x.scalar_type() == at::kBFloat16 && w.scalar_type() == at::kBFloat16 && x.is_contiguous() && w.is_contiguous() &&
-             few_rows_mma::fits(own_mma_shape(x, w));
+             few_rows_mma::fits(own_shape(x, w), few_rows_mma::kTilings[own_tiling(form)]);
     default: return true;
   }
 }
@@ -133,7 +148,10 @@ at::Tensor gemm_in_form(GemmForm form, const at::Tensor& x, const at::Tensor& w,
     case GemmForm::Columns8:
     case GemmForm::Columns32:
     case GemmForm::Columns64: return column_chunks(x, w, column_chunks_of(form));
-    case GemmForm::OwnMma: return own_mma(x, w);
+    case GemmForm::Own32x16:
+    case GemmForm::Own16x16:
+    case GemmForm::Own16x8:
+    case GemmForm::Own32x8: return own_product(x, w, own_tiling(form));
   }
   throw std::logic_error("gemm_in_form: no such form");
 }
@@ -146,7 +164,7 @@ GemmForm fastest_keeping_bits(const std::vector<GemmFormTrial>& trials) {
 }
 
 FewRowsGemm::FewRowsGemm(Timer time_us, bool own_kernel) : time_us_(std::move(time_us)), candidates_(kCublasForms.begin(), kCublasForms.end()) {
-  if (own_kernel) candidates_.push_back(GemmForm::OwnMma);
+  if (own_kernel) candidates_.insert(candidates_.end(), kOwnForms.begin(), kOwnForms.end());
 }
 
 at::Tensor FewRowsGemm::operator()(const at::Tensor& x, const at::Tensor& w) {

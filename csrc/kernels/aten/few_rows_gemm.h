@@ -13,7 +13,7 @@
 // GEMM (kColdRows rows, plain at::linear), and takes the fastest of them; a
 // capture replays what was chosen. Where none keeps the bits, at::linear.
 // bench/gpu/gemm_probe.py times the same forms with torch alone. Our own kernel (kernels/cuda/few_rows_mma.h) is one
-// more form, a candidate only where the engine asks for it (ownGemm) until a GPU has run it.
+// more form a tiling, candidates only where the engine asks for them (ownGemm) until a GPU has run them.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -36,9 +36,15 @@ enum class GemmForm {
   Columns8,     // a batch of 8 GEMMs over the output's columns, written in place
   Columns32,    // of 32: more tiles over few rows, each reading fewer of the weights' rows
   Columns64,    // of 64
-  OwnMma,       // our kernel: the tensor cores down K in order (kernels/cuda/few_rows_mma.h); bf16, CUDA builds
+  // Our kernel: the tensor cores down K in order (kernels/cuda/few_rows_mma.h), bf16, CUDA builds; a form a tiling of
+  // it (few_rows_mma::kTilings, in its order: a block's rows x columns). The same bits from each.
+  Own32x16,
+  Own16x16,
+  Own16x8,
+  Own32x8,
 };
-// cuBLAS's forms: always candidates.
+// cuBLAS's forms: always candidates; ours where asked for.
+constexpr std::array<GemmForm, 4> kOwnForms = {GemmForm::Own32x16, GemmForm::Own16x16, GemmForm::Own16x8, GemmForm::Own32x8};
 constexpr std::array<GemmForm, 8> kCublasForms = {GemmForm::Linear,  GemmForm::Pad128,   GemmForm::Pad256,    GemmForm::BiasNegZero,
                                                   GemmForm::Swapped, GemmForm::Columns8, GemmForm::Columns32, GemmForm::Columns64};
 const char* gemm_form_name(GemmForm form);
@@ -63,7 +69,7 @@ constexpr int64_t kColdRows = 1024;  // the cold state's GEMM a row's bits are c
 
 // The forms chosen, one per (out, in, dtype, row bucket), shared by a model's linears. time_us(form, x, w) measures a
 // call (the CUDA engine: on the GPU's clock, launches queued ahead); null on a device that cannot be timed now.
-// own_kernel: OwnMma among the candidates too.
+// own_kernel: kOwnForms among the candidates too.
 class FewRowsGemm {
  public:
   using Timer = std::function<double(GemmForm, const at::Tensor& x, const at::Tensor& w, const at::Tensor& neg_zero)>;

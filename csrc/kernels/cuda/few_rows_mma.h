@@ -7,7 +7,8 @@
 
 namespace tq::cuda {
 
-// cudaErrorInvalidValue where the arguments do not fit the kernel (few_rows_mma::fits, 16-byte aligned arrays).
-cudaError_t launch_few_rows_mma(const few_rows_mma::Args& args, cudaStream_t stream);
+// With tiling few_rows_mma::kTilings[tiling]. cudaErrorInvalidValue where the arguments do not fit it (few_rows_mma::fits,
+// 16-byte aligned arrays) or there is no such tiling.
+cudaError_t launch_few_rows_mma(const few_rows_mma::Args& args, int tiling, cudaStream_t stream);
 
 }  // namespace tq::cuda

@@ -47,6 +47,7 @@ at::Tensor column_chunks(const at::Tensor& x, const at::Tensor& w, int64_t c) {
 }
 
 static_assert(few_rows_mma::kMaxRows >= kFewRows, "our kernel takes every row count a few-row form is asked for");
+static_assert(kOwnForms.size() == few_rows_mma::kTilingCount, "an Own form for each of the kernel's tilings");
 
 // Which of few_rows_mma::kTilings an Own form runs; -1 for another form.
 int own_tiling(GemmForm form) {

@@ -13,7 +13,7 @@
 // GEMM (kColdRows rows, plain at::linear), and takes the fastest of them; a
 // capture replays what was chosen. Where none keeps the bits, at::linear.
 // bench/gpu/gemm_probe.py times the same forms with torch alone. Our own kernel (kernels/cuda/few_rows_mma.h) is one
-// more form a tiling, candidates only where the engine asks for them (ownGemm) until a GPU has run them.
+// more form for each of its tilings, candidates only where the engine asks for them (ownGemm) until a GPU has run them.
 #pragma once
 #include <ATen/ATen.h>
 

@@ -8,7 +8,8 @@
 // tile's keys and values from their slots in the cache's store into shared
 // memory (each read once for all the block's rows and heads, where a warp per
 // item read them each time: L2's bandwidth, not the arithmetic, bounded that;
-// the next tile's loads in flight while the block computes on this one),
+// the next tile's loads in flight while the block computes on this one, and
+// the slots of the one after, so that those loads never wait on their addresses),
 // then each warp takes its item through the tile: lane j scores key j (its
 // whole dot product, in order of d, so that a score is one lane's and not a
 // shuffle tree's), the lanes agree on the tile's maximum, and every lane walks

@@ -35,6 +35,34 @@ size_t split_key_shared_bytes(int dim) {
   return 2 * kTileLanes * tile_stride<T>(dim) * sizeof(T) + kSplitKeyWarps * dim * sizeof(float);
 }
 
+// Whether a tile's rows move in 16-byte pieces: bf16 rows of a multiple of 8 elements.
+template <typename T>
+__device__ bool wide_rows(const SplitKeyArgs& a) {
+  return sizeof(T) == 2 && a.dim % 8 == 0;
+}
+
+// The slots of a tile's keys that this thread's pieces read, loaded a tile ahead of the keys and values themselves: so
+// that their loads, issued while the block computes on the tile before, need not first wait out a round trip to
+// memory for their addresses.
+template <int kPieces>
+struct TileSlots {
+  int64_t slot[kPieces] = {};
+  const int64_t* from = nullptr;  // the tile's keys' slots
+  int count = 0;                  // its keys
+
+  __device__ void fetch(const SplitKeyArgs& a, bool wide, const int64_t* keys, int n) {
+    from = keys, count = n;
+    if (!wide) return;
+    const int pieces = a.dim / 8;
+#pragma unroll
+    for (int p = 0; p < kPieces; ++p) {
+      const int c = threadIdx.x + p * kSplitKeyWarps * kTileLanes;
+      if (c >= count * pieces) break;
+      slot[p] = __ldg(keys + c / pieces);
+    }
+  }
+};
+
 // A tile's keys and values on their way from the store into shared memory: fetched into registers while the block
 // computes on the tile before (the loads' latency hidden behind that work), then put. bf16 rows of a multiple of 8
 // elements move in 16-byte pieces, at most kPieces a thread (the launch's choice by head dim: registers held for the
@@ -45,17 +73,18 @@ struct TileFetch {
   const int64_t* slots = nullptr;  // the tile's keys' slots
   int count = 0;                   // its keys
 
-  __device__ static bool wide(const SplitKeyArgs& a) { return sizeof(T) == 2 && a.dim % 8 == 0; }
+  __device__ static bool wide(const SplitKeyArgs& a) { return wide_rows<T>(a); }
 
-  __device__ void fetch(const SplitKeyArgs& a, const int64_t* from, int keys, int kv_head) {
-    slots = from, count = keys;
+  // The tile whose slots `at` holds (fetched the tile before).
+  __device__ void fetch(const SplitKeyArgs& a, const TileSlots<kPieces>& at_slots, int kv_head) {
+    slots = at_slots.from, count = at_slots.count;
     if (!wide(a)) return;
     const int pieces = a.dim / 8;
 #pragma unroll
     for (int p = 0; p < kPieces; ++p) {
       const int c = threadIdx.x + p * kSplitKeyWarps * kTileLanes;
       if (c >= count * pieces) break;
-      const int64_t at = (slots[c / pieces] * a.kv_heads + kv_head) * a.dim + (c % pieces) * 8;
+      const int64_t at = (at_slots.slot[p] * a.kv_heads + kv_head) * a.dim + (c % pieces) * 8;
       k[p] = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(a.k_store) + at));
       v[p] = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(a.v_store) + at));
     }
@@ -112,15 +141,27 @@ __global__ void split_key_kernel(SplitKeyLaunch launch) {
   const int per_lane = (a.dim + kTileLanes - 1) / kTileLanes, mine = lane * per_lane;
   float acc[kPerLane] = {};
   float top = -INFINITY, sum = 0.0f;
+  // Three tiles on their way at once: this one's keys and values going into shared memory, the next one's in registers,
+  // the one after's slots.
   TileFetch<T, kPieces> tile;
+  TileSlots<kPieces> ahead;
+  const bool wide = TileFetch<T, kPieces>::wide(a);
+  const auto slots_of = [&](int t) { ahead.fetch(a, wide, a.k_rows + first + t, least(n - t, kTileLanes)); };
   const int begin = split_key::tile_of(span.first);
-  if (span.last >= span.first) tile.fetch(a, a.k_rows + first + begin, least(n - begin, kTileLanes), kv_head);
+  if (span.last >= span.first) {
+    slots_of(begin);
+    tile.fetch(a, ahead, kv_head);
+    if (begin + kTileLanes <= span.last) slots_of(begin + kTileLanes);
+  }
   for (int t = begin; t <= span.last; t += kTileLanes) {
     const int count = least(n - t, kTileLanes);
     __syncthreads();  // the tiles' last readers are done (and, the first time, every q row is in place)
     tile.put(a, kv_head, k_tile, v_tile);
     __syncthreads();
-    if (t + kTileLanes <= span.last) tile.fetch(a, a.k_rows + first + t + kTileLanes, least(n - t - kTileLanes, kTileLanes), kv_head);  // the next, in flight
+    if (t + kTileLanes <= span.last) {  // the next tile's keys and values in flight, and the slots of the one after
+      tile.fetch(a, ahead, kv_head);
+      if (t + 2 * kTileLanes <= span.last) slots_of(t + 2 * kTileLanes);
+    }
     if (!active || t > seen.last || t + count <= seen.first) continue;  // the warp's row sees none of this tile
     const bool sees = lane < count && t + lane >= seen.first && t + lane <= seen.last;
     const float s = sees ? split_key::wide_score(a, qf, k_tile + lane * stride) : -INFINITY;

@@ -208,15 +208,15 @@ void label_readout(bool bf16, float softcap) {
 // Split-key attention's kernel body against its host twin (split_key::attend_row, what the CPU runs): three tiers as
 // a layer's are launched together (unmasked, causal, causal in a window that cuts them), each of sequences with 0 to
 // 70 keys (a tile's edges among them) and 1 to 4 rows, their keys at scattered slots of one store: bf16 at head dim
-// 128 (two 16-byte pieces a thread), soft-capped. One small case: every shuffle of an emulated warp is two waits of 32
-// host threads. The GPU window runs the kernel itself against the twin at every size, dtype and head dim
-// (cascade_check split-key-device).
+// 128 (two 16-byte pieces a thread), soft-capped; and one tier alone, longer or at head dim 256 (main). Small cases:
+// every shuffle of an emulated warp is two waits of 32 host threads. The GPU window runs the kernel itself against the
+// twin at every size, dtype and head dim (cascade_check split-key-device). key_counts: each tier's sequences' keys;
+// masks: the tiers' (causal, window).
 template <typename T>
-void split_key_case(int dim, float softcap) {
+void split_key_case(int dim, float softcap, const std::vector<int32_t>& key_counts = {0, 33, 70},
+                    const std::vector<std::pair<bool, int>>& masks = {{false, -1}, {true, -1}, {true, 20}}) {
   constexpr bool bf16 = sizeof(T) == 2;
   const int heads = 4, kv_heads = 2, q_count = 12;
-  const std::vector<int32_t> key_counts{0, 33, 70};
-  const std::vector<std::pair<bool, int>> masks{{false, -1}, {true, -1}, {true, 20}};
   struct Tier {
     std::vector<int32_t> cu_q{0}, cu_k{0};
     std::vector<int64_t> q_rows, k_rows;
@@ -284,7 +284,8 @@ void split_key_case(int dim, float softcap) {
     compared += static_cast<int64_t>(k.out[m].size() + k.lse[m].size());
     differ += differing(k.out[m], h.out[m]) + differing(k.lse[m], h.lse[m]);
   }
-  report(std::string("split_key ") + (bf16 ? "bf16" : "fp32") + " dim=" + std::to_string(dim) + (softcap > 0 ? " soft-capped" : ""),
+  report(std::string("split_key ") + (bf16 ? "bf16" : "fp32") + " dim=" + std::to_string(dim) + (softcap > 0 ? " soft-capped" : "") +
+             (masks.size() == 1 ? " one tier of " + std::to_string(key_counts.back()) + " keys" : ""),
          "tiers together", compared, differ);
 }
 
@@ -357,6 +358,10 @@ int main() {
   }
   for (bool bf16 : {false, true})
     for (float softcap : {0.0f, 30.0f}) label_readout(bf16, softcap);
+  // Head dim 128 (two 16-byte pieces a thread: two tiles in registers at once), and a tier of five tiles, past every
+  // tile fetched ahead; 256 (four pieces: one tile in registers) on three.
   split_key_case<uint16_t>(128, 30.0f);
+  split_key_case<uint16_t>(128, 0.0f, {130}, {{false, -1}});
+  split_key_case<uint16_t>(256, 0.0f, {70}, {{false, -1}});
   return 0;
 }

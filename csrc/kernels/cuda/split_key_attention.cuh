@@ -141,28 +141,36 @@ __global__ void split_key_kernel(SplitKeyLaunch launch) {
   const int per_lane = (a.dim + kTileLanes - 1) / kTileLanes, mine = lane * per_lane;
   float acc[kPerLane] = {};
   float top = -INFINITY, sum = 0.0f;
-  // Three tiles on their way at once: this one's keys and values going into shared memory, the next one's in registers,
-  // the one after's slots.
-  TileFetch<T, kPieces> tile;
+  // Tiles on their way at once: this one's keys and values going into shared memory, the next kSets' in registers
+  // (kSets sets, taken in turn), and the slots of the one after those. Two sets where a tile is at most two 16-byte
+  // pieces a thread (head dims to 128); one above, where a second set's registers would cost a block an SM.
+  constexpr int kSets = kPieces <= 2 ? 2 : 1;
+  TileFetch<T, kPieces> even, odd;
   TileSlots<kPieces> ahead;
   const bool wide = TileFetch<T, kPieces>::wide(a);
   const auto slots_of = [&](int t) { ahead.fetch(a, wide, a.k_rows + first + t, least(n - t, kTileLanes)); };
   const int begin = split_key::tile_of(span.first);
   if (span.last >= span.first) {
     slots_of(begin);
-    tile.fetch(a, ahead, kv_head);
-    if (begin + kTileLanes <= span.last) slots_of(begin + kTileLanes);
+    even.fetch(a, ahead, kv_head);
+    if (kSets == 2 && begin + kTileLanes <= span.last) {
+      slots_of(begin + kTileLanes);
+      odd.fetch(a, ahead, kv_head);
+    }
+    if (begin + kSets * kTileLanes <= span.last) slots_of(begin + kSets * kTileLanes);
   }
-  for (int t = begin; t <= span.last; t += kTileLanes) {
+  // Tile t from its set of registers, which then takes tile t + kSets' keys and values; the slots then tile t + kSets + 1's.
+  const bool has_item = active;  // (a lambda takes no structured binding before C++20)
+  const auto walk = [&](int t, TileFetch<T, kPieces>& tile) {
     const int count = least(n - t, kTileLanes);
     __syncthreads();  // the tiles' last readers are done (and, the first time, every q row is in place)
     tile.put(a, kv_head, k_tile, v_tile);
     __syncthreads();
-    if (t + kTileLanes <= span.last) {  // the next tile's keys and values in flight, and the slots of the one after
+    if (t + kSets * kTileLanes <= span.last) {
       tile.fetch(a, ahead, kv_head);
-      if (t + 2 * kTileLanes <= span.last) slots_of(t + 2 * kTileLanes);
+      if (t + (kSets + 1) * kTileLanes <= span.last) slots_of(t + (kSets + 1) * kTileLanes);
     }
-    if (!active || t > seen.last || t + count <= seen.first) continue;  // the warp's row sees none of this tile
+    if (!has_item || t > seen.last || t + count <= seen.first) return;  // the warp's row sees none of this tile
     const bool sees = lane < count && t + lane >= seen.first && t + lane <= seen.last;
     const float s = sees ? split_key::wide_score(a, qf, k_tile + lane * stride) : -INFINITY;
     float tile_top = s;
@@ -183,6 +191,12 @@ __global__ void split_key_kernel(SplitKeyLaunch launch) {
     }
     sum = exact::add(exact::mul(sum, alpha), tile_sum);
     top = next;
+  };
+  // kSets tiles a turn, so that each set of registers is named where it is used (an array indexed at run time would put
+  // them in local memory).
+  for (int t = begin; t <= span.last; t += kSets * kTileLanes) {
+    walk(t, even);
+    if (kSets == 2 && t + kTileLanes <= span.last) walk(t + kTileLanes, odd);
   }
   if (!active) return;
   T* out = static_cast<T*>(a.out) + (static_cast<int64_t>(row) * a.heads + head) * a.dim;

@@ -284,14 +284,16 @@ FAST_PATHS = {
     # the one before: 5 for 28 layers), so that the device runs one while the host launches the next: the window of
     # 2026-11-30's profile saw a warm call's one graph take 0.62 ms to launch with the device idle (not yet a default).
     "tqserve_fast_graph_chunks": ["--kernels", "fused", "--attention", "cascade", "--cuda-graphs", "on", "--cuda-graph-chunks", "8"],
-    # The fast path with our few-row GEMM among the forms a GEMM of 1 to 32 rows is measured in (--own-gemm; not yet a
-    # default): the window of 2026-11-30 saw `down` on a warm question's rows take half its GPU time on cuBLAS without split-K.
+    # The fast path with our few-row GEMM's tilings among the forms a GEMM of at most 256 rows is measured in (--own-gemm;
+    # not yet a default): the window of 2026-11-30 saw `down` on a warm question's rows take half its GPU time on cuBLAS
+    # without split-K.
     "tqserve_fast_own_gemm": ["--kernels", "fused", "--attention", "cascade", "--cuda-graphs", "on", "--own-gemm", "on"],
 }
 DEFAULT_PATH = "tqserve_fast"
 BENCHED_PATHS = ["tqserve_fast", "tqserve_split_key"]  # the benchmark's by default (fused without graphs: --paths)
-# On CUDA: not split-key, whose kernel has not changed since the window of 2026-11-30 measured it at 0.24x-0.92x of the
-# fast path (its profiles and invariance still run); the two below would run the fast path's kernels again on the CPU.
+# On CUDA: not split-key, which the window of 2026-11-30 measured at 0.24x-0.92x of the fast path (its profiles and
+# invariance still run, and say what its tile walk's changes since gave); the others below would run the fast path's
+# kernels again on the CPU, or are refused there (CUDA_ONLY_PATHS).
 BENCHED_PATHS_CUDA = ["tqserve_fast", "tqserve_fast_own_gemm", "tqserve_fast_not_invariant", "tqserve_fast_graph_chunks"]
 CUDA_ONLY_PATHS = ["tqserve_fast_own_gemm"]  # refused on the CPU (no GEMM form is chosen there)
 PEERS = ["torch_graphs", "transformers"]  # the benchmark's peers, the one to beat first

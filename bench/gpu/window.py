@@ -15,8 +15,8 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
   1 build      tq_cli, and the server's addon where the bundle came along (one CMake build)
   2 models     bench-qwen3, tiny-qwen3, tiny-llama (make_models.py, one process each)
   3 profile    the benchmark's four workloads on the default path under the profiler (tq_cli answer --profile),
-               and on CUDA a question over a 16,000-token state, one with our few-row GEMM among the forms, two on split-key attention (a question's tiers) and
-               the cold prefill without CUDA graphs
+               and on CUDA a question over a 16,000-token state, one with our few-row GEMM among the forms, two on
+               split-key attention (a question's tiers) and the cold prefill without CUDA graphs
                (its cascade in the plan's shape, not the fixed form's); each call's kernels ranked (kernel_profile.py):
                the top 15 printed, all in profile.md; then on CUDA the forms a layer's GEMM can take on few rows with
                split-K off, timed and their bits checked (gemm_probe.py), FlashAttention-2 on a tier's work alone

@@ -84,6 +84,16 @@ def parse(text):
     return [launches[k] for k in sorted(launches, key=int)]
 
 
+def short_name(kernel):
+    """A demangled kernel name without its return type, namespaces and parameters; its template arguments where short
+    (our few-row GEMM's tilings, split-key's dtype and pieces), else <…>. `tq::cuda::(anonymous namespace)::f(Args)` was
+    cut at its first parenthesis, the anonymous namespace's, leaving no name."""
+    k = kernel.replace("(anonymous namespace)::", "").split("(")[0]
+    k = k[len("void "):] if k.startswith("void ") else k
+    base, angle, template = k.partition("<")
+    return base.split("::")[-1] + (("<" + template if len(template) <= 24 else "<…>") if angle else "")
+
+
 def top_stalls(entry, n=3):
     """The `n` reasons its warps stalled on most, largest first, as "reason pct%"."""
     stalls = sorted(((v, r) for r, v in entry.get("stalls", {}).items() if v is not None), reverse=True)[:n]
@@ -94,7 +104,7 @@ def markdown(launches):
     lines = ["| # | kernel | µs | memory % | SM % | DRAM % | warps active % | registers | blocks x threads |", "|---|---|---|---|---|---|---|---|---|"]
     fmt = lambda v, d=1: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
     for i, e in enumerate(launches):
-        name = e["kernel"].split("(")[0][:70]
+        name = short_name(e["kernel"])[:70]
         lines.append(f"| {i} | `{name}` | {fmt(e.get('us'))} | {fmt(e.get('memory_pct'))} | {fmt(e.get('sm_pct'))} | {fmt(e.get('dram_pct'))} | "
                      f"{fmt(e.get('occupancy_pct'))} | {fmt(e.get('registers'), 0)} | {fmt(e.get('blocks'), 0)} x {fmt(e.get('threads'), 0)} |")
     why = [(i, e) for i, e in enumerate(launches) if "stalls" in e]
@@ -116,7 +126,11 @@ def calls(args):
     the same tier (bench/gpu/results/h200-2026-11-30-profile.md): its launches' grids, in the graph's fixed form and
     without it, say why. The split-key kernel took 80 µs a layer on a warm question where its loads and arithmetic come
     to a few: whether it waits on memory, on its own latency or on too few warps. A cold call's question runs the same
-    tiers as a warm one (its state's keys and its own), so its first two launches of the kernel are a warm question's."""
+    tiers as a warm one (its state's keys and its own), so its first two launches of the kernel are a warm question's.
+    And `down` on a warm question's 24 rows through tq_cli's probe, each GEMM launched once (`gemm-rows --time off`): a
+    cold state's cuBLAS GEMM, cuBLAS's on the 24 rows (the 64x256-tile kernel, half of a warm call's GPU time in the
+    window of 2026-11-30) and each tiling of our own few-row GEMM, with why they wait. Its entry's calls are None: its
+    flags are tq_cli's whole command."""
     sys.path.insert(0, HERE)
     import check  # noqa: E402 (torch, which check imports, is the GPU machine's)
 
@@ -131,6 +145,8 @@ def calls(args):
         "cold-1000-graph-attention": (cold, base, "regex:flash_fwd", 2, False),
         "split-key-24-over-1000": ([[{"state": state, "questions": [q(questions[0])]}]], [*base, "--cuda-graphs", "off", "--state-attention", "split-key"],
                                    "regex:split_key_kernel", 2, True),
+        "down-24-rows-gemm-forms": (None, ["gemm-rows", "--device", "cuda", "--rows", "24", "--shapes", "1024x3072", "--time", "off"],
+                                    "regex:few_rows_mma|xmma|nvjet|gemm", 6, True),
         f"throughput-{len(many)}x1001": ([[{"state": s, "questions": [q(questions[0][:1])]} for s in many]], [*base, "--max-step-tokens", "16384"],
                                          MATCH, KERNELS, False),
     }
@@ -148,19 +164,23 @@ def counters(args, name, call, flags, match, count, why=False):
 
 
 def run_ncu(args, name, call, flags, match, count, metrics):
-    """One call under ncu with these metrics."""
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump({"calls": call}, f)
+    """One call under ncu with these metrics: `tq_cli answer` on `call`, or where it is None, tq_cli with `flags` alone."""
+    calls_file = None
+    if call is not None:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump({"calls": call}, f)
+        calls_file = f.name
     report = os.path.join(args.out, f"kernel_counters-{name}.csv")  # ncu's output apart from tq_cli's (its JSON on stdout)
     # The regex sees the demangled name whole (namespaces and all): ncu's default base is the bare function name.
     command = [args.ncu, "--csv", "--log-file", report, "--target-processes", "all", "--kernel-name-base", "demangled", "-k", match, "-c", str(count),
-               "--metrics", ",".join(metrics), args.cli, "answer", "--calls", f.name, *flags]
+               "--metrics", ",".join(metrics), args.cli, *(["answer", "--calls", calls_file] if calls_file else []), *flags]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
         returncode, stderr = done.returncode, done.stderr
     except subprocess.TimeoutExpired:
         returncode, stderr = "timeout", f"ncu: no end after {args.timeout} s"
-    os.unlink(f.name)
+    if calls_file:
+        os.unlink(calls_file)
     text = open(report).read() if os.path.exists(report) else ""
     launches = parse(text) if '"ID"' in text else []
     return {"command": " ".join(command[:command.index(args.cli)]), "returncode": returncode, "launches": launches,
@@ -183,7 +203,7 @@ def main():
         print(json.dumps(parse(open(args.parse).read())))
         return
     if args.dry_run:
-        print(json.dumps({name: {"requests": len(call[0]), "tokens": sum(len(r["state"]) + len(r["questions"][0]["tokens"]) for r in call[0]),
+        print(json.dumps({name: {"requests": len(call[0]) if call else 0, "tokens": sum(len(r["state"]) + len(r["questions"][0]["tokens"]) for r in call[0]) if call else 0,
                                  "flags": flags, "kernels": match, "count": count, "why": why} for name, (call, flags, match, count, why) in calls(args).items()}))
         return
     result, md = {}, ["# Nsight Compute's counters: each call's first launches (bench-qwen3, bf16, the fast path)", ""]

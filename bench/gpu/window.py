@@ -21,8 +21,8 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
                the top 15 printed, all in profile.md; then on CUDA the forms a layer's GEMM can take on few rows with
                split-K off, timed and their bits checked (gemm_probe.py), FlashAttention-2 on a tier's work alone
                and with the fixed form's empty sequences (attention_probe.py --grids), and Nsight Compute's counters for the
-               first layer of a cold prefill and of the throughput call, and the split-key kernel's first two launches
-               (kernel_counters.py)
+               first layer of a cold prefill and of the throughput call, the split-key kernel's first two launches,
+               and `down` on 24 rows in each GEMM form (kernel_counters.py)
   4 bench      the benchmark alone (the fast path; on CUDA also with our few-row GEMM among the forms, without invariance
                and with its graphs cut between layers, on the CPU with split-key; and ATen's) against plain PyTorch with CUDA graphs and transformers
   5 invariance bf16 label logits of a 1,000-token state on bench-qwen3: alone, in a batch of 8, cached, another step
@@ -343,11 +343,11 @@ class Window:
         if not self.cuda:
             return ""
         self.script("kernel_counters", "kernel_counters.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work,
-                                                               "--bench-model", model, "--timeout", "25"], 110)
+                                                               "--bench-model", model, "--timeout", "25"], 135)
         found = json.loads(read(os.path.join(self.work, "kernel_counters.json")) or "{}")
         if not found:
             return "; kernel counters: none (kernel_counters.log)"
-        name = lambda e: e["kernel"].split("(")[0].split("<")[0].split("::")[-1][:40]  # noqa: E731
+        name = lambda e: kernel_counters.short_name(e["kernel"])[:40]  # noqa: E731
         pct = lambda v: "-" if v is None else f"{v:.0f}%"  # noqa: E731
         parts = []
         for call, r in found.items():

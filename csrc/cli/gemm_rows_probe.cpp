@@ -9,7 +9,7 @@
 
 namespace tq {
 
-OwnGemmTrial probe_own_gemm(int64_t rows, int64_t out, int64_t in, at::Device device) {
+OwnGemmTrial probe_own_gemm(int64_t rows, int64_t out, int64_t in, at::Device device, bool timed) {
 #if TQ_CUDA
   if (!device.is_cuda()) throw EngineError(code::kBadRequest, "tq_cli gemm-rows runs on a CUDA device (--device cuda)");
   const auto bf16 = at::TensorOptions().dtype(at::kBFloat16).device(device);
@@ -25,18 +25,18 @@ OwnGemmTrial probe_own_gemm(int64_t rows, int64_t out, int64_t in, at::Device de
   const auto cold = at::linear(cold_rows, w).narrow(0, 0, rows).contiguous();
   OwnGemmTrial t{rows, out, in};
   t.linear_same_bits = same_bits(at::linear(x, w), cold);
-  t.linear_us = cuda_call_us([&] { at::linear(x, w); }, device);
+  if (timed) t.linear_us = cuda_call_us([&] { at::linear(x, w); }, device);
   // Each tiling as the engine's form runs it (few_rows_gemm.h): the launch, its checks and the copy of an unaligned x.
   for (const auto form : kOwnForms) {
     if (!gemm_form_applies(form, x, w)) continue;
     const auto own = [&] { return gemm_in_form(form, x, w, at::Tensor()); };
     const auto y = own();
     t.own.push_back({gemm_form_name(form), same_bits(y, cold), (y.to(at::kFloat) - cold.to(at::kFloat)).abs().max().item<double>(),
-                     cuda_call_us([&] { own(); }, device)});
+                     timed ? cuda_call_us([&] { own(); }, device) : 0.0});
   }
   return t;
 #else
-  (void)rows, (void)out, (void)in, (void)device;
+  (void)rows, (void)out, (void)in, (void)device, (void)timed;
   throw EngineError(code::kBadRequest, "tq_cli gemm-rows needs a CUDA build (this one has none)");
 #endif
 }

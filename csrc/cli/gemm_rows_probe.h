@@ -25,7 +25,8 @@ struct OwnGemmTrial {
   std::vector<OwnGemmTiling> own;  // each tiling that takes the shape
 };
 
-// bf16 x [rows, in] and w [out, in], random, on `device`: a CUDA device of a CUDA build, else EngineError.
-OwnGemmTrial probe_own_gemm(int64_t rows, int64_t out, int64_t in, at::Device device);
+// bf16 x [rows, in] and w [out, in], random, on `device`: a CUDA device of a CUDA build, else EngineError. timed: false
+// launches each GEMM once and times none (µs 0), for a profiler that should see each once.
+OwnGemmTrial probe_own_gemm(int64_t rows, int64_t out, int64_t in, at::Device device, bool timed = true);
 
 }  // namespace tq

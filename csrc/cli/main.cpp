@@ -27,10 +27,11 @@
 //       "tq_cli call N" (cli/call_profile.h); bench/gpu/kernel_profile.py ranks its kernels (or CPU ops) per call.
 //   tq_cli gemm --m M --k K --n N [--dtype] [--batch-invariant on|off] [--isa ...] [--quantization none|int8] [--iterations N] [--threads N]
 //       Prints {"gflops", "ms", "isa"}: the fastest of the iterations, and the level the invariant (or int8) GEMM ran at.
-//   tq_cli gemm-rows [--device cuda] [--rows 1,8,24,32,64,128] [--shapes 4096x1024,1024x2048,6144x1024,1024x3072]
+//   tq_cli gemm-rows [--device cuda] [--rows 1,8,24,32,64,128] [--shapes 4096x1024,1024x2048,6144x1024,1024x3072] [--time on|off]
 //       The few-row GEMM of our own, each tiling, against cuBLAS, bf16, on each OUTxIN and row count (CUDA builds, CUDA
-//       devices): prints {"trials": [{"rows", "out", "in", "linearSameBits", "linearUs", "own": [{"form", "sameBits",
+//       devices): prints {"timed", "trials": [{"rows", "out", "in", "linearSameBits", "linearUs", "own": [{"form", "sameBits",
 //       "maxAbsDiff", "us"}]}]}, the bits against the same rows of a cold state's 1,024-row GEMM (cli/gemm_rows_probe.h).
+//       --time off: each GEMM launched once and nothing timed (µs 0), for a profiler (bench/gpu/kernel_counters.py).
 //   tq_cli selfcheck --model DIR [--device] [--dtype] [--kernels fused] [--reference-kernels aten] [--reference-device D] [--bound B]
 //       Runs one request (a state, three questions, two sharing their first tokens) through two forward paths and
 //       compares their intermediate tensors layer by layer (model/transformer.h, ForwardTrace): prints each tensor's
@@ -117,7 +118,7 @@ std::set<std::string> flags_of(const std::string& command) {
   if (command == "selfcheck") return with_engine({"reference-kernels", "reference-device", "bound"});
   if (command == "readout") return with_engine({"labels", "iterations"});
   if (command == "gemm") return {"m", "k", "n", "dtype", "batch-invariant", "isa", "quantization", "arithmetic", "iterations", "threads"};
-  if (command == "gemm-rows") return {"device", "rows", "shapes"};
+  if (command == "gemm-rows") return {"device", "rows", "shapes", "time"};
   throw tq::EngineError(tq::code::kBadRequest, "unknown command " + command + " (answer, gemm, gemm-rows, readout, selfcheck)");
 }
 
@@ -463,16 +464,17 @@ json gemm_rows(const Args& a) {
   std::vector<int64_t> row_counts;
   for (const auto& rows : list(a.get("rows", "1,8,24,32,64,128"))) row_counts.push_back(positive(rows, "rows"));
   const at::Device device(a.get("device", "cuda"));
+  const bool timed = on_off(a, "time", "on");
   json trials = json::array();
   for (const auto& [out, in] : shapes) {
     for (const int64_t rows : row_counts) {
-      const auto t = tq::probe_own_gemm(rows, out, in, device);
+      const auto t = tq::probe_own_gemm(rows, out, in, device, timed);
       json own = json::array();
       for (const auto& o : t.own) own.push_back({{"form", o.form}, {"sameBits", o.same_bits}, {"maxAbsDiff", o.max_abs_diff}, {"us", o.us}});
       trials.push_back({{"rows", t.rows}, {"out", t.out}, {"in", t.in}, {"linearSameBits", t.linear_same_bits}, {"linearUs", t.linear_us}, {"own", own}});
     }
   }
-  return {{"trials", trials}};
+  return {{"timed", timed}, {"trials", trials}};
 }
 
 json readout(const Args& a) {

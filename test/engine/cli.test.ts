@@ -102,7 +102,9 @@ test('tq_cli reports errors as JSON with exit status 2', async () => {
     // The few-row GEMM's probe: its lists read whole, and on a build without CUDA refused, not run on the CPU.
     expect(runCli(['gemm-rows', '--rows', '8,x'])).rejects.toThrow(/gemm-rows --rows: x is not a positive integer/),
     expect(runCli(['gemm-rows', '--shapes', '1024x3072,1024'])).rejects.toThrow(/gemm-rows --shapes: 1024 is not OUTxIN/),
+    expect(runCli(['gemm-rows', '--time', 'maybe'])).rejects.toThrow(/--time must be on or off, got maybe/),
     expect(runCli(['gemm-rows', '--device', 'cpu'])).rejects.toThrow(/"BAD_REQUEST".*gemm-rows needs a CUDA build/),
+    expect(runCli(['gemm-rows', '--device', 'cpu', '--time', 'off'])).rejects.toThrow(/"BAD_REQUEST".*gemm-rows needs a CUDA build/),
   ]);
 });
 

@@ -57,6 +57,16 @@ test("kernel_counters.py reads why a kernel waits (the split-key kernel's): its 
     blocks_by_registers: 2, instructions: 1234567 }]);
   expect(out.top).toBe('barrier 61%, short_scoreboard 20%');
   expect(out.md).toContain('| 0 | barrier 61%, short_scoreboard 20%, long_scoreboard 12%, wait 3% | 9.5 | - | 2 / - / - | 1234567 | - |');
+  expect(out.md).toContain('| 0 | `split_key_kernel<unsigned short, 2>` | 40.5 |');
+});
+
+test('kernel_counters.py names a kernel by its function (the anonymous namespace, return type and parameters left out) and its short template arguments', () => {
+  const names = [norm, 'void tq::cuda::(anonymous namespace)::few_rows_mma_kernel<2, 2, 6>(tq::few_rows_mma::Args)', gemm,
+    'void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t>, false, true>(Flash_fwd_params)'];
+  const script = `import sys, json; sys.path.insert(0, ${JSON.stringify(path.join(root, 'bench', 'gpu'))}); import kernel_counters as k; ` +
+    `print(json.dumps([k.short_name(n) for n in json.loads(sys.argv[1])]))`;
+  expect(JSON.parse(execFileSync('python3', ['-c', script, JSON.stringify(names)], { encoding: 'utf8' }))).toEqual([
+    'add_rms_norm_kernel', 'few_rows_mma_kernel<2, 2, 6>', gemm, 'flash_fwd_kernel<…>']);
 });
 
 test("where this ncu lacks a metric of why a kernel waits, kernel_counters.py measures that call again without them and says why", () => {
@@ -75,11 +85,14 @@ test("where this ncu lacks a metric of why a kernel waits, kernel_counters.py me
   expect(r.why_error).toContain('Failed to find metric');
 });
 
-test('kernel_counters.py builds its calls from the bench model as the profile does: a cold 1,000-token prefill without graphs, its attention in its graph, the split-key kernel on a question over its state, the throughput call', () => {
+test('kernel_counters.py builds its calls from the bench model as the profile does: a cold 1,000-token prefill without graphs, its attention in its graph, the split-key kernel on a question over its state, `down` on 24 rows in each form, the throughput call', () => {
   const out = execFileSync(debianPython, [path.join(root, 'bench', 'gpu', 'kernel_counters.py'), '--dry-run', '--models', path.join(root, 'models'), '--bench-model', 'tiny-qwen3', '--states', '2'],
     { encoding: 'utf8', env: pythonEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
   const calls = JSON.parse(out);
-  expect(Object.keys(calls)).toEqual(['cold-1000', 'cold-1000-graph-attention', 'split-key-24-over-1000', 'throughput-2x1001']);
+  expect(Object.keys(calls)).toEqual(['cold-1000', 'cold-1000-graph-attention', 'split-key-24-over-1000', 'down-24-rows-gemm-forms', 'throughput-2x1001']);
+  // `down` on 24 rows through tq_cli's probe, each GEMM once: the cold state's, cuBLAS's on the rows, our four tilings; why they wait.
+  expect(calls['down-24-rows-gemm-forms']).toMatchObject({ requests: 0, count: 6, why: true, kernels: 'regex:few_rows_mma|xmma|nvjet|gemm',
+    flags: ['gemm-rows', '--device', 'cuda', '--rows', '24', '--shapes', '1024x3072', '--time', 'off'] });
   expect(calls['cold-1000']).toMatchObject({ requests: 1, tokens: 1000, count: 14 });
   // The same prefill's attention in its CUDA graph (the fixed form), the first layer's two launches.
   expect(calls['cold-1000-graph-attention']).toMatchObject({ requests: 1, tokens: 1000, kernels: 'regex:flash_fwd', count: 2 });
@@ -96,5 +109,6 @@ test('kernel_counters.py builds its calls from the bench model as the profile do
   // tq_cli takes a flag's last value: the cold call runs without graphs, every kernel launched where ncu sees it.
   const cold: string[] = calls['cold-1000'].flags;
   expect(cold[cold.lastIndexOf('--cuda-graphs') + 1]).toBe('off');
-  for (const flags of Object.values(calls) as { flags: string[] }[]) expect(flags.flags).toEqual(expect.arrayContaining(['--device', 'cuda', '--prefix-cache', 'off']));
+  for (const [name, flags] of Object.entries(calls) as [string, { flags: string[] }][])
+    if (name !== 'down-24-rows-gemm-forms') expect(flags.flags).toEqual(expect.arrayContaining(['--device', 'cuda', '--prefix-cache', 'off']));
 }, 60_000);

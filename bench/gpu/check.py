@@ -559,6 +559,9 @@ def benchmark_markdown(bm, states, state_tokens):
         lines += ["", "A step's CUDA graph cut between layers against one graph a step (the fast path's time over the cut one's; above 1: "
                   "cutting is faster): " + ", ".join(f"{k} {v:.3f}x" for k, v in bm["ratios_graph_chunks_vs_fast"].items()) + "; the cold "
                   "prefill's label logits " + ("bit-identical" if bm.get("graph_chunks_same_bits") else "NOT bit-identical") + " to one graph's."]
+    fast_forms = bm.get("tqserve_fast", {}).get("gemm_forms_warm")
+    if fast_forms:
+        lines += ["", "The few-row GEMM's forms the fast path chose for the warm question (cuBLAS's alone): " + gemm_forms_line(fast_forms) + "."]
     if "ratios_own_gemm_vs_fast" in bm:
         lines += ["", "Our few-row GEMM among the forms against cuBLAS's alone (the fast path's time over `--own-gemm on`'s; above 1: faster "
                   "with it): " + ", ".join(f"{k} {v:.3f}x" for k, v in bm["ratios_own_gemm_vs_fast"].items()) + "; label logits cold and warm " +

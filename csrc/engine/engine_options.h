@@ -76,8 +76,8 @@ struct EngineOptions {
   // Kernels whose result for a row does not depend on the rest of the batch (the
   // engine's own GEMM and attention), or oneDNN's (faster where it has bf16 instructions).
   bool batch_invariant = true;
-  // On CUDA, batch-invariant, bf16: our own few-row GEMM (kernels/cuda/few_rows_mma.h) among the forms a GEMM of 1 to
-  // 32 rows is measured in, taken where it is the fastest that keeps a cold state's bits (kernels/aten/few_rows_gemm.h).
+  // On CUDA, batch-invariant, bf16: our own few-row GEMM's tilings (kernels/cuda/few_rows_mma.h) among the forms a GEMM
+  // of at most 256 rows is measured in, taken where fastest and keeping a cold state's bits (kernels/aten/few_rows_gemm.h).
   // Off until a GPU has run it (docs/gpu.md, "The GEMM on few rows").
   bool own_gemm = false;
   // The highest instruction set level the engine's own CPU kernels may use (kernels/cpu/isa.h); a level the

@@ -49,8 +49,8 @@ export interface NativeLoadOptions {
    */
   batchInvariant?: boolean;
   /**
-   * On CUDA, batch-invariant, bf16: our own few-row GEMM (csrc/kernels/cuda/few_rows_mma.h) among the forms a GEMM of 1 to
-   * 32 rows is measured in, taken where it is the fastest that keeps a cold state's bits (csrc/kernels/aten/few_rows_gemm.h).
+   * On CUDA, batch-invariant, bf16: our own few-row GEMM's tilings (csrc/kernels/cuda/few_rows_mma.h) among the forms a GEMM
+   * of at most 256 rows is measured in, taken where fastest and keeping a cold state's bits (csrc/kernels/aten/few_rows_gemm.h).
    * Refused elsewhere. Default false, until a GPU has run it.
    */
   ownGemm?: boolean;

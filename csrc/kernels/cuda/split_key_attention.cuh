@@ -35,12 +35,6 @@ size_t split_key_shared_bytes(int dim) {
   return 2 * kTileLanes * tile_stride<T>(dim) * sizeof(T) + kSplitKeyWarps * dim * sizeof(float);
 }
 
-// Whether a tile's rows move in 16-byte pieces: bf16 rows of a multiple of 8 elements.
-template <typename T>
-__device__ bool wide_rows(const SplitKeyArgs& a) {
-  return sizeof(T) == 2 && a.dim % 8 == 0;
-}
-
 // The slots of a tile's keys that this thread's pieces read, loaded a tile ahead of the keys and values themselves: so
 // that their loads, issued while the block computes on the tile before, need not first wait out a round trip to
 // memory for their addresses.
@@ -73,9 +67,9 @@ struct TileFetch {
   const int64_t* slots = nullptr;  // the tile's keys' slots
   int count = 0;                   // its keys
 
-  __device__ static bool wide(const SplitKeyArgs& a) { return wide_rows<T>(a); }
+  __device__ static bool wide(const SplitKeyArgs& a) { return sizeof(T) == 2 && a.dim % 8 == 0; }
 
-  // The tile whose slots `at` holds (fetched the tile before).
+  // The tile whose slots `at_slots` holds (fetched the tile before).
   __device__ void fetch(const SplitKeyArgs& a, const TileSlots<kPieces>& at_slots, int kv_head) {
     slots = at_slots.from, count = at_slots.count;
     if (!wide(a)) return;

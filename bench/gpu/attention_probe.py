@@ -16,7 +16,7 @@ earlier chunk with no mask (the prefix: its rows gathered, the keys read in plac
 merged: more blocks, each walking fewer keys. What that costs before it is built into plan_cascade.
 And the fixed form's grids (`grid_cases`): a tier's sequences launched alone and with the empty sequences and
 the longest (max_q) the fixed form launches them with: what an empty block costs (`--grids` times these alone: the
-window's profile step).
+window's probes step).
 Prints one JSON object; no build needed. `--cpu-check` instead checks the chunked form's plan and merge on the CPU,
 with a float64 stand-in for FA2 (the varlen forward as the engine calls it), against the tier whole, and that the grid
 cases compute the same rows of their work whatever is launched beside it: what CI runs
@@ -108,7 +108,7 @@ def grid_call(runs, empty, max_q, causal, seed=0):
 
 
 def grids():
-    """Each grid case's time a layer (the window's profile step runs this alone)."""
+    """Each grid case's time a layer (the window's probes step runs this alone)."""
     out = {}
     for group, cases in grid_cases().items():
         out[group] = {}
@@ -291,7 +291,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out")
     parser.add_argument("--cpu-check", action="store_true", help="check the chunked form and the grid cases on the CPU (no GPU needed), then exit")
-    parser.add_argument("--grids", action="store_true", help="time the grid cases alone (the window's profile step)")
+    parser.add_argument("--grids", action="store_true", help="time the grid cases alone (the window's probes step)")
     args = parser.parse_args()
     if args.cpu_check:
         cpu_check()

@@ -13,16 +13,13 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
   0 preflight  versions, FlashAttention-2's schema, one varlen FA2 and one memory-efficient call with
                their LSE shapes asserted, the headers the build needs (preflight.py)
   1 build      tq_cli, and the server's addon where the bundle came along (one CMake build)
-  2 models     bench-qwen3, tiny-qwen3, tiny-llama (make_models.py, one process each)
+  2 models     bench-qwen3, tiny-qwen3, tiny-llama (make_models.py, one process; each alone where it fails)
   3 profile    the benchmark's four workloads on the default path under the profiler (tq_cli answer --profile),
                and on CUDA a question over a 16,000-token state, one with our few-row GEMM among the forms, two on
                split-key attention (a question's tiers) and the cold prefill without CUDA graphs
                (its cascade in the plan's shape, not the fixed form's); each call's kernels ranked (kernel_profile.py):
-               the top 15 printed, all in profile.md; then on CUDA the forms a layer's GEMM can take on few rows with
-               split-K off, timed and their bits checked (gemm_probe.py), FlashAttention-2 on a tier's work alone
-               and with the fixed form's empty sequences (attention_probe.py --grids), and Nsight Compute's counters for the
-               first layer of a cold prefill and of the throughput call, the split-key kernel's first two launches,
-               and `down` on 24 rows in each GEMM form (kernel_counters.py)
+               the top 15 printed, all in profile.md; then on CUDA our few-row GEMM's tilings against cuBLAS, their
+               µs and bits (tq_cli gemm-rows)
   4 bench      the benchmark alone (the fast path; on CUDA also with our few-row GEMM among the forms, without invariance
                and with its graphs cut between layers, on the CPU with split-key; and ATen's) against plain PyTorch with CUDA graphs and transformers
   5 invariance bf16 label logits of a 1,000-token state on bench-qwen3: alone, in a batch of 8, cached, another step
@@ -30,8 +27,21 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
   6 selfcheck  qwen3 and llama, fp32 and bf16: fused against ATen layer by layer, graphs on against off; qwen3 again
                with split-key (its kernel on the GPU against its host twin on the CPU too)
   7 serve      the server with the same build and model (serve.sh)
-  8 rest       the other families' models and self-checks, the transformers cross-check, fp8, parity
-  9 serve-engines  the serve step's load with two engine processes on the one device (--engines 2), as time allows
+  8 counters   on CUDA, Nsight Compute's counters: the first layer of a cold prefill and of the throughput call, the
+               split-key kernel's first two launches, and `down` on 24 rows in each GEMM form (kernel_counters.py)
+  9 probes     on CUDA, the forms a layer's GEMM can take on few rows with split-K off, timed and their bits checked
+               (gemm_probe.py), and FlashAttention-2 on a tier's work alone and with the fixed form's empty sequences
+               (attention_probe.py --grids)
+ 10 rest       the other families' models and self-checks, the transformers cross-check, parity, fp8
+ 11 serve-engines  the serve step's load with two engine processes on the one device (--engines 2), as time allows
+
+A machine's 15 minutes hold its start, one command of 600 s and, the machine still warm, a second of what is left
+(about 3 minutes). The first runs as far as its budget goes: steps 0-7 come to about 430 s on a fresh H200 by the
+last windows' step times. The second goes on where it stopped: the last run's finished steps and their files are
+kept, and the steps it did not reach, or that its budget cut, run now (a budget 30 s under the command's timeout,
+itself 30 s under the device time status says is left):
+
+    bash bench/gpu/run.sh OUT --resume --budget 140
 
 Without a GPU (--device cpu, or auto on a machine without one) every step runs on the CPU with the tiny
 models (--models: the test suite's), the benchmark on tiny-qwen3 and short; steps that need transformers
@@ -54,6 +64,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 FIRST_MODELS = ["bench-qwen3", "tiny-qwen3", "tiny-llama"]
+# In the order of what we most need to know (the module's docstring).
+STEPS = ["preflight", "build", "models", "profile", "bench", "invariance", "selfcheck", "serve", "counters", "probes", "rest", "serve-engines"]
 sys.path.insert(0, HERE)
 from tiny import TINY, VISION  # noqa: E402
 import kernel_counters  # noqa: E402 (its table helpers; it imports torch only to build its calls)
@@ -73,6 +85,8 @@ class Window:
         self.transformers = importlib.util.find_spec("transformers") is not None
         self.bundle = os.path.isdir(os.path.join(ROOT, "bench", "gpu", "bundle"))
         self.child = None  # the running step's process, which a signal to the window stops too
+        self.resumed = None  # with --resume, the last run's steps kept
+        self.cut = False  # the running step lost a part to the budget (refused, or stopped short of its own cap)
 
     def left(self):
         return self.deadline - time.monotonic() - PACK_RESERVE_S
@@ -84,6 +98,7 @@ class Window:
         Returns (exit status or "timeout", seconds)."""
         limit = min(cap, self.left())
         if limit < MIN_STEP_S:
+            self.cut = True
             return "no time left", 0.0
         path = os.path.join(self.work, f"{log or name}.log")
         start = time.monotonic()
@@ -97,25 +112,39 @@ class Window:
             except subprocess.TimeoutExpired:
                 stop_tree(child)
                 status = "timeout"
+                self.cut = self.cut or limit < cap  # stopped by the budget, not by its own cap: a --resume runs it again
                 f.write(f"\n[window] killed after {limit:.0f} s\n")
             self.child = None
         return status, time.monotonic() - start
 
     def step(self, name, fn):
-        """One step, guarded: its summary recorded and printed, everything packed after it."""
+        """One step, guarded: its summary recorded (and whether the budget cut it) and printed, everything packed after it."""
         start = time.monotonic()
+        self.cut = False
         try:
             status, summary = fn()
         except Exception as e:  # a step's own bug must not end the window
             status, summary = "failed", f"{type(e).__name__}: {e}"
-        entry = {"step": name, "status": status, "seconds": round(time.monotonic() - start, 1), "summary": summary}
+        entry = {"step": name, "status": status, "seconds": round(time.monotonic() - start, 1), "summary": summary, "cut": self.cut}
         self.steps.append(entry)
         print(f"[{len(self.steps) - 1}] {name}: {status} in {entry['seconds']} s: {summary}", flush=True)
         self.pack()
 
+    def out_of_time(self):
+        """A step the budget left no time for: cut, so that a --resume runs it."""
+        self.cut = True
+        return "skipped", "no time left"
+
+    def kept_steps(self):
+        """--resume: the last run's steps (WORK/window.json) that finished, which this run keeps and does not run again;
+        not one its budget cut, nor the one a signal stopped (never recorded)."""
+        last = json.loads(read(os.path.join(self.work, "window.json")) or "{}").get("steps", [])
+        return [s for s in last if s["step"] != "window" and not s.get("cut")]
+
     def pack(self):
+        resumed = f"; resumed, kept from the run before: {', '.join(self.resumed) or 'nothing'}" if self.resumed is not None else ""
         lines = [f"# GPU window: --device {self.args.device}", "", f"budget {self.args.budget} s; transformers "
-                 f"{'present' if self.transformers else 'absent'}; server bundle {'present' if self.bundle else 'absent'}", "",
+                 f"{'present' if self.transformers else 'absent'}; server bundle {'present' if self.bundle else 'absent'}{resumed}", "",
                  "| step | status | seconds | summary |", "|---|---|---|---|"]
         lines += [f"| {s['step']} | {s['status']} | {s['seconds']} | {str(s['summary']).replace('|', '/')[:600]} |" for s in self.steps]
         with open(os.path.join(self.work, "window.json"), "w") as f:
@@ -213,7 +242,7 @@ class Window:
         return done
 
     def models(self):
-        done = self.make_models(FIRST_MODELS)
+        done = self.make_models(FIRST_MODELS, together=True)
         return ("ok" if not any("FAILED" in d for d in done) else "failed"), "; ".join(done)
 
     def have(self, name):
@@ -278,14 +307,28 @@ class Window:
             busy = f"GPU busy {100 * call['gpu_busy_share']:.0f}% of {call['wall_us'] / 1000:.2f} ms" if p["device"] == "cuda" \
                 else f"{call['wall_us'] / 1000:.2f} ms"
             parts.append(f"{name}: {busy}, top {top['name'][:60]} {100 * top['share']:.0f}%")
-        return status, f"{model}: " + ("; ".join(parts) or "no results") + self.gemm_forms() + self.attention_grids() + self.kernel_counters(model)
+        return status, f"{model}: " + ("; ".join(parts) or "no results") + (self.own_gemm() if self.cuda else "")
+
+    def counters(self):
+        """On CUDA, Nsight Compute's counters (kernel_counters.py): why a kernel takes its time, where the profile says only
+        how long."""
+        model = self.bench_model()
+        if not self.cuda or model is None:
+            return "skipped", "needs CUDA (Nsight Compute) and bench-qwen3"
+        return self.kernel_counters(model)
+
+    def probes(self):
+        """On CUDA, what the engine's own measurements leave open: the kernels cuBLAS runs for each form of a few-row GEMM
+        (gemm_probe.py; the engine times the forms and prints its choice, gemmForms, but not their kernels), and what
+        FlashAttention-2's empty blocks cost (attention_probe.py --grids)."""
+        if not self.cuda:
+            return "skipped", "needs CUDA"
+        return "ok", (self.gemm_forms() + self.attention_grids()).removeprefix("; ")
 
     def gemm_forms(self):
-        """On CUDA, the forms a layer's GEMM can take on few rows with split-K off (gemm_probe.py): the warm question's
-        first kernel (a 64x256-tile GEMM for `down`, h200-2026-11-30-profile.md) against the forms that could replace it,
-        each with its bits against a cold state's."""
-        if not self.cuda:
-            return ""
+        """The forms a layer's GEMM can take on few rows with split-K off (gemm_probe.py): the warm question's first
+        kernel (a 64x256-tile GEMM for `down`, h200-2026-11-30-profile.md) against the forms that could replace it, each
+        with its bits against a cold state's."""
         out = os.path.join(self.work, "gemm_probe.json")
         self.script("gemm_probe", "gemm_probe.py", ["--out", out], 60)
         shapes = json.loads(read(out) or "{}").get("shapes", {})
@@ -297,7 +340,7 @@ class Window:
             return f"{min(same)[1]} {min(same)[0]}" if same else "none with the same bits"
         return "; GEMM forms at 32 rows, µs linear / split-K allowed / fastest with a cold row's bits: " + ", ".join(
             f"{name} {rows['32']['linear'].get('us', '-')}/{rows['32']['linear_split_k_allowed'].get('us', '-')}/{fastest(rows['32'])}"
-            for name, rows in shapes.items() if "32" in rows) + self.own_gemm()
+            for name, rows in shapes.items() if "32" in rows)
 
     def own_gemm(self):
         """On CUDA, the few-row GEMM of our own (tq_cli gemm-rows: tensor cores down K in order, cp.async stages; a
@@ -323,10 +366,8 @@ class Window:
             f"{name(t)} {fastest(t)}" for t in result["trials"] if t["rows"] == 24 and t["own"])
 
     def attention_grids(self):
-        """On CUDA, FlashAttention-2 on a tier's work launched alone and with the empty sequences and longest sequence the
-        fixed form launched it with (attention_probe.py --grids): what its grid's empty blocks cost."""
-        if not self.cuda:
-            return ""
+        """FlashAttention-2 on a tier's work launched alone and with the empty sequences and longest sequence the fixed
+        form launched it with (attention_probe.py --grids): what its grid's empty blocks cost."""
         out = os.path.join(self.work, "attention_grids.json")
         self.script("attention_grids", "attention_probe.py", ["--grids", "--out", out], 40)
         groups = json.loads(read(out) or "{}").get("grids", {})
@@ -337,16 +378,14 @@ class Window:
             f"{group} " + " / ".join(us(v) for v in cases.values()) for group, cases in groups.items())
 
     def kernel_counters(self, model):
-        """On CUDA, Nsight Compute's counters for the first layer of a cold prefill and of the throughput call, and for the
-        split-key kernel on a question over its state (kernel_counters.py): which limit each of our kernels meets
-        (memory, arithmetic, latency), and the attention's grid, where the profile says only how long each took."""
-        if not self.cuda:
-            return ""
-        self.script("kernel_counters", "kernel_counters.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work,
+        """Nsight Compute's counters for the first layer of a cold prefill and of the throughput call, for the split-key
+        kernel on a question over its state, and for `down` on 24 rows in each GEMM form (kernel_counters.py): which limit
+        each of our kernels meets (memory, arithmetic, latency), and the attention's grid. Returns (status, summary)."""
+        status, _ = self.script("kernel_counters", "kernel_counters.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work,
                                                                "--bench-model", model, "--timeout", "25"], 135)
         found = json.loads(read(os.path.join(self.work, "kernel_counters.json")) or "{}")
         if not found:
-            return "; kernel counters: none (kernel_counters.log)"
+            return ok(status), "kernel counters: none (kernel_counters.log)"
         name = lambda e: kernel_counters.short_name(e["kernel"])[:40]  # noqa: E731
         pct = lambda v: "-" if v is None else f"{v:.0f}%"  # noqa: E731
         parts = []
@@ -355,7 +394,7 @@ class Window:
             stalled = lambda e: f" stalled on {kernel_counters.top_stalls(e, 2)}" if e.get("stalls") else ""  # noqa: E731
             parts.append(f"{call} " + (", ".join(f"{name(e)} {e.get('us') or 0:.0f} µs {pct(e.get('memory_pct'))}{stalled(e)}" for e in launches[:12])
                                        if launches else f"none ({str(r.get('error'))[:120]})"))
-        return "; ncu (first launches: µs, memory throughput of peak): " + "; ".join(parts)
+        return ok(status), "ncu (first launches: µs, memory throughput of peak): " + "; ".join(parts)
 
     def invariance(self):
         model = self.bench_model()
@@ -424,6 +463,8 @@ class Window:
 
     def serve_env(self):
         """serve.sh's environment here, or (None, why the server cannot run)."""
+        if self.bundle:  # its Node onto PATH (done by the build step, which a --resume may not run)
+            self.unpack_bundle()
         local = not self.bundle and shutil.which("node") and os.path.exists(os.path.join(ROOT, "dist", "tqserve.js"))
         if not self.bundle and not local:
             return None, "no bench/gpu/bundle (bash bench/gpu/bundle.sh on a machine with Node, then carry it) and no node here"
@@ -492,19 +533,19 @@ class Window:
             parts.append((ok(status), "families " + summarize(self.work, "families.json", "families")))
         else:
             parts.append(("skipped", "families: no transformers"))
-        # fp8 first: it has never run on a GPU (it got no time in the window of 2026-11-30), while parity (the default forward
-        # against float64, bf16 bits across batch compositions) ran there for the three mixtures of experts and tiny-llama,
-        # and for the dense families in every window before. Parity then takes what time is left, the experts first.
-        if self.cuda:
-            status, _ = self.script("fp8", "fp8.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work], 150)
-            parts.append((ok(status), "fp8 " + summarize(self.work, "fp8.json", "fidelity")))
-        else:
-            parts.append(("skipped", "fp8: needs CUDA"))
+        # Parity (the default forward against float64, bf16 bits across batch compositions), the mixtures of experts first,
+        # then fp8: its kernels have not changed since its one run on a GPU (2026-11-28), while every window's kernels
+        # under the default forward have.
         moe_first = sorted(families, key=lambda n: "moe" not in n and "mixtral" not in n)
         status, _ = self.script("parity", "check.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work, "--device",
                                                         self.args.device, "--parts", "parity", "--only", ",".join(moe_first), "--stem", "parity",
                                                         *self.short_dtypes()], 200)
         parts.append((ok(status), "parity " + summarize(self.work, "parity.json", "parity")))
+        if self.cuda:
+            status, _ = self.script("fp8", "fp8.py", ["--cli", self.cli(), "--models", self.args.models, "--out", self.work], 150)
+            parts.append((ok(status), "fp8 " + summarize(self.work, "fp8.json", "fidelity")))
+        else:
+            parts.append(("skipped", "fp8: needs CUDA"))
         status = "failed" if any(s.startswith("failed") for s, _ in parts) else "ok"
         return status, " | ".join(["; ".join(done) or "no other models", *(f"{s}: {m}" for s, m in parts)])
 
@@ -619,7 +660,9 @@ def main():
     parser.add_argument("--build", default=os.path.join(ROOT, "build"), help="the CMake build folder (reused where configured)")
     parser.add_argument("--models", help="where the models are and are written (default: BUILD/models; on the CPU the test models)")
     parser.add_argument("--work", help="where the results are written before they are packed (default: BUILD/window)")
-    parser.add_argument("--steps", default="preflight,build,models,profile,bench,invariance,selfcheck,serve,rest,serve-engines")
+    parser.add_argument("--steps", default=",".join(STEPS))
+    parser.add_argument("--resume", action="store_true", help="go on from the last run in WORK (the device's second command): its "
+                        "finished steps and their files kept, the steps it did not reach or its budget cut run now")
     parser.add_argument("--families", help="the tiny families the rest step takes (default: all)")
     parser.add_argument("--short", action="store_true", help="the CPU form at its shortest (the suite's test): the self-check and parity "
                         "on tiny-qwen3 in fp32 alone, one run of each benchmark figure on the ATen and fast paths over 300-token states, a one-second load")
@@ -633,11 +676,15 @@ def main():
     args.families = set(args.families.split(",")) if args.families else None
     os.makedirs(args.out, exist_ok=True)
     args.out = os.path.abspath(args.out)
-    shutil.rmtree(args.work, ignore_errors=True)
-    os.makedirs(args.work)
+    if not args.resume:
+        shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work, exist_ok=True)
     os.makedirs(args.models, exist_ok=True)
 
     window = Window(args)
+    if args.resume:
+        window.steps = window.kept_steps()
+        window.resumed = [s["step"] for s in window.steps]
 
     def on_signal(sig, _frame):  # stopped from outside: the running step's group goes too, then what is done is packed
         if window.child is not None:
@@ -650,17 +697,19 @@ def main():
     signal.signal(signal.SIGINT, on_signal)
     steps = {"preflight": window.preflight, "build": window.build, "models": window.models,
              "profile": window.profile, "bench": window.bench, "invariance": window.invariance,
-             "selfcheck": lambda: window.selfchecks(["tiny-qwen3"] if args.short else ["tiny-qwen3", "tiny-llama"]), "serve": window.serve, "rest": window.rest,
-             "serve-engines": window.serve_engines}
+             "selfcheck": lambda: window.selfchecks(["tiny-qwen3"] if args.short else ["tiny-qwen3", "tiny-llama"]), "serve": window.serve,
+             "counters": window.counters, "probes": window.probes, "rest": window.rest, "serve-engines": window.serve_engines}
+    assert list(steps) == STEPS
     wanted = args.steps.split(",")
     for name in wanted:
         if name not in steps:
             parser.error(f"--steps: no step {name!r} (steps: {', '.join(steps)})")
-    for name in wanted:
+    done = {s["step"] for s in window.steps}
+    for name in (n for n in wanted if n not in done):
         if name not in ("preflight", "build", "models") and not os.path.exists(window.cli()):
             window.step(name, lambda: ("skipped", "no tq_cli (the build failed)"))
         elif window.left() < MIN_STEP_S:
-            window.step(name, lambda: ("skipped", "no time left"))
+            window.step(name, window.out_of_time)
         else:
             window.step(name, steps[name])
     print(f"packed: {os.path.join(args.out, 'gpu.tgz')} ({os.path.getsize(os.path.join(args.out, 'gpu.tgz'))} bytes)")

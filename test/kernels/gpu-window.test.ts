@@ -46,12 +46,17 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   const files = unpack(run.out, path.join(scratch, 'whole', 'unpacked'))!;
   const steps = JSON.parse(files['window.json']).steps;
   expect(steps.map((s: any) => `${s.step} ${s.status}`)).toEqual(['preflight ok', 'build ok', 'models ok', 'profile ok', 'bench ok', 'invariance ok',
-    'selfcheck ok', 'serve ok', 'rest ok', 'serve-engines ok']);
+    'selfcheck ok', 'serve ok', 'counters skipped', 'probes skipped', 'rest ok', 'serve-engines ok']);
+  // None cut by the budget (what a --resume would run again).
+  expect(steps.filter((s: any) => s.cut)).toEqual([]);
   // Printed as they finished, one line a step.
   for (const [i, s] of steps.entries()) expect(run.log()).toContain(`[${i}] ${s.step}: ${s.status}`);
   // What needs CUDA or transformers is reported as skipped, not run and not failed.
   expect(steps[0].summary).toMatch(/flash: skipped \(no CUDA\)/);
-  const rest = steps[8].summary;
+  // Nsight Compute's counters and the probes of cuBLAS's forms and FlashAttention-2's grids are CUDA's alone.
+  expect(steps[8].summary).toBe('needs CUDA (Nsight Compute) and bench-qwen3');
+  expect(steps[9].summary).toBe('needs CUDA');
+  const rest = steps[10].summary;
   expect(rest).toMatch(/skipped: families: no transformers/);
   expect(rest).toMatch(/skipped: fp8: needs CUDA/);
   expect(fs.readFileSync(path.join(run.out, 'summary.md'), 'utf8')).toBe(files['window.md']);
@@ -141,7 +146,7 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(steps[7].summary).toMatch(/warm p50 \d+\.\d ms \(\d+\.\d after the load, \d+\.\d\d beyond its engine call\)/);
   expect(steps[7].summary).toMatch(/req\/s under 4 clients \(the server's main thread \d+% busy\)/);
   // Two engines on the one device, the same load: on the CPU each sizes its cache by the context.
-  expect(steps[9].summary).toMatch(/^two engines: [\d.]+ req\/s under 4 clients, [\d.]+x one engine's; their caches [\d.]+ GiB \(context\), [\d.]+ GiB \(context\)$/);
+  expect(steps[11].summary).toMatch(/^two engines: [\d.]+ req\/s under 4 clients, [\d.]+x one engine's; their caches [\d.]+ GiB \(context\), [\d.]+ GiB \(context\)$/);
   const twoEngines = JSON.parse(files['two-engines-serve.json']);
   expect(twoEngines.engineAlone).toBeUndefined();
   expect(twoEngines.health.engines).toHaveLength(2);
@@ -151,7 +156,7 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(parity['tiny-qwen3'].fp32.gpu_vs_float64_max_abs_logit).toBeLessThanOrEqual(1e-4);
 }, 240_000);
 
-test('a run killed mid-way (its whole process group, SIGKILL) leaves a whole tarball with the finished steps\' results', async () => {
+test('a run killed mid-way (its whole process group, SIGKILL) leaves a whole tarball with the finished steps\' results, and --resume goes on from there', async () => {
   const run = window('killed', ['--short', '--steps', 'preflight,bench']);
   const unpacked = path.join(scratch, 'killed', 'unpacked');
   // Waits on state: the tarball packed after the preflight (the benchmark is then running).
@@ -176,6 +181,16 @@ test('a run killed mid-way (its whole process group, SIGKILL) leaves a whole tar
   // Which attention kernels beyond libtorch's FlashAttention-2 the machine has: none here (torch 1.13 registers none).
   expect(preflight.attention_impls).toEqual({ torch_flash_impls: null, packages: { flash_attn_interface: false, flash_attn: false, flash_attn_3: false } });
   expect(files['bench.json']).toBeUndefined();
+
+  // The device's second command: the finished step and its files kept, the one the kill stopped run now.
+  const resumed = window('killed', ['--short', '--steps', 'preflight,bench', '--resume']);
+  expect(await resumed.done).toBe(0);
+  const after = unpack(resumed.out, unpacked)!;
+  expect(JSON.parse(after['window.json']).steps.map((s: any) => `${s.step} ${s.status}`)).toEqual(['preflight ok', 'bench ok']);
+  expect(resumed.log()).not.toContain('preflight: ok');
+  expect(after['preflight.json']).toBe(files['preflight.json']);
+  expect(JSON.parse(after['bench.json']).benchmark.tqserve_fast.cold_prefill_ms).toBeGreaterThan(0);
+  expect(after['window.md']).toContain('resumed, kept from the run before: preflight');
 }, 120_000);
 
 /** Processes whose command line holds `text` (pgrep -f), this one's own pgrep aside. */
@@ -212,7 +227,8 @@ test('a step past its time is stopped with everything it started (the server and
   const run = window('timeout', ['--short', '--steps', 'serve', '--budget', '13'], { TQ_LOAD_SECONDS: marker.split('=')[1] });
   expect(await run.done).toBe(0);
   const files = unpack(run.out, path.join(scratch, 'timeout', 'unpacked'))!;
-  expect(JSON.parse(files['window.json']).steps.map((s: any) => `${s.step} ${s.status}`)).toEqual(['serve timeout']);
+  // Stopped by the budget, not by its own cap (180 s): recorded as cut, which a --resume runs again.
+  expect(JSON.parse(files['window.json']).steps.map((s: any) => `${s.step} ${s.status} ${s.cut}`)).toEqual(['serve timeout true']);
   expect(files['serve.log']).toMatch(/\[window\] killed after \d+ s/);
   expect(processesWithEnvironment(marker)).toEqual([]);
   expect(processesNaming(path.join(scratch, 'timeout'))).toEqual([]);

@@ -1,7 +1,7 @@
 /**
  * bench/gpu/kernel_counters.py reads Nsight Compute's CSV (one row per kernel launch and metric, ncu's own lines
  * between them, durations in the unit ncu chose, thousands separated by commas) into one entry per launch, in launch
- * order: what the window's profile step reports of our kernels' limits. The GPU run is the window's.
+ * order: what the window's counters step reports of our kernels' limits. The GPU run is the window's.
  */
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';

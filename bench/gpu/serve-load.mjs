@@ -21,6 +21,7 @@
 //          the replay out (a second arm of the same server's load: the window's serve-engines step).
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
@@ -86,20 +87,36 @@ async function serverUrl(log, timeoutMs = readyS * 1000) {
 }
 
 const { url, readyMs } = await serverUrl(arg('log'));
+// The timed requests go through node:http on kept-alive connections (one a client): Node's fetch (undici) costs the
+// client more, time a request's figure would carry that is not the server's (a cached request's client side: 2.7 ms
+// with fetch, 1.5 with node:http, AVX2 EPYC 2026-11-26, bench/history/2026-11.md; 0.41 against 0.16 ms a request to
+// a bare node:http server there, 2026-12-01).
+const agent = new http.Agent({ keepAlive: true, maxSockets: clients + 1 });
+/** A request to the server: { status, headers (lower-cased names), text }; a server that hangs past 60 s fails the step. */
+const request = (method, route, body, headers = {}) =>
+  new Promise((resolve, reject) => {
+    const sent = body === undefined ? undefined : Buffer.from(body);
+    const req = http.request(`${url}${route}`, { method, agent, headers: sent ? { ...headers, 'content-length': sent.length } : headers }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, text: Buffer.concat(chunks).toString() }));
+      res.on('error', reject);
+    });
+    req.setTimeout(60_000, () => req.destroy(new Error(`no answer to ${method} ${route} in 60 s`)));
+    req.on('error', reject);
+    req.end(sent);
+  });
 const ask = async (state, debug = false) => {
   const t0 = performance.now();
-  const res = await fetch(`${url}/v1/systemone`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...(debug ? { 'x-service-debug': 'readout' } : {}) },
-    signal: AbortSignal.timeout(60_000),  // a server that hangs fails the step, it does not hold it
-    body: JSON.stringify({ state, questions: { q: workload.question } }),
-  });
-  const body = await res.json();
-  if (res.status !== 200) throw new Error(`${res.status}: ${JSON.stringify(body)}`);
-  return { ms: performance.now() - t0, serverMs: Number(res.headers.get('x-service-server-ms')), stages: stages(res.headers.get('x-service-stages')), readout: body.readout?.q };
+  const res = await request('POST', '/v1/systemone', JSON.stringify({ state, questions: { q: workload.question } }),
+    { 'content-type': 'application/json', ...(debug ? { 'x-service-debug': 'readout' } : {}) });
+  const body = JSON.parse(res.text);
+  const ms = performance.now() - t0;
+  if (res.status !== 200) throw new Error(`${res.status}: ${res.text}`);
+  return { ms, serverMs: Number(res.headers['x-service-server-ms']), stages: stages(res.headers['x-service-stages']), readout: body.readout?.q };
 };
 const metric = async (name) => {
-  const text = await (await fetch(`${url}/metrics`)).text();
+  const { text } = await request('GET', '/metrics');
   return text.split('\n').filter((l) => l.startsWith(name)).reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
 };
 
@@ -149,13 +166,14 @@ const merged = ((await metric('tqserve_batch_size_sum')) - batch0[0]) / Math.max
 await ask(warmState);
 const steadyResponses = [];
 for (let i = 0; i < steadyRuns; i++) steadyResponses.push(await ask(warmState));
-const health = await (await fetch(`${url}/health`)).json();
+const health = JSON.parse((await request('GET', '/health')).text);
 
 /** A scenario's latencies, its engine call's p50 and host planning's, where its time went, and the client's time less the engine's call (p50 of each request's). */
 const scenario = (responses) => ({ ...summary(responses.map((r) => r.ms)), engineP50: quantile(responses.map((r) => r.stages.engine), 0.5),
   planP50: quantile(responses.map((r) => r.stages.plan), 0.5), stagesP50: byStage(responses), beyondEngineP50: quantile(responses.map((r) => r.ms - r.stages.engine), 0.5) });
 const result = {
   device: arg('device'),
+  client: 'node:http, kept-alive connections',
   readyMs,
   // engineP50: the engine call; planP50: of it, the engine's host planning before its steps ran (x-service-stages plan).
   cold: scenario(coldResponses),
@@ -211,6 +229,7 @@ function write() {
 }
 write();  // before the replay: a kill there keeps the server's figures
 if (!replayed) {
+  agent.destroy();  // its idle connections closed before the server's drain
   if (serverPid) process.kill(serverPid, 'SIGTERM');
   console.log(write().join('\n'));
   process.exit(0);
@@ -218,6 +237,7 @@ if (!replayed) {
 
 // Every state's token ids, then the server stopped: the replay's tq_cli gets the memory it held.
 for (const state of new Set(loadStates)) if (!tokens.has(state)) tokens.set(state, (await ask(state, true)).readout);
+agent.destroy();
 if (serverPid) {
   process.kill(serverPid, 'SIGTERM');
   for (let i = 0; i < 300 && alive(serverPid); i++) await new Promise((r) => setTimeout(r, 100));

@@ -115,6 +115,8 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(invariance.split_key.max_abs_logit_diff).toEqual({ batch_of_8: 0, from_cache: 0, step_256: 0 });
   const serve = JSON.parse(files['serve.json']);
   expect(serve.load.requests).toBeGreaterThan(0);
+  // Timed through node:http (fetch's own cost per request is the client's).
+  expect(serve.client).toBe('node:http, kept-alive connections');
   // The server's CPU over the load (Linux's /proc): whether the front end, not the engine, bounded it.
   expect(serve.load.serverCpuMsPerRequest).toBeGreaterThan(0);
   expect(serve.load.serverMainThreadBusy).toBeGreaterThan(0);

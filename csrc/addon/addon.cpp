@@ -6,6 +6,7 @@
 #include <napi.h>
 
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "addon/engine_thread.h"
@@ -30,6 +31,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                             InstanceMethod("registerBoundary", &NativeEngine::RegisterBoundary),
                             InstanceMethod("cacheStats", &NativeEngine::CacheStats),
                             InstanceMethod("visionCacheStats", &NativeEngine::VisionCacheStats),
+                            InstanceMethod("cachesAfterLastCall", &NativeEngine::CachesAfterLastCall),
                             InstanceMethod("memoryStats", &NativeEngine::MemoryStats),
                             InstanceMethod("remeasureLevel", &NativeEngine::RemeasureLevel),
                             InstanceMethod("setBusyPoll", &NativeEngine::SetBusyPoll),
@@ -158,6 +160,7 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
                 settle(outcome_of<Results>([&] {
                   auto results = loaded().finish_batch(*launched);
                   for (auto& r : results) r.overlapped = overlapping;
+                  keep_caches_after_call();
                   return results;
                 }));
               }};
@@ -198,6 +201,30 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
     return schedule<tq::VisionCacheStats>(
         info.Env(), [this] { return loaded().vision_cache_stats(); },
         [](Napi::Env env, tq::VisionCacheStats& s) { return tq::js::to_js(env, s); }, Order::BesideCalls);
+  }
+
+  // The caches' counters as the last call left them, taken by the engine thread as it finished the call and read here on
+  // the JS thread at once: /metrics reads them without a job for the engine thread, which would run behind a call in
+  // flight, or ahead of the next one (a client's next request waited for it). Undefined before the first call.
+  Napi::Value CachesAfterLastCall(const Napi::CallbackInfo& info) {
+    auto env = info.Env();
+    std::optional<CachesAfterCall> caches;
+    {
+      std::lock_guard<std::mutex> lock(caches_mutex_);
+      caches = caches_after_call_;
+    }
+    if (!caches) return env.Undefined();
+    auto out = Napi::Object::New(env);
+    out.Set("stats", tq::js::to_js(env, caches->cache));
+    out.Set("vision", tq::js::to_js(env, caches->vision));
+    return out;
+  }
+
+  // On the engine thread.
+  void keep_caches_after_call() {
+    const CachesAfterCall caches{loaded().cache_stats(), loaded().vision_cache_stats()};
+    std::lock_guard<std::mutex> lock(caches_mutex_);
+    caches_after_call_ = caches;
   }
 
   Napi::Value MemoryStats(const Napi::CallbackInfo& info) {
@@ -250,6 +277,12 @@ class NativeEngine : public Napi::ObjectWrap<NativeEngine> {
   std::unique_ptr<tq::EngineThread> thread_;
   std::unique_ptr<tq::Engine> engine_;  // touched on the engine thread only
   bool closed_ = false;                  // touched on the JS thread only
+  struct CachesAfterCall {
+    tq::CacheStats cache;
+    tq::VisionCacheStats vision;
+  };
+  std::mutex caches_mutex_;  // written on the engine thread, read on the JS thread
+  std::optional<CachesAfterCall> caches_after_call_;
 };
 
 Napi::Object InitAll(Napi::Env env, Napi::Object exports) { return NativeEngine::Init(env, exports); }

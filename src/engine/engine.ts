@@ -48,6 +48,11 @@ export class Engine {
     return this.native.visionCacheStats();
   }
 
+  /** Both caches' counters as the last answered call left them, read at once; undefined before the first call. */
+  cachesAfterLastCall() {
+    return this.native.cachesAfterLastCall();
+  }
+
   memoryStats() {
     return this.native.memoryStats();
   }

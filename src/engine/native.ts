@@ -314,6 +314,8 @@ export interface NativeEngine {
   cacheStats(): Promise<NativeCacheStats>;
   /** The vision-tower output cache's counters (zeros for a text model). */
   visionCacheStats(): Promise<NativeVisionCacheStats>;
+  /** Both caches' counters as the last answered call left them, at once (no job for the engine thread); undefined before the first. */
+  cachesAfterLastCall(): { stats: NativeCacheStats; vision: NativeVisionCacheStats } | undefined;
   memoryStats(): Promise<NativeMemoryStats>;
   remeasureLevel(): Promise<NativeEngineInfo>;
   /** How long the engine thread spins for the next call after each one before it sleeps (0, the default: at once). */

@@ -25,9 +25,9 @@ test('health reports the cache group', async () => {
 
 test('the second question about a state hits every state token once its boundary is registered after the first response; answers are unchanged', async () => {
   const state = longState(1);
+  const before = (await server.get('/health')).body.cache.state_boundary.registered;
   const cold = await server.post('/v1/answer', { state, questions });
   expect(cold.body.timing.cached_tokens).toBe(0);
-  const before = (await server.get('/health')).body.cache.state_boundary.registered;
   const warm = await server.post('/v1/answer', { state, questions });
   // /health queued behind the registration, so it has run by now.
   expect((await server.get('/health')).body.cache.state_boundary.registered).toBeGreaterThan(before);
@@ -37,6 +37,23 @@ test('the second question about a state hits every state token once its boundary
   for (const r of [warm, hot]) r.body.answers[0].probabilities.forEach((p: number, i: number) => expect(Math.abs(p - cold.body.answers[0].probabilities[i])).toBeLessThanOrEqual(1e-6));
   const h = (await server.get('/health')).body.cache;
   expect(h.tokens.hit).toBeGreaterThan(0);
+});
+
+test('a state that came whole from the cache registers no boundary again: the next request has nothing to wait behind', async () => {
+  const state = longState(7);
+  await server.post('/v1/answer', { state, questions });
+  const whole = await server.post('/v1/answer', { state, questions });
+  expect(whole.body.timing.cached_tokens).toBeGreaterThan(0);
+  const registered = (await server.get('/health')).body.cache.state_boundary;
+  for (let i = 0; i < 5; i++) {
+    const again = await server.post('/v1/answer', { state, questions });
+    expect(again.body.timing.cached_tokens).toBe(whole.body.timing.cached_tokens);
+    expect(again.body.timing.waited_behind_registration).toBe(false);
+    expect(again.headers.get('x-service-wait-behind')).toBeNull();
+  }
+  // (Each answer about the cached state queued a registration of the boundary it had just matched.)
+  const after = (await server.get('/health')).body.cache.state_boundary;
+  expect([after.pending, after.registered]).toEqual([registered.pending, registered.registered]);
 });
 
 test('a request that arrives while a boundary registration is queued says it waited behind it', async () => {

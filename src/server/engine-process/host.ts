@@ -15,7 +15,7 @@
  * and again later while the measurements find the machine busy; the server is sent the new info.
  */
 import { Engine } from '../../engine/engine';
-import { isEngineError, NativeCacheStats, NativeImage, NativeVisionCacheStats } from '../../engine/native';
+import { isEngineError, NativeImage } from '../../engine/native';
 import type { Registry } from 'prom-client';
 import { Family } from '../../common/prom-text';
 import { EngineCall, WireError } from '../../answering/engine-like';
@@ -105,16 +105,15 @@ class CallScheduler {
     else this.queueAnswer(m.id, m.call as NativeCall, 0);
   }
 
-  /** Caches' counters as of the end of the last call: /metrics never waits for the engine thread. */
-  private lastStats?: { stats: NativeCacheStats; vision?: NativeVisionCacheStats };
-
   private async sendMetrics(id: number) {
+    // The caches' counters as of the end of the last call: /metrics never waits for the engine thread.
+    const caches = this.engine.cachesAfterLastCall();
     const report: MetricsReport = {
       process: (await (await processMetrics!).getMetricsAsJSON()) as unknown as Family[],
       queued: this.queue.filter((j) => j.kind === 'answer').length,
       running: this.busy,
       overlapped: this.engine.callsOverlapped(),
-      ...this.lastStats,
+      ...(caches && { stats: caches.stats, vision: this.engine.info.vision ? caches.vision : undefined }),
       boundaries: { ...this.boundaries },
     };
     send({ kind: 'metrics', id, report });
@@ -240,7 +239,6 @@ class CallScheduler {
         this.queue.unshift({ kind: 'register', ticket: r.boundaryTicket });
       }
     }
-    this.lastStats = { stats: await this.engine.cacheStats(), vision: this.engine.info.vision ? await this.engine.visionCacheStats() : undefined };
   }
 
   /** Schedules a re-measurement of the level `delayMs` from now, run when nothing is running or queued. */

@@ -223,15 +223,15 @@ void PagedModel::register_states(const PackedTokens& packed, const std::vector<i
     if (!packed.is_root(s)) continue;
     info.cached_tokens.push_back(seqs[s]->cached_tokens());
     int64_t ticket = -1;
-    if (caching) {
+    // A state that came whole from the cache, its boundary with it, has every block registered already: hashing it
+    // again found nothing new, and a registration queued after its answer kept a client's next request waiting.
+    const bool whole_state_cached = seqs[s]->cached_tokens() >= lens[s];
+    if (caching && !whole_state_cached) {
       const bool now = options_.boundary == BoundaryRegistration::Before;
       const auto tokens = packed.segment_cache_keys(s, offsets);
       cache_->pool().register_prefix(seqs[s]->blocks(), tokens, /*include_partial=*/now, packed.state_salts[s]);
-      // Hold the blocks until the server registers the boundary after its response; not where the whole state came
-      // from the cache, its boundary with it (registered already: a registration queued after every answer about a
-      // cached state kept a client's next request waiting behind it).
-      const bool whole_state_cached = seqs[s]->cached_tokens() >= lens[s];
-      if (!now && lens[s] % options_.block_size != 0 && !whole_state_cached) ticket = pending_->hold(seqs[s]->blocks(), tokens, packed.state_salts[s]);
+      // Hold the blocks until the server registers the boundary after its response.
+      if (!now && lens[s] % options_.block_size != 0) ticket = pending_->hold(seqs[s]->blocks(), tokens, packed.state_salts[s]);
     }
     info.boundary_tickets.push_back(ticket);
   }

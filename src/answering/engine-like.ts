@@ -2,10 +2,10 @@
 
 export interface EngineCall {
   /** With images: one image pad token per image, where it stands (the image engine's). */
-  state: number[];
+  state: readonly number[];
   /** The request's images as sent (compressed), in the order of their pad tokens: decoded in the image engine's process. */
   images?: Uint8Array[];
-  questions: { tokens: number[]; labelIds: number[] }[];
+  questions: { tokens: readonly number[]; labelIds: number[] }[];
   wantHidden?: boolean;
   /** A tenant's cache salt (docs/operations.md): its state shares cached work only with requests of the same salt. */
   cacheSalt?: string;

@@ -33,7 +33,7 @@ export function stateWithImages(state: unknown, images: ImageInput[]): string {
 }
 
 /** Refuses a prompt whose image pad tokens are not one per image. */
-export function checkImagePlacement(prefixTokens: number[], imagePadId: number, images: number) {
+export function checkImagePlacement(prefixTokens: readonly number[], imagePadId: number, images: number) {
   const pads = prefixTokens.filter((t) => t === imagePadId).length;
   if (pads !== images)
     throw new ImagePlacementError(

@@ -5,7 +5,7 @@
 import { addonCandidates, builtAddon } from '../common/built-addon';
 
 export type Dtype = 'fp32' | 'bf16';
-export type TokenIds = Int32Array | number[];
+export type TokenIds = Int32Array | readonly number[];
 
 /** Instruction set levels of the engine's own CPU kernels, highest first. */
 export const isaLevels = ['avx512-bf16', 'avx512', 'avx2', 'generic'] as const;

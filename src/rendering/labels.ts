@@ -24,7 +24,7 @@ export const letterCandidates = [...upper, ...upper.flatMap((a) => upper.map((b)
 export const digitCandidates = [...digits, ...letterCandidates];
 
 /** The last of `ids` where `ids` is `base` and one token more; undefined otherwise. */
-function oneTokenMore(base: number[], ids: number[]): number | undefined {
+function oneTokenMore(base: readonly number[], ids: readonly number[]): number | undefined {
   if (ids.length !== base.length + 1 || base.some((id, i) => ids[i] !== id)) return undefined;
   return ids[ids.length - 1];
 }
@@ -50,7 +50,7 @@ const CANDIDATES_PER_CALL = 128;
  */
 export class LabelsInContext {
   private readonly known = new Map<string, number | undefined>();
-  private base?: number[];
+  private base?: readonly number[];
 
   constructor(private readonly tok: ModelTokenizer, private readonly context: string, private readonly spaced: boolean) {}
 

@@ -23,7 +23,7 @@ export interface QuestionSpec {
 
 export interface RenderedQuestion {
   text: string;
-  tokens: number[];
+  tokens: readonly number[];
   /** Option keys in display order, and the token id of each one's label. */
   keys: string[];
   labelTexts: string[];
@@ -32,7 +32,7 @@ export interface RenderedQuestion {
 
 export interface RenderedRequest {
   prefixText: string;
-  prefixTokens: number[];
+  prefixTokens: readonly number[];
   questions: RenderedQuestion[];
 }
 

@@ -15,19 +15,19 @@ export class EncodingCache {
     return 2 * text.length + 8 * ids.length;
   }
 
-  /** A copy of the ids of `text`, if held; it becomes the most recently used. */
-  get(text: string): number[] | undefined {
+  /** The ids of `text`, if held (frozen: shared by every request that asks); it becomes the most recently used. */
+  get(text: string): readonly number[] | undefined {
     const ids = this.entries.get(text);
     if (ids === undefined) return undefined;
     this.entries.delete(text);
     this.entries.set(text, ids);
-    return [...ids];
+    return ids;
   }
 
   set(text: string, ids: readonly number[]): void {
     const cost = EncodingCache.cost(text, ids);
     if (cost > this.budgetBytes || this.entries.has(text)) return;
-    this.entries.set(text, [...ids]);
+    this.entries.set(text, Object.freeze([...ids]));
     this.bytes += cost;
     for (const [oldest, oldIds] of this.entries) {
       if (this.bytes <= this.budgetBytes) break;

@@ -60,6 +60,16 @@ function computedBound(file: string): Promise<number | undefined> {
  */
 const HEAP_BLOCKS_UP_TO = 32 << 20;
 
+/**
+ * The library's ids as an array of small integers, as V8 holds them unboxed. Its own arrays hold each id as a boxed
+ * number (V8's HOLEY_ELEMENTS), and every copy a request makes of a state's ids paid for it: into the Int32Array that
+ * crosses to the engine process, 22 ns an id against about 1.5 (a 1,265-token state: 45-56 µs of the server's own
+ * time a request, its largest item after its system calls; bench/README.md, "Front end").
+ */
+function smallIntegers(ids: number[]): number[] {
+  return ids.map((id) => id | 0);
+}
+
 function nativeTokenizer(file: string): Tokenizer {
   const addon = hostAddon();
   addon?.setMmapThreshold(HEAP_BLOCKS_UP_TO);
@@ -116,12 +126,12 @@ export class ModelTokenizer {
    * for the next request of the same `cacheSalt` (none: unsalted requests): a hit across tenants
    * would show, by its time, that another tenant sent the text.
    */
-  async encode(text: string, cacheSalt?: string): Promise<number[]> {
+  async encode(text: string, cacheSalt?: string): Promise<readonly number[]> {
     // One key per (salt, text), no two alike: unsalted keys start with a space, salted ones with the salt's length.
     const key = cacheSalt === undefined ? ` ${text}` : `${cacheSalt.length} ${cacheSalt}${text}`;
     const held = this.encodings.get(key);
     if (held) return held;
-    const ids = (await this.tokenizer.encode(text, null, { addSpecialTokens: false })).getIds();
+    const ids = smallIntegers((await this.tokenizer.encode(text, null, { addSpecialTokens: false })).getIds());
     this.encodings.set(key, ids);
     return ids;
   }
@@ -129,7 +139,7 @@ export class ModelTokenizer {
   /** Token ids of each text, as encode gives them, in one call to the library; none is kept. */
   async encodeEach(texts: string[]): Promise<number[][]> {
     const encodings = await this.tokenizer.encodeBatch(texts, { addSpecialTokens: false });
-    return encodings.map((e) => e.getIds());
+    return encodings.map((e) => smallIntegers(e.getIds()));
   }
 
   /** Texts whose tokens are kept (one entry per salt and text). */
@@ -137,8 +147,8 @@ export class ModelTokenizer {
     return this.encodings.size;
   }
 
-  async decode(ids: number[]): Promise<string> {
-    return this.tokenizer.decode(ids, false);
+  async decode(ids: readonly number[]): Promise<string> {
+    return this.tokenizer.decode([...ids], false);
   }
 
   tokenToId(token: string): number | undefined {

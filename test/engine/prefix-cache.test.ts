@@ -22,7 +22,7 @@ beforeAll(async () => {
   t = await tokenizeTexts(dir);
   const tok = await modelTokenizer(dir);
   // Several hundred tokens: many 16-token blocks, not ending on a block boundary.
-  longState = await tok.encode(Array.from({ length: 12 }, (_, i) => `Paragraph ${i}: the ledger for week ${i + 3} shows ${17 * i} crates moved.`).join(' '));
+  longState = [...(await tok.encode(Array.from({ length: 12 }, (_, i) => `Paragraph ${i}: the ledger for week ${i + 3} shows ${17 * i} crates moved.`).join(' ')))];
   if (longState.length % 16 === 0) longState.pop();
   cold = await open({ prefixCache: false });
 });

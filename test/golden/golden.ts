@@ -75,8 +75,8 @@ export async function goldenCalls(model: string): Promise<GoldenCall[]> {
     pad ? { state: [...state.slice(0, 9), pad.visionStartId, pad.imagePadId, pad.visionEndId, ...state.slice(9)], images: [{ width: 56, height: 28, seed }] }
       : { state };
   const q = (tokens: number[]) => ({ tokens, labelIds: t.labels });
-  const other = await tok.encode('A second note: the shipment to Porto left Rotterdam on Tuesday, a day late, without its invoice.');
-  const third = await tok.encode('Third: no refund was asked for.');
+  const other = [...(await tok.encode('A second note: the shipment to Porto left Rotterdam on Tuesday, a day late, without its invoice.'))];
+  const third = [...(await tok.encode('Third: no refund was asked for.'))];
   const options = t.questions[1].slice(0, -3);  // a question's leading tokens, shared by the next ones
   return [
     [{ ...withImage(t.state, 1), questions: [q(t.questions[0]), q(t.questions[1]), q(t.questions[2])] }],

@@ -50,8 +50,8 @@ async function keptOrTokenized(modelDir: string): Promise<TokenizedTexts> {
 
 async function tokenize(modelDir: string): Promise<TokenizedTexts> {
   const tok = await modelTokenizer(modelDir);
-  const state = await tok.encode(stateText);
-  const questions = await Promise.all(questionTexts.map((q) => tok.encode(q)));
+  const state = [...(await tok.encode(stateText))];
+  const questions = await Promise.all(questionTexts.map(async (q) => [...(await tok.encode(q))]));
   const labels: number[] = [];
   // A label is the one token it becomes after "Answer:" (in context: SentencePiece
   // vocabularies tokenize a bare " A" differently).

@@ -32,6 +32,6 @@ export function errorBodies(): Middleware {
         ctx.app.emit('error', e, ctx);
       }
     }
-    ctx.set('x-service-server-ms', (performance.now() - requestStart(ctx)).toFixed(1));
+    ctx.set('x-service-server-ms', (performance.now() - requestStart(ctx)).toFixed(2));
   };
 }

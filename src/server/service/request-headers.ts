@@ -51,15 +51,15 @@ export function saltTag(salt: string): string {
   return createHash('sha256').update(salt).digest('hex').slice(0, 12);
 }
 
-/** The engine's stages as `Server-Timing` entries (`prepare;dur=1.2, warm;dur=30.5, ...`). */
+/** The engine's stages as `Server-Timing` entries (`prepare;dur=1.20, warm;dur=30.52, ...`). */
 export function serverTiming(stages: Record<string, number>): string {
   return Object.entries(stages)
-    .map(([k, v]) => `${k};dur=${v.toFixed(1)}`)
+    .map(([k, v]) => `${k};dur=${v.toFixed(2)}`)
     .join(', ');
 }
 
 export function stagesHeader(stages: Record<string, number>): string {
   return Object.entries(stages)
-    .map(([k, v]) => `${k}=${v.toFixed(1)}`)
+    .map(([k, v]) => `${k}=${v.toFixed(2)}`)
     .join(';');
 }

@@ -242,6 +242,54 @@ test('a step past its time is stopped with everything it started (the server and
   expect(after['window.md']).toContain('resumed, kept from the run before: nothing');
 }, 120_000);
 
+// The steps' summaries that only a GPU reaches (CI runs the CPU form, where they are skipped), from their scripts'
+// results as they write them: a mistake in them would first show in a window, its summary lost.
+test("the CUDA steps' summaries read their scripts' results: Nsight Compute's counters, the probes, our few-row GEMM's tilings, its benchmark path", () => {
+  const work = fs.mkdtempSync(path.join(scratch, 'cuda-summaries-'));
+  const script = `
+import json, os, sys, types
+sys.path.insert(0, ${JSON.stringify(path.join(root, 'bench', 'gpu'))})
+import window
+work = ${JSON.stringify(work)}
+os.makedirs(work + '/models/bench-qwen3')
+open(work + '/models/bench-qwen3/config.json', 'w').write('{}')
+args = types.SimpleNamespace(out=work, work=work, budget=520, device='cuda', models=work + '/models', build=work, short=False, families=None, resume=False)
+w = window.Window(args)
+def script(name, file, a, cap, log=None):
+    out = a[a.index('--out') + 1]
+    if file == 'kernel_counters.py':
+        json.dump({'cold-1000': {'launches': [{'kernel': 'void tq::cuda::(anonymous namespace)::add_rms_norm_kernel<float>(tq::RowArgs)', 'us': 6.2,
+                   'memory_pct': 40.0, 'stalls': {'long_scoreboard': 50.0, 'barrier': 10.0}}]}, 'throughput-32x1001': {'error': 'ncu failed'}},
+                  open(os.path.join(out, 'kernel_counters.json'), 'w'))
+    elif file == 'gemm_probe.py':
+        json.dump({'shapes': {'down': {'32': {'linear': {'us': 69.0, 'same_bits_as_cold': True}, 'linear_split_k_allowed': {'us': 8.0, 'same_bits_as_cold': False},
+                   'batch_64': {'us': 9.5, 'same_bits_as_cold': True}}}}}, open(out, 'w'))
+    elif file == 'attention_probe.py':
+        json.dump({'grids': {'warm, state': {'alone': 11.5, 'padded': 15.6}}}, open(out, 'w'))
+    elif file == 'check.py':
+        json.dump({'benchmark': {'ratios_path': 'tqserve_fast', 'ratios_torch_graphs': {'warm_question': 1.18}, 'ratios_own_gemm_vs_fast': {'warm_question': 1.6},
+                   'own_gemm_same_bits': True, 'tqserve_fast_own_gemm': {'gemm_forms_warm': [{'out': 1024, 'in': 3072, 'rowBucket': 32, 'form': 'own_16x8'},
+                   {'out': 1024, 'in': 3072, 'rowBucket': 1, 'form': 'linear'}]}, 'invariance_cost': {'warm_question': 1.02}}}, open(os.path.join(out, 'bench.json'), 'w'))
+    return 0, 1.0
+def run(name, command, cap, env=None, log=None):
+    trial = {'rows': 24, 'out': 1024, 'in': 3072, 'linearSameBits': True, 'linearUs': 69.1,
+             'own': [{'form': 'own_32x16', 'sameBits': True, 'maxAbsDiff': 0, 'us': 9.0}, {'form': 'own_16x8', 'sameBits': True, 'maxAbsDiff': 0, 'us': 6.1}]}
+    open(os.path.join(work, 'own_gemm.log'), 'w').write(json.dumps({'timed': True, 'trials': [trial]}) + '\\n')
+    return 0, 1.0
+w.script, w.run = script, run
+print(json.dumps({'counters': w.counters(), 'probes': w.probes(), 'own_gemm': w.own_gemm(), 'bench': w.bench()}))
+`;
+  const said = JSON.parse(execFileSync(debianPython, ['-c', script], { encoding: 'utf8' }));
+  expect(said.counters).toEqual(['ok', 'ncu (first launches: µs, memory throughput of peak): cold-1000 add_rms_norm_kernel<float> 6 µs 40% stalled on '
+    + 'long_scoreboard 50%, barrier 10%; throughput-32x1001 none (ncu failed)']);
+  expect(said.probes).toEqual(['ok', "GEMM forms at 32 rows, µs linear / split-K allowed / fastest with a cold row's bits: down 69.0/8.0/batch_64 9.5; "
+    + "FA2 grids, µs a layer, the work alone / with the fixed form's padding: warm, state 11.5 / 15.6"]);
+  expect(said.own_gemm).toBe('; own few-row GEMM at 24 rows, µs fastest tiling / linear: down 6.1 (own_16x8) / 69.1 (same bits)');
+  expect(JSON.parse(fs.readFileSync(path.join(work, 'own_gemm.json'), 'utf8')).trials[0].own).toHaveLength(2);
+  expect(said.bench[1]).toContain('against torch graphs: warm_question 1.18x | own GEMM against fast: warm_question 1.60x (same bits; warm forms at 32 rows '
+    + "{'1024x3072': 'own_16x8'}) | invariance costs (fast over fast without it): warm_question 1.02x");
+});
+
 // A failed build's summary line names its first error (the log's end says only that the build stopped).
 test('the build step\'s summary names the first compiler error of its log', () => {
   const log = path.join(scratch, 'build.log');

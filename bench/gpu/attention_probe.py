@@ -15,8 +15,8 @@ number of keys from the state's first, each chunk's rows over it causally (the d
 earlier chunk with no mask (the prefix: its rows gathered, the keys read in place through cu_seq_k and seqused_k), then
 merged: more blocks, each walking fewer keys. What that costs before it is built into plan_cascade.
 And the fixed form's grids (`grid_cases`): a tier's sequences launched alone and with the empty sequences and
-the longest (max_q) the fixed form launches them with: what an empty block costs (`--grids` times these alone: the
-window's probes step).
+the longest (max_q) the fixed form launches them with: what an empty block costs; and a question over a 16,000-token
+state in more chunks than the engine's 6 (`long_state_chunkings`). `--grids` times these alone: the window's probes step.
 Prints one JSON object; no build needed. `--cpu-check` instead checks the chunked form's plan and merge on the CPU,
 with a float64 stand-in for FA2 (the varlen forward as the engine calls it), against the tier whole, and that the grid
 cases compute the same rows of their work whatever is launched beside it: what CI runs
@@ -93,6 +93,15 @@ def grid_cases(scale=1):
     }
 
 
+def long_state_chunkings(keys=16000, rows=24, counts=(6, 12, 24, 48)):
+    """A question's rows over a long state's keys cut into more chunks than the engine's 6 (cascade_plan.h: kStateChunks,
+    bound by the merge's 8 entries a row): a 16,000-token state's 6 chunks are 2,667 keys each, 42 key blocks that one FA2
+    block walks in turn. FA2's time for each cut, the merge of more entries aside: what more chunks would give, timed
+    before the merge is widened for them. Per cut, its runs [(rows, keys)]."""
+    return {f"{count} chunks of about {keys // count} keys": [(rows, keys * (i + 1) // count - keys * i // count) for i in range(count)]
+            for count in counts}
+
+
 def grid_call(runs, empty, max_q, causal, seed=0):
     """FA2 over `runs` and `empty` sequences without rows or keys after them, its grid sized by max_q; returns the call."""
     dtype = torch.bfloat16 if DEVICE == "cuda" else torch.float32
@@ -118,6 +127,14 @@ def grids():
             except Exception as e:  # noqa: BLE001 (a shape this torch refuses: said, the others still timed)
                 out[group][name] = f"error: {repr(e)[:200]}"
             print(group, name, out[group][name], flush=True)
+    group = "a question's 24 rows over a 16,000-token state, by chunks"
+    out[group] = {}
+    for name, runs in long_state_chunkings().items():
+        try:
+            out[group][name] = per_layer_us(grid_call(runs, 0, 24, False))
+        except Exception as e:  # noqa: BLE001
+            out[group][name] = f"error: {repr(e)[:200]}"
+        print(group, name, out[group][name], flush=True)
     return out
 
 
@@ -282,8 +299,11 @@ def cpu_check():
         alone = grid_call(*group_cases[0][1:])()[0][:first_rows].double()
         grid_diffs[group] = max(float((grid_call(*c[1:])()[0][:first_rows].double() - alone).abs().max()) for c in group_cases)
     grids_ok = all(d == 0.0 for d in grid_diffs.values())
-    ok = all(c["ok"] for c in cases) and grids_ok
-    print(json.dumps({"cases": cases, "grid_cases_first_run_max_diff": grid_diffs, "ok": ok}))
+    # The long state's cuts: each covers the state's keys once, and its launch runs (a smaller state here).
+    cuts = long_state_chunkings(keys=400, rows=3)
+    cuts_ok = all(sum(k for _, k in runs) == 400 and grid_call(runs, 0, 3, False)()[0].shape[0] == 3 * len(runs) for runs in cuts.values())
+    ok = all(c["ok"] for c in cases) and grids_ok and cuts_ok
+    print(json.dumps({"cases": cases, "grid_cases_first_run_max_diff": grid_diffs, "long_state_cuts_ok": cuts_ok, "ok": ok}))
     sys.exit(0 if ok else 1)
 
 

@@ -369,7 +369,7 @@ class Window:
         """FlashAttention-2 on a tier's work launched alone and with the empty sequences and longest sequence the fixed
         form launched it with (attention_probe.py --grids): what its grid's empty blocks cost."""
         out = os.path.join(self.work, "attention_grids.json")
-        self.script("attention_grids", "attention_probe.py", ["--grids", "--out", out], 40)
+        self.script("attention_grids", "attention_probe.py", ["--grids", "--out", out], 50)
         groups = json.loads(read(out) or "{}").get("grids", {})
         if not groups:
             return "; FA2 grids: no results (attention_grids.log)"

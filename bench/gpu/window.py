@@ -30,8 +30,8 @@ step's summary. OUT holds gpu.tgz and summary.md, nothing else.
   8 counters   on CUDA, Nsight Compute's counters: the first layer of a cold prefill and of the throughput call, the
                split-key kernel's first two launches, and `down` on 24 rows in each GEMM form (kernel_counters.py)
   9 probes     on CUDA, the forms a layer's GEMM can take on few rows with split-K off, timed and their bits checked
-               (gemm_probe.py), and FlashAttention-2 on a tier's work alone and with the fixed form's empty sequences
-               (attention_probe.py --grids)
+               (gemm_probe.py), and FlashAttention-2 on a tier's work alone and with the fixed form's empty sequences,
+               and on a question over a 16,000-token state in 6 to 48 chunks (attention_probe.py --grids)
  10 rest       the other families' models and self-checks, the transformers cross-check, parity, fp8
  11 serve-engines  the serve step's load with two engine processes on the one device (--engines 2), as time allows
 

@@ -323,7 +323,7 @@ class Window:
         FlashAttention-2's empty blocks cost (attention_probe.py --grids)."""
         if not self.cuda:
             return "skipped", "needs CUDA"
-        return "ok", (self.gemm_forms() + self.attention_grids()).removeprefix("; ")
+        return "ok", "; ".join([self.gemm_forms(), self.attention_grids()])
 
     def gemm_forms(self):
         """The forms a layer's GEMM can take on few rows with split-K off (gemm_probe.py): the warm question's first
@@ -333,12 +333,12 @@ class Window:
         self.script("gemm_probe", "gemm_probe.py", ["--out", out], 60)
         shapes = json.loads(read(out) or "{}").get("shapes", {})
         if not shapes:
-            return "; GEMM forms: no results (gemm_probe.log)"
+            return "GEMM forms: no results (gemm_probe.log)"
 
         def fastest(forms):
             same = [(e["us"], f) for f, e in forms.items() if "us" in e and e["same_bits_as_cold"] and f != "linear_split_k_allowed"]
             return f"{min(same)[1]} {min(same)[0]}" if same else "none with the same bits"
-        return "; GEMM forms at 32 rows, µs linear / split-K allowed / fastest with a cold row's bits: " + ", ".join(
+        return "GEMM forms at 32 rows, µs linear / split-K allowed / fastest with a cold row's bits: " + ", ".join(
             f"{name} {rows['32']['linear'].get('us', '-')}/{rows['32']['linear_split_k_allowed'].get('us', '-')}/{fastest(rows['32'])}"
             for name, rows in shapes.items() if "32" in rows)
 
@@ -372,9 +372,9 @@ class Window:
         self.script("attention_grids", "attention_probe.py", ["--grids", "--out", out], 50)
         groups = json.loads(read(out) or "{}").get("grids", {})
         if not groups:
-            return "; FA2 grids: no results (attention_grids.log)"
+            return "FA2 grids: no results (attention_grids.log)"
         us = lambda v: f"{v:.1f}" if isinstance(v, (int, float)) else "error"  # noqa: E731
-        return "; FA2 grids, µs a layer, the work alone / with the fixed form's padding: " + "; ".join(
+        return "FA2 grids, µs a layer, the work alone / with the fixed form's padding: " + "; ".join(
             f"{group} " + " / ".join(us(v) for v in cases.values()) for group, cases in groups.items())
 
     def kernel_counters(self, model):

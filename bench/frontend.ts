@@ -12,6 +12,9 @@
  * BENCH_WARMUP more requests (default 3,000) in its steady state, as a server that has run a while is.
  * FRONTEND_BASELINE (another checkout's dist/tqserve.js) runs beside this build, taking turns in
  * both orders, FRONTEND_ROUNDS times (default 6; 1 without a baseline), and the medians of each build's rounds follow.
+ * Then, on the same server, BENCH_LOAD_CLIENTS (default 32) clients at once for BENCH_LOAD_SECONDS (10), each asking a new
+ * question about the cached state (0 clients: none): requests/s and the server's CPU per request, its main thread's
+ * apart (/proc): on a GPU, whose engine outruns the front end, that thread bounds the load (the window's serve step).
  * Each arm is a server with other flags: by default the channel to the engine process slept on between messages
  * (`--busy-poll-ms 0`, the CPU's default), and spun on (`--busy-poll-ms 20`, a GPU's default) with one
  * engine thread, so that the spinning has a core of its own on a small machine; BENCH_ARMS picks (`sleep`,
@@ -21,6 +24,7 @@
  */
 import { execFileSync, spawn } from 'child_process';
 import { closeSync, readFileSync } from 'fs';
+import { Agent, request } from 'http';
 import * as path from 'path';
 import { hostAddon } from '../src/common/host-addon';
 import { ChannelEndpoint, ChannelWire, channelRings, RING_BYTES } from '../src/server/engine-process/channel';
@@ -32,6 +36,8 @@ const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 200);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3000);
 /** The steady cached scenario's name: the one compared across builds and rounds. */
 const STEADY_CACHED = 'the same state again (cached)';
+const LOAD_CLIENTS = Number(process.env.BENCH_LOAD_CLIENTS ?? 32);
+const LOAD_SECONDS = Number(process.env.BENCH_LOAD_SECONDS ?? 10);
 const BASELINE = process.env.FRONTEND_BASELINE;
 const ROUNDS = Number(process.env.FRONTEND_ROUNDS ?? (BASELINE ? 6 : 1));
 const root = path.resolve(__dirname, '..');
@@ -41,7 +47,7 @@ type Row = Record<string, number>;
 
 const ARMS: Record<string, string[]> = { sleep: ['--busy-poll-ms', '0'], spin: ['--busy-poll-ms', '20', '--threads', '1'] };
 
-async function serverRows(flags: string[], command: string): Promise<{ name: string; rows: Row[] }[]> {
+async function serverRows(flags: string[], command: string): Promise<{ scenarios: { name: string; rows: Row[] }[]; load?: LoadRow }> {
   const { child, output, exited } = runServerProcess(['--base', 'tiny-qwen3', '--port', '0', ...flags], {}, command);
   const url = await listeningUrl(output, exited);
   while ((await fetch(url + '/ready')).status !== 200) await new Promise((r) => setTimeout(r, 50));
@@ -57,9 +63,9 @@ async function serverRows(flags: string[], command: string): Promise<{ name: str
   };
   const scenario = async (name: string, state: (i: number) => string) => {
     const rows: Row[] = [];
-    const cpu0 = processCpuMs(child.pid!);
+    const cpu0 = cpuMs(child.pid!);
     for (let i = 0; i < REQUESTS; i++) rows.push(await ask(state(i)));
-    const cpu = (processCpuMs(child.pid!) - cpu0) / REQUESTS;
+    const cpu = (cpuMs(child.pid!) - cpu0) / REQUESTS;
     return { name, rows: rows.map((r) => ({ ...r, cpu })) };
   };
   for (let i = 0; i < 20; i++) await ask(dossier(1)); // first-call allocations
@@ -67,16 +73,52 @@ async function serverRows(flags: string[], command: string): Promise<{ name: str
   for (let i = 0; i < WARMUP; i++) await ask(dossier(1));
   out.push(await scenario(STEADY_CACHED, () => dossier(1)));
   out.push(await scenario('a new state each request', (i) => dossier(1000 + i)));
+  const load = LOAD_CLIENTS > 0 ? await underLoad(url, child.pid!) : undefined;
   child.kill();
-  return out;
+  return { scenarios: out, load };
+}
+
+type LoadRow = { requests: number; perSecond: number; cpu: number; mainCpu: number };
+
+/**
+ * LOAD_CLIENTS clients asking new questions about the cached state (dossier 1) for LOAD_SECONDS, over kept-alive
+ * connections (node:http: fetch's own cost a request is the client's, on the same cores). Each question's text is new,
+ * so no two requests join one computation in flight.
+ */
+async function underLoad(url: string, pid: number): Promise<LoadRow> {
+  const agent = new Agent({ keepAlive: true, maxSockets: LOAD_CLIENTS });
+  let asked = 0;
+  const ask = () => new Promise<void>((resolve, reject) => {
+    const body = JSON.stringify({ state: dossier(1), questions: { q: topicQuestion(asked++) } });
+    const req = request(url + '/v1/systemone', { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      res.resume();
+      res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`under load: status ${res.statusCode}`))));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+  const run = async (ms: number) => {
+    const until = performance.now() + ms;
+    let answered = 0;
+    await Promise.all(Array.from({ length: LOAD_CLIENTS }, async () => {
+      for (; performance.now() < until; answered++) await ask();
+    }));
+    return answered;
+  };
+  await run(2000); // the load's own first requests: connections opened, its batches' shapes met
+  const [cpu0, main0, t0] = [cpuMs(pid), cpuMs(pid, pid), performance.now()];
+  const requests = await run(LOAD_SECONDS * 1000);
+  const [cpu1, main1, t1] = [cpuMs(pid), cpuMs(pid, pid), performance.now()];
+  agent.destroy();
+  return { requests, perSecond: (requests * 1000) / (t1 - t0), cpu: (cpu1 - cpu0) / requests, mainCpu: (main1 - main0) / requests };
 }
 
 /** The kernel's clock ticks a second, in which /proc counts CPU time (10 ms each on most: read over many requests). */
 const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' })) || 100;
 
-/** A process's CPU time so far, all its threads, in ms (Linux's /proc: utime and stime). */
-function processCpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+/** A process's CPU time so far in ms, all its threads or one (Linux's /proc: utime and stime). */
+function cpuMs(pid: number, thread?: number): number {
+  const fields = readFileSync(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`, 'utf8').split(') ')[1].split(' ');
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
 }
 
@@ -150,6 +192,7 @@ async function main() {
   console.log(`| build | server flags | request | ${columns.join(' | ')} | cpu |`);
   console.log(`|---|---|---|${columns.map(() => '---').join('|')}|---|`);
   let cached: Row[] = [];
+  const loads: string[] = [];
   // Each build's cached-state medians, per arm, one a round: the builds compared where the rounds' noise allows.
   const rounds: Record<string, Record<string, Row[]>> = {};
   for (const arm of arms) {
@@ -159,7 +202,8 @@ async function main() {
       // Taking turns in both orders (this first, then the baseline first): a machine that speeds up or slows down over
       // the run favours neither.
       for (const [build, command] of round % 2 ? Object.entries(BUILDS).reverse() : Object.entries(BUILDS)) {
-        const results = await serverRows(ARMS[arm], command);
+        const { scenarios: results, load } = await serverRows(ARMS[arm], command);
+        if (load) loads.push(`| ${build} | \`${ARMS[arm].join(' ')}\` | ${load.requests} | ${load.perSecond.toFixed(0)} | ${load.cpu.toFixed(3)} | ${load.mainCpu.toFixed(3)} |`);
         for (const { name, rows } of results) console.log(`| ${build} | \`${ARMS[arm].join(' ')}\` | ${name} | ${columns.map((k) => cell(rows, k)).join(' | ')} | ${rows[0].cpu.toFixed(2)} |`);
         const steady = results.find((r) => r.name === STEADY_CACHED)!.rows;
         rounds[arm][build].push(Object.fromEntries([...columns, 'cpu'].map((k) => [k, median(steady.map((r) => r[k]))])));
@@ -172,6 +216,11 @@ async function main() {
       for (const [build, rows] of Object.entries(builds))
         console.log(`- ${build}, \`${ARMS[arm].join(' ')}\`: ` + ['client', 'own', 'outside', 'beyond', 'cpu'].map((k) =>
           `${k} ${median(rows.map((r) => r[k])).toFixed(2)} (${rows.map((r) => r[k].toFixed(2)).join(', ')})`).join('; '));
+  }
+  if (loads.length) {
+    console.log(`\n${LOAD_CLIENTS} clients at once for ${LOAD_SECONDS} s, new questions about the cached state (after each server's rows above; cpu: ms a request, all its threads, then its main thread's):\n`);
+    console.log('| build | server flags | requests | requests/s | cpu | main thread cpu |\n|---|---|---|---|---|---|');
+    for (const line of loads) console.log(line);
   }
   const engine = median(cached.map((r) => r.engine));
   const between = median(cached.map((r) => r.client)) - engine;

@@ -15,7 +15,12 @@ export class EncodingCache {
     return 2 * text.length + 8 * ids.length;
   }
 
-  /** The ids of `text`, if held (frozen: shared by every request that asks); it becomes the most recently used. */
+  /**
+   * The ids of `text`, if held; it becomes the most recently used. Shared by every request that asks, so
+   * `readonly`: they are not frozen, as V8 copies a frozen (or sealed) array's elements into an Int32Array,
+   * the call's form for the engine process, one by one through its iterator: an order of magnitude
+   * slower than a plain array's (bench/README.md, "Front end").
+   */
   get(text: string): readonly number[] | undefined {
     const ids = this.entries.get(text);
     if (ids === undefined) return undefined;
@@ -27,7 +32,7 @@ export class EncodingCache {
   set(text: string, ids: readonly number[]): void {
     const cost = EncodingCache.cost(text, ids);
     if (cost > this.budgetBytes || this.entries.has(text)) return;
-    this.entries.set(text, Object.freeze([...ids]));
+    this.entries.set(text, [...ids]);
     this.bytes += cost;
     for (const [oldest, oldIds] of this.entries) {
       if (this.bytes <= this.budgetBytes) break;

@@ -7,7 +7,8 @@ Per call (the user scope "tq_cli call N" that tq_cli puts around each):
   where --layers is given;
 - GPU busy time (the union of its kernels' and copies' intervals) against the call's wall time;
 - the GPU's idle gaps: before its first kernel (the host's preparation), between kernels (launches the GPU waited
-  for), after its last (the readout's return to the host);
+  for; the shorter ones, up to GAP_US, apart: one kernel's start after another's end, inside a graph too), after its
+  last (the readout's return to the host);
 - GPU time inside CUDA graphs (kernels launched by cudaGraphLaunch) and outside them;
 - what the profiler itself took on the host inside the call (its "overhead" events: the first CUDA activity's
   buffer request took 1.9 ms of a warm call's 2.2 ms before its first kernel in the second window), and the host's
@@ -120,10 +121,12 @@ def gpu_summary(window, gpu, launches, layers, top, overhead=()):
     kernels = [{"name": name, "us": round(r["us"], 1), "count": r["count"], "share": r["us"] / total,
                 **({"per_layer": r["count"] / layers} if layers else {})} for name, r in ranked]
     ordered = sorted(intervals)
-    gaps, end = [], None
+    gaps, short, end = [], [], None
     for start, stop in ordered:
         if end is not None and start - end > GAP_US:
             gaps.append(start - end)
+        elif end is not None and start > end:
+            short.append(start - end)
         end = stop if end is None else max(end, stop)
     return {
         "wall_us": wall, "gpu_busy_us": busy, "gpu_busy_share": busy / wall if wall else 0.0,
@@ -131,6 +134,7 @@ def gpu_summary(window, gpu, launches, layers, top, overhead=()):
         "idle_before_first_us": (ordered[0][0] - window[0]) if ordered else wall,
         "idle_after_last_us": (window[1] - end) if ordered else 0.0,
         "gaps_between": {"count": len(gaps), "total_us": sum(gaps), "largest_us": max(gaps, default=0.0)},
+        "short_gaps": {"count": len(short), "total_us": sum(short)},
         "in_graphs_us": in_graphs, "outside_graphs_us": total - in_graphs,
         "launch_calls": sum(1 for launch in launches.values() if inside(window, float(launch["ts"]))),
         "profiler_overhead_us": sum(float(e["dur"]) for e in overhead),
@@ -197,7 +201,8 @@ def markdown(summary, title="profile"):
             lines += [f"call {number}: wall {ms(c['wall_us'])}, GPU busy {ms(c['gpu_busy_us'])} ({100 * c['gpu_busy_share']:.0f}%), "
                       f"{c['kernels_launched']} kernels and copies ({c['distinct_kernels']} distinct) from {c['launch_calls']} launch calls; "
                       f"GPU idle before the first {ms(c['idle_before_first_us'])}, between ({g['count']} gaps over {GAP_US:.0f} µs) "
-                      f"{ms(g['total_us'])} (largest {ms(g['largest_us'])}), after the last {ms(c['idle_after_last_us'])}; "
+                      f"{ms(g['total_us'])} (largest {ms(g['largest_us'])}) and {c['short_gaps']['count']} shorter ones "
+                      f"{ms(c['short_gaps']['total_us'])} in all, after the last {ms(c['idle_after_last_us'])}; "
                       f"in CUDA graphs {ms(c['in_graphs_us'])}, outside {ms(c['outside_graphs_us'])}; the profiler's own "
                       f"{ms(c['profiler_overhead_us'])}, the host in cudaGraphLaunch {ms(c['graph_launch_host_us'])}", "",
                       "| kernel | GPU time | share | count" + (" | per layer" if summary["layers"] else "") + " |",

@@ -59,6 +59,9 @@ test('kernel_profile.py ranks each call\'s kernels, and measures busy time, gaps
   expect(c0.wall_us).toBe(100);
   expect(c0.idle_before_first_us).toBe(10);
   expect(c0.gaps_between).toEqual({ count: 1, total_us: 20, largest_us: 20 });
+  // Kernels back to back leave no gap; one a microsecond after the last is a short gap (a launch's own latency).
+  expect(c0.short_gaps).toEqual({ count: 0, total_us: 0 });
+  expect(s.calls['1'].short_gaps).toEqual({ count: 1, total_us: 1 });
   expect(c0.idle_after_last_us).toBe(20);
   expect(c0.in_graphs_us).toBe(20);
   expect(c0.outside_graphs_us).toBe(30);
@@ -75,6 +78,7 @@ test('kernel_profile.py ranks each call\'s kernels, and measures busy time, gaps
   ]);
   expect(printed).toContain('| `pytorch_flash::flash_fwd_kernel<…>` | 8 x 5 x 16 | 128 x 1 x 1 | 2 | 3.0 µs |');
   expect(printed).toMatch(/call 0: wall 0\.100 ms, GPU busy 0\.050 ms \(50%\)/);
+  expect(printed).toContain('between (1 gaps over 5 µs) 0.020 ms (largest 0.020 ms) and 0 shorter ones 0.000 ms in all, after the last 0.020 ms');
   expect(printed).toContain("the profiler's own 0.004 ms, the host in cudaGraphLaunch 0.003 ms");
   expect(printed).toContain('| `tq::cuda::(anonymous namespace)::qk_norm_rope_kernel` | 30.0 µs | 60.0% | 2 | 1.00 |');
 });

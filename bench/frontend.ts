@@ -14,7 +14,8 @@
  * both orders, FRONTEND_ROUNDS times (default 6; 1 without a baseline), and the medians of each build's rounds follow.
  * Then, on the same server, BENCH_LOAD_CLIENTS (default 32) clients at once for BENCH_LOAD_SECONDS (10), each asking a new
  * question about the cached state (0 clients: none): requests/s and the server's CPU per request, its main thread's
- * apart (/proc): on a GPU, whose engine outruns the front end, that thread bounds the load (the window's serve step).
+ * apart (/proc): on a GPU, whose engine outruns the front end, that thread bounds the load (the window's serve step);
+ * then the same load on a bare Koa server, and on one that also calls a child process over IPC for each request: the floor.
  * Each arm is a server with other flags: by default the channel to the engine process slept on between messages
  * (`--busy-poll-ms 0`, the CPU's default), and spun on (`--busy-poll-ms 20`, a GPU's default) with one
  * engine thread, so that the spinning has a core of its own on a small machine; BENCH_ARMS picks (`sleep`,
@@ -111,6 +112,43 @@ async function underLoad(url: string, pid: number): Promise<LoadRow> {
   const [cpu1, main1, t1] = [cpuMs(pid), cpuMs(pid, pid), performance.now()];
   agent.destroy();
   return { requests, perSecond: (requests * 1000) / (t1 - t0), cpu: (cpu1 - cpu0) / requests, mainCpu: (main1 - main0) / requests };
+}
+
+/**
+ * The load's floor: a bare Koa server with this project's packages, which reads each request's JSON body and answers a
+ * small JSON body; argv[1] 'hop': with a call of a state's size to a child process and back over the IPC pipe (advanced
+ * serialization) for each request, as the server's engine process is called. Prints its URL as the server does.
+ */
+const BARE_SERVER = `
+const Koa = require('koa'); const Router = require('@koa/router'); const getRawBody = require('raw-body'); const { spawn } = require('child_process');
+const hop = process.argv[1] === 'hop' && spawn(process.execPath, ['-e', "process.on('message', (m) => process.send({ id: m.id, logits: new Float32Array(4) }))"],
+  { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
+const waiting = new Map(); let next = 0;
+if (hop) hop.on('message', (m) => { waiting.get(m.id)(m); waiting.delete(m.id); });
+const state = Int32Array.from({ length: 1265 }, (_, i) => (i * 7919) % 150000);
+const call = () => new Promise((resolve) => { const id = next++; waiting.set(id, resolve);
+  hop.send({ kind: 'answer', id, call: { state: Int32Array.from(state), questions: [{ tokens: Int32Array.from({ length: 40 }, (_, i) => i), labelIds: Int32Array.from([1, 2, 3, 4]) }] } }); });
+const app = new Koa(); const router = new Router();
+router.post('/v1/systemone', async (ctx) => {
+  const body = JSON.parse((await getRawBody(ctx.req, { limit: '10mb' })).toString('utf8'));
+  const logits = hop ? (await call()).logits : new Float32Array(4);
+  ctx.type = 'application/json';
+  ctx.body = JSON.stringify({ model: 'bare', answers: { q: { type: 'choice', choice: { costs: logits[0] + body.state.length % 2 } } } });
+});
+app.use(router.routes());
+const server = app.listen(0, '127.0.0.1', () => console.log('on http://127.0.0.1:' + server.address().port));
+process.on('SIGTERM', () => process.exit(0));`;
+
+async function bareUnderLoad(kind: 'bare' | 'hop'): Promise<LoadRow> {
+  const child = spawn(process.execPath, ['-e', BARE_SERVER, kind], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+  try {
+    return await underLoad(await listeningUrl(() => out, exited), child.pid!);
+  } finally {
+    child.kill();
+  }
 }
 
 /** The kernel's clock ticks a second, in which /proc counts CPU time (10 ms each on most: read over many requests). */
@@ -221,6 +259,9 @@ async function main() {
     console.log(`\n${LOAD_CLIENTS} clients at once for ${LOAD_SECONDS} s, new questions about the cached state (after each server's rows above; cpu: ms a request, all its threads, then its main thread's):\n`);
     console.log('| build | server flags | requests | requests/s | cpu | main thread cpu |\n|---|---|---|---|---|---|');
     for (const line of loads) console.log(line);
+    const floor = (name: string, r: LoadRow) => console.log(`| ${name} | | ${r.requests} | ${r.perSecond.toFixed(0)} | ${r.cpu.toFixed(3)} | ${r.mainCpu.toFixed(3)} |`);
+    floor('a bare Koa server (its floor)', await bareUnderLoad('bare'));
+    floor('a bare Koa server and a call to a child process over IPC a request', await bareUnderLoad('hop'));
   }
   const engine = median(cached.map((r) => r.engine));
   const between = median(cached.map((r) => r.client)) - engine;

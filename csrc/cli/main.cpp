@@ -42,30 +42,24 @@
 #include <ATen/record_function.h>
 #include <nlohmann/json.hpp>
 
-#include <cctype>
+#include <algorithm>
 #include <chrono>
 #include <fstream>
-#include <functional>
 #include <iostream>
-#include <limits>
-#include <map>
 #include <optional>
-#include <set>
 #include <string>
-#include <string_view>
-#include <type_traits>
 
 #include "cli/call_profile.h"
+#include "cli/calls_json.h"
+#include "cli/flags.h"
 #include "cli/gemm_rows_probe.h"
 #include "cli/microbench.h"
 #include "model/transformer.h"
 #include "common/clock.h"
 #include "common/errors.h"
 #include "engine/engine.h"
-#include "engine/engine_info_json.h"
 #include "engine/intra_op_threads.h"
 #include "engine/launched_batch.h"
-#include "engine/named_fields.h"
 #include "kernels/aten/few_rows_gemm.h"
 #include "kernels/cpu/cpu_layer_kernels.h"
 #include "kernels/cpu/gemm/invariant_gemm.h"
@@ -73,220 +67,13 @@
 namespace {
 
 using nlohmann::json;
-
-struct Args {
-  std::string command;
-  std::map<std::string, std::string> values;
-  bool has(const std::string& k) const { return values.count(k) > 0; }
-  std::string get(const std::string& k, const std::string& fallback = "") const { return has(k) ? values.at(k) : fallback; }
-  int64_t number(const std::string& k, int64_t fallback) const { return has(k) ? std::stoll(values.at(k)) : fallback; }
-};
-
-// Each command's flags: one it does not read is refused, never ignored.
-// An engine option's flag: its load() name in kebab-case (blockSize: --block-size, cacheMiB: --cache-mib), the
-// checkpoint's --model; none for the boundary registration, which needs a server to answer first (tq_cli registers a
-// state's boundary before its questions).
-std::optional<std::string> engine_flag(std::string_view option) {
-  if (option == "path") return "model";
-  if (option == "registerBoundary") return std::nullopt;
-  std::string flag;
-  for (size_t i = 0; i < option.size(); ++i) {
-    const char c = option[i];
-    const bool in_mib = c == 'B' && i >= 2 && option.substr(i - 2, 3) == "MiB";
-    if (std::isupper(static_cast<unsigned char>(c)) && !in_mib) flag += '-';
-    flag += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return flag;
-}
-
-std::set<std::string> engine_flags() {
-  std::set<std::string> flags;
-  tq::EngineOptions o;
-  tq::for_each_engine_option(o, [&](const char* name, auto&) {
-    if (const auto flag = engine_flag(name)) flags.insert(*flag);
-  });
-  return flags;
-}
-
-std::set<std::string> flags_of(const std::string& command) {
-  auto with_engine = [](std::set<std::string> own) {
-    const auto engine = engine_flags();
-    own.insert(engine.begin(), engine.end());
-    return own;
-  };
-  if (command == "answer") return with_engine({"calls", "repeat", "profile", "in-flight"});
-  if (command == "selfcheck") return with_engine({"reference-kernels", "reference-device", "bound"});
-  if (command == "readout") return with_engine({"labels", "iterations"});
-  if (command == "gemm") return {"m", "k", "n", "dtype", "batch-invariant", "isa", "quantization", "arithmetic", "iterations", "threads"};
-  if (command == "gemm-rows") return {"device", "rows", "shapes", "time"};
-  throw tq::EngineError(tq::code::kBadRequest, "unknown command " + command + " (answer, gemm, gemm-rows, readout, selfcheck)");
-}
-
-Args parse(int argc, char** argv) {
-  if (argc < 2) throw tq::EngineError(tq::code::kBadRequest, "usage: tq_cli answer|gemm|gemm-rows|readout|selfcheck --flag value ... (see csrc/cli/main.cpp)");
-  Args a;
-  a.command = argv[1];
-  const auto known = flags_of(a.command);
-  for (int i = 2; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag.rfind("--", 0) != 0) throw tq::EngineError(tq::code::kBadRequest, "unexpected argument " + flag);
-    flag = flag.substr(2);
-    if (!known.count(flag)) throw tq::EngineError(tq::code::kBadRequest, "tq_cli " + a.command + " has no flag --" + flag + " (see csrc/cli/main.cpp)");
-    if (i + 1 < argc) a.values[flag] = argv[++i];
-    else throw tq::EngineError(tq::code::kBadRequest, "--" + flag + " needs a value");
-  }
-  return a;
-}
-
-bool on_off(const Args& a, const std::string& flag, const std::string& fallback) {
-  const auto value = a.get(flag, fallback);
-  if (value != "on" && value != "off") throw tq::EngineError(tq::code::kBadRequest, "--" + flag + " must be on or off, got " + value);
-  return value == "on";
-}
-
-// A flag's value as an engine option's type: on|off, a number, a choice by its table (common/choices.h).
-void read_flag(const std::string& flag, const std::string& value, std::string& into) { into = value; }
-void read_flag(const std::string& flag, const std::string& value, bool& into) {
-  if (value != "on" && value != "off") throw tq::EngineError(tq::code::kBadRequest, "--" + flag + " must be on or off, got " + value);
-  into = value == "on";
-}
-void read_flag(const std::string& flag, const std::string& value, std::optional<bool>& into) {
-  bool on = false;
-  read_flag(flag, value, on);
-  into = on;
-}
-template <class N>
-std::enable_if_t<std::is_arithmetic_v<N>> read_flag(const std::string& flag, const std::string& value, N& into) {
-  size_t used = 0;
-  long long whole = 0;
-  double number = 0;
-  try {
-    if constexpr (std::is_integral_v<N>) whole = std::stoll(value, &used);
-    else number = std::stod(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  const bool fits = !std::is_integral_v<N> || (whole >= std::numeric_limits<N>::min() && whole <= std::numeric_limits<N>::max());
-  if (value.empty() || used != value.size() || !fits)
-    throw tq::EngineError(tq::code::kBadRequest, "--" + flag + " must be " + (std::is_integral_v<N> ? "an integer" : "a number") + ", got " + value);
-  into = std::is_integral_v<N> ? static_cast<N>(whole) : static_cast<N>(number);
-}
-template <class E>
-auto read_flag(const std::string&, const std::string& value, E& into) -> decltype(tq::ChoiceTable<E>::values, void()) {
-  into = tq::parse_option<E>(value);
-}
-template <class E>
-auto read_flag(const std::string&, const std::string& value, std::optional<E>& into) -> decltype(tq::ChoiceTable<E>::values, void()) {
-  into = tq::parse_option<E>(value);
-}
-
-// The engine's options from the flags given; a flag not given keeps EngineOptions' default.
-tq::EngineOptions engine_options(const Args& a) {
-  tq::EngineOptions o;
-  o.register_boundary = tq::BoundaryRegistration::Before;  // no server answers before a boundary would be registered
-  tq::for_each_engine_option(o, [&](const char* name, auto& field) {
-    const auto flag = engine_flag(name);
-    if (flag && a.has(*flag)) read_flag(*flag, a.values.at(*flag), field);
-  });
-  return o;
-}
-
-// The engine's info with the addon's keys (engine/engine_info_json.h).
-json info_json(const tq::EngineInfo& i) { return json::parse(tq::engine_info_json(i).dump()); }
-
-// An image from a file of raw RGB bytes, keyed by its content (the server's key is a SHA-256; any key
-// that differs between different pixels serves the vision cache).
-tq::ImageInput image_of(const json& j) {
-  const auto width = j.at("width").get<int64_t>(), height = j.at("height").get<int64_t>();
-  std::ifstream in(j.at("rgb").get<std::string>(), std::ios::binary);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (static_cast<int64_t>(bytes.size()) != width * height * 3) throw std::runtime_error("image " + j.at("rgb").get<std::string>() + ": not width x height x 3 bytes");
-  tq::ImageInput image;
-  image.rgb = at::from_blob(bytes.data(), {height, width, 3}, at::kByte).clone();
-  const std::string_view view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  image.key = {std::hash<std::string_view>{}(view), static_cast<uint64_t>(width), static_cast<uint64_t>(height), 0};
-  return image;
-}
-
-// A request's fields that may be left out, read from the calls file by type (engine/named_fields.h): an absent (or
-// null) one keeps its default, one of another type is refused with its place, never ignored.
-class JsonFields {
- public:
-  JsonFields(const json& j, std::string where) : j_(j), where_(std::move(where)) {}
-  template <class T>
-  void read(const char* key, T& into) const {
-    if (!j_.contains(key) || j_.at(key).is_null()) return;
-    const json& v = j_.at(key);
-    const bool fits = std::is_same_v<T, bool> ? v.is_boolean() : std::is_same_v<T, std::string> ? v.is_string()
-                      : std::is_integral_v<T> ? v.is_number_integer() : v.is_number();
-    if (!fits) throw tq::EngineError(tq::code::kBadRequest, where_ + key + " must be " + kind<T>());
-    into = v.get<T>();
-  }
-
- private:
-  template <class T>
-  static const char* kind() {
-    return std::is_same_v<T, bool> ? "true or false" : std::is_same_v<T, std::string> ? "a string" : std::is_integral_v<T> ? "an integer" : "a number";
-  }
-  const json& j_;
-  std::string where_;
-};
-
-// One request of the calls file; `where` names it in errors ("calls[0][1].").
-tq::AnswerRequest request_of(const json& j, const std::string& where) {
-  tq::AnswerRequest r;
-  r.want_hidden = true;  // unless the request says otherwise: the output's checksums read the hidden state
-  r.state = j.at("state").get<std::vector<int64_t>>();
-  const JsonFields fields(j, where);
-  tq::for_each_request_field(r, [&](const char* name, auto& field) { fields.read(name, field); });
-  if (j.contains("images"))
-    for (const auto& im : j.at("images")) r.images.push_back(image_of(im));
-  for (size_t i = 0; i < j.at("questions").size(); ++i) {
-    const json& q = j.at("questions").at(i);
-    tq::QuestionTokens s;
-    s.tokens = q.at("tokens").get<std::vector<int64_t>>();
-    s.label_ids = q.at("labelIds").get<std::vector<int64_t>>();
-    const JsonFields question(q, where + "questions[" + std::to_string(i) + "].");
-    tq::for_each_question_field(s, [&](const char* name, auto& field) { question.read(name, field); });
-    r.questions.push_back(std::move(s));
-  }
-  return r;
-}
-
-json result_json(const tq::AnswerResult& r) {
-  json answers = json::array();
-  for (const auto& a : r.answers) {
-    double sum = 0, abs_sum = 0;
-    for (float h : a.hidden) {
-      sum += h;
-      abs_sum += std::abs(h);
-    }
-    answers.push_back({{"labelLogits", a.label_logits}, {"labelLogProbs", a.label_log_probs}, {"hiddenSum", sum}, {"hiddenAbsSum", abs_sum}});
-  }
-  return {{"answers", answers},
-          {"stateMs", r.state_ms},
-          {"questionsMs", r.questions_ms},
-          {"readoutMs", r.readout_ms},
-          {"planMs", r.plan_ms},
-          {"graphLaunchMs", r.graph_launch_ms},
-          {"graphLaunches", r.graph_launches},
-          {"cachedTokens", r.cached_tokens},
-          {"computedTokens", r.computed_tokens}, {"paddingTokens", r.padding_tokens}, {"graphReplays", r.graph_replays}};
-}
-
-// What the few-row GEMM chose for each shape and row bucket, and each form's trial: what the window reads beside the
-// profile (which form runs `down` on a warm question, and what the others measured).
-json gemm_forms_json(const tq::FewRowsGemm& gemm) {
-  json out = json::array();
-  for (const auto& [key, choice] : gemm.choices()) {
-    const auto& [n, k, dtype, bucket] = key;
-    json trials = json::array();
-    for (const auto& t : choice.trials) trials.push_back({{"form", tq::gemm_form_name(t.form)}, {"us", t.us}, {"sameBits", t.same_bits}});
-    out.push_back({{"out", n}, {"in", k}, {"dtype", c10::toString(static_cast<at::ScalarType>(dtype))}, {"rowBucket", bucket},
-                   {"form", tq::gemm_form_name(choice.form)}, {"trials", trials}});
-  }
-  return out;
-}
+using tq::cli::Args;
+using tq::cli::engine_options;
+using tq::cli::gemm_forms_json;
+using tq::cli::info_json;
+using tq::cli::on_off;
+using tq::cli::request_of;
+using tq::cli::result_json;
 
 json answer(const Args& a) {
   std::ifstream in(a.get("calls"));
@@ -487,7 +274,7 @@ json readout(const Args& a) {
 
 int main(int argc, char** argv) {
   try {
-    const Args args = parse(argc, argv);
+    const Args args = tq::cli::parse(argc, argv);
     json out;
     if (args.command == "answer") out = answer(args);
     else if (args.command == "gemm") out = gemm(args);

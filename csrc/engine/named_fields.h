@@ -1,6 +1,6 @@
 // What a caller sets, each field named once, in the addon's spelling: the addon reads load()'s options and each
 // request object by these names (addon/js_values.cpp), and tq_cli its flags (the name in kebab-case: blockSize is
-// --block-size) and its calls file (cli/main.cpp). A new option or request field is one line here (docs/build.md,
+// --block-size: cli/flags.cpp) and its calls file (cli/calls_json.cpp). A new option or request field is one line here (docs/build.md,
 // "Adding an engine option"). A request's token lists and images, whose forms differ (typed arrays and pixel buffers
 // there, JSON lists and raw RGB files here), each reads its own way.
 #pragma once

@@ -38,8 +38,8 @@ test('the field reader sees a struct as written, defaults and comments aside', (
 
 test("the engine's info is written by one serializer, which the addon and tq_cli call", () => {
   expect(read('addon/js_values.cpp')).toContain('engine_info_json(');
-  expect(read('cli/main.cpp')).toContain('engine_info_json(');
-  for (const file of ['addon/js_values.cpp', 'cli/main.cpp']) expect(read(file)).not.toMatch(/"cacheBytes"|"kvCacheBytes"|"linearBytes"/);
+  expect(read('cli/calls_json.cpp')).toContain('engine_info_json(');
+  for (const file of ['addon/js_values.cpp', 'cli/calls_json.cpp', 'cli/main.cpp']) expect(read(file)).not.toMatch(/"cacheBytes"|"kvCacheBytes"|"linearBytes"/);
 });
 
 /** The names for_each_engine_option gives, in order (csrc/engine/named_fields.h). */
@@ -58,7 +58,7 @@ test('every engine option is named once, in one list that the addon and tq_cli b
   const tsFields = Array.from(loadOptions.slice(0, loadOptions.indexOf('\n}')).matchAll(/^ {2}(\w+)\??:/gm), (m) => m[1]);
   expect(tsFields.sort()).toEqual(listed.map((o) => o.name).sort());
   // Both readers go through the list; neither names an option field itself.
-  for (const file of ['addon/js_values.cpp', 'cli/main.cpp']) {
+  for (const file of ['addon/js_values.cpp', 'cli/flags.cpp']) {
     expect(read(file)).toContain('for_each_engine_option(');
     expect(read(file)).not.toMatch(/\bo(pts)?\.(block_size|cache_mib|max_step_tokens|prefix_cache|batch_invariant)\b/);
   }
@@ -67,7 +67,7 @@ test('every engine option is named once, in one list that the addon and tq_cli b
 test("a request's optional fields are named once, in one list that the addon and tq_cli both read", () => {
   const fields = read('engine/named_fields.h');
   expect(Array.from(fields.matchAll(/visit\("(\w+)", [rq]\./g), (m) => m[1])).toEqual(['wantHidden', 'cacheSalt', 'readoutIndex', 'temperature']);
-  for (const file of ['addon/js_values.cpp', 'cli/main.cpp']) {
+  for (const file of ['addon/js_values.cpp', 'cli/calls_json.cpp']) {
     expect(read(file)).toContain('for_each_request_field(');
     expect(read(file)).toContain('for_each_question_field(');
     expect(read(file).replace(/\/\/.*$/gm, '')).not.toMatch(/"(wantHidden|cacheSalt|readoutIndex|temperature)"/); // comments aside

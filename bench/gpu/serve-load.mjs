@@ -6,8 +6,11 @@
 //   load:  TQ_LOAD_CLIENTS (64) clients for TQ_LOAD_SECONDS (20 s), each request one question about a
 //          state from a pool: every other request a warm one (8 states asked before), the others new;
 //          requests/s, prompt tokens/s (the server's /metrics counter), latencies, and the server process's CPU
-//          (Linux's /proc: all its threads a request, and how busy its main thread was: near 100%, the front end
-//          bounds the load, not the engine);
+//          (Linux's /proc: all its threads a request, and how busy its main thread was). With the channel to the
+//          engine spun on (--busy-poll-ms, a CUDA device's default: src/server/engine-process/channel.ts) the main
+//          thread polls its ring between events while calls are pending, and does not sleep: its busy share counts
+//          that polling, whatever the work. Whether the front end bounds the load is read from requests/s against the
+//          in-flight replay below, and the main thread's work a request from `npm run bench:frontend`'s load;
 //   warm, after the load: the warm state again, TQ_LOAD_STEADY_RUNS (200) requests one at a time, on a server
 //          that has answered thousands (V8 compiles a request's path over its first thousands: bench/README.md,
 //          "Front end"), with the client's time less the engine's call, against issue 65's 0.5 ms.
@@ -209,7 +212,7 @@ function write() {
     '',
     `Load: ${f(result.load.requestsPerSecond)} requests/s, ${Math.round(result.load.promptTokensPerSecond)} prompt tokens/s (mean merged batch ${f(merged)})` +
       (result.load.serverMainThreadBusy !== undefined
-        ? `; the server process's CPU ${result.load.serverCpuMsPerRequest.toFixed(2)} ms a request (all its threads), its main thread busy ${(100 * result.load.serverMainThreadBusy).toFixed(0)}% of the load`
+        ? `; the server process's CPU ${result.load.serverCpuMsPerRequest.toFixed(2)} ms a request (all its threads), its main thread busy ${(100 * result.load.serverMainThreadBusy).toFixed(0)}% of the load (its polling of the channel included)`
         : '') +
       (result.engineAlone
         ? `; the same requests through tq_cli alone: ${Math.round(result.engineAlone.promptTokensPerSecond)} prompt tokens/s ` +

@@ -386,7 +386,7 @@ class Window(Runner):
         after = f" ({steady['p50']:.1f} after the load, {steady['beyondEngineP50']:.2f} beyond its engine call)" if steady else ""
         return ok(status), (f"cold p50 {result['cold']['p50']:.1f} ms, warm p50 {result['warm']['p50']:.1f} ms{after}, {load['requestsPerSecond']:.1f} req/s "
                             f"under {load['clients']} clients"
-                            + (f" (the server's main thread {100 * load['serverMainThreadBusy']:.0f}% busy)" if "serverMainThreadBusy" in load else "")
+                            + (f" (the server's main thread {100 * load['serverMainThreadBusy']:.0f}% busy, its polling of the channel included)" if "serverMainThreadBusy" in load else "")
                             + (f", {100 * load['shareOfEngineAlone']:.0f}% of the engine alone"
                                                                    if "shareOfEngineAlone" in load else "")
                             + (f", {100 * load['shareOfInFlight']:.0f}% of it with two calls in flight" if "shareOfInFlight" in load else "")

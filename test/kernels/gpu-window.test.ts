@@ -121,7 +121,7 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(serve.load.serverCpuMsPerRequest).toBeGreaterThan(0);
   expect(serve.load.serverMainThreadBusy).toBeGreaterThan(0);
   expect(serve.load.serverMainThreadBusy).toBeLessThan(1.1);
-  expect(files['serve.md']).toMatch(/the server process's CPU \d+\.\d\d ms a request \(all its threads\), its main thread busy \d+% of the load/);
+  expect(files['serve.md']).toMatch(/the server process's CPU \d+\.\d\d ms a request \(all its threads\), its main thread busy \d+% of the load \(its polling of the channel included\)/);
   // The engine's host planning, from each answer's x-service-stages: a part of the engine call.
   // The warm state again after the load, on a server past its first thousands of requests, and the HTTP's part.
   expect(serve.warmAfterLoad.n).toBe(4);
@@ -146,7 +146,7 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(files['serve.md']).toMatch(/With two calls in flight .* the server delivers \d+% of that ceiling/);
   expect(steps[7].summary).toMatch(/% of it with two calls in flight \(\d+\.\d\dx one at a time\)$/);
   expect(steps[7].summary).toMatch(/warm p50 \d+\.\d ms \(\d+\.\d after the load, \d+\.\d\d beyond its engine call\)/);
-  expect(steps[7].summary).toMatch(/req\/s under 4 clients \(the server's main thread \d+% busy\)/);
+  expect(steps[7].summary).toMatch(/req\/s under 4 clients \(the server's main thread \d+% busy, its polling of the channel included\)/);
   // Two engines on the one device, the same load: on the CPU each sizes its cache by the context.
   expect(steps[11].summary).toMatch(/^two engines: [\d.]+ req\/s under 4 clients, [\d.]+x one engine's; their caches [\d.]+ GiB \(context\), [\d.]+ GiB \(context\)$/);
   const twoEngines = JSON.parse(files['two-engines-serve.json']);

@@ -29,10 +29,11 @@ export class EncodingCache {
     return ids;
   }
 
+  /** Keeps `ids` itself, not a copy: the caller hands over an array it no longer changes (tokenizer.ts makes one a text). */
   set(text: string, ids: readonly number[]): void {
     const cost = EncodingCache.cost(text, ids);
     if (cost > this.budgetBytes || this.entries.has(text)) return;
-    this.entries.set(text, [...ids]);
+    this.entries.set(text, ids);
     this.bytes += cost;
     for (const [oldest, oldIds] of this.entries) {
       if (this.bytes <= this.budgetBytes) break;

@@ -63,8 +63,7 @@ const HEAP_BLOCKS_UP_TO = 32 << 20;
 /**
  * The library's ids as an array of small integers, as V8 holds them unboxed. Its own arrays hold each id as a boxed
  * number (V8's HOLEY_ELEMENTS), and every copy a request makes of a state's ids paid for it: into the Int32Array that
- * crosses to the engine process, 22 ns an id against about 1.5 (a 1,265-token state: 45-56 µs of the server's own
- * time a request, its largest item after its system calls; bench/README.md, "Front end").
+ * crosses to the engine process, an order of magnitude slower a state (bench/README.md, "Front end").
  */
 function smallIntegers(ids: number[]): number[] {
   return ids.map((id) => id | 0);

@@ -3,12 +3,17 @@
 // compiler: so that the CPU checks run those bodies themselves, launch geometry, lanes, shuffles and barriers
 // included, and compare their bits with the host forms (test/native/row_kernels_check.cpp). Under nvcc this header
 // only names the dynamic shared memory. On the host, run_grid() runs a launch one block at a time, each of its threads
-// a host thread: __syncthreads() waits for the block's threads, __syncwarp() for the warp's, and __shfl_sync() passes
-// (and __shfl_down_sync(), __shfl_xor_sync()) a value through the warp's slots between two such waits. __shared__ variables are a block's because one block runs
-// at a time. It emulates what these kernels use, not CUDA: a warp's lanes must all reach each __syncwarp() and
-// __shfl_sync() (these kernels' warps do: a warp leaves whole), and the block's threads each __syncthreads(). Two PTX
-// instructions too: cp.async (a copy done at once, so never seen out of order) and the tensor cores' mma.m16n8k16 (its
-// fragments exchanged like a shuffle's values, its sums by a model of ours, not the hardware's rounding).
+// a fiber of the calling thread (its own stack, switched to by ucontext): a thread runs until it waits, then the next
+// runs. __syncthreads() waits for the block's threads, __syncwarp() for the warp's, and __shfl_sync() passes
+// (and __shfl_down_sync(), __shfl_xor_sync()) a value through the warp's slots between two such waits. Fibers, not host
+// threads: a host thread's wait is a trip through the kernel's scheduler, and the checks' launches wait millions of
+// times (20 s of system time for cuda_bodies_check with threads, against a fraction of a second). __shared__ variables
+// are a block's because one block runs at a time. It emulates what these kernels use, not CUDA: a warp's lanes must all
+// reach each __syncwarp() and __shfl_sync() (these kernels' warps do: a warp leaves whole), and the block's threads
+// each __syncthreads(); a launch whose threads wait for one that never comes is stopped with a message, not hung. Two
+// PTX instructions too: cp.async (a copy done at once, so never seen out of order) and the tensor cores'
+// mma.m16n8k16 (its fragments exchanged like a shuffle's values, its sums by a model of ours, not the hardware's
+// rounding).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -23,11 +28,14 @@ __device__ T* dynamic_shared() {
 }
 }  // namespace tq::cuda
 #else
-#include <condition_variable>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #define __global__
@@ -54,25 +62,98 @@ inline thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace tq::emulation {
 
+// The fibers of the block running now, and the switches between them (run_grid below).
+class Fibers {
+ public:
+  // From a waiting thread back to the scheduler, which runs the others before it comes back here.
+  static void yield() { swapcontext(&running->fiber().context, &running->scheduler_); }
+  // Something happened that a waiting thread may be waiting for (an arrival, a release, a thread's end).
+  static void progressed() { ++running->events_; }
+
+  // Each thread's stack is 256 KiB under a guard page, mapped without reserving memory: a thread touches a few pages.
+  explicit Fibers(size_t threads) : fibers_(threads), bytes_((kStackBytes + kPage) * threads) {
+    base_ = static_cast<unsigned char*>(mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+    if (base_ == MAP_FAILED) fail("no memory for the fibers' stacks");
+    for (size_t t = 0; t < threads; ++t) mprotect(stack_of(t) - kPage, kPage, PROT_NONE);
+  }
+  ~Fibers() { munmap(base_, bytes_); }
+  Fibers(const Fibers&) = delete;
+  Fibers& operator=(const Fibers&) = delete;
+
+  // Runs thread(t) for every t as a fiber of its own until each has returned; enter(t) is called before each of
+  // thread t's turns (so that it finds its own threadIdx and warp).
+  void run(const std::function<void(size_t)>& thread, const std::function<void(size_t)>& enter) {
+    thread_ = &thread;
+    for (size_t t = 0; t < fibers_.size(); ++t) {
+      Fiber& f = fibers_[t];
+      f.done = false;
+      getcontext(&f.context);
+      f.context.uc_stack.ss_sp = stack_of(t);
+      f.context.uc_stack.ss_size = kStackBytes;
+      f.context.uc_link = &scheduler_;
+      makecontext(&f.context, &Fibers::start, 0);
+    }
+    Fibers* outer = running;
+    running = this;
+    for (size_t left = fibers_.size(); left > 0;) {
+      const uint64_t before = events_;
+      for (current_ = 0; current_ < fibers_.size(); ++current_) {
+        if (fibers_[current_].done) continue;
+        enter(current_);
+        swapcontext(&scheduler_, &fibers_[current_].context);
+        if (fibers_[current_].done) --left;
+      }
+      // A whole round in which every thread left found itself still waiting: they wait for one that will not come.
+      if (left > 0 && events_ == before) fail("the block's threads wait at a barrier some of them never reach");
+    }
+    running = outer;
+  }
+
+ private:
+  struct Fiber {
+    ucontext_t context;
+    bool done = false;
+  };
+  static constexpr size_t kPage = 4096, kStackBytes = 256 << 10;
+  unsigned char* stack_of(size_t t) const { return base_ + t * (kStackBytes + kPage) + kPage; }
+  Fiber& fiber() { return fibers_[current_]; }
+  static void start() {
+    Fibers& f = *running;
+    (*f.thread_)(f.current_);
+    f.fiber().done = true;
+    progressed();
+  }  // returns to the scheduler (uc_link)
+  [[noreturn]] static void fail(const char* why) {
+    std::fprintf(stderr, "host_emulation: %s\n", why);
+    std::abort();
+  }
+
+  static inline thread_local Fibers* running = nullptr;
+  std::vector<Fiber> fibers_;
+  size_t bytes_;
+  unsigned char* base_ = nullptr;
+  ucontext_t scheduler_;
+  size_t current_ = 0;
+  uint64_t events_ = 0;
+  const std::function<void(size_t)>* thread_ = nullptr;
+};
+
 // Threads wait here until `count` have come; then all go on, and it is ready for the next round.
 class Barrier {
  public:
   explicit Barrier(int count) : count_(count) {}
   void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
     const auto round = round_;
+    Fibers::progressed();
     if (++arrived_ == count_) {
       arrived_ = 0;
       ++round_;
-      all_.notify_all();
-    } else {
-      all_.wait(lock, [&] { return round_ != round; });
+      return;
     }
+    while (round_ == round) Fibers::yield();
   }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable all_;
   int count_, arrived_ = 0;
   uint64_t round_ = 0;
 };
@@ -178,10 +259,11 @@ T* dynamic_shared() {
 namespace tq::emulation {
 
 // kernel(args) over grid x block, as a launch with `shared_bytes` of dynamic shared memory would run it. Blocks
-// one after another (their __shared__ variables are then theirs), each block's threads at once.
+// one after another (their __shared__ variables are then theirs), each block's threads as fibers taking turns.
 template <typename Args>
 void run_grid(void (*kernel)(Args), const Args& args, dim3 grid, dim3 block, size_t shared_bytes) {
   const unsigned threads = block.x * block.y * block.z;
+  Fibers fibers(threads);
   for (unsigned bz = 0; bz < grid.z; ++bz)
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx) {
@@ -190,17 +272,15 @@ void run_grid(void (*kernel)(Args), const Args& args, dim3 grid, dim3 block, siz
         for (unsigned w = 0; w < (threads + 31) / 32; ++w) warps.push_back(std::make_unique<Warp>());
         std::vector<unsigned char> shared(shared_bytes + 16);
         unsigned char* aligned = shared.data() + (16 - reinterpret_cast<uintptr_t>(shared.data()) % 16) % 16;
-        std::vector<std::thread> running;
-        for (unsigned t = 0; t < threads; ++t)
-          running.emplace_back([&, t] {
-            threadIdx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
-            blockIdx = dim3(bx, by, bz);
-            blockDim = block;
-            gridDim = grid;
-            context = {&block_barrier, warps[t / 32].get(), aligned};
-            kernel(args);
-          });
-        for (auto& th : running) th.join();
+        blockIdx = dim3(bx, by, bz);
+        blockDim = block;
+        gridDim = grid;
+        fibers.run([&](size_t) { kernel(args); },
+                   [&](size_t t) {
+                     const unsigned u = static_cast<unsigned>(t);
+                     threadIdx = dim3(u % block.x, (u / block.x) % block.y, u / (block.x * block.y));
+                     context = {&block_barrier, warps[t / 32].get(), aligned};
+                   });
       }
 }
 

@@ -148,6 +148,58 @@ export interface HeadData {
   y: Int32Array;
 }
 
+/**
+ * z[j] += W_j . x_i for every option j: each sum over k in order, as a plain loop would take it (so the same bits),
+ * but four options at a time, so that the four sums' additions overlap instead of each waiting for the one before
+ * (an add's latency bounds a lone sum; the fit spends most of its time here: bench/README.md, "Task fitting").
+ */
+function addRowLogits(w: Float64Array, x: Float64Array, xi: number, r: number, C: number, z: Float64Array) {
+  let j = 0;
+  for (; j + 4 <= C; j += 4) {
+    const w0 = j * r, w1 = w0 + r, w2 = w1 + r, w3 = w2 + r;
+    let s0 = z[j], s1 = z[j + 1], s2 = z[j + 2], s3 = z[j + 3];
+    for (let k = 0; k < r; k++) {
+      const xk = x[xi + k];
+      s0 += w[w0 + k] * xk;
+      s1 += w[w1 + k] * xk;
+      s2 += w[w2 + k] * xk;
+      s3 += w[w3 + k] * xk;
+    }
+    z[j] = s0, z[j + 1] = s1, z[j + 2] = s2, z[j + 3] = s3;
+  }
+  for (; j < C; j++) {
+    let s = z[j];
+    for (let k = 0, wj = j * r; k < r; k++) s += w[wj + k] * x[xi + k];
+    z[j] = s;
+  }
+}
+
+/**
+ * grad_j += g_j x_i (and the bias's += g_j) for every option j whose g_j is not 0, four options at a time where none
+ * of the four is 0: each element still takes the rows in order, so the same bits as one option at a time.
+ */
+function addRowGradient(g: Float64Array, x: Float64Array, xi: number, r: number, C: number, grad: Float64Array) {
+  const bias = C * r;
+  let j = 0;
+  for (; j + 4 <= C && g[j] !== 0 && g[j + 1] !== 0 && g[j + 2] !== 0 && g[j + 3] !== 0; j += 4) {
+    const g0 = g[j], g1 = g[j + 1], g2 = g[j + 2], g3 = g[j + 3];
+    const w0 = j * r, w1 = w0 + r, w2 = w1 + r, w3 = w2 + r;
+    for (let k = 0; k < r; k++) {
+      const xk = x[xi + k];
+      grad[w0 + k] += g0 * xk;
+      grad[w1 + k] += g1 * xk;
+      grad[w2 + k] += g2 * xk;
+      grad[w3 + k] += g3 * xk;
+    }
+    grad[bias + j] += g0, grad[bias + j + 1] += g1, grad[bias + j + 2] += g2, grad[bias + j + 3] += g3;
+  }
+  for (; j < C; j++) {
+    if (g[j] === 0) continue;
+    for (let k = 0, wj = j * r; k < r; k++) grad[wj + k] += g[j] * x[xi + k];
+    grad[bias + j] += g[j];
+  }
+}
+
 /** Parameters [W (C x r) row-major, c (C)]. */
 export function headObjective(data: HeadData, lambda: number) {
   const { n, C, r, x, offset, y } = data;
@@ -157,19 +209,12 @@ export function headObjective(data: HeadData, lambda: number) {
     grad.fill(0);
     let loss = 0;
     for (let i = 0; i < n; i++) {
-      for (let j = 0; j < C; j++) {
-        let s = w[C * r + j] + (offset ? offset[i * C + j] : 0);
-        for (let k = 0; k < r; k++) s += w[j * r + k] * x[i * r + k];
-        z[j] = s;
-      }
+      for (let j = 0; j < C; j++) z[j] = w[C * r + j] + (offset ? offset[i * C + j] : 0);
+      addRowLogits(w, x, i * r, r, C, z);
       loss += softmaxInto(z, p) - z[y[i]];
       p[y[i]] -= 1;
-      for (let j = 0; j < C; j++) {
-        const g = p[j] / n;
-        if (g === 0) continue;
-        for (let k = 0; k < r; k++) grad[j * r + k] += g * x[i * r + k];
-        grad[C * r + j] += g;
-      }
+      for (let j = 0; j < C; j++) p[j] /= n;
+      addRowGradient(p, x, i * r, r, C, grad);
     }
     loss /= n;
     for (let k = 0; k < C * r; k++) {
@@ -201,11 +246,8 @@ export function fitHeadPath(data: HeadData, lambdas: number[], maxIterations = 3
 /** Logits of the head for row i (features x_i, offset row i) into z. */
 export function headLogits(data: HeadData, w: Float64Array, i: number, z: Float64Array) {
   const { C, r, x, offset } = data;
-  for (let j = 0; j < C; j++) {
-    let s = w[C * r + j] + (offset ? offset[i * C + j] : 0);
-    for (let k = 0; k < r; k++) s += w[j * r + k] * x[i * r + k];
-    z[j] = s;
-  }
+  for (let j = 0; j < C; j++) z[j] = w[C * r + j] + (offset ? offset[i * C + j] : 0);
+  addRowLogits(w, x, i * r, r, C, z);
 }
 
 /** The fitted head on raw hidden states: z += W' h + c', W' = W M^T (C x d), c' = c - W' mean. */

@@ -27,6 +27,16 @@
 namespace tq {
 namespace {
 
+// The host twin's rows. Its std::fma is correctly rounded on every machine, so a clone compiled for CPUs with FMA
+// instructions, chosen at load where the CPU has them, gives the same bits with each fma one instruction; otherwise every
+// one went through a call to libm's fmaf, the most of the twin's time (bench/README.md, "Set-up and suite time").
+__attribute__((target_clones("fma", "default"), flatten)) void attend_bf16_row(const split_key::SplitKeyArgs& a, int seq, int row, int head) {
+  split_key::attend_row<uint16_t>(a, seq, row, head);
+}
+__attribute__((target_clones("fma", "default"), flatten)) void attend_fp32_row(const split_key::SplitKeyArgs& a, int seq, int row, int head) {
+  split_key::attend_row<float>(a, seq, row, head);
+}
+
 void check_operands(const at::Tensor& q, const at::Tensor& k_store, const at::Tensor& v_store) {
   const auto dtype = k_store.scalar_type();
   if (dtype != at::kBFloat16 && dtype != at::kFloat) throw std::invalid_argument("split-key attention computes bf16 and fp32 tiers, not " + std::string(c10::toString(dtype)));
@@ -114,8 +124,8 @@ class SplitKeyAttention : public PartialAttention {
         for (int warp = 0; warp < warps; ++warp) {
           const auto item = split_key::block_item(a, seq, kv_head, static_cast<int>(block % groups), warp, warps);
           if (!item.active) break;
-          if (a.bf16) split_key::attend_row<uint16_t>(a, seq, item.row, item.head);
-          else split_key::attend_row<float>(a, seq, item.row, item.head);
+          if (a.bf16) attend_bf16_row(a, seq, item.row, item.head);
+          else attend_fp32_row(a, seq, item.row, item.head);
         }
       }
     });

@@ -1,6 +1,7 @@
 /**
  * Fits a task in a worker thread of its own, so that /v1/systemone keeps answering while a
- * registration fits (a fit of 1,000 examples with 77 options takes seconds to minutes).
+ * registration fits (a fit of 1,000 examples with 77 options takes tens of seconds on 2 cores: bench/README.md,
+ * "Task fitting").
  * The worker runs as its caller does: TypeScript under ts-node, or compiled (common/sibling-module.ts).
  */
 import { siblingModule } from '../common/sibling-module';

@@ -3,7 +3,7 @@
  * (CMakeLists.txt: build/<name>), and this runs one, its output read as one JSON object per line. Where the check's
  * source is newer than that build (edited since), it is compiled here against build/libtq_core.a first: at -O0 by
  * default (the kernels come compiled in the library), or with the flags given, where the check instantiates kernel
- * code of its own that must be compiled as the library's is.
+ * code of its own that must be compiled as the library's is. `args` go to the check (one part of it alone).
  */
 import { execFile } from 'child_process';
 import * as fs from 'fs';
@@ -21,7 +21,7 @@ function run(file: string, args: string[], env?: NodeJS.ProcessEnv): Promise<str
 
 const mtime = (file: string) => (fs.existsSync(file) ? fs.statSync(file).mtimeMs : -Infinity);
 
-export async function runLinkedCheck(name: string, scratch: string, options: { compileFlags?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<any[]> {
+export async function runLinkedCheck(name: string, scratch: string, options: { compileFlags?: string[]; env?: NodeJS.ProcessEnv; args?: string[] } = {}): Promise<any[]> {
   const library = path.join(root, 'build', 'libtq_core.a');
   if (!fs.existsSync(library)) throw new Error(`${library} is not built; run: npm run build:addon`);
   const source = path.join(root, 'test', 'native', `${name}.cpp`);
@@ -34,7 +34,7 @@ export async function runLinkedCheck(name: string, scratch: string, options: { c
     await run('g++', ['-std=c++17', ...(options.compileFlags ?? ['-O0']), '-DTQ_ONEDNN=1', '-DTQ_CUDA=0', `-I${path.join(root, 'csrc')}`, '-I/usr/include/torch/csrc/api/include', source, library,
       '-ltorch', '-ltorch_cpu', '-lc10', '-ldnnl', '-fopenmp', '-o', exe]);
   }
-  return (await run(exe, [], keepFreedMemory(options.env))).trim().split('\n').map((line) => JSON.parse(line));
+  return (await run(exe, options.args ?? [], keepFreedMemory(options.env))).trim().split('\n').map((line) => JSON.parse(line));
 }
 
 export function scratchDir(): string {

@@ -64,6 +64,10 @@ test("the CUDA row kernels', merge's, readout's, split-key attention's and few-r
   expect(tilings.length).toBe(19);
 });
 
+test('the emulation stops a launch whose threads wait at a barrier one of them never reaches, with a message, instead of hanging', async () => {
+  await expect(runLinkedCheck('cuda_bodies_check', scratch, { args: ['barrier-never-reached'] })).rejects.toThrow(/host_emulation: the block's threads wait at a barrier some of them never reach/);
+});
+
 test('cascade: every step of 440 random segment trees sees what the visibility rule sees, each key once, no tier empty', () => {
   const p = cascade.plans;
   expect(p.layouts).toBeGreaterThan(1500);

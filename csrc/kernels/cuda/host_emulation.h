@@ -7,13 +7,12 @@
 // runs. __syncthreads() waits for the block's threads, __syncwarp() for the warp's, and __shfl_sync() passes
 // (and __shfl_down_sync(), __shfl_xor_sync()) a value through the warp's slots between two such waits. Fibers, not host
 // threads: a host thread's wait is a trip through the kernel's scheduler, and the checks' launches wait millions of
-// times (20 s of system time for cuda_bodies_check with threads, against a fraction of a second). __shared__ variables
-// are a block's because one block runs at a time. It emulates what these kernels use, not CUDA: a warp's lanes must all
-// reach each __syncwarp() and __shfl_sync() (these kernels' warps do: a warp leaves whole), and the block's threads
-// each __syncthreads(); a launch whose threads wait for one that never comes is stopped with a message, not hung. Two
-// PTX instructions too: cp.async (a copy done at once, so never seen out of order) and the tensor cores'
-// mma.m16n8k16 (its fragments exchanged like a shuffle's values, its sums by a model of ours, not the hardware's
-// rounding).
+// times (bench/README.md, "Set-up and suite time"). __shared__ variables are a block's because one block runs at a
+// time. It emulates what these kernels use, not CUDA: a warp's lanes must all reach each __syncwarp() and __shfl_sync()
+// (these kernels' warps do: a warp leaves whole), and the block's threads each __syncthreads(); a launch whose threads
+// wait for one that never comes is stopped with a message, not hung. Two PTX instructions too: cp.async (a copy done
+// at once, so never seen out of order) and the tensor cores' mma.m16n8k16 (its fragments exchanged like a shuffle's
+// values, its sums by a model of ours, not the hardware's rounding).
 #pragma once
 #include <cstddef>
 #include <cstdint>

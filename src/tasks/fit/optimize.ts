@@ -55,7 +55,6 @@ export function lbfgs(f: Objective, x: Float64Array, { maxIterations = 500, grad
   const alpha = new Float64Array(m);
   for (let it = 0; it < maxIterations && maxAbs(g) > gradientTolerance; it++) {
     // Two-loop recursion: dir = -H g.
-    // (Each memory pair's arrays named once: a loop over Y[i][k] looked Y[i] up again at every k.)
     const q = Float64Array.from(g);
     for (let i = S.length - 1; i >= 0; i--) {
       const a = (alpha[i] = rho[i] * dot(S[i], q)), Yi = Y[i];
@@ -138,9 +137,9 @@ export function newton(f: Objective, hessian: (x: Float64Array) => Float64Array,
     if (!dir) break;
     const next = lineSearch(f, x, value, g, dir, 1);
     if (next === undefined) break;
-    // Stopped as lbfgs stops: at the minimum, rounding can hold the gradient above the tolerance while every step gains
-    // nothing, and each such step's line search halved its way to a step that changes nothing (a fit's calibrations
-    // took 100 iterations of 20-odd evaluations each where 4 had done; bench/README.md, "Task fitting").
+    // Stopped as lbfgs stops: at the minimum, rounding can hold the gradient above the tolerance while no step gains
+    // anything, and each such iteration's line search halved its way to a step that changed nothing, up to the last
+    // iteration (bench/README.md, "Task fitting").
     const gained = value - next;
     value = next;
     if (gained <= 1e-15 * Math.max(1, Math.abs(value))) break;

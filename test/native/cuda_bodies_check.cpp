@@ -209,7 +209,7 @@ void label_readout(bool bf16, float softcap) {
 // a layer's are launched together (unmasked, causal, causal in a window that cuts them), each of sequences with 0 to
 // 70 keys (a tile's edges among them) and 1 to 4 rows, their keys at scattered slots of one store: bf16 at head dim
 // 128 (two 16-byte pieces a thread), soft-capped; and one tier alone, longer or at head dim 256 (main). Small cases:
-// every shuffle of an emulated warp is two waits of 32 host threads. The GPU window runs the kernel itself against the
+// every shuffle of an emulated warp is two waits of its 32 fibers. The GPU window runs the kernel itself against the
 // twin at every size, dtype and head dim (cascade_check split-key-device). key_counts: each tier's sequences' keys;
 // masks: the tiers' (causal, window).
 template <typename T>

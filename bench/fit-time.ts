@@ -9,6 +9,7 @@
  * difference of any number in the two outputs. FIT_ROUNDS (default 2) rounds; FIT_SIZES=small or big for one size.
  */
 import { execFileSync } from 'child_process';
+import { createHash } from 'crypto';
 import * as path from 'path';
 
 interface Size { name: string; n: number; C: number; d: number }
@@ -67,7 +68,7 @@ function main() {
       }
       const baseline = results.get('baseline');
       for (const [name, r] of results) {
-        const hash = require('crypto').createHash('sha256').update(r.out).digest('hex').slice(0, 12);
+        const hash = createHash('sha256').update(r.out).digest('hex').slice(0, 12);
         const diff = baseline && name !== 'baseline' ? largestRelativeDifference(JSON.parse(baseline.out), JSON.parse(r.out)).toExponential(1) : '';
         console.log(`| ${size.n} x ${size.C} options x ${size.d} | ${name} | ${round + 1} | ${r.ms.toFixed(0)} | ${r.applied} | ${hash} | ${diff} |`);
       }

@@ -170,15 +170,21 @@ constexpr int kInt8Bit = 25, kBf16Bit = 22;
 // tile configuration on the calling thread (every tile 16 x 64 bytes); the
 // process must have been granted tile state first (cpu_has_amx_int8).
 struct HardwareTiles {
+  struct alignas(64) Config {
+    unsigned char bytes[64];
+  };
   TQ_AMX static void configure() {
-    alignas(64) unsigned char config[64] = {};
-    config[0] = 1;  // palette 1
+    Config config = {};
+    config.bytes[0] = 1;  // palette 1
     for (int t = 0; t < 8; ++t) {
       const uint16_t colsb = kTileBytes;
-      std::memcpy(config + 16 + 2 * t, &colsb, 2);
-      config[48 + t] = kTileRows;
+      std::memcpy(config.bytes + 16 + 2 * t, &colsb, 2);
+      config.bytes[48 + t] = kTileRows;
     }
-    _tile_loadconfig(config);
+    // Not GCC 12's _tile_loadconfig: its asm names only the first 8 bytes as read, so the optimizer dropped the
+    // stores of the tiles' shapes as dead, and every tile came up unconfigured (SIGILL at the first tile load,
+    // on the first AMX Xeon the kernels ran on). This operand is the whole 64 bytes.
+    asm volatile("ldtilecfg %0" ::"m"(config));
   }
   TQ_AMX static void release() { _tile_release(); }
   // GCC's tile intrinsics paste their tile number into the instruction's text: it must be a literal, so each

@@ -89,11 +89,12 @@ async function gemmTable(levels: IsaLevel[]) {
 }
 
 /** The prefill's matmuls, timed alone at the same M on the engine's kernels: [ms, GFLOP]. */
-async function matmulLimit(m: number, dtype: Dtype, invariant: boolean, isa?: IsaLevel, quantization: Quantization = 'none'): Promise<[number, number]> {
+async function matmulLimit(m: number, dtype: Dtype, invariant: boolean, isa?: IsaLevel, quantization: Quantization = 'none',
+  arithmetic: 'portable' | 'native' = 'portable'): Promise<[number, number]> {
   const s = testModels['bench-llama'];
   let ms = 0, flop = 0;
   for (const [, k, n] of layerShapes()) {
-    ms += (await gemmRate(m, k, n, dtype, 5, invariant, isa, quantization)).ms * s.layers;
+    ms += (await gemmRate(m, k, n, dtype, 5, invariant, isa, quantization, arithmetic)).ms * s.layers;
     flop += 2 * m * k * n * s.layers;
   }
   return [ms, flop / 1e9];
@@ -176,8 +177,8 @@ async function main() {
     // End to end for the peer comparison: 999 state tokens + a 1-token question, engine time.
     ours[label] = await timeEngineAnswers(engine, request, RUNS);
     const computeDtype = engine.info.dtype;  // fp32 where oneDNN has no bf16 matmul
-    const [aloneMs, gflop] = await matmulLimit(tokens.length, computeDtype, invariant, isa, quantization);
-    const ref = await gemmRate(512, 896, 4864, computeDtype, 10, invariant, isa, quantization);
+    const [aloneMs, gflop] = await matmulLimit(tokens.length, computeDtype, invariant, isa, quantization, arithmetic);
+    const ref = await gemmRate(512, 896, 4864, computeDtype, 10, invariant, isa, quantization, arithmetic);
     console.log(`| ${dtype} | ${kernels} | ${fmt(prefill)} | ${fmt((tokens.length / prefill) * 1000, 0)} | ${fmt(aloneMs)} | ` +
       `${fmt(gflop / (prefill / 1000), 0)} / ${fmt(gflop / (aloneMs / 1000), 0)} | ${fmt((100 * aloneMs) / prefill, 0)}% | ${fmt(ref.gflops, 0)} |`);
     await engine.close();

@@ -108,8 +108,16 @@ Run run(const q8::Kernel& kn, const Case& c, int64_t r0, int64_t rows, int64_t s
   if (accumulate) std::copy(c.residual.begin() + r0 * c.n, c.residual.begin() + (r0 + rows) * c.n, r.out.begin());
   r.out_bf16.assign(rows * c.n, 0);
   void* out = bf16_out ? static_cast<void*>(r.out_bf16.data()) : static_cast<void*>(r.out.data());
-  const q8::Int8GemmOperands job{r.rows.data(), width, r.scales.data(), c.panels.data(), c.offset.data(), c.w_scale.data(),
-                    accumulate ? nullptr : c.bias_padded.data(), out, c.n, rows, c.k, c.n, accumulate, bf16_out};
+  q8::Int8GemmOperands job{r.rows.data(), width, r.scales.data(), c.panels.data(), c.offset.data(), c.w_scale.data(),
+              accumulate ? nullptr : c.bias_padded.data(), out, c.n, rows, c.k, c.n, accumulate, bf16_out};
+  std::vector<uint8_t> tiles;
+  if (kn.tiled_x) {  // in two calls, as threads would arrange their blocks
+    tiles.assign(q8::tiled_bytes(rows, c.k), 0xa5);
+    const int64_t blocks = q8::tile_blocks(rows);
+    q8::arrange_tiles(job, 0, blocks / 2, tiles.data());
+    q8::arrange_tiles(job, blocks / 2, blocks, tiles.data());
+    job.x_tiles = tiles.data();
+  }
   const int64_t p = q8::panels(c.n);
   kn.panels(job, 0, std::min(split, p));
   if (split < p) kn.panels(job, split, p);

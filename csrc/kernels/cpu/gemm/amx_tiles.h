@@ -106,21 +106,19 @@ inline void load_padded(const void* first, int64_t stride, int64_t rows, int64_t
   Tiles::template load<T>(copy, kTileBytes);
 }
 
-// The dot product of a panel kernel: TDPBUSD (int8) or TDPBF16PS (bf16 pairs).
-enum class Dot { Int8, Bf16 };
-
-template <class Tiles, Dot D, int C>
+// The bf16 kernel's dot product of one 16-column group (C tile C) over 16 steps from s0: TDPBF16PS.
+template <class Tiles, int C>
 inline void group_dot(const char* panel, int64_t s0, int64_t steps, int64_t step_bytes) {
   // A B tile's rows: one step of the group's 16 columns (64 bytes), step_bytes apart.
   load_padded<Tiles, 5>(panel + s0 * step_bytes + C * 64, step_bytes, std::min<int64_t>(kTileRows, steps - s0), 64);
-  if constexpr (D == Dot::Int8) Tiles::template dpbusd<C, 4, 5>();
-  else Tiles::template dpbf16ps<C, 4, 5>();
+  Tiles::template dpbf16ps<C, 4, 5>();
 }
 
-// A block of 16 rows against one 64-column panel of `steps` steps (step_bytes apart): the four C tiles (0-3, one
-// per 16-column group) start from c (16 x 64 four-byte values) and end in it, having added, 16 steps at a time, the
-// A tile that load_a(s0) loads (tile 4) times each group's B tile (tile 5). Its k order is fixed by the panel alone.
-template <class Tiles, Dot D, class LoadA>
+// The bf16 kernel's block of 16 rows against one 64-column panel of `steps` steps (step_bytes apart): the four C
+// tiles (0-3, one per 16-column group) start from c (16 x 64 four-byte values) and end in it, having added, 16 steps
+// at a time, the A tile that load_a(s0) loads (tile 4) times each group's B tile (tile 5). Its k order is fixed by
+// the panel alone.
+template <class Tiles, class LoadA>
 inline void panel_block(void* c, const char* panel, int64_t steps, int64_t step_bytes, LoadA load_a) {
   constexpr int64_t ld = 64 * 4;
   auto* at = static_cast<char*>(c);
@@ -130,10 +128,10 @@ inline void panel_block(void* c, const char* panel, int64_t steps, int64_t step_
   Tiles::template load<3>(at + 192, ld);
   for (int64_t s0 = 0; s0 < steps; s0 += kTileRows) {
     load_a(s0);
-    group_dot<Tiles, D, 0>(panel, s0, steps, step_bytes);
-    group_dot<Tiles, D, 1>(panel, s0, steps, step_bytes);
-    group_dot<Tiles, D, 2>(panel, s0, steps, step_bytes);
-    group_dot<Tiles, D, 3>(panel, s0, steps, step_bytes);
+    group_dot<Tiles, 0>(panel, s0, steps, step_bytes);
+    group_dot<Tiles, 1>(panel, s0, steps, step_bytes);
+    group_dot<Tiles, 2>(panel, s0, steps, step_bytes);
+    group_dot<Tiles, 3>(panel, s0, steps, step_bytes);
   }
   Tiles::template store<0>(at, ld);
   Tiles::template store<1>(at + 64, ld);
@@ -188,40 +186,48 @@ struct HardwareTiles {
   }
   TQ_AMX static void release() { _tile_release(); }
   // GCC's tile intrinsics paste their tile number into the instruction's text: it must be a literal, so each
-  // operation spells out the tiles the kernel uses (C 0-3, A 4, B 5).
+  // operation spells out the tiles the kernels use (C 0-3; int8: A 4 and 6, B 5 and 7; bf16: A 4, B 5).
 #define TQ_TILE_CASES(op) \
   if constexpr (T == 0) op(0);  \
   else if constexpr (T == 1) op(1); \
   else if constexpr (T == 2) op(2); \
   else if constexpr (T == 3) op(3); \
   else if constexpr (T == 4) op(4); \
-  else op(5)
+  else if constexpr (T == 5) op(5); \
+  else if constexpr (T == 6) op(6); \
+  else op(7)
   template <int T>
   TQ_AMX static void zero() {
-    static_assert(T >= 0 && T <= 5, "tiles 0-5");
+    static_assert(T >= 0 && T <= 7, "tiles 0-7");
 #define TQ_ZERO(t) _tile_zero(t)
     TQ_TILE_CASES(TQ_ZERO);
 #undef TQ_ZERO
   }
   template <int T>
   TQ_AMX static void load(const void* base, int64_t stride) {
-    static_assert(T >= 0 && T <= 5, "tiles 0-5");
+    static_assert(T >= 0 && T <= 7, "tiles 0-7");
 #define TQ_LOAD(t) _tile_loadd(t, base, stride)
     TQ_TILE_CASES(TQ_LOAD);
 #undef TQ_LOAD
   }
   template <int T>
   TQ_AMX static void store(void* base, int64_t stride) {
-    static_assert(T >= 0 && T <= 5, "tiles 0-5");
+    static_assert(T >= 0 && T <= 7, "tiles 0-7");
 #define TQ_STORE(t) _tile_stored(t, base, stride)
     TQ_TILE_CASES(TQ_STORE);
 #undef TQ_STORE
   }
   template <int C, int A, int B>
   TQ_AMX static void dpbusd() {
-    static_assert(A == 4 && B == 5 && C >= 0 && C <= 3, "C tiles 0-3, A tile 4, B tile 5");
+    static_assert(C >= 0 && C <= 3 && (A == 4 || A == 6) && (B == 5 || B == 7), "C tiles 0-3, A tile 4 or 6, B tile 5 or 7");
     constexpr int T = C;
-#define TQ_DPBUSD(t) _tile_dpbusd(t, 4, 5)
+#define TQ_DPBUSD(t)                                              \
+  do {                                                            \
+    if constexpr (A == 4 && B == 5) _tile_dpbusd(t, 4, 5);        \
+    else if constexpr (A == 4 && B == 7) _tile_dpbusd(t, 4, 7);   \
+    else if constexpr (A == 6 && B == 5) _tile_dpbusd(t, 6, 5);   \
+    else _tile_dpbusd(t, 6, 7);                                   \
+  } while (0)
     TQ_TILE_CASES(TQ_DPBUSD);
 #undef TQ_DPBUSD
   }

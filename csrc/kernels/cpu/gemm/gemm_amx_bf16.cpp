@@ -28,7 +28,7 @@ constexpr int64_t kRows = amx::kTileRows, kPairs = amx::kTileRows, kWidth = 64, 
 template <class Tiles>
 void block(const GemmOperands& job, int64_t row0, int64_t rows, const char* panel, float (*c)[kWidth]) {
   const auto* x = static_cast<const uint16_t*>(job.x) + row0 * job.lda;
-  amx::panel_block<Tiles, amx::Dot::Bf16>(c, panel, (job.k + 1) / 2, kStepBytes, [&](int64_t s0) {
+  amx::panel_block<Tiles>(c, panel, (job.k + 1) / 2, kStepBytes, [&](int64_t s0) {
     amx::load_padded<Tiles, 4>(x + 2 * s0, job.lda * 2, rows, std::min<int64_t>(2 * kPairs, job.k - 2 * s0) * 2);
   });
 }

@@ -92,6 +92,22 @@ void finish_tile(const Int8GemmOperands& job, const int32_t (*acc)[kWidth], int6
 
 Kernel generic_kernel() { return {panels_generic, quantize_generic, "generic"}; }
 
+void arrange_tiles(const Int8GemmOperands& job, int64_t b_begin, int64_t b_end, uint8_t* to) {
+  const int64_t groups = tile_groups(job.k), row_bytes = steps(job.k) * kDepth, piece = kGroupSteps * kDepth;
+  for (int64_t b = b_begin; b < b_end; ++b)
+    for (int64_t g = 0; g < groups; ++g) {
+      uint8_t* tile = to + (b * groups + g) * kGroupBytes;
+      const int64_t bytes = std::min(piece, row_bytes - g * piece);
+      for (int64_t r = 0; r < kBlockRows; ++r) {
+        const int64_t row = b * kBlockRows + r;
+        uint8_t* dst = tile + r * piece;
+        const int64_t kept = row < job.m ? bytes : 0;
+        if (kept) std::memcpy(dst, job.x + row * job.ldx + g * piece, kept);
+        std::memset(dst + kept, 0, piece - kept);
+      }
+    }
+}
+
 void pack(const float* w, int64_t k, int64_t j_begin, int64_t j_end, int8_t* panels, int32_t* offset, float* w_scale) {
   const int64_t n_steps = steps(k);
   for (int64_t j = j_begin; j < j_end; ++j) {

@@ -44,7 +44,18 @@ struct Int8GemmOperands {
   int64_t ldc, m, k, n;
   bool accumulate;         // onto out (fp32 only)
   bool out_bf16;           // rounded to nearest even, as at::BFloat16
+  const uint8_t* x_tiles = nullptr;  // x in tile order (arrange_tiles), for a kernel that reads it (Kernel::tiled_x)
 };
+
+// x in tile order, what the AMX kernel reads: 16-row blocks, each its groups of 16 steps in turn, a group 16 rows of
+// 64 bytes in a row (one tile load of 1 KiB: from rows ldx apart the loads waited on 16 cache lines each), rows past m
+// and bytes past a row's steps(k) * 4 zero, the blocks an even number (the kernel takes two at a time).
+constexpr int64_t kBlockRows = 16, kGroupSteps = 16, kGroupBytes = kBlockRows * kGroupSteps * kDepth;
+inline int64_t tile_groups(int64_t k) { return (steps(k) + kGroupSteps - 1) / kGroupSteps; }
+inline int64_t tile_blocks(int64_t m) { return (m + 2 * kBlockRows - 1) / (2 * kBlockRows) * 2; }
+inline int64_t tiled_bytes(int64_t m, int64_t k) { return tile_blocks(m) * tile_groups(k) * kGroupBytes; }
+// Blocks [b_begin, b_end) of job.x's rows into `to`, the whole tile order's first byte.
+void arrange_tiles(const Int8GemmOperands& job, int64_t b_begin, int64_t b_end, uint8_t* to);
 
 // The last step, as every path computes it.
 inline float finish(int32_t acc, int32_t offset, float x_scale, float w_scale, float init) {
@@ -64,6 +75,7 @@ struct Kernel {
   void (*panels)(const Int8GemmOperands& job, int64_t p_begin, int64_t p_end);
   void (*quantize)(const void* x, bool bf16, int64_t m, int64_t k, int64_t ldx, uint8_t* out, float* scale);
   const char* name;
+  bool tiled_x = false;  // its panels read job.x_tiles, which the caller arranges once a call
 };
 Kernel generic_kernel();
 Kernel vnni_kernel();  // gemm_vnni.cpp; needs AVX-512 VNNI (cpu_has_vnni)

@@ -45,9 +45,16 @@ void Int8Linear::run(const at::Tensor& x, at::Tensor& out, bool accumulate) cons
   at::parallel_for(0, m, 16, [&](int64_t a, int64_t b) {
     kernel_.quantize(data + a * in_ * item, bf16, b - a, in_, in_, quantized + a * width, row_scales + a);
   });
-  const int8_gemm::Int8GemmOperands job{quantized, width, row_scales, panels_.data_ptr<int8_t>(), offset_.data_ptr<int32_t>(), w_scale_.data_ptr<float>(),
-                           bias_.defined() ? bias_.data_ptr<float>() : nullptr, out.data_ptr(), out_, m, in_, out_, accumulate,
-                           out.scalar_type() == at::kBFloat16};
+  int8_gemm::Int8GemmOperands job{quantized, width, row_scales, panels_.data_ptr<int8_t>(), offset_.data_ptr<int32_t>(), w_scale_.data_ptr<float>(),
+                     bias_.defined() ? bias_.data_ptr<float>() : nullptr, out.data_ptr(), out_, m, in_, out_, accumulate,
+                     out.scalar_type() == at::kBFloat16};
+  if (kernel_.tiled_x) {
+    thread_local std::vector<uint8_t> tiles;
+    tiles.resize(static_cast<size_t>(int8_gemm::tiled_bytes(m, in_)));
+    uint8_t* const tiled = tiles.data();
+    at::parallel_for(0, int8_gemm::tile_blocks(m), 1, [&](int64_t a, int64_t b) { int8_gemm::arrange_tiles(job, a, b, tiled); });
+    job.x_tiles = tiled;
+  }
   // Columns are split between threads, as in the bf16 GEMM.
   at::parallel_for(0, int8_gemm::panels(out_), 1, [&](int64_t a, int64_t b) { kernel_.panels(job, a, b); });
 }

@@ -354,14 +354,13 @@ export function isEngineError(e: unknown): e is EngineError {
 
 
 /**
- * libgomp threads spin ~300k iterations after each parallel region by default.
- * On 2 cores that spinning starves whatever else needs the CPU: OpenBLAS's own
- * threads (fp32 prefill slower by half) and, in the server, the HTTP
- * process (fewer requests/s under concurrent clients). A short spin
- * avoids both. libgomp reads this when the addon is loaded, so it is set here,
- * before the require; a value set by the user wins.
+ * How long libgomp's threads spin at a barrier before they sleep (GOMP_SPINCOUNT, read when the addon loads, so set
+ * here before the require; a value set by the user wins). libgomp's default, 300,000 turns (about 3 ms), keeps them
+ * spinning after a call ends, on the cores the server's process needs. 1,000 turns (this default before) is shorter
+ * than the engine thread's own work between two parallel regions, so they slept and were woken hundreds of times a
+ * call. 10,000 spans those gaps without outlasting a call: bench/README.md, "OpenMP's spin", has the measurements.
  */
-export const defaultSpinCount = '1000';
+export const defaultSpinCount = '10000';
 
 /** Loads the most recently built addon. */
 export function loadAddon(): { NativeEngine: new () => NativeEngine } {

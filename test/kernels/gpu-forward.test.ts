@@ -68,6 +68,11 @@ test('the emulation stops a launch whose threads wait at a barrier one of them n
   await expect(runLinkedCheck('cuda_bodies_check', scratch, { args: ['barrier-never-reached'] })).rejects.toThrow(/host_emulation: the block's threads wait at a barrier some of them never reach/);
 });
 
+test('the emulation stops a 16-byte load from an address a GPU would fault on (not a multiple of 16), with a message', async () => {
+  await expect(runLinkedCheck('cuda_bodies_check', scratch, { args: ['misaligned-load'] })).rejects.toThrow(/host_emulation: __ldg of 16 bytes at 0x[0-9a-f]+, not a multiple of 16/);
+  await expect(runLinkedCheck('cuda_bodies_check', scratch, { args: ['misaligned-cp-async'] })).rejects.toThrow(/host_emulation: cp.async from global memory of 16 bytes/);
+});
+
 test('cascade: every step of 440 random segment trees sees what the visibility rule sees, each key once, no tier empty', () => {
   const p = cascade.plans;
   expect(p.layouts).toBeGreaterThan(1500);

@@ -328,6 +328,18 @@ __global__ void leaves_before_barrier_kernel(LeavesEarly a) {
   __syncthreads();
 }
 
+// Loads 16 bytes at `at` floats past a 16-aligned buffer: aligned only where `at` is a multiple of 4.
+struct LoadsVector {
+  const float* base;
+  int at;
+  bool async;
+};
+__global__ void loads_vector_kernel(LoadsVector a) {
+  alignas(16) static unsigned char to[16];
+  if (a.async) emulation::copy_16_async(to, a.base + a.at, 16);
+  else (void)__ldg(reinterpret_cast<const float4*>(a.base + a.at));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -335,6 +347,15 @@ int main(int argc, char** argv) {
   // abort) rather than waiting for ever (test/kernels/gpu-forward.test.ts).
   if (argc > 1 && std::string(argv[1]) == "barrier-never-reached") {
     emulation::run_grid(leaves_before_barrier_kernel, LeavesEarly{5}, dim3(1), dim3(64), 0);
+    return 0;
+  }
+  // `cuda_bodies_check misaligned-load|misaligned-cp-async`: a 16-byte load 4 bytes past an aligned address, which
+  // faults on a GPU, stops the emulation with its message; the same load aligned passes.
+  if (argc > 1 && (std::string(argv[1]) == "misaligned-load" || std::string(argv[1]) == "misaligned-cp-async")) {
+    alignas(16) static float buffer[8] = {};
+    const bool async = std::string(argv[1]) == "misaligned-cp-async";
+    emulation::run_grid(loads_vector_kernel, LoadsVector{buffer, 4, async}, dim3(1), dim3(32), 0);
+    emulation::run_grid(loads_vector_kernel, LoadsVector{buffer, 1, async}, dim3(1), dim3(32), 0);
     return 0;
   }
   // Each tiling: one stage; a tile of rows partly used; thirteen stages, past every tiling's slots (reused), over

@@ -196,8 +196,20 @@ inline float __shfl_down_sync(unsigned, float value, unsigned offset) {
   const unsigned lane = threadIdx.x % 32;
   return tq::emulation::exchange(value, lane + offset < 32 ? lane + offset : lane);
 }
+namespace tq::emulation {
+// A GPU's load of N bytes (a vector type's, or cp.async's 16) faults ("misaligned address") where the address is not
+// a multiple of N; the host's load does not. So the emulated loads check it: a body that would fault on the device
+// stops its CPU check with a message instead of passing it.
+inline void check_aligned(const void* p, size_t bytes, const char* access) {
+  if (reinterpret_cast<uintptr_t>(p) % bytes == 0) return;
+  std::fprintf(stderr, "host_emulation: %s of %zu bytes at %p, not a multiple of %zu: a misaligned address on a GPU\n", access, bytes, p, bytes);
+  std::abort();
+}
+}  // namespace tq::emulation
+
 template <typename T>
 T __ldg(const T* p) {
+  tq::emulation::check_aligned(p, sizeof(T), "__ldg");
   return *p;
 }
 
@@ -205,6 +217,8 @@ namespace tq::emulation {
 
 // cp.async: done at once here, so the copy has landed before any wait for it. `bytes` of the 16 read, the rest zeros.
 inline void copy_16_async(void* to, const void* from, int bytes) {
+  check_aligned(to, 16, "cp.async to shared memory");
+  check_aligned(from, 16, "cp.async from global memory");
   std::memset(to, 0, 16);
   if (bytes > 0) std::memcpy(to, from, static_cast<size_t>(bytes));
 }

@@ -340,6 +340,17 @@ __global__ void loads_vector_kernel(LoadsVector a) {
   else (void)__ldg(reinterpret_cast<const float4*>(a.base + a.at));
 }
 
+// Reads its first dynamic shared float without writing it, and writes a byte `past` bytes beyond its `bytes`.
+struct TouchesShared {
+  float* read;
+  size_t bytes, past;
+};
+__global__ void touches_shared_kernel(TouchesShared a) {
+  unsigned char* shared = cuda::dynamic_shared<unsigned char>();
+  if (threadIdx.x == 0) *a.read = *reinterpret_cast<float*>(shared);
+  if (a.past > 0 && threadIdx.x == 0) shared[a.bytes + a.past - 1] = 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -347,6 +358,15 @@ int main(int argc, char** argv) {
   // abort) rather than waiting for ever (test/kernels/gpu-forward.test.ts).
   if (argc > 1 && std::string(argv[1]) == "barrier-never-reached") {
     emulation::run_grid(leaves_before_barrier_kernel, LeavesEarly{5}, dim3(1), dim3(64), 0);
+    return 0;
+  }
+  // `cuda_bodies_check shared-memory`: what a body reads of dynamic shared memory it never wrote (a GPU's holds whatever
+  // was there), then a write one byte past the launch's bytes, which stops the emulation with its message.
+  if (argc > 1 && std::string(argv[1]) == "shared-memory") {
+    float read = 0;
+    emulation::run_grid(touches_shared_kernel, TouchesShared{&read, 64, 0}, dim3(1), dim3(32), 64);
+    std::fprintf(stderr, "unwritten shared memory read as %s\n", std::isnan(read) ? "NaN" : "a number");
+    emulation::run_grid(touches_shared_kernel, TouchesShared{&read, 64, 1}, dim3(1), dim3(32), 64);
     return 0;
   }
   // `cuda_bodies_check misaligned-load|misaligned-cp-async`: a 16-byte load 4 bytes past an aligned address, which

@@ -271,6 +271,9 @@ T* dynamic_shared() {
 
 namespace tq::emulation {
 
+inline constexpr size_t kSharedGuardBytes = 256;
+inline constexpr unsigned char kSharedGuard = 0xa5;
+
 // kernel(args) over grid x block, as a launch with `shared_bytes` of dynamic shared memory would run it. Blocks
 // one after another (their __shared__ variables are then theirs), each block's threads as fibers taking turns.
 template <typename Args>
@@ -283,8 +286,12 @@ void run_grid(void (*kernel)(Args), const Args& args, dim3 grid, dim3 block, siz
         Barrier block_barrier(static_cast<int>(threads));
         std::vector<std::unique_ptr<Warp>> warps;
         for (unsigned w = 0; w < (threads + 31) / 32; ++w) warps.push_back(std::make_unique<Warp>());
-        std::vector<unsigned char> shared(shared_bytes + 16);
+        // A GPU's shared memory holds whatever was there: poisoned here (all ones: NaN as a float, -1 as an integer),
+        // so that a body reading what it never wrote shows in its bits. And a guard past its end, checked after the
+        // block: a write beyond the launch's bytes, which on a GPU faults or overwrites another block's, stops the check.
+        std::vector<unsigned char> shared(shared_bytes + 16 + kSharedGuardBytes, kSharedGuard);
         unsigned char* aligned = shared.data() + (16 - reinterpret_cast<uintptr_t>(shared.data()) % 16) % 16;
+        std::memset(aligned, 0xff, shared_bytes);
         blockIdx = dim3(bx, by, bz);
         blockDim = block;
         gridDim = grid;
@@ -294,6 +301,11 @@ void run_grid(void (*kernel)(Args), const Args& args, dim3 grid, dim3 block, siz
                      threadIdx = dim3(u % block.x, (u / block.x) % block.y, u / (block.x * block.y));
                      context = {&block_barrier, warps[t / 32].get(), aligned};
                    });
+        for (const unsigned char* g = aligned + shared_bytes; g < shared.data() + shared.size(); ++g)
+          if (*g != kSharedGuard) {
+            std::fprintf(stderr, "host_emulation: a block wrote past its %zu bytes of dynamic shared memory (at byte %zu)\n", shared_bytes, static_cast<size_t>(g - aligned));
+            std::abort();
+          }
       }
 }
 

@@ -73,6 +73,10 @@ test('the emulation stops a 16-byte load from an address a GPU would fault on (n
   await expect(runLinkedCheck('cuda_bodies_check', scratch, { args: ['misaligned-cp-async'] })).rejects.toThrow(/host_emulation: cp.async from global memory of 16 bytes/);
 });
 
+test("the emulation runs a launch's blocks last first, as a GPU may: a body reading an earlier block's writes fails its check", async () => {
+  expect(await runLinkedCheck('cuda_bodies_check', scratch, { args: ['block-order'] })).toEqual([{ order: [5, 4, 3, 2, 1, 0] }]);
+});
+
 test("the emulation's dynamic shared memory reads as NaN where a body never wrote it (a GPU's holds whatever was there), and a write past the launch's bytes stops the check", async () => {
   await expect(runLinkedCheck('cuda_bodies_check', scratch, { args: ['shared-memory'] })).rejects.toThrow(/unwritten shared memory read as NaN\nhost_emulation: a block wrote past its 64 bytes of dynamic shared memory \(at byte 64\)/);
 });

@@ -351,6 +351,14 @@ __global__ void touches_shared_kernel(TouchesShared a) {
   if (a.past > 0 && threadIdx.x == 0) shared[a.bytes + a.past - 1] = 1;
 }
 
+// Block (x, y) notes its place in the order the blocks ran.
+struct NotesOrder {
+  std::vector<unsigned>* order;
+};
+__global__ void notes_order_kernel(NotesOrder a) {
+  if (threadIdx.x == 0) a.order->push_back(blockIdx.y * gridDim.x + blockIdx.x);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -358,6 +366,15 @@ int main(int argc, char** argv) {
   // abort) rather than waiting for ever (test/kernels/gpu-forward.test.ts).
   if (argc > 1 && std::string(argv[1]) == "barrier-never-reached") {
     emulation::run_grid(leaves_before_barrier_kernel, LeavesEarly{5}, dim3(1), dim3(64), 0);
+    return 0;
+  }
+  // `cuda_bodies_check block-order`: the order the emulation runs a 3 x 2 grid's blocks in, last first.
+  if (argc > 1 && std::string(argv[1]) == "block-order") {
+    std::vector<unsigned> order;
+    emulation::run_grid(notes_order_kernel, NotesOrder{&order}, dim3(3, 2), dim3(32), 0);
+    std::printf("{\"order\":[");
+    for (size_t i = 0; i < order.size(); ++i) std::printf("%s%u", i ? "," : "", order[i]);
+    std::printf("]}\n");
     return 0;
   }
   // `cuda_bodies_check shared-memory`: what a body reads of dynamic shared memory it never wrote (a GPU's holds whatever

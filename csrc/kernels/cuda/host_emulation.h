@@ -2,8 +2,8 @@
 // attention_merge.cuh, label_readout.cuh, split_key_attention.cuh, few_rows_mma.cuh), for a host
 // compiler: so that the CPU checks run those bodies themselves, launch geometry, lanes, shuffles and barriers
 // included, and compare their bits with the host forms (test/native/row_kernels_check.cpp). Under nvcc this header
-// only names the dynamic shared memory. On the host, run_grid() runs a launch one block at a time, each of its threads
-// a fiber of the calling thread (its own stack, switched to by ucontext): a thread runs until it waits, then the next
+// only names the dynamic shared memory. On the host, run_grid() runs a launch one block at a time (the last first),
+// each of its threads a fiber of the calling thread (its own stack, switched to by ucontext): a thread runs until it waits, then the next
 // runs. __syncthreads() waits for the block's threads, __syncwarp() for the warp's, and __shfl_sync() passes
 // (and __shfl_down_sync(), __shfl_xor_sync()) a value through the warp's slots between two such waits. Fibers, not host
 // threads: a host thread's wait is a trip through the kernel's scheduler, and the checks' launches wait millions of
@@ -280,33 +280,36 @@ template <typename Args>
 void run_grid(void (*kernel)(Args), const Args& args, dim3 grid, dim3 block, size_t shared_bytes) {
   const unsigned threads = block.x * block.y * block.z;
   Fibers fibers(threads);
-  for (unsigned bz = 0; bz < grid.z; ++bz)
-    for (unsigned by = 0; by < grid.y; ++by)
-      for (unsigned bx = 0; bx < grid.x; ++bx) {
-        Barrier block_barrier(static_cast<int>(threads));
-        std::vector<std::unique_ptr<Warp>> warps;
-        for (unsigned w = 0; w < (threads + 31) / 32; ++w) warps.push_back(std::make_unique<Warp>());
-        // A GPU's shared memory holds whatever was there: poisoned here (all ones: NaN as a float, -1 as an integer),
-        // so that a body reading what it never wrote shows in its bits. And a guard past its end, checked after the
-        // block: a write beyond the launch's bytes, which on a GPU faults or overwrites another block's, stops the check.
-        std::vector<unsigned char> shared(shared_bytes + 16 + kSharedGuardBytes, kSharedGuard);
-        unsigned char* aligned = shared.data() + (16 - reinterpret_cast<uintptr_t>(shared.data()) % 16) % 16;
-        std::memset(aligned, 0xff, shared_bytes);
-        blockIdx = dim3(bx, by, bz);
-        blockDim = block;
-        gridDim = grid;
-        fibers.run([&](size_t) { kernel(args); },
-                   [&](size_t t) {
-                     const unsigned u = static_cast<unsigned>(t);
-                     threadIdx = dim3(u % block.x, (u / block.x) % block.y, u / (block.x * block.y));
-                     context = {&block_barrier, warps[t / 32].get(), aligned};
-                   });
-        for (const unsigned char* g = aligned + shared_bytes; g < shared.data() + shared.size(); ++g)
-          if (*g != kSharedGuard) {
-            std::fprintf(stderr, "host_emulation: a block wrote past its %zu bytes of dynamic shared memory (at byte %zu)\n", shared_bytes, static_cast<size_t>(g - aligned));
-            std::abort();
-          }
+  // The last block first: a GPU runs a launch's blocks in any order and many at once, so a body that reads what an
+  // earlier block wrote races there; run in the order opposite to the grid's, it reads what is not yet written here.
+  const size_t blocks = static_cast<size_t>(grid.x) * grid.y * grid.z;
+  for (size_t b = blocks; b-- > 0;) {
+    const unsigned bx = static_cast<unsigned>(b % grid.x), by = static_cast<unsigned>(b / grid.x % grid.y),
+                   bz = static_cast<unsigned>(b / grid.x / grid.y);
+    Barrier block_barrier(static_cast<int>(threads));
+    std::vector<std::unique_ptr<Warp>> warps;
+    for (unsigned w = 0; w < (threads + 31) / 32; ++w) warps.push_back(std::make_unique<Warp>());
+    // A GPU's shared memory holds whatever was there: poisoned here (all ones: NaN as a float, -1 as an integer),
+    // so that a body reading what it never wrote shows in its bits. And a guard past its end, checked after the
+    // block: a write beyond the launch's bytes, which on a GPU faults or overwrites another block's, stops the check.
+    std::vector<unsigned char> shared(shared_bytes + 16 + kSharedGuardBytes, kSharedGuard);
+    unsigned char* aligned = shared.data() + (16 - reinterpret_cast<uintptr_t>(shared.data()) % 16) % 16;
+    std::memset(aligned, 0xff, shared_bytes);
+    blockIdx = dim3(bx, by, bz);
+    blockDim = block;
+    gridDim = grid;
+    fibers.run([&](size_t) { kernel(args); },
+               [&](size_t t) {
+                 const unsigned u = static_cast<unsigned>(t);
+                 threadIdx = dim3(u % block.x, (u / block.x) % block.y, u / (block.x * block.y));
+                 context = {&block_barrier, warps[t / 32].get(), aligned};
+               });
+    for (const unsigned char* g = aligned + shared_bytes; g < shared.data() + shared.size(); ++g)
+      if (*g != kSharedGuard) {
+        std::fprintf(stderr, "host_emulation: a block wrote past its %zu bytes of dynamic shared memory (at byte %zu)\n", shared_bytes, static_cast<size_t>(g - aligned));
+        std::abort();
       }
+  }
 }
 
 }  // namespace tq::emulation

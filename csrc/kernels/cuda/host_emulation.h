@@ -1,17 +1,17 @@
 // The CUDA built-ins the row, merge, readout, split-key and few-row GEMM kernels' bodies use (row_kernels.cuh,
-// attention_merge.cuh, label_readout.cuh, split_key_attention.cuh, few_rows_mma.cuh), for a host
-// compiler: so that the CPU checks run those bodies themselves, launch geometry, lanes, shuffles and barriers
-// included, and compare their bits with the host forms (test/native/row_kernels_check.cpp). Under nvcc this header
-// only names the dynamic shared memory. On the host, run_grid() runs a launch one block at a time (the last first),
-// each of its threads a fiber of the calling thread (its own stack, switched to by ucontext): a thread runs until it waits, then the next
-// runs. __syncthreads() waits for the block's threads, __syncwarp() for the warp's, and __shfl_sync() passes
-// (and __shfl_down_sync(), __shfl_xor_sync()) a value through the warp's slots between two such waits. Fibers, not host
+// attention_merge.cuh, label_readout.cuh, split_key_attention.cuh, few_rows_mma.cuh), for a host compiler: so that the
+// CPU checks run those bodies themselves, launch geometry, lanes, shuffles and barriers included, and compare their
+// bits with the host forms (test/native/row_kernels_check.cpp). Under nvcc this header only names the dynamic shared
+// memory. On the host, run_grid() runs a launch one block at a time (the last first), each of its threads a fiber of
+// the calling thread (its own stack, switched to by ucontext): a thread runs until it waits, then the next runs.
+// __syncthreads() waits for the block's threads, __syncwarp() for the warp's, and __shfl_sync() passes (and
+// __shfl_down_sync(), __shfl_xor_sync()) a value through the warp's slots between two such waits. Fibers, not host
 // threads: a host thread's wait is a trip through the kernel's scheduler, and the checks' launches wait millions of
 // times (bench/README.md, "Set-up and suite time"). __shared__ variables are a block's because one block runs at a
 // time. It emulates what these kernels use, not CUDA: a warp's lanes must all reach each __syncwarp() and __shfl_sync()
 // (these kernels' warps do: a warp leaves whole), and the block's threads each __syncthreads(); a launch whose threads
-// wait for one that never comes is stopped with a message, not hung. Two PTX instructions too: cp.async (a copy done
-// at once, so never seen out of order) and the tensor cores' mma.m16n8k16 (its fragments exchanged like a shuffle's
+// wait for one that never comes is stopped with a message, not hung. Two PTX instructions too: cp.async (a copy done at
+// once, so never seen out of order) and the tensor cores' mma.m16n8k16 (its fragments exchanged like a shuffle's
 // values, its sums by a model of ours, not the hardware's rounding).
 #pragma once
 #include <cstddef>

@@ -68,9 +68,10 @@ test('the emulation stops a launch whose threads wait at a barrier one of them n
   await expect(runLinkedCheck('cuda_bodies_check', scratch, { args: ['barrier-never-reached'] })).rejects.toThrow(/host_emulation: the block's threads wait at a barrier some of them never reach/);
 });
 
-test('the emulation stops a 16-byte load from an address a GPU would fault on (not a multiple of 16), with a message', async () => {
+test('the emulation stops a 16-byte load or store at an address a GPU would fault on (not a multiple of 16), with a message', async () => {
   await expect(runLinkedCheck('cuda_bodies_check', scratch, { args: ['misaligned-load'] })).rejects.toThrow(/host_emulation: __ldg of 16 bytes at 0x[0-9a-f]+, not a multiple of 16/);
   await expect(runLinkedCheck('cuda_bodies_check', scratch, { args: ['misaligned-cp-async'] })).rejects.toThrow(/host_emulation: cp.async from global memory of 16 bytes/);
+  await expect(runLinkedCheck('cuda_bodies_check', scratch, { args: ['misaligned-store'] })).rejects.toThrow(/host_emulation: a vector store of 16 bytes/);
 });
 
 test("the emulation runs a launch's blocks last first, as a GPU may: a body reading an earlier block's writes fails its check", async () => {

@@ -328,15 +328,17 @@ __global__ void leaves_before_barrier_kernel(LeavesEarly a) {
   __syncthreads();
 }
 
-// Loads 16 bytes at `at` floats past a 16-aligned buffer: aligned only where `at` is a multiple of 4.
-struct LoadsVector {
-  const float* base;
+// Loads (by __ldg or cp.async) or stores 16 bytes at `at` floats past a 16-aligned buffer: aligned only where `at` is a
+// multiple of 4.
+struct MovesVector {
+  float* base;
   int at;
-  bool async;
+  enum { kLoad, kCpAsync, kStore } how;
 };
-__global__ void loads_vector_kernel(LoadsVector a) {
+__global__ void moves_vector_kernel(MovesVector a) {
   alignas(16) static unsigned char to[16];
-  if (a.async) emulation::copy_16_async(to, a.base + a.at, 16);
+  if (a.how == MovesVector::kCpAsync) emulation::copy_16_async(to, a.base + a.at, 16);
+  else if (a.how == MovesVector::kStore) cuda::store_vector(a.base + a.at, float4{});
   else (void)__ldg(reinterpret_cast<const float4*>(a.base + a.at));
 }
 
@@ -386,13 +388,14 @@ int main(int argc, char** argv) {
     emulation::run_grid(touches_shared_kernel, TouchesShared{&read, 64, 1}, dim3(1), dim3(32), 64);
     return 0;
   }
-  // `cuda_bodies_check misaligned-load|misaligned-cp-async`: a 16-byte load 4 bytes past an aligned address, which
-  // faults on a GPU, stops the emulation with its message; the same load aligned passes.
-  if (argc > 1 && (std::string(argv[1]) == "misaligned-load" || std::string(argv[1]) == "misaligned-cp-async")) {
+  // `cuda_bodies_check misaligned-load|misaligned-cp-async|misaligned-store`: a 16-byte access 4 bytes past an aligned
+  // address, which faults on a GPU, stops the emulation with its message; the same access aligned passes.
+  if (argc > 1 && std::string(argv[1]).rfind("misaligned-", 0) == 0) {
     alignas(16) static float buffer[8] = {};
-    const bool async = std::string(argv[1]) == "misaligned-cp-async";
-    emulation::run_grid(loads_vector_kernel, LoadsVector{buffer, 4, async}, dim3(1), dim3(32), 0);
-    emulation::run_grid(loads_vector_kernel, LoadsVector{buffer, 1, async}, dim3(1), dim3(32), 0);
+    const std::string how = argv[1];
+    const auto kind = how == "misaligned-cp-async" ? MovesVector::kCpAsync : how == "misaligned-store" ? MovesVector::kStore : MovesVector::kLoad;
+    emulation::run_grid(moves_vector_kernel, MovesVector{buffer, 4, kind}, dim3(1), dim3(32), 0);
+    emulation::run_grid(moves_vector_kernel, MovesVector{buffer, 1, kind}, dim3(1), dim3(32), 0);
     return 0;
   }
   // Each tiling: one stage; a tile of rows partly used; thirteen stages, past every tiling's slots (reused), over

@@ -11,7 +11,6 @@
 // landed, where fragments loaded from global memory as they are needed left a warp waiting out each round trip.
 #pragma once
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/cuda/host_emulation.h"
 #include "kernels/math/few_rows_mma_math.h"
@@ -127,11 +126,7 @@ __global__ void few_rows_mma_kernel(Args a) {
     if (row >= a.rows) continue;
     const uint32_t both = static_cast<uint32_t>(exact::narrow_bf16(acc[2 * half])) | static_cast<uint32_t>(exact::narrow_bf16(acc[2 * half + 1])) << 16;
     uint16_t* to = a.y + row * static_cast<int64_t>(a.n) + col;
-#if defined(__CUDA_ARCH__)
-    *reinterpret_cast<uint32_t*>(to) = both;
-#else
-    std::memcpy(to, &both, sizeof both);
-#endif
+    store_vector(to, both);
   }
 }
 

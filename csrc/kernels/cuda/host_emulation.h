@@ -25,6 +25,11 @@ __device__ T* dynamic_shared() {
   extern __shared__ __align__(16) unsigned char tq_dynamic_shared[];
   return reinterpret_cast<T*>(tq_dynamic_shared);
 }
+// A store of a vector type (uint2, uint4...) or a word at `to`, which must be a multiple of its size.
+template <typename T>
+__device__ void store_vector(void* to, const T& value) {
+  *static_cast<T*>(to) = value;
+}
 }  // namespace tq::cuda
 #else
 #include <sys/mman.h>
@@ -197,9 +202,9 @@ inline float __shfl_down_sync(unsigned, float value, unsigned offset) {
   return tq::emulation::exchange(value, lane + offset < 32 ? lane + offset : lane);
 }
 namespace tq::emulation {
-// A GPU's load of N bytes (a vector type's, or cp.async's 16) faults ("misaligned address") where the address is not
-// a multiple of N; the host's load does not. So the emulated loads check it: a body that would fault on the device
-// stops its CPU check with a message instead of passing it.
+// A GPU's load or store of N bytes (a vector type's, or cp.async's 16) faults ("misaligned address") where the address
+// is not a multiple of N; the host's does not. So the emulated ones check it (`__ldg`, cp.async, `store_vector`): a
+// body that would fault on the device stops its CPU check with a message instead of passing it.
 inline void check_aligned(const void* p, size_t bytes, const char* access) {
   if (reinterpret_cast<uintptr_t>(p) % bytes == 0) return;
   std::fprintf(stderr, "host_emulation: %s of %zu bytes at %p, not a multiple of %zu: a misaligned address on a GPU\n", access, bytes, p, bytes);
@@ -266,6 +271,11 @@ namespace tq::cuda {
 template <typename T>
 T* dynamic_shared() {
   return reinterpret_cast<T*>(emulation::context.shared);
+}
+template <typename T>
+void store_vector(void* to, const T& value) {
+  emulation::check_aligned(to, sizeof(T), "a vector store");
+  std::memcpy(to, &value, sizeof(T));
 }
 }  // namespace tq::cuda
 

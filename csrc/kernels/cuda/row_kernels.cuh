@@ -90,7 +90,7 @@ __device__ Bf16Quad read_quad(const void* base, int64_t element, int lane) {
   return {bits.x, bits.y};
 }
 __device__ void write_quad(void* base, int64_t element, int lane, Bf16Quad q) {
-  reinterpret_cast<uint2*>(static_cast<uint16_t*>(base) + element)[lane] = make_uint2(q.lo, q.hi);
+  store_vector(reinterpret_cast<uint2*>(static_cast<uint16_t*>(base) + element) + lane, make_uint2(q.lo, q.hi));
 }
 
 // Four neighbouring fp32 values of an array no thread writes, in one 16-byte access (p 16-byte aligned: takes_quads).

@@ -93,8 +93,8 @@ struct TileFetch {
         const int c = threadIdx.x + p * kSplitKeyWarps * kTileLanes;
         if (c >= count * pieces) break;
         const int at = (c / pieces) * stride + (c % pieces) * 8;
-        *reinterpret_cast<uint4*>(k_tile + at) = k[p];
-        *reinterpret_cast<uint4*>(v_tile + at) = v[p];
+        store_vector(k_tile + at, k[p]);
+        store_vector(v_tile + at, v[p]);
       }
       return;
     }

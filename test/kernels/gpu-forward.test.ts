@@ -74,8 +74,8 @@ test('the emulation stops a 16-byte load or store at an address a GPU would faul
   await expect(runLinkedCheck('cuda_bodies_check', scratch, { args: ['misaligned-store'] })).rejects.toThrow(/host_emulation: a vector store of 16 bytes/);
 });
 
-test("the emulation runs a launch's blocks last first, as a GPU may: a body reading an earlier block's writes fails its check", async () => {
-  expect(await runLinkedCheck('cuda_bodies_check', scratch, { args: ['block-order'] })).toEqual([{ order: [5, 4, 3, 2, 1, 0] }]);
+test("the emulation runs a launch's blocks last first, and a block's threads between two waits lowest first, then highest first, as a GPU may: a body reading what another block or thread writes without a barrier between shows it", async () => {
+  expect(await runLinkedCheck('cuda_bodies_check', scratch, { args: ['run-order'] })).toEqual([{ blocks: [5, 4, 3, 2, 1, 0] }, { threads: [0, 1, 2, 3, 3, 2, 1, 0] }]);
 });
 
 test("the emulation's dynamic shared memory reads as NaN where a body never wrote it (a GPU's holds whatever was there), and a write past the launch's bytes stops the check", async () => {

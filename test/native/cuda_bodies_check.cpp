@@ -361,6 +361,13 @@ __global__ void notes_order_kernel(NotesOrder a) {
   if (threadIdx.x == 0) a.order->push_back(blockIdx.y * gridDim.x + blockIdx.x);
 }
 
+// Each thread notes its index before and after a barrier, in the order the threads ran.
+__global__ void notes_turns_kernel(NotesOrder a) {
+  a.order->push_back(threadIdx.x);
+  __syncthreads();
+  a.order->push_back(threadIdx.x);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -370,13 +377,19 @@ int main(int argc, char** argv) {
     emulation::run_grid(leaves_before_barrier_kernel, LeavesEarly{5}, dim3(1), dim3(64), 0);
     return 0;
   }
-  // `cuda_bodies_check block-order`: the order the emulation runs a 3 x 2 grid's blocks in, last first.
-  if (argc > 1 && std::string(argv[1]) == "block-order") {
-    std::vector<unsigned> order;
-    emulation::run_grid(notes_order_kernel, NotesOrder{&order}, dim3(3, 2), dim3(32), 0);
-    std::printf("{\"order\":[");
-    for (size_t i = 0; i < order.size(); ++i) std::printf("%s%u", i ? "," : "", order[i]);
-    std::printf("]}\n");
+  // `cuda_bodies_check run-order`: the order the emulation runs a 3 x 2 grid's blocks in (last first), and a block's 4
+  // threads around a barrier (lowest first, then highest first).
+  if (argc > 1 && std::string(argv[1]) == "run-order") {
+    const auto print = [](const char* name, const std::vector<unsigned>& order) {
+      std::printf("{\"%s\":[", name);
+      for (size_t i = 0; i < order.size(); ++i) std::printf("%s%u", i ? "," : "", order[i]);
+      std::printf("]}\n");
+    };
+    std::vector<unsigned> blocks, threads;
+    emulation::run_grid(notes_order_kernel, NotesOrder{&blocks}, dim3(3, 2), dim3(32), 0);
+    emulation::run_grid(notes_turns_kernel, NotesOrder{&threads}, dim3(1), dim3(4), 0);
+    print("blocks", blocks);
+    print("threads", threads);
     return 0;
   }
   // `cuda_bodies_check shared-memory`: what a body reads of dynamic shared memory it never wrote (a GPU's holds whatever

@@ -2,17 +2,17 @@
 // attention_merge.cuh, label_readout.cuh, split_key_attention.cuh, few_rows_mma.cuh), for a host compiler: so that the
 // CPU checks run those bodies themselves, launch geometry, lanes, shuffles and barriers included, and compare their
 // bits with the host forms (test/native/row_kernels_check.cpp). Under nvcc this header only names the dynamic shared
-// memory. On the host, run_grid() runs a launch one block at a time (the last first), each of its threads a fiber of
-// the calling thread (its own stack, switched to by ucontext): a thread runs until it waits, then the next runs.
-// __syncthreads() waits for the block's threads, __syncwarp() for the warp's, and __shfl_sync() passes (and
-// __shfl_down_sync(), __shfl_xor_sync()) a value through the warp's slots between two such waits. Fibers, not host
-// threads: a host thread's wait is a trip through the kernel's scheduler, and the checks' launches wait millions of
-// times (bench/README.md, "Set-up and suite time"). __shared__ variables are a block's because one block runs at a
-// time. It emulates what these kernels use, not CUDA: a warp's lanes must all reach each __syncwarp() and __shfl_sync()
-// (these kernels' warps do: a warp leaves whole), and the block's threads each __syncthreads(); a launch whose threads
-// wait for one that never comes is stopped with a message, not hung. Two PTX instructions too: cp.async (a copy done at
-// once, so never seen out of order) and the tensor cores' mma.m16n8k16 (its fragments exchanged like a shuffle's
-// values, its sums by a model of ours, not the hardware's rounding).
+// memory and the vector store. On the host, run_grid() runs a launch one block at a time (the last first), each of its
+// threads a fiber of the calling thread (its own stack, switched to by ucontext): a thread runs until it waits, then
+// the next runs (by turns lowest first and highest first). __syncthreads() waits for the block's threads, __syncwarp()
+// for the warp's, and __shfl_sync() passes (and __shfl_down_sync(), __shfl_xor_sync()) a value through the warp's slots
+// between two such waits. Fibers, not host threads: a host thread's wait is a trip through the kernel's scheduler, and
+// the checks' launches wait millions of times (bench/README.md, "Set-up and suite time"). __shared__ variables are a
+// block's because one block runs at a time. It emulates what these kernels use, not CUDA: a warp's lanes must all reach
+// each __syncwarp() and __shfl_sync() (these kernels' warps do: a warp leaves whole), and the block's threads each
+// __syncthreads(); a launch whose threads wait for one that never comes is stopped with a message, not hung. Two PTX
+// instructions too: cp.async (a copy done at once, so never seen out of order) and the tensor cores' mma.m16n8k16 (its
+// fragments exchanged like a shuffle's values, its sums by a model of ours, not the hardware's rounding).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -99,9 +99,13 @@ class Fibers {
     }
     Fibers* outer = running;
     running = this;
-    for (size_t left = fibers_.size(); left > 0;) {
+    // Rounds take the threads in turn, lowest first, then highest first, and so on: between two waits a GPU's threads
+    // run in any order, so a body that reads what another thread writes without a barrier between shows it either way.
+    const size_t n = fibers_.size();
+    for (size_t left = n, round = 0; left > 0; ++round) {
       const uint64_t before = events_;
-      for (current_ = 0; current_ < fibers_.size(); ++current_) {
+      for (size_t i = 0; i < n; ++i) {
+        current_ = round % 2 == 0 ? i : n - 1 - i;
         if (fibers_[current_].done) continue;
         enter(current_);
         swapcontext(&scheduler_, &fibers_[current_].context);

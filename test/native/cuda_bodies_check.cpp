@@ -342,14 +342,17 @@ __global__ void moves_vector_kernel(MovesVector a) {
   else (void)__ldg(reinterpret_cast<const float4*>(a.base + a.at));
 }
 
-// Reads its first dynamic shared float without writing it, and writes a byte `past` bytes beyond its `bytes`.
+// Reads its first dynamic shared float and a __shared__ one without writing them (then writes the __shared__ one, for
+// the next block to find), and writes a byte `past` bytes beyond its `bytes`.
 struct TouchesShared {
-  float* read;
+  float *read, *read_static;
   size_t bytes, past;
 };
 __global__ void touches_shared_kernel(TouchesShared a) {
   unsigned char* shared = cuda::dynamic_shared<unsigned char>();
-  if (threadIdx.x == 0) *a.read = *reinterpret_cast<float*>(shared);
+  __shared__ float kept;
+  cuda::block_shared(kept);
+  if (threadIdx.x == 0) *a.read = *reinterpret_cast<float*>(shared), *a.read_static = kept, kept = 1.0f;
   if (a.past > 0 && threadIdx.x == 0) shared[a.bytes + a.past - 1] = 1;
 }
 
@@ -392,13 +395,15 @@ int main(int argc, char** argv) {
     print("threads", threads);
     return 0;
   }
-  // `cuda_bodies_check shared-memory`: what a body reads of dynamic shared memory it never wrote (a GPU's holds whatever
-  // was there), then a write one byte past the launch's bytes, which stops the emulation with its message.
+  // `cuda_bodies_check shared-memory`: what a body reads of dynamic shared memory and of a __shared__ variable it never
+  // wrote (a GPU's hold whatever was there; the second block's, not what the first left), then a write one byte past
+  // the launch's bytes, which stops the emulation with its message.
   if (argc > 1 && std::string(argv[1]) == "shared-memory") {
-    float read = 0;
-    emulation::run_grid(touches_shared_kernel, TouchesShared{&read, 64, 0}, dim3(1), dim3(32), 64);
-    std::fprintf(stderr, "unwritten shared memory read as %s\n", std::isnan(read) ? "NaN" : "a number");
-    emulation::run_grid(touches_shared_kernel, TouchesShared{&read, 64, 1}, dim3(1), dim3(32), 64);
+    float read = 0, read_static = 0;
+    emulation::run_grid(touches_shared_kernel, TouchesShared{&read, &read_static, 64, 0}, dim3(2), dim3(32), 64);
+    std::fprintf(stderr, "unwritten shared memory read as %s, a __shared__ variable as %s\n", std::isnan(read) ? "NaN" : "a number",
+                 std::isnan(read_static) ? "NaN" : "a number");
+    emulation::run_grid(touches_shared_kernel, TouchesShared{&read, &read_static, 64, 1}, dim3(1), dim3(32), 64);
     return 0;
   }
   // `cuda_bodies_check misaligned-load|misaligned-cp-async|misaligned-store`: a 16-byte access 4 bytes past an aligned

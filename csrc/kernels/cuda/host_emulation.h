@@ -30,8 +30,12 @@ template <typename T>
 __device__ void store_vector(void* to, const T& value) {
   *static_cast<T*>(to) = value;
 }
+// Names a body's __shared__ variables: nothing on a GPU; in the CPU checks each is poisoned at its block's start.
+template <typename... T>
+__device__ void block_shared(T&...) {}
 }  // namespace tq::cuda
 #else
+#include <unordered_map>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -206,6 +210,9 @@ inline float __shfl_down_sync(unsigned, float value, unsigned offset) {
   return tq::emulation::exchange(value, lane + offset < 32 ? lane + offset : lane);
 }
 namespace tq::emulation {
+// Counts the blocks run_grid() has started (from 1): which block a body's __shared__ variables were poisoned for.
+inline uint64_t block_serial = 0;
+
 // A GPU's load or store of N bytes (a vector type's, or cp.async's 16) faults ("misaligned address") where the address
 // is not a multiple of N; the host's does not. So the emulated ones check it (`__ldg`, cp.async, `store_vector`): a
 // body that would fault on the device stops its CPU check with a message instead of passing it.
@@ -281,6 +288,19 @@ void store_vector(void* to, const T& value) {
   emulation::check_aligned(to, sizeof(T), "a vector store");
   std::memcpy(to, &value, sizeof(T));
 }
+// A body's __shared__ variables are statics here, kept from one block to the next, where a GPU's hold whatever was
+// there: each is poisoned (all ones: NaN as a float) when the first of its block's threads names it, before any writes.
+template <typename... T>
+void block_shared(T&... variables) {
+  static std::unordered_map<const void*, uint64_t> poisoned_in;
+  const auto poison = [](void* at, size_t bytes) {
+    uint64_t& block = poisoned_in[at];
+    if (block == emulation::block_serial) return;
+    block = emulation::block_serial;
+    std::memset(at, 0xff, bytes);
+  };
+  (poison(&variables, sizeof variables), ...);
+}
 }  // namespace tq::cuda
 
 namespace tq::emulation {
@@ -309,6 +329,7 @@ void run_grid(void (*kernel)(Args), const Args& args, dim3 grid, dim3 block, siz
     std::vector<unsigned char> shared(shared_bytes + 16 + kSharedGuardBytes, kSharedGuard);
     unsigned char* aligned = shared.data() + (16 - reinterpret_cast<uintptr_t>(shared.data()) % 16) % 16;
     std::memset(aligned, 0xff, shared_bytes);
+    ++block_serial;
     blockIdx = dim3(bx, by, bz);
     blockDim = block;
     gridDim = grid;

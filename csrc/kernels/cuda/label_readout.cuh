@@ -17,6 +17,7 @@ template <typename W>
 __global__ void label_readout_kernel(LabelReadoutArgs a) {
   // a.hidden: [questions, hidden_size]; a.lm_head: [vocab, hidden_size]
   __shared__ float logits[readout::kMaxLabels];
+  block_shared(logits);
   const int q = blockIdx.x;
   const int lane = threadIdx.x % readout::kLanes, warp = threadIdx.x / readout::kLanes;
   const int first = a.offsets[q], n = a.offsets[q + 1] - first;

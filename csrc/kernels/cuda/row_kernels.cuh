@@ -40,6 +40,7 @@ __global__ void add_rms_norm_kernel(AddRmsNormArgs a) {
   float* weights = row + a.n;
   __shared__ float lane_sums[rows::kNormLanes];
   __shared__ float scale;
+  block_shared(lane_sums, scale);
   const int64_t r = blockIdx.x;
   float* residual = a.residual + r * a.n;
   // The weights are read with the row, in the same round trip to memory, not after the row's scale is known; and a
@@ -229,10 +230,12 @@ __global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if constexpr (kQuad) {
     __shared__ float heads_in[kHeadsPerBlock][kHeadsAhead * kQuadHeadDim], normed[kHeadsPerBlock][kQuadHeadDim];
+    block_shared(heads_in, normed);
     qk_norm_rope_token(a, heads_in[warp], normed[warp]);
     return;
   }
   __shared__ float inputs[kHeadsPerBlock][kMaxHeadDim], normed_rows[kHeadsPerBlock][kMaxHeadDim];
+  block_shared(inputs, normed_rows);
   const int per_token = a.heads + 2 * a.kv_heads, d = a.head_dim;
   const int item = blockIdx.x * kHeadsPerBlock + warp;
   if (item >= a.tokens * per_token) return;

@@ -4,6 +4,7 @@
  * source is newer than that build (edited since), it is compiled here against build/libtq_core.a first: at -O0 by
  * default (the kernels come compiled in the library), or with the flags given, where the check instantiates kernel
  * code of its own that must be compiled as the library's is. `args` go to the check (one part of it alone).
+ * `addressSanitizer`: compiled with -fsanitize=address, so that an access past a buffer's end stops it with a report.
  */
 import { execFile } from 'child_process';
 import * as fs from 'fs';
@@ -21,20 +22,30 @@ function run(file: string, args: string[], env?: NodeJS.ProcessEnv): Promise<str
 
 const mtime = (file: string) => (fs.existsSync(file) ? fs.statSync(file).mtimeMs : -Infinity);
 
-export async function runLinkedCheck(name: string, scratch: string, options: { compileFlags?: string[]; env?: NodeJS.ProcessEnv; args?: string[] } = {}): Promise<any[]> {
+export async function runLinkedCheck(
+  name: string,
+  scratch: string,
+  options: { compileFlags?: string[]; env?: NodeJS.ProcessEnv; args?: string[]; addressSanitizer?: boolean } = {},
+): Promise<any[]> {
   const library = path.join(root, 'build', 'libtq_core.a');
   if (!fs.existsSync(library)) throw new Error(`${library} is not built; run: npm run build:addon`);
   const source = path.join(root, 'test', 'native', `${name}.cpp`);
   let exe = path.join(root, 'build', name);
-  if (mtime(exe) < Math.max(mtime(source), mtime(library))) {
-    exe = path.join(scratch, name);
+  // Under AddressSanitizer: the check's own code instrumented (kernel bodies it compiles itself: the CUDA bodies' emulation),
+  // compiled once into the scratch folder; the library is not.
+  const sanitized = options.addressSanitizer ? path.join(scratch, `${name}-asan`) : undefined;
+  const compileFlags = sanitized ? ['-O0', '-fsanitize=address'] : options.compileFlags;
+  if (sanitized ? !fs.existsSync(sanitized) : mtime(exe) < Math.max(mtime(source), mtime(library))) {
+    exe = sanitized ?? path.join(scratch, name);
     // -O0 by default: the check's own code is light (the kernels come compiled in the library), and it compiles in half the time.
     // The definitions the CPU build compiles the library with (CMakeLists.txt: oneDNN required, no CUDA), so that the
     // check sees the library's branches (without them it would lose its oneDNN parts and report them missing).
-    await run('g++', ['-std=c++17', ...(options.compileFlags ?? ['-O0']), '-DTQ_ONEDNN=1', '-DTQ_CUDA=0', `-I${path.join(root, 'csrc')}`, '-I/usr/include/torch/csrc/api/include', source, library,
+    await run('g++', ['-std=c++17', ...(compileFlags ?? ['-O0']), '-DTQ_ONEDNN=1', '-DTQ_CUDA=0', `-I${path.join(root, 'csrc')}`, '-I/usr/include/torch/csrc/api/include', source, library,
       '-ltorch', '-ltorch_cpu', '-lc10', '-ldnnl', '-fopenmp', '-o', exe]);
   }
-  return (await run(exe, options.args ?? [], keepFreedMemory(options.env))).trim().split('\n').map((line) => JSON.parse(line));
+  if (sanitized) exe = sanitized;
+  const env = sanitized ? { ...(options.env ?? process.env), ASAN_OPTIONS: 'detect_leaks=0' } : keepFreedMemory(options.env);
+  return (await run(exe, options.args ?? [], env)).trim().split('\n').map((line) => JSON.parse(line));
 }
 
 export function scratchDir(): string {

@@ -64,6 +64,13 @@ test("the CUDA row kernels', merge's, readout's, split-key attention's and few-r
   expect(tilings.length).toBe(19);
 });
 
+test("under AddressSanitizer every kernel body's emulation reads and writes within its buffers (on a GPU, past them is a fault or another's data), and a read past the end is reported", async () => {
+  const bodies = await runLinkedCheck('cuda_bodies_check', scratch, { addressSanitizer: true });
+  expect(bodies.length).toBeGreaterThanOrEqual(46);
+  expect(bodies.filter((b) => b.differing !== 0)).toEqual([]);
+  await expect(runLinkedCheck('cuda_bodies_check', scratch, { addressSanitizer: true, args: ['read-past-end'] })).rejects.toThrow(/AddressSanitizer: heap-buffer-overflow/);
+});
+
 test('the emulation stops a launch whose threads wait at a barrier one of them never reaches, with a message, instead of hanging', async () => {
   await expect(runLinkedCheck('cuda_bodies_check', scratch, { args: ['barrier-never-reached'] })).rejects.toThrow(/host_emulation: the block's threads wait at a barrier some of them never reach/);
 });

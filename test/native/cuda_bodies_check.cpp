@@ -356,6 +356,15 @@ __global__ void touches_shared_kernel(TouchesShared a) {
   if (a.past > 0 && threadIdx.x == 0) shared[a.bytes + a.past - 1] = 1;
 }
 
+// Reads the float just past a buffer of `n`: on a GPU a fault, or another buffer's data.
+struct ReadsPastEnd {
+  const float* buffer;
+  int n;
+};
+__global__ void reads_past_end_kernel(ReadsPastEnd a) {
+  if (threadIdx.x == 0) (void)__ldg(a.buffer + a.n);
+}
+
 // Block (x, y) notes its place in the order the blocks ran.
 struct NotesOrder {
   std::vector<unsigned>* order;
@@ -393,6 +402,12 @@ int main(int argc, char** argv) {
     emulation::run_grid(notes_turns_kernel, NotesOrder{&threads}, dim3(1), dim3(4), 0);
     print("blocks", blocks);
     print("threads", threads);
+    return 0;
+  }
+  // `cuda_bodies_check read-past-end`: a body reading past its buffer, which AddressSanitizer stops (gpu-forward.test.ts).
+  if (argc > 1 && std::string(argv[1]) == "read-past-end") {
+    const std::vector<float> buffer(8);
+    emulation::run_grid(reads_past_end_kernel, ReadsPastEnd{buffer.data(), 8}, dim3(1), dim3(32), 0);
     return 0;
   }
   // `cuda_bodies_check shared-memory`: what a body reads of dynamic shared memory and of a __shared__ variable it never

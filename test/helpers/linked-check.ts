@@ -30,21 +30,24 @@ export async function runLinkedCheck(
   const library = path.join(root, 'build', 'libtq_core.a');
   if (!fs.existsSync(library)) throw new Error(`${library} is not built; run: npm run build:addon`);
   const source = path.join(root, 'test', 'native', `${name}.cpp`);
-  let exe = path.join(root, 'build', name);
-  // Under AddressSanitizer: the check's own code instrumented (kernel bodies it compiles itself: the CUDA bodies' emulation),
-  // compiled once into the scratch folder; the library is not.
-  const sanitized = options.addressSanitizer ? path.join(scratch, `${name}-asan`) : undefined;
-  const compileFlags = sanitized ? ['-O0', '-fsanitize=address'] : options.compileFlags;
-  if (sanitized ? !fs.existsSync(sanitized) : mtime(exe) < Math.max(mtime(source), mtime(library))) {
-    exe = sanitized ?? path.join(scratch, name);
-    // -O0 by default: the check's own code is light (the kernels come compiled in the library), and it compiles in half the time.
-    // The definitions the CPU build compiles the library with (CMakeLists.txt: oneDNN required, no CUDA), so that the
-    // check sees the library's branches (without them it would lose its oneDNN parts and report them missing).
-    await run('g++', ['-std=c++17', ...(compileFlags ?? ['-O0']), '-DTQ_ONEDNN=1', '-DTQ_CUDA=0', `-I${path.join(root, 'csrc')}`, '-I/usr/include/torch/csrc/api/include', source, library,
+  // The definitions the CPU build compiles the library with (CMakeLists.txt: oneDNN required, no CUDA), so that the
+  // check sees the library's branches (without them it would lose its oneDNN parts and report them missing).
+  const compile = (exe: string, flags: string[]) =>
+    run('g++', ['-std=c++17', ...flags, '-DTQ_ONEDNN=1', '-DTQ_CUDA=0', `-I${path.join(root, 'csrc')}`, '-I/usr/include/torch/csrc/api/include', source, library,
       '-ltorch', '-ltorch_cpu', '-lc10', '-ldnnl', '-fopenmp', '-o', exe]);
+  let exe = path.join(root, 'build', name);
+  let env = keepFreedMemory(options.env);
+  if (options.addressSanitizer) {
+    // The check's own code instrumented (the kernel bodies it compiles itself: the CUDA bodies' emulation), not the
+    // library's; compiled once into the scratch folder.
+    exe = path.join(scratch, `${name}-asan`);
+    if (!fs.existsSync(exe)) await compile(exe, ['-O0', '-fsanitize=address']);
+    env = { ...(options.env ?? process.env), ASAN_OPTIONS: 'detect_leaks=0' };
+  } else if (mtime(exe) < Math.max(mtime(source), mtime(library))) {
+    exe = path.join(scratch, name);
+    // -O0 by default: the check's own code is light (the kernels come compiled in the library), and it compiles in half the time.
+    await compile(exe, options.compileFlags ?? ['-O0']);
   }
-  if (sanitized) exe = sanitized;
-  const env = sanitized ? { ...(options.env ?? process.env), ASAN_OPTIONS: 'detect_leaks=0' } : keepFreedMemory(options.env);
   return (await run(exe, options.args ?? [], env)).trim().split('\n').map((line) => JSON.parse(line));
 }
 

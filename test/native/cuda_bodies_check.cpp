@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -333,7 +335,7 @@ __global__ void leaves_before_barrier_kernel(LeavesEarly a) {
 struct MovesVector {
   float* base;
   int at;
-  enum { kLoad, kCpAsync, kStore } how;
+  enum How { kLoad, kCpAsync, kStore } how;
 };
 __global__ void moves_vector_kernel(MovesVector a) {
   alignas(16) static unsigned char to[16];
@@ -380,55 +382,62 @@ __global__ void notes_turns_kernel(NotesOrder a) {
   a.order->push_back(threadIdx.x);
 }
 
+void print_order(const char* name, const std::vector<unsigned>& order) {
+  std::printf("{\"%s\":[", name);
+  for (size_t i = 0; i < order.size(); ++i) std::printf("%s%u", i ? "," : "", order[i]);
+  std::printf("]}\n");
+}
+
+// A 16-byte access aligned, then 4 bytes past an aligned address, which faults on a GPU: stopped.
+void misaligned(MovesVector::How how) {
+  alignas(16) static float buffer[8] = {};
+  emulation::run_grid(moves_vector_kernel, MovesVector{buffer, 4, how}, dim3(1), dim3(32), 0);
+  emulation::run_grid(moves_vector_kernel, MovesVector{buffer, 1, how}, dim3(1), dim3(32), 0);
+}
+
+// The emulation's probes, each a launch that shows one of its behaviours (`cuda_bodies_check NAME`,
+// test/kernels/gpu-forward.test.ts). Those that stop the emulation (an abort, with its message) say so.
+const std::map<std::string, std::function<void()>> kProbes = {
+    // A thread that leaves before a barrier the others wait at: stopped, rather than waiting for ever.
+    {"barrier-never-reached", [] { emulation::run_grid(leaves_before_barrier_kernel, LeavesEarly{5}, dim3(1), dim3(64), 0); }},
+    // The order a 3 x 2 grid's blocks run in (last first), and a block's 4 threads around a barrier (lowest first,
+    // then highest first).
+    {"run-order",
+     [] {
+       std::vector<unsigned> blocks, threads;
+       emulation::run_grid(notes_order_kernel, NotesOrder{&blocks}, dim3(3, 2), dim3(32), 0);
+       emulation::run_grid(notes_turns_kernel, NotesOrder{&threads}, dim3(1), dim3(4), 0);
+       print_order("blocks", blocks);
+       print_order("threads", threads);
+     }},
+    // A body reading past its buffer: what AddressSanitizer reports, in the check compiled with it.
+    {"read-past-end",
+     [] {
+       const std::vector<float> buffer(8);
+       emulation::run_grid(reads_past_end_kernel, ReadsPastEnd{buffer.data(), 8}, dim3(1), dim3(32), 0);
+     }},
+    // What a body reads of dynamic shared memory and of a __shared__ variable it never wrote (a GPU's hold whatever was
+    // there; the second block's, not what the first left), then a write one byte past the launch's bytes: stopped.
+    {"shared-memory",
+     [] {
+       float read = 0, read_static = 0;
+       emulation::run_grid(touches_shared_kernel, TouchesShared{&read, &read_static, 64, 0}, dim3(2), dim3(32), 64);
+       std::fprintf(stderr, "unwritten shared memory read as %s, a __shared__ variable as %s\n", std::isnan(read) ? "NaN" : "a number",
+                    std::isnan(read_static) ? "NaN" : "a number");
+       emulation::run_grid(touches_shared_kernel, TouchesShared{&read, &read_static, 64, 1}, dim3(1), dim3(32), 64);
+     }},
+    {"misaligned-load", [] { misaligned(MovesVector::kLoad); }},
+    {"misaligned-cp-async", [] { misaligned(MovesVector::kCpAsync); }},
+    {"misaligned-store", [] { misaligned(MovesVector::kStore); }},
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  // `cuda_bodies_check barrier-never-reached`: that kernel launched, which the emulation stops with its message (an
-  // abort) rather than waiting for ever (test/kernels/gpu-forward.test.ts).
-  if (argc > 1 && std::string(argv[1]) == "barrier-never-reached") {
-    emulation::run_grid(leaves_before_barrier_kernel, LeavesEarly{5}, dim3(1), dim3(64), 0);
-    return 0;
-  }
-  // `cuda_bodies_check run-order`: the order the emulation runs a 3 x 2 grid's blocks in (last first), and a block's 4
-  // threads around a barrier (lowest first, then highest first).
-  if (argc > 1 && std::string(argv[1]) == "run-order") {
-    const auto print = [](const char* name, const std::vector<unsigned>& order) {
-      std::printf("{\"%s\":[", name);
-      for (size_t i = 0; i < order.size(); ++i) std::printf("%s%u", i ? "," : "", order[i]);
-      std::printf("]}\n");
-    };
-    std::vector<unsigned> blocks, threads;
-    emulation::run_grid(notes_order_kernel, NotesOrder{&blocks}, dim3(3, 2), dim3(32), 0);
-    emulation::run_grid(notes_turns_kernel, NotesOrder{&threads}, dim3(1), dim3(4), 0);
-    print("blocks", blocks);
-    print("threads", threads);
-    return 0;
-  }
-  // `cuda_bodies_check read-past-end`: a body reading past its buffer, which AddressSanitizer stops (gpu-forward.test.ts).
-  if (argc > 1 && std::string(argv[1]) == "read-past-end") {
-    const std::vector<float> buffer(8);
-    emulation::run_grid(reads_past_end_kernel, ReadsPastEnd{buffer.data(), 8}, dim3(1), dim3(32), 0);
-    return 0;
-  }
-  // `cuda_bodies_check shared-memory`: what a body reads of dynamic shared memory and of a __shared__ variable it never
-  // wrote (a GPU's hold whatever was there; the second block's, not what the first left), then a write one byte past
-  // the launch's bytes, which stops the emulation with its message.
-  if (argc > 1 && std::string(argv[1]) == "shared-memory") {
-    float read = 0, read_static = 0;
-    emulation::run_grid(touches_shared_kernel, TouchesShared{&read, &read_static, 64, 0}, dim3(2), dim3(32), 64);
-    std::fprintf(stderr, "unwritten shared memory read as %s, a __shared__ variable as %s\n", std::isnan(read) ? "NaN" : "a number",
-                 std::isnan(read_static) ? "NaN" : "a number");
-    emulation::run_grid(touches_shared_kernel, TouchesShared{&read, &read_static, 64, 1}, dim3(1), dim3(32), 64);
-    return 0;
-  }
-  // `cuda_bodies_check misaligned-load|misaligned-cp-async|misaligned-store`: a 16-byte access 4 bytes past an aligned
-  // address, which faults on a GPU, stops the emulation with its message; the same access aligned passes.
-  if (argc > 1 && std::string(argv[1]).rfind("misaligned-", 0) == 0) {
-    alignas(16) static float buffer[8] = {};
-    const std::string how = argv[1];
-    const auto kind = how == "misaligned-cp-async" ? MovesVector::kCpAsync : how == "misaligned-store" ? MovesVector::kStore : MovesVector::kLoad;
-    emulation::run_grid(moves_vector_kernel, MovesVector{buffer, 4, kind}, dim3(1), dim3(32), 0);
-    emulation::run_grid(moves_vector_kernel, MovesVector{buffer, 1, kind}, dim3(1), dim3(32), 0);
+  if (argc > 1) {
+    const auto probe = kProbes.find(argv[1]);
+    if (probe == kProbes.end()) return std::fprintf(stderr, "cuda_bodies_check: no probe %s\n", argv[1]), 2;
+    probe->second();
     return 0;
   }
   // Each tiling: one stage; a tile of rows partly used; thirteen stages, past every tiling's slots (reused), over

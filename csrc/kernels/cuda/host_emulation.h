@@ -8,11 +8,12 @@
 // for the warp's, and __shfl_sync() passes (and __shfl_down_sync(), __shfl_xor_sync()) a value through the warp's slots
 // between two such waits. Fibers, not host threads: a host thread's wait is a trip through the kernel's scheduler, and
 // the checks' launches wait millions of times (bench/README.md, "Set-up and suite time"). __shared__ variables are a
-// block's because one block runs at a time. It emulates what these kernels use, not CUDA: a warp's lanes must all reach
-// each __syncwarp() and __shfl_sync() (these kernels' warps do: a warp leaves whole), and the block's threads each
-// __syncthreads(); a launch whose threads wait for one that never comes is stopped with a message, not hung. Two PTX
-// instructions too: cp.async (a copy done at once, so never seen out of order) and the tensor cores' mma.m16n8k16 (its
-// fragments exchanged like a shuffle's values, its sums by a model of ours, not the hardware's rounding).
+// block's because one block runs at a time, poisoned at its start where the body names them (block_shared). It emulates
+// what these kernels use, not CUDA: a warp's lanes must all reach each __syncwarp() and __shfl_sync() (these kernels'
+// warps do: a warp leaves whole), and the block's threads each __syncthreads(); a launch whose threads wait for one
+// that never comes is stopped with a message, not hung. Two PTX instructions too: cp.async (a copy done at once, so
+// never seen out of order) and the tensor cores' mma.m16n8k16 (its fragments exchanged like a shuffle's values, its
+// sums by a model of ours, not the hardware's rounding).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -35,7 +36,6 @@ template <typename... T>
 __device__ void block_shared(T&...) {}
 }  // namespace tq::cuda
 #else
-#include <unordered_map>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -44,6 +44,7 @@ __device__ void block_shared(T&...) {}
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #define __global__

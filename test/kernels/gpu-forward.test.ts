@@ -85,6 +85,10 @@ test("the emulation runs a launch's blocks last first, and a block's threads bet
   expect(await runLinkedCheck('cuda_bodies_check', scratch, { args: ['run-order'] })).toEqual([{ blocks: [5, 4, 3, 2, 1, 0] }, { threads: [0, 1, 2, 3, 3, 2, 1, 0] }]);
 });
 
+test("the emulation's cp.async lands at the wait that covers its group, as on a GPU, not before: a stage read too early holds what it held", async () => {
+  expect(await runLinkedCheck('cuda_bodies_check', scratch, { args: ['cp-async-lands-at-wait'] })).toEqual([{ before: 'NaN', after: 1.5 }]);
+});
+
 test("the emulation's shared memory, dynamic and __shared__, reads as NaN where a body's block never wrote it (a GPU's holds whatever was there), and a write past the launch's bytes stops the check", async () => {
   await expect(runLinkedCheck('cuda_bodies_check', scratch, { args: ['shared-memory'] })).rejects.toThrow(/unwritten shared memory read as NaN, a __shared__ variable as NaN\nhost_emulation: a block wrote past its 64 bytes of dynamic shared memory \(at byte 64\)/);
 });

@@ -358,6 +358,20 @@ __global__ void touches_shared_kernel(TouchesShared a) {
   if (a.past > 0 && threadIdx.x == 0) shared[a.bytes + a.past - 1] = 1;
 }
 
+// Copies 16 bytes into shared memory by cp.async and reads its first float before the wait and after it.
+struct CopiesAhead {
+  const float* from;
+  float *before, *after;
+};
+__global__ void copies_ahead_kernel(CopiesAhead a) {
+  float* stage = cuda::dynamic_shared<float>();
+  emulation::copy_16_async(stage, a.from, 16);
+  emulation::commit_copies();
+  *a.before = stage[0];
+  emulation::wait_copies(0);
+  *a.after = stage[0];
+}
+
 // Reads the float just past a buffer of `n`: on a GPU a fault, or another buffer's data.
 struct ReadsPastEnd {
   const float* buffer;
@@ -425,6 +439,14 @@ const std::map<std::string, std::function<void()>> kProbes = {
        std::fprintf(stderr, "unwritten shared memory read as %s, a __shared__ variable as %s\n", std::isnan(read) ? "NaN" : "a number",
                     std::isnan(read_static) ? "NaN" : "a number");
        emulation::run_grid(touches_shared_kernel, TouchesShared{&read, &read_static, 64, 1}, dim3(1), dim3(32), 64);
+     }},
+    // What a stage of cp.async holds before the copy's wait (the poison: the copy has not landed) and after it.
+    {"cp-async-lands-at-wait",
+     [] {
+       alignas(16) static const float from[4] = {1.5f, 0, 0, 0};
+       float before = 0, after = 0;
+       emulation::run_grid(copies_ahead_kernel, CopiesAhead{from, &before, &after}, dim3(1), dim3(1), 16);
+       std::printf("{\"before\":\"%s\",\"after\":%g}\n", std::isnan(before) ? "NaN" : "a number", after);
      }},
     {"misaligned-load", [] { misaligned(MovesVector::kLoad); }},
     {"misaligned-cp-async", [] { misaligned(MovesVector::kCpAsync); }},

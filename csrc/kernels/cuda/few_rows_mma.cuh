@@ -36,6 +36,8 @@ __device__ inline void copy_16_async(void* shared_to, const void* from, int byte
 __device__ inline void commit_copies() {
 #if defined(__CUDA_ARCH__)
   asm volatile("cp.async.commit_group;\n" ::);
+#elif !defined(__CUDACC__)
+  emulation::commit_copies();
 #endif
 }
 
@@ -44,6 +46,8 @@ template <int kPending>
 __device__ inline void wait_copies() {
 #if defined(__CUDA_ARCH__)
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#elif !defined(__CUDACC__)
+  emulation::wait_copies(kPending);
 #endif
 }
 

@@ -11,8 +11,8 @@
 // block's because one block runs at a time, poisoned at its start where the body names them (block_shared). It emulates
 // what these kernels use, not CUDA: a warp's lanes must all reach each __syncwarp() and __shfl_sync() (these kernels'
 // warps do: a warp leaves whole), and the block's threads each __syncthreads(); a launch whose threads wait for one
-// that never comes is stopped with a message, not hung. Two PTX instructions too: cp.async (a copy done at once, so
-// never seen out of order) and the tensor cores' mma.m16n8k16 (its fragments exchanged like a shuffle's values, its
+// that never comes is stopped with a message, not hung. Two PTX instructions too: cp.async (a copy landing at the
+// wait_group that covers it) and the tensor cores' mma.m16n8k16 (its fragments exchanged like a shuffle's values, its
 // sums by a model of ours, not the hardware's rounding).
 #pragma once
 #include <cstddef>
@@ -176,10 +176,22 @@ struct Warp {
   float slots[32] = {};
   uint32_t fragments[32][6] = {};  // each lane's a and b registers of a tensor-core product (mma_16816)
 };
+// A thread's cp.async copies not yet landed: each its 16 bytes, as read when issued, and its group (the count of
+// commits before it).
+struct PendingCopies {
+  struct Copy {
+    unsigned char* to;
+    unsigned char bytes[16];
+    uint64_t group;
+  };
+  std::vector<Copy> copies;
+  uint64_t committed = 0;
+};
 struct ThreadContext {
   Barrier* block = nullptr;
   Warp* warp = nullptr;
   unsigned char* shared = nullptr;
+  PendingCopies* copies = nullptr;
 };
 inline thread_local ThreadContext context;
 
@@ -232,12 +244,28 @@ T __ldg(const T* p) {
 
 namespace tq::emulation {
 
-// cp.async: done at once here, so the copy has landed before any wait for it. `bytes` of the 16 read, the rest zeros.
+// cp.async: `bytes` of the 16 read (the rest zeros), landing in shared memory only at a wait that covers its group,
+// as on a GPU, where until then the destination holds what it held: a body that reads a stage before its wait reads
+// that here too (the poison, or the stage's last contents).
 inline void copy_16_async(void* to, const void* from, int bytes) {
   check_aligned(to, 16, "cp.async to shared memory");
   check_aligned(from, 16, "cp.async from global memory");
-  std::memset(to, 0, 16);
-  if (bytes > 0) std::memcpy(to, from, static_cast<size_t>(bytes));
+  PendingCopies::Copy copy{static_cast<unsigned char*>(to), {}, context.copies->committed};
+  if (bytes > 0) std::memcpy(copy.bytes, from, static_cast<size_t>(bytes));
+  context.copies->copies.push_back(copy);
+}
+// cp.async.commit_group: the copies issued since the last commit become a group.
+inline void commit_copies() { ++context.copies->committed; }
+// cp.async.wait_group: the copies of every committed group but the `pending` latest land.
+inline void wait_copies(int pending) {
+  auto& list = context.copies->copies;
+  const uint64_t committed = context.copies->committed;
+  size_t kept = 0;
+  for (auto& copy : list) {
+    if (copy.group + static_cast<uint64_t>(pending) < committed) std::memcpy(copy.to, copy.bytes, 16);
+    else list[kept++] = copy;
+  }
+  list.resize(kept);
 }
 
 // The tensor cores' sum of 16 products into an fp32 accumulator, as modelled here: the products (exact in double)
@@ -322,6 +350,7 @@ void run_grid(void (*kernel)(Args), const Args& args, dim3 grid, dim3 block, siz
     const unsigned bx = static_cast<unsigned>(b % grid.x), by = static_cast<unsigned>(b / grid.x % grid.y),
                    bz = static_cast<unsigned>(b / grid.x / grid.y);
     Barrier block_barrier(static_cast<int>(threads));
+    std::vector<PendingCopies> copies(threads);
     std::vector<std::unique_ptr<Warp>> warps;
     for (unsigned w = 0; w < (threads + 31) / 32; ++w) warps.push_back(std::make_unique<Warp>());
     // A GPU's shared memory holds whatever was there: poisoned here (all ones: NaN as a float, -1 as an integer),
@@ -338,7 +367,7 @@ void run_grid(void (*kernel)(Args), const Args& args, dim3 grid, dim3 block, siz
                [&](size_t t) {
                  const unsigned u = static_cast<unsigned>(t);
                  threadIdx = dim3(u % block.x, (u / block.x) % block.y, u / (block.x * block.y));
-                 context = {&block_barrier, warps[t / 32].get(), aligned};
+                 context = {&block_barrier, warps[t / 32].get(), aligned, &copies[t]};
                });
     for (const unsigned char* g = aligned + shared_bytes; g < shared.data() + shared.size(); ++g)
       if (*g != kSharedGuard) {

@@ -79,7 +79,7 @@ class Window(Runner):
 
     def build(self):
         build = self.args.build
-        targets = ["tq_cli", "cascade_check"] + (["tqserve_engine"] if self.bundle else [])
+        targets = ["tq_cli", "cascade_check", "row_kernels_device_check"] + (["tqserve_engine"] if self.bundle else [])
         if self.bundle:
             self.unpack_bundle()
         if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
@@ -148,7 +148,7 @@ class Window(Runner):
         """The fused forward as it runs by default, then with a question's tiers on split-key attention (tiny-qwen3; in bf16
         alone on the GPU, the fast path's dtype: the kernel's fp32 form is compared with its host twin just before)."""
         split_key = ["--state-attention", "split-key"] + (["--dtypes", "bf16"] if self.cuda and not self.args.short else [])
-        checks = [self.selfcheck(names), self.split_key_kernel(),
+        checks = [self.selfcheck(names), self.split_key_kernel(), self.row_kernels_device(),
                   self.selfcheck(names[:1], log="selfcheck-split-key", stem="selfcheck-split-key", extra=split_key)]
         return ("ok" if all(s == "ok" for s, _ in checks) else "failed"), " | ".join(f"{s}: {m}" for s, m in checks)
 
@@ -163,6 +163,18 @@ class Window(Runner):
         passed = r["differ"] == 0 and r["togetherDiffer"] == 0 and r["device"] == ("cuda" if self.cuda else "cpu")
         return ("ok" if passed else "failed"), (f"split-key kernel on {r['device']} against its host twin: {r['differ']} of {r['compared']} differ, "
                                                 f"{r['togetherDiffer']} in the tiers' one launch")
+
+    def row_kernels_device(self):
+        """The fused row kernels as the engine calls them, on CUDA against their host forms, bit for bit
+        (test/native/row_kernels_device_check.cpp); on the CPU the comparison runs with the CPU standing in for the device."""
+        status, _ = self.run("row_kernels_device", [os.path.join(self.args.build, "row_kernels_device_check")], 60)
+        found = [json.loads(line) for line in read(os.path.join(self.work, "row_kernels_device.log")).splitlines() if line.startswith("{")]
+        if status != 0 or not found:
+            return "failed", "row kernels: " + tail(os.path.join(self.work, "row_kernels_device.log"))
+        device = "cuda" if self.cuda else "cpu"
+        passed = all(r["differ"] == 0 and r["device"] == device for r in found) and len(found) == 3
+        return ("ok" if passed else "failed"), f"row kernels on {found[0]['device']} against their host forms: " + ", ".join(
+            f"{r['part']} {r['differ']} of {r['compared']} differ" for r in found)
 
     def selfcheck(self, names, log="selfcheck", stem="selfcheck", extra=()):
         names = [n for n in names if self.have(n)]

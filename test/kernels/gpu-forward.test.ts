@@ -71,6 +71,13 @@ test("under AddressSanitizer every kernel body's emulation reads and writes with
   await expect(runLinkedCheck('cuda_bodies_check', scratch, { addressSanitizer: true, args: ['read-past-end'] })).rejects.toThrow(/AddressSanitizer: heap-buffer-overflow/);
 });
 
+test("the fused row kernels' device check (the GPU window's: on CUDA against the host forms, bit for bit) runs here with the CPU standing in for the device, every kernel compared", async () => {
+  const parts = await runLinkedCheck('row_kernels_device_check', scratch);
+  expect(parts.map((p) => p.part)).toEqual(['addRmsNorm', 'gatedMul', 'qkNormRope']);
+  for (const p of parts) expect(p).toEqual({ part: p.part, device: 'cpu', compared: expect.any(Number), differ: 0 });
+  expect(Math.min(...parts.map((p) => p.compared))).toBeGreaterThanOrEqual(48);
+});
+
 test('the emulation stops a launch whose threads wait at a barrier one of them never reaches, with a message, instead of hanging', async () => {
   await expect(runLinkedCheck('cuda_bodies_check', scratch, { args: ['barrier-never-reached'] })).rejects.toThrow(/host_emulation: the block's threads wait at a barrier some of them never reach/);
 });

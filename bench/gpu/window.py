@@ -148,7 +148,7 @@ class Window(Runner):
         """The fused forward as it runs by default, then with a question's tiers on split-key attention (tiny-qwen3; in bf16
         alone on the GPU, the fast path's dtype: the kernel's fp32 form is compared with its host twin just before)."""
         split_key = ["--state-attention", "split-key"] + (["--dtypes", "bf16"] if self.cuda and not self.args.short else [])
-        checks = [self.selfcheck(names), self.split_key_kernel(), self.row_kernels_device(),
+        checks = [self.selfcheck(names), self.split_key_kernel(), self.merge_device(), self.row_kernels_device(),
                   self.selfcheck(names[:1], log="selfcheck-split-key", stem="selfcheck-split-key", extra=split_key)]
         return ("ok" if all(s == "ok" for s, _ in checks) else "failed"), " | ".join(f"{s}: {m}" for s, m in checks)
 
@@ -163,6 +163,20 @@ class Window(Runner):
         passed = r["differ"] == 0 and r["togetherDiffer"] == 0 and r["device"] == ("cuda" if self.cuda else "cpu")
         return ("ok" if passed else "failed"), (f"split-key kernel on {r['device']} against its host twin: {r['differ']} of {r['compared']} differ, "
                                                 f"{r['togetherDiffer']} in the tiers' one launch")
+
+    def merge_device(self):
+        """The cascade's merge kernel against its CPU loop (test/native/cascade_check.cpp merge-device): within a rounding,
+        as their expf may differ in the last bits (fp32 1e-5, bf16 one of its steps at 4); on the CPU the comparison runs
+        with the CPU standing in for the device."""
+        status, _ = self.run("merge_device", [os.path.join(self.args.build, "cascade_check"), "merge-device"], 60)
+        found = [json.loads(line) for line in read(os.path.join(self.work, "merge_device.log")).splitlines() if line.startswith("{")]
+        if status != 0 or not found:
+            return "failed", "merge: " + tail(os.path.join(self.work, "merge_device.log"))
+        r = found[-1]
+        passed = r["worstFp32"] <= 1e-5 and r["worstBf16"] <= 3.2e-2 and r["device"] == ("cuda" if self.cuda else "cpu")
+        return ("ok" if passed else "failed"), (f"merge on {r['device']} against its CPU loop: {r['differ']} of {r['compared']} differ, "
+                                                f"{r['inPlaceDiffer']} of {r['inPlaceCompared']} in place, by at most {r['worstFp32']:.1e} (fp32), "
+                                                f"{r['worstBf16']:.1e} (bf16)")
 
     def row_kernels_device(self):
         """The fused row kernels as the engine calls them, on CUDA against their host forms, bit for bit

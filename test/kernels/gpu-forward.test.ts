@@ -215,6 +215,10 @@ test("split-key attention's exp, log and tanh (the kernel's and its host twin's 
   // The kernel's grid gives each (tier row, head) to one warp, on tiers of 1 to 24 rows a sequence and 1 to 8 heads a key head,
   // unmasked, causal and windowed.
   expect(cascade.splitKeyDevice.coverageErrors).toBe(0);
+  // The merge's device check (the window's, on CUDA against the CPU loop), the CPU standing in for the device here.
+  expect(cascade.mergeDevice).toMatchObject({ device: 'cpu', differ: 0, inPlaceDiffer: 0, worstFp32: 0, worstBf16: 0 });
+  expect(cascade.mergeDevice.compared).toBeGreaterThanOrEqual(400);
+  expect(cascade.mergeDevice.inPlaceCompared).toBeGreaterThanOrEqual(100);
 });
 
 test("the CPU kernels' attention (invariant at every level this CPU runs, and oneDNN) equals its plain reference, and that float64 attention (fp32, 1e-5)", () => {

@@ -78,7 +78,9 @@ test('the CPU form runs every step and packs each step\'s results into OUT/gpu.t
   expect(Object.values<any>(splitKeyCheck)[0].candidate.stateAttention).toBe('split-key');
   // The kernel against its host twin (cascade_check split-key-device), the CPU standing in for the GPU here.
   expect(steps[6].summary).toContain('split-key kernel on cpu against its host twin: 0 of 48 differ, 0 in the tiers\' one launch');
-  // The fused row kernels against their host forms (row_kernels_device_check), likewise.
+  // The merge against its CPU loop (cascade_check merge-device), and the fused row kernels against their host forms
+  // (row_kernels_device_check), likewise.
+  expect(steps[6].summary).toMatch(/merge on cpu against its CPU loop: 0 of \d+ differ, 0 of \d+ in place, by at most 0.0e\+00 \(fp32\), 0.0e\+00 \(bf16\)/);
   expect(steps[6].summary).toMatch(/row kernels on cpu against their host forms: addRmsNorm 0 of \d+ differ, gatedMul 0 of \d+ differ, qkNormRope 0 of \d+ differ/);
   const bench = JSON.parse(files['bench.json']).benchmark;
   for (const p of ['tqserve', 'tqserve_fast', 'torch_graphs']) expect(bench[p].cold_prefill_ms).toBeGreaterThan(0);

@@ -669,6 +669,73 @@ void check_split_key_device() {
               target.is_cuda() ? "cuda" : "cpu", (long long)compared, (long long)differ, (long long)together_differ, (long long)coverage_errors);
 }
 
+// The merge's CUDA kernel against its CPU loop, where this is a CUDA build on a machine with a GPU (the window runs it):
+// the plans of 60 random trees' steps (states read in chunks among them; windows; the questions apart and not), each
+// tier's result random (out in fp32 and in bf16, at head dims 64 and 128; log-sum-exps finite), merged into a new array
+// and, where the first tier holds every row, in place over the rows the plan lists. Not bit for bit: the weights are the
+// device's expf and the CPU's (attention_merge_math.h), whose last bits may differ, so the largest difference of each
+// dtype is reported beside the elements that differ; a wrong entry or row differs by the values' own size. Elsewhere
+// the same comparison runs with the CPU as the "device" (the check itself exercised; it says which device ran).
+void check_merge_device() {
+  const at::Device target = at::hasCUDA() ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+  int64_t compared = 0, differ = 0, in_place_compared = 0, in_place_differ = 0;
+  double worst_fp32 = 0, worst_bf16 = 0;
+  // Whether the two agree bit for bit; the largest difference goes to its dtype's worst.
+  const auto same = [&](const at::Tensor& on_target, const at::Tensor& on_host) {
+    const auto got = on_target.cpu().to(at::kDouble), want = on_host.to(at::kDouble);
+    if (got.sizes() != want.sizes()) return false;
+    const double worst = got.numel() ? (got - want).abs().max().item<double>() : 0.0;
+    double& of_dtype = on_host.scalar_type() == at::kBFloat16 ? worst_bf16 : worst_fp32;
+    of_dtype = std::max(of_dtype, std::isnan(worst) ? INFINITY : worst);
+    return worst == 0.0;
+  };
+  for (int tree = 0; tree < 60; ++tree) {
+    const auto tr = random_tree(/*long_states=*/tree >= 40);
+    if (tr.compute.empty()) continue;
+    const std::optional<int64_t> window = uniform(0, 2) == 0 ? std::optional<int64_t>(uniform(2, 50)) : std::nullopt;
+    std::vector<int64_t> slots(tr.packed.ids.size());
+    for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int64_t>(i);
+    for (const auto& step : plan_steps(tr.packed, slots, tr.compute, static_cast<int64_t>(tr.compute.size()))) {
+      const auto& b = step.batch;
+      const auto layout = layout_of(b);
+      const int64_t queries = layout.positions.size(0);
+      for (const bool apart : {false, true}) {
+        const auto plan = plan_cascade(layout, b.key_positions, b.key_segments, window, apart);
+        auto on_target = prepare_merge(plan, target);
+        for (auto* t : {&on_target.begin_on_device, &on_target.entry_on_device, &on_target.written_on_device})
+          if (t->defined()) *t = t->to(target);
+        const auto& first = plan.tiers[0];
+        bool holds_every_row = first.total_q() == queries;
+        for (int32_t r = 0; holds_every_row && r < first.total_q(); ++r) holds_every_row = first.q_rows[r] == r;
+        for (const int64_t dim : {64, 128})
+          for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+            const int64_t heads = 4;
+            std::vector<PartialResult> host_parts, target_parts;
+            for (const auto& tier : plan.tiers) {
+              host_parts.push_back({at::randn({tier.total_q(), heads, dim}).to(dtype), at::randn({heads, tier.total_q()}) * 3});
+              target_parts.push_back({host_parts.back().out.to(target), host_parts.back().lse.to(target)});
+            }
+            const auto merged = merge_attention(prepare_merge(plan, at::kCPU), host_parts, dtype);
+            ++compared;
+            if (!same(merge_attention(on_target, target_parts, dtype), merged)) ++differ;
+            if (!holds_every_row) continue;
+            // In place: into copies of the first tier's result, each side's own.
+            auto host_own = host_parts, target_own = target_parts;
+            host_own[0].out = host_parts[0].out.clone();
+            target_own[0].out = target_parts[0].out.clone();
+            ++in_place_compared;
+            if (!same(merge_attention(on_target, target_own, dtype, true), merge_attention(prepare_merge(plan, at::kCPU), host_own, dtype, true)))
+              ++in_place_differ;
+          }
+      }
+    }
+  }
+  std::printf("{\"part\":\"mergeDevice\",\"device\":\"%s\",\"compared\":%lld,\"differ\":%lld,\"inPlaceCompared\":%lld,\"inPlaceDiffer\":%lld,"
+              "\"worstFp32\":%.3e,\"worstBf16\":%.3e}\n",
+              target.is_cuda() ? "cuda" : "cpu", (long long)compared, (long long)differ, (long long)in_place_compared, (long long)in_place_differ,
+              worst_fp32, worst_bf16);
+}
+
 // Where a graph step is cut into graphs (runner/step_graphs.h, --cuda-graph-chunks): each graph's first layer, for the
 // layer counts of the families' depths and the graphs asked.
 void check_graph_cuts() {
@@ -690,6 +757,11 @@ int main(int argc, char** argv) {
   // `cascade_check split-key-device`: that part alone (the GPU window's, after its build).
   if (argc > 1 && std::string(argv[1]) == "split-key-device") {
     check_split_key_device();
+    return 0;
+  }
+  // `cascade_check merge-device`: that part alone (the GPU window's too).
+  if (argc > 1 && std::string(argv[1]) == "merge-device") {
+    check_merge_device();
     return 0;
   }
   Totals t;
@@ -741,6 +813,7 @@ int main(int argc, char** argv) {
   std::printf("}}\n");
   check_split_key_math();
   check_split_key_device();
+  check_merge_device();
   check_bench_grids();
   check_keyless_row();
   check_empty_row();

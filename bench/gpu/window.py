@@ -155,9 +155,8 @@ class Window(Runner):
     def split_key_kernel(self):
         """Split-key attention's CUDA kernel against its host twin, bit for bit (test/native/cascade_check.cpp); on the
         CPU the comparison runs with the CPU standing in for the device."""
-        status, _ = self.run("split_key_kernel", [os.path.join(self.args.build, "cascade_check"), "split-key-device"], 60)
-        found = [json.loads(line) for line in read(os.path.join(self.work, "split_key_kernel.log")).splitlines() if line.startswith("{")]
-        if status != 0 or not found:
+        found = self.device_check("split_key_kernel", "cascade_check", "split-key-device")
+        if not found:
             return "failed", "split-key kernel: " + tail(os.path.join(self.work, "split_key_kernel.log"))
         r = found[-1]
         passed = r["differ"] == 0 and r["togetherDiffer"] == 0 and r["device"] == ("cuda" if self.cuda else "cpu")
@@ -168,9 +167,8 @@ class Window(Runner):
         """The cascade's merge kernel against its CPU loop (test/native/cascade_check.cpp merge-device): within a rounding,
         as their expf may differ in the last bits (fp32 1e-5, bf16 one of its steps at 4); on the CPU the comparison runs
         with the CPU standing in for the device."""
-        status, _ = self.run("merge_device", [os.path.join(self.args.build, "cascade_check"), "merge-device"], 60)
-        found = [json.loads(line) for line in read(os.path.join(self.work, "merge_device.log")).splitlines() if line.startswith("{")]
-        if status != 0 or not found:
+        found = self.device_check("merge_device", "cascade_check", "merge-device")
+        if not found:
             return "failed", "merge: " + tail(os.path.join(self.work, "merge_device.log"))
         r = found[-1]
         passed = r["worstFp32"] <= 1e-5 and r["worstBf16"] <= 3.2e-2 and r["device"] == ("cuda" if self.cuda else "cpu")
@@ -181,14 +179,19 @@ class Window(Runner):
     def row_kernels_device(self):
         """The fused row kernels as the engine calls them, on CUDA against their host forms, bit for bit
         (test/native/row_kernels_device_check.cpp); on the CPU the comparison runs with the CPU standing in for the device."""
-        status, _ = self.run("row_kernels_device", [os.path.join(self.args.build, "row_kernels_device_check")], 60)
-        found = [json.loads(line) for line in read(os.path.join(self.work, "row_kernels_device.log")).splitlines() if line.startswith("{")]
-        if status != 0 or not found:
+        found = self.device_check("row_kernels_device", "row_kernels_device_check")
+        if not found:
             return "failed", "row kernels: " + tail(os.path.join(self.work, "row_kernels_device.log"))
         device = "cuda" if self.cuda else "cpu"
         passed = all(r["differ"] == 0 and r["device"] == device for r in found) and len(found) == 3
         return ("ok" if passed else "failed"), f"row kernels on {found[0]['device']} against their host forms: " + ", ".join(
             f"{r['part']} {r['differ']} of {r['compared']} differ" for r in found)
+
+    def device_check(self, name, program, *args):
+        """Runs a native check of the build (its log WORK/<name>.log); its JSON lines, none where it failed."""
+        status, _ = self.run(name, [os.path.join(self.args.build, program), *args], 60)
+        found = [json.loads(line) for line in read(os.path.join(self.work, f"{name}.log")).splitlines() if line.startswith("{")]
+        return found if status == 0 else []
 
     def selfcheck(self, names, log="selfcheck", stem="selfcheck", extra=()):
         names = [n for n in names if self.have(n)]

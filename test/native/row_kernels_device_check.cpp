@@ -73,14 +73,16 @@ void check_gated_mul(const FusedRowOps& ops) {
 }
 
 // Heads of the families' shapes (Qwen3's 16/8 x 128: the quad form; 14/2 x 64; 8/2 x 80 and 6/3 x 256: strided), with
-// and without per-head norms, qkv in fp32 and bf16, into a cache of twice the tokens' slots and the step's keys.
+// and without per-head norms, qkv in fp32 and bf16, into a cache of twice the tokens' slots and the step's keys; and
+// heads without keys (8/0 x 128 and x 64), as LayerKernels::rope calls it where a family's norm or RoPE runs apart
+// (OLMo 2's whole-projection norm, Phi-4-mini's partial RoPE: docs/gpu.md, "The fused forward").
 void check_qk_norm_rope(const FusedRowOps& ops) {
   Tally tally{"qkNormRope"};
   struct Heads {
     int64_t heads, kv_heads, dim;
   };
   for (const int64_t tokens : {1, 24, 300})
-    for (const auto [heads, kv_heads, dim] : std::vector<Heads>{{16, 8, 128}, {14, 2, 64}, {8, 2, 80}, {6, 3, 256}})
+    for (const auto [heads, kv_heads, dim] : std::vector<Heads>{{16, 8, 128}, {14, 2, 64}, {8, 2, 80}, {6, 3, 256}, {8, 0, 128}, {8, 0, 64}})
       for (const bool norms : {false, true})
         for (const auto in_dtype : {at::kFloat, at::kBFloat16})
           for (const auto out_dtype : {at::kFloat, at::kBFloat16}) {

@@ -8,7 +8,6 @@
 #include <ATen/ATen.h>
 
 #include <cstdio>
-#include <string>
 #include <vector>
 
 #include "kernels/kernel_stack.h"

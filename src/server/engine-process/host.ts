@@ -59,6 +59,11 @@ function openChannel(args: HostArgs, busy: () => boolean, receive: (m: ServerMes
   // Dropped once the server has gone (the 'disconnect' handler then ends this process).
   channel = new ChannelEndpoint(buffer && channelRings(buffer, 'engine'), (wire) => process.connected && process.send!(wire), receive, { busyPollMs: args.busyPollMs, busy });
   process.on('message', (wire: ChannelWire<ServerMessage>) => channel.receive(wire));
+  // The server can go between `process.connected` and the pipe's write: the write then fails later, as an 'error'
+  // event on the process (EPIPE), which unhandled would crash this process loudly. It is ending anyway.
+  process.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE' && e.code !== 'ERR_IPC_CHANNEL_CLOSED') throw e;
+  });
 }
 
 type QueuedWork =

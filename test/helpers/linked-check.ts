@@ -3,8 +3,8 @@
  * (CMakeLists.txt: build/<name>), and this runs one, its output read as one JSON object per line. Where the check's
  * source is newer than that build (edited since), it is compiled here against build/libtq_core.a first: at -O0 by
  * default (the kernels come compiled in the library), or with the flags given, where the check instantiates kernel
- * code of its own that must be compiled as the library's is. `args` go to the check (one part of it alone).
- * `addressSanitizer`: compiled with -fsanitize=address, so that an access past a buffer's end stops it with a report.
+ * code of its own that must be compiled as the library's is, or the build's own (cuda_bodies_check: -fsanitize=address,
+ * CMakeLists.txt). `args` go to the check (one part of it alone).
  */
 import { execFile } from 'child_process';
 import * as fs from 'fs';
@@ -22,10 +22,13 @@ function run(file: string, args: string[], env?: NodeJS.ProcessEnv): Promise<str
 
 const mtime = (file: string) => (fs.existsSync(file) ? fs.statSync(file).mtimeMs : -Infinity);
 
+/** Each check compiled here, once per scratch folder however many runs ask for it. */
+const compiled = new Map<string, Promise<void>>();
+
 export async function runLinkedCheck(
   name: string,
   scratch: string,
-  options: { compileFlags?: string[]; env?: NodeJS.ProcessEnv; args?: string[]; addressSanitizer?: boolean } = {},
+  options: { compileFlags?: string[]; env?: NodeJS.ProcessEnv; args?: string[] } = {},
 ): Promise<any[]> {
   const library = path.join(root, 'build', 'libtq_core.a');
   if (!fs.existsSync(library)) throw new Error(`${library} is not built; run: npm run build:addon`);
@@ -36,19 +39,13 @@ export async function runLinkedCheck(
     run('g++', ['-std=c++17', ...flags, '-DTQ_ONEDNN=1', '-DTQ_CUDA=0', `-I${path.join(root, 'csrc')}`, '-I/usr/include/torch/csrc/api/include', source, library,
       '-ltorch', '-ltorch_cpu', '-lc10', '-ldnnl', '-fopenmp', '-o', exe]);
   let exe = path.join(root, 'build', name);
-  let env = keepFreedMemory(options.env);
-  if (options.addressSanitizer) {
-    // The check's own code instrumented (the kernel bodies it compiles itself: the CUDA bodies' emulation), not the
-    // library's; compiled once into the scratch folder.
-    exe = path.join(scratch, `${name}-asan`);
-    if (!fs.existsSync(exe)) await compile(exe, ['-O0', '-fsanitize=address']);
-    env = { ...(options.env ?? process.env), ASAN_OPTIONS: 'detect_leaks=0' };
-  } else if (mtime(exe) < Math.max(mtime(source), mtime(library))) {
+  if (mtime(exe) < Math.max(mtime(source), mtime(library))) {
     exe = path.join(scratch, name);
     // -O0 by default: the check's own code is light (the kernels come compiled in the library), and it compiles in half the time.
-    await compile(exe, options.compileFlags ?? ['-O0']);
+    if (!compiled.has(exe)) compiled.set(exe, compile(exe, options.compileFlags ?? ['-O0']).then(() => undefined));
+    await compiled.get(exe);
   }
-  return (await run(exe, options.args ?? [], env)).trim().split('\n').map((line) => JSON.parse(line));
+  return (await run(exe, options.args ?? [], keepFreedMemory(options.env))).trim().split('\n').map((line) => JSON.parse(line));
 }
 
 export function scratchDir(): string {

@@ -1,8 +1,9 @@
 /**
  * The CUDA kernels without a GPU: every .cu under csrc/kernels/cuda compiles with the installed nvcc
- * for sm_90 (the H100), alone and without torch headers, so a broken kernel fails CI. And the readout
- * arithmetic they share with the CPU readout (csrc/kernels/math/label_readout_math.h) is compiled by the
- * host compiler exactly as written: no fused multiply-add where the kernel rounds twice.
+ * for sm_90 (the H100), alone and without torch headers, so a broken kernel fails CI. The build compiles them
+ * (CMakeLists.txt: tq_cuda_sm90, in a CPU build where CMake finds nvcc); this brings that target up to date and reads
+ * what it made. And the readout arithmetic they share with the CPU readout (csrc/kernels/math/label_readout_math.h)
+ * is compiled by the host compiler exactly as written: no fused multiply-add where the kernel rounds twice.
  */
 import { execFile, execFileSync } from 'child_process';
 import * as fs from 'fs';
@@ -15,12 +16,6 @@ const csrc = path.join(root, 'csrc');
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'tq-cuda-'));
 afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
-function nvcc(): string {
-  for (const candidate of [process.env.NVCC, '/usr/local/bin/nvcc', '/usr/local/cuda/bin/nvcc', '/usr/bin/nvcc'])
-    if (candidate && fs.existsSync(candidate)) return candidate;
-  throw new Error('nvcc not found (set NVCC): CI compiles the CUDA kernels for sm_90');
-}
-
 const kernels = fs.readdirSync(path.join(csrc, 'kernels', 'cuda')).filter((f) => f.endsWith('.cu'));
 
 /** Runs commands as many at a time as there are cores: every compile of this file is queued as it loads, so they share the cores. */
@@ -30,10 +25,10 @@ function run(file: string, args: string[]): Promise<string> {
   const start = () =>
     new Promise<string>((resolve, reject) => {
       running++;
-      execFile(file, args, (error, _stdout, stderr) => {
+      execFile(file, args, (error, stdout, stderr) => {
         running--;
         waiting.shift()?.();
-        if (error) reject(new Error(`${args[args.length - 1]}:\n${stderr}`));
+        if (error) reject(new Error(`${args[args.length - 1]}:\n${stdout}${stderr}`));
         else resolve(stderr);
       });
     });
@@ -42,16 +37,17 @@ function run(file: string, args: string[]): Promise<string> {
   return queued;
 }
 
-/** A kernel's nvcc compile, queued now, to ptxas's report of each kernel's resources; a missing nvcc is the test's failure, not the file's. */
-function nvccBuild(file: string): Promise<string> {
-  let compiler: string;
-  try {
-    compiler = nvcc();
-  } catch (error) {
-    return Promise.reject(error);
-  }
-  return run(compiler, ['-std=c++17', '-O3', '-arch=sm_90', '-Werror', 'all-warnings', '--resource-usage', `-I${csrc}`, '-c', path.join(csrc, 'kernels', 'cuda', file), '-o', path.join(scratch, `${file}.o`)]);
-}
+/**
+ * The build's objects of the kernels and ptxas's report of each (build/cuda-sm90/<kernel>.cu.o and .resources), brought
+ * up to date first: Ninja compiles again a kernel whose source or a header it includes changed since, and nothing else.
+ */
+const sm90 = path.join(root, 'build', 'cuda-sm90');
+const kernelsBuilt = run('cmake', ['--build', path.join(root, 'build'), '--target', 'tq_cuda_sm90']).catch((error: Error) => {
+  throw /unknown target/.test(error.message)
+    ? new Error('build/ has no target tq_cuda_sm90: CMake found no nvcc when it configured the build (install the CUDA toolkit, or set -DTQ_NVCC=<path>), then: npm run build:addon')
+    : error;
+});
+kernelsBuilt.catch(() => undefined); // reported by the tests that await it
 
 /** ptxas's report: each kernel's stack frame in bytes, by its mangled name. */
 function stackFrames(report: string): Map<string, number> {
@@ -66,18 +62,13 @@ function stackFrames(report: string): Map<string, number> {
   return frames;
 }
 
-// Queued as the file loads, ahead of the CUDA build's check below (its units' compiles): each kernel's test then waits
-// for the kernels' compiles only, whatever the check takes on a busy machine.
-const nvccBuilds = new Map(kernels.map((file) => [file, nvccBuild(file)]));
-for (const built of nvccBuilds.values()) built.catch(() => undefined);
-
 test('there are CUDA kernels to compile', () => {
   expect(kernels).toContain('label_readout.cu');
 });
 
 test.each(kernels)('%s compiles for sm_90 with nvcc, without torch', async (file) => {
-  await nvccBuilds.get(file);
-  expect(fs.statSync(path.join(scratch, `${file}.o`)).size).toBeGreaterThan(0);
+  await kernelsBuilt;
+  expect(fs.statSync(path.join(sm90, `${file}.o`)).size).toBeGreaterThan(0);
 }, 120_000);
 
 // A kernel whose per-row arrays (a merge's entries, a tile's fetch) are indexed by a loop of run-time length keeps them
@@ -85,7 +76,8 @@ test.each(kernels)('%s compiles for sm_90 with nvcc, without torch', async (file
 // latency-bound kernels (a few rows a launch, on a warm question) are written with loops of fixed length so that this
 // never happens (docs/gpu.md, "The row kernels' loads"). fp8_gemm's tile spills a few registers and is not one of them.
 test.each(kernels.filter((file) => file !== 'fp8_gemm.cu'))('%s: every kernel holds its arrays in registers (no stack frame)', async (file) => {
-  const frames = stackFrames(await nvccBuilds.get(file)!);
+  await kernelsBuilt;
+  const frames = stackFrames(fs.readFileSync(path.join(sm90, `${file}.resources`), 'utf8'));
   expect(frames.size).toBeGreaterThan(0);
   expect([...frames].filter(([, bytes]) => bytes > 0)).toEqual([]);
 }, 120_000);

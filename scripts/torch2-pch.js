@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 /**
- * The headers test/kernels/cuda.test.ts checks a CUDA build's C++ against: a PyTorch 2.x wheel's (TQ_TORCH2_WHEEL,
+ * The headers a CUDA build's C++ is checked against (scripts/cuda-build-check.js): a PyTorch 2.x wheel's (TQ_TORCH2_WHEEL,
  * else the newest /opt/wheels/torch-2.*.whl; Debian's 1.13 headers where there is none) and the CUDA toolkit's, with
  * ATen's header precompiled once (about 15 s on 2 cores: each checked source then reads it instead of parsing it).
- * Made at set-up into build/torch2-pch/, stamped with what made it (the wheel, its size and time, the flags); the test
- * uses it while the stamp matches and otherwise makes it again in its own scratch folder.
+ * Made at set-up into build/torch2-pch/, stamped with what made it (the wheel, its size and time, the flags); the check
+ * uses it while the stamp matches and otherwise makes it again there.
  *
  *   node scripts/torch2-pch.js      (scripts/setup.sh runs it)
  */

@@ -9,7 +9,6 @@ import { execFile, execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { unitMembers, writeCompileUnits } from '../helpers/compile-units';
 
 const root = path.resolve(__dirname, '..', '..');
 const csrc = path.join(root, 'csrc');
@@ -94,81 +93,58 @@ test('the readout arithmetic is the same bits at -O0 and at -O3 with FMA allowed
 }, 120_000);
 
 /**
- * The C++ of a CUDA build (TQ_CUDA=1: the device code paths; TQ_ONEDNN=0: a CUDA libtorch brings its own oneDNN
- * privately) compiles, checked against the CUDA toolkit's headers and the headers of the libtorch a GPU machine has:
- * a PyTorch 2.x wheel's (TQ_TORCH2_WHEEL, else /opt/wheels/torch-2.*.whl; the CPU wheel carries the c10/cuda and
- * ATen/cuda headers too), so the code behind `TORCH_VERSION_MAJOR >= 2` (FlashAttention-2 and the memory-efficient
- * kernel, CUDA graph capture, the ATen kernels' 2.x calls) is compiled as the GPU machine's libtorch 2.11 compiles it.
- * Where no wheel is on the machine, Debian's 1.13 headers stand in (those branches are then not compiled) and the
- * 2.x test is skipped, saying so. A CUDA build's headers lack the one CMake generates (c10/cuda/impl/cuda_cmake_macros.h):
- * the check writes it, as a CUDA build would. The set-up unpacks the headers and precompiles ATen's (scripts/torch2-pch.js);
- * where the wheel or the flags have changed since, the check does it first.
+ * The C++ of a CUDA build (TQ_CUDA=1, TQ_ONEDNN=0) compiles, in the units a CUDA build compiles, against the CUDA
+ * toolkit's headers and the headers of the libtorch a GPU machine has: a PyTorch 2.x wheel's (TQ_TORCH2_WHEEL, else
+ * /opt/wheels/torch-2.*.whl; the CPU wheel carries the c10/cuda and ATen/cuda headers too), so the code behind
+ * `TORCH_VERSION_MAJOR >= 2` (FlashAttention-2 and the memory-efficient kernel, CUDA graph capture, the ATen kernels'
+ * 2.x calls) is compiled as the GPU machine's libtorch 2.11 compiles it. Where no wheel is on the machine, Debian's
+ * 1.13 headers stand in (those branches are then not compiled) and the 2.x test is skipped, saying so. The set-up
+ * compiles it (scripts/cuda-build-check.js, which says what and how); here it is compiled again where a source, a
+ * header a unit reads, or the plan changed since.
  */
+interface CudaBuildCheck { sources: string[]; torch2Sources: string[]; linkSources: string[]; units: { file: string; members: string[]; object: string | null }[]; flags: string[] }
 // eslint-disable-next-line @typescript-eslint/no-var-requires
-const torch2Pch = require(path.join(root, 'scripts', 'torch2-pch.js')) as {
-  findWheel(): string | undefined;
-  fresh(): Layout | undefined;
-  make(dir: string, run: (file: string, args: string[]) => Promise<void>): Promise<Layout>;
+const cudaCheck = require(path.join(root, 'scripts', 'cuda-build-check.js')) as {
+  fresh(): CudaBuildCheck | undefined;
+  make(run: (file: string, args: string[]) => Promise<void>): Promise<CudaBuildCheck>;
 };
-interface Layout { wheel?: string; flags: string[]; pch: string }
-const torch2Wheel = torch2Pch.findWheel();
+// eslint-disable-next-line @typescript-eslint/no-var-requires
+const torch2Wheel = (require(path.join(root, 'scripts', 'torch2-pch.js')) as { findWheel(): string | undefined }).findWheel();
 if (!torch2Wheel) console.warn('No PyTorch 2.x wheel (TQ_TORCH2_WHEEL, /opt/wheels/torch-2.*.whl): the TORCH_VERSION_MAJOR >= 2 sources were NOT compiled');
-const sourcesNaming = (...words: string[]) =>
-  execFileSync('grep', ['-rl', '--include=*.cpp', ...words.flatMap((w) => ['-e', w]), csrc], { encoding: 'utf8' }).trim().split('\n');
-const torch2Sources = sourcesNaming('TORCH_VERSION_MAJOR');
-// A CUDA build links neither OpenMP nor oneDNN of its own (CMakeLists.txt): a call to either that its sources keep
-// compiles, and fails only at the GPU machine's link (`omp_set_num_threads`, bench/gpu/results/h200-2026-11-30-build-failed).
-// Their units are compiled to objects here, and the objects' undefined symbols read.
-const linkSources = sourcesNaming('omp.h', 'omp_', '_OPENMP', 'dnnl');
-const cudaBuildSources = [...new Set([...sourcesNaming('TQ_CUDA', 'TQ_ONEDNN'), ...torch2Sources, ...linkSources])];
-// What a CUDA build compiles them in: each folder's sources as one translation unit (CMakeLists.txt's tq_compile_units),
-// written by the same script from their folders; a source it compiles alone is compiled alone here too.
-const folders = [...new Set(cudaBuildSources.map((f) => path.dirname(f)))];
-const { units } = writeCompileUnits(folders, path.join(scratch, 'units'));
-const compiledIn = (source: string) => units.find((unit) => unitMembers(unit).includes(path.relative(root, source))) ?? source;
-const cudaBuildUnits = [...new Set(cudaBuildSources.map(compiledIn))];
-const linkUnits = [...new Set(linkSources.map(compiledIn))];
-const objectOf = (unit: string) => path.join(scratch, `${path.basename(unit)}.${cudaBuildUnits.indexOf(unit)}.o`);
-let cudaBuildFlags: string[] = [];
-const cudaBuildCheck = (async () => {
-  // The headers unpacked and ATen's precompiled (scripts/torch2-pch.js): the set-up's while current, else made here.
-  const headers = torch2Pch.fresh() ?? (await torch2Pch.make(path.join(scratch, 'torch2-pch'), (file, args) => run(file, args).then(() => undefined)));
-  cudaBuildFlags = headers.flags;
-  // -O0: the undefined symbols are the calls the source makes; code generation is the cost over a syntax check.
-  const output = (unit: string) => (linkUnits.includes(unit) ? ['-c', '-O0', '-o', objectOf(unit)] : ['-fsyntax-only']);
-  await Promise.all(cudaBuildUnits.map((file) => run('g++', ['-include', headers.pch, '-Winvalid-pch', ...output(file), ...headers.flags, file])));
-})();
+const cudaBuildCheck: Promise<CudaBuildCheck> = (async () => cudaCheck.fresh() ?? cudaCheck.make((file, args) => run(file, args).then(() => undefined)))();
 cudaBuildCheck.catch(() => undefined);
 
 test(`the sources with CUDA or oneDNN branches compile as a CUDA build (TQ_CUDA=1, TQ_ONEDNN=0) against ${torch2Wheel ? path.basename(torch2Wheel) : "Debian's libtorch 1.13"}'s headers, in its units`, async () => {
-  expect(cudaBuildSources.length).toBeGreaterThanOrEqual(4);
-  expect(cudaBuildSources).toEqual(expect.arrayContaining(torch2Sources));
+  const check = await cudaBuildCheck;
+  expect(check.sources.length).toBeGreaterThanOrEqual(4);
+  expect(check.sources).toEqual(expect.arrayContaining(check.torch2Sources));
   // Each in the unit of its folder: fewer compiles than sources, every source in one of them.
-  expect(cudaBuildUnits.length).toBeLessThan(cudaBuildSources.length);
-  expect(cudaBuildUnits.flatMap((u) => (units.includes(u) ? unitMembers(u) : [path.relative(root, u)]))).toEqual(
-    expect.arrayContaining(cudaBuildSources.map((f) => path.relative(root, f))));
-  await cudaBuildCheck;
+  expect(check.units.length).toBeLessThan(check.sources.length);
+  expect(check.units.flatMap((u) => u.members)).toEqual(expect.arrayContaining(check.sources));
 }, 300_000);
 
 test('a CUDA build calls no OpenMP or oneDNN: its objects leave no symbol of either undefined (the build links neither)', async () => {
-  expect(linkSources.map((f) => path.relative(csrc, f))).toEqual(expect.arrayContaining(['engine/intra_op_threads.cpp', 'kernels/cpu/gemm/onednn.cpp']));
-  await cudaBuildCheck;
-  const undefinedIn = (unit: string) => execFileSync('nm', ['-u', '-C', objectOf(unit)], { encoding: 'utf8' }).split('\n');
-  const foreign = linkUnits.flatMap((unit) => undefinedIn(unit).filter((symbol) => /\b(omp_|GOMP_|kmp_|dnnl)/.test(symbol)).map((s) => `${path.basename(unit)}: ${s.trim()}`));
+  const check = await cudaBuildCheck;
+  expect(check.linkSources).toEqual(expect.arrayContaining(['csrc/engine/intra_op_threads.cpp', 'csrc/kernels/cpu/gemm/onednn.cpp']));
+  // Every such source's unit compiled to an object.
+  const linkUnits = check.units.filter((u) => u.object);
+  expect(linkUnits.flatMap((u) => u.members)).toEqual(expect.arrayContaining(check.linkSources));
+  const undefinedIn = (object: string) => execFileSync('nm', ['-u', '-C', object], { encoding: 'utf8' }).split('\n');
+  const foreign = linkUnits.flatMap((u) => undefinedIn(u.object!).filter((symbol) => /\b(omp_|GOMP_|kmp_|dnnl)/.test(symbol)).map((s) => `${path.basename(u.file)}: ${s.trim()}`));
   expect(foreign).toEqual([]);
   // The check can fail: an OpenMP call compiled with the CUDA build's flags leaves its symbol undefined.
   const probe = path.join(scratch, 'omp_probe.cpp');
   fs.writeFileSync(probe, '#include <omp.h>\nvoid set(int n) { omp_set_num_threads(n); }\n');
-  execFileSync('g++', ['-c', '-O0', ...cudaBuildFlags, probe, '-o', `${probe}.o`]);
+  execFileSync('g++', ['-c', '-O0', ...check.flags, probe, '-o', `${probe}.o`]);
   expect(execFileSync('nm', ['-u', `${probe}.o`], { encoding: 'utf8' })).toMatch(/omp_set_num_threads/);
 }, 300_000);
 
 (torch2Wheel ? test : test.skip)(`the TORCH_VERSION_MAJOR >= 2 branches are among what compiled (${torch2Wheel ? path.basename(torch2Wheel) : 'no PyTorch 2.x wheel here: NOT compiled'})`, async () => {
-  await cudaBuildCheck;
-  expect(torch2Sources.map((f) => path.relative(csrc, f)).sort()).toEqual(
-    expect.arrayContaining(['runner/step_graphs.cpp', 'kernels/aten/aten_layer_kernels.cpp', 'kernels/cascade/flash_attention.cpp']));
+  const check = await cudaBuildCheck;
+  expect(check.torch2Sources).toEqual(
+    expect.arrayContaining(['csrc/runner/step_graphs.cpp', 'csrc/kernels/aten/aten_layer_kernels.cpp', 'csrc/kernels/cascade/flash_attention.cpp']));
   // The preprocessed source calls FlashAttention-2 and the memory-efficient kernel: the 2.x branch is the one compiled.
-  const flash = execFileSync('g++', [...cudaBuildFlags, '-E', path.join(csrc, 'kernels', 'cascade', 'flash_attention.cpp')], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  const flash = execFileSync('g++', [...check.flags, '-E', path.join(csrc, 'kernels', 'cascade', 'flash_attention.cpp')], { encoding: 'utf8', maxBuffer: 1 << 28 });
   expect(flash).toMatch(/at::_flash_attention_forward\(q, k, v/);
   expect(flash).toMatch(/at::_efficient_attention_forward\(/);
 }, 300_000);

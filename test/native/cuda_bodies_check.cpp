@@ -460,8 +460,9 @@ const std::map<std::string, std::function<void()>> kProbes = {
 }  // namespace
 
 // Built under AddressSanitizer (CMakeLists.txt), which reads these before main. Each run starts libtorch, whose
-// thousands of start-up allocations made a probe's run twice as long under the defaults: no allocation's stack kept
-// (a report still names the access and its place), a small quarantine of freed blocks, and no leak check at exit.
+// thousands of start-up allocations the defaults track at length (bench/README.md, "Set-up and suite time"): no
+// allocation's stack kept (a report still names the access and its place), a small quarantine of freed blocks, and no
+// leak check at exit.
 #if defined(__SANITIZE_ADDRESS__)
 extern "C" const char* __asan_default_options() { return "malloc_context_size=0:quarantine_size_mb=8:detect_leaks=0"; }
 #endif

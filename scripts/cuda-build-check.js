@@ -5,8 +5,9 @@
  * wheel's, ATen's precompiled), in the units a CUDA build compiles: each folder holding a source with a CUDA, oneDNN,
  * OpenMP or PyTorch 2.x branch, as one translation unit (scripts/compile_units.py; a source it compiles alone, alone).
  * A CUDA build links neither OpenMP nor oneDNN (CMakeLists.txt): a call to either that its sources keep compiles, and
- * fails only at the GPU machine's link, so the units holding such calls are compiled to objects, whose undefined
- * symbols test/kernels/cuda.test.ts reads; the others are checked (-fsyntax-only).
+ * fails only at the GPU machine's link (`omp_set_num_threads`: bench/gpu/results/h200-2026-11-30-build-failed), so the
+ * units holding such calls are compiled to objects, whose undefined symbols test/kernels/cuda.test.ts reads; the
+ * others are checked (-fsyntax-only).
  *
  * Written into build/cuda-build-check/: the units, the objects, each unit's dependencies, and check.json last, once
  * every unit compiled. The set-up runs it; the test runs it again where a source or a header any unit includes changed

@@ -139,6 +139,23 @@ test('a CUDA build calls no OpenMP or oneDNN: its objects leave no symbol of eit
   expect(execFileSync('nm', ['-u', `${probe}.o`], { encoding: 'utf8' })).toMatch(/omp_set_num_threads/);
 }, 300_000);
 
+test("the check's result is taken only while nothing it read has changed: a header a unit includes, newer than the result, makes it stale (compiled again)", async () => {
+  await cudaBuildCheck;
+  const result = path.join(root, 'build', 'cuda-build-check', 'check.json');
+  const header = path.join(csrc, 'engine', 'intra_op_threads.h');
+  expect(JSON.parse(fs.readFileSync(result, 'utf8')).dependencies).toContain(header);
+  expect(cudaCheck.fresh()).toBeDefined();
+  // As though the header had been edited after the result was written.
+  const made = fs.statSync(result).mtime;
+  try {
+    fs.utimesSync(result, made, new Date(fs.statSync(header).mtimeMs - 1000));
+    expect(cudaCheck.fresh()).toBeUndefined();
+  } finally {
+    fs.utimesSync(result, made, made);
+  }
+  expect(cudaCheck.fresh()).toBeDefined();
+});
+
 (torch2Wheel ? test : test.skip)(`the TORCH_VERSION_MAJOR >= 2 branches are among what compiled (${torch2Wheel ? path.basename(torch2Wheel) : 'no PyTorch 2.x wheel here: NOT compiled'})`, async () => {
   const check = await cudaBuildCheck;
   expect(check.torch2Sources).toEqual(

@@ -39,7 +39,7 @@ afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
 // The build compiles the CUDA bodies' check under AddressSanitizer (CMakeLists.txt), so that its one run gives the bits
 // and the bounds alike; compiled here the same way where its source is newer than the build.
-const bodiesCheck = (args?: string[]) => runLinkedCheck('cuda_bodies_check', scratch, { compileFlags: ['-O0', '-fsanitize=address'], args });
+const bodiesCheck = (args?: string[]) => runLinkedCheck('cuda_bodies_check', scratch, { compileFlags: ['-O1', '-fsanitize=address'], args });
 
 let cascade: Record<string, any>;
 let rows: any[];

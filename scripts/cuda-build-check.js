@@ -20,6 +20,7 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const torch2Pch = require('./torch2-pch.js');
+const { unitMembers, writeCompileUnits } = require('./compile-units.js');
 
 const root = path.resolve(__dirname, '..');
 const csrc = path.join(root, 'csrc');
@@ -31,20 +32,13 @@ function sourcesNaming(...words) {
   return execFileSync('grep', ['-rl', '--include=*.cpp', ...words.flatMap((w) => ['-e', w]), csrc], { encoding: 'utf8' }).trim().split('\n').sort();
 }
 
-/** The sources a unit includes, relative to the root. */
-function unitMembers(unit) {
-  return Array.from(fs.readFileSync(unit, 'utf8').matchAll(/^#include "([^"]+)"$/gm), (m) => path.relative(root, path.resolve(path.dirname(unit), m[1])));
-}
-
 /** What is compiled and how: the sources, their units (written under build/cuda-build-check/units), and which are compiled to objects. */
 function plan() {
   const torch2Sources = sourcesNaming('TORCH_VERSION_MAJOR');
   const linkSources = sourcesNaming('omp.h', 'omp_', '_OPENMP', 'dnnl');
   const sources = [...new Set([...sourcesNaming('TQ_CUDA', 'TQ_ONEDNN'), ...torch2Sources, ...linkSources])].sort();
   const folders = [...new Set(sources.map((f) => path.dirname(f)))];
-  const printed = execFileSync('python3', [path.join(root, 'scripts', 'compile_units.py'), '--out', path.join(outDir, 'units'), ...folders],
-    { cwd: root, encoding: 'utf8' }).trim().split('\n');
-  const written = printed.filter((p) => p.startsWith(outDir));
+  const written = writeCompileUnits(folders, path.join(outDir, 'units')).units;
   const compiledIn = (source) => written.find((unit) => unitMembers(unit).includes(path.relative(root, source))) ?? source;
   const units = [...new Set(sources.map(compiledIn))].map((file, i) => {
     const members = written.includes(file) ? unitMembers(file) : [path.relative(root, file)];
@@ -87,10 +81,11 @@ function fresh() {
 }
 
 function runFile(file, args) {
-  return new Promise((resolve, reject) => execFile(file, args, { maxBuffer: 16 << 20 }, (error, _out, stderr) => (error ? reject(new Error(`${args[args.length - 1]}:\n${stderr}`)) : resolve())));
+  return new Promise((resolve, reject) =>
+    execFile(file, args, { maxBuffer: 16 << 20 }, (error, stdout, stderr) => (error ? reject(new Error(`${args[args.length - 1]}:\n${stdout}${stderr}`)) : resolve())));
 }
 
-/** A queue of `cores` compiles at a time, for when no caller gives its own. */
+/** Runs commands `cores` at a time (a compile, or a build through Ninja, which prints its compilers' errors on stdout). */
 function queued(cores) {
   const waiting = [];
   let running = 0;
@@ -121,13 +116,14 @@ async function make(run = queued(os.cpus().length)) {
   return { ...p, flags: layout.flags };
 }
 
-module.exports = { fresh, make };
+module.exports = { fresh, make, queued };
 
 if (require.main === module) {
   if (!torch2Pch.fresh()) {
     console.log('cuda-build-check: no headers of a CUDA build here (scripts/torch2-pch.js); the test will say so');
     process.exit(0);
   }
+  if (fresh()) process.exit(0);  // compiled already, and nothing it read has changed since
   make().catch((e) => {
     console.error(`cuda-build-check: ${e.message}`);
     process.exit(1);

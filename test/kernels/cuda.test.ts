@@ -5,7 +5,7 @@
  * what it made. And the readout arithmetic they share with the CPU readout (csrc/kernels/math/label_readout_math.h)
  * is compiled by the host compiler exactly as written: no fused multiply-add where the kernel rounds twice.
  */
-import { execFile, execFileSync } from 'child_process';
+import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -17,24 +17,16 @@ afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
 const kernels = fs.readdirSync(path.join(csrc, 'kernels', 'cuda')).filter((f) => f.endsWith('.cu'));
 
-/** Runs commands as many at a time as there are cores: every compile of this file is queued as it loads, so they share the cores. */
-const waiting: (() => void)[] = [];
-let running = 0;
-function run(file: string, args: string[]): Promise<string> {
-  const start = () =>
-    new Promise<string>((resolve, reject) => {
-      running++;
-      execFile(file, args, (error, stdout, stderr) => {
-        running--;
-        waiting.shift()?.();
-        if (error) reject(new Error(`${args[args.length - 1]}:\n${stdout}${stderr}`));
-        else resolve(stderr);
-      });
-    });
-  const queued = running < os.cpus().length ? start() : new Promise<void>((go) => waiting.push(go)).then(start);
-  queued.catch(() => undefined);  // reported by the test that awaits it
-  return queued;
-}
+interface CudaBuildCheck { sources: string[]; torch2Sources: string[]; linkSources: string[]; units: { file: string; members: string[]; object: string | null }[]; flags: string[] }
+type Run = (file: string, args: string[]) => Promise<void>;
+// eslint-disable-next-line @typescript-eslint/no-var-requires
+const cudaCheck = require(path.join(root, 'scripts', 'cuda-build-check.js')) as {
+  fresh(): CudaBuildCheck | undefined;
+  make(run: Run): Promise<CudaBuildCheck>;
+  queued(cores: number): Run;
+};
+/** This file's commands, as many at a time as there are cores: each is queued as the file loads, so they share the cores. */
+const run = cudaCheck.queued(os.cpus().length);
 
 /**
  * The build's objects of the kernels and ptxas's report of each (build/cuda-sm90/<kernel>.cu.o and .resources), brought
@@ -102,16 +94,10 @@ test('the readout arithmetic is the same bits at -O0 and at -O3 with FMA allowed
  * compiles it (scripts/cuda-build-check.js, which says what and how); here it is compiled again where a source, a
  * header a unit reads, or the plan changed since.
  */
-interface CudaBuildCheck { sources: string[]; torch2Sources: string[]; linkSources: string[]; units: { file: string; members: string[]; object: string | null }[]; flags: string[] }
-// eslint-disable-next-line @typescript-eslint/no-var-requires
-const cudaCheck = require(path.join(root, 'scripts', 'cuda-build-check.js')) as {
-  fresh(): CudaBuildCheck | undefined;
-  make(run: (file: string, args: string[]) => Promise<void>): Promise<CudaBuildCheck>;
-};
 // eslint-disable-next-line @typescript-eslint/no-var-requires
 const torch2Wheel = (require(path.join(root, 'scripts', 'torch2-pch.js')) as { findWheel(): string | undefined }).findWheel();
 if (!torch2Wheel) console.warn('No PyTorch 2.x wheel (TQ_TORCH2_WHEEL, /opt/wheels/torch-2.*.whl): the TORCH_VERSION_MAJOR >= 2 sources were NOT compiled');
-const cudaBuildCheck: Promise<CudaBuildCheck> = (async () => cudaCheck.fresh() ?? cudaCheck.make((file, args) => run(file, args).then(() => undefined)))();
+const cudaBuildCheck: Promise<CudaBuildCheck> = (async () => cudaCheck.fresh() ?? cudaCheck.make(run))();
 cudaBuildCheck.catch(() => undefined);
 
 test(`the sources with CUDA or oneDNN branches compile as a CUDA build (TQ_CUDA=1, TQ_ONEDNN=0) against ${torch2Wheel ? path.basename(torch2Wheel) : "Debian's libtorch 1.13"}'s headers, in its units`, async () => {

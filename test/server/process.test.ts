@@ -70,18 +70,27 @@ test('/health says where the engine runs: mode cpu, no GPU, the libtorch version
   }
 });
 
-/** One variable of a process's environment, as the kernel holds it. */
-const environOf = (pid: number, name: string) =>
-  fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').find((e) => e.startsWith(`${name}=`))?.slice(name.length + 1);
+/** GLIBC_TUNABLES as a process was started with it: glibc's start cuts its tunables apart in place (a NUL for each ':'), so the kernel's copy holds the first in the variable and each other as a piece of its own after it. */
+function tunablesOf(pid: number): string | undefined {
+  const pieces = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+  const at = pieces.findIndex((e) => e.startsWith('GLIBC_TUNABLES='));
+  if (at < 0) return undefined;
+  let end = at + 1;
+  while (end < pieces.length && pieces[end].startsWith('glibc.')) end++;
+  return [pieces[at].slice('GLIBC_TUNABLES='.length), ...pieces.slice(at + 1, end)].join(':');
+}
 
-test('the engine process runs with malloc asking for huge pages, unless the operator set GLIBC_TUNABLES', async () => {
-  // Unset here (the suite sets it for every process: test/global-setup.ts), then the operator's own value.
-  for (const [given, expected] of [[undefined, 'glibc.malloc.hugetlb=1'], ['glibc.malloc.hugetlb=0', 'glibc.malloc.hugetlb=0']]) {
+test("the engine process runs with malloc asking for huge pages and one arena, each unless the operator's GLIBC_TUNABLES names it", async () => {
+  // Unset here (the suite sets it for every process: test/global-setup.ts), then an operator's value naming one of the two.
+  for (const [given, expected] of [
+    [undefined, 'glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1'],
+    ['glibc.malloc.hugetlb=0', 'glibc.malloc.hugetlb=0:glibc.malloc.arena_max=1'],
+  ]) {
     const server = await startServer(['--base', 'tiny-qwen3'], { GLIBC_TUNABLES: given as string });
     try {
       const pid = (await server.get('/health')).body.base.engine_process.pid;
-      expect(environOf(server.process.pid!, 'GLIBC_TUNABLES')).toBe(given);
-      expect(environOf(pid, 'GLIBC_TUNABLES')).toBe(expected);
+      expect(tunablesOf(server.process.pid!)).toBe(given);
+      expect(tunablesOf(pid)).toBe(expected);
     } finally {
       await server.stop();
     }

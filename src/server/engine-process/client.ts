@@ -19,14 +19,24 @@ export interface StartingEngine {
 }
 
 /**
- * The engine process's environment: the server's, with glibc's malloc asking for transparent huge pages unless the
- * operator set GLIBC_TUNABLES. Loading libtorch and the weights fills the heap a page fault at a time, and a fault
- * costs most under a VM; with 2 MiB pages where the kernel gives them on request (THP "madvise" or "always") the
- * engine gets to ready sooner at about the same resident size (docs/running.md, "Start-up"). Where the kernel gives none,
- * nothing changes.
+ * glibc's malloc settings for the engine process, each where the operator's GLIBC_TUNABLES names none of that name:
+ * - hugetlb=1: its heap backed by transparent huge pages. Loading libtorch and the weights fills the heap a page fault
+ *   at a time, and a fault costs most under a VM; with 2 MiB pages where the kernel gives them on request (THP
+ *   "madvise" or "always") the engine gets to ready sooner at about the same resident size (docs/running.md,
+ *   "Start-up"). Where the kernel gives none, nothing changes.
+ * - arena_max=1: every thread allocates from the main arena. The engine computes on a thread of its own, which glibc
+ *   would give an arena of its own, whose heaps it unmaps as soon as a forward pass frees them, so that the next pass
+ *   faults its activations in again (three times the faults of the same call in tq_cli, whose engine runs on the main
+ *   thread; bench/README.md, "The engine process's malloc arena").
  */
+const ENGINE_TUNABLES: Record<string, string> = { 'glibc.malloc.hugetlb': '1', 'glibc.malloc.arena_max': '1' };
+
+/** The engine process's environment: the server's, with ENGINE_TUNABLES added to GLIBC_TUNABLES where it does not name them. */
 function engineProcessEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
-  return { ...env, GLIBC_TUNABLES: env.GLIBC_TUNABLES ?? 'glibc.malloc.hugetlb=1' };
+  const given = (env.GLIBC_TUNABLES ?? '').split(':').filter(Boolean);
+  const named = new Set(given.map((tunable) => tunable.split('=')[0]));
+  const added = Object.entries(ENGINE_TUNABLES).filter(([name]) => !named.has(name)).map(([name, value]) => `${name}=${value}`);
+  return { ...env, GLIBC_TUNABLES: [...given, ...added].join(':') };
 }
 
 export class EngineClient implements EngineLike {

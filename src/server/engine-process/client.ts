@@ -26,8 +26,8 @@ export interface StartingEngine {
  *   "Start-up"). Where the kernel gives none, nothing changes.
  * - arena_max=1: every thread allocates from the main arena. The engine computes on a thread of its own, which glibc
  *   would give an arena of its own, whose heaps it unmaps as soon as a forward pass frees them, so that the next pass
- *   faults its activations in again (three times the faults of the same call in tq_cli, whose engine runs on the main
- *   thread; bench/README.md, "The engine process's malloc arena").
+ *   faults its activations in again; the main arena keeps them, as in tq_cli, whose engine runs on the main thread
+ *   (bench/README.md, "The engine process's malloc arena").
  */
 const ENGINE_TUNABLES: Record<string, string> = { 'glibc.malloc.hugetlb': '1', 'glibc.malloc.arena_max': '1' };
 

@@ -15,7 +15,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { generateTestModel } from '../src/testmodels/generate';
 import { listeningUrl, runServerProcess } from '../test/helpers/server-process';
-import { dossier, median, topicQuestion } from './workload';
+import { dossier, median, serviceStages, topicQuestion } from './workload';
 
 const root = path.resolve(__dirname, '..');
 const MODEL = process.env.BENCH_MODEL ?? 'bench-llama';
@@ -28,8 +28,11 @@ const ARMS: Record<string, string | undefined> = {
 };
 
 type Row = { state: number; questions: number; faults?: number; warm?: number; warmFaults?: number };
+type Prompt = { state: number[]; question: number[]; labels: number[] };
+const COLUMNS = ['state', 'questions', 'faults', 'warm', 'warmFaults'] as const;
+const TABLE_HEAD = '| engine | state ms | questions ms | page faults a call | warm question, engine ms | its page faults |\n|---|---|---|---|---|---|';
+/** The process's minor page faults so far (/proc/<pid>/stat's tenth field). */
 const minorFaults = (pid: number) => Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[7]);
-const stages = (header: string | null) => Object.fromEntries(header!.split(';').map((kv) => kv.split('=')).map(([k, v]) => [k, Number(v)]));
 
 /** Calls `first`..`first + CALLS - 1` through a server whose engine process runs with `tunables`; also each call's prompt tokens. */
 async function throughServer(dir: string, first: number, tunables?: string) {
@@ -39,13 +42,13 @@ async function throughServer(dir: string, first: number, tunables?: string) {
     const url = await listeningUrl(output, exited);
     const enginePid: number = ((await (await fetch(`${url}/health`)).json()) as any).base.engine_process.pid;
     const rows: Row[] = [];
-    const prompts: { state: number[]; question: number[]; labels: number[] }[] = [];
+    const prompts: Prompt[] = [];
     for (let i = 0; i < CALLS; i++) {
       const before = minorFaults(enginePid);
       const res = await fetch(`${url}/v1/systemone`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-service-debug': 'readout' },
         body: JSON.stringify({ state: dossier(first + i), questions: { q: topicQuestion(1) } }) });
       const q = ((await res.json()) as any).readout.q;
-      const s = stages(res.headers.get('x-service-stages'));
+      const s = serviceStages(res.headers.get('x-service-stages')!);
       rows.push({ state: s.warm, questions: s.questions, faults: minorFaults(enginePid) - before });
       prompts.push({ state: q.prompt_token_ids.slice(0, q.state_token_count), question: q.prompt_token_ids.slice(q.state_token_count), labels: q.label_token_ids });
     }
@@ -56,7 +59,7 @@ async function throughServer(dir: string, first: number, tunables?: string) {
       const res = await fetch(`${url}/v1/systemone`, { method: 'POST', headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ state: dossier(first), questions: { q: topicQuestion(100 + i) } }) });
       await res.json();
-      warm.push(stages(res.headers.get('x-service-stages')).engine);
+      warm.push(serviceStages(res.headers.get('x-service-stages')!).engine);
       warmFaults.push(minorFaults(enginePid) - before);
     }
     return { rows: rows.slice(1).map((r, i) => ({ ...r, warm: warm[i + 1], warmFaults: warmFaults[i + 1] })), prompts };
@@ -67,7 +70,7 @@ async function throughServer(dir: string, first: number, tunables?: string) {
 }
 
 /** The same prompts through tq_cli, one call each, in one process. */
-function throughCli(dir: string, prompts: { state: number[]; question: number[]; labels: number[] }[]): Row[] {
+function throughCli(dir: string, prompts: Prompt[]): Row[] {
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tq-engine-process-')), 'calls.json');
   fs.writeFileSync(file, JSON.stringify({ calls: prompts.map((p) => [{ state: p.state, questions: [{ tokens: p.question, labelIds: p.labels }], wantHidden: false }]) }));
   const out = JSON.parse(execFileSync(path.join(root, 'build', 'tq_cli'), ['answer', '--model', dir, '--calls', file, '--dtype', 'bf16', '--threads', String(THREADS)],
@@ -75,11 +78,11 @@ function throughCli(dir: string, prompts: { state: number[]; question: number[];
   return out.calls.slice(1).map((c: { stateMs: number; questionsMs: number }[]) => ({ state: c[0].stateMs, questions: c[0].questionsMs }));
 }
 
-const summary = (rows: Row[]): Row => ({ state: median(rows.map((r) => r.state)), questions: median(rows.map((r) => r.questions)),
-  faults: rows[0].faults === undefined ? undefined : median(rows.map((r) => r.faults!)), warm: rows[0].warm === undefined ? undefined : median(rows.map((r) => r.warm!)),
-  warmFaults: rows[0].warmFaults === undefined ? undefined : median(rows.map((r) => r.warmFaults!)) });
+/** Each column's median over `rows` (a column the rows lack stays undefined). */
+const summary = (rows: Row[]): Row =>
+  Object.fromEntries(COLUMNS.map((c) => [c, rows[0][c] === undefined ? undefined : median(rows.map((r) => r[c]!))])) as Row;
 const line = (name: string, r: Row) =>
-  `| ${name} | ${r.state.toFixed(0)} | ${r.questions.toFixed(1)} | ${r.faults === undefined ? '-' : r.faults.toFixed(0)} | ${r.warm === undefined ? '-' : r.warm.toFixed(1)} | ${r.warmFaults === undefined ? '-' : r.warmFaults.toFixed(0)} |`;
+  `| ${name} | ${COLUMNS.map((c) => (r[c] === undefined ? '-' : r[c]!.toFixed(c === 'state' || c.endsWith('aults') ? 0 : 1))).join(' | ')} |`;
 
 async function main() {
   const dir = generateTestModel(MODEL);
@@ -89,8 +92,8 @@ async function main() {
   const rounds: Record<string, Row[]> = {};
   let first = 1;
   for (let round = 1; round <= ROUNDS; round++) {
-    console.log(`round ${round}\n\n| engine | state ms | questions ms | page faults a call | warm question, engine ms | its page faults |\n|---|---|---|---|---|---|`);
-    let prompts: { state: number[]; question: number[]; labels: number[] }[] = [];
+    console.log(`round ${round}\n\n${TABLE_HEAD}`);
+    let prompts: Prompt[] = [];
     for (const [name, tunables] of Object.entries(ARMS)) {
       const r = await throughServer(dir, first, tunables);
       first += CALLS;
@@ -102,7 +105,7 @@ async function main() {
     (rounds['tq_cli (the main thread)'] ??= []).push(cli);
     console.log(line('tq_cli (the main thread)', cli) + '\n');
   }
-  console.log(`the medians of the ${ROUNDS} rounds\n\n| engine | state ms | questions ms | page faults a call | warm question, engine ms | its page faults |\n|---|---|---|---|---|---|`);
+  console.log(`the medians of the ${ROUNDS} rounds\n\n${TABLE_HEAD}`);
   for (const [name, rows] of Object.entries(rounds)) console.log(line(name, summary(rows)));
 }
 

@@ -30,7 +30,7 @@ import * as path from 'path';
 import { hostAddon } from '../src/common/host-addon';
 import { ChannelEndpoint, ChannelWire, channelRings, RING_BYTES } from '../src/server/engine-process/channel';
 import { listeningUrl, runServerProcess } from '../test/helpers/server-process';
-import { dossier, median, quantile, topicQuestion } from './workload';
+import { dossier, median, quantile, serviceStages, topicQuestion } from './workload';
 
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 200);
 /** Requests between the just-started scenario and the steady ones: V8 compiles a request's path over the first thousands (bench/README.md, "Front end"). */
@@ -57,7 +57,7 @@ async function serverRows(flags: string[], command: string): Promise<{ scenarios
     const res = await fetch(url + '/v1/systemone', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ state, questions: { q: topicQuestion(1) } }) });
     await res.json();
     const client = performance.now() - t0;
-    const stages = Object.fromEntries(res.headers.get('x-service-stages')!.split(';').map((s) => s.split('=')).map(([k, v]) => [k, Number(v)]));
+    const stages = serviceStages(res.headers.get('x-service-stages')!);
     const server = Number(res.headers.get('x-service-server-ms'));
     const own = server - stages.engine - stages.wait;
     return { client, server, own, code: own - stages.hop, outside: client - server, beyond: client - stages.engine - stages.wait, ...stages };

@@ -19,6 +19,7 @@ import { budgetOfTokens, preprocessImage } from '../src/images/preprocess';
 import { generateTestModel } from '../src/testmodels/generate';
 import { dataUrl, texture } from '../test/helpers/images';
 import { startServerProcess } from '../test/helpers/server-process';
+import { serviceStages } from './workload';
 
 const f = (x: number, d = 1) => x.toFixed(d);
 const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
@@ -60,7 +61,7 @@ async function served() {
       const t0 = performance.now();
       const r = await s.post('/v1/systemone', body, headers);
       if (r.status !== 200) throw new Error(JSON.stringify(r.body));
-      const stages = Object.fromEntries(String(r.headers['x-service-stages']).split(';').map((kv) => kv.split('=')).map(([k, v]) => [k, Number(v)]));
+      const stages = serviceStages(String(r.headers['x-service-stages']));
       return { ms: performance.now() - t0, stages, tokens: r.body.usage.input_tokens as number };
     };
     await ask({ state: 'warm-up', images: [await image(99)], questions });

@@ -17,6 +17,10 @@ export const dossier = (label: string | number) => `Dossier ${label}. ` + paragr
 /** A 4-option choice about the dossier; `i` changes its text. */
 export const topicQuestion = (i: number) => ({ type: 'choice', instructions: `Question ${i}: what is the main topic?`, criteria: { costs: null, delays: null, carriers: null, staffing: null } });
 
+/** A response's `x-service-stages` header (`name=ms;...`) as numbers by stage name. */
+export const serviceStages = (header: string): Record<string, number> =>
+  Object.fromEntries(header.split(';').map((kv) => kv.split('=')).map(([k, v]) => [k, Number(v)]));
+
 export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 export const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
 

@@ -92,6 +92,32 @@ describe('tiny-qwen2-vl (transformers 4 layout) against the float64 reference', 
     }
   });
 
+  // 224 x 224 px are 16 x 16 patches: the tower's attention takes them in two chunks of 128 queries over the same 256
+  // keys, whose packed keys and values a thread reuses from one chunk to the next (attention_invariant.cpp). One
+  // thread takes every item, and so reuses every head's; two share them out.
+  test('an image of 256 patches (chunks of queries over the same keys): within 1e-4 on 1 and 2 threads, the same bits on both', async () => {
+    const big = await preprocessImage(await png(224, 224, 13));
+    expect(big.width * big.height).toBe(256 * 14 * 14);
+    const state = [...text(3), ...image(...text(4, 2000))], question = text(3, 7000);
+    const labels = Array.from({ length: 64 }, (_, i) => 100 + 997 * i);
+    const [ref] = await referenceVlmLogits(model, [{ tokens: [...state, ...question], images: [big] }]);
+    const last = ref[ref.length - 1];
+    for (const dtype of ['fp32', 'bf16'] as const) {
+      const bits: string[] = [];
+      for (const threads of [1, 2]) {
+        const e = await Engine.open({ path: model, threads, dtype });
+        try {
+          const [a] = (await e.answer({ state, images: [native(big, model)], questions: [{ tokens: question, labelIds: labels }] })).answers;
+          if (dtype === 'fp32') expect(maxAbsDiff(a.labelLogits, labels.map((id) => last[id]))).toBeLessThanOrEqual(1e-4);
+          bits.push(Buffer.from(Float32Array.from(a.labelLogits).buffer).toString('hex'));
+        } finally {
+          await e.close();
+        }
+      }
+      expect(bits[1]).toBe(bits[0]);
+    }
+  });
+
   test('packed questions after an image read out the reference logits at each question end', async () => {
     const im = images['WebP'];
     const state = [...text(4), ...image(...text(9, 6000))];

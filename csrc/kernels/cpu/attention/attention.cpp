@@ -67,7 +67,10 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   std::vector<WorkItem> items;
   for (const auto& ch : plan.chunks)
     for (int64_t h = 0; h < data.shape.kv_heads; ++h) items.push_back({&ch, h});
-  std::stable_sort(items.begin(), items.end(), [](const WorkItem& a, const WorkItem& b) { return a.cost() > b.cost(); });
+  // Items of equal cost go KV head by KV head, so that a thread's next item often reads the keys its last one packed
+  // (attention_invariant.cpp); which thread computes an item changes no bit of it.
+  std::stable_sort(items.begin(), items.end(),
+                   [](const WorkItem& a, const WorkItem& b) { return a.cost() != b.cost() ? a.cost() > b.cost() : a.kv_head < b.kv_head; });
   // Every thread joins even when there are fewer items, so that an item always
   // runs inside the region on one thread: a oneDNN primitive partitions its
   // work by the threads it sees when created.
@@ -79,6 +82,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 #endif
   at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
     auto& buffers = thread_item_buffers();
+    buffers.packed_for.reset();
     for (size_t i = next++; i < items.size(); i = next++) attend(data, items[i], buffers);
     settle_thread_buffers(false);
   });

@@ -60,13 +60,17 @@ void attend_invariant(const AttentionData& d, const WorkItem& w, ItemBuffers& bu
   const Isa scores_isa = d.isa, mix_isa = d.isa;
   buf.fit(rows, std::min(rows, kScoreRows), tk, dim, d.item, d.bf16);
   gather_queries(d, ch, w.kv_head, buf);
-  buf.packed_keys.resize(invariant_gemm::packed_bytes(scores_isa, d.bf16, tk, dim));
-  buf.packed_values.resize(invariant_gemm::packed_bytes(mix_isa, d.bf16, dim, tk));
-  int64_t stride;
-  const char* keys = item_rows(d, d.k, ch, w.kv_head, buf.gathered, stride);
-  invariant_gemm::pack(scores_isa, keys, d.bf16, tk, dim, stride, 1, buf.packed_keys.data());
-  const char* values = item_rows(d, d.v, ch, w.kv_head, buf.gathered, stride);
-  invariant_gemm::pack(mix_isa, values, d.bf16, dim, tk, 1, stride, buf.packed_values.data());
+  const ItemBuffers::PackedKeys these{w.kv_head, ch.key_begin, ch.key_end, ch.hole_begin, ch.hole_end};
+  if (!(buf.packed_for == these)) {
+    buf.packed_keys.resize(invariant_gemm::packed_bytes(scores_isa, d.bf16, tk, dim));
+    buf.packed_values.resize(invariant_gemm::packed_bytes(mix_isa, d.bf16, dim, tk));
+    int64_t stride;
+    const char* keys = item_rows(d, d.k, ch, w.kv_head, buf.gathered, stride);
+    invariant_gemm::pack(scores_isa, keys, d.bf16, tk, dim, stride, 1, buf.packed_keys.data());
+    const char* values = item_rows(d, d.v, ch, w.kv_head, buf.gathered, stride);
+    invariant_gemm::pack(mix_isa, values, d.bf16, dim, tk, 1, stride, buf.packed_values.data());
+    buf.packed_for = these;
+  }
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
   // The vdpbf16ps mix over an odd number of keys runs one more, a zero
   // probability against the zero its packed values end with (the same

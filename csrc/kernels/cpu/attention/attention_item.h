@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "kernels/cpu/attention/attention_plan.h"
@@ -67,6 +68,16 @@ struct ItemBuffers {
   std::vector<float> row_scale;  // [rows] 1 / softmax sum
   std::vector<char> packed_keys, packed_values;  // invariant kernel's panels, in the compute dtype
   std::vector<char> gathered;                     // [keys, dim] an item's keys or values around a hole
+  // Whose keys and values the panels hold, within the call that packed them (attention.cpp forgets it as each call
+  // starts: a later call's tensors may sit at the same addresses). Chunks of queries over the same keys (every chunk of
+  // a vision tower's full attention) pack them once per thread rather than once per chunk.
+  struct PackedKeys {
+    int64_t kv_head, key_begin, key_end, hole_begin, hole_end;
+    bool operator==(const PackedKeys& o) const {
+      return kv_head == o.kv_head && key_begin == o.key_begin && key_end == o.key_end && hole_begin == o.hole_begin && hole_end == o.hole_end;
+    }
+  };
+  std::optional<PackedKeys> packed_for;
 
   // Sizes them for an item of `rows` queries and `keys` keys, `score_rows` of them scored at a time.
   void fit(int64_t rows, int64_t score_rows, int64_t keys, int64_t dim, int64_t item, bool bf16) {

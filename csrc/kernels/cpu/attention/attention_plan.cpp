@@ -14,7 +14,10 @@ namespace {
 // masked triangle, large enough for GEMM (bench/README.md, "CPU attention").
 constexpr int64_t kChunkQueries = 128;
 // Upper bound on score elements per chunk (all heads) for long contexts, which
-// bounds each thread's score buffers (fp32: 16 MiB).
+// bounds each thread's score buffers (fp32: 16 MiB) where an item's rows are
+// scored at once (oneDNN). The invariant kernels score 48 rows at a time
+// (attention_invariant.cpp), so their chunks stay whole: a shorter chunk would
+// pack the same keys again for fewer queries (bench/README.md, "CPU attention").
 constexpr int64_t kMaxScoreElements = int64_t{4} << 20;
 
 // Shorter runs of unseen keys are read and masked: a hole costs a copy of the
@@ -41,7 +44,7 @@ std::pair<int64_t, int64_t> longest_hole(const bool* any, int64_t from, int64_t 
 }  // namespace
 
 AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos, const at::Tensor& k_seg,
-                             std::optional<int64_t> window, int64_t heads, bool paired, bool holes) {
+                             std::optional<int64_t> window, int64_t heads, bool paired, bool invariant) {
   AttentionPlan plan;
   at::Tensor key_pos = k_pos, key_seg = k_seg;
   std::vector<int64_t> query_key_end = queries.key_end;
@@ -61,7 +64,7 @@ AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos
     for (auto& e : query_key_end) e = place[static_cast<size_t>(e - 1)] + 1;
   }
   const int64_t tq = queries.positions.size(0), tk = key_pos.size(0);
-  const int64_t chunk = std::max<int64_t>(1, std::min(kChunkQueries, kMaxScoreElements / std::max<int64_t>(1, heads * tk)));
+  const int64_t chunk = invariant ? kChunkQueries : std::max<int64_t>(1, std::min(kChunkQueries, kMaxScoreElements / std::max<int64_t>(1, heads * tk)));
   for (int64_t a = 0; a < tq; a += chunk) {
     const int64_t b = std::min(tq, a + chunk);
     const int64_t key_end = query_key_end[b - 1];
@@ -76,7 +79,7 @@ AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos
     if (paired) key_begin -= key_begin % 2;  // start at a pair: the key before is one no query sees
     bias_begin = key_begin;
     while (bias_begin < key_end && all[bias_begin]) ++bias_begin;
-    const auto [hole_begin, hole_end] = holes ? longest_hole(any, bias_begin, key_end, paired) : std::pair<int64_t, int64_t>{key_end, key_end};
+    const auto [hole_begin, hole_end] = invariant ? longest_hole(any, bias_begin, key_end, paired) : std::pair<int64_t, int64_t>{key_end, key_end};
     auto tail = at::cat({visible.slice(1, bias_begin, hole_begin), visible.slice(1, hole_end, key_end)}, 1);
     auto bias = at::zeros(tail.sizes(), at::kFloat).masked_fill_(tail.logical_not(), -std::numeric_limits<float>::infinity());
     plan.chunks.push_back({a, b, key_begin, key_end, bias_begin, hole_begin, hole_end, bias});

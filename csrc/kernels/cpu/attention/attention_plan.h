@@ -37,10 +37,11 @@ struct AttentionPlan {
   at::Tensor key_order;  // or undefined: the step's keys as they are
 };
 
-// paired: for the invariant bf16 mix, which adds keys in pairs at every level. holes: for
-// the invariant kernels, which gather an item's keys (oneDNN reads them in
-// place, as one run).
+// paired: for the invariant bf16 mix, which adds keys in pairs at every level. invariant: for
+// the invariant kernels, which gather an item's keys around a hole (oneDNN reads them in
+// place, as one run) and score its rows a few at a time (oneDNN all at once: its chunks
+// are shorter over many keys).
 AttentionPlan plan_attention(const QueryLayout& queries, const at::Tensor& k_pos, const at::Tensor& k_seg,
-                             std::optional<int64_t> window, int64_t heads, bool paired = false, bool holes = false);
+                             std::optional<int64_t> window, int64_t heads, bool paired = false, bool invariant = false);
 
 }  // namespace tq

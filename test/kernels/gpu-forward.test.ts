@@ -224,9 +224,11 @@ test("split-key attention's exp, log and tanh (the kernel's and its host twin's 
   expect(cascade.mergeDevice.inPlaceCompared).toBeGreaterThanOrEqual(100);
 });
 
-test("the CPU kernels' attention (invariant at every level this CPU runs, and oneDNN) equals its plain reference, and that float64 attention (fp32, 1e-5)", () => {
+test("the CPU kernels' attention (invariant at every level this CPU runs, and oneDNN) equals its plain reference, and that float64 attention (fp32, 1e-5); read from a store through the keys' slots, the same bits (fp32 and bf16)", () => {
   const c = cascade.cpu;
   expect(c.compared).toBeGreaterThan(300);
+  expect(c.storeCompared).toBeGreaterThan(c.compared);
+  expect(c.storeDiffer).toBe(0);
   expect(c.worstPlain).toBeLessThanOrEqual(1e-5);
   expect(Object.keys(c.worst)).toEqual(expect.arrayContaining(['generic', 'onednn']));
   for (const worst of Object.values(c.worst)) expect(worst).toBeLessThanOrEqual(1e-5);

@@ -253,18 +253,44 @@ struct Totals {
   double worst_plain = 0;                // the plain reference against float64
   double worst_split_key = 0, worst_split_key_bf16 = 0;  // the cascade on split-key attention (questions apart) against float64
   std::map<std::string, double> worst_cpu;  // each CPU implementation against the plain reference
+  int64_t store_compared = 0, store_differ = 0;  // the CPU attention read through slots against it over the keys in place
 };
 
+// The step's keys and values at random slots of a larger store, the other rows random: as a KV cache holds them.
+struct KeysInStore {
+  at::Tensor k, v, slots;
+};
+KeysInStore scatter_into_store(const at::Tensor& kv, const at::Tensor& vv) {
+  const int64_t tk = kv.size(0);
+  KeysInStore s{at::randn({2 * tk + 3, kv.size(1), kv.size(2)}).to(kv.scalar_type()), at::randn({2 * tk + 3, vv.size(1), vv.size(2)}).to(vv.scalar_type()),
+                at::randperm(2 * tk + 3, at::kLong).slice(0, 0, tk)};
+  s.k.index_copy_(0, s.slots, kv);
+  s.v.index_copy_(0, s.slots, vv);
+  return s;
+}
+
 // The CPU kernels' attention over the step, invariant at every kernel level this CPU runs and on oneDNN,
-// each against the plain reference.
+// each against the plain reference; and each read from a store through the keys' slots (as the engine reads its KV
+// cache), in fp32 and (the invariant kernels, paired) bf16, the same bits as over the keys in place.
 void check_cpu_attention(const QueryLayout& q, const StepBatch& b, std::optional<int64_t> window, double softcap, const at::Tensor& qv,
                          const at::Tensor& kv, const at::Tensor& vv, const at::Tensor& plain, Totals& t) {
+  const auto store = scatter_into_store(kv, vv);
+  const auto bf16 = [](const at::Tensor& x) { return x.to(at::kBFloat16); };
+  const auto store_bf16 = KeysInStore{bf16(store.k), bf16(store.v), store.slots};
   const auto compare = [&](const std::string& name, bool invariant, Isa isa) {
-    const bool paired = invariant && qv.scalar_type() == at::kBFloat16;  // as cpu_layer_kernels.cpp plans it
-    const auto plan = plan_attention(q, b.key_positions, b.key_segments, window, qv.size(1), paired, invariant);
-    const auto out = attention(qv, kv, vv, plan, invariant, isa, softcap);
-    auto& worst = t.worst_cpu[name];
-    worst = std::max(worst, (out - plain).abs().max().item<double>());
+    for (const bool half : {false, true}) {
+      if (half && !invariant) continue;
+      const bool paired = invariant && half;  // as cpu_layer_kernels.cpp plans it
+      const auto plan = plan_attention(q, b.key_positions, b.key_segments, window, qv.size(1), paired, invariant);
+      const auto& s = half ? store_bf16 : store;
+      const auto out = half ? attention(bf16(qv), bf16(kv), bf16(vv), plan, invariant, isa, softcap) : attention(qv, kv, vv, plan, invariant, isa, softcap);
+      const auto from_store = attention(half ? bf16(qv) : qv, s.k, s.v, plan, invariant, isa, softcap, s.slots);
+      ++t.store_compared;
+      if (!at::equal(out, from_store)) ++t.store_differ;
+      if (half) continue;
+      auto& worst = t.worst_cpu[name];
+      worst = std::max(worst, (out - plain).abs().max().item<double>());
+    }
   };
   for (int level = 0; level <= static_cast<int>(best_isa()); ++level) compare(isa_name(static_cast<Isa>(level)), true, static_cast<Isa>(level));
 #if TQ_ONEDNN
@@ -804,7 +830,8 @@ int main(int argc, char** argv) {
               (long long)fixed_step_key_tiers, (long long)step_key_differs);
   std::printf("{\"part\":\"storeRuns\",\"tiers\":%lld,\"fixedTiers\":%lld,\"differ\":%lld}\n", (long long)store_run_tiers,
               (long long)fixed_store_run_tiers, (long long)store_run_differs);
-  std::printf("{\"part\":\"cpu\",\"compared\":%lld,\"worstPlain\":%.3e,\"worst\":{", (long long)t.compared, t.worst_plain);
+  std::printf("{\"part\":\"cpu\",\"compared\":%lld,\"storeCompared\":%lld,\"storeDiffer\":%lld,\"worstPlain\":%.3e,\"worst\":{",
+              (long long)t.compared, (long long)t.store_compared, (long long)t.store_differ, t.worst_plain);
   const char* comma = "";
   for (const auto& [name, worst] : t.worst_cpu) {
     std::printf("%s\"%s\":%.3e", comma, name.c_str(), worst);

@@ -38,6 +38,11 @@ class CpuStepAttention : public StepAttention {
   at::Tensor operator()(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const override {
     return attention(q, k, v, plan_, invariant_, isa_, softcap_);
   }
+  // The keys and values read where they lie in the cache, each item's rows gathered on its own thread.
+  at::Tensor over_store(const at::Tensor& q, const at::Tensor& k_store, const at::Tensor& v_store, const at::Tensor& key_slots,
+                        const StepKeys&) const override {
+    return attention(q, k_store, v_store, plan_, invariant_, isa_, softcap_, key_slots);
+  }
 
  private:
   AttentionPlan plan_;

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/attention/attention_item.h"
@@ -14,26 +13,31 @@
 namespace tq {
 
 namespace {
-// Paired: x's rows in the plan's order, a zero row at each gap (index
-// x.size(0)), by row copies (at::cat of a zero row and index_select cost a
-// noticeable part of a layer: bench/README.md, "CPU attention").
-at::Tensor in_key_order(const at::Tensor& x, const at::Tensor& order) {
-  const int64_t n = x.size(0), count = order.size(0);
-  const size_t row_bytes = static_cast<size_t>(x.size(1) * x.size(2) * x.element_size());
-  auto out = at::empty({count, x.size(1), x.size(2)}, x.options());
-  const int64_t* index = order.data_ptr<int64_t>();
-  const char* src = static_cast<const char*>(x.data_ptr());
-  char* dst = static_cast<char*>(out.data_ptr());
-  for (int64_t i = 0; i < count; ++i, dst += row_bytes) {
-    if (index[i] < n) std::memcpy(dst, src + index[i] * row_bytes, row_bytes);
-    else std::memset(dst, 0, row_bytes);
+// The row of k and v that each key place of the plan reads, -1 at a paired plan's gap (a zero row): the invariant
+// kernels gather an item's rows from k and v through it as they pack them (attention_invariant.cpp), on the item's
+// thread. Empty where every place is its own row. (A whole copy of k and v in key order, and one from the cache's
+// slots before it, took a core each layer while the other waited: bench/README.md, "CPU attention".)
+std::vector<int64_t> rows_of_places(const AttentionPlan& plan, const at::Tensor& key_rows, int64_t rows) {
+  if (!plan.key_order.defined() && !key_rows.defined()) return {};
+  const int64_t* order = plan.key_order.defined() ? plan.key_order.data_ptr<int64_t>() : nullptr;  // a gap: key n
+  const at::Tensor slots = key_rows.defined() ? key_rows.to(at::kLong).contiguous() : at::Tensor();
+  const int64_t* slot = slots.defined() ? slots.data_ptr<int64_t>() : nullptr;
+  const int64_t n = slot ? slots.size(0) : rows, places = order ? plan.key_order.size(0) : n;
+  std::vector<int64_t> out(static_cast<size_t>(places));
+  for (int64_t i = 0; i < places; ++i) {
+    const int64_t key = order ? order[i] : i;
+    const int64_t row = key >= n ? -1 : slot ? slot[key] : key;
+    TORCH_CHECK(row < rows, "attention: key ", key, " at row ", row, " of ", rows);
+    out[static_cast<size_t>(i)] = row;
   }
   return out;
 }
 }  // namespace
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant, Isa isa,
-                     double softcap) {
+                     double softcap, const at::Tensor& key_rows) {
+  // oneDNN reads an item's keys and values in place, as one run of rows.
+  if (!invariant && key_rows.defined()) return attention(q, k.index_select(0, key_rows), v.index_select(0, key_rows), plan, invariant, isa, softcap);
   TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && k.scalar_type() == q.scalar_type() &&
                   v.scalar_type() == q.scalar_type(),
               "attention: contiguous q, k, v of one dtype");
@@ -49,11 +53,12 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   TORCH_CHECK(invariant, "attention: this build has no oneDNN; only the batch-invariant kernels");
   const AttentionShape shape{q.size(1), k.size(1), q.size(2)};
 #endif
-  const at::Tensor keys = paired ? in_key_order(k, plan.key_order) : k, values = paired ? in_key_order(v, plan.key_order) : v;
+  const std::vector<int64_t> rows = rows_of_places(plan, key_rows, k.size(0));
   const AttentionData data{shape,
                            static_cast<const char*>(q.data_ptr()),
-                           static_cast<const char*>(keys.data_ptr()),
-                           static_cast<const char*>(values.data_ptr()),
+                           static_cast<const char*>(k.data_ptr()),
+                           static_cast<const char*>(v.data_ptr()),
+                           rows.empty() ? nullptr : rows.data(),
                            static_cast<char*>(out.data_ptr()),
                            q.element_size(),
                            q.scalar_type() == at::kBFloat16,

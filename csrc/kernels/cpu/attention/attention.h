@@ -17,13 +17,13 @@
 
 namespace tq {
 
-// q: [Tq, heads, dim]; k, v: [Tk, kv_heads, dim]. Returns [Tq, heads, dim] in
-// q's dtype; scores and softmax are fp32. invariant: on the invariant GEMM at
-// level isa (a query's result independent of the chunk it is in), else on
-// oneDNN. isa also picks the softmax's vectors. The invariant bf16 kernels take
-// a paired plan, and only they do. softcap > 0: the scaled scores are soft-capped, cap * tanh(s / cap), before the mask and softmax.
+// q: [Tq, heads, dim]; k, v: [rows, kv_heads, dim], key i at row key_rows[i] ([Tk] int64: a KV cache's slots), or at
+// row i where key_rows is undefined. Returns [Tq, heads, dim] in q's dtype; scores and softmax are fp32. invariant: on
+// the invariant GEMM at level isa (a query's result independent of the chunk it is in), else on oneDNN. isa also picks
+// the softmax's vectors. The invariant bf16 kernels take a paired plan, and only they do. softcap > 0: the scaled
+// scores are soft-capped, cap * tanh(s / cap), before the mask and softmax.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionPlan& plan, bool invariant, Isa isa,
-                     double softcap = 0);
+                     double softcap = 0, const at::Tensor& key_rows = {});
 
 // Bytes the worker threads hold in attention buffers; between steps at most
 // attention_buffer_kept_bytes() each (8 MiB).

@@ -21,10 +21,11 @@ constexpr int64_t kScoreRows = 48;
 
 // A KV head's rows of kv (d.k or d.v) that an item reads, as the invariant
 // kernel packs them: in place from the chunk's first key, `stride` elements
-// apart; or, around the chunk's hole, copied together into `gathered`.
+// apart, where the places are the rows and the chunk has no hole; else copied
+// together into `gathered`, through d.key_rows, around the hole.
 const char* item_rows(const AttentionData& d, const char* kv, const AttentionPlan::Chunk& ch, int64_t kv_head, std::vector<char>& gathered,
                       int64_t& stride) {
-  if (ch.hole_begin == ch.hole_end) {
+  if (!d.key_rows && ch.hole_begin == ch.hole_end) {
     stride = d.shape.kv_heads * d.shape.dim;
     return d.kv_at(kv, ch.key_begin, kv_head);
   }
@@ -32,7 +33,11 @@ const char* item_rows(const AttentionData& d, const char* kv, const AttentionPla
   gathered.resize(static_cast<size_t>(ch.keys()) * row_bytes);
   char* dst = gathered.data();
   for (const auto& [from, to] : {std::pair{ch.key_begin, ch.hole_begin}, std::pair{ch.hole_end, ch.key_end}})
-    for (int64_t j = from; j < to; ++j, dst += row_bytes) std::memcpy(dst, d.kv_at(kv, j, kv_head), row_bytes);
+    for (int64_t j = from; j < to; ++j, dst += row_bytes) {
+      const int64_t row = d.key_rows ? d.key_rows[j] : j;
+      if (row < 0) std::memset(dst, 0, row_bytes);  // a gap
+      else std::memcpy(dst, d.kv_at(kv, row, kv_head), row_bytes);
+    }
   stride = d.shape.dim;
   return gathered.data();
 }

@@ -34,10 +34,11 @@ struct AttentionShape {
 #endif
 };
 
-// One call's tensors as raw rows: q and out [Tq, heads, dim], k and v [Tk, kv_heads, dim].
+// One call's tensors as raw rows: q and out [Tq, heads, dim], k and v [rows, kv_heads, dim].
 struct AttentionData {
   AttentionShape shape;
   const char *q, *k, *v;
+  const int64_t* key_rows;  // the row of k and v each key place reads, -1 a gap (zeros); null: place i is row i
   char* out;
   int64_t item;  // bytes per element
   bool bf16;
@@ -45,10 +46,10 @@ struct AttentionData {
   bool paired;  // keys in pairs (key_pairs.h): the mix may add two per step
   float softcap;  // > 0: scores become softcap * tanh(scores / softcap) (Gemma's attention logit soft-capping)
   const char* q_at(int64_t query, int64_t head) const { return q + (query * shape.heads + head) * shape.dim * item; }
-  // A key's (or value's) row of one KV head in k (or v).
-  const char* kv_at(const char* kv, int64_t key, int64_t kv_head) const { return kv + (key * shape.kv_heads + kv_head) * shape.dim * item; }
-  const char* k_at(int64_t key, int64_t kv_head) const { return kv_at(k, key, kv_head); }
-  const char* v_at(int64_t key, int64_t kv_head) const { return kv_at(v, key, kv_head); }
+  // Row `row`'s KV head in k (or v).
+  const char* kv_at(const char* kv, int64_t row, int64_t kv_head) const { return kv + (row * shape.kv_heads + kv_head) * shape.dim * item; }
+  const char* k_at(int64_t row, int64_t kv_head) const { return kv_at(k, row, kv_head); }
+  const char* v_at(int64_t row, int64_t kv_head) const { return kv_at(v, row, kv_head); }
   char* out_at(int64_t query, int64_t head) const { return out + (query * shape.heads + head) * shape.dim * item; }
 };
 

@@ -2,6 +2,9 @@
  * The engine's CPU kernels without torch (test/native/*_check.cpp, built with the engine library, so its kernels as
  * the addon has them compiled, with the compiler's default floating-point contraction).
  *
+ * Packed weights' memory (csrc/kernels/cpu/gemm/weight_memory.h), with test/native/weight_memory_check.cpp (with torch: its
+ * buffers are tensors): 2 MiB-aligned, zeros, advised for transparent huge pages, unmapped with its tensor.
+ *
  * The invariant GEMM's kernel families (csrc/kernels/cpu/gemm/gemm_kernels.h), with test/native/gemm_check.cpp and run at every instruction set level this CPU has, in fp32 and bf16:
  * every output within a small fraction of the worst-case rounding bound of a float64 reference, every
  * row bit-identical alone, in batches of other sizes and places, under other column splits and when
@@ -172,4 +175,12 @@ test("RoPE tables' float64 functions (common/fixed_math.h, plain arithmetic: the
   // Rounded to fp32, as the tables are, they are the reference's values but at a rare rounding boundary.
   expect(r.tableValues).toBeGreaterThan(50_000);
   expect(r.fp32Differing).toBeLessThanOrEqual(r.tableValues * 1e-4);
+}, 60_000);
+
+test("packed weights' memory: a buffer of a huge page or more starts 2 MiB-aligned, holds zeros, is advised for transparent huge pages, and is unmapped with its tensor; a smaller one holds zeros", async () => {
+  const [m] = await runCheck<{ thp: string; large: { aligned: boolean; zeros: boolean; advised: boolean; hugePagesKb: number; unmapped: boolean };
+    small: { bytes: number; zeros: boolean } }>('weight_memory_check');
+  // Where the kernel has no transparent huge pages (no sysfs entry), madvise refuses the advice: the buffer is still good.
+  expect(m.large).toMatchObject({ aligned: true, zeros: true, advised: m.thp !== 'none', unmapped: true });
+  expect(m.small).toEqual({ bytes: 1000, zeros: true });
 }, 60_000);

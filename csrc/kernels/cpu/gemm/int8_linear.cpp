@@ -4,13 +4,15 @@
 
 #include <vector>
 
+#include "kernels/cpu/gemm/weight_memory.h"
+
 namespace tq {
 
 Int8Linear::Int8Linear(const at::Tensor& weight, const at::Tensor& bias, int8_gemm::Kernel kernel)
     : kernel_(kernel), in_(weight.size(1)), out_(weight.size(0)) {
   TORCH_CHECK(in_ <= int8_gemm::kMaxK, "int8 weights: K = ", in_, " is over ", int8_gemm::kMaxK, " (the int32 sums' bound)");
   const int64_t padded = int8_gemm::panels(out_) * int8_gemm::kWidth;
-  panels_ = at::zeros({padded * int8_gemm::steps(in_) * int8_gemm::kDepth}, at::kChar);
+  panels_ = weight_buffer(padded * int8_gemm::steps(in_) * int8_gemm::kDepth).view(at::kChar);
   offset_ = at::zeros({padded}, at::kInt);
   w_scale_ = at::zeros({padded}, at::kFloat);
   // One fp32 copy of this matrix at a time, freed when packed.

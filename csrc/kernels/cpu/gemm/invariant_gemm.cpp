@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include "kernels/cpu/gemm/gemm_kernels.h"
+#include "kernels/cpu/gemm/weight_memory.h"
 
 namespace tq {
 namespace {
@@ -42,7 +43,7 @@ InvariantGemm::InvariantGemm(const at::Tensor& weight, const at::Tensor& bias, I
   TORCH_CHECK(!native || dtype_ == at::kBFloat16, "InvariantGemm: the native arithmetic is bf16's");
   const auto kernel = native_ ? native_kernel() : kernel_for(isa_, dtype_ == at::kBFloat16);
   auto w = weight.contiguous();
-  panels_ = at::empty({static_cast<int64_t>(kernel.packed_bytes(out_, in_))}, at::kByte);
+  panels_ = weight_buffer(static_cast<int64_t>(kernel.packed_bytes(out_, in_)));
   kernel.pack(w.data_ptr(), out_, in_, in_, 1, panels_.data_ptr());
   if (bias.defined()) {
     bias_ = at::zeros({kernel.panels(out_) * kernel.width}, at::kFloat);

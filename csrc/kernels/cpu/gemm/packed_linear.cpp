@@ -5,6 +5,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "kernels/cpu/gemm/weight_memory.h"
 #if TQ_ONEDNN
 #include "kernels/cpu/gemm/onednn.h"
 #endif
@@ -96,7 +97,7 @@ PackedLinear::PackedLinear(const at::Tensor& weight, const at::Tensor& bias, boo
   auto plain = weight.contiguous();
   const dnnl::memory::desc any({in_, out_}, type, tag::any), plain_md({in_, out_}, type, tag::ba);
   auto pd = describe(kPackingRows, in_, out_, type, any, bias.defined(), dt::f32);
-  packed_ = at::empty({static_cast<int64_t>(pd.weights_desc().get_size())}, at::kByte);
+  packed_ = weight_buffer(static_cast<int64_t>(pd.weights_desc().get_size()));
   auto from = onednn::wrap(plain_md, plain.data_ptr()), to = onednn::wrap(pd.weights_desc(), packed_.data_ptr());
   onednn::run(dnnl::reorder(from, to), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
   if (bias.defined()) bias_ = bias.to(at::kFloat).reshape({1, out_}).contiguous();

@@ -275,16 +275,14 @@ KeysInStore scatter_into_store(const at::Tensor& kv, const at::Tensor& vv) {
 void check_cpu_attention(const QueryLayout& q, const StepBatch& b, std::optional<int64_t> window, double softcap, const at::Tensor& qv,
                          const at::Tensor& kv, const at::Tensor& vv, const at::Tensor& plain, Totals& t) {
   const auto store = scatter_into_store(kv, vv);
-  const auto bf16 = [](const at::Tensor& x) { return x.to(at::kBFloat16); };
-  const auto store_bf16 = KeysInStore{bf16(store.k), bf16(store.v), store.slots};
   const auto compare = [&](const std::string& name, bool invariant, Isa isa) {
     for (const bool half : {false, true}) {
       if (half && !invariant) continue;
+      const auto in = [half](const at::Tensor& x) { return half ? x.to(at::kBFloat16) : x; };
       const bool paired = invariant && half;  // as cpu_layer_kernels.cpp plans it
       const auto plan = plan_attention(q, b.key_positions, b.key_segments, window, qv.size(1), paired, invariant);
-      const auto& s = half ? store_bf16 : store;
-      const auto out = half ? attention(bf16(qv), bf16(kv), bf16(vv), plan, invariant, isa, softcap) : attention(qv, kv, vv, plan, invariant, isa, softcap);
-      const auto from_store = attention(half ? bf16(qv) : qv, s.k, s.v, plan, invariant, isa, softcap, s.slots);
+      const auto out = attention(in(qv), in(kv), in(vv), plan, invariant, isa, softcap);
+      const auto from_store = attention(in(qv), in(store.k), in(store.v), plan, invariant, isa, softcap, store.slots);
       ++t.store_compared;
       if (!at::equal(out, from_store)) ++t.store_differ;
       if (half) continue;

@@ -11,6 +11,7 @@
  * accumulated; bf16 outputs the fp32 ones rounded; and every level the same bits (16, 8 or 4 lanes, vdpbf16ps,
  * libm's fma). Each at an odd and an even K (steps packed or read in place). And with bf16 values whose products and
  * sums fall below the normal range, every bf16 kernel the bits of a plain model of vdpbf16ps (test/native/dpbf16_model.h).
+ * Each bf16 family's packing in vectors the bytes of its plain loops.
  *
  * RoPE and RMSNorm rows (csrc/kernels/cpu/rows/row_math.h), with test/native/rowwise_check.cpp: the same bits wherever
  * a row's output lies relative to its input.
@@ -52,12 +53,14 @@ function runCheck<T>(name: string): Promise<T[]> {
 }
 
 type Denormals = { check: 'denormals'; kernels: number; kernelsDiffering: number; tinyOutputs: number };
+type Packing = { check: 'packing'; kernels: number; vectorKernels: number; cases: number; casesDiffering: number };
 // rows: the portable arithmetic's kernels; native: the AMX bf16 kernel's (its own bits), on the model of the tiles and
 // on the tiles where the CPU has AMX-BF16.
-let rows: Row[], native: Row[], denormals: Denormals;
+let rows: Row[], native: Row[], denormals: Denormals, packing: Packing;
 beforeAll(async () => {
-  const lines = await runCheck<Row | Denormals>('gemm_check');
-  denormals = lines.find((l): l is Denormals => 'check' in l)!;
+  const lines = await runCheck<Row | Denormals | Packing>('gemm_check');
+  denormals = lines.find((l): l is Denormals => 'check' in l && l.check === 'denormals')!;
+  packing = lines.find((l): l is Packing => 'check' in l && l.check === 'packing')!;
   const kernels = lines.filter((l): l is Row => !('check' in l));
   rows = kernels.filter((r) => !r.level.startsWith('amx'));
   native = kernels.filter((r) => r.level.startsWith('amx'));
@@ -110,6 +113,14 @@ test('bf16 values and sums below the normal range: every bf16 kernel the bits of
   expect(denormals.kernels).toBe(runnableIsaLevels().length + 1);
   expect(denormals.tinyOutputs).toBeGreaterThan(0);
   expect(denormals.kernelsDiffering).toBe(0);
+});
+
+test("every bf16 family's vector pack writes its plain loops' bytes (keys and weights along k, values along n; odd K, partial panels), never reading past a row", () => {
+  // gemm_check places the values against an unreadable page: a read past their end stops it.
+  expect(packing.kernels).toBe(runnableIsaLevels().length + 1);
+  expect(packing.vectorKernels).toBe(packing.kernels);
+  expect(packing.cases).toBeGreaterThan(3000);
+  expect(packing.casesDiffering).toBe(0);
 });
 
 test("a softmax numerator and its row's sum do not change with their place in the row (generic loops: no contraction in the vector body only)", async () => {

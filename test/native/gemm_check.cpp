@@ -15,7 +15,12 @@
 // Each at an odd K (the vdpbf16ps family packs its steps, the last pair half
 // empty) and an even one (it reads them in place).
 // Prints one JSON line per (level, dtype); test/kernels/cpu.test.ts reads them.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -164,10 +169,63 @@ void check_denormals() {
               kernels.size() - 1, static_cast<long>(differing), static_cast<long>(zeros), static_cast<long>(tiny), outs[0].size());
 }
 
+// Values placed so that their last element ends a page and the next page is unreadable: a pack that reads past a
+// row's end stops the check (SIGSEGV) rather than passing.
+class GuardedValues {
+ public:
+  explicit GuardedValues(size_t count) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE)), bytes = count * sizeof(uint16_t);
+    mapped_ = (bytes + page - 1) / page * page + page;
+    base_ = static_cast<char*>(mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base_ == MAP_FAILED || mprotect(base_ + mapped_ - page, page, PROT_NONE) != 0) std::abort();
+    values_ = reinterpret_cast<uint16_t*>(base_ + mapped_ - page - bytes);
+  }
+  ~GuardedValues() { munmap(base_, mapped_); }
+  uint16_t* data() const { return values_; }
+
+ private:
+  char* base_;
+  size_t mapped_;
+  uint16_t* values_;
+};
+
+// Each bf16 family's pack (vector forms) against its plain loops (Kernel::plain_pack), byte for byte: rows along k
+// (weights, attention's keys) and columns along n (attention's values), rows padded or not, K odd and even, full and
+// partial panels. Every byte of the panels compared, from buffers filled differently before.
+void check_packing() {
+  std::vector<std::pair<const char*, gemm::Kernel>> kernels{{"generic-libm", gemm::generic_libm_fma_kernel(true)}};
+  for (Isa isa : {Isa::Generic, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16})
+    if (isa <= best_isa()) kernels.emplace_back(isa_name(isa), isa == Isa::Avx512Bf16 ? gemm::dpbf16_kernel() : gemm::fma_kernel(isa, true));
+  std::mt19937 rng(5);
+  int64_t cases = 0, differing = 0;
+  for (const auto& [name, kernel] : kernels)
+    for (int64_t n : {1, 7, 16, 31, 32, 33, 64, 65, 100, 128, 200})
+      for (int64_t k : {1, 2, 3, 15, 16, 17, 31, 32, 33, 63, 64, 65, 80, 129})
+        for (bool rows_along_k : {true, false})
+          for (int64_t pad : {0, 3}) {
+            const int64_t stride_n = rows_along_k ? k + pad : 1, stride_k = rows_along_k ? 1 : n + pad;
+            GuardedValues w(static_cast<size_t>((n - 1) * stride_n + (k - 1) * stride_k + 1));
+            for (int64_t i = 0; i <= (n - 1) * stride_n + (k - 1) * stride_k; ++i) w.data()[i] = static_cast<uint16_t>(rng());
+            std::vector<char> fast(kernel.packed_bytes(n, k), 'f'), plain(kernel.packed_bytes(n, k), 'p');
+            kernel.pack(w.data(), n, k, stride_n, stride_k, fast.data());
+            (kernel.plain_pack ? kernel.plain_pack : kernel.pack)(w.data(), n, k, stride_n, stride_k, plain.data());
+            ++cases;
+            if (fast != plain) {
+              ++differing;
+              std::fprintf(stderr, "%s: n %ld k %ld %s pad %ld packs other bytes\n", name, static_cast<long>(n), static_cast<long>(k),
+                           rows_along_k ? "rows" : "columns", static_cast<long>(pad));
+            }
+          }
+  std::printf("{\"check\": \"packing\", \"kernels\": %zu, \"vectorKernels\": %ld, \"cases\": %ld, \"casesDiffering\": %ld}\n", kernels.size(),
+              static_cast<long>(std::count_if(kernels.begin(), kernels.end(), [](const auto& e) { return e.second.plain_pack != nullptr; })),
+              static_cast<long>(cases), static_cast<long>(differing));
+}
+
 }  // namespace
 
 int main() {
   check_denormals();
+  check_packing();
   for (int64_t k : {2101, 2100})
     for (bool bf16 : {false, true}) check("generic-libm", gemm::generic_libm_fma_kernel(bf16), bf16, k);
   // The native bf16 arithmetic of AMX (its own bits): on the model of the tiles, and on the tiles where the CPU has them.

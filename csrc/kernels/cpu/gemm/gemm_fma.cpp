@@ -13,7 +13,11 @@
 // libm's fma (correctly rounded, in software, slow) where it has not. On an
 // AVX2 machine and bench-llama's shapes this family runs at oneDNN's fp32 rate
 // (docs/engine.md, "Batch invariance").
+// Vector types are passed by value between inlined helpers only (see flatten below).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include "kernels/cpu/gemm/gemm_kernels.h"
+#include "kernels/cpu/gemm/pack_vectors.h"
 
 #include <cmath>
 #include <type_traits>
@@ -21,9 +25,6 @@
 #if defined(__x86_64__)
 #include "common/x86_intrinsics.h"
 #endif
-
-// Vector types are passed by value between inlined helpers only (see flatten below).
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace tq::gemm {
 namespace {
@@ -186,46 +187,102 @@ TQ_FMA_PANELS(panels_generic_fma_bf16, , 4, uint16_t, Madd::Contracted)
 // Panels of `width` columns, [k][width] each; bf16 columns go in pairs
 // (c, c + width / 2) in one word, for FmaTile::weights, and k in the order the
 // steps read it (odd first: 1, 0, 3, 2, ...), K padded to even with zeros.
+// The plain loops, panel p of them: the reference of vector_pack_bf16 and the fp32 pack.
 template <typename T, int64_t width>
-void pack(const void* src, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* out) {
-  const T* w = static_cast<const T*>(src);
-  T* dst = static_cast<T*>(out);
+void plain_panel(const T* w, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, int64_t p, T* dst) {
   constexpr bool pairs = sizeof(T) == 2;
   constexpr int64_t half = width / 2;
   const int64_t padded = pairs ? k + k % 2 : k;
-  for (int64_t p = 0; p < (n + width - 1) / width; ++p)
-    for (int64_t slot = 0; slot < padded; ++slot) {
-      const int64_t kk = pairs ? slot ^ 1 : slot;
-      for (int64_t c = 0; c < width; ++c) {
-        const int64_t col = p * width + (pairs ? (c % 2) * half + c / 2 : c);
-        *dst++ = col < n && kk < k ? w[col * stride_n + kk * stride_k] : T{};
-      }
+  for (int64_t slot = 0; slot < padded; ++slot) {
+    const int64_t kk = pairs ? slot ^ 1 : slot;
+    for (int64_t c = 0; c < width; ++c) {
+      const int64_t col = p * width + (pairs ? (c % 2) * half + c / 2 : c);
+      *dst++ = col < n && kk < k ? w[col * stride_n + kk * stride_k] : T{};
     }
+  }
 }
 
+template <typename T, int64_t width>
+void plain_pack(const void* src, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* out) {
+  const int64_t padded = sizeof(T) == 2 ? k + k % 2 : k;
+  for (int64_t p = 0; p < (n + width - 1) / width; ++p)
+    plain_panel<T, width>(static_cast<const T*>(src), n, k, stride_n, stride_k, p, static_cast<T*>(out) + p * padded * width);
+}
+
+// plain_pack's bf16 bytes in vectors of L words (pack_vectors.h), for the full panels of a matrix whose rows
+// (stride_k 1) or columns (stride_n 1) are contiguous; the rest through plain_panel.
 template <int L>
-Kernel kernel_of(PanelsFn f32, PanelsFn bf16, bool is_bf16) {
+inline void vector_pack_bf16(const void* src, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* out) {
+  using V = typename pack_vectors::Words<L>::V;
+  constexpr int64_t width = 2 * L;
+  const auto* w = static_cast<const uint16_t*>(src);
+  const int64_t steps = (k + 1) / 2, padded = 2 * steps;
+  for (int64_t p = 0; p < (n + width - 1) / width; ++p) {
+    uint16_t* panel = static_cast<uint16_t*>(out) + p * padded * width;
+    const uint16_t* first = w + p * width * stride_n;
+    if ((p + 1) * width > n || (stride_k != 1 && stride_n != 1)) {
+      plain_panel<uint16_t, width>(w, n, k, stride_n, stride_k, p, panel);
+    } else if (stride_k == 1) {
+      // A word of column c's row (k = 2s, 2s + 1) and one of column L + c's, regrouped: slot 2s holds k = 2s + 1
+      // (odd first) and slot 2s + 1 k = 2s, each word's low half column c and its high half column L + c.
+      const uint16_t *low[L], *high[L];
+      for (int c = 0; c < L; ++c) {
+        low[c] = first + c * stride_n;
+        high[c] = first + (L + c) * stride_n;
+      }
+      for (int64_t s0 = 0; s0 < steps; s0 += L) {
+        V a[L], b[L];
+        pack_vectors::words_of_rows<L>(low, s0, k, a);
+        pack_vectors::words_of_rows<L>(high, s0, k, b);
+        for (int64_t i = 0; i < L && s0 + i < steps; ++i) {
+          const V odd = a[i] >> 16 | (b[i] & 0xffff0000u), even = (a[i] & 0xffffu) | b[i] << 16;
+          std::memcpy(panel + 2 * (s0 + i) * width, &odd, sizeof odd);
+          std::memcpy(panel + (2 * (s0 + i) + 1) * width, &even, sizeof even);
+        }
+      }
+    } else {
+      for (int64_t slot = 0; slot < padded; ++slot) {
+        const int64_t kk = slot ^ 1;
+        const V words = kk < k ? pack_vectors::pair_runs<L>(first + kk * stride_k, first + kk * stride_k + L) : V{};
+        std::memcpy(panel + slot * width, &words, sizeof words);
+      }
+    }
+  }
+}
+
+#define TQ_FMA_PACK(name, attributes, L)                                                                                        \
+  attributes __attribute__((flatten)) void name(const void* w, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* dst) { \
+    vector_pack_bf16<L>(w, n, k, stride_n, stride_k, dst);                                                                       \
+  }
+#if defined(__x86_64__)
+TQ_FMA_PACK(pack_avx512_bf16, __attribute__((target("avx512f,avx512bw,avx512vl"))), 16)
+TQ_FMA_PACK(pack_avx2_bf16, __attribute__((target("avx2"))), 8)
+#endif
+TQ_FMA_PACK(pack_generic_bf16, , 4)
+
+template <int L>
+Kernel kernel_of(PanelsFn f32, PanelsFn bf16, PackFn pack_bf16, bool is_bf16) {
   constexpr int64_t width = FmaTile<L, float>::kWidth, block_k = FmaTile<L, float>::kBlockK;
-  if (is_bf16) return {bf16, pack<uint16_t, width>, width, FmaTile<L, uint16_t>::kDepth, 2, block_k};
-  return {f32, pack<float, width>, width, 1, 4, block_k};
+  if (is_bf16) return {bf16, pack_bf16, width, FmaTile<L, uint16_t>::kDepth, 2, block_k, plain_pack<uint16_t, width>};
+  return {f32, plain_pack<float, width>, width, 1, 4, block_k, plain_pack<float, width>};
 }
 
 }  // namespace
 
 Kernel fma_kernel(Isa isa, bool bf16) {
 #if defined(__x86_64__)
-  if (isa >= Isa::Avx512) return kernel_of<16>(panels_avx512_f32, panels_avx512_bf16, bf16);
-  if (isa == Isa::Avx2) return kernel_of<8>(panels_avx2_f32, panels_avx2_bf16, bf16);
+  if (isa >= Isa::Avx512) return kernel_of<16>(panels_avx512_f32, panels_avx512_bf16, pack_avx512_bf16, bf16);
+  if (isa == Isa::Avx2) return kernel_of<8>(panels_avx2_f32, panels_avx2_bf16, pack_avx2_bf16, bf16);
   if (!__builtin_cpu_supports("fma")) return generic_libm_fma_kernel(bf16);
 #endif
-  return kernel_of<4>(panels_generic_fma_f32, panels_generic_fma_bf16, bf16);
+  return kernel_of<4>(panels_generic_fma_f32, panels_generic_fma_bf16, pack_generic_bf16, bf16);
 }
 
 Kernel generic_libm_fma_kernel(bool bf16) {
 #if defined(__x86_64__)
-  return kernel_of<4>(panels_generic_libm_f32, panels_generic_libm_bf16, bf16);
+  return kernel_of<4>(panels_generic_libm_f32, panels_generic_libm_bf16, pack_generic_bf16, bf16);
 #else
-  return kernel_of<4>(panels_generic_fma_f32, panels_generic_fma_bf16, bf16);
+  return kernel_of<4>(panels_generic_fma_f32, panels_generic_fma_bf16, pack_generic_bf16, bf16);
 #endif
 }
 

@@ -46,6 +46,7 @@ struct Kernel {
   int64_t depth;         // k per step
   int64_t element_bytes;  // of the packed weights
   int64_t block_k;        // k per block: a bf16 output of a longer K widens the block
+  PackFn plain_pack = nullptr;  // pack's plain loops, the same bytes, where pack is a vector form of them (the checks' reference)
   int64_t panels(int64_t n) const { return (n + width - 1) / width; }
   size_t packed_bytes(int64_t n, int64_t k) const {
     return static_cast<size_t>(panels(n) * ((k + depth - 1) / depth) * width * depth * element_bytes);

@@ -5,11 +5,14 @@
 // softmax of one row of 37 scores gave other bits at 23 of 40 offsets; with
 // contraction off, at none (test/native/softmax_check.cpp).
 #pragma GCC optimize("fp-contract=off")
+// Vector types are passed by value between helpers inlined into one function only (flatten below).
+#pragma GCC diagnostic ignored "-Wpsabi"
 #include "kernels/cpu/rows/softmax.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/rows/vec_exp.h"
@@ -65,63 +68,92 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float numerators_ge
 }
 
 #if defined(__x86_64__)
+// Lanes of a row: a full vector (kFull) through plain loads and stores, a
+// row's last, partial one through the mask (masked loads and stores on every
+// vector were slower: bench/README.md, "CPU attention").
+template <bool kFull>
+TQ_AVX512 inline __m512 load_lanes(const float* p, __mmask16 m) {
+  return kFull ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
+}
+template <bool kFull>
+TQ_AVX512 inline void store_lanes(float* p, __mmask16 m, __m512 v) {
+  if (kFull) _mm512_storeu_ps(p, v);
+  else _mm512_mask_storeu_ps(p, m, v);
+}
+template <bool kFull>
+TQ_AVX512 inline void store_lanes(uint16_t* p, __mmask16 m, __m256i v) {
+  if (kFull) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+  else _mm256_mask_storeu_epi16(p, m, v);
+}
+
+// Each vector of a row through step<kFull>(i, m): the full ones, then the tail.
+template <class Step>
+TQ_AVX512 inline void each_vector(int64_t n, Step&& step) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) step(std::true_type{}, i, static_cast<__mmask16>(0xffff));
+  if (i < n) step(std::false_type{}, i, lanes_from(i, n));
+}
+
 // One row in two passes: scaled and masked, with its max; then exp, written
-// in bf16 (when asked) or in place, and summed. Store is how a vector of
-// numerators goes to bf16.
-template <class Store>
+// in bf16 (when asked) or in place, and summed. ToBf16 is how a vector of
+// numerators becomes bf16.
+template <class ToBf16>
 TQ_AVX512 inline float numerators_avx512(float* x, int64_t n, float scale, const float* bias, int64_t bias_from, uint16_t* out_bf16,
-                                         Store store) {
+                                         ToBf16 to_bf16) {
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __m512 factor = _mm512_set1_ps(scale);
   __m512 vmax = neg_inf;
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = lanes_from(i, n);
-    __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), factor);
+  each_vector(n, [&](auto full, int64_t i, __mmask16 m) TQ_AVX512 {
+    __m512 v = _mm512_mul_ps(load_lanes<full>(x + i, m), factor);
     if (bias && i + 16 > bias_from) {
       const __mmask16 biased = m & static_cast<__mmask16>(i >= bias_from ? 0xffff : 0xffff << (bias_from - i));
       v = _mm512_mask_add_ps(v, biased, v, _mm512_maskz_loadu_ps(biased, bias + (i - bias_from)));
     }
-    _mm512_mask_storeu_ps(x + i, m, v);
-    vmax = _mm512_mask_max_ps(vmax, m, vmax, v);
-  }
+    store_lanes<full>(x + i, m, v);
+    vmax = full ? _mm512_max_ps(vmax, v) : _mm512_mask_max_ps(vmax, m, vmax, v);
+  });
   const float max = _mm512_reduce_max_ps(vmax);
   const bool any = max != -std::numeric_limits<float>::infinity();  // else nothing is visible: no such row in the engine, but stay finite
   const __m512 shift = _mm512_set1_ps(max), fixed_one = _mm512_set1_ps(kFixedOne);
   __m512i wide = _mm512_setzero_si512(), narrow = _mm512_setzero_si512();
+  int64_t vectors = 0;
   const auto widen = [&] {
     wide = _mm512_add_epi64(wide, _mm512_cvtepu32_epi64(_mm512_castsi512_si256(narrow)));
     wide = _mm512_add_epi64(wide, _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(narrow, 1)));
     narrow = _mm512_setzero_si512();
   };
-  for (int64_t i = 0, vectors = 0; i < n; i += 16) {
-    const __mmask16 m = lanes_from(i, n);
-    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+  each_vector(n, [&](auto full, int64_t i, __mmask16 m) TQ_AVX512 {
+    const __m512 v = load_lanes<full>(x + i, m);
     const __mmask16 live = any ? _mm512_mask_cmp_ps_mask(m, v, neg_inf, _CMP_NEQ_OQ) : 0;
     const __m512 e = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(v, shift)));
-    if (out_bf16) store(out_bf16 + i, e, m);
-    else _mm512_mask_storeu_ps(x + i, m, e);
+    if (out_bf16) store_lanes<full>(out_bf16 + i, m, to_bf16(e));
+    else store_lanes<full>(x + i, m, e);
     narrow = _mm512_add_epi32(narrow, _mm512_cvtps_epu32(_mm512_mul_ps(e, fixed_one)));
     if (++vectors == kNarrowVectors) {
       widen();
       vectors = 0;
     }
-  }
+  });
   widen();
   return inverse_of_fixed(static_cast<uint64_t>(_mm512_reduce_add_epi64(wide)));
 }
 
+// A lambda, not the function's pointer, so that the conversion is inlined.
 TQ_AVX512 float numerators_avx512(float* x, int64_t n, float scale, const float* bias, int64_t bias_from, uint16_t* out_bf16) {
-  return numerators_avx512(x, n, scale, bias, bias_from, out_bf16, store_bf16);
+  return numerators_avx512(x, n, scale, bias, bias_from, out_bf16, [](__m512 v) TQ_AVX512 { return rounded_bf16(v); });
 }
 
-// With vcvtneps2bf16: one instruction for store_bf16's six (the softmax 0.40 ->
+// With vcvtneps2bf16: one instruction for rounded_bf16's five (the softmax 0.40 ->
 // 0.34 ns a score). It rounds to nearest even too; it would take an fp32
-// denormal as 0 where store_bf16 keeps it, but no numerator is one (the exp
+// denormal as 0 where rounded_bf16 keeps it, but no numerator is one (the exp
 // is at least e^-87, a normal number, or exactly 0 for a masked key).
+// Flattened: the conversion needs AVX-512 BF16, which the shared loop's own
+// target lacks, so GCC called it for every vector.
 #define TQ_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
-TQ_AVX512_BF16 float numerators_avx512_bf16(float* x, int64_t n, float scale, const float* bias, int64_t bias_from, uint16_t* out_bf16) {
-  const auto store = [](uint16_t* p, __m512 v, __mmask16 m) TQ_AVX512_BF16 { _mm256_mask_storeu_epi16(p, m, (__m256i)_mm512_cvtneps_pbh(v)); };
-  return numerators_avx512(x, n, scale, bias, bias_from, out_bf16, store);
+TQ_AVX512_BF16 __attribute__((flatten)) float numerators_avx512_bf16(float* x, int64_t n, float scale, const float* bias, int64_t bias_from,
+                                                                     uint16_t* out_bf16) {
+  const auto to_bf16 = [](__m512 v) TQ_AVX512_BF16 { return (__m256i)_mm512_cvtneps_pbh(v); };
+  return numerators_avx512(x, n, scale, bias, bias_from, out_bf16, to_bf16);
 }
 #endif
 

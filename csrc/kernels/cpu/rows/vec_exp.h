@@ -86,16 +86,12 @@ TQ_AVX512 inline __mmask16 lanes_from(int64_t i, int64_t n) {
   return n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
 }
 
-TQ_AVX512 inline __m512 load_bf16(const uint16_t* p, __mmask16 m) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-}
-
 // Round to nearest even, as at::BFloat16 does.
-TQ_AVX512 inline void store_bf16(uint16_t* p, __m512 v, __mmask16 m) {
+TQ_AVX512 inline __m256i rounded_bf16(__m512 v) {
   const __m512i u = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-  _mm256_mask_storeu_epi16(p, m, _mm512_cvtepi32_epi16(rounded));
+  return _mm512_cvtepi32_epi16(rounded);
 }
 
 }  // namespace tq

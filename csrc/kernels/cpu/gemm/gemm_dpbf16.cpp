@@ -84,7 +84,8 @@ void plain_pack(const void* src, int64_t n, int64_t k, int64_t stride_n, int64_t
 
 // plain_pack's bytes in vectors (pack_vectors.h) for the full panels of a matrix whose rows (stride_k 1: weights,
 // attention's keys) or columns (stride_n 1: attention's values) are contiguous; the rest through plain_panel.
-__attribute__((target("avx512f,avx512bw,avx512vl"), flatten)) void vector_pack(const void* src, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* out) {
+__attribute__((target("avx512f,avx512bw,avx512vl"), flatten)) void vector_pack(const void* src, int64_t n, int64_t k, int64_t stride_n,
+                                                                              int64_t stride_k, void* out) {
   constexpr int L = 16;
   using V = pack_vectors::Words<L>::V;
   constexpr int64_t width = DpTile::kWidth;

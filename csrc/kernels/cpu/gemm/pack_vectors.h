@@ -4,8 +4,8 @@
 //     columns' rows, L rows of L words at a time (words_of_rows);
 //   - columns along n (stride_n 1: attention's values): a step's words join two runs of columns (pair_runs).
 // GCC vector types, as FmaTile's: the same source becomes zmm, ymm or xmm code in the target function it is
-// inlined into (a `flatten` one; its file ignores -Wpsabi). The scalar loops beside them stay each family's reference (Kernel::plain_pack),
-// compared byte for byte by test/native/gemm_check.cpp.
+// inlined into (a `flatten` one; its file ignores -Wpsabi). The scalar loops beside them stay each family's
+// reference (Kernel::plain_pack), compared byte for byte by test/native/gemm_check.cpp.
 #pragma once
 #include <cstdint>
 #include <cstring>

@@ -125,7 +125,7 @@ TQ_AVX512 inline float numerators_avx512(float* x, int64_t n, float scale, const
   each_vector(n, [&](auto full, int64_t i, __mmask16 m) TQ_AVX512 {
     const __m512 v = load_lanes<full>(x + i, m);
     const __mmask16 live = any ? _mm512_mask_cmp_ps_mask(m, v, neg_inf, _CMP_NEQ_OQ) : 0;
-    const __m512 e = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(v, shift)));
+    const __m512 e = _mm512_maskz_mov_ps(live, exp16_nonpositive(_mm512_sub_ps(v, shift)));
     if (out_bf16) store_lanes<full>(out_bf16 + i, m, to_bf16(e));
     else store_lanes<full>(x + i, m, e);
     narrow = _mm512_add_epi32(narrow, _mm512_cvtps_epu32(_mm512_mul_ps(e, fixed_one)));

@@ -21,7 +21,8 @@ union ExpLanes {
 // degree-6 Taylor polynomial (relative error < 2e-7); inputs below -87 give
 // about 1.6e-38 rather than 0, callers that need exact zeros select them.
 // This is the engine's exp at every level (docs/arithmetic.md): every
-// multiply and add rounded on its own, in this order; exp16 below repeats it.
+// multiply and add rounded on its own, in this order; exp16_nonpositive below
+// repeats it for the softmax.
 inline void exp_block(const float* x, float* out, int n) {
   ExpLanes r, scale;
   for (int j = 0; j < n; ++j) {
@@ -66,9 +67,14 @@ namespace tq {
 TQ_AVX512 inline __m512 mul16(__m512 a, float b) { return _mm512_mul_ps(a, _mm512_set1_ps(b)); }
 TQ_AVX512 inline __m512 add16(__m512 a, float b) { return _mm512_add_ps(a, _mm512_set1_ps(b)); }
 
-TQ_AVX512 inline __m512 exp16(__m512 x) {
-  const __m512 v = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
-  const __m512 k = _mm512_sub_ps(add16(mul16(v, 1.44269504088896341f), 12582912.0f), _mm512_set1_ps(12582912.0f));
+// For x <= 0 (or NaN), as the softmax's v - max always is: there exp_block's
+// clamp at 88 never applies, and is left out. 2^k's bits come from t, whose
+// low mantissa bits hold k (t = 1.5 * 2^23 + k exactly, for |k| < 2^22): the
+// same bits as converting k, one instruction fewer (bench/README.md, "CPU attention").
+TQ_AVX512 inline __m512 exp16_nonpositive(__m512 x) {
+  const __m512 v = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 t = add16(mul16(v, 1.44269504088896341f), 12582912.0f);
+  const __m512 k = _mm512_sub_ps(t, _mm512_set1_ps(12582912.0f));
   const __m512 r = _mm512_sub_ps(_mm512_sub_ps(v, mul16(k, 0.693145751953125f)), mul16(k, 1.428606765330187e-06f));
   __m512 p = _mm512_set1_ps(1.0f / 720);
   p = add16(_mm512_mul_ps(p, r), 1.0f / 120);
@@ -77,7 +83,8 @@ TQ_AVX512 inline __m512 exp16(__m512 x) {
   p = add16(_mm512_mul_ps(p, r), 0.5f);
   p = add16(_mm512_mul_ps(p, r), 1.0f);
   p = add16(_mm512_mul_ps(p, r), 1.0f);
-  const __m512i scale = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+  // (bits(t) + 127) << 23 = (k + 127) << 23: bits(t) is 0x4B400000 + k, whose high part shifts out.
+  const __m512i scale = _mm512_slli_epi32(_mm512_add_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(127)), 23);
   return _mm512_mul_ps(p, _mm512_castsi512_ps(scale));
 }
 

@@ -66,7 +66,8 @@ struct Case {
     fill(xf, xb, m * k, 1.0f);
     fill(wf, wb, n * k, 0.05f);
     packed.resize(kernel.packed_bytes(n, k));
-    kernel.pack(bf16 ? static_cast<const void*>(wb.data()) : wf.data(), n, k, k, 1, packed.data());
+    const auto w_rows = gemm::rows_every(bf16 ? static_cast<const void*>(wb.data()) : wf.data(), n, k * (bf16 ? 2 : 4));
+    kernel.pack(gemm::PackSource{w_rows.data(), true}, n, k, packed.data());
     bias.assign(static_cast<size_t>(kernel.panels(n) * kernel.width), 0.0f);
     for (int64_t j = 0; j < n; ++j) bias[j] = normal(rng);
   }
@@ -154,7 +155,8 @@ void check_denormals() {
   std::vector<std::vector<float>> outs;
   for (const auto& [name, kernel] : kernels) {
     std::vector<char> packed(kernel.packed_bytes(n, k));
-    kernel.pack(w.data(), n, k, k, 1, packed.data());
+    const auto w_rows = gemm::rows_every(w.data(), n, k * 2);
+    kernel.pack(gemm::PackSource{w_rows.data(), true}, n, k, packed.data());
     std::vector<float> out(m * n);
     kernel.run(gemm::GemmOperands{x.data(), packed.data(), out.data(), nullptr, m, k, n, k, n, false, false}, 0, kernel.panels(n));
     outs.push_back(out);
@@ -203,12 +205,15 @@ void check_packing() {
       for (int64_t k : {1, 2, 3, 15, 16, 17, 31, 32, 33, 63, 64, 65, 80, 129})
         for (bool rows_along_k : {true, false})
           for (int64_t pad : {0, 3}) {
-            const int64_t stride_n = rows_along_k ? k + pad : 1, stride_k = rows_along_k ? 1 : n + pad;
-            GuardedValues w(static_cast<size_t>((n - 1) * stride_n + (k - 1) * stride_k + 1));
-            for (int64_t i = 0; i <= (n - 1) * stride_n + (k - 1) * stride_k; ++i) w.data()[i] = static_cast<uint16_t>(rng());
+            // Rows of `length` values, `pad` more between them; the last one ends at the guard.
+            const int64_t count = rows_along_k ? n : k, length = rows_along_k ? k : n, stride = length + pad;
+            GuardedValues w(static_cast<size_t>((count - 1) * stride + length));
+            for (int64_t i = 0; i < (count - 1) * stride + length; ++i) w.data()[i] = static_cast<uint16_t>(rng());
+            const auto rows = gemm::rows_every(w.data(), count, stride * 2);
+            const gemm::PackSource source{rows.data(), rows_along_k};
             std::vector<char> fast(kernel.packed_bytes(n, k), 'f'), plain(kernel.packed_bytes(n, k), 'p');
-            kernel.pack(w.data(), n, k, stride_n, stride_k, fast.data());
-            (kernel.plain_pack ? kernel.plain_pack : kernel.pack)(w.data(), n, k, stride_n, stride_k, plain.data());
+            kernel.pack(source, n, k, fast.data());
+            (kernel.plain_pack ? kernel.plain_pack : kernel.pack)(source, n, k, plain.data());
             ++cases;
             if (fast != plain) {
               ++differing;

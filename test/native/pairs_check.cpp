@@ -183,7 +183,8 @@ struct Mixer {
         probs[i] = bf16_of((0.5f + 0.5f * unit(id * 7 ^ query_id)) * std::ldexp(1.0f, -static_cast<int>(4 + 4 * unit(id * 3 ^ query_id))));
     }
     std::vector<char> packed(kernel.packed_bytes(kDim, k) + 64);
-    kernel.pack(values, kDim, k, 1, kDim, packed.data() + shift);
+    const auto value_rows = gemm::rows_every(values, k, kDim * 2);
+    kernel.pack(gemm::PackSource{value_rows.data(), false}, kDim, k, packed.data() + shift);
     std::vector<char> out_bytes(kDim * sizeof(float) + 64);
     auto* out = reinterpret_cast<float*>(out_bytes.data() + shift);
     kernel.run(gemm::GemmOperands{probs, packed.data() + shift, out, nullptr, 1, k, kDim, k, kDim, false, false}, 0, kernel.panels(kDim));
@@ -309,7 +310,8 @@ int64_t model_differing() {
     const gemm::Kernel kernels[2] = {gemm::dpbf16_model_kernel(), gemm::dpbf16_kernel()};
     for (int i = 0; i < 2; ++i) {
       std::vector<char> packed(kernels[i].packed_bytes(kDim, k));
-      kernels[i].pack(w.data(), kDim, k, 1, kDim, packed.data());
+      const auto w_rows = gemm::rows_every(w.data(), k, kDim * 2);
+      kernels[i].pack(gemm::PackSource{w_rows.data(), false}, kDim, k, packed.data());
       got[i].resize(static_cast<size_t>(m * kDim));
       kernels[i].run(gemm::GemmOperands{x.data(), packed.data(), got[i].data(), nullptr, m, k, kDim, k, kDim, false, false}, 0, kernels[i].panels(kDim));
     }

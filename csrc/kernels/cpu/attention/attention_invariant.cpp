@@ -19,27 +19,17 @@ namespace {
 // (bench/README.md, "CPU attention").
 constexpr int64_t kScoreRows = 48;
 
-// A KV head's rows of kv (d.k or d.v) that an item reads, as the invariant
-// kernel packs them: in place from the chunk's first key, `stride` elements
-// apart, where the places are the rows and the chunk has no hole; else copied
-// together into `gathered`, through d.key_rows, around the hole.
-const char* item_rows(const AttentionData& d, const char* kv, const AttentionPlan::Chunk& ch, int64_t kv_head, std::vector<char>& gathered,
-                      int64_t& stride) {
-  if (!d.key_rows && ch.hole_begin == ch.hole_end) {
-    stride = d.shape.kv_heads * d.shape.dim;
-    return d.kv_at(kv, ch.key_begin, kv_head);
-  }
-  const size_t row_bytes = static_cast<size_t>(d.shape.dim * d.item);
-  gathered.resize(static_cast<size_t>(ch.keys()) * row_bytes);
-  char* dst = gathered.data();
+// A KV head's rows of kv (d.k or d.v) that an item reads, in its key order around the chunk's hole, where they lie
+// (the step's keys, or the KV cache's slots through d.key_rows): the invariant kernel packs them from there, with no
+// copy between. A gap reads the buffers' zero row.
+void item_rows(const AttentionData& d, const char* kv, const AttentionPlan::Chunk& ch, int64_t kv_head, ItemBuffers& buf) {
+  buf.zero_row.resize(static_cast<size_t>(d.shape.dim * d.item));
+  buf.rows.clear();
   for (const auto& [from, to] : {std::pair{ch.key_begin, ch.hole_begin}, std::pair{ch.hole_end, ch.key_end}})
-    for (int64_t j = from; j < to; ++j, dst += row_bytes) {
+    for (int64_t j = from; j < to; ++j) {
       const int64_t row = d.key_rows ? d.key_rows[j] : j;
-      if (row < 0) std::memset(dst, 0, row_bytes);  // a gap
-      else std::memcpy(dst, d.kv_at(kv, row, kv_head), row_bytes);
+      buf.rows.push_back(row < 0 ? static_cast<const void*>(buf.zero_row.data()) : d.kv_at(kv, row, kv_head));
     }
-  stride = d.shape.dim;
-  return gathered.data();
 }
 
 // An item on the invariant GEMM (invariant_gemm.h): a score is one
@@ -69,11 +59,10 @@ void attend_invariant(const AttentionData& d, const WorkItem& w, ItemBuffers& bu
   if (!(buf.packed_for == these)) {
     buf.packed_keys.resize(invariant_gemm::packed_bytes(scores_isa, d.bf16, tk, dim));
     buf.packed_values.resize(invariant_gemm::packed_bytes(mix_isa, d.bf16, dim, tk));
-    int64_t stride;
-    const char* keys = item_rows(d, d.k, ch, w.kv_head, buf.gathered, stride);
-    invariant_gemm::pack(scores_isa, keys, d.bf16, tk, dim, stride, 1, buf.packed_keys.data());
-    const char* values = item_rows(d, d.v, ch, w.kv_head, buf.gathered, stride);
-    invariant_gemm::pack(mix_isa, values, d.bf16, dim, tk, 1, stride, buf.packed_values.data());
+    item_rows(d, d.k, ch, w.kv_head, buf);
+    invariant_gemm::pack(scores_isa, buf.rows.data(), /*along_k=*/true, d.bf16, tk, dim, buf.packed_keys.data());
+    item_rows(d, d.v, ch, w.kv_head, buf);
+    invariant_gemm::pack(mix_isa, buf.rows.data(), /*along_k=*/false, d.bf16, dim, tk, buf.packed_values.data());
     buf.packed_for = these;
   }
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));

@@ -68,7 +68,8 @@ struct ItemBuffers {
   std::vector<float> mixed;      // [rows, dim]
   std::vector<float> row_scale;  // [rows] 1 / softmax sum
   std::vector<char> packed_keys, packed_values;  // invariant kernel's panels, in the compute dtype
-  std::vector<char> gathered;                     // [keys, dim] an item's keys or values around a hole
+  std::vector<const void*> rows;                  // [keys] where an item's keys or values lie, in its key order
+  std::vector<char> zero_row;                     // [dim] zeros: a gap's key and value
   // Whose keys and values the panels hold, within the call that packed them (attention.cpp forgets it as each call
   // starts: a later call's tensors may sit at the same addresses). Chunks of queries over the same keys (every chunk of
   // a vision tower's full attention) pack them once per thread rather than once per chunk.
@@ -90,7 +91,7 @@ struct ItemBuffers {
   }
   size_t bytes() const {
     return queries.capacity() + scores.capacity() * 4 + probs.capacity() * 2 + mixed.capacity() * 4 + row_scale.capacity() * 4 +
-           packed_keys.capacity() + packed_values.capacity() + gathered.capacity();
+           packed_keys.capacity() + packed_values.capacity() + rows.capacity() * sizeof(void*) + zero_row.capacity();
   }
 };
 

@@ -64,52 +64,44 @@ TQ_DPBF16 __attribute__((flatten)) void panels(const GemmOperands& j, int64_t a,
 // Panels of 64 columns, [ceil(k / 2)][64] words each: word (s, c) holds
 // column c's values at k = 2s (low half) and 2s + 1 (high half), zeros past
 // n and k. The plain loops, panel p of them: the reference of pack below.
-void plain_panel(const uint16_t* w, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, int64_t p, uint32_t* panel) {
+void plain_panel(const PackSource& w, int64_t n, int64_t k, int64_t p, uint32_t* panel) {
   constexpr int64_t width = DpTile::kWidth;
   const int64_t steps = (k + 1) / 2, cols = std::min(width, n - p * width);
-  const uint16_t* first = w + p * width * stride_n;
   for (int64_t s = 0; s < steps; ++s) std::fill(panel + s * width + cols, panel + (s + 1) * width, 0u);
-  for (int64_t c = 0; c < cols; ++c) {
-    const uint16_t* column = first + c * stride_n;
-    for (int64_t s = 0; s < steps; ++s)
-      panel[s * width + c] = column[2 * s * stride_k] | (2 * s + 1 < k ? static_cast<uint32_t>(column[(2 * s + 1) * stride_k]) << 16 : 0u);
-  }
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t col = p * width + c;
+      panel[s * width + c] = w.at<uint16_t>(col, 2 * s) | (2 * s + 1 < k ? static_cast<uint32_t>(w.at<uint16_t>(col, 2 * s + 1)) << 16 : 0u);
+    }
 }
 
-void plain_pack(const void* src, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* out) {
+void plain_pack(const PackSource& w, int64_t n, int64_t k, void* out) {
   const int64_t steps = (k + 1) / 2;
-  for (int64_t p = 0; p < (n + DpTile::kWidth - 1) / DpTile::kWidth; ++p)
-    plain_panel(static_cast<const uint16_t*>(src), n, k, stride_n, stride_k, p, static_cast<uint32_t*>(out) + p * steps * DpTile::kWidth);
+  for (int64_t p = 0; p < (n + DpTile::kWidth - 1) / DpTile::kWidth; ++p) plain_panel(w, n, k, p, static_cast<uint32_t*>(out) + p * steps * DpTile::kWidth);
 }
 
-// plain_pack's bytes in vectors (pack_vectors.h) for the full panels of a matrix whose rows (stride_k 1: weights,
-// attention's keys) or columns (stride_n 1: attention's values) are contiguous; the rest through plain_panel.
-__attribute__((target("avx512f,avx512bw,avx512vl"), flatten)) void vector_pack(const void* src, int64_t n, int64_t k, int64_t stride_n,
-                                                                              int64_t stride_k, void* out) {
+// plain_pack's bytes in vectors (pack_vectors.h) for the full panels; a last, partial one through plain_panel.
+__attribute__((target("avx512f,avx512bw,avx512vl"), flatten)) void vector_pack(const PackSource& w, int64_t n, int64_t k, void* out) {
   constexpr int L = 16;
   using V = pack_vectors::Words<L>::V;
   constexpr int64_t width = DpTile::kWidth;
-  const auto* w = static_cast<const uint16_t*>(src);
+  const auto* const* rows = reinterpret_cast<const uint16_t* const*>(w.rows);
   const int64_t steps = (k + 1) / 2;
   for (int64_t p = 0; p < (n + width - 1) / width; ++p) {
     uint32_t* panel = static_cast<uint32_t*>(out) + p * steps * width;
-    const uint16_t* first = w + p * width * stride_n;
-    if ((p + 1) * width > n || (stride_k != 1 && stride_n != 1)) {
-      plain_panel(w, n, k, stride_n, stride_k, p, panel);
-    } else if (stride_k == 1) {
-      for (int64_t group = 0; group < width; group += L) {
-        const uint16_t* rows[L];
-        for (int c = 0; c < L; ++c) rows[c] = first + (group + c) * stride_n;
+    if ((p + 1) * width > n) {
+      plain_panel(w, n, k, p, panel);
+    } else if (w.along_k) {
+      for (int64_t group = 0; group < width; group += L)
         for (int64_t s0 = 0; s0 < steps; s0 += L) {
           V v[L];
-          pack_vectors::words_of_rows<L>(rows, s0, k, v);
+          pack_vectors::words_of_rows<L>(rows + p * width + group, s0, k, v);
           for (int64_t i = 0; i < L && s0 + i < steps; ++i) std::memcpy(panel + (s0 + i) * width + group, &v[i], sizeof v[i]);
         }
-      }
     } else {
       for (int64_t s = 0; s < steps; ++s) {
-        const uint16_t* low = first + 2 * s * stride_k;
-        const uint16_t* high = 2 * s + 1 < k ? low + stride_k : nullptr;
+        const uint16_t* low = rows[2 * s] + p * width;
+        const uint16_t* high = 2 * s + 1 < k ? rows[2 * s + 1] + p * width : nullptr;
         for (int64_t group = 0; group < width; group += L) {
           const V words = pack_vectors::pair_runs<L>(low + group, high ? high + group : nullptr);
           std::memcpy(panel + s * width + group, &words, sizeof words);
@@ -120,9 +112,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), flatten)) void vector_pack(c
 }
 
 // The AMX families pack their panels here too, and their model runs on any CPU (the tests).
-void pack(const void* src, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* out) {
+void pack(const PackSource& w, int64_t n, int64_t k, void* out) {
   static const bool vectors = __builtin_cpu_supports("avx512bw");
-  (vectors ? vector_pack : plain_pack)(src, n, k, stride_n, stride_k, out);
+  (vectors ? vector_pack : plain_pack)(w, n, k, out);
 }
 
 }  // namespace

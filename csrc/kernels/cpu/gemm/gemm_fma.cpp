@@ -189,7 +189,7 @@ TQ_FMA_PANELS(panels_generic_fma_bf16, , 4, uint16_t, Madd::Contracted)
 // steps read it (odd first: 1, 0, 3, 2, ...), K padded to even with zeros.
 // The plain loops, panel p of them: the reference of vector_pack_bf16 and the fp32 pack.
 template <typename T, int64_t width>
-void plain_panel(const T* w, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, int64_t p, T* dst) {
+void plain_panel(const PackSource& w, int64_t n, int64_t k, int64_t p, T* dst) {
   constexpr bool pairs = sizeof(T) == 2;
   constexpr int64_t half = width / 2;
   const int64_t padded = pairs ? k + k % 2 : k;
@@ -197,39 +197,34 @@ void plain_panel(const T* w, int64_t n, int64_t k, int64_t stride_n, int64_t str
     const int64_t kk = pairs ? slot ^ 1 : slot;
     for (int64_t c = 0; c < width; ++c) {
       const int64_t col = p * width + (pairs ? (c % 2) * half + c / 2 : c);
-      *dst++ = col < n && kk < k ? w[col * stride_n + kk * stride_k] : T{};
+      *dst++ = col < n && kk < k ? w.at<T>(col, kk) : T{};
     }
   }
 }
 
 template <typename T, int64_t width>
-void plain_pack(const void* src, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* out) {
+void plain_pack(const PackSource& w, int64_t n, int64_t k, void* out) {
   const int64_t padded = sizeof(T) == 2 ? k + k % 2 : k;
-  for (int64_t p = 0; p < (n + width - 1) / width; ++p)
-    plain_panel<T, width>(static_cast<const T*>(src), n, k, stride_n, stride_k, p, static_cast<T*>(out) + p * padded * width);
+  for (int64_t p = 0; p < (n + width - 1) / width; ++p) plain_panel<T, width>(w, n, k, p, static_cast<T*>(out) + p * padded * width);
 }
 
-// plain_pack's bf16 bytes in vectors of L words (pack_vectors.h), for the full panels of a matrix whose rows
-// (stride_k 1) or columns (stride_n 1) are contiguous; the rest through plain_panel.
+// plain_pack's bf16 bytes in vectors of L words (pack_vectors.h), for the full panels; a last, partial one through
+// plain_panel.
 template <int L>
-inline void vector_pack_bf16(const void* src, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* out) {
+inline void vector_pack_bf16(const PackSource& w, int64_t n, int64_t k, void* out) {
   using V = typename pack_vectors::Words<L>::V;
   constexpr int64_t width = 2 * L;
-  const auto* w = static_cast<const uint16_t*>(src);
+  const auto* const* rows = reinterpret_cast<const uint16_t* const*>(w.rows);
   const int64_t steps = (k + 1) / 2, padded = 2 * steps;
   for (int64_t p = 0; p < (n + width - 1) / width; ++p) {
     uint16_t* panel = static_cast<uint16_t*>(out) + p * padded * width;
-    const uint16_t* first = w + p * width * stride_n;
-    if ((p + 1) * width > n || (stride_k != 1 && stride_n != 1)) {
-      plain_panel<uint16_t, width>(w, n, k, stride_n, stride_k, p, panel);
-    } else if (stride_k == 1) {
+    if ((p + 1) * width > n) {
+      plain_panel<uint16_t, width>(w, n, k, p, panel);
+    } else if (w.along_k) {
       // A word of column c's row (k = 2s, 2s + 1) and one of column L + c's, regrouped: slot 2s holds k = 2s + 1
       // (odd first) and slot 2s + 1 k = 2s, each word's low half column c and its high half column L + c.
-      const uint16_t *low[L], *high[L];
-      for (int c = 0; c < L; ++c) {
-        low[c] = first + c * stride_n;
-        high[c] = first + (L + c) * stride_n;
-      }
+      const uint16_t* const* low = rows + p * width;
+      const uint16_t* const* high = low + L;
       for (int64_t s0 = 0; s0 < steps; s0 += L) {
         V a[L], b[L];
         pack_vectors::words_of_rows<L>(low, s0, k, a);
@@ -243,17 +238,15 @@ inline void vector_pack_bf16(const void* src, int64_t n, int64_t k, int64_t stri
     } else {
       for (int64_t slot = 0; slot < padded; ++slot) {
         const int64_t kk = slot ^ 1;
-        const V words = kk < k ? pack_vectors::pair_runs<L>(first + kk * stride_k, first + kk * stride_k + L) : V{};
+        const V words = kk < k ? pack_vectors::pair_runs<L>(rows[kk] + p * width, rows[kk] + p * width + L) : V{};
         std::memcpy(panel + slot * width, &words, sizeof words);
       }
     }
   }
 }
 
-#define TQ_FMA_PACK(name, attributes, L)                                                                                        \
-  attributes __attribute__((flatten)) void name(const void* w, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* dst) { \
-    vector_pack_bf16<L>(w, n, k, stride_n, stride_k, dst);                                                                       \
-  }
+#define TQ_FMA_PACK(name, attributes, L) \
+  attributes __attribute__((flatten)) void name(const PackSource& w, int64_t n, int64_t k, void* dst) { vector_pack_bf16<L>(w, n, k, dst); }
 #if defined(__x86_64__)
 TQ_FMA_PACK(pack_avx512_bf16, __attribute__((target("avx512f,avx512bw,avx512vl"))), 16)
 TQ_FMA_PACK(pack_avx2_bf16, __attribute__((target("avx2"))), 8)

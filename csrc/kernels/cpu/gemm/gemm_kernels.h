@@ -35,8 +35,25 @@ struct GemmOperands {
 };
 
 using PanelsFn = void (*)(const GemmOperands&, int64_t p_begin, int64_t p_end);
-// Packs w, n x k with element (j, kk) at w[j * stride_n + kk * stride_k].
-using PackFn = void (*)(const void* w, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* dst);
+// The n x k matrix a pack reads, as rows of contiguous values wherever each lies: along k (row j holds column j's k
+// values: a linear's weights, attention's keys) or along n (row kk holds k-index kk's n values: attention's values).
+// Attention's rows are where the KV cache holds them, in the item's key order.
+struct PackSource {
+  const void* const* rows;
+  bool along_k;
+  // Element (j, kk) of a T matrix.
+  template <typename T>
+  T at(int64_t j, int64_t kk) const {
+    return along_k ? static_cast<const T*>(rows[j])[kk] : static_cast<const T*>(rows[kk])[j];
+  }
+};
+using PackFn = void (*)(const PackSource& w, int64_t n, int64_t k, void* dst);
+// The rows of a matrix stored whole: `count` of them, `stride_bytes` apart from base.
+inline std::vector<const void*> rows_every(const void* base, int64_t count, int64_t stride_bytes) {
+  std::vector<const void*> rows(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) rows[static_cast<size_t>(i)] = static_cast<const char*>(base) + i * stride_bytes;
+  return rows;
+}
 
 // One family at one level for one dtype: its panel layout and its loops.
 struct Kernel {

@@ -24,8 +24,8 @@ Isa level_for(Isa isa, bool bf16) { return isa == Isa::Avx512Bf16 && !bf16 ? Isa
 
 size_t packed_bytes(Isa isa, bool bf16, int64_t n, int64_t k) { return kernel_for(isa, bf16).packed_bytes(n, k); }
 
-void pack(Isa isa, const void* w, bool bf16, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* dst) {
-  kernel_for(isa, bf16).pack(w, n, k, stride_n, stride_k, dst);
+void pack(Isa isa, const void* const* rows, bool along_k, bool bf16, int64_t n, int64_t k, void* dst) {
+  kernel_for(isa, bf16).pack(gemm::PackSource{rows, along_k}, n, k, dst);
 }
 
 void multiply(Isa isa, const void* a, int64_t lda, bool bf16, const void* packed, int64_t m, int64_t k, int64_t n, float* out, int64_t ldc,
@@ -44,7 +44,8 @@ InvariantGemm::InvariantGemm(const at::Tensor& weight, const at::Tensor& bias, I
   const auto kernel = native_ ? native_kernel() : kernel_for(isa_, dtype_ == at::kBFloat16);
   auto w = weight.contiguous();
   panels_ = weight_buffer(static_cast<int64_t>(kernel.packed_bytes(out_, in_)));
-  kernel.pack(w.data_ptr(), out_, in_, in_, 1, panels_.data_ptr());
+  const auto rows = gemm::rows_every(w.data_ptr(), out_, in_ * w.element_size());
+  kernel.pack(gemm::PackSource{rows.data(), /*along_k=*/true}, out_, in_, panels_.data_ptr());
   if (bias.defined()) {
     bias_ = at::zeros({kernel.panels(out_) * kernel.width}, at::kFloat);
     bias_.slice(0, 0, out_).copy_(bias.to(at::kFloat).reshape({out_}));

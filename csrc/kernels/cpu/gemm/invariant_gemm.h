@@ -25,9 +25,10 @@ namespace invariant_gemm {
 Isa level_for(Isa isa, bool bf16);
 // Bytes of w (n x k) packed for (isa, bf16).
 size_t packed_bytes(Isa isa, bool bf16, int64_t n, int64_t k);
-// Packs w, n x k with element (j, kk) at w[j * stride_n + kk * stride_k] (bf16
-// or fp32 values), into packed_bytes(...) bytes at dst, zero-padded.
-void pack(Isa isa, const void* w, bool bf16, int64_t n, int64_t k, int64_t stride_n, int64_t stride_k, void* dst);
+// Packs an n x k matrix (bf16 or fp32 values) given as rows, each of contiguous values wherever it lies: along k
+// (row j holds element (j, kk) at kk) or along n (row kk holds it at j); into packed_bytes(...) bytes at dst,
+// zero-padded.
+void pack(Isa isa, const void* const* rows, bool along_k, bool bf16, int64_t n, int64_t k, void* dst);
 // out[m, n] (rows ldc apart) = (accumulate ? out : 0) + a[m, k] (rows lda apart, fp32 or
 // bf16 as the packed values) times the packed matrix transposed, on the calling thread.
 void multiply(Isa isa, const void* a, int64_t lda, bool bf16, const void* packed, int64_t m, int64_t k, int64_t n, float* out,

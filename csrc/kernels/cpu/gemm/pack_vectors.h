@@ -1,8 +1,8 @@
 // Vector steps of the bf16 panels' packing (gemm_fma.cpp, gemm_dpbf16.cpp). Both families hold a column's values
-// in pairs of k, 32-bit words with w[2s] in the low half and w[2s + 1] in the high one. For the matrix's layouts:
-//   - rows along k (stride_k 1: a linear's weights, attention's keys): a panel's words are a transpose of its
-//     columns' rows, L rows of L words at a time (words_of_rows);
-//   - columns along n (stride_n 1: attention's values): a step's words join two runs of columns (pair_runs).
+// in pairs of k, 32-bit words with w[2s] in the low half and w[2s + 1] in the high one. For a PackSource's rows:
+//   - along k (a linear's weights, attention's keys): a panel's words are a transpose of its columns' rows, L rows
+//     of L words at a time (words_of_rows);
+//   - along n (attention's values): a step's words join two rows' runs of columns (pair_runs).
 // GCC vector types, as FmaTile's: the same source becomes zmm, ymm or xmm code in the target function it is
 // inlined into (a `flatten` one; its file ignores -Wpsabi). The scalar loops beside them stay each family's
 // reference (Kernel::plain_pack), compared byte for byte by test/native/gemm_check.cpp.

@@ -257,7 +257,7 @@ template <int L>
 Kernel kernel_of(PanelsFn f32, PanelsFn bf16, PackFn pack_bf16, bool is_bf16) {
   constexpr int64_t width = FmaTile<L, float>::kWidth, block_k = FmaTile<L, float>::kBlockK;
   if (is_bf16) return {bf16, pack_bf16, width, FmaTile<L, uint16_t>::kDepth, 2, block_k, plain_pack<uint16_t, width>};
-  return {f32, plain_pack<float, width>, width, 1, 4, block_k, plain_pack<float, width>};
+  return {f32, plain_pack<float, width>, width, 1, 4, block_k};
 }
 
 }  // namespace

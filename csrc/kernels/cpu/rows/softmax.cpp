@@ -86,7 +86,8 @@ TQ_AVX512 inline void store_lanes(uint16_t* p, __mmask16 m, __m256i v) {
   else _mm256_mask_storeu_epi16(p, m, v);
 }
 
-// Each vector of a row through step<kFull>(i, m): the full ones, then the tail.
+// Each vector of a row through step(full, i, m), full a std::true_type for the full
+// vectors and a std::false_type for the tail.
 template <class Step>
 TQ_AVX512 inline void each_vector(int64_t n, Step&& step) {
   int64_t i = 0;

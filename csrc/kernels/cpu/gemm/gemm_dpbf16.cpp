@@ -113,7 +113,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), flatten)) void vector_pack(c
 
 // The AMX families pack their panels here too, and their model runs on any CPU (the tests).
 void pack(const PackSource& w, int64_t n, int64_t k, void* out) {
-  static const bool vectors = __builtin_cpu_supports("avx512bw");
+  static const bool vectors = best_isa() >= Isa::Avx512;  // vector_pack's target
   (vectors ? vector_pack : plain_pack)(w, n, k, out);
 }
 

@@ -80,7 +80,7 @@ function fresh() {
   return fs.readFileSync(stamp, 'utf8') === stampOf(l) && fs.existsSync(`${l.pch}.gch`) ? l : undefined;
 }
 
-module.exports = { findWheel, make, fresh };
+module.exports = { findWheel, cudaInclude, make, fresh };
 
 if (require.main === module) {
   if (!cudaInclude()) {

@@ -17,13 +17,21 @@ afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
 const kernels = fs.readdirSync(path.join(csrc, 'kernels', 'cuda')).filter((f) => f.endsWith('.cu'));
 
-interface CudaBuildCheck { sources: string[]; torch2Sources: string[]; linkSources: string[]; units: { file: string; members: string[]; object: string | null }[]; flags: string[] }
+interface CudaBuildCheck {
+  units: { file: string; members: string[]; object: string }[];
+  library: string[];
+  programs: Record<string, string[]>;
+  sources: string[];
+  flags: string[];
+  dependencies: string[];
+}
 type Run = (file: string, args: string[]) => Promise<void>;
 // eslint-disable-next-line @typescript-eslint/no-var-requires
 const cudaCheck = require(path.join(root, 'scripts', 'cuda-build-check.js')) as {
   fresh(): CudaBuildCheck | undefined;
   make(run: Run): Promise<CudaBuildCheck>;
   queued(cores: number): Run;
+  unresolved(check: CudaBuildCheck, program: string, extra?: string[]): string[];
 };
 /** This file's commands, as many at a time as there are cores: each is queued as the file loads, so they share the cores. */
 const run = cudaCheck.queued(os.cpus().length);
@@ -85,14 +93,14 @@ test('the readout arithmetic is the same bits at -O0 and at -O3 with FMA allowed
 }, 120_000);
 
 /**
- * The C++ of a CUDA build (TQ_CUDA=1, TQ_ONEDNN=0) compiles, in the units a CUDA build compiles, against the CUDA
- * toolkit's headers and the headers of the libtorch a GPU machine has: a PyTorch 2.x wheel's (TQ_TORCH2_WHEEL, else
+ * The C++ of a CUDA build (TQ_CUDA=1, TQ_ONEDNN=0) compiles, in the units a CUDA build compiles (the engine library's,
+ * tq_cli's and the native checks the GPU window builds), and links on paper (below), against the CUDA toolkit's headers and the headers of the libtorch a GPU machine has: a PyTorch 2.x wheel's (TQ_TORCH2_WHEEL, else
  * /opt/wheels/torch-2.*.whl; the CPU wheel carries the c10/cuda and ATen/cuda headers too), so the code behind
  * `TORCH_VERSION_MAJOR >= 2` (FlashAttention-2 and the memory-efficient kernel, CUDA graph capture, the ATen kernels'
  * 2.x calls) is compiled as the GPU machine's libtorch 2.11 compiles it. Where no wheel is on the machine, Debian's
  * 1.13 headers stand in (those branches are then not compiled) and the 2.x test is skipped, saying so. The set-up
- * compiles it (scripts/cuda-build-check.js, which says what and how); here it is compiled again where a source, a
- * header a unit reads, or the plan changed since.
+ * compiles it (scripts/cuda-build-check.js, which says what and how); here a unit is compiled again where its source or
+ * a header it reads changed since, and every unit where the plan, the flags or the wheel did.
  */
 // eslint-disable-next-line @typescript-eslint/no-var-requires
 const torch2Wheel = (require(path.join(root, 'scripts', 'torch2-pch.js')) as { findWheel(): string | undefined }).findWheel();
@@ -100,51 +108,72 @@ if (!torch2Wheel) console.warn('No PyTorch 2.x wheel (TQ_TORCH2_WHEEL, /opt/whee
 const cudaBuildCheck: Promise<CudaBuildCheck> = (async () => cudaCheck.fresh() ?? cudaCheck.make(run))();
 cudaBuildCheck.catch(() => undefined);
 
-test(`the sources with CUDA or oneDNN branches compile as a CUDA build (TQ_CUDA=1, TQ_ONEDNN=0) against ${torch2Wheel ? path.basename(torch2Wheel) : "Debian's libtorch 1.13"}'s headers, in its units`, async () => {
+test(`a CUDA build's C++ (TQ_CUDA=1, TQ_ONEDNN=0) compiles against ${torch2Wheel ? path.basename(torch2Wheel) : "Debian's libtorch 1.13"}'s headers, in its units: the library, tq_cli and the window's checks`, async () => {
   const check = await cudaBuildCheck;
-  expect(check.sources.length).toBeGreaterThanOrEqual(4);
-  expect(check.sources).toEqual(expect.arrayContaining(check.torch2Sources));
-  // Each in the unit of its folder: fewer compiles than sources, every source in one of them.
+  expect(check.sources).toEqual(expect.arrayContaining(['csrc/engine/intra_op_threads.cpp', 'csrc/kernels/cpu/gemm/onednn.cpp', 'csrc/cli/main.cpp',
+    'csrc/kernels/aten/few_rows_gemm.cpp', 'test/native/row_kernels_device_check.cpp']));
+  // Each folder in one unit (fewer compiles than sources), every unit compiled to an object.
   expect(check.units.length).toBeLessThan(check.sources.length);
-  expect(check.units.flatMap((u) => u.members)).toEqual(expect.arrayContaining(check.sources));
+  expect(check.units.every((u) => fs.statSync(u.object).size > 0)).toBe(true);
+  // The programs the GPU window builds (bench/gpu/window.py), less the addon, whose own sources have no CUDA branch.
+  const windowTargets = /targets = \[([^\]]*)\]/.exec(fs.readFileSync(path.join(root, 'bench', 'gpu', 'window.py'), 'utf8'))![1];
+  expect(Object.keys(check.programs).sort()).toEqual(Array.from(windowTargets.matchAll(/"(\w+)"/g), (m) => m[1]).sort());
 }, 300_000);
 
-test('a CUDA build calls no OpenMP or oneDNN: its objects leave no symbol of either undefined (the build links neither)', async () => {
+/** The CUDA kernels' objects (their launches are what the C++ calls), once the build has them. */
+const kernelObjects = () => kernelsBuilt.then(() => kernels.map((file) => path.join(sm90, `${file}.o`)));
+
+// libtorch_cuda and libc10_cuda, the one part of a CUDA build's link that no wheel here carries: their namespaces.
+const FROM_TORCH_CUDA = /^(typeinfo for |vtable for )?(c10|at)::cuda::/;
+
+test.each(['tq_cli', 'cascade_check', 'row_kernels_device_check'])("a CUDA build's %s links: every symbol its objects need is defined by them, by the libraries a CUDA build links, or by libtorch_cuda", async (program) => {
   const check = await cudaBuildCheck;
-  expect(check.linkSources).toEqual(expect.arrayContaining(['csrc/engine/intra_op_threads.cpp', 'csrc/kernels/cpu/gemm/onednn.cpp']));
-  // Every such source's unit compiled to an object.
-  const linkUnits = check.units.filter((u) => u.object);
-  expect(linkUnits.flatMap((u) => u.members)).toEqual(expect.arrayContaining(check.linkSources));
-  const undefinedIn = (object: string) => execFileSync('nm', ['-u', '-C', object], { encoding: 'utf8' }).split('\n');
-  const foreign = linkUnits.flatMap((u) => undefinedIn(u.object!).filter((symbol) => /\b(omp_|GOMP_|kmp_|dnnl)/.test(symbol)).map((s) => `${path.basename(u.file)}: ${s.trim()}`));
-  expect(foreign).toEqual([]);
-  // The check can fail: an OpenMP call compiled with the CUDA build's flags leaves its symbol undefined.
-  const probe = path.join(scratch, 'omp_probe.cpp');
-  fs.writeFileSync(probe, '#include <omp.h>\nvoid set(int n) { omp_set_num_threads(n); }\n');
-  execFileSync('g++', ['-c', '-O0', ...check.flags, probe, '-o', `${probe}.o`]);
-  expect(execFileSync('nm', ['-u', `${probe}.o`], { encoding: 'utf8' })).toMatch(/omp_set_num_threads/);
+  const missing = cudaCheck.unresolved(check, program, await kernelObjects());
+  expect(missing.filter((symbol) => !FROM_TORCH_CUDA.test(symbol))).toEqual([]);
+  expect(missing).toEqual(expect.arrayContaining(['c10::cuda::device_count()']));  // its CUDA branches are the ones compiled
 }, 300_000);
 
-test("the check's result is taken only while nothing it read has changed: a header a unit includes, newer than the result, makes it stale (compiled again)", async () => {
-  await cudaBuildCheck;
-  const result = path.join(root, 'build', 'cuda-build-check', 'check.json');
+test('the link check finds what a CUDA build would not link: a kernel whose object is missing, an OpenMP call, a function defined nowhere', async () => {
+  const check = await cudaBuildCheck;
+  const objects = await kernelObjects();
+  const withoutMerge = objects.filter((o) => !o.endsWith('attention_merge.cu.o'));
+  expect(cudaCheck.unresolved(check, 'tq_cli', withoutMerge).filter((s) => !FROM_TORCH_CUDA.test(s)))
+    .toEqual([expect.stringContaining('tq::cuda::launch_attention_merge(')]);
+  // A CUDA build links no OpenMP (its libtorch bundles its own, privately) and no oneDNN.
+  const probe = path.join(scratch, 'link_probe.cpp');
+  fs.writeFileSync(probe, '#include <omp.h>\nnamespace tq { void defined_nowhere(); }\nvoid probe(int n) { omp_set_num_threads(n); tq::defined_nowhere(); }\n');
+  execFileSync('g++', ['-c', '-O0', ...check.flags, probe, '-o', `${probe}.o`]);
+  expect(cudaCheck.unresolved(check, 'tq_cli', [...objects, `${probe}.o`]).filter((s) => !FROM_TORCH_CUDA.test(s)).sort())
+    .toEqual(['omp_set_num_threads', 'tq::defined_nowhere()']);
+}, 300_000);
+
+test('a CUDA build calls no OpenMP or oneDNN: no object leaves a symbol of either undefined (some libtorch wheels export oneDNN\'s)', async () => {
+  const check = await cudaBuildCheck;
+  const undefinedIn = (object: string) => execFileSync('nm', ['-u', '-C', object], { encoding: 'utf8' }).split('\n');
+  const foreign = check.units.flatMap((u) => undefinedIn(u.object).filter((symbol) => /\b(omp_|GOMP_|kmp_|dnnl)/.test(symbol)).map((s) => `${path.basename(u.file)}: ${s.trim()}`));
+  expect(foreign).toEqual([]);
+}, 300_000);
+
+test("the check's result is taken only while nothing it read has changed: a header a unit includes, newer than its object, makes it stale (compiled again)", async () => {
+  const check = await cudaBuildCheck;
   const header = path.join(csrc, 'engine', 'intra_op_threads.h');
-  expect(JSON.parse(fs.readFileSync(result, 'utf8')).dependencies).toContain(header);
+  expect(check.dependencies).toContain(header);
+  const unit = check.units.find((u) => u.members.includes('csrc/engine/intra_op_threads.cpp'))!;
   expect(cudaCheck.fresh()).toBeDefined();
-  // As though the header had been edited after the result was written.
-  const made = fs.statSync(result).mtime;
+  // As though the header had been edited after the unit's object was made.
+  const made = fs.statSync(unit.object).mtime;
   try {
-    fs.utimesSync(result, made, new Date(fs.statSync(header).mtimeMs - 1000));
+    fs.utimesSync(unit.object, made, new Date(fs.statSync(header).mtimeMs - 1000));
     expect(cudaCheck.fresh()).toBeUndefined();
   } finally {
-    fs.utimesSync(result, made, made);
+    fs.utimesSync(unit.object, made, made);
   }
   expect(cudaCheck.fresh()).toBeDefined();
 });
 
 (torch2Wheel ? test : test.skip)(`the TORCH_VERSION_MAJOR >= 2 branches are among what compiled (${torch2Wheel ? path.basename(torch2Wheel) : 'no PyTorch 2.x wheel here: NOT compiled'})`, async () => {
   const check = await cudaBuildCheck;
-  expect(check.torch2Sources).toEqual(
+  expect(check.sources).toEqual(
     expect.arrayContaining(['csrc/runner/step_graphs.cpp', 'csrc/kernels/aten/aten_layer_kernels.cpp', 'csrc/kernels/cascade/flash_attention.cpp']));
   // The preprocessed source calls FlashAttention-2 and the memory-efficient kernel: the 2.x branch is the one compiled.
   const flash = execFileSync('g++', [...check.flags, '-E', path.join(csrc, 'kernels', 'cascade', 'flash_attention.cpp')], { encoding: 'utf8', maxBuffer: 1 << 28 });

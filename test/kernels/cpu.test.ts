@@ -123,11 +123,12 @@ test("every bf16 family's vector pack writes its plain loops' bytes (keys and we
   expect(packing.casesDiffering).toBe(0);
 });
 
-test("a softmax numerator and its row's sum do not change with their place in the row (generic loops: no contraction in the vector body only)", async () => {
-  const paths = await runCheck<{ path: string; offsets: number; differing: number; sumError: number }>('softmax_check');
+test("a softmax numerator and its row's sum do not change with their place in the row (generic loops: no contraction in the vector body only), nor with the level", async () => {
+  const paths = await runCheck<{ path: string; offsets: number; differing: number; differingFromGeneric: number; sumError: number }>('softmax_check');
   expect(paths.map((p) => p.path).sort()).toEqual(['generic', ...runnableIsaLevels().filter((l) => l.startsWith('avx512'))].sort());
   for (const p of paths) {
     expect(`${p.path}: ${p.differing} of ${p.offsets} offsets differ`).toBe(`${p.path}: 0 of ${p.offsets} offsets differ`);
+    expect(`${p.path}: ${p.differingFromGeneric} of ${p.offsets} offsets differ from the generic loops`).toBe(`${p.path}: 0 of ${p.offsets} offsets differ from the generic loops`);
     expect(p.sumError).toBeLessThan(1e-7);
   }
 }, 120_000);

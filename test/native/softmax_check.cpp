@@ -2,9 +2,12 @@
 // placed at 40 offsets behind masked keys (-inf), with masked keys between
 // them too, on the generic loops and on each AVX-512 level the CPU has: an
 // element's numerator (fp32 in place, and bf16) and the row's inverse sum
-// must not depend on its place in the row; the inverse sum must be within
-// 1e-7 of 1 / a float64 sum of the same numerators. Prints {"path",
-// "offsets", "differing", "sumError"} per path.
+// must not depend on its place in the row, nor on the level (each level's
+// against the generic loops'); the inverse sum must be within 1e-7 of 1 / a
+// float64 sum of the same numerators. The row is long enough to cross the
+// AVX-512 loops' groups of 8 vectors and their single vectors after them at
+// every offset. Prints {"path", "offsets", "differing", "differingFromGeneric",
+// "sumError"} per path.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -17,18 +20,26 @@
 
 namespace {
 
+struct Numerators {
+  std::vector<float> fp32;
+  std::vector<uint16_t> bf16;
+  float inverse = 0;
+  bool operator==(const Numerators& o) const {
+    return std::memcmp(fp32.data(), o.fp32.data(), fp32.size() * sizeof(float)) == 0 && bf16 == o.bf16 && inverse == o.inverse;
+  }
+};
+std::vector<Numerators> generic;  // the generic loops' at each offset
+
 void check(const char* path, tq::Isa isa) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 3.0f);
-  const int n = 37, offsets = 40;
+  const int n = 301, offsets = 40;
   constexpr float kMasked = -std::numeric_limits<float>::infinity();
   std::vector<float> scores(n);
   for (float& v : scores) v = normal(rng);
   for (int i = 5; i < n; i += 7) scores[i] = kMasked;  // masked keys among the visible ones
-  std::vector<float> first_fp32;
-  std::vector<uint16_t> first_bf16;
-  float first_inverse = 0;
-  int differing = 0;
+  std::vector<Numerators> at(offsets);
+  int differing = 0, differing_from_generic = 0;
   double sum_error = 0;
   for (int offset = 0; offset < offsets; ++offset) {
     std::vector<float> row(offset + n + 5, kMasked);
@@ -37,21 +48,18 @@ void check(const char* path, tq::Isa isa) {
     const float inverse = tq::softmax_numerators(fp32.data(), static_cast<int64_t>(fp32.size()), 0.5f, nullptr, 0, nullptr, isa);
     std::vector<uint16_t> bf16(row.size());
     const float inverse_bf16 = tq::softmax_numerators(row.data(), static_cast<int64_t>(row.size()), 0.5f, nullptr, 0, bf16.data(), isa);
-    std::vector<float> got(fp32.begin() + offset, fp32.begin() + offset + n);
-    std::vector<uint16_t> got_bf16(bf16.begin() + offset, bf16.begin() + offset + n);
+    at[offset] = {std::vector<float>(fp32.begin() + offset, fp32.begin() + offset + n),
+                  std::vector<uint16_t>(bf16.begin() + offset, bf16.begin() + offset + n), inverse};
     double sum = 0;
     for (float v : fp32) sum += v;
     sum_error = std::max(sum_error, std::abs(inverse * sum - 1.0));
-    if (first_fp32.empty()) {
-      first_fp32 = got;
-      first_bf16 = got_bf16;
-      first_inverse = inverse;
-    } else if (std::memcmp(first_fp32.data(), got.data(), n * sizeof(float)) != 0 || first_bf16 != got_bf16 || inverse != first_inverse) {
-      ++differing;
-    }
+    if (offset > 0 && !(at[offset] == at[0])) ++differing;
     if (inverse_bf16 != inverse) ++differing;
+    if (!generic.empty() && !(at[offset] == generic[offset])) ++differing_from_generic;
   }
-  std::printf("{\"path\": \"%s\", \"offsets\": %d, \"differing\": %d, \"sumError\": %g}\n", path, offsets, differing, sum_error);
+  if (generic.empty()) generic = at;
+  std::printf("{\"path\": \"%s\", \"offsets\": %d, \"differing\": %d, \"differingFromGeneric\": %d, \"sumError\": %g}\n", path, offsets, differing,
+              differing_from_generic, sum_error);
 }
 
 }  // namespace

@@ -86,14 +86,19 @@ TQ_AVX512 inline void store_lanes(uint16_t* p, __mmask16 m, __m256i v) {
   else _mm256_mask_storeu_epi16(p, m, v);
 }
 
-// Each vector of a row through step(full, i, m), full a std::true_type for the full
+// Each vector of a row from `from` on through step(full, i, m), full a std::true_type for the full
 // vectors and a std::false_type for the tail.
 template <class Step>
-TQ_AVX512 inline void each_vector(int64_t n, Step&& step) {
-  int64_t i = 0;
+TQ_AVX512 inline void each_vector(int64_t n, Step&& step, int64_t from = 0) {
+  int64_t i = from;
   for (; i + 16 <= n; i += 16) step(std::true_type{}, i, static_cast<__mmask16>(0xffff));
   if (i < n) step(std::false_type{}, i, lanes_from(i, n));
 }
+
+// The numerators' full vectors taken this many at a time, their exps side by side
+// (exp16_nonpositive<U>): one at a time, each exp's chain of dependent operations
+// left the vector units idle (bench/README.md, "CPU attention").
+constexpr int kExpGroup = 8;
 
 // One row in two passes: scaled and masked, with its max; then exp, written
 // in bf16 (when asked) or in place, and summed. ToBf16 is how a vector of
@@ -123,10 +128,8 @@ TQ_AVX512 inline float numerators_avx512(float* x, int64_t n, float scale, const
     wide = _mm512_add_epi64(wide, _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(narrow, 1)));
     narrow = _mm512_setzero_si512();
   };
-  each_vector(n, [&](auto full, int64_t i, __mmask16 m) TQ_AVX512 {
-    const __m512 v = load_lanes<full>(x + i, m);
-    const __mmask16 live = any ? _mm512_mask_cmp_ps_mask(m, v, neg_inf, _CMP_NEQ_OQ) : 0;
-    const __m512 e = _mm512_maskz_mov_ps(live, exp16_nonpositive(_mm512_sub_ps(v, shift)));
+  // A vector's numerators e (0 where masked), written and summed.
+  const auto finish = [&](auto full, int64_t i, __mmask16 m, __m512 e) TQ_AVX512 {
     if (out_bf16) store_lanes<full>(out_bf16 + i, m, to_bf16(e));
     else store_lanes<full>(x + i, m, e);
     narrow = _mm512_add_epi32(narrow, _mm512_cvtps_epu32(_mm512_mul_ps(e, fixed_one)));
@@ -134,7 +137,26 @@ TQ_AVX512 inline float numerators_avx512(float* x, int64_t n, float scale, const
       widen();
       vectors = 0;
     }
-  });
+  };
+  const auto live = [&](__mmask16 m, __m512 v) TQ_AVX512 { return any ? _mm512_mask_cmp_ps_mask(m, v, neg_inf, _CMP_NEQ_OQ) : 0; };
+  int64_t i = 0;
+  for (; i + 16 * kExpGroup <= n; i += 16 * kExpGroup) {
+    __m512 shifted[kExpGroup], e[kExpGroup];
+    __mmask16 visible[kExpGroup];
+#pragma GCC unroll 16
+    for (int u = 0; u < kExpGroup; ++u) {
+      const __m512 v = _mm512_loadu_ps(x + i + 16 * u);
+      visible[u] = live(0xffff, v);
+      shifted[u] = _mm512_sub_ps(v, shift);
+    }
+    exp16_nonpositive<kExpGroup>(shifted, e);
+#pragma GCC unroll 16
+    for (int u = 0; u < kExpGroup; ++u) finish(std::true_type{}, i + 16 * u, 0xffff, _mm512_maskz_mov_ps(visible[u], e[u]));
+  }
+  each_vector(n, [&](auto full, int64_t j, __mmask16 m) TQ_AVX512 {
+    const __m512 v = load_lanes<full>(x + j, m);
+    finish(full, j, m, _mm512_maskz_mov_ps(live(m, v), exp16_nonpositive(_mm512_sub_ps(v, shift))));
+  }, i);
   widen();
   return inverse_of_fixed(static_cast<uint64_t>(_mm512_reduce_add_epi64(wide)));
 }

@@ -71,21 +71,42 @@ TQ_AVX512 inline __m512 add16(__m512 a, float b) { return _mm512_add_ps(a, _mm51
 // clamp at 88 never applies, and is left out. 2^k's bits come from t, whose
 // low mantissa bits hold k (t = 1.5 * 2^23 + k exactly, for |k| < 2^22): the
 // same bits as converting k, one instruction fewer (bench/README.md, "CPU attention").
+// U vectors side by side, each step taken for all of them in turn: one vector's
+// exp is a chain of some twenty dependent operations, which alone leaves the
+// vector units waiting on it (the softmax's numerators take 8).
+template <int U>
+TQ_AVX512 inline void exp16_nonpositive(const __m512 (&x)[U], __m512 (&out)[U]) {
+  __m512 t[U], r[U], p[U];
+#pragma GCC unroll 16
+  for (int u = 0; u < U; ++u) {
+    const __m512 v = _mm512_max_ps(x[u], _mm512_set1_ps(-87.0f));
+    t[u] = add16(mul16(v, 1.44269504088896341f), 12582912.0f);
+    const __m512 k = _mm512_sub_ps(t[u], _mm512_set1_ps(12582912.0f));
+    r[u] = _mm512_sub_ps(_mm512_sub_ps(v, mul16(k, 0.693145751953125f)), mul16(k, 1.428606765330187e-06f));
+    p[u] = _mm512_set1_ps(1.0f / 720);
+  }
+  const auto horner = [&](float c) TQ_AVX512 {
+#pragma GCC unroll 16
+    for (int u = 0; u < U; ++u) p[u] = add16(_mm512_mul_ps(p[u], r[u]), c);
+  };
+  horner(1.0f / 120);
+  horner(1.0f / 24);
+  horner(1.0f / 6);
+  horner(0.5f);
+  horner(1.0f);
+  horner(1.0f);
+#pragma GCC unroll 16
+  for (int u = 0; u < U; ++u) {
+    // (bits(t) + 127) << 23 = (k + 127) << 23: bits(t) is 0x4B400000 + k, whose high part shifts out.
+    const __m512i scale = _mm512_slli_epi32(_mm512_add_epi32(_mm512_castps_si512(t[u]), _mm512_set1_epi32(127)), 23);
+    out[u] = _mm512_mul_ps(p[u], _mm512_castsi512_ps(scale));
+  }
+}
 TQ_AVX512 inline __m512 exp16_nonpositive(__m512 x) {
-  const __m512 v = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 t = add16(mul16(v, 1.44269504088896341f), 12582912.0f);
-  const __m512 k = _mm512_sub_ps(t, _mm512_set1_ps(12582912.0f));
-  const __m512 r = _mm512_sub_ps(_mm512_sub_ps(v, mul16(k, 0.693145751953125f)), mul16(k, 1.428606765330187e-06f));
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = add16(_mm512_mul_ps(p, r), 1.0f / 120);
-  p = add16(_mm512_mul_ps(p, r), 1.0f / 24);
-  p = add16(_mm512_mul_ps(p, r), 1.0f / 6);
-  p = add16(_mm512_mul_ps(p, r), 0.5f);
-  p = add16(_mm512_mul_ps(p, r), 1.0f);
-  p = add16(_mm512_mul_ps(p, r), 1.0f);
-  // (bits(t) + 127) << 23 = (k + 127) << 23: bits(t) is 0x4B400000 + k, whose high part shifts out.
-  const __m512i scale = _mm512_slli_epi32(_mm512_add_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(scale));
+  const __m512 in[1] = {x};
+  __m512 out[1];
+  exp16_nonpositive<1>(in, out);
+  return out[0];
 }
 
 // Lanes [0, n - i) of the 16 starting at i, for tails.

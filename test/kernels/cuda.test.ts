@@ -94,7 +94,8 @@ test('the readout arithmetic is the same bits at -O0 and at -O3 with FMA allowed
 
 /**
  * The C++ of a CUDA build (TQ_CUDA=1, TQ_ONEDNN=0) compiles, in the units a CUDA build compiles (the engine library's,
- * tq_cli's and the native checks the GPU window builds), and links on paper (below), against the CUDA toolkit's headers and the headers of the libtorch a GPU machine has: a PyTorch 2.x wheel's (TQ_TORCH2_WHEEL, else
+ * tq_cli's and the native checks the GPU window builds), and links on paper (below), against the CUDA toolkit's headers
+ * and the headers of the libtorch a GPU machine has: a PyTorch 2.x wheel's (TQ_TORCH2_WHEEL, else
  * /opt/wheels/torch-2.*.whl; the CPU wheel carries the c10/cuda and ATen/cuda headers too), so the code behind
  * `TORCH_VERSION_MAJOR >= 2` (FlashAttention-2 and the memory-efficient kernel, CUDA graph capture, the ATen kernels'
  * 2.x calls) is compiled as the GPU machine's libtorch 2.11 compiles it. Where no wheel is on the machine, Debian's
